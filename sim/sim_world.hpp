@@ -1,0 +1,44 @@
+// sim_world.hpp — the collective simulator: W ranks as threads in one process, each with a
+// SimComm. Collectives meet at a rendezvous keyed by each rank's call number; the reduction is
+// comm/reduce.hpp's rank-order one, so results are deterministic and bit-exact. A mismatched
+// call (op, dtype, count, root), a rank that throws or returns early, or a wait longer than the
+// timeout becomes a zl::Error naming the ranks and calls involved, never a hang.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "comm/traffic_ledger.hpp"
+
+namespace zl {
+
+/// Settings of a simulated world.
+struct SimOptions {
+  /// Longest a rank waits in one collective for the others before failing with an error.
+  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+};
+
+/// A world of `size()` simulated ranks.
+class SimWorld {
+ public:
+  /// Throws zl::Error if world < 1.
+  explicit SimWorld(int world, SimOptions options = {});
+  int size() const { return world_; }
+
+  /// Runs `body(comm)` once per rank, each on its own thread, and returns when all are done.
+  /// If any rank fails, throws zl::Error whose message names the first failing rank and its
+  /// error ("rank 2: ..."); the other ranks' pending collectives fail instead of hanging.
+  void run(const std::function<void(Comm&)>& body);
+
+  /// Traffic ledger of rank `rank` after the last run().
+  const TrafficLedger& traffic(int rank) const { return traffic_.at(static_cast<std::size_t>(rank)); }
+
+ private:
+  int world_;
+  SimOptions options_;
+  std::vector<TrafficLedger> traffic_;
+};
+
+}  // namespace zl

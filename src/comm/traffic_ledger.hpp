@@ -1,0 +1,56 @@
+// traffic_ledger.hpp — bytes each rank sends and receives per collective, using the volumes of
+// the ring algorithms (the ones NCCL uses at scale and the ZeRO paper counts):
+//   all_reduce      sends 2 (W-1)/W * S   (reduce-scatter then all-gather around the ring)
+//   reduce_scatter  sends   (W-1)/W * S   (S = the full input, W blocks)
+//   all_gather      sends   (W-1)/W * S   (S = the full output)
+//   broadcast       a chain from the root: every rank but the last sends S, all but root receive S
+// where S is the byte size of the whole buffer. When S is not a multiple of W, ring chunk c has
+// floor(n/W) elements plus one for c < n mod W, and each rank skips the chunk it owns.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace zl {
+
+/// The collective kinds the ledger counts.
+enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Barrier };
+
+/// Number of CollectiveKind values.
+inline constexpr int kCollectiveKindCount = 5;
+
+/// "all_reduce", "reduce_scatter", "all_gather", "broadcast" or "barrier".
+std::string_view collective_name(CollectiveKind kind);
+
+/// Bytes rank `rank` of `world` sends and receives in one collective.
+struct RingVolume {
+  std::int64_t sent_bytes = 0;
+  std::int64_t recv_bytes = 0;
+};
+
+/// Ring volume of one collective over a buffer of `elems` elements of `elem_bytes` each
+/// (for reduce_scatter and all_gather, `elems` is the full, W-block buffer). `root` is used by
+/// broadcast only.
+RingVolume ring_volume(CollectiveKind kind, std::int64_t elems, std::int64_t elem_bytes, int rank,
+                       int world, int root = 0);
+
+/// One rank's totals per collective kind.
+class TrafficLedger {
+ public:
+  /// Adds one call of `kind` with the given volume.
+  void record(CollectiveKind kind, RingVolume volume);
+  std::int64_t sent_bytes() const;
+  std::int64_t recv_bytes() const;
+  std::int64_t sent_bytes(CollectiveKind kind) const { return sent_[index(kind)]; }
+  std::int64_t recv_bytes(CollectiveKind kind) const { return recv_[index(kind)]; }
+  std::int64_t calls(CollectiveKind kind) const { return calls_[index(kind)]; }
+
+ private:
+  static int index(CollectiveKind kind) { return static_cast<int>(kind); }
+  std::array<std::int64_t, kCollectiveKindCount> sent_{};
+  std::array<std::int64_t, kCollectiveKindCount> recv_{};
+  std::array<std::int64_t, kCollectiveKindCount> calls_{};
+};
+
+}  // namespace zl

@@ -1,0 +1,82 @@
+// buffer.hpp — a flat, typed, owning block of memory with a shape, booked in a MemoryLedger
+// for its whole life. Devices hand these out; engines and models never call new/malloc.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "core/memory_ledger.hpp"
+
+namespace zl {
+
+/// Dimensions of a tensor, outermost first (row-major).
+using Shape = std::vector<std::int64_t>;
+
+/// Number of elements of a shape (1 for a scalar shape {}).
+std::int64_t numel(const Shape& shape);
+
+/// "[3, 4]" for messages and files.
+std::string shape_string(const Shape& shape);
+
+/// Where a Buffer's bytes come from (the Device implements it).
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  /// Returns `bytes` bytes of zeroed memory aligned to 64 bytes.
+  virtual void* allocate(std::size_t bytes) = 0;
+  /// Frees what allocate returned.
+  virtual void deallocate(void* ptr, std::size_t bytes) = 0;
+};
+
+/// Owning flat storage of `elems` elements of `dtype`, zero-initialised, booked under a
+/// category of a ledger until destroyed. Move-only.
+class Buffer {
+ public:
+  Buffer() = default;
+  /// Allocates from `allocator` and books the bytes in `ledger` (which must outlive the buffer).
+  Buffer(Allocator& allocator, MemoryLedger& ledger, MemCategory category, DType dtype, Shape shape);
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  /// Raw pointer to the first element (nullptr when empty).
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  std::int64_t elems() const { return elems_; }
+  std::int64_t bytes() const { return elems_ * static_cast<std::int64_t>(dtype_bytes(dtype_)); }
+  MemCategory category() const { return category_; }
+
+  /// Typed view of all elements; T must match the dtype's size (float for fp32, uint16_t for 16-bit).
+  template <class T>
+  std::span<T> as() {
+    ZL_CHECK(sizeof(T) == dtype_bytes(dtype_), "buffer of {} viewed as a {}-byte type",
+             dtype_name(dtype_), sizeof(T));
+    return {static_cast<T*>(data_), static_cast<std::size_t>(elems_)};
+  }
+  template <class T>
+  std::span<const T> as() const {
+    ZL_CHECK(sizeof(T) == dtype_bytes(dtype_), "buffer of {} viewed as a {}-byte type",
+             dtype_name(dtype_), sizeof(T));
+    return {static_cast<const T*>(data_), static_cast<std::size_t>(elems_)};
+  }
+
+ private:
+  void reset();
+  Allocator* allocator_ = nullptr;
+  MemoryLedger* ledger_ = nullptr;
+  void* data_ = nullptr;
+  MemCategory category_ = MemCategory::Params;
+  DType dtype_ = DType::F32;
+  Shape shape_;
+  std::int64_t elems_ = 0;
+};
+
+}  // namespace zl

@@ -1,0 +1,32 @@
+// dtype.hpp — the element types zerolab stores and communicates, and exact conversions between
+// fp32 and the 16-bit formats (round to nearest, ties to even, as IEEE 754 and PyTorch do).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace zl {
+
+/// Element type of a buffer or a collective.
+enum class DType : std::uint8_t { F32, BF16, F16, F64, I64 };
+
+/// Bytes per element of `dtype`.
+std::size_t dtype_bytes(DType dtype);
+
+/// Short lower-case name ("fp32", "bf16", "fp16", "fp64", "int64") for messages and files.
+std::string_view dtype_name(DType dtype);
+
+/// fp32 -> bfloat16 bits, round to nearest even; NaN stays a quiet NaN with its sign.
+std::uint16_t f32_to_bf16(float value);
+
+/// bfloat16 bits -> fp32 (exact).
+float bf16_to_f32(std::uint16_t bits);
+
+/// fp32 -> IEEE binary16 bits, round to nearest even, with subnormals; overflow gives infinity.
+std::uint16_t f32_to_f16(float value);
+
+/// IEEE binary16 bits -> fp32 (exact).
+float f16_to_f32(std::uint16_t bits);
+
+}  // namespace zl

@@ -1,0 +1,52 @@
+// memory_ledger.hpp — per-rank bytes by category, current and peak: the measured side of the
+// ZeRO memory formulas. Every Buffer books itself here on allocation and releases on destruction.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace zl {
+
+/// What an allocation holds. The model-state categories are the ones the ZeRO paper counts.
+enum class MemCategory : std::uint8_t {
+  Params,       ///< parameters in the training dtype (full or sharded)
+  Grads,        ///< gradients (full or sharded)
+  Master,       ///< fp32 master copy of parameters (mixed precision)
+  Optimizer,    ///< Adam moments m and v
+  Gathered,     ///< temporary full parameters of a unit (ZeRO-3)
+  CommBuffer,   ///< staging buffers of collectives
+  Activations,  ///< activations kept for backward
+};
+
+/// Number of MemCategory values.
+inline constexpr int kMemCategoryCount = 7;
+
+/// Lower-case name of a category as it appears in summaries ("params", "grads", ...).
+std::string_view mem_category_name(MemCategory category);
+
+/// Current and peak bytes per category for one rank. Not thread-safe: one ledger per rank.
+class MemoryLedger {
+ public:
+  /// Records `bytes` more in use under `category`.
+  void book(MemCategory category, std::int64_t bytes);
+  /// Records `bytes` released under `category`.
+  void release(MemCategory category, std::int64_t bytes);
+  /// Bytes in use now under `category`.
+  std::int64_t current_bytes(MemCategory category) const { return current_[index(category)]; }
+  /// Highest bytes ever in use under `category`.
+  std::int64_t peak_bytes(MemCategory category) const { return peak_[index(category)]; }
+  /// Bytes in use now over all categories.
+  std::int64_t total_current_bytes() const { return total_current_; }
+  /// Highest total bytes in use at any moment.
+  std::int64_t total_peak_bytes() const { return total_peak_; }
+
+ private:
+  static int index(MemCategory category) { return static_cast<int>(category); }
+  std::array<std::int64_t, kMemCategoryCount> current_{};
+  std::array<std::int64_t, kMemCategoryCount> peak_{};
+  std::int64_t total_current_ = 0;
+  std::int64_t total_peak_ = 0;
+};
+
+}  // namespace zl

@@ -1,0 +1,56 @@
+// partition.hpp — the shard math, pure and shared by every engine. Each unit is one flat buffer
+// of its parameters back to back, padded with zeros to a multiple of W * kNormBlockElems and cut
+// into W equal shards; rank r owns [r*S, (r+1)*S). ZeRO-1, -2 and -3 share this layout, so a
+// shard of optimizer state means the same elements at every stage. No threads, no communication.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/buffer.hpp"
+#include "model/model.hpp"
+#include "optim/grad_norm.hpp"
+
+namespace zl {
+
+/// Where one parameter sits inside its unit's flat buffer.
+struct ParamSlot {
+  std::string name;
+  Shape shape;
+  std::int64_t offset_elems = 0;
+  std::int64_t numel = 0;
+};
+
+/// A unit laid out for a world of W ranks.
+struct UnitLayout {
+  std::string name;
+  std::vector<ParamSlot> params;
+  std::int64_t numel = 0;         ///< real elements
+  std::int64_t padded_elems = 0;  ///< numel rounded up to a multiple of W * kNormBlockElems
+  std::int64_t shard_elems = 0;   ///< padded_elems / W
+};
+
+/// Half-open element range [begin, end) of a unit's flat buffer.
+struct ShardRange {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  std::int64_t size() const { return end - begin; }
+};
+
+/// `numel` rounded up to a multiple of world * kNormBlockElems (at least one block per rank).
+std::int64_t padded_elems(std::int64_t numel, int world);
+
+/// Lays out every unit for `world` ranks. Throws if world < 1 or a parameter is empty.
+std::vector<UnitLayout> layout_units(const std::vector<UnitSpec>& units, int world);
+
+/// The elements rank `rank` owns of `unit` (laid out for `world`).
+ShardRange shard_of(const UnitLayout& unit, int rank, int world);
+
+/// Sum of numel over units (the model's Psi).
+std::int64_t total_numel(const std::vector<UnitLayout>& units);
+
+/// Sum of padded_elems over units (Psi with padding).
+std::int64_t total_padded_elems(const std::vector<UnitLayout>& units);
+
+}  // namespace zl

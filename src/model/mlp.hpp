@@ -1,0 +1,50 @@
+// mlp.hpp — a multi-layer perceptron for classification: Linear layers with GELU (erf form, as
+// torch.nn.GELU()) between them and cross-entropy (mean over the micro-batch) on the logits.
+// Layer i is one unit holding `layers.{i}.weight` [out, in] and `layers.{i}.bias` [out], in the
+// layout of torch.nn.Linear. Dimensions: in -> width -> ... -> width -> classes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model.hpp"
+#include "ops/device.hpp"
+
+namespace zl {
+
+/// Shape of an MLP. `layers` Linear layers (1 means a single in -> classes layer).
+struct MlpConfig {
+  int layers = 3;
+  std::int64_t width = 64;
+  std::int64_t in = 16;
+  std::int64_t classes = 8;
+};
+
+/// Throws zl::Error with a one-line message if any size is < 1.
+void validate(const MlpConfig& config);
+
+/// The MLP. Activations are allocated on `device` (category Activations) per micro-batch.
+class Mlp final : public Model {
+ public:
+  Mlp(Device& device, const MlpConfig& config);
+  const std::vector<UnitSpec>& units() const override { return units_; }
+  /// torch.nn.Linear's default init: weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)), element e of
+  /// parameter `name` drawn as uniform01(seed, stream_of(name), e).
+  void init_unit(int unit, std::span<float> flat, std::uint64_t seed) const override;
+  void begin(const Batch& batch) override;
+  void forward_unit(int unit, std::span<const float> params) override;
+  float loss() override;
+  void backward_unit(int unit, std::span<const float> params, std::span<float> grads) override;
+
+ private:
+  Device& device_;
+  MlpConfig config_;
+  std::vector<UnitSpec> units_;
+  // Per micro-batch (see mlp.cpp for what each holds).
+  const Batch* batch_ = nullptr;
+  std::vector<Buffer> pre_;    // pre_[i]: layer i's output before GELU [rows, out_i]
+  std::vector<Buffer> post_;   // post_[i]: GELU(pre_[i]) [rows, out_i] (empty for the last layer)
+  Buffer grad_out_;            // gradient flowing backward into the current layer's output
+};
+
+}  // namespace zl

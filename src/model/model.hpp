@@ -1,0 +1,67 @@
+// model.hpp — what an engine needs from a model: its parameters grouped in units (the pieces
+// ZeRO-3 gathers one at a time), a deterministic init, and forward/backward one unit at a time.
+// A unit's parameters live back to back in one flat fp32 buffer, in the order of `params`.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/buffer.hpp"
+
+namespace zl {
+
+/// One named parameter tensor (Hugging Face / PyTorch names and shapes).
+struct ParamSpec {
+  std::string name;
+  Shape shape;
+};
+
+/// A group of parameters gathered, computed and reduced together.
+struct UnitSpec {
+  std::string name;
+  std::vector<ParamSpec> params;
+  /// Elements of all params together (the unpadded flat size).
+  std::int64_t numel() const {
+    std::int64_t count = 0;
+    for (const auto& param : params) count += zl::numel(param.shape);
+    return count;
+  }
+};
+
+/// One micro-batch of classification data: x [rows, features] and labels y [rows].
+struct Batch {
+  std::int64_t rows = 0;
+  std::int64_t features = 0;
+  std::vector<float> x;
+  std::vector<std::int64_t> y;
+};
+
+/// A model trained by the engines. Calls for one micro-batch go:
+///   begin(batch); forward_unit(0..U-1); loss(); backward_unit(U-1..0).
+/// The model keeps the activations it needs (booked as Activations on its device) between them.
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  /// The units in forward order, with their parameters.
+  virtual const std::vector<UnitSpec>& units() const = 0;
+
+  /// Fills the unpadded flat parameters of unit `unit` from `seed` (same for every W and backend).
+  virtual void init_unit(int unit, std::span<float> flat, std::uint64_t seed) const = 0;
+
+  /// Starts a micro-batch.
+  virtual void begin(const Batch& batch) = 0;
+
+  /// Runs unit `unit` forward with its flat parameters.
+  virtual void forward_unit(int unit, std::span<const float> params) = 0;
+
+  /// Loss of the micro-batch (mean over its rows); seeds the backward pass.
+  virtual float loss() = 0;
+
+  /// Runs unit `unit` backward, adding its parameter gradients into `grads` (same layout as params).
+  virtual void backward_unit(int unit, std::span<const float> params, std::span<float> grads) = 0;
+};
+
+}  // namespace zl
