@@ -17,7 +17,8 @@ std::vector<UnitLayout> layout_units(const std::vector<UnitSpec>& units, int wor
   std::vector<UnitLayout> layouts;
   layouts.reserve(units.size());
   for (const auto& unit : units) {
-    UnitLayout layout{.name = unit.name};
+    UnitLayout layout;
+    layout.name = unit.name;
     for (const auto& param : unit.params) {
       const std::int64_t count = numel(param.shape);
       ZL_CHECK(count > 0, "parameter {} has shape {} with no elements: every layer needs a size >= 1",

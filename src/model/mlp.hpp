@@ -37,14 +37,27 @@ class Mlp final : public Model {
   void backward_unit(int unit, std::span<const float> params, std::span<float> grads) override;
 
  private:
+  // Input and output widths of layer `unit`.
+  std::int64_t in_of(int unit) const;
+  std::int64_t out_of(int unit) const;
+  int last() const { return config_.layers - 1; }
+
   Device& device_;
   MlpConfig config_;
   std::vector<UnitSpec> units_;
-  // Per micro-batch (see mlp.cpp for what each holds).
-  const Batch* batch_ = nullptr;
-  std::vector<Buffer> pre_;    // pre_[i]: layer i's output before GELU [rows, out_i]
-  std::vector<Buffer> post_;   // post_[i]: GELU(pre_[i]) [rows, out_i] (empty for the last layer)
-  Buffer grad_out_;            // gradient flowing backward into the current layer's output
+  // Per micro-batch, allocated in begin() and kept until the next begin() (see mlp.cpp).
+  std::int64_t rows_ = 0;
+  std::vector<std::int64_t> labels_;
+  Buffer input_;              // x [rows, in], copied so the caller's Batch may go away
+  std::vector<Buffer> pre_;   // pre_[i]: layer i's output before GELU [rows, out_i]
+  std::vector<Buffer> post_;  // post_[i]: GELU(pre_[i]) [rows, out_i] (empty for the last layer)
+  Buffer grad_pre_;           // d loss / d pre_[i] of the layer being run backward
+  Buffer grad_post_;          // d loss / d post_[i]: the dx the layer above handed down
+  // Where the micro-batch is, so a call out of order fails with a message instead of garbage.
+  int forwarded_units_ = 0;
+  bool loss_done_ = false;
+  float loss_ = 0.0f;
+  int next_backward_unit_ = -1;
 };
 
 }  // namespace zl

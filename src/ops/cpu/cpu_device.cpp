@@ -1,1 +1,158 @@
-// placeholder
+// cpu_device.cpp — the CPU kernels. Products go through Eigen; bias sums, GELU and
+// cross-entropy are plain loops whose summation order is written down.
+//
+// Same inputs must give the same bits at any address. Eigen's blocked products keep that promise:
+// GEMM packs its operands into its own blocks and GEMV loads unaligned in a fixed order. Two other
+// Eigen paths were measured not to: reductions over contiguous memory (.sum(), .colwise().sum()),
+// which start their SIMD lanes at the first aligned element, so none appears here; and, in AVX
+// builds (-march=x86-64-v3 or native), the coefficient-based evaluation Eigen picks for small
+// products (rows + cols + depth < 20). Threshold 0 sends every product to the blocked kernels.
+// Only this file includes Eigen, so no other translation unit sees another threshold.
+// The test LinearBitsDoNotDependOnBufferAddresses guards all of this.
+#define EIGEN_GEMM_TO_COEFFBASED_THRESHOLD 0
+
+#include "ops/cpu/cpu_device.hpp"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <numbers>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace zl {
+
+namespace {
+
+constexpr std::align_val_t kAlignment{64};
+
+using ConstMatrix =
+    Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+using MutMatrix = Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+
+ConstMatrix matrix(std::span<const float> data, std::int64_t rows, std::int64_t cols) {
+  return ConstMatrix(data.data(), rows, cols);
+}
+MutMatrix matrix(std::span<float> data, std::int64_t rows, std::int64_t cols) {
+  return MutMatrix(data.data(), rows, cols);
+}
+
+void check_elems(const char* kernel, const char* what, std::size_t actual_elems,
+                 std::int64_t expected_elems) {
+  ZL_CHECK(static_cast<std::int64_t>(actual_elems) == expected_elems,
+           "{}: {} has {} elements but the shapes need {}", kernel, what, actual_elems,
+           expected_elems);
+}
+
+}  // namespace
+
+void* CpuDevice::allocate(std::size_t bytes) {
+  void* ptr = ::operator new(bytes, kAlignment);
+  std::memset(ptr, 0, bytes);
+  return ptr;
+}
+
+void CpuDevice::deallocate(void* ptr, std::size_t /*bytes*/) {
+  // The unsized form: clang enables sized deallocation only with -fsized-deallocation.
+  ::operator delete(ptr, kAlignment);
+}
+
+void CpuDevice::linear_forward(std::span<const float> x, std::span<const float> w,
+                               std::span<const float> b, std::span<float> y, std::int64_t rows,
+                               std::int64_t in, std::int64_t out) {
+  check_elems("linear_forward", "x", x.size(), rows * in);
+  check_elems("linear_forward", "w", w.size(), out * in);
+  check_elems("linear_forward", "b", b.size(), out);
+  check_elems("linear_forward", "y", y.size(), rows * out);
+  // y is [rows, out] = x [rows, in] * w^T [in, out]
+  matrix(y, rows, out).noalias() = matrix(x, rows, in) * matrix(w, out, in).transpose();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t o = 0; o < out; ++o) y[r * out + o] += b[o];
+  }
+}
+
+void CpuDevice::linear_backward(std::span<const float> x, std::span<const float> w,
+                                std::span<const float> dy, std::span<float> dw, std::span<float> db,
+                                std::span<float> dx, std::int64_t rows, std::int64_t in,
+                                std::int64_t out) {
+  check_elems("linear_backward", "x", x.size(), rows * in);
+  check_elems("linear_backward", "w", w.size(), out * in);
+  check_elems("linear_backward", "dy", dy.size(), rows * out);
+  check_elems("linear_backward", "dw", dw.size(), out * in);
+  check_elems("linear_backward", "db", db.size(), out);
+  if (!dx.empty()) check_elems("linear_backward", "dx", dx.size(), rows * in);
+
+  // dw is [out, in] += dy^T [out, rows] * x [rows, in]
+  matrix(dw, out, in).noalias() += matrix(dy, rows, out).transpose() * matrix(x, rows, in);
+
+  // db is [out]: each column of dy summed from row 0 down, then added once, like dw.
+  std::vector<float> column_sums(static_cast<std::size_t>(out), 0.0f);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t o = 0; o < out; ++o) column_sums[o] += dy[r * out + o];
+  }
+  for (std::int64_t o = 0; o < out; ++o) db[o] += column_sums[o];
+
+  // dx is [rows, in] = dy [rows, out] * w [out, in]
+  if (!dx.empty()) matrix(dx, rows, in).noalias() = matrix(dy, rows, out) * matrix(w, out, in);
+}
+
+void CpuDevice::gelu_forward(std::span<const float> x, std::span<float> y) {
+  check_elems("gelu_forward", "y", y.size(), static_cast<std::int64_t>(x.size()));
+  constexpr double kInvSqrt2 = 1.0 / std::numbers::sqrt2;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    y[i] = static_cast<float>(0.5 * v * (1.0 + std::erf(v * kInvSqrt2)));
+  }
+}
+
+void CpuDevice::gelu_backward(std::span<const float> x, std::span<const float> dy,
+                              std::span<float> dx) {
+  check_elems("gelu_backward", "dy", dy.size(), static_cast<std::int64_t>(x.size()));
+  check_elems("gelu_backward", "dx", dx.size(), static_cast<std::int64_t>(x.size()));
+  constexpr double kInvSqrt2 = 1.0 / std::numbers::sqrt2;
+  constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    const double cdf = 0.5 * (1.0 + std::erf(v * kInvSqrt2));  // Phi(x)
+    const double pdf = kInvSqrt2Pi * std::exp(-0.5 * v * v);   // phi(x)
+    dx[i] = static_cast<float>(static_cast<double>(dy[i]) * (cdf + v * pdf));
+  }
+}
+
+float CpuDevice::cross_entropy_forward_backward(std::span<const float> logits,
+                                                std::span<const std::int64_t> labels,
+                                                std::span<float> dlogits, std::int64_t rows,
+                                                std::int64_t classes) {
+  check_elems("cross_entropy", "logits", logits.size(), rows * classes);
+  check_elems("cross_entropy", "labels", labels.size(), rows);
+  check_elems("cross_entropy", "dlogits", dlogits.size(), rows * classes);
+  ZL_CHECK(rows >= 1, "cross_entropy: a batch of {} rows has no mean loss; pass >= 1 row", rows);
+  ZL_CHECK(classes >= 1, "cross_entropy: {} classes is invalid; pass >= 1 class", classes);
+  double loss_sum = 0.0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    // logits row r is [classes]
+    const float* row = logits.data() + r * classes;
+    float* drow = dlogits.data() + r * classes;
+    const std::int64_t label = labels[r];
+    ZL_CHECK(label >= 0 && label < classes, "cross_entropy: row {} has label {}, outside [0, {})",
+             r, label, classes);
+    // Subtracting the row max keeps every exp in (0, 1], so the sum cannot overflow.
+    double max_logit = row[0];
+    for (std::int64_t c = 1; c < classes; ++c)
+      max_logit = std::max(max_logit, static_cast<double>(row[c]));
+    double exp_sum = 0.0;
+    for (std::int64_t c = 0; c < classes; ++c) exp_sum += std::exp(row[c] - max_logit);
+    loss_sum += std::log(exp_sum) - (row[label] - max_logit);
+    for (std::int64_t c = 0; c < classes; ++c) {
+      const double softmax = std::exp(row[c] - max_logit) / exp_sum;
+      const double target = c == label ? 1.0 : 0.0;
+      drow[c] = static_cast<float>((softmax - target) / static_cast<double>(rows));
+    }
+  }
+  return static_cast<float>(loss_sum / static_cast<double>(rows));
+}
+
+}  // namespace zl

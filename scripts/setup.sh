@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# setup.sh — installs the Debian 12 packages zerolab builds and tests with, if any are missing.
+# Needs root (or sudo). Safe to run again: it installs nothing when everything is present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake g++ git
+  libeigen3-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev librapidcheck-dev
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "setup: installing ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: run as root or install sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo_cmd=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

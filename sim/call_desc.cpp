@@ -1,0 +1,53 @@
+// call_desc.cpp — printing and comparing collective call descriptors.
+#include "call_desc.hpp"
+
+#include <fmt/format.h>
+
+namespace zl {
+
+bool is_reduction(CollectiveKind kind) {
+  return kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter;
+}
+
+std::string describe(const CallDesc& call) {
+  const auto name = collective_name(call.kind);
+  const auto dtype = dtype_name(call.dtype);
+  switch (call.kind) {
+    case CollectiveKind::AllReduce:
+    case CollectiveKind::ReduceScatter:
+      return fmt::format("{}({}, {} elems, {})", name, dtype, call.count, reduce_op_name(call.op));
+    case CollectiveKind::AllGather:
+      return fmt::format("{}({}, {} elems)", name, dtype, call.count);
+    case CollectiveKind::Broadcast:
+      return fmt::format("{}({}, {} elems, root {})", name, dtype, call.count, call.root);
+    case CollectiveKind::Barrier:
+      break;
+  }
+  return std::string(name);
+}
+
+bool same_signature(const CallDesc& a, const CallDesc& b) {
+  if (a.kind != b.kind) return false;
+  if (a.kind == CollectiveKind::Barrier) return true;
+  if (a.dtype != b.dtype || a.count != b.count) return false;
+  if (is_reduction(a.kind) && a.op != b.op) return false;
+  if (a.kind == CollectiveKind::Broadcast && a.root != b.root) return false;
+  return true;
+}
+
+std::int64_t ring_buffer_elems(const CallDesc& call, int world) {
+  const auto count = static_cast<std::int64_t>(call.count);
+  switch (call.kind) {
+    case CollectiveKind::ReduceScatter:
+    case CollectiveKind::AllGather:
+      return count * world;
+    case CollectiveKind::AllReduce:
+    case CollectiveKind::Broadcast:
+      return count;
+    case CollectiveKind::Barrier:
+      break;
+  }
+  return 0;
+}
+
+}  // namespace zl

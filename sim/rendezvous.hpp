@@ -1,0 +1,92 @@
+// rendezvous.hpp — where the simulated ranks meet. Each collective call is posted under the
+// rank's call number; the last rank to post call k checks that all W calls agree and computes
+// them for everyone while the others wait. It also tracks each rank's fate (running, returned,
+// failed) so a call that can never complete fails with an error naming the cause, never hangs.
+// Posting and waiting are separate steps so async collectives can post now and wait later.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "call_desc.hpp"
+
+namespace zl {
+
+/// The meeting point of one SimWorld::run(). Thread-safe; one instance per run.
+class Rendezvous {
+ public:
+  /// `timeout` bounds every wait().
+  Rendezvous(int world, std::chrono::milliseconds timeout);
+
+  /// Posts `rank`'s next call and returns its call number (1, 2, ...). The buffers must stay
+  /// valid until wait() returns. Throws zl::Error if this rank has already failed.
+  std::int64_t post(int rank, CallDesc call);
+
+  /// Blocks until `rank`'s call `call_number` is complete. Throws zl::Error, and marks the rank
+  /// failed, if the calls disagree, if a rank it needs failed or returned, or on timeout.
+  void wait(int rank, std::int64_t call_number);
+
+  /// Records that `rank`'s body threw `message` (kept only if the rank had not failed yet).
+  void mark_failed(int rank, std::string message);
+
+  /// Records that `rank`'s body returned.
+  void mark_returned(int rank);
+
+  /// "rank R: <message>" for the first rank that failed by itself (a mismatch, a timeout, an
+  /// early return it waited for, or its own exception) rather than because another rank
+  /// failed; nullopt if no rank failed.
+  std::optional<std::string> root_cause() const;
+
+ private:
+  enum class Fate : std::uint8_t { Running, Returned, Failed };
+
+  struct RankState {
+    Fate fate = Fate::Running;
+    std::int64_t calls_posted = 0;
+    std::string message;
+    /// Failed because another rank failed.
+    bool caused_by_peer = false;
+    /// Order in which ranks failed, to find the first.
+    std::int64_t failure_index = 0;
+  };
+
+  struct Slot {
+    std::vector<CallDesc> calls;  // calls[r].call_number == 0 until rank r posts
+    int posted = 0;
+    int left = 0;  // ranks that saw it done and returned from wait()
+    bool done = false;
+    std::string error;  // set with done when the calls disagree
+  };
+
+  /// Why a call can never complete.
+  struct Blocker {
+    std::string message;
+    /// True when the blocking rank failed; false when it returned (then the waiter is the cause).
+    bool caused_by_peer = false;
+  };
+
+  Slot& slot(std::int64_t call_number);
+  void complete(Slot& slot, std::int64_t call_number);
+  std::optional<Blocker> blocked_by_peer(int rank, std::int64_t call_number) const;
+  int first_failed(int except_rank) const;
+  std::string timeout_message(int rank, std::int64_t call_number) const;
+  [[noreturn]] void fail_rank(int rank, std::string message, bool caused_by_peer);
+  void record_failure(int rank, std::string message, bool caused_by_peer);
+  bool any_failed() const;
+
+  const int world_;
+  const std::chrono::milliseconds timeout_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<RankState> ranks_;
+  std::map<std::int64_t, Slot> slots_;
+  std::int64_t failures_ = 0;
+};
+
+}  // namespace zl

@@ -1,0 +1,73 @@
+// safetensors.hpp — reading and writing the safetensors format (Hugging Face): an 8-byte
+// little-endian header length N, N bytes of JSON naming each tensor's dtype, shape and byte range,
+// then the raw little-endian data. Writes are atomic; reads validate everything they trust.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/buffer.hpp"
+#include "core/dtype.hpp"
+
+namespace zl {
+
+/// One named tensor as stored in a file: dtype, shape and its raw little-endian bytes.
+struct TensorRecord {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  std::vector<std::byte> bytes;
+};
+
+/// A whole safetensors file: tensors in data order, and the string-to-string `__metadata__`.
+struct SafetensorsFile {
+  std::vector<TensorRecord> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+/// An F32 record holding a copy of `values`; throws zl::Error unless numel(shape) == values.size().
+TensorRecord make_tensor(std::string name, Shape shape, std::span<const float> values);
+
+/// An I64 record holding a copy of `values`; throws zl::Error unless numel(shape) == values.size().
+TensorRecord make_tensor(std::string name, Shape shape, std::span<const std::int64_t> values);
+
+/// The elements of an F32 record; throws zl::Error naming the tensor if its dtype is not F32.
+std::vector<float> to_floats(const TensorRecord& record);
+
+/// The elements of an I64 record; throws zl::Error naming the tensor if its dtype is not I64.
+std::vector<std::int64_t> to_int64s(const TensorRecord& record);
+
+/// The record called `name`; throws zl::Error listing what is there if there is none.
+const TensorRecord& find_tensor(const std::vector<TensorRecord>& tensors, std::string_view name);
+
+/// "F32", "BF16", "F16", "F64" or "I64": the dtype as the safetensors header spells it.
+std::string_view safetensors_dtype(DType dtype);
+
+/// The DType a safetensors header's dtype string names, or nothing for one zerolab does not read.
+std::optional<DType> parse_safetensors_dtype(std::string_view text);
+
+/// numel(shape) * dtype_bytes(dtype), or nothing for a negative dimension or a 64-bit overflow.
+std::optional<std::uint64_t> tensor_bytes(const Shape& shape, DType dtype);
+
+/// Writes `tensors` (data in the order given) and `metadata` to `path` atomically: to
+/// `<path>.tmp.<pid>` in the same directory, fsync, then rename over `path`. On any failure the
+/// temporary is removed, `path` is untouched and a one-line zl::Error says what to do. Names must
+/// be unique and non-empty, and each record's bytes must match its shape and dtype.
+void write_safetensors(const std::filesystem::path& path, const std::vector<TensorRecord>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+/// Reads and validates a whole file (sizes, JSON, dtypes, shapes, offsets, names); every problem is
+/// a one-line zl::Error naming the file. Tensors come back in the order of their data offsets.
+SafetensorsFile read_safetensors_file(const std::filesystem::path& path);
+
+/// The tensors of read_safetensors_file(path).
+std::vector<TensorRecord> read_safetensors(const std::filesystem::path& path);
+
+}  // namespace zl

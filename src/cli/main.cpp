@@ -1,0 +1,32 @@
+// main.cpp — the zerolab command: parses the subcommand, runs it, and turns every error into one
+// line on stderr with a non-zero exit (2 for usage errors, 1 for failures while running).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+#include <functional>
+
+#include "cli/train_command.hpp"
+#include "core/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"zerolab: data-parallel training with ZeRO, from DDP to ZeRO-3"};
+  app.require_subcommand(1);
+  std::function<int()> run;
+  zl::add_train_command(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    if (error.get_exit_code() == 0) return app.exit(error);
+    fmt::print(stderr, "zerolab: {}: run 'zerolab {} --help' for the options\n", error.what(),
+               app.get_subcommands().empty() ? std::string() : app.get_subcommands().front()->get_name());
+    return 2;
+  }
+  try {
+    return run();
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "zerolab: error: {}\n", error.what());
+    return 1;
+  }
+}

@@ -1,0 +1,140 @@
+// train_command.cpp — `zerolab train`: parse flags into a TrainConfig, print one progress line per
+// step and a per-rank ledger summary, then write the requested files (each atomically).
+#include "cli/train_command.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "ckpt/safetensors.hpp"
+#include "core/atomic_file.hpp"
+
+namespace zl {
+
+namespace {
+
+const std::map<std::string, EngineKind> kEngineNames = {{"reference", EngineKind::Reference},
+                                                        {"ddp", EngineKind::Ddp}};
+
+// One tensor per parameter, named as the model names it, from unpadded unit vectors.
+std::vector<TensorRecord> param_tensors(const std::vector<UnitLayout>& layout,
+                                        const std::vector<std::vector<float>>& units) {
+  std::vector<TensorRecord> tensors;
+  for (std::size_t u = 0; u < layout.size(); ++u) {
+    for (const auto& slot : layout[u].params) {
+      const std::span<const float> values(units[u].data() + slot.offset_elems,
+                                          static_cast<std::size_t>(slot.numel));
+      tensors.push_back(make_tensor(slot.name, slot.shape, values));
+    }
+  }
+  return tensors;
+}
+
+void print_step(const StepRecord& record, std::int64_t steps) {
+  fmt::print("step {:>5}/{}  loss {:.6f}  grad_norm {:.6f}  {:.2f} ms\n", record.step + 1, steps,
+             record.loss, record.grad_norm, record.step_ms);
+  std::fflush(stdout);
+}
+
+void print_summary(const TrainConfig& config, const TrainResult& result) {
+  fmt::print("\nengine {} with W={}: {} parameters, {} with padding\n",
+             engine_name(config.engine), config.world, total_numel(result.layout),
+             total_padded_elems(result.layout));
+  fmt::print("{:>4} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>6}\n", "rank", "params_B",
+             "grads_B", "optimizer_B", "activ_peak_B", "total_peak_B", "sent_B", "recv_B", "calls");
+  for (const auto& rank : result.ranks) {
+    std::int64_t calls = 0;
+    for (int kind = 0; kind < kCollectiveKindCount; ++kind) {
+      calls += rank.traffic.calls(static_cast<CollectiveKind>(kind));
+    }
+    fmt::print("{:>4} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>6}\n", rank.rank,
+               rank.memory.peak_bytes(MemCategory::Params), rank.memory.peak_bytes(MemCategory::Grads),
+               rank.memory.peak_bytes(MemCategory::Optimizer),
+               rank.memory.peak_bytes(MemCategory::Activations), rank.memory.total_peak_bytes(),
+               rank.traffic.sent_bytes(), rank.traffic.recv_bytes(), calls);
+  }
+}
+
+std::string metrics_lines(const TrainResult& result) {
+  std::string lines;
+  for (const auto& record : result.steps) {
+    lines += fmt::format(R"({{"step": {}, "loss": {}, "grad_norm": {}, "step_ms": {:.3f}}})" "\n",
+                         record.step + 1, record.loss, record.grad_norm, record.step_ms);
+  }
+  return lines;
+}
+
+}  // namespace
+
+CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
+  auto* cmd = app.add_subcommand("train", "Train a model with an engine on the sim backend");
+  auto config = std::make_shared<TrainConfig>();
+  auto outputs = std::make_shared<TrainOutputs>();
+  auto model = std::make_shared<std::string>("mlp");
+  auto backend = std::make_shared<std::string>("sim");
+  cmd->add_option("--model", *model, "Model to train")->check(CLI::IsMember({"mlp"}))->capture_default_str();
+  cmd->add_option("--layers", config->mlp.layers, "Linear layers of the MLP")->capture_default_str();
+  cmd->add_option("--width", config->mlp.width, "Hidden width of the MLP")->capture_default_str();
+  cmd->add_option("--in", config->mlp.in, "Input features")->capture_default_str();
+  cmd->add_option("--classes", config->mlp.classes, "Output classes")->capture_default_str();
+  cmd->add_option("--engine", config->engine, "reference | ddp")
+      ->transform(CLI::CheckedTransformer(kEngineNames, CLI::ignore_case))
+      ->default_str("ddp");
+  cmd->add_option("--backend", *backend, "Collective backend")->check(CLI::IsMember({"sim"}))
+      ->capture_default_str();
+  cmd->add_option("--world", config->world, "Number of ranks W")->capture_default_str();
+  cmd->add_option("--steps", config->steps, "Optimizer steps")->capture_default_str();
+  cmd->add_option("--micro-batch", config->micro_batch, "Rows per rank per step")->capture_default_str();
+  cmd->add_option("--lr", config->adamw.lr, "AdamW learning rate")->capture_default_str();
+  cmd->add_option("--weight-decay", config->adamw.weight_decay, "AdamW decoupled weight decay")
+      ->capture_default_str();
+  cmd->add_option("--beta1", config->adamw.beta1, "AdamW beta1")->capture_default_str();
+  cmd->add_option("--beta2", config->adamw.beta2, "AdamW beta2")->capture_default_str();
+  cmd->add_option("--eps", config->adamw.eps, "AdamW eps")->capture_default_str();
+  cmd->add_option("--seed", config->seed, "Seed of parameter init and data")->capture_default_str();
+  cmd->add_option("--metrics", outputs->metrics, "Write one JSON line per step to this file");
+  cmd->add_option("--save-init", outputs->save_init, "Write the initial parameters (fp32 safetensors)");
+  cmd->add_option("--save-final", outputs->save_final, "Write the final parameters (fp32 safetensors)");
+  cmd->add_option("--save-data", outputs->save_data, "Write the samples used (safetensors x, y)");
+  cmd->add_flag("--quiet", outputs->quiet, "Print no per-step lines");
+  cmd->callback([&run, config, outputs] { run = [config, outputs] { return run_train(*config, *outputs); }; });
+  return cmd;
+}
+
+int run_train(const TrainConfig& config_in, const TrainOutputs& outputs) {
+  validate(config_in);
+  const std::pair<const std::filesystem::path*, std::string_view> files[] = {
+      {&outputs.metrics, "--metrics"},
+      {&outputs.save_init, "--save-init"},
+      {&outputs.save_final, "--save-final"},
+      {&outputs.save_data, "--save-data"}};
+  for (const auto& [path, flag] : files) {
+    if (!path->empty()) check_writable(*path, flag);
+  }
+  TrainConfig config = config_in;
+  config.record_data = !outputs.save_data.empty();
+
+  const TrainResult result = train(config, [&](const StepRecord& record) {
+    if (!outputs.quiet) print_step(record, config.steps);
+  });
+  print_summary(config, result);
+  fmt::print("loss {:.6f} -> {:.6f}\n", result.steps.front().loss, result.steps.back().loss);
+
+  if (!outputs.metrics.empty()) write_file_atomically(outputs.metrics, metrics_lines(result));
+  if (!outputs.save_init.empty()) {
+    write_safetensors(outputs.save_init, param_tensors(result.layout, initial_params(config)));
+  }
+  if (!outputs.save_final.empty()) {
+    write_safetensors(outputs.save_final, param_tensors(result.layout, result.final_state.params));
+  }
+  if (!outputs.save_data.empty()) {
+    const std::int64_t rows = static_cast<std::int64_t>(result.data.y.size());
+    write_safetensors(outputs.save_data, {make_tensor("x", {rows, config.mlp.in}, result.data.x),
+                                          make_tensor("y", {rows}, result.data.y)});
+  }
+  return 0;
+}
+
+}  // namespace zl

@@ -1,0 +1,132 @@
+// atomic_file.cpp — temporary file, fsync, rename, fsync of the directory; and the up-front
+// writability check.
+#include "core/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace zl {
+
+namespace {
+
+// What the user can do about a failed system call, by errno.
+std::string_view advice(int err) {
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return "create the directory or choose another path";
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return "make the directory writable or choose another path";
+    case ENOSPC:
+    case EDQUOT:
+      return "free some disk space or choose another path";
+    case EISDIR:
+      return "remove that directory or choose another path";
+    default:
+      return "check the path and the file system";
+  }
+}
+
+// Closes a file descriptor on every path out of a scope.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() { close(); }
+  int get() const { return fd_; }
+  /// Closes now; returns what close(2) returned.
+  int close() { return fd_ < 0 ? 0 : ::close(std::exchange(fd_, -1)); }
+
+ private:
+  int fd_;
+};
+
+// Removes the temporary file unless the write got as far as the rename.
+class TempFileGuard {
+ public:
+  explicit TempFileGuard(std::filesystem::path path) : path_(std::move(path)) {}
+  TempFileGuard(const TempFileGuard&) = delete;
+  TempFileGuard& operator=(const TempFileGuard&) = delete;
+  ~TempFileGuard() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+  void release() { path_.clear(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Writes all `size` bytes, retrying partial writes; false with errno set on failure.
+bool write_all(int fd, const void* data, std::size_t size) {
+  const auto* cursor = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t written = ::write(fd, cursor, size);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return false;
+    cursor += written;
+    size -= static_cast<std::size_t>(written);
+  }
+  return true;
+}
+
+[[noreturn]] void fail_write(const std::string& shown, int err, std::string_view step) {
+  fail("cannot write {}: {}{}: {}", shown, std::strerror(err), step, advice(err));
+}
+
+std::filesystem::path directory_of(const std::filesystem::path& path) {
+  return path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+}
+
+}  // namespace
+
+void write_file_atomically(const std::filesystem::path& path,
+                           std::span<const std::span<const std::byte>> pieces) {
+  const std::string shown = path.string();
+  const std::filesystem::path temp_path = fmt::format("{}.tmp.{}", shown, ::getpid());
+  FileDescriptor file(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (file.get() < 0) fail_write(shown, errno, "");
+  TempFileGuard guard(temp_path);
+  for (const auto piece : pieces) {
+    if (!write_all(file.get(), piece.data(), piece.size())) fail_write(shown, errno, " (writing the data)");
+  }
+  if (::fsync(file.get()) != 0) fail_write(shown, errno, " (flushing to disk)");
+  if (file.close() != 0) fail_write(shown, errno, " (closing the file)");
+  if (::rename(temp_path.c_str(), path.c_str()) != 0) {
+    fail_write(shown, errno, " (renaming the temporary file over it)");
+  }
+  guard.release();
+  // Make the rename itself durable; some file systems refuse fsync on a directory, which only
+  // weakens crash safety, so a failure here is not an error.
+  FileDescriptor dir(::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() >= 0) ::fsync(dir.get());
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view text) {
+  const std::span<const std::byte> piece = std::as_bytes(std::span(text.data(), text.size()));
+  write_file_atomically(path, std::span(&piece, 1));
+}
+
+void check_writable(const std::filesystem::path& path, std::string_view what) {
+  ZL_CHECK(!path.empty(), "{} needs a file path", what);
+  const std::filesystem::path directory = directory_of(path);
+  std::error_code ec;
+  ZL_CHECK(std::filesystem::is_directory(directory, ec),
+           "{} {}: directory {} does not exist: create it or choose another path", what, path.string(),
+           directory.string());
+  ZL_CHECK(!std::filesystem::is_directory(path, ec), "{} {}: is a directory: give a file name", what,
+           path.string());
+  ZL_CHECK(::access(directory.c_str(), W_OK) == 0, "{} {}: directory {} is not writable: {}", what,
+           path.string(), directory.string(), std::strerror(errno));
+}
+
+}  // namespace zl

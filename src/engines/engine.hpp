@@ -1,0 +1,70 @@
+// engine.hpp — the interface every data-parallel engine implements (reference, DDP, and ZeRO
+// stages 1-3), what they report per step, and the full-state view tests compare bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "model/model.hpp"
+#include "ops/device.hpp"
+#include "optim/adamw.hpp"
+
+namespace zl {
+
+/// The engines. Stage numbers follow DeepSpeed: DDP is stage 0.
+enum class EngineKind { Reference, Ddp };
+
+/// "reference" or "ddp".
+std::string_view engine_name(EngineKind kind);
+
+/// The micro-batch that rank `rank` uses at step `step` (0-based).
+using BatchFn = std::function<Batch(std::int64_t step, int rank)>;
+
+/// What every engine needs besides the model, the device and (for the distributed ones) a Comm.
+struct EngineOptions {
+  AdamWConfig adamw;
+  std::uint64_t seed = 0;  ///< parameter init seed
+  BatchFn batch;           ///< data source
+};
+
+/// What one optimizer step reports.
+struct StepStats {
+  /// Loss this engine computed: its own micro-batch's on a distributed rank (the trainer averages
+  /// them with one all_reduce, as nanoGPT does); already the mean over W in the reference.
+  float loss = 0.0f;
+  /// Canonical L2 norm of the averaged gradients (optim/grad_norm.hpp); the same on every rank.
+  double grad_norm = 0.0;
+};
+
+/// Full, unpadded model state, one flat vector per unit (parameters back to back, as in UnitSpec).
+struct ModelState {
+  std::vector<std::vector<float>> params;
+  std::vector<std::vector<float>> exp_avg;
+  std::vector<std::vector<float>> exp_avg_sq;
+};
+
+/// One rank's engine. step() and full_state() are collective on distributed engines: every rank
+/// calls them in the same order.
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  /// Runs optimizer step `step` (0-based): forward, backward, reduce, update.
+  virtual StepStats step(std::int64_t step) = 0;
+  /// The whole model state, assembled from shards where the engine shards it.
+  virtual ModelState full_state() = 0;
+};
+
+/// One process playing all `world` ranks: W micro-batch gradients, their rank-order average,
+/// one AdamW over the whole model. The answer key for every other engine.
+std::unique_ptr<Engine> make_reference_engine(Model& model, Device& device, int world,
+                                              const EngineOptions& options);
+
+/// DDP: full replica on every rank; gradients all-reduced (avg) unit by unit; full AdamW.
+std::unique_ptr<Engine> make_ddp_engine(Model& model, Device& device, Comm& comm,
+                                        const EngineOptions& options);
+
+}  // namespace zl

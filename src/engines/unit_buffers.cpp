@@ -1,0 +1,83 @@
+// unit_buffers.cpp — allocation, init, the unit loop of a micro-batch, norms and copies.
+#include "engines/unit_buffers.hpp"
+
+#include <algorithm>
+
+#include "optim/adamw.hpp"
+#include "optim/grad_norm.hpp"
+
+namespace zl {
+
+UnitBuffers alloc_units(Device& device, const std::vector<UnitLayout>& layout, MemCategory category,
+                        bool shard) {
+  UnitBuffers buffers;
+  buffers.reserve(layout.size());
+  for (const auto& unit : layout) {
+    buffers.push_back(device.alloc(category, DType::F32, {shard ? unit.shard_elems : unit.padded_elems}));
+  }
+  return buffers;
+}
+
+void init_params(const Model& model, const std::vector<UnitLayout>& layout, UnitBuffers& params,
+                 std::uint64_t seed) {
+  for (std::size_t u = 0; u < layout.size(); ++u) {
+    model.init_unit(static_cast<int>(u), params[u].as<float>().first(layout[u].numel), seed);
+  }
+}
+
+void zero_units(UnitBuffers& buffers) {
+  for (auto& buffer : buffers) std::ranges::fill(buffer.as<float>(), 0.0f);
+}
+
+float forward_backward(Model& model, const Batch& batch, const std::vector<UnitLayout>& layout,
+                       const UnitBuffers& params, UnitBuffers& grads) {
+  const int units = static_cast<int>(layout.size());
+  model.begin(batch);
+  for (int u = 0; u < units; ++u) {
+    model.forward_unit(u, params[u].as<float>().first(layout[u].numel));
+  }
+  const float loss = model.loss();
+  for (int u = units - 1; u >= 0; --u) {
+    model.backward_unit(u, params[u].as<float>().first(layout[u].numel),
+                        grads[u].as<float>().first(layout[u].numel));
+  }
+  return loss;
+}
+
+double grad_norm_of(const UnitBuffers& grads) {
+  std::vector<double> partials;
+  for (const auto& unit : grads) append_block_sumsq(unit.as<float>(), partials);
+  return norm_from_partials(partials);
+}
+
+std::vector<std::vector<float>> unpadded_copy(const std::vector<UnitLayout>& layout,
+                                              const UnitBuffers& buffers) {
+  std::vector<std::vector<float>> copies;
+  for (std::size_t u = 0; u < layout.size(); ++u) {
+    const auto real = buffers[u].as<float>().first(layout[u].numel);
+    copies.emplace_back(real.begin(), real.end());
+  }
+  return copies;
+}
+
+AdamState alloc_adam(Device& device, const std::vector<UnitLayout>& layout, bool shard) {
+  return {alloc_units(device, layout, MemCategory::Optimizer, shard),
+          alloc_units(device, layout, MemCategory::Optimizer, shard)};
+}
+
+void adamw_units(UnitBuffers& params, const UnitBuffers& grads, AdamState& adam,
+                 const AdamWConfig& config, std::int64_t step) {
+  const AdamWScalars scalars = adamw_scalars(config, step);
+  for (std::size_t u = 0; u < params.size(); ++u) {
+    adamw_update(params[u].as<float>(), grads[u].as<float>(), adam.exp_avg[u].as<float>(),
+                 adam.exp_avg_sq[u].as<float>(), scalars);
+  }
+}
+
+ModelState model_state(const std::vector<UnitLayout>& layout, const UnitBuffers& params,
+                       const AdamState& adam) {
+  return {unpadded_copy(layout, params), unpadded_copy(layout, adam.exp_avg),
+          unpadded_copy(layout, adam.exp_avg_sq)};
+}
+
+}  // namespace zl

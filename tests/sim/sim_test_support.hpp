@@ -1,0 +1,222 @@
+// sim_test_support.hpp — generators and answer keys for the simulator tests: worlds and buffers
+// of every dtype with values of mixed magnitude, typed element access, and the rank-order loops
+// written out here (not by calling reduce_rank_order) so the tests check the sim, not themselves.
+#pragma once
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "sim_world.hpp"
+
+namespace zl {
+
+// RapidCheck prints counterexamples with these, e.g. "bf16" rather than a number.
+inline void showValue(DType dtype, std::ostream& os) {
+  os << dtype_name(dtype);
+}
+inline void showValue(ReduceOp op, std::ostream& os) {
+  os << reduce_op_name(op);
+}
+
+namespace simtest {
+
+using Bytes = std::vector<std::uint8_t>;
+
+/// World sizes 1..8, shrinking towards 1.
+inline rc::Gen<int> gen_world() {
+  return rc::gen::inRange(1, 9);
+}
+
+/// The dtypes every collective supports.
+inline rc::Gen<DType> gen_float_dtype() {
+  return rc::gen::element(DType::F32, DType::BF16, DType::F16, DType::F64);
+}
+
+/// The dtypes all_gather and broadcast support.
+inline rc::Gen<DType> gen_any_dtype() {
+  return rc::gen::element(DType::F32, DType::BF16, DType::F16, DType::F64, DType::I64);
+}
+
+inline rc::Gen<ReduceOp> gen_op() {
+  return rc::gen::element(ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max);
+}
+
+inline std::size_t elem_bytes(DType dtype) {
+  return dtype_bytes(dtype);
+}
+
+/// Element `i` of a `dtype` buffer as a double (exact for every float dtype).
+inline double value_at(DType dtype, const Bytes& buffer, std::size_t i) {
+  const std::uint8_t* at = buffer.data() + i * elem_bytes(dtype);
+  std::uint16_t half = 0;
+  float single = 0;
+  double wide = 0;
+  std::int64_t integer = 0;
+  switch (dtype) {
+    case DType::F32:
+      std::memcpy(&single, at, sizeof single);
+      return single;
+    case DType::F64:
+      std::memcpy(&wide, at, sizeof wide);
+      return wide;
+    case DType::BF16:
+      std::memcpy(&half, at, sizeof half);
+      return bf16_to_f32(half);
+    case DType::F16:
+      std::memcpy(&half, at, sizeof half);
+      return f16_to_f32(half);
+    case DType::I64:
+      std::memcpy(&integer, at, sizeof integer);
+      return static_cast<double>(integer);
+  }
+  return 0;
+}
+
+/// Stores `value` as element `i`; fp32 and the 16-bit types round from float, as reduce.hpp does.
+inline void put(DType dtype, Bytes& buffer, std::size_t i, double value) {
+  std::uint8_t* at = buffer.data() + i * elem_bytes(dtype);
+  const auto single = static_cast<float>(value);
+  std::uint16_t half = 0;
+  switch (dtype) {
+    case DType::F32:
+      std::memcpy(at, &single, sizeof single);
+      return;
+    case DType::F64:
+      std::memcpy(at, &value, sizeof value);
+      return;
+    case DType::BF16:
+      half = f32_to_bf16(single);
+      break;
+    case DType::F16:
+      half = f32_to_f16(single);
+      break;
+    case DType::I64: {
+      const auto integer = static_cast<std::int64_t>(value);
+      std::memcpy(at, &integer, sizeof integer);
+      return;
+    }
+  }
+  std::memcpy(at, &half, sizeof half);
+}
+
+/// m * 2^e with |m| <= 1000: values from tiny to huge, so sums cancel and round. fp16's range
+/// is kept small enough that a single value stays finite.
+inline rc::Gen<double> gen_value(DType dtype) {
+  const int max_exponent = dtype == DType::F16 ? 4 : 30;
+  const int min_exponent = dtype == DType::F16 ? -14 : -30;
+  return rc::gen::map(rc::gen::pair(rc::gen::inRange(-1000, 1001),
+                                    rc::gen::inRange(min_exponent, max_exponent + 1)),
+                      [](std::pair<int, int> me) { return std::ldexp(me.first, me.second); });
+}
+
+/// Per rank, `elems` random values of mixed magnitude (shown as numbers in counterexamples).
+inline rc::Gen<std::vector<std::vector<double>>> gen_rank_values(DType dtype, int world,
+                                                                 std::size_t elems) {
+  return rc::gen::container<std::vector<std::vector<double>>>(
+      static_cast<std::size_t>(world),
+      rc::gen::container<std::vector<double>>(elems, gen_value(dtype)));
+}
+
+/// Each rank's values as a `dtype` buffer.
+inline std::vector<Bytes> encode(DType dtype, const std::vector<std::vector<double>>& values) {
+  std::vector<Bytes> buffers;
+  for (const auto& rank_values : values) {
+    Bytes& buffer = buffers.emplace_back(rank_values.size() * elem_bytes(dtype));
+    for (std::size_t i = 0; i < rank_values.size(); ++i) put(dtype, buffer, i, rank_values[i]);
+  }
+  return buffers;
+}
+
+/// `size_bytes` arbitrary bytes (any bit pattern, NaN payloads included).
+inline rc::Gen<Bytes> gen_raw_bytes(std::size_t size_bytes) {
+  return rc::gen::container<Bytes>(size_bytes, rc::gen::arbitrary<std::uint8_t>());
+}
+
+/// The answer key for Sum and Avg, one element at a time, ranks left to right:
+///   acc = x[0]; acc = acc + x[1]; ...; acc = acc + x[W-1]; Avg: acc = acc / W; round once.
+/// fp64 accumulates in double, the others in float.
+inline Bytes rank_order_sum(DType dtype, const std::vector<Bytes>& inputs, bool average) {
+  const std::size_t elems = inputs.front().size() / elem_bytes(dtype);
+  const auto world = inputs.size();
+  Bytes out(inputs.front().size());
+  for (std::size_t i = 0; i < elems; ++i) {
+    if (dtype == DType::F64) {
+      double acc = value_at(dtype, inputs[0], i);
+      for (std::size_t r = 1; r < world; ++r) acc = acc + value_at(dtype, inputs[r], i);
+      if (average) acc = acc / static_cast<double>(world);
+      put(dtype, out, i, acc);
+    } else {
+      auto acc = static_cast<float>(value_at(dtype, inputs[0], i));
+      for (std::size_t r = 1; r < world; ++r)
+        acc = acc + static_cast<float>(value_at(dtype, inputs[r], i));
+      if (average) acc = acc / static_cast<float>(world);
+      put(dtype, out, i, acc);
+    }
+  }
+  return out;
+}
+
+/// Element `i`'s bits in hex, most significant byte first (little-endian host).
+inline std::string hex_bits(DType dtype, const Bytes& buffer, std::size_t i) {
+  std::string hex = "0x";
+  for (std::size_t b = elem_bytes(dtype); b-- > 0;) {
+    hex += fmt::format("{:02x}", static_cast<unsigned>(buffer[i * elem_bytes(dtype) + b]));
+  }
+  return hex;
+}
+
+/// "" when `got` and `want` hold the same bits, else the first differing element, both ways.
+inline std::string first_difference(DType dtype, const Bytes& got, const Bytes& want) {
+  if (got.size() != want.size())
+    return fmt::format("sizes {} vs {} bytes", got.size(), want.size());
+  const std::size_t size = elem_bytes(dtype);
+  for (std::size_t i = 0; i < got.size() / size; ++i) {
+    if (std::memcmp(got.data() + i * size, want.data() + i * size, size) == 0) continue;
+    return fmt::format("{} elem {}: got {} ({}) want {} ({})", dtype_name(dtype), i,
+                       value_at(dtype, got, i), hex_bits(dtype, got, i), value_at(dtype, want, i),
+                       hex_bits(dtype, want, i));
+  }
+  return "";
+}
+
+/// Success when `text` contains `part`; the failure message shows both.
+inline ::testing::AssertionResult contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "\"" << text << "\"\n  does not contain \"" << part << "\"";
+}
+
+/// Seconds `body` takes.
+template <class Body>
+double seconds_taken(Body&& body) {
+  const auto start = std::chrono::steady_clock::now();
+  body();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// The message of the zl::Error that `world.run(body)` throws; a test failure if it throws none.
+inline std::string run_error(SimWorld& world, const std::function<void(Comm&)>& body) {
+  try {
+    world.run(body);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "run() did not throw";
+  return "";
+}
+
+}  // namespace simtest
+}  // namespace zl

@@ -1,0 +1,49 @@
+// arbitrary.hpp — RapidCheck generators for zerolab's domain: small MLP shapes (sizes not
+// divisible by W included), worlds of 1..8 ranks, a few steps and random AdamW settings.
+// Small values come first, so a failing property shrinks to the smallest config.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <ostream>
+
+#include "engines/trainer.hpp"
+
+namespace zl {
+
+inline std::ostream& operator<<(std::ostream& os, const TrainConfig& c) {
+  return os << "TrainConfig{world=" << c.world << " steps=" << c.steps << " micro_batch=" << c.micro_batch
+            << " mlp{layers=" << c.mlp.layers << " width=" << c.mlp.width << " in=" << c.mlp.in
+            << " classes=" << c.mlp.classes << "} lr=" << c.adamw.lr << " betas=(" << c.adamw.beta1
+            << ", " << c.adamw.beta2 << ") eps=" << c.adamw.eps << " wd=" << c.adamw.weight_decay
+            << " seed=" << c.seed << "}";
+}
+
+}  // namespace zl
+
+namespace rc {
+
+template <>
+struct Arbitrary<zl::TrainConfig> {
+  static Gen<zl::TrainConfig> arbitrary() {
+    return gen::apply(
+        [](int world, int steps, int micro_batch, int layers, int width, int in, int classes, double lr,
+           double beta1, double beta2, double eps, double weight_decay, unsigned seed) {
+          zl::TrainConfig config;
+          config.world = world;
+          config.steps = steps;
+          config.micro_batch = micro_batch;
+          config.mlp = {.layers = layers, .width = width, .in = in, .classes = classes};
+          config.adamw = {.lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps, .weight_decay = weight_decay};
+          config.seed = seed;
+          return config;
+        },
+        gen::inRange(1, 9), gen::inRange(1, 5), gen::inRange(1, 6), gen::inRange(1, 5),
+        gen::inRange(1, 40), gen::inRange(1, 12), gen::inRange(1, 7),
+        gen::element(1e-3, 3e-2, 1e-1, 0.5), gen::element(0.9, 0.8, 0.0),
+        gen::element(0.999, 0.95, 0.5), gen::element(1e-8, 1e-6, 1e-3),
+        gen::element(0.01, 0.0, 0.1, 1.0), gen::arbitrary<unsigned>());
+  }
+};
+
+}  // namespace rc

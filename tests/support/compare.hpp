@@ -1,0 +1,57 @@
+// compare.hpp — bitwise comparison of model states and step records that reports the first
+// differing element with both values, so a failing property reads like a diff.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engines/trainer.hpp"
+
+namespace zl {
+
+/// Empty when `a` and `b` hold the same bits; otherwise where and how they first differ.
+inline std::optional<std::string> first_difference(const std::string& what,
+                                                   const std::vector<std::vector<float>>& a,
+                                                   const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return fmt::format("{}: {} units vs {}", what, a.size(), b.size());
+  for (std::size_t u = 0; u < a.size(); ++u) {
+    if (a[u].size() != b[u].size()) {
+      return fmt::format("{} unit {}: {} elements vs {}", what, u, a[u].size(), b[u].size());
+    }
+    for (std::size_t i = 0; i < a[u].size(); ++i) {
+      if (std::bit_cast<std::uint32_t>(a[u][i]) != std::bit_cast<std::uint32_t>(b[u][i])) {
+        return fmt::format("{} unit {} element {}: {:.9g} vs {:.9g}", what, u, i, a[u][i], b[u][i]);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+/// Empty when both runs' final states and per-step losses and norms are bitwise equal.
+inline std::optional<std::string> first_difference(const TrainResult& a, const TrainResult& b) {
+  if (auto diff = first_difference("params", a.final_state.params, b.final_state.params)) return diff;
+  if (auto diff = first_difference("exp_avg", a.final_state.exp_avg, b.final_state.exp_avg)) return diff;
+  if (auto diff = first_difference("exp_avg_sq", a.final_state.exp_avg_sq, b.final_state.exp_avg_sq)) {
+    return diff;
+  }
+  if (a.steps.size() != b.steps.size()) return fmt::format("{} steps vs {}", a.steps.size(), b.steps.size());
+  for (std::size_t s = 0; s < a.steps.size(); ++s) {
+    if (std::bit_cast<std::uint32_t>(a.steps[s].loss) != std::bit_cast<std::uint32_t>(b.steps[s].loss)) {
+      return fmt::format("loss of step {}: {:.9g} vs {:.9g}", s, a.steps[s].loss, b.steps[s].loss);
+    }
+    if (std::bit_cast<std::uint64_t>(a.steps[s].grad_norm) !=
+        std::bit_cast<std::uint64_t>(b.steps[s].grad_norm)) {
+      return fmt::format("grad norm of step {}: {:.17g} vs {:.17g}", s, a.steps[s].grad_norm,
+                         b.steps[s].grad_norm);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace zl
