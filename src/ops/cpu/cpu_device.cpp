@@ -88,7 +88,7 @@ void CpuDevice::linear_backward(std::span<const float> x, std::span<const float>
   // dw is [out, in] += dy^T [out, rows] * x [rows, in]
   matrix(dw, out, in).noalias() += matrix(dy, rows, out).transpose() * matrix(x, rows, in);
 
-  // db is [out]: each column of dy summed from row 0 down, then added once, like dw.
+  // db is [out]: each column of dy summed from row 0 down, then added to db once.
   std::vector<float> column_sums(static_cast<std::size_t>(out), 0.0f);
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t o = 0; o < out; ++o) column_sums[o] += dy[r * out + o];

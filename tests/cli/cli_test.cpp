@@ -1,0 +1,207 @@
+// cli_test.cpp — runs the zerolab binary: DDP and the reference write byte-identical files, the
+// saved data is exactly what was trained on, and bad input fails in one line leaving no files.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "ckpt/safetensors.hpp"
+#include "comm/reduce.hpp"
+#include "engines/partition.hpp"
+#include "model/mlp.hpp"
+#include "ops/cpu/cpu_device.hpp"
+
+namespace zl {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("zerolab_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  CommandResult zerolab(const std::string& args) const {
+    const fs::path out = dir_ / "stdout.txt";
+    const fs::path err = dir_ / "stderr.txt";
+    const std::string command = std::string(ZL_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
+    const int status = std::system(command.c_str());
+    CommandResult result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+    fs::remove(out);
+    fs::remove(err);
+    return result;
+  }
+
+  static std::string slurp(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  // Files in the test directory, for "nothing was left behind".
+  std::vector<std::string> files() const {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(dir_)) names.push_back(entry.path().filename().string());
+    return names;
+  }
+
+  fs::path dir_;
+};
+
+const std::string kSmall = "--layers 3 --width 12 --in 5 --classes 4 --steps 4 --micro-batch 3 --lr 0.02 --quiet";
+
+TEST_F(CliTest, DdpAndReferenceWriteByteIdenticalFinalParameters) {
+  const auto ddp = zerolab("train --engine ddp --world 4 " + kSmall + " --save-final " + (dir_ / "ddp.st").string());
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.err;
+  const auto ref =
+      zerolab("train --engine reference --world 4 " + kSmall + " --save-final " + (dir_ / "ref.st").string());
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  const std::string ddp_bytes = slurp(dir_ / "ddp.st");
+  EXPECT_GT(ddp_bytes.size(), 1000u);
+  EXPECT_EQ(ddp_bytes, slurp(dir_ / "ref.st"));
+  const auto tensors = read_safetensors(dir_ / "ddp.st");
+  ASSERT_EQ(tensors.size(), 6u);
+  EXPECT_EQ(tensors[0].name, "layers.0.weight");
+  EXPECT_EQ(tensors[0].shape, (Shape{12, 5}));
+  EXPECT_EQ(tensors[5].name, "layers.2.bias");
+  EXPECT_EQ(tensors[5].shape, (Shape{4}));
+}
+
+TEST_F(CliTest, ProgressLinesAndMetricsPerStep) {
+  const auto run = zerolab("train --world 2 --layers 2 --width 8 --in 4 --classes 3 --steps 5 --metrics " +
+                           (dir_ / "m.jsonl").string());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("step     5/5  loss "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("grad_norm"), std::string::npos);
+  EXPECT_NE(run.out.find("sent_B"), std::string::npos);  // the per-rank ledger summary
+  const std::string metrics = slurp(dir_ / "m.jsonl");
+  std::istringstream lines(metrics);
+  std::string line;
+  int count = 0;
+  while (std::getline(lines, line)) {
+    ++count;
+    EXPECT_NE(line.find("\"step\": " + std::to_string(count)), std::string::npos) << line;
+    EXPECT_NE(line.find("\"loss\": "), std::string::npos);
+    EXPECT_NE(line.find("\"grad_norm\": "), std::string::npos);
+  }
+  EXPECT_EQ(count, 5);
+}
+
+// Same seed, any W: sample g and the initial parameters do not depend on the world size.
+TEST_F(CliTest, DataAndInitAreTheSameForEveryWorld) {
+  for (const int world : {1, 3}) {
+    const auto run = zerolab(fmt::format("train --world {} {} --save-data {} --save-init {}", world, kSmall,
+                                         (dir_ / fmt::format("data{}.st", world)).string(),
+                                         (dir_ / fmt::format("init{}.st", world)).string()));
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+  }
+  EXPECT_EQ(slurp(dir_ / "init1.st"), slurp(dir_ / "init3.st"));
+  const auto one = read_safetensors(dir_ / "data1.st");
+  const auto three = read_safetensors(dir_ / "data3.st");
+  const auto x1 = to_floats(find_tensor(one, "x"));
+  const auto x3 = to_floats(find_tensor(three, "x"));
+  EXPECT_EQ(find_tensor(one, "x").shape, (Shape{4 * 1 * 3, 5}));
+  EXPECT_EQ(find_tensor(three, "x").shape, (Shape{4 * 3 * 3, 5}));
+  EXPECT_EQ(find_tensor(three, "y").shape, (Shape{4 * 3 * 3}));
+  ASSERT_LT(x1.size(), x3.size());
+  EXPECT_TRUE(std::equal(x1.begin(), x1.end(), x3.begin()));  // W=1 used a prefix of W=3's samples
+  const auto y1 = to_int64s(find_tensor(one, "y"));
+  const auto y3 = to_int64s(find_tensor(three, "y"));
+  EXPECT_TRUE(std::equal(y1.begin(), y1.end(), y3.begin()));
+}
+
+// The saved data is what step 1 trained on: the init parameters on rows [r*B, (r+1)*B) of the
+// file, averaged over ranks in rank order, give exactly the logged first loss.
+TEST_F(CliTest, SavedDataIsWhatTheFirstStepUsed) {
+  const int world = 3, rows = 3;
+  const auto run = zerolab(fmt::format("train --world {} {} --save-data {} --save-init {} --metrics {}", world,
+                                       kSmall, (dir_ / "d.st").string(), (dir_ / "i.st").string(),
+                                       (dir_ / "m.jsonl").string()));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto data = read_safetensors(dir_ / "d.st");
+  const auto init = read_safetensors(dir_ / "i.st");
+  const auto x = to_floats(find_tensor(data, "x"));
+  const auto y = to_int64s(find_tensor(data, "y"));
+  CpuDevice device;
+  Mlp model(device, {.layers = 3, .width = 12, .in = 5, .classes = 4});
+  std::vector<std::vector<float>> params(3);
+  for (int u = 0; u < 3; ++u) {
+    for (const char* part : {"weight", "bias"}) {
+      const auto values = to_floats(find_tensor(init, fmt::format("layers.{}.{}", u, part)));
+      params[u].insert(params[u].end(), values.begin(), values.end());
+    }
+  }
+  std::vector<float> losses(world);
+  for (int r = 0; r < world; ++r) {
+    Batch batch;
+    batch.rows = rows;
+    batch.features = 5;
+    batch.x.assign(x.begin() + r * rows * 5, x.begin() + (r + 1) * rows * 5);
+    batch.y.assign(y.begin() + r * rows, y.begin() + (r + 1) * rows);
+    model.begin(batch);
+    for (int u = 0; u < 3; ++u) model.forward_unit(u, params[u]);
+    losses[r] = model.loss();
+  }
+  std::vector<const void*> inputs;
+  for (const float& loss : losses) inputs.push_back(&loss);
+  float mean = 0.0f;
+  reduce_rank_order(inputs, &mean, 1, DType::F32, ReduceOp::Avg);
+  const std::string first_line = slurp(dir_ / "m.jsonl").substr(0, slurp(dir_ / "m.jsonl").find('\n'));
+  EXPECT_NE(first_line.find(fmt::format("\"loss\": {},", mean)), std::string::npos)
+      << first_line << " vs " << mean;
+}
+
+// Bad input: one line on stderr naming the problem, a non-zero exit, and no output files.
+struct BadInput {
+  std::string args;
+  std::string expected;  // a piece of the message
+};
+
+TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
+  // Good output paths beside the bad input: none of them may be created.
+  const std::string outputs = " --save-init " + (dir_ / "i.st").string() + " --save-data " + (dir_ / "d.st").string();
+  const BadInput cases[] = {
+      {"train --frobnicate 3", "--frobnicate"},
+      {"train --world 0", "--world 0 is invalid"},
+      {"train --world -2", "--world -2 is invalid"},
+      {"train --layers 0", "--layers 0 is invalid"},
+      {"train --width 0", "--width 0 is invalid"},
+      {"train --in 0", "--in 0 is invalid"},
+      {"train --classes 0", "--classes 0 is invalid"},
+      {"train --steps 0", "--steps 0 is invalid"},
+      {"train --micro-batch 0", "--micro-batch 0 is invalid"},
+      {"train --engine zero9", "--engine"},
+      {"train --world many", "--world"},
+      {"train --save-final /nonexistent-dir/f.st", "does not exist"},
+      {"train --metrics " + dir_.string(), "is a directory"},
+      {"", "subcommand"},
+  };
+  for (const auto& bad : cases) {
+    const std::string args = bad.args.empty() ? bad.args : bad.args + outputs;
+    const auto run = zerolab(args);
+    EXPECT_NE(run.exit_code, 0) << args;
+    EXPECT_NE(run.err.find(bad.expected), std::string::npos) << args << " printed: " << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << args << " printed: " << run.err;
+    EXPECT_TRUE(files().empty()) << args << " left " << files().front();
+  }
+}
+
+}  // namespace
+}  // namespace zl
