@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "ckpt/safetensors.hpp"
 #include "core/atomic_file.hpp"
 
@@ -15,8 +17,9 @@ namespace zl {
 
 namespace {
 
-const std::map<std::string, EngineKind> kEngineNames = {{"reference", EngineKind::Reference},
-                                                        {"ddp", EngineKind::Ddp}};
+const std::map<std::string, EngineKind> kEngineNames = {
+    {"reference", EngineKind::Reference}, {"ddp", EngineKind::Ddp},     {"zero1", EngineKind::Zero1},
+    {"zero2", EngineKind::Zero2},         {"zero3", EngineKind::Zero3}};
 
 // One tensor per parameter, named as the model names it, from unpadded unit vectors.
 std::vector<TensorRecord> param_tensors(const std::vector<UnitLayout>& layout,
@@ -38,23 +41,69 @@ void print_step(const StepRecord& record, std::int64_t steps) {
   std::fflush(stdout);
 }
 
+std::int64_t total_calls(const TrafficLedger& traffic) {
+  std::int64_t calls = 0;
+  for (int kind = 0; kind < kCollectiveKindCount; ++kind) calls += traffic.calls(static_cast<CollectiveKind>(kind));
+  return calls;
+}
+
+// Model-state bytes are what each rank holds after the step (current); temporaries are peaks.
 void print_summary(const TrainConfig& config, const TrainResult& result) {
-  fmt::print("\nengine {} with W={}: {} parameters, {} with padding\n",
-             engine_name(config.engine), config.world, total_numel(result.layout),
-             total_padded_elems(result.layout));
-  fmt::print("{:>4} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>6}\n", "rank", "params_B",
-             "grads_B", "optimizer_B", "activ_peak_B", "total_peak_B", "sent_B", "recv_B", "calls");
+  fmt::print("\nengine {} with W={}: {} parameters, {} with padding\n", engine_name(config.engine),
+             config.world, total_numel(result.layout), total_padded_elems(result.layout));
+  fmt::print("{:>4} {:>11} {:>11} {:>11} {:>13} {:>13} {:>12} {:>11} {:>11} {:>6}\n", "rank", "params_B",
+             "grads_B", "optimizer_B", "gathered_pk_B", "activ_peak_B", "total_peak_B", "sent_B", "recv_B",
+             "calls");
   for (const auto& rank : result.ranks) {
-    std::int64_t calls = 0;
-    for (int kind = 0; kind < kCollectiveKindCount; ++kind) {
-      calls += rank.traffic.calls(static_cast<CollectiveKind>(kind));
-    }
-    fmt::print("{:>4} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>6}\n", rank.rank,
-               rank.memory.peak_bytes(MemCategory::Params), rank.memory.peak_bytes(MemCategory::Grads),
-               rank.memory.peak_bytes(MemCategory::Optimizer),
-               rank.memory.peak_bytes(MemCategory::Activations), rank.memory.total_peak_bytes(),
-               rank.traffic.sent_bytes(), rank.traffic.recv_bytes(), calls);
+    const MemoryLedger& memory = rank.memory;
+    fmt::print("{:>4} {:>11} {:>11} {:>11} {:>13} {:>13} {:>12} {:>11} {:>11} {:>6}\n", rank.rank,
+               memory.current_bytes(MemCategory::Params), memory.current_bytes(MemCategory::Grads),
+               memory.current_bytes(MemCategory::Optimizer), memory.peak_bytes(MemCategory::Gathered),
+               memory.peak_bytes(MemCategory::Activations), memory.total_peak_bytes(),
+               rank.traffic.sent_bytes(), rank.traffic.recv_bytes(), total_calls(rank.traffic));
   }
+}
+
+// The --summary document: both ledgers of every rank (see README for the keys).
+nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& rank : result.ranks) {
+    const MemoryLedger& memory = rank.memory;
+    nlohmann::json peaks, calls, sent, recv;
+    for (int c = 0; c < kMemCategoryCount; ++c) {
+      const auto category = static_cast<MemCategory>(c);
+      peaks[std::string(mem_category_name(category))] = memory.peak_bytes(category);
+    }
+    for (int k = 0; k < kCollectiveKindCount; ++k) {
+      const auto kind = static_cast<CollectiveKind>(k);
+      calls[std::string(collective_name(kind))] = rank.traffic.calls(kind);
+      sent[std::string(collective_name(kind))] = rank.traffic.sent_bytes(kind);
+      recv[std::string(collective_name(kind))] = rank.traffic.recv_bytes(kind);
+    }
+    ranks.push_back({{"rank", rank.rank},
+                     {"bytes",
+                      {{"params", memory.current_bytes(MemCategory::Params)},
+                       {"grads", memory.current_bytes(MemCategory::Grads)},
+                       {"optimizer", memory.current_bytes(MemCategory::Optimizer)},
+                       {"master", memory.current_bytes(MemCategory::Master)},
+                       {"gathered_peak", memory.peak_bytes(MemCategory::Gathered)},
+                       {"total_peak", memory.total_peak_bytes()},
+                       {"peak", peaks}}},
+                     {"comm",
+                      {{"sent", rank.traffic.sent_bytes()},
+                       {"recv", rank.traffic.recv_bytes()},
+                       {"calls", calls},
+                       {"sent_by_collective", sent},
+                       {"recv_by_collective", recv}}}});
+  }
+  const bool is_reference = config.engine == EngineKind::Reference;
+  return {{"engine", engine_name(config.engine)},
+          {"stage", is_reference ? nlohmann::json(nullptr) : nlohmann::json(stage_of(config.engine))},
+          {"world", config.world},
+          {"steps", config.steps},
+          {"params", total_numel(result.layout)},
+          {"padded_params", total_padded_elems(result.layout)},
+          {"ranks", ranks}};
 }
 
 std::string metrics_lines(const TrainResult& result) {
@@ -79,9 +128,13 @@ CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--width", config->mlp.width, "Hidden width of the MLP")->capture_default_str();
   cmd->add_option("--in", config->mlp.in, "Input features")->capture_default_str();
   cmd->add_option("--classes", config->mlp.classes, "Output classes")->capture_default_str();
-  cmd->add_option("--engine", config->engine, "reference | ddp")
-      ->transform(CLI::CheckedTransformer(kEngineNames, CLI::ignore_case))
-      ->default_str("ddp");
+  auto* engine = cmd->add_option("--engine", config->engine, "reference | ddp | zero1 | zero2 | zero3")
+                     ->transform(CLI::CheckedTransformer(kEngineNames, CLI::ignore_case))
+                     ->default_str("ddp");
+  cmd->add_option_function<int>(
+         "--stage", [config](int stage) { config->engine = engine_of_stage(stage); },
+         "ZeRO stage: 0 (DDP), 1, 2 or 3 (same choice as --engine)")
+      ->excludes(engine);
   cmd->add_option("--backend", *backend, "Collective backend")->check(CLI::IsMember({"sim"}))
       ->capture_default_str();
   cmd->add_option("--world", config->world, "Number of ranks W")->capture_default_str();
@@ -95,6 +148,7 @@ CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--eps", config->adamw.eps, "AdamW eps")->capture_default_str();
   cmd->add_option("--seed", config->seed, "Seed of parameter init and data")->capture_default_str();
   cmd->add_option("--metrics", outputs->metrics, "Write one JSON line per step to this file");
+  cmd->add_option("--summary", outputs->summary, "Write both ledgers of every rank as JSON");
   cmd->add_option("--save-init", outputs->save_init, "Write the initial parameters (fp32 safetensors)");
   cmd->add_option("--save-final", outputs->save_final, "Write the final parameters (fp32 safetensors)");
   cmd->add_option("--save-data", outputs->save_data, "Write the samples used (safetensors x, y)");
@@ -107,6 +161,7 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs) {
   validate(config_in);
   const std::pair<const std::filesystem::path*, std::string_view> files[] = {
       {&outputs.metrics, "--metrics"},
+      {&outputs.summary, "--summary"},
       {&outputs.save_init, "--save-init"},
       {&outputs.save_final, "--save-final"},
       {&outputs.save_data, "--save-data"}};
@@ -123,6 +178,9 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs) {
   fmt::print("loss {:.6f} -> {:.6f}\n", result.steps.front().loss, result.steps.back().loss);
 
   if (!outputs.metrics.empty()) write_file_atomically(outputs.metrics, metrics_lines(result));
+  if (!outputs.summary.empty()) {
+    write_file_atomically(outputs.summary, summary_json(config, result).dump(2) + "\n");
+  }
   if (!outputs.save_init.empty()) {
     write_safetensors(outputs.save_init, param_tensors(result.layout, initial_params(config)));
   }

@@ -13,6 +13,7 @@ namespace zl {
 /// Flags of `zerolab train` beyond the TrainConfig.
 struct TrainOutputs {
   std::filesystem::path metrics;    ///< JSON lines, one per step
+  std::filesystem::path summary;    ///< JSON: both ledgers of every rank
   std::filesystem::path save_init;  ///< fp32 safetensors of the initial parameters
   std::filesystem::path save_final; ///< fp32 safetensors of the final parameters
   std::filesystem::path save_data;  ///< safetensors x and y of every sample used

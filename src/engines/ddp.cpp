@@ -15,6 +15,7 @@ class DdpEngine final : public Engine {
  public:
   DdpEngine(Model& model, Device& device, Comm& comm, const EngineOptions& options)
       : model_(model),
+        device_(device),
         comm_(comm),
         options_(options),
         layout_(layout_units(model.units(), comm.size())),
@@ -27,9 +28,10 @@ class DdpEngine final : public Engine {
   StepStats step(std::int64_t step) override {
     zero_units(grads_);
     const Batch batch = options_.batch(step, comm_.rank());
-    const float loss = forward_backward(model_, batch, layout_, params_, grads_);  // 1, 2
-    reduce_grads();                                                              // 3
-    adamw_units(params_, grads_, adam_, options_.adamw, step + 1);               // 4
+    const float loss = forward_backward(model_, batch, layout_, params_, grads_, options_, device_);  // 1, 2
+    reduce_grads();                                                                                // 3
+    adamw_units(spans_of(params_), spans_of(grads_), adam_, options_.adamw, step + 1);             // 4
+    notify(options_, device_, "update");
     return {.loss = loss, .grad_norm = grad_norm_of(grads_)};
   }
 
@@ -40,10 +42,12 @@ class DdpEngine final : public Engine {
     for (std::size_t u = 0; u < layout_.size(); ++u) {
       comm_.all_reduce(grads_[u].data(), static_cast<std::size_t>(layout_[u].padded_elems), DType::F32,
                        ReduceOp::Avg);
+      notify(options_, device_, "all_reduce", static_cast<int>(u));
     }
   }
 
   Model& model_;
+  Device& device_;
   Comm& comm_;
   EngineOptions options_;
   std::vector<UnitLayout> layout_;

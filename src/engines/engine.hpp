@@ -16,19 +16,36 @@
 namespace zl {
 
 /// The engines. Stage numbers follow DeepSpeed: DDP is stage 0.
-enum class EngineKind { Reference, Ddp };
+enum class EngineKind { Reference, Ddp, Zero1, Zero2, Zero3 };
 
-/// "reference" or "ddp".
+/// "reference", "ddp", "zero1", "zero2" or "zero3".
 std::string_view engine_name(EngineKind kind);
+
+/// The engine of ZeRO stage 0 (DDP), 1, 2 or 3; throws zl::Error for any other number.
+EngineKind engine_of_stage(int stage);
+
+/// The ZeRO stage of a distributed engine (DDP is 0); throws zl::Error for the reference.
+int stage_of(EngineKind kind);
 
 /// The micro-batch that rank `rank` uses at step `step` (0-based).
 using BatchFn = std::function<Batch(std::int64_t step, int rank)>;
 
+/// A moment inside a step, for narration: `phase` names the step ("forward", "backward",
+/// "reduce_scatter", "update", "all_gather", "gather", "release", ...), `unit` the unit or -1.
+struct EngineEvent {
+  std::string_view phase;
+  int unit = -1;
+};
+
+/// Called on the rank's own thread at each event, with that rank's memory ledger at that moment.
+using EngineObserver = std::function<void(const EngineEvent&, const MemoryLedger&)>;
+
 /// What every engine needs besides the model, the device and (for the distributed ones) a Comm.
 struct EngineOptions {
   AdamWConfig adamw;
-  std::uint64_t seed = 0;  ///< parameter init seed
-  BatchFn batch;           ///< data source
+  std::uint64_t seed = 0;   ///< parameter init seed
+  BatchFn batch;            ///< data source
+  EngineObserver observer;  ///< optional narration hook (lessons); never changes results
 };
 
 /// What one optimizer step reports.
@@ -66,5 +83,24 @@ std::unique_ptr<Engine> make_reference_engine(Model& model, Device& device, int 
 /// DDP: full replica on every rank; gradients all-reduced (avg) unit by unit; full AdamW.
 std::unique_ptr<Engine> make_ddp_engine(Model& model, Device& device, Comm& comm,
                                         const EngineOptions& options);
+
+/// ZeRO-1: optimizer state sharded; gradients reduce-scattered after backward; AdamW on the own
+/// shard; parameters all-gathered.
+std::unique_ptr<Engine> make_zero1_engine(Model& model, Device& device, Comm& comm,
+                                          const EngineOptions& options);
+
+/// ZeRO-2: as ZeRO-1, with gradients reduce-scattered during backward unit by unit; only the
+/// own gradient shard persists.
+std::unique_ptr<Engine> make_zero2_engine(Model& model, Device& device, Comm& comm,
+                                          const EngineOptions& options);
+
+/// ZeRO-3: parameters sharded too; each unit is gathered just before it runs (forward and
+/// backward) and released right after.
+std::unique_ptr<Engine> make_zero3_engine(Model& model, Device& device, Comm& comm,
+                                          const EngineOptions& options);
+
+/// The distributed engine of `kind` (not Reference).
+std::unique_ptr<Engine> make_engine(EngineKind kind, Model& model, Device& device, Comm& comm,
+                                    const EngineOptions& options);
 
 }  // namespace zl

@@ -15,6 +15,7 @@ class ReferenceEngine final : public Engine {
  public:
   ReferenceEngine(Model& model, Device& device, int world, const EngineOptions& options)
       : model_(model),
+        device_(device),
         world_(world),
         options_(options),
         layout_(layout_units(model.units(), 1)),
@@ -30,10 +31,11 @@ class ReferenceEngine final : public Engine {
     std::vector<float> losses(static_cast<std::size_t>(world_));
     for (int r = 0; r < world_; ++r) {
       zero_units(rank_grads_[r]);
-      losses[r] = forward_backward(model_, options_.batch(step, r), layout_, params_, rank_grads_[r]);
+      losses[r] = forward_backward(model_, options_.batch(step, r), layout_, params_, rank_grads_[r],
+                                   options_, device_);
     }
     average_rank_grads();
-    adamw_units(params_, grads_, adam_, options_.adamw, step + 1);
+    adamw_units(spans_of(params_), spans_of(grads_), adam_, options_.adamw, step + 1);
     return {.loss = mean_over_ranks(losses), .grad_norm = grad_norm_of(grads_)};
   }
 
@@ -60,6 +62,7 @@ class ReferenceEngine final : public Engine {
   }
 
   Model& model_;
+  Device& device_;
   int world_;
   EngineOptions options_;
   std::vector<UnitLayout> layout_;  // laid out for one rank: the reference never shards

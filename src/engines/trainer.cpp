@@ -57,7 +57,7 @@ std::vector<std::vector<float>> initial_params(const TrainConfig& config) {
   return params;
 }
 
-TrainResult train(const TrainConfig& config, const StepCallback& on_step) {
+TrainResult train(const TrainConfig& config, const StepCallback& on_step, const RankObserver& observer) {
   validate(config);
   TrainResult result;
   if (config.record_data) {
@@ -67,7 +67,18 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step) {
   }
   const EngineOptions options{.adamw = config.adamw,
                               .seed = config.seed,
-                              .batch = batch_source(config, config.record_data ? &result.data : nullptr)};
+                              .batch = batch_source(config, config.record_data ? &result.data : nullptr),
+                              .observer = {}};
+  // Each rank's engine reports its events with its rank number.
+  auto options_of_rank = [&](int rank) {
+    EngineOptions own = options;
+    if (observer) {
+      own.observer = [&observer, rank](const EngineEvent& event, const MemoryLedger& ledger) {
+        observer(rank, event, ledger);
+      };
+    }
+    return own;
+  };
 
   // Runs the step loop for one engine; `mean_loss` turns the engine's loss into the logged one.
   auto run_steps = [&](Engine& engine, bool is_rank0, const std::function<float(float)>& mean_loss) {
@@ -86,10 +97,10 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step) {
     CpuDevice device;
     Mlp model(device, config.mlp);
     result.layout = layout_units(model.units(), config.world);
-    auto engine = make_reference_engine(model, device, config.world, options);
+    auto engine = make_reference_engine(model, device, config.world, options_of_rank(0));
     run_steps(*engine, true, [](float loss) { return loss; });
-    result.final_state = engine->full_state();
     result.ranks.push_back({0, device.ledger(), TrafficLedger{}});
+    result.final_state = engine->full_state();
     return result;
   }
 
@@ -98,23 +109,19 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step) {
   world.run([&](Comm& comm) {
     CpuDevice device;
     Mlp model(device, config.mlp);
-    auto engine = make_ddp_engine(model, device, comm, options);
+    auto engine = make_engine(config.engine, model, device, comm, options_of_rank(comm.rank()));
     const bool is_rank0 = comm.rank() == 0;
     run_steps(*engine, is_rank0, [&comm](float loss) {
       comm.all_reduce(&loss, 1, DType::F32, ReduceOp::Avg);  // the logged loss, as nanoGPT does
       return loss;
     });
+    result.ranks[comm.rank()] = {comm.rank(), device.ledger(), comm.traffic()};
     ModelState state = engine->full_state();
     if (is_rank0) {
       result.layout = layout_units(model.units(), config.world);
       result.final_state = std::move(state);
     }
-    result.ranks[comm.rank()].memory = device.ledger();
   });
-  for (int r = 0; r < config.world; ++r) {
-    result.ranks[r].rank = r;
-    result.ranks[r].traffic = world.traffic(r);
-  }
   return result;
 }
 

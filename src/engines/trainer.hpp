@@ -66,8 +66,13 @@ struct TrainResult {
 /// Called on rank 0 after each step.
 using StepCallback = std::function<void(const StepRecord&)>;
 
-/// Runs `config` to the end. Throws zl::Error on bad config or a failed rank.
-TrainResult train(const TrainConfig& config, const StepCallback& on_step = {});
+/// Called on rank `rank`'s thread at each engine event (see EngineObserver).
+using RankObserver = std::function<void(int rank, const EngineEvent&, const MemoryLedger&)>;
+
+/// Runs `config` to the end. Throws zl::Error on bad config or a failed rank. The ledgers in the
+/// result are read right after the last step (before the final state is assembled).
+TrainResult train(const TrainConfig& config, const StepCallback& on_step = {},
+                  const RankObserver& observer = {});
 
 /// The parameters every engine starts from: unpadded, one vector per unit.
 std::vector<std::vector<float>> initial_params(const TrainConfig& config);

@@ -1,4 +1,4 @@
-// unit_buffers.cpp — allocation, init, the unit loop of a micro-batch, norms and copies.
+// unit_buffers.cpp — allocation, views, init, the unit loop of a micro-batch, AdamW, norms, copies.
 #include "engines/unit_buffers.hpp"
 
 #include <algorithm>
@@ -18,6 +18,22 @@ UnitBuffers alloc_units(Device& device, const std::vector<UnitLayout>& layout, M
   return buffers;
 }
 
+UnitSpans spans_of(UnitBuffers& buffers) {
+  UnitSpans spans;
+  for (auto& buffer : buffers) spans.push_back(buffer.as<float>());
+  return spans;
+}
+
+UnitSpans own_shards(UnitBuffers& full, const std::vector<UnitLayout>& layout, int rank, int world) {
+  UnitSpans spans;
+  for (std::size_t u = 0; u < layout.size(); ++u) {
+    const ShardRange shard = shard_of(layout[u], rank, world);
+    spans.push_back(full[u].as<float>().subspan(static_cast<std::size_t>(shard.begin),
+                                                static_cast<std::size_t>(shard.size())));
+  }
+  return spans;
+}
+
 void init_params(const Model& model, const std::vector<UnitLayout>& layout, UnitBuffers& params,
                  std::uint64_t seed) {
   for (std::size_t u = 0; u < layout.size(); ++u) {
@@ -29,17 +45,24 @@ void zero_units(UnitBuffers& buffers) {
   for (auto& buffer : buffers) std::ranges::fill(buffer.as<float>(), 0.0f);
 }
 
+void notify(const EngineOptions& options, const Device& device, std::string_view phase, int unit) {
+  if (options.observer) options.observer({phase, unit}, device.ledger());
+}
+
 float forward_backward(Model& model, const Batch& batch, const std::vector<UnitLayout>& layout,
-                       const UnitBuffers& params, UnitBuffers& grads) {
+                       const UnitBuffers& params, UnitBuffers& grads, const EngineOptions& options,
+                       const Device& device) {
   const int units = static_cast<int>(layout.size());
   model.begin(batch);
   for (int u = 0; u < units; ++u) {
     model.forward_unit(u, params[u].as<float>().first(layout[u].numel));
+    notify(options, device, "forward", u);
   }
   const float loss = model.loss();
   for (int u = units - 1; u >= 0; --u) {
     model.backward_unit(u, params[u].as<float>().first(layout[u].numel),
                         grads[u].as<float>().first(layout[u].numel));
+    notify(options, device, "backward", u);
   }
   return loss;
 }
@@ -65,17 +88,16 @@ AdamState alloc_adam(Device& device, const std::vector<UnitLayout>& layout, bool
           alloc_units(device, layout, MemCategory::Optimizer, shard)};
 }
 
-void adamw_units(UnitBuffers& params, const UnitBuffers& grads, AdamState& adam,
+void adamw_units(const UnitSpans& params, const UnitSpans& grads, AdamState& adam,
                  const AdamWConfig& config, std::int64_t step) {
   const AdamWScalars scalars = adamw_scalars(config, step);
   for (std::size_t u = 0; u < params.size(); ++u) {
-    adamw_update(params[u].as<float>(), grads[u].as<float>(), adam.exp_avg[u].as<float>(),
-                 adam.exp_avg_sq[u].as<float>(), scalars);
+    adamw_update(params[u], grads[u], adam.exp_avg[u].as<float>(), adam.exp_avg_sq[u].as<float>(),
+                 scalars);
   }
 }
 
-ModelState model_state(const std::vector<UnitLayout>& layout, const UnitBuffers& params,
-                       const AdamState& adam) {
+ModelState model_state(const std::vector<UnitLayout>& layout, UnitBuffers& params, AdamState& adam) {
   return {unpadded_copy(layout, params), unpadded_copy(layout, adam.exp_avg),
           unpadded_copy(layout, adam.exp_avg_sq)};
 }

@@ -1,8 +1,10 @@
-// unit_buffers.hpp — the bookkeeping engines share: one padded flat buffer per unit, the
-// forward/backward loop over units, and the canonical gradient norm over unit buffers.
+// unit_buffers.hpp — the bookkeeping every engine shares: one padded flat buffer per unit (or one
+// shard of it), views of own shards, the forward/backward loop over units, AdamW over units, the
+// canonical gradient norm, and narration events.
 #pragma once
 
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/buffer.hpp"
@@ -11,12 +13,21 @@
 
 namespace zl {
 
-/// One buffer per unit, each `padded_elems` long (or `shard_elems` when `shard` is set).
+/// One buffer per unit, each `padded_elems` long (or `shard_elems` when sharded).
 using UnitBuffers = std::vector<Buffer>;
+
+/// One fp32 span per unit: whole unit buffers, or shards of them.
+using UnitSpans = std::vector<std::span<float>>;
 
 /// Allocates zeroed fp32 buffers of every unit's padded size (or shard size) under `category`.
 UnitBuffers alloc_units(Device& device, const std::vector<UnitLayout>& layout, MemCategory category,
                         bool shard = false);
+
+/// Spans over whole buffers.
+UnitSpans spans_of(UnitBuffers& buffers);
+
+/// Rank `rank`'s shard of each full (padded) unit buffer.
+UnitSpans own_shards(UnitBuffers& full, const std::vector<UnitLayout>& layout, int rank, int world);
 
 /// Fills each unit's real elements with the model's init for `seed`; padding stays zero.
 void init_params(const Model& model, const std::vector<UnitLayout>& layout, UnitBuffers& params,
@@ -25,10 +36,14 @@ void init_params(const Model& model, const std::vector<UnitLayout>& layout, Unit
 /// Sets every element of every buffer to +0.
 void zero_units(UnitBuffers& buffers);
 
-/// Runs one micro-batch forward and backward over all units; gradients are added into `grads`.
-/// Returns the micro-batch loss.
+/// Calls options.observer, if set, with the event and the device's ledger now.
+void notify(const EngineOptions& options, const Device& device, std::string_view phase, int unit = -1);
+
+/// Runs one micro-batch forward and backward over all units with full parameters; gradients
+/// are added into `grads`. Emits "forward" and "backward" events per unit. Returns the loss.
 float forward_backward(Model& model, const Batch& batch, const std::vector<UnitLayout>& layout,
-                       const UnitBuffers& params, UnitBuffers& grads);
+                       const UnitBuffers& params, UnitBuffers& grads, const EngineOptions& options,
+                       const Device& device);
 
 /// Canonical global norm (optim/grad_norm.hpp) of full, padded unit gradients.
 double grad_norm_of(const UnitBuffers& grads);
@@ -46,12 +61,12 @@ struct AdamState {
 /// Zeroed moments shaped like alloc_units(device, layout, ..., shard).
 AdamState alloc_adam(Device& device, const std::vector<UnitLayout>& layout, bool shard = false);
 
-/// AdamW step `step` (1-based) on every unit buffer: params[u] from grads[u] and the moments.
-void adamw_units(UnitBuffers& params, const UnitBuffers& grads, AdamState& adam,
+/// AdamW step `step` (1-based) on every unit: params[u] from grads[u] and the moments of unit u.
+/// All spans of unit u have the moments' length.
+void adamw_units(const UnitSpans& params, const UnitSpans& grads, AdamState& adam,
                  const AdamWConfig& config, std::int64_t step);
 
 /// Unpadded copies of full (unsharded) params and moments.
-ModelState model_state(const std::vector<UnitLayout>& layout, const UnitBuffers& params,
-                       const AdamState& adam);
+ModelState model_state(const std::vector<UnitLayout>& layout, UnitBuffers& params, AdamState& adam);
 
 }  // namespace zl

@@ -1,0 +1,35 @@
+// sharding.hpp — the collective pieces the ZeRO stages share: gathering a unit from its shards,
+// the canonical gradient norm from gradient shards, and assembling full state for export.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "engines/unit_buffers.hpp"
+
+namespace zl {
+
+/// all_gather of unit `unit`'s shards into a new full, padded buffer booked as `category`
+/// (Gathered for ZeRO-3's temporaries). Collective.
+Buffer gather_unit(Comm& comm, Device& device, const UnitLayout& unit, std::span<const float> shard,
+                   MemCategory category = MemCategory::Gathered);
+
+/// reduce_scatter(avg) of a unit's full gradient: this rank receives its averaged shard.
+/// `shard` may be this rank's slice of `full` (in place, as NCCL allows). Collective.
+void reduce_scatter_unit(Comm& comm, std::span<const float> full, std::span<float> shard);
+
+/// The canonical global gradient norm from each rank's own gradient shards: every rank shares
+/// its per-block fp64 partials (one all_gather of Psi_padded / kNormBlockElems doubles in all),
+/// then all ranks sum them in the unreduced model's block order, so the norm equals
+/// grad_norm_of(full averaged gradients) bit for bit. The partials travel in CommBuffer memory.
+/// Collective.
+double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
+                         const UnitSpans& grad_shards);
+
+/// Full unpadded copies of sharded buffers, assembled with one all_gather per unit. Collective.
+std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,
+                                                const std::vector<UnitLayout>& layout,
+                                                const UnitSpans& shards);
+
+}  // namespace zl

@@ -1,0 +1,75 @@
+// zero1.cpp — ZeRO stage 1: shard the optimizer state. Parameters and gradients stay whole on
+// every rank (4 + 4 bytes per parameter); Adam's moments exist only for the own shard (8/N).
+// Per step:
+//   1. forward         this rank's micro-batch, unit by unit
+//   2. backward        unit by unit, into full per-unit gradient buffers
+//   3. reduce_scatter  each unit's gradients (avg), in place: the own slice now holds the mean
+//   4. update          AdamW on the own shard only: params, averaged grads, moments
+//   5. all_gather      each unit's parameters, in place: every rank is whole again
+// Traffic: reduce-scatter plus all-gather is the same 2 Psi (N-1)/N as DDP's all-reduce.
+#include "engines/engine.hpp"
+#include "engines/sharding.hpp"
+
+namespace zl {
+
+namespace {
+
+class Zero1Engine final : public Engine {
+ public:
+  Zero1Engine(Model& model, Device& device, Comm& comm, const EngineOptions& options)
+      : model_(model),
+        device_(device),
+        comm_(comm),
+        options_(options),
+        layout_(layout_units(model.units(), comm.size())),
+        params_(alloc_units(device, layout_, MemCategory::Params)),
+        grads_(alloc_units(device, layout_, MemCategory::Grads)),
+        adam_(alloc_adam(device, layout_, /*shard=*/true)) {
+    init_params(model_, layout_, params_, options_.seed);
+  }
+
+  StepStats step(std::int64_t step) override {
+    zero_units(grads_);
+    const Batch batch = options_.batch(step, comm_.rank());
+    const float loss = forward_backward(model_, batch, layout_, params_, grads_, options_, device_);  // 1, 2
+    const UnitSpans grad_shards = own_shards(grads_, layout_, comm_.rank(), comm_.size());
+    for (std::size_t u = 0; u < layout_.size(); ++u) {                                             // 3
+      reduce_scatter_unit(comm_, grads_[u].as<float>(), grad_shards[u]);
+      notify(options_, device_, "reduce_scatter", static_cast<int>(u));
+    }
+    const double grad_norm = sharded_grad_norm(comm_, device_, layout_, grad_shards);
+    const UnitSpans param_shards = own_shards(params_, layout_, comm_.rank(), comm_.size());
+    adamw_units(param_shards, grad_shards, adam_, options_.adamw, step + 1);                       // 4
+    notify(options_, device_, "update");
+    for (std::size_t u = 0; u < layout_.size(); ++u) {                                             // 5
+      comm_.all_gather(param_shards[u].data(), params_[u].data(), param_shards[u].size(), DType::F32);
+      notify(options_, device_, "all_gather", static_cast<int>(u));
+    }
+    return {.loss = loss, .grad_norm = grad_norm};
+  }
+
+  ModelState full_state() override {
+    return {unpadded_copy(layout_, params_),
+            gather_unpadded(comm_, device_, layout_, spans_of(adam_.exp_avg)),
+            gather_unpadded(comm_, device_, layout_, spans_of(adam_.exp_avg_sq))};
+  }
+
+ private:
+  Model& model_;
+  Device& device_;
+  Comm& comm_;
+  EngineOptions options_;
+  std::vector<UnitLayout> layout_;
+  UnitBuffers params_;  // full
+  UnitBuffers grads_;   // full; after step 3 only the own slice holds the average
+  AdamState adam_;      // own shard
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_zero1_engine(Model& model, Device& device, Comm& comm,
+                                          const EngineOptions& options) {
+  return std::make_unique<Zero1Engine>(model, device, comm, options);
+}
+
+}  // namespace zl

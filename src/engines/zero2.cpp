@@ -1,0 +1,82 @@
+// zero2.cpp — ZeRO stage 2: shard gradients too. Parameters stay whole (4 bytes per parameter);
+// gradients (4/N) and Adam's moments (8/N) persist only for the own shard. A unit's full gradient
+// exists only from its backward until its reduce-scatter. Per step:
+//   1. forward         this rank's micro-batch, unit by unit
+//   2. backward        unit by unit, last first; as soon as unit u's gradient is ready:
+//      reduce_scatter  it (avg) into the own gradient shard, and release the full buffer
+//   3. update          AdamW on the own shard
+//   4. all_gather      each unit's parameters, in place
+// Traffic: 2 Psi (N-1)/N, as DDP.
+#include "engines/engine.hpp"
+#include "engines/sharding.hpp"
+
+namespace zl {
+
+namespace {
+
+class Zero2Engine final : public Engine {
+ public:
+  Zero2Engine(Model& model, Device& device, Comm& comm, const EngineOptions& options)
+      : model_(model),
+        device_(device),
+        comm_(comm),
+        options_(options),
+        layout_(layout_units(model.units(), comm.size())),
+        params_(alloc_units(device, layout_, MemCategory::Params)),
+        grad_shards_(alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true)),
+        adam_(alloc_adam(device, layout_, /*shard=*/true)) {
+    init_params(model_, layout_, params_, options_.seed);
+  }
+
+  StepStats step(std::int64_t step) override {
+    const int units = static_cast<int>(layout_.size());
+    model_.begin(options_.batch(step, comm_.rank()));
+    for (int u = 0; u < units; ++u) {                                                      // 1
+      model_.forward_unit(u, params_[u].as<float>());
+      notify(options_, device_, "forward", u);
+    }
+    const float loss = model_.loss();
+    for (int u = units - 1; u >= 0; --u) {                                                 // 2
+      Buffer full_grad = device_.alloc(MemCategory::Grads, DType::F32, {layout_[u].padded_elems});
+      model_.backward_unit(u, params_[u].as<float>(), full_grad.as<float>());
+      notify(options_, device_, "backward", u);
+      reduce_scatter_unit(comm_, full_grad.as<float>(), grad_shards_[u].as<float>());
+      notify(options_, device_, "reduce_scatter", u);
+    }  // each full_grad is released at the end of its iteration
+    notify(options_, device_, "release");
+    const double grad_norm = sharded_grad_norm(comm_, device_, layout_, spans_of(grad_shards_));
+    const UnitSpans param_shards = own_shards(params_, layout_, comm_.rank(), comm_.size());
+    adamw_units(param_shards, spans_of(grad_shards_), adam_, options_.adamw, step + 1);  // 3
+    notify(options_, device_, "update");
+    for (int u = 0; u < units; ++u) {                                                      // 4
+      comm_.all_gather(param_shards[u].data(), params_[u].data(), param_shards[u].size(), DType::F32);
+      notify(options_, device_, "all_gather", u);
+    }
+    return {.loss = loss, .grad_norm = grad_norm};
+  }
+
+  ModelState full_state() override {
+    return {unpadded_copy(layout_, params_),
+            gather_unpadded(comm_, device_, layout_, spans_of(adam_.exp_avg)),
+            gather_unpadded(comm_, device_, layout_, spans_of(adam_.exp_avg_sq))};
+  }
+
+ private:
+  Model& model_;
+  Device& device_;
+  Comm& comm_;
+  EngineOptions options_;
+  std::vector<UnitLayout> layout_;
+  UnitBuffers params_;       // full
+  UnitBuffers grad_shards_;  // own shard of the averaged gradients
+  AdamState adam_;           // own shard
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_zero2_engine(Model& model, Device& device, Comm& comm,
+                                          const EngineOptions& options) {
+  return std::make_unique<Zero2Engine>(model, device, comm, options);
+}
+
+}  // namespace zl
