@@ -14,4 +14,4 @@ ctest --preset ci -j "$jobs" "$@"
 
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$jobs" --target test_core test_sim test_engines
-ctest --preset tsan -j "$jobs" -R '^(DType|Rng|Buffer|Sim|Ddp)' "$@"
+ctest --preset tsan -j "$jobs" -R '^(DType|Rng|Buffer|Sim|Equivalence|Ledgers)' "$@"

@@ -38,7 +38,7 @@ struct Arbitrary<zl::TrainConfig> {
           config.seed = seed;
           return config;
         },
-        gen::inRange(1, 9), gen::inRange(1, 5), gen::inRange(1, 6), gen::inRange(1, 5),
+        gen::inRange(1, 9), gen::inRange(1, 6), gen::inRange(1, 6), gen::inRange(1, 5),
         gen::inRange(1, 40), gen::inRange(1, 12), gen::inRange(1, 7),
         gen::element(1e-3, 3e-2, 1e-1, 0.5), gen::element(0.9, 0.8, 0.0),
         gen::element(0.999, 0.95, 0.5), gen::element(1e-8, 1e-6, 1e-3),

@@ -1,5 +1,6 @@
-// compare.hpp — bitwise comparison of model states and step records that reports the first
-// differing element with both values, so a failing property reads like a diff.
+// compare.hpp — bitwise comparison of two runs (model states, per-step losses and norms) that
+// reports the first differing element with both values: how tests and lessons check an engine
+// against the reference.
 #pragma once
 
 #include <bit>
