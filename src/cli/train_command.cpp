@@ -69,9 +69,10 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& rank : result.ranks) {
     const MemoryLedger& memory = rank.memory;
-    nlohmann::json peaks, calls, sent, recv;
+    nlohmann::json current, peaks, calls, sent, recv;
     for (int c = 0; c < kMemCategoryCount; ++c) {
       const auto category = static_cast<MemCategory>(c);
+      current[std::string(mem_category_name(category))] = memory.current_bytes(category);
       peaks[std::string(mem_category_name(category))] = memory.peak_bytes(category);
     }
     for (int k = 0; k < kCollectiveKindCount; ++k) {
@@ -88,6 +89,7 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
                        {"master", memory.current_bytes(MemCategory::Master)},
                        {"gathered_peak", memory.peak_bytes(MemCategory::Gathered)},
                        {"total_peak", memory.total_peak_bytes()},
+                       {"current", current},
                        {"peak", peaks}}},
                      {"comm",
                       {{"sent", rank.traffic.sent_bytes()},

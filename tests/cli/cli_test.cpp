@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -67,16 +69,22 @@ class CliTest : public ::testing::Test {
 
 const std::string kSmall = "--layers 3 --width 12 --in 5 --classes 4 --steps 4 --micro-batch 3 --lr 0.02 --quiet";
 
-TEST_F(CliTest, DdpAndReferenceWriteByteIdenticalFinalParameters) {
-  const auto ddp = zerolab("train --engine ddp --world 4 " + kSmall + " --save-final " + (dir_ / "ddp.st").string());
-  ASSERT_EQ(ddp.exit_code, 0) << ddp.err;
+TEST_F(CliTest, EveryStageAndTheReferenceWriteByteIdenticalFinalParameters) {
   const auto ref =
       zerolab("train --engine reference --world 4 " + kSmall + " --save-final " + (dir_ / "ref.st").string());
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  const std::string ddp_bytes = slurp(dir_ / "ddp.st");
-  EXPECT_GT(ddp_bytes.size(), 1000u);
-  EXPECT_EQ(ddp_bytes, slurp(dir_ / "ref.st"));
-  const auto tensors = read_safetensors(dir_ / "ddp.st");
+  const std::string ref_bytes = slurp(dir_ / "ref.st");
+  EXPECT_GT(ref_bytes.size(), 1000u);
+  for (const int stage : {0, 1, 2, 3}) {
+    const fs::path file = dir_ / fmt::format("stage{}.st", stage);
+    const auto run = zerolab(fmt::format("train --stage {} --world 4 {} --save-final {}", stage, kSmall, file.string()));
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(slurp(file), ref_bytes) << "stage " << stage;
+  }
+  const auto ddp = zerolab("train --engine ddp --world 4 " + kSmall + " --save-final " + (dir_ / "ddp.st").string());
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.err;
+  EXPECT_EQ(slurp(dir_ / "ddp.st"), ref_bytes);
+  const auto tensors = read_safetensors(dir_ / "ref.st");
   ASSERT_EQ(tensors.size(), 6u);
   EXPECT_EQ(tensors[0].name, "layers.0.weight");
   EXPECT_EQ(tensors[0].shape, (Shape{12, 5}));
@@ -102,6 +110,33 @@ TEST_F(CliTest, ProgressLinesAndMetricsPerStep) {
     EXPECT_NE(line.find("\"grad_norm\": "), std::string::npos);
   }
   EXPECT_EQ(count, 5);
+}
+
+// --summary: both ledgers of every rank, as JSON, equal to the ZeRO-3 closed forms.
+TEST_F(CliTest, SummaryHoldsBothLedgersPerRank) {
+  const auto run = zerolab(fmt::format("train --stage 3 --world 4 {} --summary {}", kSmall, (dir_ / "s.json").string()));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto summary = nlohmann::json::parse(slurp(dir_ / "s.json"));
+  EXPECT_EQ(summary["stage"], 3);
+  EXPECT_EQ(summary["world"], 4);
+  EXPECT_EQ(summary["params"], 12 * 5 + 12 + 12 * 12 + 12 + 4 * 12 + 4);
+  const std::int64_t psi = summary["padded_params"];
+  EXPECT_EQ(psi % (4 * 64), 0);
+  ASSERT_EQ(summary["ranks"].size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    const auto& rank = summary["ranks"][r];
+    EXPECT_EQ(rank["rank"], r);
+    EXPECT_EQ(rank["bytes"]["params"], 4 * psi / 4);
+    EXPECT_EQ(rank["bytes"]["grads"], 4 * psi / 4);
+    EXPECT_EQ(rank["bytes"]["optimizer"], 8 * psi / 4);
+    EXPECT_EQ(rank["bytes"]["master"], 0);
+    EXPECT_GT(rank["bytes"]["gathered_peak"], 0);
+    EXPECT_GE(rank["bytes"]["total_peak"], 16 * psi / 4);
+    EXPECT_EQ(rank["comm"]["calls"]["reduce_scatter"], 4 * 3);  // 4 steps, 3 units
+    EXPECT_EQ(rank["comm"]["calls"]["all_gather"], 4 * (2 * 3 + 1));  // 2 per unit + the norm
+    EXPECT_GT(rank["comm"]["sent"], 0);
+    EXPECT_GT(rank["comm"]["recv"], 0);
+  }
 }
 
 // Same seed, any W: sample g and the initial parameters do not depend on the world size.
@@ -188,6 +223,9 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --steps 0", "--steps 0 is invalid"},
       {"train --micro-batch 0", "--micro-batch 0 is invalid"},
       {"train --engine zero9", "--engine"},
+      {"train --stage 4", "--stage 4 is invalid"},
+      {"train --stage -1", "--stage -1 is invalid"},
+      {"train --stage 1 --engine zero2", "excludes"},
       {"train --world many", "--world"},
       {"train --save-final /nonexistent-dir/f.st", "does not exist"},
       {"train --metrics " + dir_.string(), "is a directory"},
