@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 
+#include "cli/estimate_command.hpp"
 #include "cli/train_command.hpp"
 #include "core/error.hpp"
 
@@ -15,12 +16,16 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::function<int()> run;
   zl::add_train_command(app, run);
+  zl::add_estimate_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() == 0) return app.exit(error);
     fmt::print(stderr, "zerolab: {}: run 'zerolab {} --help' for the options\n", error.what(),
                app.get_subcommands().empty() ? std::string() : app.get_subcommands().front()->get_name());
+    return 2;
+  } catch (const zl::Error& error) {  // a flag's own check, e.g. --stage 4
+    fmt::print(stderr, "zerolab: error: {}\n", error.what());
     return 2;
   }
   try {
