@@ -23,7 +23,8 @@ struct Term {
 };
 
 std::int64_t term_bytes(const EstimateConfig& config, Term term) {
-  const std::int64_t elems = term.sharded ? shard_elems(config.params, config.world) : config.params;
+  const std::int64_t elems =
+      term.sharded ? shard_elems(config.params, config.world) : config.params;
   return term.bytes_per_param * elems;
 }
 
@@ -58,9 +59,10 @@ void validate(const EstimateConfig& config) {
            config.params);
   ZL_CHECK(config.world >= 1, "--world {} is invalid: give the number of GPUs, at least 1",
            config.world);
-  ZL_CHECK(config.optimizer_bytes_per_param >= 1,
-           "--optimizer-bytes {} is invalid: give the optimizer state bytes per parameter, at least 1",
-           config.optimizer_bytes_per_param);
+  ZL_CHECK(
+      config.optimizer_bytes_per_param >= 1,
+      "--optimizer-bytes {} is invalid: give the optimizer state bytes per parameter, at least 1",
+      config.optimizer_bytes_per_param);
   // DDP holds every term whole, so it is the largest total; if it fits, every stage fits.
   const std::int64_t bytes_per_param = std::int64_t{param_bytes_per_param(config.dtype)} +
                                        grad_bytes_per_param(config.dtype) +
@@ -72,8 +74,8 @@ void validate(const EstimateConfig& config) {
 }
 
 std::int64_t shard_elems(std::int64_t params, int world) {
-  ZL_CHECK(params >= 0 && world >= 1, "shard of {} elements over world {}: need params >= 0 and world >= 1",
-           params, world);
+  ZL_CHECK(params >= 0 && world >= 1,
+           "shard of {} elements over world {}: need params >= 0 and world >= 1", params, world);
   return params / world + (params % world != 0 ? 1 : 0);
 }
 
@@ -96,7 +98,8 @@ StageEstimate estimate_stage(const EstimateConfig& config, int stage) {
 
 std::vector<StageEstimate> estimate_stages(const EstimateConfig& config) {
   std::vector<StageEstimate> stages;
-  for (int stage = 0; stage < kEstimateStages; ++stage) stages.push_back(estimate_stage(config, stage));
+  for (int stage = 0; stage < kEstimateStages; ++stage)
+    stages.push_back(estimate_stage(config, stage));
   return stages;
 }
 

@@ -34,10 +34,10 @@ int default_optimizer_bytes_per_param(StateDtype dtype);
 
 /// What the estimate is for.
 struct EstimateConfig {
-  std::int64_t params = 0;                ///< Ψ, parameters of the whole model
-  int world = 1;                          ///< N, data-parallel ranks
+  std::int64_t params = 0;  ///< Ψ, parameters of the whole model
+  int world = 1;            ///< N, data-parallel ranks
   StateDtype dtype = StateDtype::Mixed;
-  int optimizer_bytes_per_param = 12;     ///< K
+  int optimizer_bytes_per_param = 12;  ///< K
 };
 
 /// Throws zl::Error with a one-line message if Ψ, N or K is < 1 or DDP's bytes overflow int64.
@@ -45,11 +45,11 @@ void validate(const EstimateConfig& config);
 
 /// Model-state bytes on one rank at one stage.
 struct StageEstimate {
-  int stage = 0;                    ///< 0 (DDP), 1, 2 or 3
+  int stage = 0;  ///< 0 (DDP), 1, 2 or 3
   std::int64_t params_bytes = 0;
   std::int64_t grads_bytes = 0;
   std::int64_t optimizer_bytes = 0;
-  std::string formula;              ///< e.g. "2Ψ + 2Ψ + 12Ψ/N"
+  std::string formula;  ///< e.g. "2Ψ + 2Ψ + 12Ψ/N"
   std::int64_t total_bytes() const { return params_bytes + grads_bytes + optimizer_bytes; }
 };
 

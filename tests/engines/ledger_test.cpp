@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 
+#include "engines/estimate.hpp"
 #include "engines/trainer.hpp"
 
 namespace zl {
@@ -73,6 +74,26 @@ TEST(Ledgers, ModelStateBytesMatchTheClosedForms) {
         // parameters: the largest unit, never the model.
         EXPECT_EQ(rank.memory.peak_bytes(MemCategory::Grads), grads + (stage.grads_sharded ? unit_bytes : 0));
         EXPECT_EQ(rank.memory.peak_bytes(MemCategory::Gathered), stage.params_sharded ? unit_bytes : 0);
+      }
+    }
+  }
+}
+
+// `zerolab estimate` on the padded parameter count predicts each rank's model-state bytes exactly.
+TEST(Ledgers, MeasuredModelStatesEqualTheEstimator) {
+  for (const int world : {1, 3, 8}) {
+    for (const Expected& stage : kStages) {
+      const auto result = train(config_for(stage.engine, world));
+      const EstimateConfig estimate_config{.params = total_padded_elems(result.layout),
+                                           .world = world,
+                                           .dtype = StateDtype::Fp32,
+                                           .optimizer_bytes_per_param = 8};
+      const StageEstimate estimate = estimate_stage(estimate_config, stage_of(stage.engine));
+      for (const auto& rank : result.ranks) {
+        SCOPED_TRACE(fmt::format("{} W={} rank {}", engine_name(stage.engine), world, rank.rank));
+        EXPECT_EQ(rank.memory.current_bytes(MemCategory::Params), estimate.params_bytes);
+        EXPECT_EQ(rank.memory.current_bytes(MemCategory::Grads), estimate.grads_bytes);
+        EXPECT_EQ(rank.memory.current_bytes(MemCategory::Optimizer), estimate.optimizer_bytes);
       }
     }
   }
