@@ -3,14 +3,14 @@
 // against the reference.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <bit>
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "engines/trainer.hpp"
 
@@ -36,14 +36,19 @@ inline std::optional<std::string> first_difference(const std::string& what,
 
 /// Empty when both runs' final states and per-step losses and norms are bitwise equal.
 inline std::optional<std::string> first_difference(const TrainResult& a, const TrainResult& b) {
-  if (auto diff = first_difference("params", a.final_state.params, b.final_state.params)) return diff;
-  if (auto diff = first_difference("exp_avg", a.final_state.exp_avg, b.final_state.exp_avg)) return diff;
-  if (auto diff = first_difference("exp_avg_sq", a.final_state.exp_avg_sq, b.final_state.exp_avg_sq)) {
+  if (auto diff = first_difference("params", a.final_state.params, b.final_state.params))
+    return diff;
+  if (auto diff = first_difference("exp_avg", a.final_state.exp_avg, b.final_state.exp_avg))
+    return diff;
+  if (auto diff =
+          first_difference("exp_avg_sq", a.final_state.exp_avg_sq, b.final_state.exp_avg_sq)) {
     return diff;
   }
-  if (a.steps.size() != b.steps.size()) return fmt::format("{} steps vs {}", a.steps.size(), b.steps.size());
+  if (a.steps.size() != b.steps.size())
+    return fmt::format("{} steps vs {}", a.steps.size(), b.steps.size());
   for (std::size_t s = 0; s < a.steps.size(); ++s) {
-    if (std::bit_cast<std::uint32_t>(a.steps[s].loss) != std::bit_cast<std::uint32_t>(b.steps[s].loss)) {
+    if (std::bit_cast<std::uint32_t>(a.steps[s].loss) !=
+        std::bit_cast<std::uint32_t>(b.steps[s].loss)) {
       return fmt::format("loss of step {}: {:.9g} vs {:.9g}", s, a.steps[s].loss, b.steps[s].loss);
     }
     if (std::bit_cast<std::uint64_t>(a.steps[s].grad_norm) !=

@@ -26,11 +26,14 @@ class DdpEngine final : public Engine {
   }
 
   StepStats step(std::int64_t step) override {
+    // 1. forward and 2. backward this rank's micro-batch into full per-unit gradients
     zero_units(grads_);
     const Batch batch = options_.batch(step, comm_.rank());
-    const float loss = forward_backward(model_, batch, layout_, params_, grads_, options_, device_);  // 1, 2
-    reduce_grads();                                                                                // 3
-    adamw_units(spans_of(params_), spans_of(grads_), adam_, options_.adamw, step + 1);             // 4
+    const float loss = forward_backward(model_, batch, layout_, params_, grads_, options_, device_);
+    // 3. reduce: every rank gets the mean gradient
+    reduce_grads();
+    // 4. update the whole model, identically everywhere
+    adamw_units(spans_of(params_), spans_of(grads_), adam_, options_.adamw, step + 1);
     notify(options_, device_, "update");
     return {.loss = loss, .grad_norm = grad_norm_of(grads_)};
   }
@@ -40,8 +43,8 @@ class DdpEngine final : public Engine {
  private:
   void reduce_grads() {
     for (std::size_t u = 0; u < layout_.size(); ++u) {
-      comm_.all_reduce(grads_[u].data(), static_cast<std::size_t>(layout_[u].padded_elems), DType::F32,
-                       ReduceOp::Avg);
+      comm_.all_reduce(grads_[u].data(), static_cast<std::size_t>(layout_[u].padded_elems),
+                       DType::F32, ReduceOp::Avg);
       notify(options_, device_, "all_reduce", static_cast<int>(u));
     }
   }

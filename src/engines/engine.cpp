@@ -7,33 +7,48 @@ namespace zl {
 
 std::string_view engine_name(EngineKind kind) {
   switch (kind) {
-    case EngineKind::Reference: return "reference";
-    case EngineKind::Ddp: return "ddp";
-    case EngineKind::Zero1: return "zero1";
-    case EngineKind::Zero2: return "zero2";
-    case EngineKind::Zero3: return "zero3";
+    case EngineKind::Reference:
+      return "reference";
+    case EngineKind::Ddp:
+      return "ddp";
+    case EngineKind::Zero1:
+      return "zero1";
+    case EngineKind::Zero2:
+      return "zero2";
+    case EngineKind::Zero3:
+      return "zero3";
   }
   fail("unknown engine {}", static_cast<int>(kind));
 }
 
 EngineKind engine_of_stage(int stage) {
   switch (stage) {
-    case 0: return EngineKind::Ddp;
-    case 1: return EngineKind::Zero1;
-    case 2: return EngineKind::Zero2;
-    case 3: return EngineKind::Zero3;
-    default: break;
+    case 0:
+      return EngineKind::Ddp;
+    case 1:
+      return EngineKind::Zero1;
+    case 2:
+      return EngineKind::Zero2;
+    case 3:
+      return EngineKind::Zero3;
+    default:
+      break;
   }
   fail("--stage {} is invalid: ZeRO stages are 0 (DDP), 1, 2 and 3", stage);
 }
 
 int stage_of(EngineKind kind) {
   switch (kind) {
-    case EngineKind::Ddp: return 0;
-    case EngineKind::Zero1: return 1;
-    case EngineKind::Zero2: return 2;
-    case EngineKind::Zero3: return 3;
-    case EngineKind::Reference: break;
+    case EngineKind::Ddp:
+      return 0;
+    case EngineKind::Zero1:
+      return 1;
+    case EngineKind::Zero2:
+      return 2;
+    case EngineKind::Zero3:
+      return 3;
+    case EngineKind::Reference:
+      break;
   }
   fail("the reference engine has no ZeRO stage");
 }
@@ -41,11 +56,16 @@ int stage_of(EngineKind kind) {
 std::unique_ptr<Engine> make_engine(EngineKind kind, Model& model, Device& device, Comm& comm,
                                     const EngineOptions& options) {
   switch (kind) {
-    case EngineKind::Ddp: return make_ddp_engine(model, device, comm, options);
-    case EngineKind::Zero1: return make_zero1_engine(model, device, comm, options);
-    case EngineKind::Zero2: return make_zero2_engine(model, device, comm, options);
-    case EngineKind::Zero3: return make_zero3_engine(model, device, comm, options);
-    case EngineKind::Reference: break;
+    case EngineKind::Ddp:
+      return make_ddp_engine(model, device, comm, options);
+    case EngineKind::Zero1:
+      return make_zero1_engine(model, device, comm, options);
+    case EngineKind::Zero2:
+      return make_zero2_engine(model, device, comm, options);
+    case EngineKind::Zero3:
+      return make_zero3_engine(model, device, comm, options);
+    case EngineKind::Reference:
+      break;
   }
   fail("engine {} needs no communicator: use make_reference_engine", engine_name(kind));
 }

@@ -21,7 +21,8 @@ std::vector<UnitLayout> layout_units(const std::vector<UnitSpec>& units, int wor
     layout.name = unit.name;
     for (const auto& param : unit.params) {
       const std::int64_t count = numel(param.shape);
-      ZL_CHECK(count > 0, "parameter {} has shape {} with no elements: every layer needs a size >= 1",
+      ZL_CHECK(count > 0,
+               "parameter {} has shape {} with no elements: every layer needs a size >= 1",
                param.name, shape_string(param.shape));
       layout.params.push_back({param.name, param.shape, layout.numel, count});
       layout.numel += count;
@@ -35,7 +36,8 @@ std::vector<UnitLayout> layout_units(const std::vector<UnitSpec>& units, int wor
 
 ShardRange shard_of(const UnitLayout& unit, int rank, int world) {
   ZL_CHECK(unit.padded_elems % (world * kNormBlockElems) == 0,
-           "unit {} is padded to {} elements, not a multiple of {} * {}: lay it out with layout_units for world {}",
+           "unit {} is padded to {} elements, not a multiple of {} * {}: lay it out with "
+           "layout_units for world {}",
            unit.name, unit.padded_elems, world, kNormBlockElems, world);
   ZL_CHECK(rank >= 0 && rank < world, "rank {} is outside world {}", rank, world);
   const std::int64_t shard = unit.padded_elems / world;

@@ -23,7 +23,8 @@ class ReferenceEngine final : public Engine {
         grads_(alloc_units(device, layout_, MemCategory::Grads)),
         adam_(alloc_adam(device, layout_)) {
     ZL_CHECK(world >= 1, "world size {} is invalid: use --world 1 or more", world);
-    for (int r = 0; r < world; ++r) rank_grads_.push_back(alloc_units(device, layout_, MemCategory::Grads));
+    for (int r = 0; r < world; ++r)
+      rank_grads_.push_back(alloc_units(device, layout_, MemCategory::Grads));
     init_params(model_, layout_, params_, options_.seed);
   }
 
@@ -31,8 +32,8 @@ class ReferenceEngine final : public Engine {
     std::vector<float> losses(static_cast<std::size_t>(world_));
     for (int r = 0; r < world_; ++r) {
       zero_units(rank_grads_[r]);
-      losses[r] = forward_backward(model_, options_.batch(step, r), layout_, params_, rank_grads_[r],
-                                   options_, device_);
+      losses[r] = forward_backward(model_, options_.batch(step, r), layout_, params_,
+                                   rank_grads_[r], options_, device_);
     }
     average_rank_grads();
     adamw_units(spans_of(params_), spans_of(grads_), adam_, options_.adamw, step + 1);

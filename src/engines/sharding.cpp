@@ -10,7 +10,8 @@ namespace zl {
 Buffer gather_unit(Comm& comm, Device& device, const UnitLayout& unit, std::span<const float> shard,
                    MemCategory category) {
   Buffer full = device.alloc(category, DType::F32, {unit.padded_elems});
-  comm.all_gather(shard.data(), full.data(), static_cast<std::size_t>(unit.shard_elems), DType::F32);
+  comm.all_gather(shard.data(), full.data(), static_cast<std::size_t>(unit.shard_elems),
+                  DType::F32);
   return full;
 }
 
@@ -45,6 +46,15 @@ double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayou
   return norm_from_partials(ordered);
 }
 
+void all_gather_params(Comm& comm, UnitBuffers& params, const std::vector<UnitLayout>& layout,
+                       const EngineOptions& options, const Device& device) {
+  const UnitSpans shards = own_shards(params, layout, comm.rank(), comm.size());
+  for (std::size_t u = 0; u < layout.size(); ++u) {
+    comm.all_gather(shards[u].data(), params[u].data(), shards[u].size(), DType::F32);
+    notify(options, device, "all_gather", static_cast<int>(u));
+  }
+}
+
 std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,
                                                 const std::vector<UnitLayout>& layout,
                                                 const UnitSpans& shards) {
@@ -55,6 +65,14 @@ std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,
     copies.emplace_back(real.begin(), real.end());
   }
   return copies;
+}
+
+ModelState state_with_sharded_adam(Comm& comm, Device& device,
+                                   const std::vector<UnitLayout>& layout, UnitBuffers& params,
+                                   AdamState& adam) {
+  return {unpadded_copy(layout, params),
+          gather_unpadded(comm, device, layout, spans_of(adam.exp_avg)),
+          gather_unpadded(comm, device, layout, spans_of(adam.exp_avg_sq))};
 }
 
 }  // namespace zl

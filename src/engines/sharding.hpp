@@ -27,9 +27,21 @@ void reduce_scatter_unit(Comm& comm, std::span<const float> full, std::span<floa
 double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
                          const UnitSpans& grad_shards);
 
+/// all_gather of every unit's parameters in place: each rank contributes its freshly updated
+/// shard of `params` (full unit buffers) and ends with them whole. Emits an "all_gather" event
+/// per unit. Collective.
+void all_gather_params(Comm& comm, UnitBuffers& params, const std::vector<UnitLayout>& layout,
+                       const EngineOptions& options, const Device& device);
+
 /// Full unpadded copies of sharded buffers, assembled with one all_gather per unit. Collective.
 std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,
                                                 const std::vector<UnitLayout>& layout,
                                                 const UnitSpans& shards);
+
+/// Full state of an engine with whole parameters and sharded Adam moments (ZeRO-1, ZeRO-2).
+/// Collective.
+ModelState state_with_sharded_adam(Comm& comm, Device& device,
+                                   const std::vector<UnitLayout>& layout, UnitBuffers& params,
+                                   AdamState& adam);
 
 }  // namespace zl

@@ -15,7 +15,8 @@ void validate(const TrainConfig& config) {
   ZL_CHECK(config.steps >= 1, "--steps {} is invalid: train at least 1 step", config.steps);
   ZL_CHECK(config.micro_batch >= 1, "--micro-batch {} is invalid: use 1 or more rows per rank",
            config.micro_batch);
-  ZL_CHECK(config.adamw.lr > 0.0, "--lr {} is invalid: the learning rate must be > 0", config.adamw.lr);
+  ZL_CHECK(config.adamw.lr > 0.0, "--lr {} is invalid: the learning rate must be > 0",
+           config.adamw.lr);
   ZL_CHECK(config.adamw.weight_decay >= 0.0, "--weight-decay {} is invalid: use 0 or more",
            config.adamw.weight_decay);
 }
@@ -41,7 +42,8 @@ BatchFn batch_source(const TrainConfig& config, UsedData* used) {
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
 }
 
 }  // namespace
@@ -57,7 +59,8 @@ std::vector<std::vector<float>> initial_params(const TrainConfig& config) {
   return params;
 }
 
-TrainResult train(const TrainConfig& config, const StepCallback& on_step, const RankObserver& observer) {
+TrainResult train(const TrainConfig& config, const StepCallback& on_step,
+                  const RankObserver& observer) {
   validate(config);
   TrainResult result;
   if (config.record_data) {
@@ -65,10 +68,11 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step, const 
     result.data.x.resize(static_cast<std::size_t>(rows * config.mlp.in));
     result.data.y.resize(static_cast<std::size_t>(rows));
   }
-  const EngineOptions options{.adamw = config.adamw,
-                              .seed = config.seed,
-                              .batch = batch_source(config, config.record_data ? &result.data : nullptr),
-                              .observer = {}};
+  const EngineOptions options{
+      .adamw = config.adamw,
+      .seed = config.seed,
+      .batch = batch_source(config, config.record_data ? &result.data : nullptr),
+      .observer = {}};
   // Each rank's engine reports its events with its rank number.
   auto options_of_rank = [&](int rank) {
     EngineOptions own = options;
@@ -81,7 +85,8 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step, const 
   };
 
   // Runs the step loop for one engine; `mean_loss` turns the engine's loss into the logged one.
-  auto run_steps = [&](Engine& engine, bool is_rank0, const std::function<float(float)>& mean_loss) {
+  auto run_steps = [&](Engine& engine, bool is_rank0,
+                       const std::function<float(float)>& mean_loss) {
     for (std::int64_t step = 0; step < config.steps; ++step) {
       const auto start = std::chrono::steady_clock::now();
       const StepStats stats = engine.step(step);

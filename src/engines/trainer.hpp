@@ -24,8 +24,8 @@ struct TrainConfig {
   std::int64_t steps = 10;
   std::int64_t micro_batch = 32;  ///< rows per rank per step (train_micro_batch_size_per_gpu)
   AdamWConfig adamw;
-  std::uint64_t seed = 0;     ///< parameter init and data
-  bool record_data = false;   ///< keep every sample the engines were given (for --save-data)
+  std::uint64_t seed = 0;    ///< parameter init and data
+  bool record_data = false;  ///< keep every sample the engines were given (for --save-data)
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(120)};
 };
 
@@ -37,7 +37,7 @@ struct StepRecord {
   std::int64_t step = 0;  ///< 0-based
   float loss = 0.0f;      ///< mean over the W micro-batches
   double grad_norm = 0.0;
-  double step_ms = 0.0;   ///< wall time of engine.step() on rank 0
+  double step_ms = 0.0;  ///< wall time of engine.step() on rank 0
 };
 
 /// One rank's measured ledgers at the end of the run.
@@ -59,8 +59,8 @@ struct TrainResult {
   std::vector<UnitLayout> layout;  ///< units laid out for the run's world
   std::vector<StepRecord> steps;
   ModelState final_state;
-  std::vector<RankReport> ranks;   ///< one per rank (one in total for the reference)
-  UsedData data;                   ///< filled when config.record_data
+  std::vector<RankReport> ranks;  ///< one per rank (one in total for the reference)
+  UsedData data;                  ///< filled when config.record_data
 };
 
 /// Called on rank 0 after each step.

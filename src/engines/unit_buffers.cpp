@@ -13,7 +13,8 @@ UnitBuffers alloc_units(Device& device, const std::vector<UnitLayout>& layout, M
   UnitBuffers buffers;
   buffers.reserve(layout.size());
   for (const auto& unit : layout) {
-    buffers.push_back(device.alloc(category, DType::F32, {shard ? unit.shard_elems : unit.padded_elems}));
+    buffers.push_back(
+        device.alloc(category, DType::F32, {shard ? unit.shard_elems : unit.padded_elems}));
   }
   return buffers;
 }
@@ -24,7 +25,8 @@ UnitSpans spans_of(UnitBuffers& buffers) {
   return spans;
 }
 
-UnitSpans own_shards(UnitBuffers& full, const std::vector<UnitLayout>& layout, int rank, int world) {
+UnitSpans own_shards(UnitBuffers& full, const std::vector<UnitLayout>& layout, int rank,
+                     int world) {
   UnitSpans spans;
   for (std::size_t u = 0; u < layout.size(); ++u) {
     const ShardRange shard = shard_of(layout[u], rank, world);
@@ -97,7 +99,8 @@ void adamw_units(const UnitSpans& params, const UnitSpans& grads, AdamState& ada
   }
 }
 
-ModelState model_state(const std::vector<UnitLayout>& layout, UnitBuffers& params, AdamState& adam) {
+ModelState model_state(const std::vector<UnitLayout>& layout, UnitBuffers& params,
+                       AdamState& adam) {
   return {unpadded_copy(layout, params), unpadded_copy(layout, adam.exp_avg),
           unpadded_copy(layout, adam.exp_avg_sq)};
 }

@@ -37,7 +37,8 @@ void init_params(const Model& model, const std::vector<UnitLayout>& layout, Unit
 void zero_units(UnitBuffers& buffers);
 
 /// Calls options.observer, if set, with the event and the device's ledger now.
-void notify(const EngineOptions& options, const Device& device, std::string_view phase, int unit = -1);
+void notify(const EngineOptions& options, const Device& device, std::string_view phase,
+            int unit = -1);
 
 /// Runs one micro-batch forward and backward over all units with full parameters; gradients
 /// are added into `grads`. Emits "forward" and "backward" events per unit. Returns the loss.

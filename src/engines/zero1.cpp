@@ -29,29 +29,28 @@ class Zero1Engine final : public Engine {
   }
 
   StepStats step(std::int64_t step) override {
+    // 1. forward and 2. backward this rank's micro-batch into full per-unit gradients
     zero_units(grads_);
     const Batch batch = options_.batch(step, comm_.rank());
-    const float loss = forward_backward(model_, batch, layout_, params_, grads_, options_, device_);  // 1, 2
+    const float loss = forward_backward(model_, batch, layout_, params_, grads_, options_, device_);
+    // 3. reduce_scatter: the own slice of each unit's gradient becomes the mean
     const UnitSpans grad_shards = own_shards(grads_, layout_, comm_.rank(), comm_.size());
-    for (std::size_t u = 0; u < layout_.size(); ++u) {                                             // 3
+    for (std::size_t u = 0; u < layout_.size(); ++u) {
       reduce_scatter_unit(comm_, grads_[u].as<float>(), grad_shards[u]);
       notify(options_, device_, "reduce_scatter", static_cast<int>(u));
     }
     const double grad_norm = sharded_grad_norm(comm_, device_, layout_, grad_shards);
+    // 4. update the own shard only
     const UnitSpans param_shards = own_shards(params_, layout_, comm_.rank(), comm_.size());
-    adamw_units(param_shards, grad_shards, adam_, options_.adamw, step + 1);                       // 4
+    adamw_units(param_shards, grad_shards, adam_, options_.adamw, step + 1);
     notify(options_, device_, "update");
-    for (std::size_t u = 0; u < layout_.size(); ++u) {                                             // 5
-      comm_.all_gather(param_shards[u].data(), params_[u].data(), param_shards[u].size(), DType::F32);
-      notify(options_, device_, "all_gather", static_cast<int>(u));
-    }
+    // 5. all_gather: every rank's parameters are whole again
+    all_gather_params(comm_, params_, layout_, options_, device_);
     return {.loss = loss, .grad_norm = grad_norm};
   }
 
   ModelState full_state() override {
-    return {unpadded_copy(layout_, params_),
-            gather_unpadded(comm_, device_, layout_, spans_of(adam_.exp_avg)),
-            gather_unpadded(comm_, device_, layout_, spans_of(adam_.exp_avg_sq))};
+    return state_with_sharded_adam(comm_, device_, layout_, params_, adam_);
   }
 
  private:

@@ -29,36 +29,34 @@ class Zero2Engine final : public Engine {
   }
 
   StepStats step(std::int64_t step) override {
+    // 1. forward
     const int units = static_cast<int>(layout_.size());
     model_.begin(options_.batch(step, comm_.rank()));
-    for (int u = 0; u < units; ++u) {                                                      // 1
+    for (int u = 0; u < units; ++u) {
       model_.forward_unit(u, params_[u].as<float>());
       notify(options_, device_, "forward", u);
     }
     const float loss = model_.loss();
-    for (int u = units - 1; u >= 0; --u) {                                                 // 2
+    // 2. backward, last unit first; each unit's full gradient lives only until it is reduced
+    for (int u = units - 1; u >= 0; --u) {
       Buffer full_grad = device_.alloc(MemCategory::Grads, DType::F32, {layout_[u].padded_elems});
       model_.backward_unit(u, params_[u].as<float>(), full_grad.as<float>());
       notify(options_, device_, "backward", u);
       reduce_scatter_unit(comm_, full_grad.as<float>(), grad_shards_[u].as<float>());
       notify(options_, device_, "reduce_scatter", u);
-    }  // each full_grad is released at the end of its iteration
-    notify(options_, device_, "release");
+    }  // full_grad is released at the end of each iteration
     const double grad_norm = sharded_grad_norm(comm_, device_, layout_, spans_of(grad_shards_));
+    // 3. update the own shard only
     const UnitSpans param_shards = own_shards(params_, layout_, comm_.rank(), comm_.size());
-    adamw_units(param_shards, spans_of(grad_shards_), adam_, options_.adamw, step + 1);  // 3
+    adamw_units(param_shards, spans_of(grad_shards_), adam_, options_.adamw, step + 1);
     notify(options_, device_, "update");
-    for (int u = 0; u < units; ++u) {                                                      // 4
-      comm_.all_gather(param_shards[u].data(), params_[u].data(), param_shards[u].size(), DType::F32);
-      notify(options_, device_, "all_gather", u);
-    }
+    // 4. all_gather: every rank's parameters are whole again
+    all_gather_params(comm_, params_, layout_, options_, device_);
     return {.loss = loss, .grad_norm = grad_norm};
   }
 
   ModelState full_state() override {
-    return {unpadded_copy(layout_, params_),
-            gather_unpadded(comm_, device_, layout_, spans_of(adam_.exp_avg)),
-            gather_unpadded(comm_, device_, layout_, spans_of(adam_.exp_avg_sq))};
+    return state_with_sharded_adam(comm_, device_, layout_, params_, adam_);
   }
 
  private:

@@ -31,24 +31,27 @@ class Zero3Engine final : public Engine {
   }
 
   StepStats step(std::int64_t step) override {
+    // 1. forward: gather each unit, run it, release it
     const int units = static_cast<int>(layout_.size());
     model_.begin(options_.batch(step, comm_.rank()));
-    for (int u = 0; u < units; ++u) {  // 1
+    for (int u = 0; u < units; ++u) {
       const Buffer params = gather(u);
       model_.forward_unit(u, params.as<float>());
       notify(options_, device_, "forward", u);
-    }  // released here
+    }  // params is released at the end of each iteration
     const float loss = model_.loss();
-    for (int u = units - 1; u >= 0; --u) {  // 2
+    // 2. backward, last unit first: gather again, run, reduce_scatter the gradient, release both
+    for (int u = units - 1; u >= 0; --u) {
       const Buffer params = gather(u);
       Buffer full_grad = device_.alloc(MemCategory::Grads, DType::F32, {layout_[u].padded_elems});
       model_.backward_unit(u, params.as<float>(), full_grad.as<float>());
       notify(options_, device_, "backward", u);
       reduce_scatter_unit(comm_, full_grad.as<float>(), grad_shards_[u].as<float>());
       notify(options_, device_, "reduce_scatter", u);
-    }  // both released here
+    }
     const double grad_norm = sharded_grad_norm(comm_, device_, layout_, spans_of(grad_shards_));
-    adamw_units(spans_of(param_shards_), spans_of(grad_shards_), adam_, options_.adamw, step + 1);  // 3
+    // 3. update the own shard; the next step gathers what it needs
+    adamw_units(spans_of(param_shards_), spans_of(grad_shards_), adam_, options_.adamw, step + 1);
     notify(options_, device_, "update");
     return {.loss = loss, .grad_norm = grad_norm};
   }
@@ -70,7 +73,8 @@ class Zero3Engine final : public Engine {
   void init_own_shards() {
     for (std::size_t u = 0; u < layout_.size(); ++u) {
       Buffer full = device_.alloc(MemCategory::Gathered, DType::F32, {layout_[u].padded_elems});
-      model_.init_unit(static_cast<int>(u), full.as<float>().first(layout_[u].numel), options_.seed);
+      model_.init_unit(static_cast<int>(u), full.as<float>().first(layout_[u].numel),
+                       options_.seed);
       const ShardRange shard = shard_of(layout_[u], comm_.rank(), comm_.size());
       std::copy(full.as<float>().begin() + shard.begin, full.as<float>().begin() + shard.end,
                 param_shards_[u].as<float>().begin());
