@@ -51,21 +51,6 @@ class FileDescriptor {
   int fd_;
 };
 
-// Removes the temporary file unless the write got as far as the rename.
-class TempFileGuard {
- public:
-  explicit TempFileGuard(std::filesystem::path path) : path_(std::move(path)) {}
-  TempFileGuard(const TempFileGuard&) = delete;
-  TempFileGuard& operator=(const TempFileGuard&) = delete;
-  ~TempFileGuard() {
-    if (!path_.empty()) ::unlink(path_.c_str());
-  }
-  void release() { path_.clear(); }
-
- private:
-  std::filesystem::path path_;
-};
-
 // Writes all `size` bytes, retrying partial writes; false with errno set on failure.
 bool write_all(int fd, const void* data, std::size_t size) {
   const auto* cursor = static_cast<const char*>(data);
@@ -89,26 +74,43 @@ std::filesystem::path directory_of(const std::filesystem::path& path) {
 
 }  // namespace
 
-void write_file_atomically(const std::filesystem::path& path,
-                           std::span<const std::span<const std::byte>> pieces) {
-  const std::string shown = path.string();
-  const std::filesystem::path temp_path = fmt::format("{}.tmp.{}", shown, ::getpid());
-  FileDescriptor file(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (file.get() < 0) fail_write(shown, errno, "");
-  TempFileGuard guard(temp_path);
-  for (const auto piece : pieces) {
-    if (!write_all(file.get(), piece.data(), piece.size())) fail_write(shown, errno, " (writing the data)");
-  }
-  if (::fsync(file.get()) != 0) fail_write(shown, errno, " (flushing to disk)");
-  if (file.close() != 0) fail_write(shown, errno, " (closing the file)");
-  if (::rename(temp_path.c_str(), path.c_str()) != 0) {
+AtomicFile::AtomicFile(std::filesystem::path path)
+    : path_(std::move(path)), temp_path_(fmt::format("{}.tmp.{}", path_.string(), ::getpid())) {
+  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail_write(path_.string(), errno, "");
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temp_path_.c_str());
+}
+
+void AtomicFile::write(std::span<const std::byte> bytes) {
+  ZL_CHECK(fd_ >= 0, "{}: written after commit", path_.string());
+  if (!write_all(fd_, bytes.data(), bytes.size())) fail_write(path_.string(), errno, " (writing the data)");
+}
+
+void AtomicFile::commit() {
+  const std::string shown = path_.string();
+  ZL_CHECK(fd_ >= 0, "{}: committed twice", shown);
+  if (::fsync(fd_) != 0) fail_write(shown, errno, " (flushing to disk)");
+  const int closed = ::close(std::exchange(fd_, -1));
+  if (closed != 0) fail_write(shown, errno, " (closing the file)");
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
     fail_write(shown, errno, " (renaming the temporary file over it)");
   }
-  guard.release();
+  committed_ = true;
   // Make the rename itself durable; some file systems refuse fsync on a directory, which only
   // weakens crash safety, so a failure here is not an error.
-  FileDescriptor dir(::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  FileDescriptor dir(::open(directory_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() >= 0) ::fsync(dir.get());
+}
+
+void write_file_atomically(const std::filesystem::path& path,
+                           std::span<const std::span<const std::byte>> pieces) {
+  AtomicFile file(path);
+  for (const auto piece : pieces) file.write(piece);
+  file.commit();
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view text) {

@@ -9,6 +9,28 @@
 
 namespace zl {
 
+/// A file written in pieces that appears at `path` only on commit(): the bytes go to
+/// `<path>.tmp.<pid>`, and commit() flushes them to disk and renames the temporary over `path`.
+/// Destroyed without commit() (an error, an exception), it removes the temporary and leaves
+/// `path` as it was. Errors are zl::Error naming the path, the reason and what to do.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::filesystem::path path);
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile();
+  /// Appends `bytes`.
+  void write(std::span<const std::byte> bytes);
+  /// fsync, rename over the target, fsync of the directory.
+  void commit();
+
+ private:
+  std::filesystem::path path_;
+  std::filesystem::path temp_path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
 /// Writes the concatenation of `pieces` to `path` atomically (a temporary `<path>.tmp.<pid>`,
 /// fsync, rename, fsync of the directory). On failure throws zl::Error naming the path, the reason
 /// and what to do, and leaves neither a temporary nor a changed `path` behind.

@@ -5,7 +5,7 @@
 //   3. reduce    all_reduce(avg) each unit's gradients: every rank now holds the mean
 //   4. update    AdamW over the whole model, identically on every rank
 #include "engines/engine.hpp"
-#include "engines/unit_buffers.hpp"
+#include "engines/sharding.hpp"
 
 namespace zl {
 
@@ -39,6 +39,19 @@ class DdpEngine final : public Engine {
   }
 
   ModelState full_state() override { return model_state(layout_, params_, adam_); }
+
+  ShardState shard_state() override {
+    const int rank = comm_.rank(), world = comm_.size();
+    return {copy_shards(own_shards(params_, layout_, rank, world)),
+            copy_shards(own_shards(adam_.exp_avg, layout_, rank, world)),
+            copy_shards(own_shards(adam_.exp_avg_sq, layout_, rank, world))};
+  }
+
+  void load_shard_state(const ShardState& state) override {
+    load_full_from_shards(comm_, params_, layout_, state.params);
+    load_full_from_shards(comm_, adam_.exp_avg, layout_, state.exp_avg);
+    load_full_from_shards(comm_, adam_.exp_avg_sq, layout_, state.exp_avg_sq);
+  }
 
  private:
   void reduce_grads() {

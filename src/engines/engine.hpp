@@ -64,6 +64,14 @@ struct ModelState {
   std::vector<std::vector<float>> exp_avg_sq;
 };
 
+/// One rank's shard of every unit under the shared partition (shard_elems each, padding
+/// included): the same elements whatever the stage, which is what checkpoints store.
+struct ShardState {
+  std::vector<std::vector<float>> params;
+  std::vector<std::vector<float>> exp_avg;
+  std::vector<std::vector<float>> exp_avg_sq;
+};
+
 /// One rank's engine. step() and full_state() are collective on distributed engines: every rank
 /// calls them in the same order.
 class Engine {
@@ -73,6 +81,11 @@ class Engine {
   virtual StepStats step(std::int64_t step) = 0;
   /// The whole model state, assembled from shards where the engine shards it.
   virtual ModelState full_state() = 0;
+  /// This rank's shard of parameters and Adam moments (no communication).
+  virtual ShardState shard_state() = 0;
+  /// Replaces parameters and Adam moments with `state` (this rank's shards); engines that hold
+  /// more than their shard all-gather the rest. Collective.
+  virtual void load_shard_state(const ShardState& state) = 0;
 };
 
 /// One process playing all `world` ranks: W micro-batch gradients, their rank-order average,

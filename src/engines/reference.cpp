@@ -42,6 +42,14 @@ class ReferenceEngine final : public Engine {
 
   ModelState full_state() override { return model_state(layout_, params_, adam_); }
 
+  ShardState shard_state() override {
+    fail("the reference engine keeps no shards: checkpoint a distributed engine (--stage 0..3)");
+  }
+
+  void load_shard_state(const ShardState&) override {
+    fail("the reference engine keeps no shards: resume with a distributed engine (--stage 0..3)");
+  }
+
  private:
   // grads_[u] = reduce_rank_order(rank_grads_[0][u], ..., rank_grads_[W-1][u], Avg)
   void average_rank_grads() {

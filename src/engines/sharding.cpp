@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/error.hpp"
 #include "optim/grad_norm.hpp"
 
 namespace zl {
@@ -65,6 +66,34 @@ std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,
     copies.emplace_back(real.begin(), real.end());
   }
   return copies;
+}
+
+std::vector<std::vector<float>> copy_shards(const UnitSpans& shards) {
+  std::vector<std::vector<float>> copies;
+  for (const auto shard : shards) copies.emplace_back(shard.begin(), shard.end());
+  return copies;
+}
+
+void assign_shards(const UnitSpans& shards, const std::vector<std::vector<float>>& values) {
+  ZL_CHECK(values.size() == shards.size(),
+           "state has {} units but the model has {}: load a checkpoint of this model",
+           values.size(), shards.size());
+  for (std::size_t u = 0; u < shards.size(); ++u) {
+    ZL_CHECK(
+        values[u].size() == shards[u].size(),
+        "unit {} shard has {} elements but this engine's shard has {}: reshard for this world size",
+        u, values[u].size(), shards[u].size());
+    std::ranges::copy(values[u], shards[u].begin());
+  }
+}
+
+void load_full_from_shards(Comm& comm, UnitBuffers& full, const std::vector<UnitLayout>& layout,
+                           const std::vector<std::vector<float>>& values) {
+  const UnitSpans shards = own_shards(full, layout, comm.rank(), comm.size());
+  assign_shards(shards, values);
+  for (std::size_t u = 0; u < layout.size(); ++u) {
+    comm.all_gather(shards[u].data(), full[u].data(), shards[u].size(), DType::F32);
+  }
 }
 
 ModelState state_with_sharded_adam(Comm& comm, Device& device,

@@ -38,6 +38,17 @@ std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,
                                                 const std::vector<UnitLayout>& layout,
                                                 const UnitSpans& shards);
 
+/// Copies of `shards` (one span per unit).
+std::vector<std::vector<float>> copy_shards(const UnitSpans& shards);
+
+/// Writes `values[u]` into `shards[u]` for every unit; sizes must match.
+void assign_shards(const UnitSpans& shards, const std::vector<std::vector<float>>& values);
+
+/// Fills whole unit buffers from `values` (this rank's shards): writes the own slice, then
+/// all-gathers the rest in place. Collective.
+void load_full_from_shards(Comm& comm, UnitBuffers& full, const std::vector<UnitLayout>& layout,
+                           const std::vector<std::vector<float>>& values);
+
 /// Full state of an engine with whole parameters and sharded Adam moments (ZeRO-1, ZeRO-2).
 /// Collective.
 ModelState state_with_sharded_adam(Comm& comm, Device& device,

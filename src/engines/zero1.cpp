@@ -53,6 +53,17 @@ class Zero1Engine final : public Engine {
     return state_with_sharded_adam(comm_, device_, layout_, params_, adam_);
   }
 
+  ShardState shard_state() override {
+    return {copy_shards(own_shards(params_, layout_, comm_.rank(), comm_.size())),
+            copy_shards(spans_of(adam_.exp_avg)), copy_shards(spans_of(adam_.exp_avg_sq))};
+  }
+
+  void load_shard_state(const ShardState& state) override {
+    load_full_from_shards(comm_, params_, layout_, state.params);
+    assign_shards(spans_of(adam_.exp_avg), state.exp_avg);
+    assign_shards(spans_of(adam_.exp_avg_sq), state.exp_avg_sq);
+  }
+
  private:
   Model& model_;
   Device& device_;

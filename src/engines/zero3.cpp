@@ -62,6 +62,17 @@ class Zero3Engine final : public Engine {
             gather_unpadded(comm_, device_, layout_, spans_of(adam_.exp_avg_sq))};
   }
 
+  ShardState shard_state() override {
+    return {copy_shards(spans_of(param_shards_)), copy_shards(spans_of(adam_.exp_avg)),
+            copy_shards(spans_of(adam_.exp_avg_sq))};
+  }
+
+  void load_shard_state(const ShardState& state) override {
+    assign_shards(spans_of(param_shards_), state.params);
+    assign_shards(spans_of(adam_.exp_avg), state.exp_avg);
+    assign_shards(spans_of(adam_.exp_avg_sq), state.exp_avg_sq);
+  }
+
  private:
   Buffer gather(int unit) {
     Buffer params = gather_unit(comm_, device_, layout_[unit], param_shards_[unit].as<float>());
