@@ -3,11 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -16,17 +13,12 @@
 #include "engines/partition.hpp"
 #include "model/mlp.hpp"
 #include "ops/cpu/cpu_device.hpp"
+#include "support/command.hpp"
 
 namespace zl {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
 
 class CliTest : public ::testing::Test {
  protected:
@@ -39,49 +31,39 @@ class CliTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  CommandResult zerolab(const std::string& args) const {
-    const fs::path out = dir_ / "stdout.txt";
-    const fs::path err = dir_ / "stderr.txt";
-    const std::string command = std::string(ZL_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
-    const int status = std::system(command.c_str());
-    CommandResult result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-    fs::remove(out);
-    fs::remove(err);
-    return result;
-  }
-
-  static std::string slurp(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
+  static CommandResult zerolab(const std::string& args) {
+    return run_command(std::string(ZL_BINARY) + " " + args);
   }
 
   // Files in the test directory, for "nothing was left behind".
   std::vector<std::string> files() const {
     std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir_)) names.push_back(entry.path().filename().string());
+    for (const auto& entry : fs::directory_iterator(dir_))
+      names.push_back(entry.path().filename().string());
     return names;
   }
 
   fs::path dir_;
 };
 
-const std::string kSmall = "--layers 3 --width 12 --in 5 --classes 4 --steps 4 --micro-batch 3 --lr 0.02 --quiet";
+const std::string kSmall =
+    "--layers 3 --width 12 --in 5 --classes 4 --steps 4 --micro-batch 3 --lr 0.02 --quiet";
 
 TEST_F(CliTest, EveryStageAndTheReferenceWriteByteIdenticalFinalParameters) {
-  const auto ref =
-      zerolab("train --engine reference --world 4 " + kSmall + " --save-final " + (dir_ / "ref.st").string());
+  const auto ref = zerolab("train --engine reference --world 4 " + kSmall + " --save-final " +
+                           (dir_ / "ref.st").string());
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
   const std::string ref_bytes = slurp(dir_ / "ref.st");
   EXPECT_GT(ref_bytes.size(), 1000u);
   for (const int stage : {0, 1, 2, 3}) {
     const fs::path file = dir_ / fmt::format("stage{}.st", stage);
-    const auto run = zerolab(fmt::format("train --stage {} --world 4 {} --save-final {}", stage, kSmall, file.string()));
+    const auto run = zerolab(
+        fmt::format("train --stage {} --world 4 {} --save-final {}", stage, kSmall, file.string()));
     ASSERT_EQ(run.exit_code, 0) << run.err;
     EXPECT_EQ(slurp(file), ref_bytes) << "stage " << stage;
   }
-  const auto ddp = zerolab("train --engine ddp --world 4 " + kSmall + " --save-final " + (dir_ / "ddp.st").string());
+  const auto ddp = zerolab("train --engine ddp --world 4 " + kSmall + " --save-final " +
+                           (dir_ / "ddp.st").string());
   ASSERT_EQ(ddp.exit_code, 0) << ddp.err;
   EXPECT_EQ(slurp(dir_ / "ddp.st"), ref_bytes);
   const auto tensors = read_safetensors(dir_ / "ref.st");
@@ -93,8 +75,9 @@ TEST_F(CliTest, EveryStageAndTheReferenceWriteByteIdenticalFinalParameters) {
 }
 
 TEST_F(CliTest, ProgressLinesAndMetricsPerStep) {
-  const auto run = zerolab("train --world 2 --layers 2 --width 8 --in 4 --classes 3 --steps 5 --metrics " +
-                           (dir_ / "m.jsonl").string());
+  const auto run =
+      zerolab("train --world 2 --layers 2 --width 8 --in 4 --classes 3 --steps 5 --metrics " +
+              (dir_ / "m.jsonl").string());
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("step     5/5  loss "), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("grad_norm"), std::string::npos);
@@ -114,7 +97,8 @@ TEST_F(CliTest, ProgressLinesAndMetricsPerStep) {
 
 // --summary: both ledgers of every rank, as JSON, equal to the ZeRO-3 closed forms.
 TEST_F(CliTest, SummaryHoldsBothLedgersPerRank) {
-  const auto run = zerolab(fmt::format("train --stage 3 --world 4 {} --summary {}", kSmall, (dir_ / "s.json").string()));
+  const auto run = zerolab(
+      fmt::format("train --stage 3 --world 4 {} --summary {}", kSmall, (dir_ / "s.json").string()));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto summary = nlohmann::json::parse(slurp(dir_ / "s.json"));
   EXPECT_EQ(summary["stage"], 3);
@@ -132,7 +116,7 @@ TEST_F(CliTest, SummaryHoldsBothLedgersPerRank) {
     EXPECT_EQ(rank["bytes"]["master"], 0);
     EXPECT_GT(rank["bytes"]["gathered_peak"], 0);
     EXPECT_GE(rank["bytes"]["total_peak"], 16 * psi / 4);
-    EXPECT_EQ(rank["comm"]["calls"]["reduce_scatter"], 4 * 3);  // 4 steps, 3 units
+    EXPECT_EQ(rank["comm"]["calls"]["reduce_scatter"], 4 * 3);        // 4 steps, 3 units
     EXPECT_EQ(rank["comm"]["calls"]["all_gather"], 4 * (2 * 3 + 1));  // 2 per unit + the norm
     EXPECT_GT(rank["comm"]["sent"], 0);
     EXPECT_GT(rank["comm"]["recv"], 0);
@@ -142,8 +126,8 @@ TEST_F(CliTest, SummaryHoldsBothLedgersPerRank) {
 // Same seed, any W: sample g and the initial parameters do not depend on the world size.
 TEST_F(CliTest, DataAndInitAreTheSameForEveryWorld) {
   for (const int world : {1, 3}) {
-    const auto run = zerolab(fmt::format("train --world {} {} --save-data {} --save-init {}", world, kSmall,
-                                         (dir_ / fmt::format("data{}.st", world)).string(),
+    const auto run = zerolab(fmt::format("train --world {} {} --save-data {} --save-init {}", world,
+                                         kSmall, (dir_ / fmt::format("data{}.st", world)).string(),
                                          (dir_ / fmt::format("init{}.st", world)).string()));
     ASSERT_EQ(run.exit_code, 0) << run.err;
   }
@@ -166,9 +150,9 @@ TEST_F(CliTest, DataAndInitAreTheSameForEveryWorld) {
 // file, averaged over ranks in rank order, give exactly the logged first loss.
 TEST_F(CliTest, SavedDataIsWhatTheFirstStepUsed) {
   const int world = 3, rows = 3;
-  const auto run = zerolab(fmt::format("train --world {} {} --save-data {} --save-init {} --metrics {}", world,
-                                       kSmall, (dir_ / "d.st").string(), (dir_ / "i.st").string(),
-                                       (dir_ / "m.jsonl").string()));
+  const auto run = zerolab(
+      fmt::format("train --world {} {} --save-data {} --save-init {} --metrics {}", world, kSmall,
+                  (dir_ / "d.st").string(), (dir_ / "i.st").string(), (dir_ / "m.jsonl").string()));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto data = read_safetensors(dir_ / "d.st");
   const auto init = read_safetensors(dir_ / "i.st");
@@ -198,7 +182,8 @@ TEST_F(CliTest, SavedDataIsWhatTheFirstStepUsed) {
   for (const float& loss : losses) inputs.push_back(&loss);
   float mean = 0.0f;
   reduce_rank_order(inputs, &mean, 1, DType::F32, ReduceOp::Avg);
-  const std::string first_line = slurp(dir_ / "m.jsonl").substr(0, slurp(dir_ / "m.jsonl").find('\n'));
+  const std::string first_line =
+      slurp(dir_ / "m.jsonl").substr(0, slurp(dir_ / "m.jsonl").find('\n'));
   EXPECT_NE(first_line.find(fmt::format("\"loss\": {},", mean)), std::string::npos)
       << first_line << " vs " << mean;
 }
@@ -211,7 +196,8 @@ struct BadInput {
 
 TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
   // Good output paths beside the bad input: none of them may be created.
-  const std::string outputs = " --save-init " + (dir_ / "i.st").string() + " --save-data " + (dir_ / "d.st").string();
+  const std::string outputs =
+      " --save-init " + (dir_ / "i.st").string() + " --save-data " + (dir_ / "d.st").string();
   const BadInput cases[] = {
       {"train --frobnicate 3", "--frobnicate"},
       {"train --world 0", "--world 0 is invalid"},
@@ -236,7 +222,8 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
     const auto run = zerolab(args);
     EXPECT_NE(run.exit_code, 0) << args;
     EXPECT_NE(run.err.find(bad.expected), std::string::npos) << args << " printed: " << run.err;
-    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << args << " printed: " << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1)
+        << args << " printed: " << run.err;
     EXPECT_TRUE(files().empty()) << args << " left " << files().front();
   }
 }

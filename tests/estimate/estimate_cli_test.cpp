@@ -1,47 +1,23 @@
 // estimate_cli_test.cpp — runs `zerolab estimate`: the 7B tables as printed, the JSON form, and
 // every bad input failing with exactly one line on stderr and a non-zero exit.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "support/command.hpp"
 
 namespace zl {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 CommandResult zerolab(const std::string& args) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("zerolab_estimate_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const fs::path out = dir / "stdout.txt";
-  const fs::path err = dir / "stderr.txt";
-  const std::string command =
-      std::string(ZL_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
-  const int status = std::system(command.c_str());
-  CommandResult result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-  fs::remove_all(dir);
-  return result;
+  return run_command(std::string(ZL_BINARY) + " " + args);
 }
 
 // Whitespace-separated fields of the table row (below the "stage" header) that starts with

@@ -1,0 +1,77 @@
+// 03_zero2.cpp — lesson 02's sequel: ZeRO stage 2 shards the gradients too. The trick is timing:
+// each unit's gradient is reduce-scattered during backward, as soon as it is complete, and its full
+// buffer freed, so the whole gradient never exists on any rank.
+#include <fmt/format.h>
+
+#include <array>
+
+#include "lesson_support.hpp"
+
+using namespace zl;
+using namespace zl::lessons;
+
+namespace {
+
+constexpr std::string_view kForward =
+    "Parameters are whole on every rank. Gradients and Adam's moments exist only as the own\n"
+    "shards: 4 + 8 bytes per element of the shard. No full gradient exists yet.";
+constexpr std::string_view kBackward =
+    "Backward runs last unit first. As soon as unit u's gradient is complete the engine\n"
+    "reduce-scatters it (average) into the own gradient shard and frees the full buffer.\n"
+    "So the grads column is the own shards plus at most ONE unit's full gradient. These\n"
+    "units shrink toward the input, so it never rises.";
+constexpr std::string_view kUpdate =
+    "The last full gradient is gone: only the own shards remain. AdamW on the own shard:\n"
+    "parameters, averaged gradient shard and moments.";
+constexpr std::string_view kAllGather =
+    "All-gather each unit's parameters, as in ZeRO-1: every rank is whole again.";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return run_lesson(
+      argc, argv, "Lesson 03: ZeRO-2 shards the gradients during backward",
+      [](const LessonFlags& flags) {
+        TrainConfig config;
+        config.mlp = {.layers = 3, .width = 64, .in = 16, .classes = 64};
+        config.engine = EngineKind::Zero2;
+        config.world = 4;
+        config.steps = 3;
+        config.micro_batch = 8;
+
+        EventRecorder recorder(config.world);
+        const TrainResult result = train(config, {}, recorder.observer());
+
+        heading("Lesson 03: ZeRO-2, reduce-scatter the gradients during backward");
+        print_model(config, result);
+
+        const std::array categories = {MemCategory::Grads, MemCategory::Params,
+                                       MemCategory::Optimizer, MemCategory::Activations};
+        const auto events = recorder.last_step(0, config.steps);
+        const std::size_t forward_end = after_last(events, "forward");
+        const std::size_t backward_end = after_last(events, "reduce_scatter");
+        const std::size_t update_end = after_last(events, "update");
+        narrate(flags, recorder, config.steps, {0, forward_end}, categories, kForward);
+        narrate(flags, recorder, config.steps, {forward_end, backward_end}, categories, kBackward,
+                true);
+        narrate(flags, recorder, config.steps, {backward_end, update_end}, categories, kUpdate,
+                true);
+        narrate(flags, recorder, config.steps, {update_end, events.size()}, categories, kAllGather);
+
+        pause(flags, "for the gradient memory");
+        heading("Gradient memory");
+        const std::int64_t full_grads_bytes = total_padded_elems(result.layout) * 4;
+        const MemoryLedger& rank0 = result.ranks[0].memory;
+        fmt::print(
+            "DDP and ZeRO-1 hold every unit's full gradient through backward: {} bytes per rank.\n"
+            "ZeRO-2's peak, measured: {} bytes (the own shards plus the largest unit);\n"
+            "after the step it keeps only the shards: {} bytes.\n\n",
+            grouped(full_grads_bytes), grouped(rank0.peak_bytes(MemCategory::Grads)),
+            grouped(rank0.current_bytes(MemCategory::Grads)));
+
+        const bool states_ok = check_model_states(config, result);
+        fmt::print("\n");
+        const bool same = matches_reference(config, result);
+        return states_ok && same ? 0 : 1;
+      });
+}

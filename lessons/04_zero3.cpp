@@ -1,0 +1,94 @@
+// 04_zero3.cpp — lesson 04: ZeRO stage 3 shards the parameters too. A unit's full parameters exist
+// only while it computes: gather, run, release, in the forward pass and again in the backward pass.
+// The price is one more all-gather of the parameters per step: 1.5x DDP's traffic.
+#include <fmt/format.h>
+
+#include <array>
+
+#include "lesson_support.hpp"
+
+using namespace zl;
+using namespace zl::lessons;
+
+namespace {
+
+constexpr std::string_view kForward =
+    "Each rank keeps only its shard of everything: parameters, gradients, Adam's moments. To\n"
+    "run unit u the engine all-gathers u's parameters into a temporary buffer (gathered), runs\n"
+    "it, and frees the buffer before gathering the next unit. Watch the gathered column go up\n"
+    "and down: it holds one unit at a time, never two, never the whole model.";
+constexpr std::string_view kBackward =
+    "The backward pass, last unit first, gathers each unit's parameters again, runs its backward\n"
+    "into a full gradient buffer (grads goes up by one unit), reduce-scatters that into the own\n"
+    "gradient shard as ZeRO-2 does, and frees both buffers: gathered and grads come back down.";
+constexpr std::string_view kUpdate =
+    "AdamW on the own shard. No all-gather afterwards: the next step's forward pass gathers each\n"
+    "unit when it needs it. Nothing is gathered between steps.";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return run_lesson(
+      argc, argv, "Lesson 04: ZeRO-3 gathers parameters unit by unit",
+      [](const LessonFlags& flags) {
+        TrainConfig config;
+        config.mlp = {.layers = 3, .width = 64, .in = 16, .classes = 8};
+        config.engine = EngineKind::Zero3;
+        config.world = 4;
+        config.steps = 3;
+        config.micro_batch = 8;
+
+        EventRecorder recorder(config.world);
+        const TrainResult result = train(config, {}, recorder.observer());
+
+        heading("Lesson 04: ZeRO-3, gather, run, release");
+        print_model(config, result);
+
+        const std::array categories = {MemCategory::Gathered, MemCategory::Params,
+                                       MemCategory::Grads, MemCategory::Optimizer};
+        const auto events = recorder.last_step(0, config.steps);
+        const std::size_t forward_end = after_last(events, "forward");
+        const std::size_t backward_end = after_last(events, "reduce_scatter");
+        narrate(flags, recorder, config.steps, {0, forward_end}, categories, kForward, true);
+        narrate(flags, recorder, config.steps, {forward_end, backward_end}, categories, kBackward,
+                true);
+        narrate(flags, recorder, config.steps, {backward_end, events.size()}, categories, kUpdate);
+
+        pause(flags, "for the gathered memory");
+        heading("Gathered memory");
+        const MemoryLedger& rank0 = result.ranks[0].memory;
+        fmt::print(
+            "Peak of gathered parameters, measured: {} bytes, the largest unit; the whole model's\n"
+            "parameters would be {} bytes. After the step: {} bytes gathered.\n",
+            grouped(rank0.peak_bytes(MemCategory::Gathered)),
+            grouped(total_padded_elems(result.layout) * 4),
+            grouped(rank0.current_bytes(MemCategory::Gathered)));
+
+        pause(flags, "for the traffic");
+        heading("Traffic: the price of sharding parameters");
+        TrainConfig ddp_config = config;
+        ddp_config.engine = EngineKind::Ddp;
+        const TrainResult ddp = train(ddp_config);
+        const std::array runs = {TrafficRun{"DDP", &ddp_config, &ddp},
+                                 TrafficRun{"ZeRO-3", &config, &result}};
+        print_traffic(runs);
+        const std::int64_t zero3_bytes = model_state_sent_bytes(config, result, 0);
+        const std::int64_t ddp_bytes = model_state_sent_bytes(ddp_config, ddp, 0);
+        const bool one_and_a_half = 2 * zero3_bytes == 3 * ddp_bytes;
+        fmt::print(
+            "\nDDP: one all-reduce of the gradients, 2Ψ(N-1)/N per step. ZeRO-3: an all-gather of "
+            "the\n"
+            "parameters in the forward pass, another in the backward pass, and a reduce-scatter of "
+            "the\n"
+            "gradients: 3Ψ(N-1)/N per step.\n"
+            "Measured model-state traffic, ZeRO-3 / DDP = {} / {} = {:.2f}{}\n\n",
+            grouped(zero3_bytes), grouped(ddp_bytes),
+            static_cast<double>(zero3_bytes) / static_cast<double>(ddp_bytes),
+            one_and_a_half ? " (exactly 1.5x)" : " (NOT 1.5x)");
+
+        const bool states_ok = check_model_states(config, result);
+        fmt::print("\n");
+        const bool same = matches_reference(config, result);
+        return one_and_a_half && states_ok && same ? 0 : 1;
+      });
+}

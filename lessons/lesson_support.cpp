@@ -1,0 +1,388 @@
+// lesson_support.cpp — flags, pauses, recorded events, tables, bars and the closing checks.
+#include "lesson_support.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "engines/compare.hpp"
+#include "engines/estimate.hpp"
+#include "optim/grad_norm.hpp"
+
+namespace zl::lessons {
+
+namespace {
+
+// --step, --no-pause (wins over --step), --help; anything else exits 2.
+LessonFlags parse_flags(int argc, char** argv, std::string_view about) {
+  LessonFlags flags;
+  bool no_pause = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--step") {
+      flags.step = true;
+    } else if (arg == "--no-pause") {
+      no_pause = true;
+    } else if (arg == "-h" || arg == "--help") {
+      fmt::print(
+          "{}\n\nUsage: {} [--step] [--no-pause]\n"
+          "  --step      wait for Enter between phases\n"
+          "  --no-pause  run straight through (the default; overrides --step)\n",
+          about, argv[0]);
+      std::exit(0);
+    } else {
+      fmt::print(stderr, "{}: unknown flag '{}': use --step, --no-pause or --help\n", argv[0], arg);
+      std::exit(2);
+    }
+  }
+  if (no_pause) flags.step = false;
+  return flags;
+}
+
+// The current bytes of every category of a ledger.
+CategoryBytes current_bytes(const MemoryLedger& ledger) {
+  CategoryBytes bytes{};
+  for (int c = 0; c < kMemCategoryCount; ++c)
+    bytes[c] = ledger.current_bytes(static_cast<MemCategory>(c));
+  return bytes;
+}
+
+// "backward u2", or just the phase when the event has no unit.
+std::string label(const Snapshot& event) {
+  return event.unit < 0 ? event.phase : fmt::format("{} u{}", event.phase, event.unit);
+}
+
+// Runs of consecutive events with the same phase: forward u0..u2 is one run.
+std::vector<EventRange> phase_runs(std::span<const Snapshot> events) {
+  std::vector<EventRange> runs;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    if (runs.empty() || events[i].phase != events[runs.back().begin].phase) runs.push_back({i, i});
+    runs.back().end = i + 1;
+  }
+  return runs;
+}
+
+// "forward u0, u1, u2" or "backward u2, u1 + reduce_scatter u2, u1": the phases of a range in
+// order of first appearance, each with its units.
+std::string describe(std::span<const Snapshot> events, EventRange range) {
+  std::vector<std::string> phases;
+  std::vector<std::string> units;
+  for (std::size_t i = range.begin; i < range.end; ++i) {
+    const auto known = std::ranges::find(phases, events[i].phase);
+    const auto at = static_cast<std::size_t>(known - phases.begin());
+    if (known == phases.end()) {
+      phases.push_back(events[i].phase);
+      units.emplace_back();
+    }
+    if (events[i].unit >= 0)
+      units[at] += fmt::format("{}u{}", units[at].empty() ? " " : ", ", events[i].unit);
+  }
+  std::string text;
+  for (std::size_t p = 0; p < phases.size(); ++p)
+    text += (p == 0 ? "" : " + ") + phases[p] + units[p];
+  return text;
+}
+
+// Wide enough for the category's name and for byte counts.
+std::size_t column_width(MemCategory category) {
+  return std::max<std::size_t>(10, mem_category_name(category).size() + 2);
+}
+
+// A first column titled `first`, then one per category (and "total").
+void print_header(std::string_view first, std::size_t first_width,
+                  std::span<const MemCategory> categories, bool with_total) {
+  fmt::print("{:<{}}", first, first_width);
+  for (const auto c : categories) fmt::print("{:>{}}", mem_category_name(c), column_width(c));
+  fmt::print("{}\n", with_total ? fmt::format("{:>10}", "total") : "");
+}
+
+// The glyph that stands for a category in the stacked bars, indexed by MemCategory.
+constexpr std::array<std::string_view, kMemCategoryCount> kGlyphs = {"█", "▓", "▞", "▒",
+                                                                     "▚", "▪", "░"};
+
+// Sum over the shown categories.
+std::int64_t total_of(const CategoryBytes& bytes, std::span<const MemCategory> categories) {
+  std::int64_t total = 0;
+  for (const auto c : categories) total += bytes[static_cast<std::size_t>(c)];
+  return total;
+}
+
+// One row per rank, one column per category, and the total of those columns.
+void print_holdings(const std::vector<CategoryBytes>& per_rank,
+                    std::span<const MemCategory> categories) {
+  print_header("rank (bytes)", 12, categories, true);
+  for (std::size_t r = 0; r < per_rank.size(); ++r) {
+    fmt::print("{:>4}        ", r);
+    std::int64_t total = 0;
+    for (const auto c : categories) {
+      const std::int64_t bytes = per_rank[r][static_cast<std::size_t>(c)];
+      fmt::print("{:>{}}", bytes, column_width(c));
+      total += bytes;
+    }
+    fmt::print("{:>10}\n", total);
+  }
+}
+
+// One row per event of `range` on one rank, one column per category.
+void print_event_rows(std::span<const Snapshot> events, EventRange range,
+                      std::span<const MemCategory> categories) {
+  print_header("event (bytes)", 20, categories, false);
+  for (std::size_t i = range.begin; i < range.end; ++i) {
+    fmt::print("{:<20}", label(events[i]));
+    for (const auto c : categories)
+      fmt::print("{:>{}}", events[i].bytes[static_cast<std::size_t>(c)], column_width(c));
+    fmt::print("\n");
+  }
+}
+
+}  // namespace
+
+int run_lesson(int argc, char** argv, std::string_view about,
+               const std::function<int(const LessonFlags&)>& lesson) {
+  const LessonFlags flags = parse_flags(argc, argv, about);
+  try {
+    return lesson(flags);
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "{}: {}\n", argv[0], error.what());
+    return 1;
+  }
+}
+
+void pause(const LessonFlags& flags, std::string_view next) {
+  if (!flags.step) return;
+  fmt::print("\n[Enter] {} ", next);
+  std::fflush(stdout);
+  std::string line;
+  std::getline(std::cin, line);  // at end of input this returns at once, so a lesson never hangs
+}
+
+void heading(std::string_view title) {
+  // One dash per character: count UTF-8 lead bytes, not continuation bytes (10xxxxxx).
+  const auto chars = std::ranges::count_if(
+      title, [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+  fmt::print("\n{}\n{}\n", title, std::string(static_cast<std::size_t>(chars), '-'));
+}
+
+std::string grouped(std::int64_t value) {
+  const std::string digits = std::to_string(value);
+  const std::size_t sign = value < 0 ? 1 : 0;
+  std::string text;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    const std::size_t left = digits.size() - i;  // digits from here to the end
+    if (i > sign && left % 3 == 0) text.push_back(',');
+    text.push_back(digits[i]);
+  }
+  return text;
+}
+
+EventRecorder::EventRecorder(int world) : per_rank_(static_cast<std::size_t>(world)) {}
+
+RankObserver EventRecorder::observer() {
+  return [this](int rank, const EngineEvent& event, const MemoryLedger& ledger) {
+    per_rank_[static_cast<std::size_t>(rank)].push_back(
+        {std::string(event.phase), event.unit, current_bytes(ledger)});
+  };
+}
+
+std::span<const Snapshot> EventRecorder::last_step(int rank, std::int64_t steps) const {
+  const auto& events = per_rank_.at(static_cast<std::size_t>(rank));
+  const auto per_step = events.size() / static_cast<std::size_t>(steps);
+  ZL_CHECK(per_step * static_cast<std::size_t>(steps) == events.size(),
+           "rank {} recorded {} events over {} steps: every step should emit the same events", rank,
+           events.size(), steps);
+  return std::span(events).last(per_step);
+}
+
+std::vector<CategoryBytes> EventRecorder::at(std::size_t index, std::int64_t steps) const {
+  std::vector<CategoryBytes> per_rank;
+  for (int r = 0; r < world(); ++r) per_rank.push_back(last_step(r, steps)[index].bytes);
+  return per_rank;
+}
+
+std::size_t after_last(std::span<const Snapshot> events, std::string_view phase) {
+  for (std::size_t i = events.size(); i > 0; --i) {
+    if (events[i - 1].phase == phase) return i;
+  }
+  return 0;
+}
+
+void print_bars(const std::vector<CategoryBytes>& per_rank, std::span<const MemCategory> categories,
+                std::int64_t full_bytes, std::string_view row_label) {
+  constexpr std::int64_t kCells = 48;
+  for (const auto& bytes : per_rank) full_bytes = std::max(full_bytes, total_of(bytes, categories));
+  for (std::size_t r = 0; r < per_rank.size(); ++r) {
+    std::string line;
+    for (const auto c : categories) {
+      const std::int64_t bytes = per_rank[r][static_cast<std::size_t>(c)];
+      // Round to cells, but never hide a category that holds something.
+      const std::int64_t cells =
+          bytes == 0 ? 0
+                     : std::max<std::int64_t>(1, (bytes * kCells + full_bytes / 2) / full_bytes);
+      for (std::int64_t i = 0; i < cells; ++i) line += kGlyphs[static_cast<std::size_t>(c)];
+    }
+    fmt::print("{} {}  {} {}\n", row_label, r, line, grouped(total_of(per_rank[r], categories)));
+  }
+  std::string legend;
+  for (const auto c : categories)
+    legend += fmt::format("  {} {}", kGlyphs[static_cast<std::size_t>(c)], mem_category_name(c));
+  fmt::print("legend:{}\n", legend);
+}
+
+void print_ranks(const std::vector<CategoryBytes>& per_rank,
+                 std::span<const MemCategory> categories, std::int64_t full_bytes) {
+  print_holdings(per_rank, categories);
+  fmt::print("\n");
+  print_bars(per_rank, categories, full_bytes);
+}
+
+void narrate(const LessonFlags& flags, const EventRecorder& recorder, std::int64_t steps,
+             EventRange range, std::span<const MemCategory> categories, std::string_view note,
+             bool event_rows) {
+  const auto events = recorder.last_step(0, steps);
+  ZL_CHECK(range.begin < range.end && range.end <= events.size(),
+           "no engine events in [{}, {}) of a step of {}: did the engine's events change?",
+           range.begin, range.end, events.size());
+  const std::string title = describe(events, range);
+  pause(flags, "for " + title);
+  heading(title);
+  fmt::print("{}\n\n", note);
+  if (event_rows) {
+    print_event_rows(events, range, categories);
+    fmt::print("\nevery rank after {}:\n", label(events[range.end - 1]));
+  }
+  // One scale for the whole step, so bars of different phases can be compared.
+  std::int64_t full_bytes = 0;
+  for (int r = 0; r < recorder.world(); ++r) {
+    for (const auto& event : recorder.last_step(r, steps))
+      full_bytes = std::max(full_bytes, total_of(event.bytes, categories));
+  }
+  print_ranks(recorder.at(range.end - 1, steps), categories, full_bytes);
+}
+
+void narrate_phase_runs(const LessonFlags& flags, const EventRecorder& recorder, std::int64_t steps,
+                        std::span<const MemCategory> categories, const PhaseNotes& notes) {
+  const auto events = recorder.last_step(0, steps);
+  for (const EventRange range : phase_runs(events)) {
+    narrate(flags, recorder, steps, range, categories, notes(events[range.begin].phase));
+  }
+}
+
+void print_model(const TrainConfig& config, const TrainResult& result) {
+  const MlpConfig& mlp = config.mlp;
+  std::string shape = fmt::format("{}", mlp.in);
+  for (int i = 1; i < mlp.layers; ++i) shape += fmt::format(" -> {}", mlp.width);
+  fmt::print(
+      "model: MLP {} -> {} ({} Linear layers, one unit each), {} ranks, {} rows per rank, "
+      "{} steps\n\n",
+      shape, mlp.classes, mlp.layers, config.world, config.micro_batch, config.steps);
+  fmt::print("{:<12}{:>10}{:>10}{:>10}\n", "unit", "numel", "padded", "shard");
+  for (const auto& unit : result.layout) {
+    fmt::print("{:<12}{:>10}{:>10}{:>10}\n", unit.name, unit.numel, unit.padded_elems,
+               unit.shard_elems);
+  }
+  fmt::print("Ψ = {} parameters, {} with each unit padded to a multiple of W·{} = {}\n",
+             grouped(total_numel(result.layout)), grouped(total_padded_elems(result.layout)),
+             kNormBlockElems, config.world * kNormBlockElems);
+}
+
+std::vector<CategoryBytes> final_holdings(const TrainResult& result) {
+  std::vector<CategoryBytes> per_rank;
+  for (const auto& rank : result.ranks) per_rank.push_back(current_bytes(rank.memory));
+  return per_rank;
+}
+
+std::int64_t model_state_sent_bytes(const TrainConfig& config, const TrainResult& result,
+                                    int rank) {
+  const int world = config.world;
+  const auto f32_bytes = static_cast<std::int64_t>(dtype_bytes(DType::F32));
+  const auto f64_bytes = static_cast<std::int64_t>(dtype_bytes(DType::F64));
+  std::int64_t bookkeeping =
+      ring_volume(CollectiveKind::AllReduce, 1, f32_bytes, rank, world).sent_bytes;
+  if (config.engine != EngineKind::Ddp) {
+    const std::int64_t partials = total_padded_elems(result.layout) / kNormBlockElems;
+    bookkeeping +=
+        ring_volume(CollectiveKind::AllGather, partials, f64_bytes, rank, world).sent_bytes;
+  }
+  return result.ranks.at(static_cast<std::size_t>(rank)).traffic.sent_bytes() -
+         config.steps * bookkeeping;
+}
+
+void print_traffic(std::span<const TrafficRun> runs) {
+  fmt::print("{:<30}", "rank 0 sent (bytes)");
+  for (const auto& run : runs) fmt::print("{:>14}", run.name);
+  fmt::print("\n");
+  for (const auto kind :
+       {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather}) {
+    fmt::print("  {:<28}", collective_name(kind));
+    for (const auto& run : runs)
+      fmt::print("{:>14}", run.result->ranks[0].traffic.sent_bytes(kind));
+    fmt::print("\n");
+  }
+  fmt::print("  {:<28}", "total");
+  for (const auto& run : runs) fmt::print("{:>14}", run.result->ranks[0].traffic.sent_bytes());
+  fmt::print("\n  {:<28}", "less loss/norm bookkeeping");
+  for (const auto& run : runs) {
+    fmt::print("{:>14}", model_state_sent_bytes(*run.config, *run.result, 0) -
+                             run.result->ranks[0].traffic.sent_bytes());
+  }
+  fmt::print("\n  {:<28}", "model states");
+  for (const auto& run : runs)
+    fmt::print("{:>14}", model_state_sent_bytes(*run.config, *run.result, 0));
+  fmt::print("\n");
+}
+
+bool check_model_states(const TrainConfig& config, const TrainResult& result) {
+  const int stage = stage_of(config.engine);
+  const EstimateConfig estimate_config{
+      .params = total_padded_elems(result.layout),
+      .world = config.world,
+      .dtype = StateDtype::Fp32,
+      .optimizer_bytes_per_param = default_optimizer_bytes_per_param(StateDtype::Fp32)};
+  const StageEstimate estimate = estimate_stage(estimate_config, stage);
+  fmt::print("estimate.hpp, stage {} in fp32: {} with Ψ = {} padded elements, N = {}\n", stage,
+             estimate.formula, grouped(estimate_config.params), config.world);
+  fmt::print("{:<14}{:>12}{:>12}{:>12}\n", "", "params", "grads", "optimizer");
+  fmt::print("{:<14}{:>12}{:>12}{:>12}\n", "estimate", estimate.params_bytes, estimate.grads_bytes,
+             estimate.optimizer_bytes);
+  bool all_equal = true;
+  for (const auto& rank : result.ranks) {
+    const MemoryLedger& ledger = rank.memory;
+    // The optimizer term counts Adam's moments and, were there one, an fp32 master copy.
+    const std::int64_t optimizer =
+        ledger.current_bytes(MemCategory::Optimizer) + ledger.current_bytes(MemCategory::Master);
+    const bool equal = ledger.current_bytes(MemCategory::Params) == estimate.params_bytes &&
+                       ledger.current_bytes(MemCategory::Grads) == estimate.grads_bytes &&
+                       optimizer == estimate.optimizer_bytes;
+    fmt::print("{:<14}{:>12}{:>12}{:>12}  {}\n", fmt::format("rank {} ledger", rank.rank),
+               ledger.current_bytes(MemCategory::Params), ledger.current_bytes(MemCategory::Grads),
+               optimizer, equal ? "= estimate" : "DIFFERS from the estimate");
+    all_equal = all_equal && equal;
+  }
+  return all_equal;
+}
+
+bool matches_reference(const TrainConfig& config, const TrainResult& result) {
+  TrainConfig reference = config;
+  reference.engine = EngineKind::Reference;
+  const auto difference = first_difference(result, train(reference));
+  const std::string run = fmt::format("{} on {} ranks over {} steps", engine_name(config.engine),
+                                      config.world, config.steps);
+  if (difference) {
+    fmt::print("{} does NOT match the reference: {}\n", run, *difference);
+    return false;
+  }
+  fmt::print(
+      "{} matches the reference bit for bit (parameters, Adam moments, every loss and "
+      "gradient norm)\n",
+      run);
+  return true;
+}
+
+}  // namespace zl::lessons

@@ -1,0 +1,159 @@
+// lessons_test.cpp — runs each lesson binary straight through (--no-pause) and stepping (--step
+// with Enter from a file), and checks its exit code and the numbers and claims it prints.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/command.hpp"
+
+namespace {
+
+using zl::CommandResult;
+using zl::run_command;
+
+namespace fs = std::filesystem;
+
+struct LessonRun {
+  int exit_code = -1;
+  std::string out;  // stdout, then stderr
+};
+
+// Runs lessons/lesson_<name> with `args`, stdin from `input` (a path; /dev/null by default).
+LessonRun run_lesson(const std::string& name, const std::string& args,
+                     const std::string& input = "/dev/null") {
+  const CommandResult run =
+      run_command(std::string(ZL_LESSONS_DIR) + "/lesson_" + name + " " + args, input);
+  return {run.exit_code, run.out + run.err};
+}
+
+// The first number after the event label on each line that starts with one of `labels` (a regex
+// alternation such as "backward|reduce_scatter"), in order.
+std::vector<std::int64_t> column(const std::string& text, const std::string& labels) {
+  const std::regex row("^(?:" + labels + ")(?: u[0-9]+)? +([0-9]+)");
+  std::vector<std::int64_t> values;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch match;
+    if (std::regex_search(line, match, row)) values.push_back(std::stoll(match[1].str()));
+  }
+  return values;
+}
+
+constexpr auto kReferenceClaim = "matches the reference bit for bit";
+
+TEST(Lessons, MemoryMathPrintsThePaperNumbersAndChecksTheClosedForms) {
+  const auto run = run_lesson("00_memory_math", "--no-pause");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("112 / 38.5 / 26.25 / 14 GB, the expected"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("Ψ = 124,439,808, the published 124,439,808"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("Every table above matches the closed forms"), std::string::npos)
+      << run.out;
+  // The fp32 table: stage 1 is 8Ψ + 8Ψ/N = 63 GB for 7B on 8 GPUs.
+  EXPECT_TRUE(std::regex_search(run.out, std::regex(R"(\n1 +28 +28 +7 +63 )"))) << run.out;
+}
+
+TEST(Lessons, DdpShowsEveryRankHoldingTheSameBytes) {
+  const auto run = run_lesson("01_ddp", "--no-pause");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("Every rank holds the same bytes of every category: yes"),
+            std::string::npos);
+  EXPECT_NE(run.out.find("3 of the 4 copies are redundant"), std::string::npos);
+  EXPECT_NE(run.out.find("4Ψ + 4Ψ + 8Ψ with Ψ = 6,400"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("DIFFERS"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(kReferenceClaim), std::string::npos) << run.out;
+}
+
+TEST(Lessons, Zero1ShowsShardsAndTheSameTrafficAsDdp) {
+  const auto run = run_lesson("02_zero1", "--no-pause");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("layers.0: numel 9, padded 128, shard S = 64"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("rank 1 owns [64, 128): 0 real elements, 64 of padding"),
+            std::string::npos);
+  EXPECT_NE(run.out.find("ZeRO-1 3,072 bytes, DDP 3,072 bytes: the same"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("3Ψ(N-1)/N, 1.5x as much"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(kReferenceClaim), std::string::npos) << run.out;
+}
+
+TEST(Lessons, Zero2GradientMemoryFallsThroughBackward) {
+  const auto run = run_lesson("03_zero2", "--no-pause");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  // Rank 0's grads bytes at backward u2, reduce_scatter u2, ..., update: never rising, and
+  // ending at the own shards alone (9,984 bytes of 4-byte gradients over 4 ranks).
+  const auto grads = column(run.out, "backward|reduce_scatter|update");
+  ASSERT_EQ(grads.size(), 7u) << run.out;
+  for (std::size_t i = 1; i < grads.size(); ++i) EXPECT_LE(grads[i], grads[i - 1]) << "row " << i;
+  EXPECT_LT(grads.back(), grads.front());
+  EXPECT_EQ(grads.back(), 9984);
+  EXPECT_NE(run.out.find("DDP and ZeRO-1 hold every unit's full gradient through backward: 39,936"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find(kReferenceClaim), std::string::npos) << run.out;
+}
+
+TEST(Lessons, Zero3GathersUpAndDownAndCostsOneAndAHalfDdp) {
+  const auto run = run_lesson("04_zero3", "--no-pause");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  // Gathered bytes at each gather, forward pass then backward pass: they rise and fall, one
+  // unit at a time, never the whole model (6,400 padded elements, 25,600 bytes).
+  const auto gathered = column(run.out, "gather");
+  ASSERT_EQ(gathered.size(), 6u) << run.out;
+  bool rises = false;
+  bool falls = false;
+  for (std::size_t i = 1; i < gathered.size(); ++i) {
+    rises = rises || gathered[i] > gathered[i - 1];
+    falls = falls || gathered[i] < gathered[i - 1];
+  }
+  EXPECT_TRUE(rises && falls) << run.out;
+  for (const auto bytes : gathered) EXPECT_LT(bytes, 25600);
+  EXPECT_NE(run.out.find("ZeRO-3 / DDP = 172,800 / 115,200 = 1.50 (exactly 1.5x)"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find(kReferenceClaim), std::string::npos) << run.out;
+}
+
+class LessonSteps : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LessonSteps, StepWaitsForEnterReadFromAFile) {
+  const fs::path enters =
+      fs::temp_directory_path() / ("zerolab_enters_" + std::to_string(::getpid()));
+  std::ofstream(enters) << std::string(32, '\n');
+  const auto stepped = run_lesson(GetParam(), "--step", enters.string());
+  fs::remove(enters);
+  ASSERT_EQ(stepped.exit_code, 0) << stepped.out;
+  EXPECT_NE(stepped.out.find("[Enter]"), std::string::npos) << stepped.out;
+  // Pausing changes nothing but the prompts: the same lesson straight through prints the rest.
+  const auto straight = run_lesson(GetParam(), "--no-pause");
+  EXPECT_EQ(straight.out.find("[Enter]"), std::string::npos);
+  EXPECT_EQ(column(stepped.out, "backward|gather"), column(straight.out, "backward|gather"));
+}
+
+TEST_P(LessonSteps, StepAtEndOfInputDoesNotHang) {
+  const auto run = run_lesson(GetParam(), "--step");  // stdin is /dev/null
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+}
+
+TEST_P(LessonSteps, NoPauseWinsOverStep) {
+  const auto run = run_lesson(GetParam(), "--step --no-pause");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(run.out.find("[Enter]"), std::string::npos);
+}
+
+TEST_P(LessonSteps, UnknownFlagFailsInOneLine) {
+  const auto run = run_lesson(GetParam(), "--stepp");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.out.find("unknown flag '--stepp'"), std::string::npos) << run.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllLessons, LessonSteps,
+                         ::testing::Values("00_memory_math", "01_ddp", "02_zero1", "03_zero2",
+                                           "04_zero3"));
+
+}  // namespace
