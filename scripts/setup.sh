@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # setup.sh — installs the Debian 12 packages zerolab builds and tests with, if any are missing.
 # Needs root (or sudo). Safe to run again: it installs nothing when everything is present.
+# `setup.sh fuzz` also installs clang and its libFuzzer runtime, for the fuzz preset.
 set -euo pipefail
 
 packages=(
   build-essential cmake g++ git
   libeigen3-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev librapidcheck-dev
+  libgtest-dev librapidcheck-dev time
 )
+case "${1:-}" in
+  "") ;;
+  fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;
+  *) echo "setup: unknown step '$1': use no argument or 'fuzz'" >&2; exit 2 ;;
+esac
 
 missing=()
 for package in "${packages[@]}"; do

@@ -1,17 +1,15 @@
-// safetensors.cpp — tensor records, safetensors dtype names and the writer: header JSON padded with
-// spaces to 8 bytes, then the data, written atomically (core/atomic_file.hpp).
+// safetensors.cpp — tensor records, safetensors dtype names, and write_safetensors (whole
+// records through the streaming writer of safetensors_stream.hpp, so there is one header writer).
 #include "ckpt/safetensors.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <bit>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <utility>
 
-#include "core/atomic_file.hpp"
+#include "ckpt/safetensors_stream.hpp"
 #include "core/error.hpp"
 
 namespace zl {
@@ -19,51 +17,6 @@ namespace zl {
 // Tensor bytes are written from memory as they are, and safetensors is little-endian.
 static_assert(std::endian::native == std::endian::little,
               "safetensors I/O assumes a little-endian host");
-
-namespace {
-
-using Json = nlohmann::ordered_json;  // keeps the header's key order: tensors in the order given
-
-// The header: tensors in the order given with back-to-back offsets, padded with spaces to 8 bytes.
-std::string header_text(const std::string& shown, const std::vector<TensorRecord>& tensors,
-                        const std::map<std::string, std::string>& metadata) {
-  Json header = Json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::set<std::string_view> names;
-  std::uint64_t offset = 0;
-  for (const auto& tensor : tensors) {
-    ZL_CHECK(!tensor.name.empty() && tensor.name != "__metadata__",
-             "cannot write {}: tensor name {:?} is empty or reserved: rename the tensor", shown,
-             tensor.name);
-    ZL_CHECK(names.insert(tensor.name).second,
-             "cannot write {}: tensor {:?} appears twice: give each tensor a unique name", shown,
-             tensor.name);
-    ZL_CHECK(std::ranges::all_of(tensor.shape, [](std::int64_t dim) { return dim >= 0; }),
-             "cannot write {}: tensor {:?} has shape {} with a negative dimension", shown,
-             tensor.name, shape_string(tensor.shape));
-    const auto expected_bytes = tensor_bytes(tensor.shape, tensor.dtype);
-    ZL_CHECK(expected_bytes == tensor.bytes.size(),
-             "cannot write {}: tensor {:?} holds {} bytes but shape {} of {} needs {}: fix the "
-             "record",
-             shown, tensor.name, tensor.bytes.size(), shape_string(tensor.shape),
-             dtype_name(tensor.dtype), expected_bytes.value_or(0));
-    Json& entry = header[tensor.name];
-    entry["dtype"] = safetensors_dtype(tensor.dtype);
-    entry["shape"] = tensor.shape;
-    entry["data_offsets"] = {offset, offset + tensor.bytes.size()};
-    offset += tensor.bytes.size();
-  }
-  std::string text;
-  try {
-    text = header.dump();
-  } catch (const Json::exception&) {
-    fail("cannot write {}: a tensor name or metadata string is not valid UTF-8: fix it", shown);
-  }
-  text.append((8 - text.size() % 8) % 8, ' ');
-  return text;
-}
-
-}  // namespace
 
 TensorRecord make_tensor(std::string name, Shape shape, std::span<const float> values) {
   ZL_CHECK(numel(shape) == static_cast<std::int64_t>(values.size()),
@@ -138,12 +91,11 @@ std::optional<std::uint64_t> tensor_bytes(const Shape& shape, DType dtype) {
 
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorRecord>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  const std::string header = header_text(path.string(), tensors, metadata);
-  std::byte length_bytes[8];
-  for (int i = 0; i < 8; ++i) length_bytes[i] = std::byte((header.size() >> (8 * i)) & 0xff);
-  std::vector<std::span<const std::byte>> pieces = {length_bytes, std::as_bytes(std::span(header))};
-  for (const auto& tensor : tensors) pieces.emplace_back(tensor.bytes);
-  write_file_atomically(path, pieces);
+  std::vector<TensorInfo> infos;
+  for (const auto& tensor : tensors) infos.push_back({tensor.name, tensor.dtype, tensor.shape});
+  SafetensorsStreamWriter writer(path, std::move(infos), metadata);
+  for (const auto& tensor : tensors) writer.write_tensor(tensor.name, tensor.bytes);
+  writer.commit();
 }
 
 }  // namespace zl

@@ -70,4 +70,29 @@ SafetensorsFile read_safetensors_file(const std::filesystem::path& path);
 /// The tensors of read_safetensors_file(path).
 std::vector<TensorRecord> read_safetensors(const std::filesystem::path& path);
 
+/// Where one tensor lies in a safetensors file, as its header says; no data read.
+struct TensorLocation {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  std::uint64_t offset_bytes = 0;  ///< from the start of the file
+  std::uint64_t size_bytes = 0;
+};
+
+/// A safetensors file's header: its tensors in data order and its `__metadata__`.
+struct SafetensorsIndex {
+  std::filesystem::path path;
+  std::uint64_t file_bytes = 0;
+  std::vector<TensorLocation> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+/// Reads and validates only the header of the file at `path`: everything read_safetensors_file
+/// checks except reading the data. Every problem is a one-line zl::Error naming the file.
+SafetensorsIndex read_safetensors_index(const std::filesystem::path& path);
+
+/// Reads the one tensor called `name` from the file `index` describes, without the others; throws
+/// zl::Error naming the file if it has no such tensor or came up short.
+TensorRecord read_tensor(const SafetensorsIndex& index, std::string_view name);
+
 }  // namespace zl

@@ -1,5 +1,6 @@
 // safetensors_read.cpp — the validating safetensors reader: checks the header length against the
-// file, the JSON, every dtype, shape and byte range, before reading each tensor's bytes.
+// file, the JSON, every dtype, shape and byte range, before reading each tensor's bytes (all of
+// them, or one tensor through the header index).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -119,7 +120,7 @@ Json parse_header(const std::string& shown, const std::string& text) {
 
 }  // namespace
 
-SafetensorsFile read_safetensors_file(const std::filesystem::path& path) {
+SafetensorsIndex read_safetensors_index(const std::filesystem::path& path) {
   const std::string shown = path.string();
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read {}: {}: check the path", shown, std::strerror(errno));
@@ -153,7 +154,7 @@ SafetensorsFile read_safetensors_file(const std::filesystem::path& path) {
 
   const std::uint64_t data_begin = 8 + header_bytes;
   const std::uint64_t data_bytes = file_bytes - data_begin;
-  SafetensorsFile result;
+  SafetensorsIndex result{path, file_bytes, {}, {}};
   std::vector<Entry> entries;
   for (const auto& [name, value] : header.items()) {
     if (name != "__metadata__") {
@@ -190,12 +191,50 @@ SafetensorsFile read_safetensors_file(const std::filesystem::path& path) {
            shown, data_bytes, covered);
 
   for (auto& entry : entries) {
-    entry.record.bytes.resize(entry.end - entry.begin);
-    if (!read_at(in, data_begin + entry.begin, entry.record.bytes.data(),
-                 entry.record.bytes.size())) {
-      fail_read(fmt::format("reading tensor {:?}", entry.record.name));
-    }
-    result.tensors.push_back(std::move(entry.record));
+    result.tensors.push_back({std::move(entry.record.name), entry.record.dtype,
+                              std::move(entry.record.shape), data_begin + entry.begin,
+                              entry.end - entry.begin});
+  }
+  return result;
+}
+
+namespace {
+
+// Opens the file an index describes for reading tensors.
+std::ifstream open_indexed(const SafetensorsIndex& index) {
+  std::ifstream in(index.path, std::ios::binary);
+  if (!in) fail("cannot read {}: {}: check the path", index.path.string(), std::strerror(errno));
+  return in;
+}
+
+// The tensor at `location`, read from `in`.
+TensorRecord read_located(std::ifstream& in, const SafetensorsIndex& index,
+                          const TensorLocation& location) {
+  TensorRecord record{location.name, location.dtype, location.shape,
+                      std::vector<std::byte>(location.size_bytes)};
+  ZL_CHECK(read_at(in, location.offset_bytes, record.bytes.data(), record.bytes.size()),
+           "cannot read {}: reading tensor {:?} came up short: the file changed while being read "
+           "or the disk failed",
+           index.path.string(), location.name);
+  return record;
+}
+
+}  // namespace
+
+TensorRecord read_tensor(const SafetensorsIndex& index, std::string_view name) {
+  const auto found = std::ranges::find(index.tensors, name, &TensorLocation::name);
+  ZL_CHECK(found != index.tensors.end(), "cannot read {}: it has no tensor {:?}",
+           index.path.string(), name);
+  std::ifstream in = open_indexed(index);
+  return read_located(in, index, *found);
+}
+
+SafetensorsFile read_safetensors_file(const std::filesystem::path& path) {
+  const SafetensorsIndex index = read_safetensors_index(path);
+  std::ifstream in = open_indexed(index);
+  SafetensorsFile result{{}, index.metadata};
+  for (const auto& location : index.tensors) {
+    result.tensors.push_back(read_located(in, index, location));
   }
   return result;
 }

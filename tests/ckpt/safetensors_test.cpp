@@ -139,7 +139,7 @@ TEST(SafetensorsWrite, RejectsDuplicateNamesAndWrongSizesWithoutCreatingFiles) {
   short_a.bytes.pop_back();
   EXPECT_THAT(error_of([&] { write_safetensors(path, {a, a}); }), HasSubstr("appears twice"));
   EXPECT_THAT(error_of([&] { write_safetensors(path, {short_a}); }),
-              HasSubstr("holds 7 bytes but shape [2] of fp32 needs 8"));
+              HasSubstr("given 7 bytes but shape [2] of fp32 needs 8"));
   EXPECT_THAT(
       error_of([&] { write_safetensors(path, {counting_record("__metadata__", DType::F32, {})}); }),
       HasSubstr("reserved"));

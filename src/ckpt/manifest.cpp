@@ -1,0 +1,244 @@
+// manifest.cpp — manifest.json written with nlohmann::json and read back key by key, each key
+// checked for presence and type, so a damaged manifest is an error naming the key, not a crash.
+#include "ckpt/manifest.hpp"
+
+#include <fmt/format.h>
+
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+
+namespace zl {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr std::string_view kFormatName = "zerolab-checkpoint";
+constexpr std::string_view kDamaged = "the manifest is damaged: restore it or use another step";
+
+// A JSON value and where it sits in the manifest ("units[1].params[0].shape"), for messages.
+struct Field {
+  const Json& value;
+  std::string key;
+};
+
+// Reads typed values out of the manifest, failing with the key's path and the file's name.
+class ManifestReader {
+ public:
+  explicit ManifestReader(std::string_view shown) : shown_(shown) {}
+
+  [[noreturn]] void bad(const std::string& key, std::string_view what) const {
+    fail("cannot read {}: key {:?} {}: {}", shown_, key, what, kDamaged);
+  }
+
+  Field member(const Field& object, std::string_view name) const {
+    if (!object.value.is_object()) bad(object.key, "is not an object");
+    const std::string key =
+        object.key.empty() ? std::string(name) : object.key + "." + std::string(name);
+    const auto found = object.value.find(name);
+    if (found == object.value.end()) bad(key, "is missing");
+    return {*found, key};
+  }
+
+  // The elements of an array field.
+  std::vector<Field> elements(const Field& array) const {
+    if (!array.value.is_array()) bad(array.key, "is not an array");
+    std::vector<Field> fields;
+    for (std::size_t i = 0; i < array.value.size(); ++i) {
+      fields.push_back({array.value[i], fmt::format("{}[{}]", array.key, i)});
+    }
+    return fields;
+  }
+
+  std::int64_t integer(const Field& field,
+                       std::int64_t min = std::numeric_limits<std::int64_t>::min(),
+                       std::int64_t max = std::numeric_limits<std::int64_t>::max()) const {
+    const Json& value = field.value;
+    if (!value.is_number_integer()) bad(field.key, "is not an integer");
+    if (value.is_number_unsigned() &&
+        value.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) {
+      bad(field.key, fmt::format("is {}, outside [{}, {}]", value.get<std::uint64_t>(), min, max));
+    }
+    const std::int64_t number = value.get<std::int64_t>();
+    if (number < min || number > max)
+      bad(field.key, fmt::format("is {}, outside [{}, {}]", number, min, max));
+    return number;
+  }
+
+  std::uint64_t unsigned_integer(const Field& field) const {
+    if (!field.value.is_number_unsigned()) bad(field.key, "is not a non-negative integer");
+    return field.value.get<std::uint64_t>();
+  }
+
+  double number(const Field& field) const {
+    if (!field.value.is_number()) bad(field.key, "is not a number");
+    return field.value.get<double>();
+  }
+
+  std::string text(const Field& field) const {
+    if (!field.value.is_string()) bad(field.key, "is not a string");
+    return field.value.get<std::string>();
+  }
+
+  // A shape of positive dimensions with at most kMaxUnitElems elements.
+  Shape shape(const Field& field) const {
+    Shape dims;
+    std::int64_t count = 1;
+    for (const auto& dim : elements(field)) {
+      dims.push_back(integer(dim, 1, kMaxUnitElems));
+      if (__builtin_mul_overflow(count, dims.back(), &count) || count > kMaxUnitElems) {
+        bad(field.key, "has more elements than any model holds");
+      }
+    }
+    return dims;
+  }
+
+ private:
+  std::string_view shown_;
+};
+
+// The model, the optimizer and the data position as JSON.
+Json run_json(const Manifest& manifest) {
+  Json json = Json::object();
+  json["model"] = {{"kind", manifest.model_kind},
+                   {"layers", manifest.mlp.layers},
+                   {"width", manifest.mlp.width},
+                   {"in", manifest.mlp.in},
+                   {"classes", manifest.mlp.classes}};
+  json["seed"] = manifest.seed;
+  json["micro_batch"] = manifest.micro_batch;
+  json["adamw"] = {{"lr", manifest.adamw.lr},
+                   {"beta1", manifest.adamw.beta1},
+                   {"beta2", manifest.adamw.beta2},
+                   {"eps", manifest.adamw.eps},
+                   {"weight_decay", manifest.adamw.weight_decay}};
+  json["data"] = {{"next_sample", next_sample(manifest)}};
+  return json;
+}
+
+Json units_json(const std::vector<UnitLayout>& units) {
+  Json json = Json::array();
+  for (const auto& unit : units) {
+    Json params = Json::array();
+    for (const auto& param : unit.params) {
+      params.push_back(
+          {{"name", param.name}, {"shape", param.shape}, {"offset_elems", param.offset_elems}});
+    }
+    json.push_back({{"name", unit.name},
+                    {"numel", unit.numel},
+                    {"padded_elems", unit.padded_elems},
+                    {"shard_elems", unit.shard_elems},
+                    {"params", std::move(params)}});
+  }
+  return json;
+}
+
+std::vector<UnitLayout> parse_units(const ManifestReader& read, const Field& field) {
+  std::vector<UnitLayout> units;
+  for (const auto& unit_field : read.elements(field)) {
+    UnitLayout unit;
+    unit.name = read.text(read.member(unit_field, "name"));
+    unit.numel = read.integer(read.member(unit_field, "numel"), 1);
+    unit.padded_elems = read.integer(read.member(unit_field, "padded_elems"), 1);
+    unit.shard_elems = read.integer(read.member(unit_field, "shard_elems"), 1);
+    for (const auto& param_field : read.elements(read.member(unit_field, "params"))) {
+      ParamSlot param;
+      param.name = read.text(read.member(param_field, "name"));
+      param.shape = read.shape(read.member(param_field, "shape"));
+      param.offset_elems = read.integer(read.member(param_field, "offset_elems"), 0);
+      param.numel = numel(param.shape);
+      unit.params.push_back(std::move(param));
+    }
+    units.push_back(std::move(unit));
+  }
+  return units;
+}
+
+void check_version(int format_version, std::string_view shown) {
+  ZL_CHECK(format_version == kCheckpointFormatVersion,
+           "cannot read {}: format_version {} is not {}, the one this zerolab reads: use the "
+           "zerolab that wrote it",
+           shown, format_version, kCheckpointFormatVersion);
+}
+
+}  // namespace
+
+std::string manifest_json(const Manifest& manifest) {
+  Json json = Json::object();
+  json["format"] = kFormatName;
+  json["format_version"] = manifest.format_version;
+  json["step"] = manifest.step;
+  json["stage"] = manifest.stage;
+  json["world"] = manifest.world;
+  json.update(run_json(manifest));
+  json["units"] = units_json(manifest.units);
+  Json files = Json::array();
+  for (const auto& file : manifest.files) {
+    files.push_back({{"name", file.name}, {"bytes", file.size_bytes}, {"sha256", file.sha256}});
+  }
+  json["files"] = std::move(files);
+  return json.dump(2) + "\n";
+}
+
+Manifest parse_manifest(std::string_view text, std::string_view shown) {
+  Json json;
+  try {
+    json = Json::parse(text);
+  } catch (const Json::parse_error& error) {
+    fail("cannot read {}: JSON is malformed near byte {}: {}", shown, error.byte, kDamaged);
+  }
+  ZL_CHECK(json.is_object(), "cannot read {}: the manifest is not a JSON object: {}", shown,
+           kDamaged);
+  const ManifestReader read(shown);
+  const Field root{json, ""};
+  const std::string format = read.text(read.member(root, "format"));
+  ZL_CHECK(format == kFormatName,
+           "cannot read {}: format is {:?}, not {:?}: it is not a zerolab checkpoint manifest",
+           shown, format, kFormatName);
+
+  Manifest manifest;
+  constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
+  manifest.format_version =
+      static_cast<int>(read.integer(read.member(root, "format_version"), 0, kIntMax));
+  check_version(manifest.format_version, shown);
+  manifest.step = read.integer(read.member(root, "step"), 0);
+  manifest.stage = static_cast<int>(read.integer(read.member(root, "stage"), 0, 3));
+  manifest.world = static_cast<int>(read.integer(read.member(root, "world"), 1, kIntMax));
+  const Field model = read.member(root, "model");
+  manifest.model_kind = read.text(read.member(model, "kind"));
+  ZL_CHECK(manifest.model_kind == "mlp",
+           "cannot read {}: model kind {:?} is not one this zerolab reads (mlp): use the zerolab "
+           "that wrote it",
+           shown, manifest.model_kind);
+  manifest.mlp.layers = static_cast<int>(read.integer(read.member(model, "layers"), 1, kIntMax));
+  manifest.mlp.width = read.integer(read.member(model, "width"), 1);
+  manifest.mlp.in = read.integer(read.member(model, "in"), 1);
+  manifest.mlp.classes = read.integer(read.member(model, "classes"), 1);
+  manifest.seed = read.unsigned_integer(read.member(root, "seed"));
+  manifest.micro_batch = read.integer(read.member(root, "micro_batch"), 1);
+  const Field adamw = read.member(root, "adamw");
+  manifest.adamw.lr = read.number(read.member(adamw, "lr"));
+  manifest.adamw.beta1 = read.number(read.member(adamw, "beta1"));
+  manifest.adamw.beta2 = read.number(read.member(adamw, "beta2"));
+  manifest.adamw.eps = read.number(read.member(adamw, "eps"));
+  manifest.adamw.weight_decay = read.number(read.member(adamw, "weight_decay"));
+  manifest.units = parse_units(read, read.member(root, "units"));
+  for (const auto& file : read.elements(read.member(root, "files"))) {
+    manifest.files.push_back({read.text(read.member(file, "name")),
+                              read.unsigned_integer(read.member(file, "bytes")),
+                              read.text(read.member(file, "sha256"))});
+  }
+  if (const auto problem = manifest_problem(manifest)) {
+    fail("cannot read {}: {}: {}", shown, *problem, kDamaged);
+  }
+  const std::int64_t stored_next_sample =
+      read.integer(read.member(read.member(root, "data"), "next_sample"), 0);
+  ZL_CHECK(stored_next_sample == next_sample(manifest),
+           "cannot read {}: data.next_sample is {} but step * world * micro_batch is {}: {}", shown,
+           stored_next_sample, next_sample(manifest), kDamaged);
+  return manifest;
+}
+
+}  // namespace zl

@@ -1,0 +1,70 @@
+// manifest.hpp — what a checkpoint says about itself (DIR/step-<N>/manifest.json): the run that
+// wrote it, the model, the partition its shards follow, and the size and SHA-256 of every file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engines/partition.hpp"
+#include "model/mlp.hpp"
+#include "optim/adamw.hpp"
+
+namespace zl {
+
+/// The manifest format this zerolab writes and reads.
+inline constexpr int kCheckpointFormatVersion = 1;
+
+/// The most elements a manifest may give one unit: far beyond any model, and far enough from
+/// int64 overflow that offsets and padding can be summed without checks.
+inline constexpr std::int64_t kMaxUnitElems = std::int64_t{1} << 60;
+
+/// One file of a checkpoint as the manifest records it.
+struct FileEntry {
+  std::string name;  ///< relative to the step directory, e.g. "rank-0.safetensors"
+  std::uint64_t size_bytes = 0;
+  std::string sha256;  ///< 64 lowercase hex digits
+
+  bool operator==(const FileEntry&) const = default;
+};
+
+/// The contents of manifest.json. The shards follow `units`, the partition for `world`.
+struct Manifest {
+  int format_version = kCheckpointFormatVersion;
+  std::int64_t step = 0;  ///< completed optimizer steps
+  int stage = 0;          ///< ZeRO stage that wrote it (0 is DDP); any stage and world can load it
+  int world = 1;          ///< ranks that wrote it, one file each
+  std::string model_kind = "mlp";
+  MlpConfig mlp;
+  std::uint64_t seed = 0;  ///< parameter init and data
+  std::int64_t micro_batch = 1;
+  AdamWConfig adamw;
+  std::vector<UnitLayout> units;  ///< laid out for `world`
+  std::vector<FileEntry> files;   ///< rank-0.safetensors ... rank-<world-1>.safetensors
+  /// Where the manifest was read from; not stored in the file.
+  std::filesystem::path step_dir;
+};
+
+/// Data position: the global index of the next sample, step * world * micro_batch (manifest key
+/// "data.next_sample").
+std::int64_t next_sample(const Manifest& manifest);
+
+/// The name of rank `rank`'s file: "rank-<rank>.safetensors".
+std::string rank_file_name(int rank);
+
+/// The first inconsistency in `manifest`, or nothing: an unknown version or model kind, a size out
+/// of range, a unit not laid out as layout_units() lays it out for `world` (params back to back),
+/// or files other than rank-0 ... rank-<world-1> with 64-digit lowercase sha256s.
+std::optional<std::string> manifest_problem(const Manifest& manifest);
+
+/// The manifest as JSON text (2-space indented), with "data.next_sample" filled in.
+std::string manifest_json(const Manifest& manifest);
+
+/// Parses and checks manifest text; every problem (bad JSON, a missing key, a wrong type, an
+/// inconsistent layout) is a one-line zl::Error naming `shown` and the key.
+Manifest parse_manifest(std::string_view text, std::string_view shown);
+
+}  // namespace zl

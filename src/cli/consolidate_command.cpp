@@ -1,0 +1,38 @@
+// consolidate_command.cpp — `zerolab consolidate`: parses DIR and OUT, streams the checkpoint into
+// one safetensors file, and prints what it wrote.
+#include "cli/consolidate_command.hpp"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "ckpt/consolidate.hpp"
+
+namespace zl {
+
+CLI::App* add_consolidate_command(CLI::App& app, std::function<int()>& run) {
+  auto* cmd = app.add_subcommand(
+      "consolidate",
+      "Write a sharded checkpoint as one fp32 safetensors file of the full model (parameters under "
+      "their model names, padding removed), streaming one unit at a time");
+  auto flags = std::make_shared<ConsolidateFlags>();
+  cmd->add_option("DIR", flags->checkpoint,
+                  "Checkpoint directory (its latest step) or one step-<N> directory")
+      ->required();
+  cmd->add_option("OUT", flags->out, "The .safetensors file to write")->required();
+  cmd->add_flag("--with-optimizer", flags->with_optimizer,
+                "Also write the Adam moments as <name>.exp_avg and <name>.exp_avg_sq");
+  cmd->callback([&run, flags] { run = [flags] { return run_consolidate(*flags); }; });
+  return cmd;
+}
+
+int run_consolidate(const ConsolidateFlags& flags) {
+  const ConsolidateResult result = consolidate(flags.checkpoint, flags.out, flags.with_optimizer);
+  fmt::print("consolidated step {} of {}: {} tensors, {} parameters{}, {} bytes -> {}\n",
+             result.step, flags.checkpoint.string(), result.tensors, result.param_elems,
+             flags.with_optimizer ? " with Adam moments" : "", result.output_bytes,
+             flags.out.string());
+  return 0;
+}
+
+}  // namespace zl

@@ -1,0 +1,230 @@
+// checkpoint_bad_input_test.cpp — every damaged checkpoint read_manifest can meet gives a one-line
+// zl::Error naming the file and the problem: a wrong sha256, a missing or truncated rank file,
+// tensors that disagree with the manifest, a malformed manifest, a latest that points nowhere.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/checkpoint_support.hpp"
+#include "ckpt/safetensors_stream.hpp"
+#include "ckpt/sha256.hpp"
+#include "ckpt/test_files.hpp"
+
+namespace zl {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+const MlpConfig kSmall{3, 37, 5, 3};
+
+class CheckpointBadInput : public ::testing::Test {
+ protected:
+  void SetUp() override { manifest_ = test::save_filled(dir_.path(), kSmall, 3, 7); }
+
+  // read_manifest's error, after checking it is one line that starts "cannot read <shown>: ".
+  std::string read_error(const std::filesystem::path& shown) {
+    const std::string message = test::error_of([&] { read_manifest(dir_.path()); });
+    EXPECT_THAT(message, StartsWith("cannot read " + shown.string() + ": "));
+    EXPECT_THAT(message, Not(HasSubstr("\n")));
+    return message;
+  }
+
+  std::filesystem::path rank_path(int rank) const {
+    return manifest_.step_dir / rank_file_name(rank);
+  }
+  std::filesystem::path manifest_path() const { return manifest_.step_dir / "manifest.json"; }
+
+  // Rewrites manifest.json after `edit` changes its JSON.
+  void edit_manifest(const std::function<void(nlohmann::json&)>& edit) {
+    const auto bytes = test::file_bytes(manifest_path());
+    auto json = nlohmann::json::parse(bytes.begin(), bytes.end());
+    edit(json);
+    const std::string text = json.dump();
+    test::write_file(manifest_path(), {text.begin(), text.end()});
+  }
+
+  // The manifest error after `edit`, from a fresh copy of the manifest.
+  std::string manifest_error(const std::function<void(nlohmann::json&)>& edit) {
+    const auto original = test::file_bytes(manifest_path());
+    edit_manifest(edit);
+    const std::string message = read_error(manifest_path());
+    test::write_file(manifest_path(), original);
+    return message;
+  }
+
+  test::TempDir dir_;
+  Manifest manifest_;
+};
+
+TEST_F(CheckpointBadInput, WrongSha256) {
+  auto bytes = test::file_bytes(rank_path(1));
+  bytes[bytes.size() - 5] ^= 0x01;  // one bit of the last tensor's data
+  test::write_file(rank_path(1), bytes);
+  EXPECT_EQ(read_error(rank_path(1)),
+            "cannot read " + rank_path(1).string() + ": its sha256 is " +
+                sha256_file_hex(rank_path(1)) + " but the manifest records " +
+                manifest_.files[1].sha256 +
+                ": the file is corrupted: restore it or use another step");
+}
+
+TEST_F(CheckpointBadInput, MissingRankFile) {
+  std::filesystem::remove(rank_path(2));
+  EXPECT_EQ(read_error(rank_path(2)),
+            "cannot read " + rank_path(2).string() +
+                ": the file is missing (the manifest lists it): restore it or use another step");
+}
+
+TEST_F(CheckpointBadInput, TruncatedRankFile) {
+  auto bytes = test::file_bytes(rank_path(0));
+  const std::size_t full = bytes.size();
+  bytes.resize(full - 100);
+  test::write_file(rank_path(0), bytes);
+  EXPECT_EQ(read_error(rank_path(0)),
+            fmt::format("cannot read {}: it is {} bytes but the manifest records {}: the file is "
+                        "truncated or was replaced: restore it or use another step",
+                        rank_path(0).string(), full - 100, full));
+}
+
+// A rank file from another layout whose size and sha256 the manifest was made to match: only the
+// shape check can tell.
+TEST_F(CheckpointBadInput, TensorShapesDisagreeWithTheManifest) {
+  const auto layout5 = test::mlp_layout(kSmall, 5);
+  const FileEntry entry =
+      write_rank_file(dir_.path() / "other", 0, layout5, test::filled_shards(layout5, 0, 5));
+  std::filesystem::copy_file(dir_.path() / "other" / entry.name, rank_path(0),
+                             std::filesystem::copy_options::overwrite_existing);
+  edit_manifest([&](nlohmann::json& json) {
+    json["files"][0]["bytes"] = entry.size_bytes;
+    json["files"][0]["sha256"] = entry.sha256;
+  });
+  EXPECT_THAT(read_error(rank_path(0)),
+              HasSubstr(": tensor \"layers.0.params\" is F32 [64] but the manifest needs F32 "
+                        "[128]: the file belongs to another checkpoint"));
+}
+
+TEST_F(CheckpointBadInput, RankFileMissingATensor) {
+  std::filesystem::remove(rank_path(0));
+  {
+    SafetensorsStreamWriter writer(rank_path(0), {{"layers.0.params", DType::F32, {128}}});
+    const std::vector<float> zeros(128);
+    writer.write_tensor("layers.0.params", std::as_bytes(std::span(zeros)));
+    const std::uint64_t size_bytes = writer.commit();
+    edit_manifest([&](nlohmann::json& json) {
+      json["files"][0]["bytes"] = size_bytes;
+      json["files"][0]["sha256"] = sha256_file_hex(rank_path(0));
+    });
+  }
+  EXPECT_THAT(read_error(rank_path(0)),
+              HasSubstr(": it has no tensor \"layers.0.exp_avg\", which the manifest's unit "
+                        "\"layers.0\" needs"));
+}
+
+TEST_F(CheckpointBadInput, RankFileNotSafetensors) {
+  const auto size_bytes = std::filesystem::file_size(rank_path(2));
+  test::write_file(rank_path(2), std::vector<unsigned char>(size_bytes, 0xff));
+  EXPECT_THAT(read_error(rank_path(2)), HasSubstr("header length"));
+}
+
+TEST_F(CheckpointBadInput, MalformedManifestJson) {
+  const std::string text = "{\"format\": \"zerolab-checkpoint\", \"step\": ";
+  test::write_file(manifest_path(), {text.begin(), text.end()});
+  EXPECT_EQ(read_error(manifest_path()),
+            "cannot read " + manifest_path().string() +
+                ": JSON is malformed near byte 42: the manifest is damaged: restore it or use "
+                "another step");
+}
+
+TEST_F(CheckpointBadInput, ManifestNotAnObject) {
+  test::write_file(manifest_path(), {'[', ']'});
+  EXPECT_THAT(read_error(manifest_path()), HasSubstr(": the manifest is not a JSON object"));
+}
+
+TEST_F(CheckpointBadInput, ManifestMissingKeys) {
+  EXPECT_EQ(manifest_error([](auto& json) { json.erase("world"); }),
+            "cannot read " + manifest_path().string() +
+                ": key \"world\" is missing: the manifest is damaged: restore it or use another "
+                "step");
+  EXPECT_THAT(manifest_error([](auto& json) { json["units"][1]["params"][0].erase("shape"); }),
+              HasSubstr(": key \"units[1].params[0].shape\" is missing"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["adamw"].erase("eps"); }),
+              HasSubstr(": key \"adamw.eps\" is missing"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["files"][2].erase("sha256"); }),
+              HasSubstr(": key \"files[2].sha256\" is missing"));
+  EXPECT_THAT(manifest_error([](auto& json) { json.erase("data"); }),
+              HasSubstr(": key \"data\" is missing"));
+}
+
+TEST_F(CheckpointBadInput, ManifestWrongTypes) {
+  EXPECT_THAT(manifest_error([](auto& json) { json["world"] = "3"; }),
+              HasSubstr(": key \"world\" is not an integer"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["adamw"]["lr"] = true; }),
+              HasSubstr(": key \"adamw.lr\" is not a number"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["units"] = nlohmann::json::object(); }),
+              HasSubstr(": key \"units\" is not an array"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["units"][0]["params"][1]["shape"] = {"37"}; }),
+              HasSubstr(": key \"units[0].params[1].shape[0]\" is not an integer"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["model"] = 3; }),
+              HasSubstr(": key \"model\" is not an object"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["files"][0]["bytes"] = -1; }),
+              HasSubstr(": key \"files[0].bytes\" is not a non-negative integer"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["stage"] = 4; }),
+              HasSubstr(": key \"stage\" is 4, outside [0, 3]"));
+}
+
+TEST_F(CheckpointBadInput, ManifestInconsistentWithItself) {
+  EXPECT_THAT(manifest_error([](auto& json) { json["units"][1]["shard_elems"] = 500; }),
+              HasSubstr(": unit \"layers.1\" has padded_elems 1536 and shard_elems 500, but world "
+                        "3 pads 1406 elements to 1536: the manifest is damaged"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["units"][0]["params"][1]["offset_elems"] = 0; }),
+              HasSubstr(": parameter \"layers.0.bias\" starts at element 0, not 185"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["world"] = 4; }), HasSubstr("but world 4 pads"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["files"].erase(2); }),
+              HasSubstr(": it lists 2 files for world 3"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["files"][1]["sha256"] = "abc"; }),
+              HasSubstr(": sha256 of rank-1.safetensors is \"abc\", not 64 lowercase hex digits"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["data"]["next_sample"] = 5; }),
+              HasSubstr(": data.next_sample is 5 but step * world * micro_batch is 84"));
+}
+
+TEST_F(CheckpointBadInput, ManifestOfAnotherFormatOrVersion) {
+  EXPECT_THAT(manifest_error([](auto& json) { json["format"] = "deepspeed"; }),
+              HasSubstr(": format is \"deepspeed\", not \"zerolab-checkpoint\""));
+  EXPECT_THAT(manifest_error([](auto& json) { json["format_version"] = 2; }),
+              HasSubstr(": format_version 2 is not 1, the one this zerolab reads"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["model"]["kind"] = "gpt2"; }),
+              HasSubstr(": model kind \"gpt2\" is not one this zerolab reads (mlp)"));
+}
+
+TEST_F(CheckpointBadInput, LatestPointsNowhere) {
+  const auto latest = dir_.path() / "latest";
+  const auto set_latest = [&](const std::string& text) {
+    test::write_file(latest, {text.begin(), text.end()});
+  };
+  set_latest("step-00000099\n");
+  EXPECT_EQ(read_error(latest), "cannot read " + latest.string() +
+                                    ": it names step-00000099, but " +
+                                    (dir_.path() / "step-00000099" / "manifest.json").string() +
+                                    " does not exist: point latest at a complete step-* directory");
+  set_latest("");
+  EXPECT_THAT(read_error(latest), HasSubstr(": it holds \"\", not the name of a step directory"));
+  set_latest("../elsewhere\n");
+  EXPECT_THAT(read_error(latest), HasSubstr(": it holds \"../elsewhere\""));
+}
+
+TEST(CheckpointNotThere, DirectoryMissingOrNotACheckpoint) {
+  test::TempDir dir;
+  const auto missing = dir.path() / "absent";
+  EXPECT_EQ(test::error_of([&] { read_manifest(missing); }),
+            "cannot read checkpoint " + missing.string() + ": no such directory: check the path");
+  EXPECT_EQ(test::error_of([&] { read_manifest(dir.path()); }),
+            "cannot read checkpoint " + dir.path().string() +
+                ": it has neither a latest file nor a manifest.json: pass a checkpoint directory "
+                "or one of its step-* directories");
+}
+
+}  // namespace
+}  // namespace zl
