@@ -5,6 +5,7 @@
 #include "ckpt/consolidate.hpp"
 
 #include <gmock/gmock.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -97,9 +98,9 @@ TEST(Consolidate, SameBytesFromAnyWorld) {
   test::TempDir dir;
   std::vector<std::vector<unsigned char>> outputs;
   for (const int world : {1, 3, 5}) {
-    const auto ckpt = dir.path() / ("w" + std::to_string(world));
+    const auto ckpt = dir.path() / fmt::format("w{}", world);
     test::save_filled(ckpt, kSmall, world, 7);
-    const auto out = dir.path() / ("w" + std::to_string(world) + ".safetensors");
+    const auto out = dir.path() / fmt::format("w{}.safetensors", world);
     consolidate(ckpt, out, true);
     outputs.push_back(test::file_bytes(out));
   }
