@@ -63,11 +63,24 @@ void Rendezvous::mark_returned(int rank) {
   changed_.notify_all();
 }
 
+void Rendezvous::note_fault(int rank, std::string message) {
+  const std::lock_guard lock(mutex_);
+  if (!injected_) injected_ = fmt::format("rank {}: {}", rank, message);
+}
+
+void Rendezvous::sleep_unless_failed(std::chrono::milliseconds duration) {
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, duration, [this] { return any_failed(); });
+}
+
 std::optional<std::string> Rendezvous::root_cause() const {
   const std::lock_guard lock(mutex_);
   const int rank = first_failed(-1);
   if (rank < 0) return std::nullopt;
-  return fmt::format("rank {}: {}", rank, ranks_[static_cast<std::size_t>(rank)].message);
+  std::string cause =
+      fmt::format("rank {}: {}", rank, ranks_[static_cast<std::size_t>(rank)].message);
+  if (injected_) cause = fmt::format("{}; then {}", *injected_, cause);
+  return cause;
 }
 
 Rendezvous::Slot& Rendezvous::slot(std::int64_t call_number) {

@@ -38,9 +38,21 @@ class Rendezvous {
   /// Records that `rank`'s body returned.
   void mark_returned(int rank);
 
+  /// Records that a fault was injected into `rank` as `message`, so the root cause can lead with
+  /// it (the first note is kept). Faults that throw need no note: their error is the cause.
+  void note_fault(int rank, std::string message);
+
+  /// Sleeps for `duration`, or until any rank fails: a rank injected to be slow stops sleeping
+  /// once the others have given up on it, as a launcher kills the stragglers of a failed job.
+  void sleep_unless_failed(std::chrono::milliseconds duration);
+
+  /// The timeout that bounds every wait().
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
   /// "rank R: <message>" for the first rank that failed by itself (a mismatch, a timeout, an
   /// early return it waited for, or its own exception) rather than because another rank
-  /// failed; nullopt if no rank failed.
+  /// failed; nullopt if no rank failed. After an injected fault it reads
+  /// "rank F: <fault>; then rank R: <message>".
   std::optional<std::string> root_cause() const;
 
  private:
@@ -87,6 +99,7 @@ class Rendezvous {
   std::vector<RankState> ranks_;
   std::map<std::int64_t, Slot> slots_;
   std::int64_t failures_ = 0;
+  std::optional<std::string> injected_;  // "rank F: <fault>" of the first note_fault()
 };
 
 }  // namespace zl

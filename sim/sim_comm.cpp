@@ -1,5 +1,8 @@
-// sim_comm.cpp — SimComm: argument checks, then post, wait and record the ring volume.
+// sim_comm.cpp — SimComm: call counts and injected faults, argument checks, then post, wait and
+// record the ring volume.
 #include "sim_comm.hpp"
+
+#include <fmt/format.h>
 
 #include "comm/traffic_ledger.hpp"
 #include "core/error.hpp"
@@ -24,8 +27,12 @@ void check_arguments(const CallDesc& call, int world) {
 
 }  // namespace
 
-SimComm::SimComm(int rank, int world, Rendezvous& rendezvous)
-    : rank_(rank), world_(world), rendezvous_(rendezvous) {}
+SimComm::SimComm(int rank, int world, Rendezvous& rendezvous, const std::vector<FaultSpec>& faults)
+    : rank_(rank), world_(world), rendezvous_(rendezvous) {
+  for (const auto& fault : faults) {
+    if (fault.rank == rank) faults_.push_back(fault);
+  }
+}
 
 void SimComm::all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op) {
   run_blocking({.kind = CollectiveKind::AllReduce,
@@ -67,9 +74,46 @@ void SimComm::barrier() {
   run_blocking({.kind = CollectiveKind::Barrier});
 }
 
+std::optional<std::string> SimComm::unfired_fault() const {
+  for (const auto& fault : faults_) {
+    const std::int64_t made = calls_of_kind_[static_cast<std::size_t>(fault.collective)];
+    if (made >= fault.nth) continue;
+    return fmt::format("rank {}: fault {} never fired: the rank made {} {} calls", rank_,
+                       to_string(fault), made, collective_name(fault.collective));
+  }
+  return std::nullopt;
+}
+
+bool SimComm::inject(const FaultSpec& fault, const CallDesc& call, std::int64_t nth) {
+  const std::string where = fmt::format("injected fault at {} #{} (call #{})",
+                                        collective_name(call.kind), nth, calls_posted_ + 1);
+  switch (fault.kind) {
+    case FaultKind::Throw:
+      throw Error(where);
+    case FaultKind::Skip:
+      rendezvous_.note_fault(rank_, where + ": skipped the call");
+      return false;
+    case FaultKind::Slow: {
+      // Twice the timeout, so the others surely give up first, whatever their lead.
+      const auto late = 2 * rendezvous_.timeout();
+      rendezvous_.note_fault(
+          rank_, fmt::format("{}: held back for twice the {} ms collective timeout", where,
+                             rendezvous_.timeout().count()));
+      rendezvous_.sleep_unless_failed(late);
+      return true;
+    }
+  }
+  return true;
+}
+
 void SimComm::run_blocking(const CallDesc& call) {
+  const std::int64_t nth = ++calls_of_kind_[static_cast<std::size_t>(call.kind)];
+  for (const auto& fault : faults_) {
+    if (fault.collective == call.kind && fault.nth == nth && !inject(fault, call, nth)) return;
+  }
   check_arguments(call, world_);
-  rendezvous_.wait(rank_, rendezvous_.post(rank_, call));
+  calls_posted_ = rendezvous_.post(rank_, call);
+  rendezvous_.wait(rank_, calls_posted_);
   const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(call.dtype));
   traffic_.record(call.kind, ring_volume(call.kind, ring_buffer_elems(call, world_), elem_bytes,
                                          rank_, world_, call.root));

@@ -35,13 +35,14 @@ SimWorld::SimWorld(int world, SimOptions options)
   ZL_CHECK(world >= 1, "world size {} is invalid: use 1 or more ranks", world);
   ZL_CHECK(options.timeout.count() > 0, "sim timeout of {} ms is invalid: use a positive timeout",
            options.timeout.count());
+  validate_faults(options.faults, world);
 }
 
 void SimWorld::run(const std::function<void(Comm&)>& body) {
   Rendezvous rendezvous(world_, options_.timeout);
   std::vector<std::unique_ptr<SimComm>> comms;
   for (int r = 0; r < world_; ++r) {
-    comms.push_back(std::make_unique<SimComm>(r, world_, rendezvous));
+    comms.push_back(std::make_unique<SimComm>(r, world_, rendezvous, options_.faults));
   }
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(world_));
@@ -62,6 +63,9 @@ void SimWorld::run(const std::function<void(Comm&)>& body) {
     traffic_[static_cast<std::size_t>(r)] = comms[static_cast<std::size_t>(r)]->traffic();
   }
   if (auto cause = rendezvous.root_cause()) throw Error(*cause);
+  for (const auto& comm : comms) {
+    if (auto unfired = comm->unfired_fault()) throw Error(*unfired);
+  }
 }
 
 }  // namespace zl

@@ -11,6 +11,7 @@
 
 #include "comm/comm.hpp"
 #include "comm/traffic_ledger.hpp"
+#include "fault_injection.hpp"
 
 namespace zl {
 
@@ -18,18 +19,24 @@ namespace zl {
 struct SimOptions {
   /// Longest a rank waits in one collective for the others before failing with an error.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  /// Faults injected into the ranks' collective calls (see fault_injection.hpp).
+  std::vector<FaultSpec> faults{};
 };
 
 /// A world of `size()` simulated ranks.
 class SimWorld {
  public:
-  /// Throws zl::Error if world < 1.
+  /// Throws zl::Error if world < 1, the timeout is not positive or a fault does not fit the world
+  /// (validate_faults()).
   explicit SimWorld(int world, SimOptions options = {});
   int size() const { return world_; }
 
   /// Runs `body(comm)` once per rank, each on its own thread, and returns when all are done.
   /// If any rank fails, throws zl::Error whose message names the first failing rank and its
-  /// error ("rank 2: ..."); the other ranks' pending collectives fail instead of hanging.
+  /// error ("rank 2: ..."); the other ranks' pending collectives fail instead of hanging. Every
+  /// thread has been joined when it returns or throws. An injected fault leads the message
+  /// ("rank 2: injected fault at all_gather #5 (call #17)..."); one whose call never came is an
+  /// error too.
   void run(const std::function<void(Comm&)>& body);
 
   /// Traffic ledger of rank `rank` after the last run().

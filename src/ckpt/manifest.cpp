@@ -115,6 +115,7 @@ Json run_json(const Manifest& manifest) {
                    {"eps", manifest.adamw.eps},
                    {"weight_decay", manifest.adamw.weight_decay}};
   json["data"] = {{"next_sample", next_sample(manifest)}};
+  json["adam_updates"] = manifest.adam_updates;
   return json;
 }
 
@@ -218,6 +219,7 @@ Manifest parse_manifest(std::string_view text, std::string_view shown) {
   manifest.mlp.classes = read.integer(read.member(model, "classes"), 1);
   manifest.seed = read.unsigned_integer(read.member(root, "seed"));
   manifest.micro_batch = read.integer(read.member(root, "micro_batch"), 1);
+  manifest.adam_updates = read.integer(read.member(root, "adam_updates"), 0, manifest.step);
   const Field adamw = read.member(root, "adamw");
   manifest.adamw.lr = read.number(read.member(adamw, "lr"));
   manifest.adamw.beta1 = read.number(read.member(adamw, "beta1"));

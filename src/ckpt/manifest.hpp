@@ -35,6 +35,7 @@ struct FileEntry {
 struct Manifest {
   int format_version = kCheckpointFormatVersion;
   std::int64_t step = 0;  ///< completed optimizer steps
+  std::int64_t adam_updates = 0;  ///< AdamW updates applied (fewer than step if steps were skipped)
   int stage = 0;          ///< ZeRO stage that wrote it (0 is DDP); any stage and world can load it
   int world = 1;          ///< ranks that wrote it, one file each
   std::string model_kind = "mlp";

@@ -114,6 +114,7 @@ ShardState load_rank_shards(const Manifest& manifest, const std::vector<UnitLayo
   check_same_model(manifest, new_layout);
   const ShardReader reader(manifest);
   ShardState state;
+  state.adam_updates = manifest.adam_updates;
   for (std::size_t u = 0; u < new_layout.size(); ++u) {
     const ShardRange range = shard_of(new_layout[u], new_rank, new_world);
     ZL_CHECK(range.size() == new_layout[u].shard_elems,

@@ -109,6 +109,10 @@ Json parse_header(const std::string& shown, const std::string& text) {
         "cannot read {}: header JSON is malformed near byte {}: the file is corrupted or not "
         "safetensors",
         shown, error.byte);
+  } catch (const Json::out_of_range&) {  // a number beyond every C++ type, e.g. 1e400
+    fail("cannot read {}: header JSON has a number out of range: the file is corrupted or not "
+         "safetensors",
+         shown);
   }
   ZL_CHECK(duplicate.empty(),
            "cannot read {}: tensor {:?} appears twice in the header: the file is corrupted", shown,

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,10 +38,20 @@ std::vector<TensorRecord> param_tensors(const std::vector<UnitLayout>& layout,
   return tensors;
 }
 
+// Six decimals; NaN as "nan" whatever its sign bit.
+std::string six_decimals(double value) {
+  return std::isnan(value) ? "nan" : fmt::format("{:.6f}", value);
+}
+
 void print_step(const StepRecord& record, std::int64_t steps) {
-  fmt::print("step {:>5}/{}  loss {:.6f}  grad_norm {:.6f}  {:.2f} ms\n", record.step + 1, steps,
-             record.loss, record.grad_norm, record.step_ms);
+  fmt::print("step {:>5}/{}  loss {}  grad_norm {}  {:.2f} ms{}\n", record.step + 1, steps,
+             six_decimals(record.loss), six_decimals(record.grad_norm), record.step_ms,
+             record.skipped ? "  skipped: gradient norm not finite" : "");
   std::fflush(stdout);
+}
+
+std::int64_t skipped_steps(const TrainResult& result) {
+  return std::ranges::count_if(result.steps, [](const StepRecord& r) { return r.skipped; });
 }
 
 std::int64_t total_calls(const TrafficLedger& traffic) {
@@ -108,59 +121,109 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
           {"ranks", ranks}};
 }
 
+// A JSON number, or null for NaN and infinities (which JSON cannot hold).
+std::string json_number(double value) {
+  return std::isfinite(value) ? fmt::format("{}", value) : "null";
+}
+
 std::string metrics_lines(const TrainResult& result) {
   std::string lines;
   for (const auto& record : result.steps) {
-    lines += fmt::format(R"({{"step": {}, "loss": {}, "grad_norm": {}, "step_ms": {:.3f}}})" "\n",
-                         record.step + 1, record.loss, record.grad_norm, record.step_ms);
+    lines += fmt::format(
+        R"({{"step": {}, "loss": {}, "grad_norm": {}, "step_ms": {:.3f}, "skipped": {}}})"
+        "\n",
+        record.step + 1, std::isfinite(record.loss) ? fmt::format("{}", record.loss) : "null",
+        json_number(record.grad_norm), record.step_ms, record.skipped);
   }
   return lines;
 }
 
 }  // namespace
 
-CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
-  auto* cmd = app.add_subcommand("train", "Train a model with an engine on the sim backend");
-  auto config = std::make_shared<TrainConfig>();
-  auto outputs = std::make_shared<TrainOutputs>();
-  auto model = std::make_shared<std::string>("mlp");
-  auto backend = std::make_shared<std::string>("sim");
-  cmd->add_option("--model", *model, "Model to train")->check(CLI::IsMember({"mlp"}))->capture_default_str();
-  cmd->add_option("--layers", config->mlp.layers, "Linear layers of the MLP")->capture_default_str();
-  cmd->add_option("--width", config->mlp.width, "Hidden width of the MLP")->capture_default_str();
-  cmd->add_option("--in", config->mlp.in, "Input features")->capture_default_str();
-  cmd->add_option("--classes", config->mlp.classes, "Output classes")->capture_default_str();
-  auto* engine = cmd->add_option("--engine", config->engine, "reference | ddp | zero1 | zero2 | zero3")
+void add_train_flags(CLI::App& cmd, TrainArgs& args) {
+  TrainConfig& config = args.config;
+  TrainOutputs& outputs = args.outputs;
+  cmd.add_option("--model", args.model, "Model to train")->check(CLI::IsMember({"mlp"}))->capture_default_str();
+  cmd.add_option("--layers", config.mlp.layers, "Linear layers of the MLP")->capture_default_str();
+  cmd.add_option("--width", config.mlp.width, "Hidden width of the MLP")->capture_default_str();
+  cmd.add_option("--in", config.mlp.in, "Input features")->capture_default_str();
+  cmd.add_option("--classes", config.mlp.classes, "Output classes")->capture_default_str();
+  auto* engine = cmd.add_option("--engine", config.engine, "reference | ddp | zero1 | zero2 | zero3")
                      ->transform(CLI::CheckedTransformer(kEngineNames, CLI::ignore_case))
                      ->default_str("ddp");
-  cmd->add_option_function<int>(
-         "--stage", [config](int stage) { config->engine = engine_of_stage(stage); },
+  cmd.add_option_function<int>(
+         "--stage", [&config](int stage) { config.engine = engine_of_stage(stage); },
          "ZeRO stage: 0 (DDP), 1, 2 or 3 (same choice as --engine)")
       ->excludes(engine);
-  cmd->add_option("--backend", *backend, "Collective backend")->check(CLI::IsMember({"sim"}))
+  cmd.add_option("--backend", args.backend, "Collective backend")->check(CLI::IsMember({"sim"}))
       ->capture_default_str();
-  cmd->add_option("--world", config->world, "Number of ranks W")->capture_default_str();
-  cmd->add_option("--steps", config->steps, "Optimizer steps")->capture_default_str();
-  cmd->add_option("--micro-batch", config->micro_batch, "Rows per rank per step")->capture_default_str();
-  cmd->add_option("--lr", config->adamw.lr, "AdamW learning rate")->capture_default_str();
-  cmd->add_option("--weight-decay", config->adamw.weight_decay, "AdamW decoupled weight decay")
+  cmd.add_option("--world", config.world, "Number of ranks W")->capture_default_str();
+  cmd.add_option("--steps", config.steps, "Optimizer steps")->capture_default_str();
+  cmd.add_option("--micro-batch", config.micro_batch, "Rows per rank per step")->capture_default_str();
+  cmd.add_option("--lr", config.adamw.lr, "AdamW learning rate")->capture_default_str();
+  cmd.add_option("--weight-decay", config.adamw.weight_decay, "AdamW decoupled weight decay")
       ->capture_default_str();
-  cmd->add_option("--beta1", config->adamw.beta1, "AdamW beta1")->capture_default_str();
-  cmd->add_option("--beta2", config->adamw.beta2, "AdamW beta2")->capture_default_str();
-  cmd->add_option("--eps", config->adamw.eps, "AdamW eps")->capture_default_str();
-  cmd->add_option("--seed", config->seed, "Seed of parameter init and data")->capture_default_str();
-  cmd->add_option("--metrics", outputs->metrics, "Write one JSON line per step to this file");
-  cmd->add_option("--summary", outputs->summary, "Write both ledgers of every rank as JSON");
-  cmd->add_option("--save-init", outputs->save_init, "Write the initial parameters (fp32 safetensors)");
-  cmd->add_option("--save-final", outputs->save_final, "Write the final parameters (fp32 safetensors)");
-  cmd->add_option("--save-data", outputs->save_data, "Write the samples used (safetensors x, y)");
-  cmd->add_flag("--quiet", outputs->quiet, "Print no per-step lines");
-  cmd->callback([&run, config, outputs] { run = [config, outputs] { return run_train(*config, *outputs); }; });
+  cmd.add_option("--beta1", config.adamw.beta1, "AdamW beta1")->capture_default_str();
+  cmd.add_option("--beta2", config.adamw.beta2, "AdamW beta2")->capture_default_str();
+  cmd.add_option("--eps", config.adamw.eps, "AdamW eps")->capture_default_str();
+  cmd.add_option("--seed", config.seed, "Seed of parameter init and data")->capture_default_str();
+  cmd.add_flag_callback(
+      "--skip-nonfinite", [&config] { config.nonfinite = NonFinitePolicy::Skip; },
+      "Skip the update of a step whose gradient norm is NaN or infinite (on every rank; Adam's "
+      "step count does not advance) instead of stopping");
+  cmd.add_option_function<std::int64_t>(
+         "--collective-timeout-ms",
+         [&config](std::int64_t ms) { config.collective_timeout = std::chrono::milliseconds(ms); },
+         "Longest a simulated rank waits in one collective before the run fails")
+      ->default_str(std::to_string(config.collective_timeout.count()));
+  cmd.add_option_function<std::vector<std::string>>(
+         "--inject-fault",
+         [&config](const std::vector<std::string>& specs) {
+           for (const auto& spec : specs) {
+             config.faults.push_back(parse_fault_spec(spec, "--inject-fault"));
+           }
+         },
+         "Inject a fault into a simulated rank's collective calls (repeatable); kinds: throw, skip "
+         "(the rank leaves the call out), slow (it arrives after the timeout)")
+      ->type_name(std::string(kFaultSpecForm));
+  cmd.add_option("--metrics", outputs.metrics, "Write one JSON line per step to this file");
+  cmd.add_option("--summary", outputs.summary, "Write both ledgers of every rank as JSON");
+  cmd.add_option("--save-init", outputs.save_init, "Write the initial parameters (fp32 safetensors)");
+  cmd.add_option("--save-final", outputs.save_final, "Write the final parameters (fp32 safetensors)");
+  cmd.add_option("--save-data", outputs.save_data, "Write the samples used (safetensors x, y)");
+  cmd.add_flag("--quiet", outputs.quiet, "Print no per-step lines");
+  cmd.add_option("--checkpoint-dir", args.checkpoints.dir,
+                 "Save sharded checkpoints here (DIR/step-N/rank-R.safetensors, manifest.json, DIR/latest)");
+  cmd.add_option("--checkpoint-every", args.checkpoints.every_steps,
+                 "Save after every K steps (the last step is always saved)");
+  cmd.add_option("--resume", args.checkpoints.resume,
+                 "Continue from a checkpoint (any stage, any world); --steps stays the run's total");
+}
+
+CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
+  auto* cmd = app.add_subcommand("train", "Train a model with an engine on the sim backend");
+  auto args = std::make_shared<TrainArgs>();  // kept alive by the callback, which cmd owns
+  add_train_flags(*cmd, *args);
+  cmd->callback([&run, args] {
+    run = [args] { return run_train(args->config, args->outputs, args->checkpoints); };
+  });
   return cmd;
 }
 
-int run_train(const TrainConfig& config_in, const TrainOutputs& outputs) {
+TrainArgs parse_train_args(const std::vector<std::string>& args) {
+  TrainArgs parsed;
+  CLI::App app{"zerolab train"};
+  add_train_flags(app, parsed);
+  app.parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 takes them reversed
+  return parsed;
+}
+
+int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
+              const CheckpointPlan& checkpoints) {
   validate(config_in);
+  if (!checkpoints.dir.empty() && !std::filesystem::is_directory(checkpoints.dir)) {
+    check_writable(checkpoints.dir, "--checkpoint-dir");  // its parent must exist
+  }
   const std::pair<const std::filesystem::path*, std::string_view> files[] = {
       {&outputs.metrics, "--metrics"},
       {&outputs.summary, "--summary"},
@@ -173,11 +236,19 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs) {
   TrainConfig config = config_in;
   config.record_data = !outputs.save_data.empty();
 
-  const TrainResult result = train(config, [&](const StepRecord& record) {
-    if (!outputs.quiet) print_step(record, config.steps);
-  });
+  const TrainResult result = train(
+      config,
+      [&](const StepRecord& record) {
+        if (!outputs.quiet) print_step(record, config.steps);
+      },
+      {}, checkpoints);
   print_summary(config, result);
-  fmt::print("loss {:.6f} -> {:.6f}\n", result.steps.front().loss, result.steps.back().loss);
+  fmt::print("loss {} -> {}\n", six_decimals(result.steps.front().loss),
+             six_decimals(result.steps.back().loss));
+  if (const std::int64_t skipped = skipped_steps(result); skipped > 0) {
+    fmt::print("skipped {} of {} steps: gradient norm not finite (--skip-nonfinite)\n", skipped,
+               config.steps);
+  }
 
   if (!outputs.metrics.empty()) write_file_atomically(outputs.metrics, metrics_lines(result));
   if (!outputs.summary.empty()) {

@@ -32,10 +32,14 @@ class DdpEngine final : public Engine {
     const float loss = forward_backward(model_, batch, layout_, params_, grads_, options_, device_);
     // 3. reduce: every rank gets the mean gradient
     reduce_grads();
-    // 4. update the whole model, identically everywhere
-    adamw_units(spans_of(params_), spans_of(grads_), adam_, options_.adamw, step + 1);
-    notify(options_, device_, "update");
-    return {.loss = loss, .grad_norm = grad_norm_of(grads_)};
+    const double grad_norm = grad_norm_of(grads_);
+    // 4. update the whole model, identically everywhere (unless the norm is not finite)
+    const bool update = should_update(grad_norm, step, options_);
+    if (update) {
+      adamw_units(spans_of(params_), spans_of(grads_), adam_, options_.adamw);
+      notify(options_, device_, "update");
+    }
+    return {.loss = loss, .grad_norm = grad_norm, .skipped = !update};
   }
 
   ModelState full_state() override { return model_state(layout_, params_, adam_); }
@@ -44,13 +48,14 @@ class DdpEngine final : public Engine {
     const int rank = comm_.rank(), world = comm_.size();
     return {copy_shards(own_shards(params_, layout_, rank, world)),
             copy_shards(own_shards(adam_.exp_avg, layout_, rank, world)),
-            copy_shards(own_shards(adam_.exp_avg_sq, layout_, rank, world))};
+            copy_shards(own_shards(adam_.exp_avg_sq, layout_, rank, world)), adam_.updates};
   }
 
   void load_shard_state(const ShardState& state) override {
     load_full_from_shards(comm_, params_, layout_, state.params);
     load_full_from_shards(comm_, adam_.exp_avg, layout_, state.exp_avg);
     load_full_from_shards(comm_, adam_.exp_avg_sq, layout_, state.exp_avg_sq);
+    adam_.updates = state.adam_updates;
   }
 
  private:

@@ -1,9 +1,17 @@
 // engine.cpp — engine names, stage numbers and the factory of distributed engines.
 #include "engines/engine.hpp"
 
+#include <cmath>
+
 #include "core/error.hpp"
 
 namespace zl {
+
+NonFiniteError::NonFiniteError(std::int64_t step, double grad_norm)
+    : Error(fmt::format("step {}: gradient norm is {}: lower --lr or check the data; "
+                        "--skip-nonfinite skips such steps",
+                        step + 1, std::isnan(grad_norm) ? "nan" : "inf")),
+      step_(step) {}
 
 std::string_view engine_name(EngineKind kind) {
   switch (kind) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "core/error.hpp"
 #include "model/model.hpp"
 #include "ops/device.hpp"
 #include "optim/adamw.hpp"
@@ -40,12 +41,20 @@ struct EngineEvent {
 /// Called on the rank's own thread at each event, with that rank's memory ledger at that moment.
 using EngineObserver = std::function<void(const EngineEvent&, const MemoryLedger&)>;
 
+/// What a step does when its gradient norm is NaN or infinite. The canonical norm has the same
+/// bits on every rank and in the reference, so all of them decide alike.
+enum class NonFinitePolicy : std::uint8_t {
+  Stop,  ///< throw NonFiniteError before the update (the default)
+  Skip,  ///< skip the update: parameters, Adam moments and Adam's step count stay as they were
+};
+
 /// What every engine needs besides the model, the device and (for the distributed ones) a Comm.
 struct EngineOptions {
   AdamWConfig adamw;
   std::uint64_t seed = 0;   ///< parameter init seed
   BatchFn batch;            ///< data source
   EngineObserver observer;  ///< optional narration hook (lessons); never changes results
+  NonFinitePolicy nonfinite = NonFinitePolicy::Stop;  ///< steps with a NaN or infinite norm
 };
 
 /// What one optimizer step reports.
@@ -55,6 +64,22 @@ struct StepStats {
   float loss = 0.0f;
   /// Canonical L2 norm of the averaged gradients (optim/grad_norm.hpp); the same on every rank.
   double grad_norm = 0.0;
+  /// True when the norm was not finite and NonFinitePolicy::Skip skipped the update.
+  bool skipped = false;
+};
+
+/// Thrown by step() under NonFinitePolicy::Stop, on every rank at the same step, before anything
+/// is updated: "step 7: gradient norm is nan: lower --lr or check the data; --skip-nonfinite
+/// skips such steps" (steps counted from 1, as the progress lines show them).
+class NonFiniteError : public Error {
+ public:
+  /// `step` is 0-based, as Engine::step() takes it.
+  NonFiniteError(std::int64_t step, double grad_norm);
+  /// The 0-based step.
+  std::int64_t step() const { return step_; }
+
+ private:
+  std::int64_t step_;
 };
 
 /// Full, unpadded model state, one flat vector per unit (parameters back to back, as in UnitSpec).
@@ -70,6 +95,9 @@ struct ShardState {
   std::vector<std::vector<float>> params;
   std::vector<std::vector<float>> exp_avg;
   std::vector<std::vector<float>> exp_avg_sq;
+  /// AdamW updates applied so far (the same on every rank): bias correction counts these, not
+  /// steps, since a step skipped for a non-finite norm does not count. Checkpoints store it.
+  std::int64_t adam_updates = 0;
 };
 
 /// One rank's engine. step() and full_state() are collective on distributed engines: every rank

@@ -1,7 +1,8 @@
 // reference.cpp — the answer key. One process plays all W ranks. Per step:
 //   1. forward + backward each rank's micro-batch into that rank's own gradient buffers
 //   2. average the W gradients with the collectives' reduction (rank order, then / W)
-//   3. one AdamW over the whole model
+//   3. one AdamW over the whole model (none when the gradient norm is not finite, see
+//      NonFinitePolicy)
 // It shares the kernels, the reduction and the AdamW function with every engine, nothing else.
 #include "comm/reduce.hpp"
 #include "engines/engine.hpp"
@@ -36,8 +37,10 @@ class ReferenceEngine final : public Engine {
                                    rank_grads_[r], options_, device_);
     }
     average_rank_grads();
-    adamw_units(spans_of(params_), spans_of(grads_), adam_, options_.adamw, step + 1);
-    return {.loss = mean_over_ranks(losses), .grad_norm = grad_norm_of(grads_)};
+    const double grad_norm = grad_norm_of(grads_);
+    const bool update = should_update(grad_norm, step, options_);
+    if (update) adamw_units(spans_of(params_), spans_of(grads_), adam_, options_.adamw);
+    return {.loss = mean_over_ranks(losses), .grad_norm = grad_norm, .skipped = !update};
   }
 
   ModelState full_state() override { return model_state(layout_, params_, adam_); }

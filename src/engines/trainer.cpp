@@ -2,7 +2,10 @@
 #include "engines/trainer.hpp"
 
 #include <mutex>
+#include <string>
 
+#include "ckpt/checkpoint.hpp"
+#include "ckpt/reshard.hpp"
 #include "model/data.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "sim_world.hpp"
@@ -19,6 +22,13 @@ void validate(const TrainConfig& config) {
            config.adamw.lr);
   ZL_CHECK(config.adamw.weight_decay >= 0.0, "--weight-decay {} is invalid: use 0 or more",
            config.adamw.weight_decay);
+  ZL_CHECK(config.collective_timeout.count() > 0,
+           "--collective-timeout-ms {} is invalid: use a positive number of milliseconds",
+           config.collective_timeout.count());
+  ZL_CHECK(config.faults.empty() || config.engine != EngineKind::Reference,
+           "--inject-fault needs a distributed engine (--stage 0-3): the reference makes no "
+           "collective calls");
+  validate_faults(config.faults, config.world, "--inject-fault");
 }
 
 namespace {
@@ -27,18 +37,42 @@ ClassificationTask task_of(const TrainConfig& config) {
   return {.features = config.mlp.in, .classes = config.mlp.classes, .seed = config.seed};
 }
 
-// The data source engines see; with record_data it also copies each batch into `used`.
-BatchFn batch_source(const TrainConfig& config, UsedData* used) {
+// Where a run starts: step 0 and sample 0, or a checkpoint's step and next global sample.
+struct StartPoint {
+  std::int64_t step = 0;
+  std::int64_t sample = 0;
+};
+
+// The data source engines see; with record_data it also copies each batch into `used` (rows
+// counted from the start point). Step t >= start.step, rank r uses samples from
+// start.sample + ((t - start.step) W + r) B, so a resumed run continues by global sample index.
+BatchFn batch_source(const TrainConfig& config, StartPoint start, UsedData* used) {
   const ClassificationTask task = task_of(config);
-  return [task, config, used](std::int64_t step, int rank) {
-    const std::int64_t first = first_sample_of(step, rank, config.world, config.micro_batch);
-    Batch batch = task.batch(first, config.micro_batch);
+  return [task, config, start, used](std::int64_t step, int rank) {
+    const std::int64_t row =
+        first_sample_of(step - start.step, rank, config.world, config.micro_batch);
+    Batch batch = task.batch(start.sample + row, config.micro_batch);
     if (used != nullptr) {  // rows of different ranks are disjoint, so threads never overlap
-      std::copy(batch.x.begin(), batch.x.end(), used->x.begin() + first * task.features);
-      std::copy(batch.y.begin(), batch.y.end(), used->y.begin() + first);
+      std::copy(batch.x.begin(), batch.x.end(), used->x.begin() + row * task.features);
+      std::copy(batch.y.begin(), batch.y.end(), used->y.begin() + row);
     }
     return batch;
   };
+}
+
+Manifest manifest_of(const TrainConfig& config, std::int64_t step, std::int64_t adam_updates,
+                     const std::vector<UnitLayout>& layout) {
+  Manifest manifest;
+  manifest.step = step;
+  manifest.adam_updates = adam_updates;
+  manifest.stage = stage_of(config.engine);
+  manifest.world = config.world;
+  manifest.mlp = config.mlp;
+  manifest.seed = config.seed;
+  manifest.micro_batch = config.micro_batch;
+  manifest.adamw = config.adamw;
+  manifest.units = layout;
+  return manifest;
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -60,19 +94,36 @@ std::vector<std::vector<float>> initial_params(const TrainConfig& config) {
 }
 
 TrainResult train(const TrainConfig& config, const StepCallback& on_step,
-                  const RankObserver& observer) {
+                  const RankObserver& observer, const CheckpointPlan& checkpoints) {
   validate(config);
+  const bool saving = !checkpoints.dir.empty();
+  const bool resuming = !checkpoints.resume.empty();
+  ZL_CHECK(!(saving || resuming) || config.engine != EngineKind::Reference,
+           "checkpoints need a distributed engine (--stage 0-3): the reference keeps no shards");
+  ZL_CHECK(checkpoints.every_steps >= 0, "--checkpoint-every {} is invalid: use 1 or more steps",
+           checkpoints.every_steps);
+  // Read and verify the checkpoint once; every rank then loads its own (re-sliced) shards.
+  Manifest resumed;
+  StartPoint start;
+  if (resuming) {
+    resumed = read_manifest(checkpoints.resume);
+    start = {resumed.step, next_sample(resumed)};
+    ZL_CHECK(config.steps > start.step,
+             "{} is at step {}: --steps counts from the run's start, so give more than {}",
+             checkpoints.resume.string(), start.step, start.step);
+  }
   TrainResult result;
   if (config.record_data) {
-    const std::int64_t rows = config.steps * config.world * config.micro_batch;
+    const std::int64_t rows = (config.steps - start.step) * config.world * config.micro_batch;
     result.data.x.resize(static_cast<std::size_t>(rows * config.mlp.in));
     result.data.y.resize(static_cast<std::size_t>(rows));
   }
   const EngineOptions options{
       .adamw = config.adamw,
       .seed = config.seed,
-      .batch = batch_source(config, config.record_data ? &result.data : nullptr),
-      .observer = {}};
+      .batch = batch_source(config, start, config.record_data ? &result.data : nullptr),
+      .observer = {},
+      .nonfinite = config.nonfinite};
   // Each rank's engine reports its events with its rank number.
   auto options_of_rank = [&](int rank) {
     EngineOptions own = options;
@@ -84,14 +135,16 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
     return own;
   };
 
-  // Runs the step loop for one engine; `mean_loss` turns the engine's loss into the logged one.
-  auto run_steps = [&](Engine& engine, bool is_rank0,
-                       const std::function<float(float)>& mean_loss) {
-    for (std::int64_t step = 0; step < config.steps; ++step) {
-      const auto start = std::chrono::steady_clock::now();
+  // Runs the step loop for one engine; `mean_loss` turns the engine's loss into the logged one;
+  // `after_step` gets the number of completed steps.
+  auto run_steps = [&](Engine& engine, bool is_rank0, const std::function<float(float)>& mean_loss,
+                       const std::function<void(std::int64_t)>& after_step) {
+    for (std::int64_t step = start.step; step < config.steps; ++step) {
+      const auto started = std::chrono::steady_clock::now();
       const StepStats stats = engine.step(step);
-      const double step_ms = ms_since(start);
-      const StepRecord record{step, mean_loss(stats.loss), stats.grad_norm, step_ms};
+      const double step_ms = ms_since(started);
+      const StepRecord record{step, mean_loss(stats.loss), stats.grad_norm, step_ms, stats.skipped};
+      after_step(step + 1);
       if (!is_rank0) continue;
       result.steps.push_back(record);
       if (on_step) on_step(record);
@@ -103,30 +156,59 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
     Mlp model(device, config.mlp);
     result.layout = layout_units(model.units(), config.world);
     auto engine = make_reference_engine(model, device, config.world, options_of_rank(0));
-    run_steps(*engine, true, [](float loss) { return loss; });
+    run_steps(*engine, true, [](float loss) { return loss; }, [](std::int64_t) {});
     result.ranks.push_back({0, device.ledger(), TrafficLedger{}});
     result.final_state = engine->full_state();
     return result;
   }
 
-  SimWorld world(config.world, SimOptions{.timeout = config.collective_timeout});
+  SimWorld world(config.world,
+                 SimOptions{.timeout = config.collective_timeout, .faults = config.faults});
   result.ranks.resize(static_cast<std::size_t>(config.world));
+  std::vector<FileEntry> saved(static_cast<std::size_t>(config.world));  // one slot per rank
+  std::string stopped;  // rank 0's NonFiniteError: every rank stops at the same step
   world.run([&](Comm& comm) {
     CpuDevice device;
     Mlp model(device, config.mlp);
+    const std::vector<UnitLayout> layout = layout_units(model.units(), config.world);
     auto engine = make_engine(config.engine, model, device, comm, options_of_rank(comm.rank()));
+    if (resuming) engine->load_shard_state(load_rank_shards(resumed, layout, comm.rank(), config.world));
     const bool is_rank0 = comm.rank() == 0;
-    run_steps(*engine, is_rank0, [&comm](float loss) {
-      comm.all_reduce(&loss, 1, DType::F32, ReduceOp::Avg);  // the logged loss, as nanoGPT does
-      return loss;
-    });
+    // Every rank writes its file; once all have (barrier), rank 0 commits manifest and `latest`.
+    auto save = [&](std::int64_t done) {
+      const bool due = done == config.steps ||
+                       (checkpoints.every_steps > 0 && done % checkpoints.every_steps == 0);
+      if (!saving || !due) return;
+      const ShardState state = engine->shard_state();
+      saved[comm.rank()] = write_rank_file(step_dir(checkpoints.dir, done), comm.rank(), layout, state);
+      comm.barrier();
+      if (is_rank0) {
+        commit_checkpoint(checkpoints.dir, manifest_of(config, done, state.adam_updates, layout), saved);
+      }
+      comm.barrier();
+    };
+    try {
+      run_steps(
+          *engine, is_rank0,
+          [&comm](float loss) {
+            comm.all_reduce(&loss, 1, DType::F32, ReduceOp::Avg);  // the logged loss, as nanoGPT does
+            return loss;
+          },
+          save);
+    } catch (const NonFiniteError& e) {
+      // The norm has the same bits everywhere, so all ranks leave here after the same step; a
+      // rank that did not would leave the others waiting, which the simulator reports.
+      if (is_rank0) stopped = e.what();
+      return;
+    }
     result.ranks[comm.rank()] = {comm.rank(), device.ledger(), comm.traffic()};
     ModelState state = engine->full_state();
     if (is_rank0) {
-      result.layout = layout_units(model.units(), config.world);
+      result.layout = layout;
       result.final_state = std::move(state);
     }
   });
+  if (!stopped.empty()) throw Error(stopped);
   return result;
 }
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "core/memory_ledger.hpp"
 #include "engines/engine.hpp"
 #include "engines/partition.hpp"
+#include "fault_injection.hpp"
 #include "model/mlp.hpp"
 
 namespace zl {
@@ -27,6 +29,9 @@ struct TrainConfig {
   std::uint64_t seed = 0;    ///< parameter init and data
   bool record_data = false;  ///< keep every sample the engines were given (for --save-data)
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(120)};
+  /// Steps whose gradient norm is NaN or infinite stop the run (Stop) or are skipped (Skip).
+  NonFinitePolicy nonfinite = NonFinitePolicy::Stop;
+  std::vector<FaultSpec> faults{};  ///< injected into the simulated ranks (--inject-fault)
 };
 
 /// Throws zl::Error with a one-line message naming the bad setting and what to use instead.
@@ -38,6 +43,7 @@ struct StepRecord {
   float loss = 0.0f;      ///< mean over the W micro-batches
   double grad_norm = 0.0;
   double step_ms = 0.0;  ///< wall time of engine.step() on rank 0
+  bool skipped = false;  ///< the norm was not finite and NonFinitePolicy::Skip skipped the update
 };
 
 /// One rank's measured ledgers at the end of the run.
@@ -57,10 +63,18 @@ struct UsedData {
 /// Everything a run produced.
 struct TrainResult {
   std::vector<UnitLayout> layout;  ///< units laid out for the run's world
-  std::vector<StepRecord> steps;
+  std::vector<StepRecord> steps;   ///< the steps this run made (from the resumed step on)
   ModelState final_state;
   std::vector<RankReport> ranks;  ///< one per rank (one in total for the reference)
   UsedData data;                  ///< filled when config.record_data
+};
+
+/// Sharded checkpoints of a run (src/ckpt/checkpoint.hpp): where to save, how often, and where
+/// to resume from. Checkpoints need a distributed engine (stage 0-3).
+struct CheckpointPlan {
+  std::filesystem::path dir;       ///< save here; empty: never save
+  std::int64_t every_steps = 0;    ///< save after every K steps; the last step is always saved
+  std::filesystem::path resume;    ///< resume from this checkpoint (or step) directory
 };
 
 /// Called on rank 0 after each step.
@@ -69,10 +83,15 @@ using StepCallback = std::function<void(const StepRecord&)>;
 /// Called on rank `rank`'s thread at each engine event (see EngineObserver).
 using RankObserver = std::function<void(int rank, const EngineEvent&, const MemoryLedger&)>;
 
-/// Runs `config` to the end. Throws zl::Error on bad config or a failed rank. The ledgers in the
-/// result are read right after the last step (before the final state is assembled).
+/// Runs `config` to the end. Throws zl::Error on bad config or a failed rank (then every rank's
+/// thread has ended), and at the first step whose gradient norm is not finite unless
+/// config.nonfinite is Skip ("step 7: gradient norm is nan: ...", with no rank: all agree). The
+/// ledgers in the result are read right after the last step (before the final state is assembled).
+/// With `checkpoints.resume`, the run continues from the checkpoint's step (`config.steps` is
+/// the total counted from the run's start): same W, any stage, bitwise as if never interrupted;
+/// another W re-slices every unit and the data continue by global sample index.
 TrainResult train(const TrainConfig& config, const StepCallback& on_step = {},
-                  const RankObserver& observer = {});
+                  const RankObserver& observer = {}, const CheckpointPlan& checkpoints = {});
 
 /// The parameters every engine starts from: unpadded, one vector per unit.
 std::vector<std::vector<float>> initial_params(const TrainConfig& config);

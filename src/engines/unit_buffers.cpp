@@ -2,6 +2,7 @@
 #include "engines/unit_buffers.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "optim/adamw.hpp"
 #include "optim/grad_norm.hpp"
@@ -90,9 +91,15 @@ AdamState alloc_adam(Device& device, const std::vector<UnitLayout>& layout, bool
           alloc_units(device, layout, MemCategory::Optimizer, shard)};
 }
 
+bool should_update(double grad_norm, std::int64_t step, const EngineOptions& options) {
+  if (std::isfinite(grad_norm)) return true;
+  if (options.nonfinite == NonFinitePolicy::Stop) throw NonFiniteError(step, grad_norm);
+  return false;
+}
+
 void adamw_units(const UnitSpans& params, const UnitSpans& grads, AdamState& adam,
-                 const AdamWConfig& config, std::int64_t step) {
-  const AdamWScalars scalars = adamw_scalars(config, step);
+                 const AdamWConfig& config) {
+  const AdamWScalars scalars = adamw_scalars(config, ++adam.updates);
   for (std::size_t u = 0; u < params.size(); ++u) {
     adamw_update(params[u], grads[u], adam.exp_avg[u].as<float>(), adam.exp_avg_sq[u].as<float>(),
                  scalars);

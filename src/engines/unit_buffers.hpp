@@ -53,19 +53,26 @@ double grad_norm_of(const UnitBuffers& grads);
 std::vector<std::vector<float>> unpadded_copy(const std::vector<UnitLayout>& layout,
                                               const UnitBuffers& buffers);
 
-/// Adam's two moments for a set of unit buffers (full or sharded), booked as Optimizer.
+/// Adam's two moments for a set of unit buffers (full or sharded), booked as Optimizer, and the
+/// number of updates applied so far: bias correction uses it, so a skipped step does not count.
 struct AdamState {
   UnitBuffers exp_avg;
   UnitBuffers exp_avg_sq;
+  std::int64_t updates = 0;
 };
 
 /// Zeroed moments shaped like alloc_units(device, layout, ..., shard).
 AdamState alloc_adam(Device& device, const std::vector<UnitLayout>& layout, bool shard = false);
 
-/// AdamW step `step` (1-based) on every unit: params[u] from grads[u] and the moments of unit u.
-/// All spans of unit u have the moments' length.
+/// The one non-finite decision, made from the canonical norm (the same bits on every rank): true
+/// when step `step` (0-based) applies its update. A finite norm updates; a NaN or infinite one
+/// throws NonFiniteError under NonFinitePolicy::Stop and returns false under Skip.
+bool should_update(double grad_norm, std::int64_t step, const EngineOptions& options);
+
+/// AdamW update number adam.updates + 1 (PyTorch's 1-based step t) on every unit: params[u] from
+/// grads[u] and the moments of unit u; then counts it. Spans of unit u have the moments' length.
 void adamw_units(const UnitSpans& params, const UnitSpans& grads, AdamState& adam,
-                 const AdamWConfig& config, std::int64_t step);
+                 const AdamWConfig& config);
 
 /// Unpadded copies of full (unsharded) params and moments.
 ModelState model_state(const std::vector<UnitLayout>& layout, UnitBuffers& params, AdamState& adam);

@@ -40,13 +40,16 @@ class Zero1Engine final : public Engine {
       notify(options_, device_, "reduce_scatter", static_cast<int>(u));
     }
     const double grad_norm = sharded_grad_norm(comm_, device_, layout_, grad_shards);
-    // 4. update the own shard only
-    const UnitSpans param_shards = own_shards(params_, layout_, comm_.rank(), comm_.size());
-    adamw_units(param_shards, grad_shards, adam_, options_.adamw, step + 1);
-    notify(options_, device_, "update");
+    // 4. update the own shard only (unless the norm is not finite: then no rank updates)
+    const bool update = should_update(grad_norm, step, options_);
+    if (update) {
+      const UnitSpans param_shards = own_shards(params_, layout_, comm_.rank(), comm_.size());
+      adamw_units(param_shards, grad_shards, adam_, options_.adamw);
+      notify(options_, device_, "update");
+    }
     // 5. all_gather: every rank's parameters are whole again
     all_gather_params(comm_, params_, layout_, options_, device_);
-    return {.loss = loss, .grad_norm = grad_norm};
+    return {.loss = loss, .grad_norm = grad_norm, .skipped = !update};
   }
 
   ModelState full_state() override {
@@ -55,13 +58,15 @@ class Zero1Engine final : public Engine {
 
   ShardState shard_state() override {
     return {copy_shards(own_shards(params_, layout_, comm_.rank(), comm_.size())),
-            copy_shards(spans_of(adam_.exp_avg)), copy_shards(spans_of(adam_.exp_avg_sq))};
+            copy_shards(spans_of(adam_.exp_avg)), copy_shards(spans_of(adam_.exp_avg_sq)),
+            adam_.updates};
   }
 
   void load_shard_state(const ShardState& state) override {
     load_full_from_shards(comm_, params_, layout_, state.params);
     assign_shards(spans_of(adam_.exp_avg), state.exp_avg);
     assign_shards(spans_of(adam_.exp_avg_sq), state.exp_avg_sq);
+    adam_.updates = state.adam_updates;
   }
 
  private:

@@ -50,10 +50,13 @@ class Zero3Engine final : public Engine {
       notify(options_, device_, "reduce_scatter", u);
     }
     const double grad_norm = sharded_grad_norm(comm_, device_, layout_, spans_of(grad_shards_));
-    // 3. update the own shard; the next step gathers what it needs
-    adamw_units(spans_of(param_shards_), spans_of(grad_shards_), adam_, options_.adamw, step + 1);
-    notify(options_, device_, "update");
-    return {.loss = loss, .grad_norm = grad_norm};
+    // 3. update the own shard (unless the norm is not finite); the next step gathers what it needs
+    const bool update = should_update(grad_norm, step, options_);
+    if (update) {
+      adamw_units(spans_of(param_shards_), spans_of(grad_shards_), adam_, options_.adamw);
+      notify(options_, device_, "update");
+    }
+    return {.loss = loss, .grad_norm = grad_norm, .skipped = !update};
   }
 
   ModelState full_state() override {
@@ -64,13 +67,14 @@ class Zero3Engine final : public Engine {
 
   ShardState shard_state() override {
     return {copy_shards(spans_of(param_shards_)), copy_shards(spans_of(adam_.exp_avg)),
-            copy_shards(spans_of(adam_.exp_avg_sq))};
+            copy_shards(spans_of(adam_.exp_avg_sq)), adam_.updates};
   }
 
   void load_shard_state(const ShardState& state) override {
     assign_shards(spans_of(param_shards_), state.params);
     assign_shards(spans_of(adam_.exp_avg), state.exp_avg);
     assign_shards(spans_of(adam_.exp_avg_sq), state.exp_avg_sq);
+    adam_.updates = state.adam_updates;
   }
 
  private:

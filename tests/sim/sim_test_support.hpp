@@ -1,6 +1,7 @@
 // sim_test_support.hpp — generators and answer keys for the simulator tests: worlds and buffers
-// of every dtype with values of mixed magnitude, typed element access, and the rank-order loops
-// written out here (not by calling reduce_rank_order) so the tests check the sim, not themselves.
+// of every dtype with values of mixed magnitude, typed element access, the rank-order loops
+// written out here (not by calling reduce_rank_order) so the tests check the sim, not themselves,
+// and the process's thread count, to show that no rank's thread outlives a run.
 #pragma once
 
 #include <fmt/format.h>
@@ -12,8 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/comm.hpp"
@@ -205,6 +208,32 @@ double seconds_taken(Body&& body) {
   const auto start = std::chrono::steady_clock::now();
   body();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Threads of this process now, from /proc/self/task.
+inline int thread_count() {
+  int count = 0;
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task"))
+    ++count;
+  return count;
+}
+
+/// The thread count before a run, taken after one run has started any helper thread that a
+/// sanitizer's runtime keeps for the rest of the process.
+inline int baseline_thread_count() {
+  SimWorld(2).run([](Comm& comm) { comm.barrier(); });
+  return thread_count();
+}
+
+/// Waits up to a second for the thread count to come down to `expected` (an exiting thread
+/// leaves /proc/self/task a moment after join() returns) and returns the last count seen.
+inline int settled_thread_count(int expected) {
+  int count = thread_count();
+  for (int i = 0; i < 100 && count > expected; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    count = thread_count();
+  }
+  return count;
 }
 
 /// The message of the zl::Error that `world.run(body)` throws; a test failure if it throws none.

@@ -1,5 +1,14 @@
-# sim_timeouts.cmake — read by CTest after the discovered test_sim tests: 60 s each instead of
-# the suite-wide 600 s, so a simulator hang fails fast. (The tests also bound their own time.)
+# sim_timeouts.cmake — read by CTest after the discovered test_sim and test_faults tests: 60 s each
+# instead of the suite-wide 600 s, so a simulator hang fails fast. (The tests also bound their own
+# time.) The properties of test_faults run whole trainings and get 300 s.
 if(DEFINED test_sim_TESTS)
   set_tests_properties(${test_sim_TESTS} PROPERTIES TIMEOUT 60)
+endif()
+if(DEFINED test_faults_TESTS)
+  set_tests_properties(${test_faults_TESTS} PROPERTIES TIMEOUT 60)
+  foreach(test IN LISTS test_faults_TESTS)
+    if(test MATCHES "prop_")
+      set_tests_properties(${test} PROPERTIES TIMEOUT 300)
+    endif()
+  endforeach()
 endif()
