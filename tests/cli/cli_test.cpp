@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "ckpt/checkpoint.hpp"
 #include "ckpt/safetensors.hpp"
 #include "comm/reduce.hpp"
 #include "engines/partition.hpp"
@@ -31,8 +32,9 @@ class CliTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  static CommandResult zerolab(const std::string& args) {
-    return run_command(std::string(ZL_BINARY) + " " + args);
+  /// Runs the binary with `args`, optionally behind a `prefix` command such as "timeout 1 ".
+  static CommandResult zerolab(const std::string& args, const std::string& prefix = "") {
+    return run_command(prefix + std::string(ZL_BINARY) + " " + args);
   }
 
   // Files in the test directory, for "nothing was left behind".
@@ -226,6 +228,30 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
         << args << " printed: " << run.err;
     EXPECT_TRUE(files().empty()) << args << " left " << files().front();
   }
+}
+
+
+// A run killed at any moment, also while it saves, leaves the last committed checkpoint intact:
+// `latest` names a step whose manifest and rank files all verify, and training resumes from it.
+TEST_F(CliTest, KilledWhileSavingLeavesTheLastCheckpointLoadable) {
+  const std::string train_args =
+      "train --stage 2 --world 4 --layers 4 --width 192 --in 16 --classes 8 --micro-batch 4 --quiet";
+  int checked = 0;
+  for (const double kill_after_s : {0.4, 0.6, 0.8, 1.0, 1.2}) {
+    const fs::path dir = dir_ / fmt::format("ck{}", checked);
+    const auto run = zerolab(fmt::format("{} --steps 100000 --checkpoint-every 1 --checkpoint-dir {}",
+                                         train_args, dir.string()),
+                             fmt::format("timeout -s KILL {} ", kill_after_s));
+    EXPECT_NE(run.exit_code, 0);  // killed
+    if (!fs::exists(dir / "latest")) continue;  // killed before the first commit
+    const Manifest manifest = read_manifest(dir);  // throws if anything does not verify
+    EXPECT_GE(manifest.step, 1);
+    const auto resumed = zerolab(fmt::format("{} --steps {} --resume {}", train_args, manifest.step + 1,
+                                             dir.string()));
+    EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+    ++checked;
+  }
+  EXPECT_GE(checked, 3);  // most kills land after the first save, many during one
 }
 
 }  // namespace
