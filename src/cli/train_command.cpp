@@ -196,6 +196,9 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
                  "Save sharded checkpoints here (DIR/step-N/rank-R.safetensors, manifest.json, DIR/latest)");
   cmd.add_option("--checkpoint-every", args.checkpoints.every_steps,
                  "Save after every K steps (the last step is always saved)");
+  cmd.add_option("--init", config.init_file,
+                 "Start from these parameters (fp32 safetensors with the model's names, e.g. from "
+                 "zerolab consolidate or --save-final)");
   cmd.add_option("--resume", args.checkpoints.resume,
                  "Continue from a checkpoint (any stage, any world); --steps stays the run's total");
 }

@@ -2,11 +2,14 @@
 #include "engines/trainer.hpp"
 
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/reshard.hpp"
+#include "ckpt/safetensors.hpp"
 #include "model/data.hpp"
+#include "model/named_init.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "sim_world.hpp"
 
@@ -82,9 +85,39 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+namespace {
+
+// The tensors of --init, read once for all ranks (empty without --init).
+NamedTensors init_tensors(const TrainConfig& config) {
+  NamedTensors tensors;
+  if (config.init_file.empty()) return tensors;
+  for (const auto& record : read_safetensors(config.init_file)) {
+    tensors[record.name] = {record.shape, to_floats(record)};
+  }
+  return tensors;
+}
+
+// The model one rank trains: the MLP, starting from --init's tensors when there are any.
+class RankModel {
+ public:
+  RankModel(Device& device, const TrainConfig& config, const NamedTensors& init)
+      : mlp_(device, config.mlp) {
+    if (!config.init_file.empty()) from_file_.emplace(mlp_, init, config.init_file.string());
+  }
+  Model& get() { return from_file_ ? static_cast<Model&>(*from_file_) : mlp_; }
+
+ private:
+  Mlp mlp_;
+  std::optional<NamedInitModel> from_file_;
+};
+
+}  // namespace
+
 std::vector<std::vector<float>> initial_params(const TrainConfig& config) {
   CpuDevice device;
-  const Mlp model(device, config.mlp);
+  const NamedTensors init = init_tensors(config);
+  RankModel rank_model(device, config, init);
+  const Model& model = rank_model.get();
   std::vector<std::vector<float>> params;
   for (std::size_t u = 0; u < model.units().size(); ++u) {
     params.emplace_back(static_cast<std::size_t>(model.units()[u].numel()));
@@ -111,6 +144,11 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
     ZL_CHECK(config.steps > start.step,
              "{} is at step {}: --steps counts from the run's start, so give more than {}",
              checkpoints.resume.string(), start.step, start.step);
+  }
+  const NamedTensors init = init_tensors(config);
+  if (!config.init_file.empty()) {  // check the file against the model once, before any rank starts
+    CpuDevice device;
+    RankModel check(device, config, init);
   }
   TrainResult result;
   if (config.record_data) {
@@ -153,10 +191,12 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
 
   if (config.engine == EngineKind::Reference) {
     CpuDevice device;
-    Mlp model(device, config.mlp);
+    RankModel rank_model(device, config, init);
+    Model& model = rank_model.get();
     result.layout = layout_units(model.units(), config.world);
     auto engine = make_reference_engine(model, device, config.world, options_of_rank(0));
-    run_steps(*engine, true, [](float loss) { return loss; }, [](std::int64_t) {});
+    run_steps(
+        *engine, true, [](float loss) { return loss; }, [](std::int64_t) {});
     result.ranks.push_back({0, device.ledger(), TrafficLedger{}});
     result.final_state = engine->full_state();
     return result;
@@ -169,10 +209,12 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
   std::string stopped;  // rank 0's NonFiniteError: every rank stops at the same step
   world.run([&](Comm& comm) {
     CpuDevice device;
-    Mlp model(device, config.mlp);
+    RankModel rank_model(device, config, init);
+    Model& model = rank_model.get();
     const std::vector<UnitLayout> layout = layout_units(model.units(), config.world);
     auto engine = make_engine(config.engine, model, device, comm, options_of_rank(comm.rank()));
-    if (resuming) engine->load_shard_state(load_rank_shards(resumed, layout, comm.rank(), config.world));
+    if (resuming)
+      engine->load_shard_state(load_rank_shards(resumed, layout, comm.rank(), config.world));
     const bool is_rank0 = comm.rank() == 0;
     // Every rank writes its file; once all have (barrier), rank 0 commits manifest and `latest`.
     auto save = [&](std::int64_t done) {
@@ -180,10 +222,12 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
                        (checkpoints.every_steps > 0 && done % checkpoints.every_steps == 0);
       if (!saving || !due) return;
       const ShardState state = engine->shard_state();
-      saved[comm.rank()] = write_rank_file(step_dir(checkpoints.dir, done), comm.rank(), layout, state);
+      saved[comm.rank()] =
+          write_rank_file(step_dir(checkpoints.dir, done), comm.rank(), layout, state);
       comm.barrier();
       if (is_rank0) {
-        commit_checkpoint(checkpoints.dir, manifest_of(config, done, state.adam_updates, layout), saved);
+        commit_checkpoint(checkpoints.dir, manifest_of(config, done, state.adam_updates, layout),
+                          saved);
       }
       comm.barrier();
     };
@@ -191,7 +235,8 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
       run_steps(
           *engine, is_rank0,
           [&comm](float loss) {
-            comm.all_reduce(&loss, 1, DType::F32, ReduceOp::Avg);  // the logged loss, as nanoGPT does
+            comm.all_reduce(&loss, 1, DType::F32,
+                            ReduceOp::Avg);  // the logged loss, as nanoGPT does
             return loss;
           },
           save);

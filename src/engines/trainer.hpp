@@ -32,6 +32,9 @@ struct TrainConfig {
   /// Steps whose gradient norm is NaN or infinite stop the run (Stop) or are skipped (Skip).
   NonFinitePolicy nonfinite = NonFinitePolicy::Stop;
   std::vector<FaultSpec> faults{};  ///< injected into the simulated ranks (--inject-fault)
+  /// Start from these parameters (fp32 safetensors with the model's names, e.g. written by
+  /// `zerolab consolidate` or --save-final) instead of the random init; empty: random init.
+  std::filesystem::path init_file{};
 };
 
 /// Throws zl::Error with a one-line message naming the bad setting and what to use instead.

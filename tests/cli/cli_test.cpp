@@ -230,28 +230,57 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
   }
 }
 
-
 // A run killed at any moment, also while it saves, leaves the last committed checkpoint intact:
 // `latest` names a step whose manifest and rank files all verify, and training resumes from it.
 TEST_F(CliTest, KilledWhileSavingLeavesTheLastCheckpointLoadable) {
   const std::string train_args =
-      "train --stage 2 --world 4 --layers 4 --width 192 --in 16 --classes 8 --micro-batch 4 --quiet";
+      "train --stage 2 --world 4 --layers 4 --width 192 --in 16 --classes 8 --micro-batch 4 "
+      "--quiet";
   int checked = 0;
   for (const double kill_after_s : {0.4, 0.6, 0.8, 1.0, 1.2}) {
     const fs::path dir = dir_ / fmt::format("ck{}", checked);
-    const auto run = zerolab(fmt::format("{} --steps 100000 --checkpoint-every 1 --checkpoint-dir {}",
-                                         train_args, dir.string()),
-                             fmt::format("timeout -s KILL {} ", kill_after_s));
-    EXPECT_NE(run.exit_code, 0);  // killed
-    if (!fs::exists(dir / "latest")) continue;  // killed before the first commit
+    const auto run =
+        zerolab(fmt::format("{} --steps 100000 --checkpoint-every 1 --checkpoint-dir {}",
+                            train_args, dir.string()),
+                fmt::format("timeout -s KILL {} ", kill_after_s));
+    EXPECT_NE(run.exit_code, 0);                   // killed
+    if (!fs::exists(dir / "latest")) continue;     // killed before the first commit
     const Manifest manifest = read_manifest(dir);  // throws if anything does not verify
     EXPECT_GE(manifest.step, 1);
-    const auto resumed = zerolab(fmt::format("{} --steps {} --resume {}", train_args, manifest.step + 1,
-                                             dir.string()));
+    const auto resumed = zerolab(
+        fmt::format("{} --steps {} --resume {}", train_args, manifest.step + 1, dir.string()));
     EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
     ++checked;
   }
   EXPECT_GE(checked, 3);  // most kills land after the first save, many during one
+}
+
+// --init starts from a file of the model's parameters (here another seed's init, as --save-init
+// wrote it): the run's initial parameters are that file, bit for bit, for every engine.
+TEST_F(CliTest, InitStartsFromAFileOfParameters) {
+  const fs::path source = dir_ / "seed5.st";
+  ASSERT_EQ(
+      zerolab(fmt::format("train {} --seed 5 --save-init {}", kSmall, source.string())).exit_code,
+      0);
+  for (const std::string engine : {"--stage 3 --world 4", "--engine reference --world 2"}) {
+    const fs::path init = dir_ / "init.st";
+    const auto run = zerolab(fmt::format("train {} {} --init {} --save-init {}", engine, kSmall,
+                                         source.string(), init.string()));
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(slurp(init), slurp(source)) << engine;
+  }
+  const auto deeper = zerolab(
+      fmt::format("train --layers 4 --width 12 --in 5 --classes 4 --init {}", source.string()));
+  EXPECT_NE(deeper.exit_code, 0);
+  EXPECT_EQ(deeper.err,
+            fmt::format("zerolab: error: {}: layers.2.weight has shape [4, 12] but the model "
+                        "needs [12, 12]: check --layers, --width, --in, --classes\n",
+                        source.string()));
+  const auto other_shape = zerolab(
+      fmt::format("train --layers 3 --width 11 --in 5 --classes 4 --init {}", source.string()));
+  EXPECT_NE(other_shape.err.find("has shape [12, 5] but the model needs [11, 5]"),
+            std::string::npos)
+      << other_shape.err;
 }
 
 }  // namespace

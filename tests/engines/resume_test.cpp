@@ -15,7 +15,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr EngineKind kStages[] = {EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3};
+constexpr EngineKind kStages[] = {EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2,
+                                  EngineKind::Zero3};
 
 class Resume : public ::testing::Test {
  protected:
@@ -60,10 +61,12 @@ TEST_F(Resume, SameWorldIsBitwiseWhateverStageSavedOrResumes) {
     const fs::path dir = dir_ / std::string(engine_name(saver));
     train(config_of(saver, 3, 4, 7), {}, {}, save_to(dir, 3));  // saves 3, 6, 7
     for (const EngineKind resumer : kStages) {
-      const auto resumed = train(config_of(resumer, 3, 4, 7), {}, {}, resume_from(dir / "step-00000003"));
+      const auto resumed =
+          train(config_of(resumer, 3, 4, 7), {}, {}, resume_from(dir / "step-00000003"));
       ASSERT_EQ(resumed.steps.size(), 4u);
       EXPECT_EQ(resumed.steps.front().step, 3);
-      const auto diff = first_difference("params", resumed.final_state.params, uninterrupted.final_state.params);
+      const auto diff =
+          first_difference("params", resumed.final_state.params, uninterrupted.final_state.params);
       EXPECT_FALSE(diff) << engine_name(saver) << " -> " << engine_name(resumer) << ": " << *diff;
       EXPECT_FALSE(first_difference("exp_avg_sq", resumed.final_state.exp_avg_sq,
                                     uninterrupted.final_state.exp_avg_sq));
@@ -96,7 +99,8 @@ TEST_F(Resume, OtherWorldReslicesAndContinuesByGlobalSample) {
   for (std::size_t u = 0; u < first.final_state.params.size(); ++u) {
     for (std::size_t i = 0; i < first.final_state.params[u].size(); ++i) {
       largest = std::max(largest, std::abs(uninterrupted.final_state.params[u][i]));
-      worst = std::max(worst, std::abs(first.final_state.params[u][i] - uninterrupted.final_state.params[u][i]));
+      worst = std::max(
+          worst, std::abs(first.final_state.params[u][i] - uninterrupted.final_state.params[u][i]));
     }
   }
   std::printf("largest |param| %.6g, largest difference %.3g\n", largest, worst);
@@ -110,13 +114,15 @@ TEST_F(Resume, BadResumesSayWhatToDo) {
     train(config_of(EngineKind::Zero3, 2, 2, 3), {}, {}, resume_from(dir_));
     FAIL() << "resuming at the last step must fail";
   } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find("give more than 3"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("give more than 3"), std::string::npos)
+        << error.what();
   }
   TrainConfig other = config_of(EngineKind::Zero3, 2, 2, 6);
   other.mlp.width = 14;
   EXPECT_THROW(train(other, {}, {}, resume_from(dir_)), Error);
   EXPECT_THROW(train(config_of(EngineKind::Reference, 2, 2, 6), {}, {}, resume_from(dir_)), Error);
-  EXPECT_THROW(train(config_of(EngineKind::Zero3, 2, 2, 6), {}, {}, resume_from(dir_ / "nowhere")), Error);
+  EXPECT_THROW(train(config_of(EngineKind::Zero3, 2, 2, 6), {}, {}, resume_from(dir_ / "nowhere")),
+               Error);
 }
 
 }  // namespace

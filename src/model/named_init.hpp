@@ -1,0 +1,44 @@
+// named_init.hpp — a model whose parameters start from given tensors (e.g. a consolidated
+// checkpoint, `zerolab train --init FILE`) instead of its own random init. It wraps the model and
+// forwards everything else, so engines need not know where the initial values came from.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/model.hpp"
+
+namespace zl {
+
+/// Values of named parameters: name -> (shape, row-major fp32 values).
+struct NamedTensor {
+  Shape shape;
+  std::vector<float> values;
+};
+using NamedTensors = std::map<std::string, NamedTensor>;
+
+/// `model` with init_unit() copying from `tensors` (which must outlive it). Throws zl::Error
+/// (naming `source`, e.g. the file) if a parameter is missing or has another shape, or a tensor
+/// is neither a parameter nor an Adam moment of one (consolidate --with-optimizer writes those;
+/// they are ignored: --init starts the weights, not the optimizer).
+class NamedInitModel final : public Model {
+ public:
+  NamedInitModel(Model& model, const NamedTensors& tensors, const std::string& source);
+  const std::vector<UnitSpec>& units() const override { return model_.units(); }
+  void init_unit(int unit, std::span<float> flat, std::uint64_t seed) const override;
+  void begin(const Batch& batch) override { model_.begin(batch); }
+  void forward_unit(int unit, std::span<const float> params) override {
+    model_.forward_unit(unit, params);
+  }
+  float loss() override { return model_.loss(); }
+  void backward_unit(int unit, std::span<const float> params, std::span<float> grads) override {
+    model_.backward_unit(unit, params, grads);
+  }
+
+ private:
+  Model& model_;
+  const NamedTensors& tensors_;
+};
+
+}  // namespace zl
