@@ -85,7 +85,7 @@ void Sha256::update(std::span<const std::byte> bytes) {
     block_bytes_ = 0;
   }
   for (; left >= block_.size(); data += block_.size(), left -= block_.size()) compress(data);
-  std::memcpy(block_.data(), data, left);
+  if (left > 0) std::memcpy(block_.data(), data, left);
   block_bytes_ = left;
 }
 
