@@ -96,6 +96,21 @@ void load_full_from_shards(Comm& comm, UnitBuffers& full, const std::vector<Unit
   }
 }
 
+ShardState shard_state_with_sharded_adam(const Comm& comm, const std::vector<UnitLayout>& layout,
+                                         UnitBuffers& params, AdamState& adam) {
+  return {copy_shards(own_shards(params, layout, comm.rank(), comm.size())),
+          copy_shards(spans_of(adam.exp_avg)), copy_shards(spans_of(adam.exp_avg_sq)),
+          adam.updates};
+}
+
+void load_state_with_sharded_adam(Comm& comm, const std::vector<UnitLayout>& layout,
+                                  UnitBuffers& params, AdamState& adam, const ShardState& state) {
+  load_full_from_shards(comm, params, layout, state.params);
+  assign_shards(spans_of(adam.exp_avg), state.exp_avg);
+  assign_shards(spans_of(adam.exp_avg_sq), state.exp_avg_sq);
+  adam.updates = state.adam_updates;
+}
+
 ModelState state_with_sharded_adam(Comm& comm, Device& device,
                                    const std::vector<UnitLayout>& layout, UnitBuffers& params,
                                    AdamState& adam) {

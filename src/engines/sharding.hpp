@@ -49,6 +49,15 @@ void assign_shards(const UnitSpans& shards, const std::vector<std::vector<float>
 void load_full_from_shards(Comm& comm, UnitBuffers& full, const std::vector<UnitLayout>& layout,
                            const std::vector<std::vector<float>>& values);
 
+/// This rank's shard state of an engine with whole parameters and sharded Adam (ZeRO-1, ZeRO-2).
+ShardState shard_state_with_sharded_adam(const Comm& comm, const std::vector<UnitLayout>& layout,
+                                         UnitBuffers& params, AdamState& adam);
+
+/// Loads `state` into an engine with whole parameters and sharded Adam: the own parameter shard
+/// is written and the rest all-gathered; the moments are the own shards. Collective.
+void load_state_with_sharded_adam(Comm& comm, const std::vector<UnitLayout>& layout,
+                                  UnitBuffers& params, AdamState& adam, const ShardState& state);
+
 /// Full state of an engine with whole parameters and sharded Adam moments (ZeRO-1, ZeRO-2).
 /// Collective.
 ModelState state_with_sharded_adam(Comm& comm, Device& device,

@@ -57,16 +57,11 @@ class Zero1Engine final : public Engine {
   }
 
   ShardState shard_state() override {
-    return {copy_shards(own_shards(params_, layout_, comm_.rank(), comm_.size())),
-            copy_shards(spans_of(adam_.exp_avg)), copy_shards(spans_of(adam_.exp_avg_sq)),
-            adam_.updates};
+    return shard_state_with_sharded_adam(comm_, layout_, params_, adam_);
   }
 
   void load_shard_state(const ShardState& state) override {
-    load_full_from_shards(comm_, params_, layout_, state.params);
-    assign_shards(spans_of(adam_.exp_avg), state.exp_avg);
-    assign_shards(spans_of(adam_.exp_avg_sq), state.exp_avg_sq);
-    adam_.updates = state.adam_updates;
+    load_state_with_sharded_adam(comm_, layout_, params_, adam_, state);
   }
 
  private:
