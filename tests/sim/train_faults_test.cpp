@@ -11,7 +11,6 @@
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <regex>
 
 #include "engines/compare.hpp"
 #include "model/data.hpp"
@@ -125,9 +124,6 @@ TEST(TrainFaults, bad_fault_configs_are_named) {
 
 // --- non-finite steps ---------------------------------------------------------------------------
 
-const std::regex kNonFiniteMessage(
-    R"(step [0-9]+: gradient norm is (nan|inf): lower --lr or check the data; --skip-nonfinite skips such steps)");
-
 // A learning rate of 1e30 blows the parameters up after one step: every engine stops at the same
 // step with the same message as the reference.
 TEST(NonFinite, huge_learning_rate_stops_every_engine_at_the_same_step) {
@@ -135,7 +131,9 @@ TEST(NonFinite, huge_learning_rate_stops_every_engine_at_the_same_step) {
   config.adamw.lr = 1e30;
   config.steps = 5;
   const std::string expected = train_error(config);
-  EXPECT_TRUE(std::regex_match(expected, kNonFiniteMessage)) << expected;
+  EXPECT_EQ(expected,
+            "step 2: gradient norm is nan: lower --lr or check the data; --skip-nonfinite skips "
+            "such steps");
   for (const EngineKind engine : kStages) {
     config.engine = engine;
     EXPECT_EQ(train_error(config), expected) << engine_name(engine);
