@@ -4,6 +4,7 @@
 
 #include "engines/compare.hpp"
 #include "support/arbitrary.hpp"
+#include "support/small_config.hpp"
 
 namespace zl {
 namespace {
@@ -25,17 +26,6 @@ RC_GTEST_PROP(Equivalence, prop_every_stage_is_bitwise_the_reference, (const Tra
       RC_FAIL(fmt::format("{}: {}", engine_name(stage), *diff));
     }
   }
-}
-
-TrainConfig small_config() {
-  TrainConfig config;
-  config.world = 3;
-  config.steps = 3;
-  config.micro_batch = 4;
-  config.mlp = {.layers = 3, .width = 10, .in = 5, .classes = 4};
-  config.adamw.lr = 0.05;
-  config.seed = 17;
-  return config;
 }
 
 // The comparison can fail: runs that differ in what they compute do differ in bits.

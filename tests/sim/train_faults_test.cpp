@@ -16,6 +16,7 @@
 #include "model/data.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "sim/sim_test_support.hpp"
+#include "support/small_config.hpp"
 
 namespace zl {
 namespace {
@@ -28,14 +29,8 @@ constexpr EngineKind kStages[] = {EngineKind::Ddp, EngineKind::Zero1, EngineKind
 constexpr double kBoundSeconds = 3.0;
 
 TrainConfig small_config(EngineKind engine) {
-  TrainConfig config;
+  TrainConfig config = ::zl::small_config();
   config.engine = engine;
-  config.world = 3;
-  config.steps = 3;
-  config.micro_batch = 4;
-  config.mlp = {.layers = 3, .width = 10, .in = 5, .classes = 4};
-  config.adamw.lr = 0.05;
-  config.seed = 17;
   config.collective_timeout = std::chrono::milliseconds(200);
   return config;
 }
