@@ -37,7 +37,7 @@ std::string fault_error(const FaultSpec& fault) {
   const double seconds =
       seconds_taken([&] { error = run_error(sim, [](Comm& c) { five_kinds(c); }); });
   EXPECT_LT(seconds, kBoundSeconds) << to_string(fault);
-  EXPECT_EQ(settled_thread_count(threads_before), threads_before) << to_string(fault);
+  EXPECT_LE(settled_thread_count(threads_before), threads_before) << to_string(fault);
   EXPECT_EQ(error.find('\n'), std::string::npos) << error;
   return error;
 }
@@ -247,7 +247,7 @@ TEST(SimFaults, no_thread_is_left_running_after_any_failure) {
   for (const auto& body : bodies) {
     const double seconds = seconds_taken([&] { run_error(sim, body); });
     EXPECT_LT(seconds, kBoundSeconds);
-    EXPECT_EQ(settled_thread_count(threads_before), threads_before);
+    EXPECT_LE(settled_thread_count(threads_before), threads_before);
   }
 }
 

@@ -218,15 +218,30 @@ inline int thread_count() {
   return count;
 }
 
-/// The thread count before a run, taken after one run has started any helper thread that a
-/// sanitizer's runtime keeps for the rest of the process.
-inline int baseline_thread_count() {
-  SimWorld(2).run([](Comm& comm) { comm.barrier(); });
-  return thread_count();
+/// The thread count once it has stopped falling: polls until two reads 50 ms apart agree (at most
+/// two seconds), since an exiting thread leaves /proc/self/task a moment after join() returns.
+inline int steady_thread_count() {
+  int count = thread_count();
+  for (int i = 0; i < 40; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const int now = thread_count();
+    if (now == count) break;
+    count = now;
+  }
+  return count;
 }
 
-/// Waits up to a second for the thread count to come down to `expected` (an exiting thread
-/// leaves /proc/self/task a moment after join() returns) and returns the last count seen.
+/// The thread count before a run, taken after one run has started any helper thread that a
+/// sanitizer's runtime keeps for the rest of the process, and after the threads of earlier runs
+/// have left /proc/self/task.
+inline int baseline_thread_count() {
+  SimWorld(2).run([](Comm& comm) { comm.barrier(); });
+  return steady_thread_count();
+}
+
+/// Waits up to a second for the thread count to come down to `expected` and returns the last
+/// count seen. A rank thread that outlives its run keeps it above `expected`; it may read below
+/// when a thread counted in the baseline has since left.
 inline int settled_thread_count(int expected) {
   int count = thread_count();
   for (int i = 0; i < 100 && count > expected; ++i) {

@@ -67,7 +67,7 @@ TEST(TrainFaults, every_kind_at_every_stage_ends_with_the_call_named) {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         const std::string at = fmt::format("{} {}", engine_name(engine), spec);
         EXPECT_LT(seconds, kBoundSeconds) << at;
-        EXPECT_EQ(settled_thread_count(threads_before), threads_before) << at;
+        EXPECT_LE(settled_thread_count(threads_before), threads_before) << at;
         const std::string collective = site.substr(0, site.find(':'));
         const std::string nth = site.substr(site.find(':') + 1);
         EXPECT_TRUE(error.starts_with(
