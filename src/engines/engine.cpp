@@ -13,6 +13,30 @@ NonFiniteError::NonFiniteError(std::int64_t step, double grad_norm)
                         step + 1, std::isnan(grad_norm) ? "nan" : "inf")),
       step_(step) {}
 
+void validate(const TrainingFeatures& features) {
+  ZL_CHECK(features.precision == DType::F32 || features.precision == DType::BF16 ||
+               features.precision == DType::F16,
+           "precision {} is invalid: train in fp32, bf16 or fp16", dtype_name(features.precision));
+  if (features.precision == DType::F16) validate(features.loss_scale);
+  ZL_CHECK(features.grad_accum_steps >= 1,
+           "gradient_accumulation_steps {} is invalid: use 1 or more micro-batches per step",
+           features.grad_accum_steps);
+  ZL_CHECK(features.grad_clip >= 0.0 && std::isfinite(features.grad_clip),
+           "gradient_clipping {} is invalid: use a positive norm, or 0 for no clipping",
+           features.grad_clip);
+  ZL_CHECK(features.reduce_bucket_elems >= 1,
+           "reduce_bucket_size {} is invalid: use 1 or more elements", features.reduce_bucket_elems);
+  ZL_CHECK(features.allgather_bucket_elems >= 1,
+           "allgather_bucket_size {} is invalid: use 1 or more elements",
+           features.allgather_bucket_elems);
+  ZL_CHECK(features.prefetch_bucket_elems >= 0,
+           "stage3_prefetch_bucket_size {} is invalid: use 0 (no prefetch) or more elements",
+           features.prefetch_bucket_elems);
+  ZL_CHECK(features.persistence_threshold_elems >= 0,
+           "stage3_param_persistence_threshold {} is invalid: use 0 or more elements",
+           features.persistence_threshold_elems);
+}
+
 std::string_view engine_name(EngineKind kind) {
   switch (kind) {
     case EngineKind::Reference:

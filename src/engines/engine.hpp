@@ -13,6 +13,7 @@
 #include "model/model.hpp"
 #include "ops/device.hpp"
 #include "optim/adamw.hpp"
+#include "optim/loss_scaler.hpp"
 
 namespace zl {
 
@@ -28,8 +29,9 @@ EngineKind engine_of_stage(int stage);
 /// The ZeRO stage of a distributed engine (DDP is 0); throws zl::Error for the reference.
 int stage_of(EngineKind kind);
 
-/// The micro-batch that rank `rank` uses at step `step` (0-based).
-using BatchFn = std::function<Batch(std::int64_t step, int rank)>;
+/// The micro-batch that rank `rank` uses at micro-step `micro_step` (0-based): optimizer step t's
+/// k-th accumulated micro-batch is micro-step t * grad_accum_steps + k.
+using BatchFn = std::function<Batch(std::int64_t micro_step, int rank)>;
 
 /// A moment inside a step, for narration: `phase` names the step ("forward", "backward",
 /// "reduce_scatter", "update", "all_gather", "gather", "release", ...), `unit` the unit or -1.
@@ -48,6 +50,33 @@ enum class NonFinitePolicy : std::uint8_t {
   Skip,  ///< skip the update: parameters, Adam moments and Adam's step count stay as they were
 };
 
+/// The training features of a DeepSpeed config, with DeepSpeed's defaults. Every engine and the
+/// reference honour all of them and stay bitwise equal to each other.
+struct TrainingFeatures {
+  /// Dtype of parameters and gradients, held and communicated: F32, or BF16/F16 with fp32 master
+  /// weights and Adam state (bf16.enabled, fp16.enabled).
+  DType precision = DType::F32;
+  /// fp16's dynamic loss scaling (used only when precision is F16).
+  LossScaleConfig loss_scale{};
+  /// Micro-batches per optimizer step (gradient_accumulation_steps).
+  std::int64_t grad_accum_steps = 1;
+  /// Clip the global gradient norm to this (gradient_clipping); 0 turns clipping off.
+  double grad_clip = 0.0;
+  /// Largest collective call for gradients, in elements (reduce_bucket_size).
+  std::int64_t reduce_bucket_elems = 500'000'000;
+  /// Largest collective call for parameters, in elements (allgather_bucket_size).
+  std::int64_t allgather_bucket_elems = 500'000'000;
+  /// ZeRO-3: elements of the units gathered ahead of the one running
+  /// (stage3_prefetch_bucket_size); 0 gathers each unit only when it runs.
+  std::int64_t prefetch_bucket_elems = 50'000'000;
+  /// ZeRO-3: units with fewer elements than this stay whole on every rank
+  /// (stage3_param_persistence_threshold).
+  std::int64_t persistence_threshold_elems = 100'000;
+};
+
+/// Throws zl::Error naming the setting (by its DeepSpeed key) if a value is out of range.
+void validate(const TrainingFeatures& features);
+
 /// What every engine needs besides the model, the device and (for the distributed ones) a Comm.
 struct EngineOptions {
   AdamWConfig adamw;
@@ -55,6 +84,7 @@ struct EngineOptions {
   BatchFn batch;            ///< data source
   EngineObserver observer;  ///< optional narration hook (lessons); never changes results
   NonFinitePolicy nonfinite = NonFinitePolicy::Stop;  ///< steps with a NaN or infinite norm
+  TrainingFeatures features{};                        ///< precision, accumulation, clipping, ...
 };
 
 /// What one optimizer step reports.

@@ -15,6 +15,10 @@
 
 namespace zl {
 
+std::string_view model_name(ModelKind kind) {
+  return kind == ModelKind::Gpt ? "gpt" : "mlp";
+}
+
 void validate(const TrainConfig& config) {
   validate(config.mlp);
   ZL_CHECK(config.world >= 1, "--world {} is invalid: use 1 or more ranks", config.world);

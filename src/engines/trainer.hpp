@@ -14,17 +14,30 @@
 #include "engines/engine.hpp"
 #include "engines/partition.hpp"
 #include "fault_injection.hpp"
+#include "model/gpt_config.hpp"
 #include "model/mlp.hpp"
 
 namespace zl {
 
+/// The models `zerolab train --model` offers.
+enum class ModelKind { Mlp, Gpt };
+
+/// "mlp" or "gpt".
+std::string_view model_name(ModelKind kind);
+
 /// Everything that defines a run. Two runs with equal configs produce identical bits.
 struct TrainConfig {
-  MlpConfig mlp;
+  ModelKind model = ModelKind::Mlp;
+  MlpConfig mlp;  ///< the MLP's shape (model Mlp)
+  GptConfig gpt;  ///< the GPT's shape (model Gpt)
+  /// GPT only: train on this uint16 token file (nanoGPT's .bin) instead of the synthetic task.
+  std::filesystem::path data_file{};
+  /// Precision, loss scaling, accumulation, clipping, buckets, prefetch, persistence.
+  TrainingFeatures features{};
   EngineKind engine = EngineKind::Ddp;
   int world = 1;
   std::int64_t steps = 10;
-  std::int64_t micro_batch = 32;  ///< rows per rank per step (train_micro_batch_size_per_gpu)
+  std::int64_t micro_batch = 32;  ///< rows per rank per micro-step (train_micro_batch_size_per_gpu)
   AdamWConfig adamw;
   std::uint64_t seed = 0;    ///< parameter init and data
   bool record_data = false;  ///< keep every sample the engines were given (for --save-data)

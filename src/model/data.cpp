@@ -19,7 +19,7 @@ Batch ClassificationTask::batch(std::int64_t first_sample, std::int64_t rows) co
   const std::uint64_t noise_stream = stream_of("data.noise");
   const auto feature_count = static_cast<std::uint64_t>(features);
 
-  Batch out{.rows = rows, .features = features, .x = {}, .y = {}};
+  Batch out{.rows = rows, .features = features, .x = {}, .y = {}, .tokens = {}};
   out.x.resize(static_cast<std::size_t>(rows * features));
   out.y.resize(static_cast<std::size_t>(rows));
   for (std::int64_t b = 0; b < rows; ++b) {

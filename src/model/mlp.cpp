@@ -127,7 +127,7 @@ void Mlp::forward_unit(int unit, std::span<const float> params) {
   ++forwarded_units_;
 }
 
-float Mlp::loss() {
+float Mlp::loss(float grad_scale) {
   ZL_CHECK(rows_ > 0 && forwarded_units_ == config_.layers,
            "loss() before the forward pass finished: {} of {} units ran", forwarded_units_,
            config_.layers);
@@ -136,6 +136,9 @@ float Mlp::loss() {
   loss_ = device_.cross_entropy_forward_backward(floats(pre_[last()]), labels_,
                                                  floats(grad_pre_, rows_ * config_.classes), rows_,
                                                  config_.classes);
+  if (grad_scale != 1.0f) {
+    for (float& g : floats(grad_pre_, rows_ * config_.classes)) g = g * grad_scale;
+  }
   loss_done_ = true;
   return loss_;
 }

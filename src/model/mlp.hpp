@@ -33,7 +33,8 @@ class Mlp final : public Model {
   void init_unit(int unit, std::span<float> flat, std::uint64_t seed) const override;
   void begin(const Batch& batch) override;
   void forward_unit(int unit, std::span<const float> params) override;
-  float loss() override;
+  using Model::loss;
+  float loss(float grad_scale) override;
   void backward_unit(int unit, std::span<const float> params, std::span<float> grads) override;
 
  private:

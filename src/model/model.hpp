@@ -30,16 +30,22 @@ struct UnitSpec {
   }
 };
 
-/// One micro-batch of classification data: x [rows, features] and labels y [rows].
+/// One micro-batch. Classification (MLP): x [rows, features] and labels y [rows]. Language
+/// modelling (GPT): tokens [rows, features] (features is the sequence length) and next tokens
+/// y [rows, features]; x stays empty.
 struct Batch {
   std::int64_t rows = 0;
   std::int64_t features = 0;
   std::vector<float> x;
   std::vector<std::int64_t> y;
+  std::vector<std::int64_t> tokens;
 };
 
 /// A model trained by the engines. Calls for one micro-batch go:
-///   begin(batch); forward_unit(0..U-1); loss(); backward_unit(U-1..0).
+///   begin(batch); forward_unit(u) for u in forward_order(); loss();
+///   backward_unit(u) for u in forward_order() reversed.
+/// A unit may run more than once: GPT-2's token embedding runs first and again, last, as the tied
+/// LM head; its gradients from both visits add into the same buffer.
 /// The model keeps the activations it needs (booked as Activations on its device) between them.
 class Model {
  public:
@@ -47,6 +53,13 @@ class Model {
 
   /// The units in forward order, with their parameters.
   virtual const std::vector<UnitSpec>& units() const = 0;
+
+  /// The units in the order they run forward (default 0..U-1); backward runs it reversed.
+  virtual std::vector<int> forward_order() const {
+    std::vector<int> order(units().size());
+    for (std::size_t u = 0; u < order.size(); ++u) order[u] = static_cast<int>(u);
+    return order;
+  }
 
   /// Fills the unpadded flat parameters of unit `unit` from `seed` (same for every W and backend).
   virtual void init_unit(int unit, std::span<float> flat, std::uint64_t seed) const = 0;
@@ -57,8 +70,13 @@ class Model {
   /// Runs unit `unit` forward with its flat parameters.
   virtual void forward_unit(int unit, std::span<const float> params) = 0;
 
-  /// Loss of the micro-batch (mean over its rows); seeds the backward pass.
-  virtual float loss() = 0;
+  /// Loss of the micro-batch (mean over its rows, or its tokens); seeds the backward pass with the
+  /// gradient of grad_scale * loss, so backward yields scaled gradients (loss scaling, and 1/k
+  /// for k accumulated micro-batches). Returns the unscaled loss. Asking again returns it again.
+  virtual float loss(float grad_scale) = 0;
+
+  /// loss(1.0f).
+  float loss() { return loss(1.0f); }
 
   /// Runs unit `unit` backward, adding its parameter gradients into `grads` (same layout as params).
   virtual void backward_unit(int unit, std::span<const float> params, std::span<float> grads) = 0;

@@ -27,11 +27,13 @@ class NamedInitModel final : public Model {
   NamedInitModel(Model& model, const NamedTensors& tensors, const std::string& source);
   const std::vector<UnitSpec>& units() const override { return model_.units(); }
   void init_unit(int unit, std::span<float> flat, std::uint64_t seed) const override;
+  std::vector<int> forward_order() const override { return model_.forward_order(); }
   void begin(const Batch& batch) override { model_.begin(batch); }
   void forward_unit(int unit, std::span<const float> params) override {
     model_.forward_unit(unit, params);
   }
-  float loss() override { return model_.loss(); }
+  using Model::loss;
+  float loss(float grad_scale) override { return model_.loss(grad_scale); }
   void backward_unit(int unit, std::span<const float> params, std::span<float> grads) override {
     model_.backward_unit(unit, params, grads);
   }

@@ -32,7 +32,8 @@ TEST(TorchAnswerKey, MlpForwardBackwardMatchesPyTorch) {
   const Batch batch{.rows = std::stoll(meta.at("rows")),
                     .features = config.in,
                     .x = to_floats(find_tensor(tensors, "x")),
-                    .y = to_int64s(find_tensor(tensors, "y"))};
+                    .y = to_int64s(find_tensor(tensors, "y")),
+                    .tokens = {}};
   CpuDevice device;
   Mlp mlp(device, config);
   const auto& units = mlp.units();

@@ -1,0 +1,40 @@
+// gpt_config.hpp — the shape of a GPT-2 model (as Hugging Face's GPT2Config names it) and the
+// named presets: `124M` is GPT-2 small; the tiny ones train in seconds on a CPU for tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/model.hpp"
+
+namespace zl {
+
+/// n_layer blocks of n_head heads over n_embd channels; contexts of up to block_size tokens from
+/// a vocabulary of vocab tokens.
+struct GptConfig {
+  int n_layer = 2;
+  int n_head = 2;
+  std::int64_t n_embd = 32;
+  std::int64_t block_size = 16;
+  std::int64_t vocab = 64;
+};
+
+/// Throws zl::Error with a one-line message naming the bad size (every size >= 1, n_embd a
+/// multiple of n_head).
+void validate(const GptConfig& config);
+
+/// The preset called `name` ("tiny", "small", "124M", ...); throws zl::Error listing the presets
+/// for an unknown name.
+GptConfig gpt_preset(std::string_view name);
+
+/// The units of GPT-2 with `config`, in forward order, with Hugging Face names and shapes:
+/// unit 0 `wte.weight` [V,C] and `wpe.weight` [T,C]; unit 1+i block i (`h.{i}.ln_1.weight`, ...);
+/// the last unit `ln_f.weight`, `ln_f.bias`. The LM head is tied to wte (unit 0 runs again last).
+std::vector<UnitSpec> gpt_units(const GptConfig& config);
+
+/// The preset names, in the order `zerolab train --help` lists them.
+std::vector<std::string> gpt_preset_names();
+
+}  // namespace zl
