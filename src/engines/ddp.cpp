@@ -1,11 +1,16 @@
 // ddp.cpp — data parallelism without sharding: every rank holds the whole model, its gradients
-// and its optimizer state (16 bytes per parameter in fp32 Adam). Per step:
-//   1. forward   this rank's micro-batch, unit by unit
-//   2. backward  unit by unit, gradients into full per-unit buffers
-//   3. reduce    all_reduce(avg) each unit's gradients: every rank now holds the mean
-//   4. update    AdamW over the whole model, identically on every rank
+// and its optimizer state (16 bytes per parameter: fp32 Adam, or 2 + 2 + 12 with mixed
+// precision). Per step, for each of the k accumulated micro-batches:
+//   1. forward     this rank's micro-batch, unit by unit
+//   2. backward    unit by unit, gradients into full per-unit buffers (training dtype)
+//   3. all_reduce  (avg) each unit's gradients: every rank now holds the mean; with k > 1 the
+//                  mean is added into a full accumulator
+// then
+//   4. update      one optimizer step over the whole model, identically on every rank
 #include "engines/engine.hpp"
+#include "engines/micro_batch.hpp"
 #include "engines/sharding.hpp"
+#include "optim/grad_norm.hpp"
 
 namespace zl {
 
@@ -18,63 +23,133 @@ class DdpEngine final : public Engine {
         device_(device),
         comm_(comm),
         options_(options),
+        features_(options.features),
         layout_(layout_units(model.units(), comm.size())),
-        params_(alloc_units(device, layout_, MemCategory::Params)),
-        grads_(alloc_units(device, layout_, MemCategory::Grads)),
-        adam_(alloc_adam(device, layout_)) {
-    init_params(model_, layout_, params_, options_.seed);
+        params_(alloc_params(device, layout_, features_.precision, /*shard=*/false)),
+        grads_(alloc_units(device, layout_, MemCategory::Grads, false, features_.precision)),
+        opt_(alloc_optimizer(device, layout_, features_, /*shard=*/false)) {
+    validate(features_);
+    if (features_.grad_accum_steps > 1) {
+      accum_ = alloc_units(device, layout_, MemCategory::Grads, false, features_.precision);
+    }
+    init_params(model_, layout_, params_, options_.seed, device_);
+    master_from_params(opt_, whole(params_));
   }
 
   StepStats step(std::int64_t step) override {
-    // 1. forward and 2. backward this rank's micro-batch into full per-unit gradients
-    zero_units(grads_);
-    const Batch batch = options_.batch(step, comm_.rank());
-    const float loss = forward_backward(model_, batch, layout_, params_, grads_, options_, device_);
-    // 3. reduce: every rank gets the mean gradient
-    reduce_grads();
-    const double grad_norm = grad_norm_of(grads_);
-    // 4. update the whole model, identically everywhere (unless the norm is not finite)
-    const bool update = should_update(grad_norm, step, options_);
-    if (update) {
-      adamw_units(spans_of(params_), spans_of(grads_), adam_, options_.adamw);
-      notify(options_, device_, "update");
+    const std::int64_t micro_steps = features_.grad_accum_steps;
+    float loss_sum = 0.0f;
+    for (std::int64_t k = 0; k < micro_steps; ++k) {
+      // 1. forward and 2. backward this rank's micro-batch into full per-unit gradients
+      zero_units(grads_);
+      loss_sum = loss_sum + run_micro_batch(model_, options_.batch(step * micro_steps + k,
+                                                                   comm_.rank()),
+                                            layout_, features_.precision,
+                                            grad_scale_of(opt_, features_), hooks(), options_,
+                                            device_);
+      // 3. all_reduce: every rank gets the mean gradient (added into the accumulator)
+      reduce_grads();
+      if (micro_steps > 1) accumulate(k == 0);
     }
-    return {.loss = loss, .grad_norm = grad_norm, .skipped = !update};
+    // 4. update the whole model, identically everywhere
+    const std::vector<TypedSpan> grads = whole(micro_steps > 1 ? accum_ : grads_);
+    const double grad_norm =
+        norm_from_partials(unscaled_partials(grads, opt_.scaler.scale(), device_));
+    const bool update =
+        optimizer_step(grad_norm, step, whole(params_), grads, opt_, options_, device_);
+    if (update) notify(options_, device_, "update");
+    return {.loss = loss_sum / static_cast<float>(micro_steps),
+            .grad_norm = grad_norm,
+            .skipped = !update};
   }
 
-  ModelState full_state() override { return model_state(layout_, params_, adam_); }
+  ModelState full_state() override {
+    return {unpadded(fp32_params(opt_, whole(params_))), unpadded(spans_of(opt_.adam.exp_avg)),
+            unpadded(spans_of(opt_.adam.exp_avg_sq))};
+  }
 
   ShardState shard_state() override {
     const int rank = comm_.rank(), world = comm_.size();
-    return {copy_shards(own_shards(params_, layout_, rank, world)),
-            copy_shards(own_shards(adam_.exp_avg, layout_, rank, world)),
-            copy_shards(own_shards(adam_.exp_avg_sq, layout_, rank, world)), adam_.updates};
+    ShardState state = owned_shard_state(opt_, whole(params_));
+    state.params = own_slices(fp32_params(opt_, whole(params_)));
+    state.exp_avg = copy_shards(own_shards(opt_.adam.exp_avg, layout_, rank, world));
+    state.exp_avg_sq = copy_shards(own_shards(opt_.adam.exp_avg_sq, layout_, rank, world));
+    return state;
   }
 
   void load_shard_state(const ShardState& state) override {
-    load_full_from_shards(comm_, params_, layout_, state.params);
-    load_full_from_shards(comm_, adam_.exp_avg, layout_, state.exp_avg);
-    load_full_from_shards(comm_, adam_.exp_avg_sq, layout_, state.exp_avg_sq);
-    adam_.updates = state.adam_updates;
+    load_full_from_shards(comm_, opt_.master.empty() ? params_ : opt_.master, layout_,
+                          state.params);
+    params_from_master(opt_, whole(params_));
+    load_full_from_shards(comm_, opt_.adam.exp_avg, layout_, state.exp_avg);
+    load_full_from_shards(comm_, opt_.adam.exp_avg_sq, layout_, state.exp_avg_sq);
+    opt_.adam.updates = state.adam_updates;
+    if (state.scaler && opt_.scaler.dynamic()) opt_.scaler.load(*state.scaler);
   }
 
  private:
+  std::vector<TypedSpan> whole(UnitBuffers& buffers) {
+    return owned_spans(buffers, layout_, /*shard_of_full=*/false, 0, 1);
+  }
+
+  MicroBatchHooks hooks() {
+    MicroBatchHooks hooks;
+    hooks.params = [this](int u, bool) { return UnitParams{view_of(params_[u]), {}}; };
+    if (features_.precision == DType::F32) {
+      hooks.direct_grad = [this](int u) { return grads_[u].as<float>(); };
+    }
+    hooks.grad_ready = [this](int u, TypedSpan grad) { copy_into(grad, view_of(grads_[u])); };
+    return hooks;
+  }
+
   void reduce_grads() {
     for (std::size_t u = 0; u < layout_.size(); ++u) {
       comm_.all_reduce(grads_[u].data(), static_cast<std::size_t>(layout_[u].padded_elems),
-                       DType::F32, ReduceOp::Avg);
+                       features_.precision, ReduceOp::Avg);
       notify(options_, device_, "all_reduce", static_cast<int>(u));
     }
+  }
+
+  void accumulate(bool first) {
+    for (std::size_t u = 0; u < layout_.size(); ++u) {
+      if (first) {
+        copy_into(view_of(grads_[u]), view_of(accum_[u]));
+      } else {
+        add_into(view_of(accum_[u]), view_of(grads_[u]));
+      }
+    }
+  }
+
+  std::vector<std::vector<float>> unpadded(const UnitSpans& spans) const {
+    std::vector<std::vector<float>> copies;
+    for (std::size_t u = 0; u < layout_.size(); ++u) {
+      const auto real = spans[u].first(static_cast<std::size_t>(layout_[u].numel));
+      copies.emplace_back(real.begin(), real.end());
+    }
+    return copies;
+  }
+
+  std::vector<std::vector<float>> own_slices(const UnitSpans& spans) const {
+    std::vector<std::vector<float>> copies;
+    for (std::size_t u = 0; u < layout_.size(); ++u) {
+      const ShardRange shard = shard_of(layout_[u], comm_.rank(), comm_.size());
+      const auto slice = spans[u].subspan(static_cast<std::size_t>(shard.begin),
+                                          static_cast<std::size_t>(shard.size()));
+      copies.emplace_back(slice.begin(), slice.end());
+    }
+    return copies;
   }
 
   Model& model_;
   Device& device_;
   Comm& comm_;
   EngineOptions options_;
+  TrainingFeatures features_;
   std::vector<UnitLayout> layout_;
-  UnitBuffers params_;
-  UnitBuffers grads_;
-  AdamState adam_;
+  UnitBuffers params_;  // training dtype
+  UnitBuffers grads_;   // this micro-batch's gradients, averaged in place
+  UnitBuffers accum_;   // with gradient accumulation: the sum of the averages
+  OptimizerState opt_;  // whole model
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -67,11 +68,13 @@ struct TrainingFeatures {
   /// Largest collective call for parameters, in elements (allgather_bucket_size).
   std::int64_t allgather_bucket_elems = 500'000'000;
   /// ZeRO-3: elements of the units gathered ahead of the one running
-  /// (stage3_prefetch_bucket_size); 0 gathers each unit only when it runs.
-  std::int64_t prefetch_bucket_elems = 50'000'000;
+  /// (stage3_prefetch_bucket_size); 0 gathers each unit only when it runs. zerolab's default is
+  /// 0 (DeepSpeed's is 5e7) so that ZeRO-3 holds one gathered unit at a time unless asked.
+  std::int64_t prefetch_bucket_elems = 0;
   /// ZeRO-3: units with fewer elements than this stay whole on every rank
-  /// (stage3_param_persistence_threshold).
-  std::int64_t persistence_threshold_elems = 100'000;
+  /// (stage3_param_persistence_threshold). zerolab's default is 0 (DeepSpeed's is 1e5) so that
+  /// ZeRO-3 shards every unit, as the textbook stage does, unless asked.
+  std::int64_t persistence_threshold_elems = 0;
 };
 
 /// Throws zl::Error naming the setting (by its DeepSpeed key) if a value is out of range.
@@ -113,6 +116,7 @@ class NonFiniteError : public Error {
 };
 
 /// Full, unpadded model state, one flat vector per unit (parameters back to back, as in UnitSpec).
+/// Parameters are fp32: the master in 16-bit training.
 struct ModelState {
   std::vector<std::vector<float>> params;
   std::vector<std::vector<float>> exp_avg;
@@ -120,7 +124,8 @@ struct ModelState {
 };
 
 /// One rank's shard of every unit under the shared partition (shard_elems each, padding
-/// included): the same elements whatever the stage, which is what checkpoints store.
+/// included): the same elements whatever the stage and precision, which is what checkpoints
+/// store. Parameters are the fp32 master in 16-bit training (the 16-bit ones are its rounding).
 struct ShardState {
   std::vector<std::vector<float>> params;
   std::vector<std::vector<float>> exp_avg;
@@ -128,6 +133,8 @@ struct ShardState {
   /// AdamW updates applied so far (the same on every rank): bias correction counts these, not
   /// steps, since a step skipped for a non-finite norm does not count. Checkpoints store it.
   std::int64_t adam_updates = 0;
+  /// fp16's loss scaler (the same on every rank); absent: the engine keeps its own.
+  std::optional<LossScalerState> scaler{};
 };
 
 /// One rank's engine. step() and full_state() are collective on distributed engines: every rank

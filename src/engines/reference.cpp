@@ -1,12 +1,18 @@
-// reference.cpp — the answer key. One process plays all W ranks. Per step:
-//   1. forward + backward each rank's micro-batch into that rank's own gradient buffers
-//   2. average the W gradients with the collectives' reduction (rank order, then / W)
-//   3. one AdamW over the whole model (none when the gradient norm is not finite, see
-//      NonFinitePolicy)
-// It shares the kernels, the reduction and the AdamW function with every engine, nothing else.
+// reference.cpp — the answer key. One process plays all W ranks. Per step, for each of the k
+// accumulated micro-batches:
+//   1. forward + backward each rank's micro-batch into that rank's own gradient buffers (in the
+//      training dtype, as each rank would hand them to the collectives)
+//   2. average the W gradients with the collectives' reduction (rank order, then / W), and add
+//      the average into the step's gradient (the first micro-batch's average is copied)
+// then
+//   3. one optimizer step over the whole model: unscale, canonical norm, skip or clip, AdamW on
+//      the fp32 master (optimizer_step.hpp)
+// It shares the kernels, the reduction and the optimizer step with every engine, nothing else.
 #include "comm/reduce.hpp"
 #include "engines/engine.hpp"
-#include "engines/unit_buffers.hpp"
+#include "engines/micro_batch.hpp"
+#include "engines/optimizer_step.hpp"
+#include "optim/grad_norm.hpp"
 
 namespace zl {
 
@@ -19,31 +25,54 @@ class ReferenceEngine final : public Engine {
         device_(device),
         world_(world),
         options_(options),
+        features_(options.features),
         layout_(layout_units(model.units(), 1)),
-        params_(alloc_units(device, layout_, MemCategory::Params)),
-        grads_(alloc_units(device, layout_, MemCategory::Grads)),
-        adam_(alloc_adam(device, layout_)) {
+        params_(alloc_params(device, layout_, features_.precision, /*shard=*/false)),
+        grads_(alloc_units(device, layout_, MemCategory::Grads, false, features_.precision)),
+        opt_(alloc_optimizer(device, layout_, features_, /*shard=*/false)) {
     ZL_CHECK(world >= 1, "world size {} is invalid: use --world 1 or more", world);
-    for (int r = 0; r < world; ++r)
-      rank_grads_.push_back(alloc_units(device, layout_, MemCategory::Grads));
-    init_params(model_, layout_, params_, options_.seed);
+    validate(features_);
+    for (int r = 0; r < world; ++r) {
+      rank_grads_.push_back(
+          alloc_units(device, layout_, MemCategory::Grads, false, features_.precision));
+    }
+    init_params(model_, layout_, params_, options_.seed, device_);
+    master_from_params(opt_, owned());
   }
 
   StepStats step(std::int64_t step) override {
-    std::vector<float> losses(static_cast<std::size_t>(world_));
-    for (int r = 0; r < world_; ++r) {
-      zero_units(rank_grads_[r]);
-      losses[r] = forward_backward(model_, options_.batch(step, r), layout_, params_,
-                                   rank_grads_[r], options_, device_);
+    const std::int64_t micro_steps = features_.grad_accum_steps;
+    float loss_sum = 0.0f;
+    for (std::int64_t k = 0; k < micro_steps; ++k) {
+      std::vector<float> losses(static_cast<std::size_t>(world_));
+      for (int r = 0; r < world_; ++r) {
+        losses[r] = run_rank(step * micro_steps + k, r);
+      }
+      average_rank_grads(/*first=*/k == 0);
+      loss_sum = loss_sum + mean_over_ranks(losses);
     }
-    average_rank_grads();
-    const double grad_norm = grad_norm_of(grads_);
-    const bool update = should_update(grad_norm, step, options_);
-    if (update) adamw_units(spans_of(params_), spans_of(grads_), adam_, options_.adamw);
-    return {.loss = mean_over_ranks(losses), .grad_norm = grad_norm, .skipped = !update};
+    const std::vector<TypedSpan> grads = owned_grads();
+    const double grad_norm =
+        norm_from_partials(unscaled_partials(grads, opt_.scaler.scale(), device_));
+    const bool update = optimizer_step(grad_norm, step, owned(), grads, opt_, options_, device_);
+    return {.loss = loss_sum / static_cast<float>(micro_steps),
+            .grad_norm = grad_norm,
+            .skipped = !update};
   }
 
-  ModelState full_state() override { return model_state(layout_, params_, adam_); }
+  ModelState full_state() override {
+    const UnitSpans params = fp32_params(opt_, owned());
+    ModelState state;
+    for (std::size_t u = 0; u < layout_.size(); ++u) {
+      const auto real = static_cast<std::size_t>(layout_[u].numel);
+      state.params.emplace_back(params[u].begin(), params[u].begin() + real);
+      const auto m = opt_.adam.exp_avg[u].as<float>().first(real);
+      const auto v = opt_.adam.exp_avg_sq[u].as<float>().first(real);
+      state.exp_avg.emplace_back(m.begin(), m.end());
+      state.exp_avg_sq.emplace_back(v.begin(), v.end());
+    }
+    return state;
+  }
 
   ShardState shard_state() override {
     fail("the reference engine keeps no shards: checkpoint a distributed engine (--stage 0..3)");
@@ -54,13 +83,35 @@ class ReferenceEngine final : public Engine {
   }
 
  private:
-  // grads_[u] = reduce_rank_order(rank_grads_[0][u], ..., rank_grads_[W-1][u], Avg)
-  void average_rank_grads() {
+  std::vector<TypedSpan> owned() { return owned_spans(params_, layout_, false, 0, 1); }
+  std::vector<TypedSpan> owned_grads() { return owned_spans(grads_, layout_, false, 0, 1); }
+
+  // Rank r's micro-batch gradients into rank_grads_[r], as that rank computes them.
+  float run_rank(std::int64_t micro_step, int r) {
+    MicroBatchHooks hooks;
+    hooks.params = [this](int u, bool) { return UnitParams{view_of(params_[u]), {}}; };
+    hooks.grad_ready = [this, r](int u, TypedSpan grad) {
+      copy_into(grad, view_of(rank_grads_[r][u]));
+    };
+    return run_micro_batch(model_, options_.batch(micro_step, r), layout_, features_.precision,
+                           grad_scale_of(opt_, features_), hooks, options_, device_);
+  }
+
+  // average = reduce_rank_order(rank_grads_[0][u], ..., rank_grads_[W-1][u], Avg); the step's
+  // gradient is the first average, plus each later one (add_into: one rounding per addition).
+  void average_rank_grads(bool first) {
     std::vector<const void*> inputs(static_cast<std::size_t>(world_));
     for (std::size_t u = 0; u < layout_.size(); ++u) {
       for (int r = 0; r < world_; ++r) inputs[r] = rank_grads_[r][u].data();
-      reduce_rank_order(inputs, grads_[u].data(), static_cast<std::size_t>(layout_[u].padded_elems),
-                        DType::F32, ReduceOp::Avg);
+      Buffer average = device_.alloc(MemCategory::CommBuffer, features_.precision,
+                                     {layout_[u].padded_elems});
+      reduce_rank_order(inputs, average.data(), static_cast<std::size_t>(layout_[u].padded_elems),
+                        features_.precision, ReduceOp::Avg);
+      if (first) {
+        copy_into(view_of(average), view_of(grads_[u]));
+      } else {
+        add_into(view_of(grads_[u]), view_of(average));
+      }
     }
   }
 
@@ -77,10 +128,11 @@ class ReferenceEngine final : public Engine {
   Device& device_;
   int world_;
   EngineOptions options_;
+  TrainingFeatures features_;
   std::vector<UnitLayout> layout_;  // laid out for one rank: the reference never shards
-  UnitBuffers params_;
-  UnitBuffers grads_;  // the average over ranks
-  AdamState adam_;
+  UnitBuffers params_;              // training dtype
+  UnitBuffers grads_;               // the step's averaged gradient, training dtype
+  OptimizerState opt_;
   std::vector<UnitBuffers> rank_grads_;  // rank_grads_[r]: rank r's micro-batch gradients
 };
 

@@ -8,38 +8,38 @@
 
 namespace zl {
 
-Buffer gather_unit(Comm& comm, Device& device, const UnitLayout& unit, std::span<const float> shard,
+Buffer gather_unit(Comm& comm, Device& device, const UnitLayout& unit, TypedSpan shard,
                    MemCategory category) {
-  Buffer full = device.alloc(category, DType::F32, {unit.padded_elems});
-  comm.all_gather(shard.data(), full.data(), static_cast<std::size_t>(unit.shard_elems),
-                  DType::F32);
+  Buffer full = device.alloc(category, shard.dtype, {unit.padded_elems});
+  comm.all_gather(shard.data, full.data(), static_cast<std::size_t>(unit.shard_elems),
+                  shard.dtype);
   return full;
 }
 
-void reduce_scatter_unit(Comm& comm, std::span<const float> full, std::span<float> shard) {
-  comm.reduce_scatter(full.data(), shard.data(), shard.size(), DType::F32, ReduceOp::Avg);
+void reduce_scatter_unit(Comm& comm, TypedSpan full, TypedSpan shard) {
+  comm.reduce_scatter(full.data, shard.data, static_cast<std::size_t>(shard.elems), shard.dtype,
+                      ReduceOp::Avg);
 }
 
 double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
-                         const UnitSpans& grad_shards) {
+                         const std::vector<double>& own_partials) {
   // Mine: [unit 0 blocks][unit 1 blocks]...; gathered: rank-major copies of that.
-  std::vector<double> mine;
-  for (const auto& shard : grad_shards) append_block_sumsq(shard, mine);
   const int world = comm.size();
-  const auto count = static_cast<std::int64_t>(mine.size());
+  const auto count = static_cast<std::int64_t>(own_partials.size());
   Buffer send = device.alloc(MemCategory::CommBuffer, DType::F64, {count});
   Buffer recv = device.alloc(MemCategory::CommBuffer, DType::F64, {count * world});
-  std::ranges::copy(mine, send.as<double>().begin());
-  comm.all_gather(send.data(), recv.data(), mine.size(), DType::F64);
+  std::ranges::copy(own_partials, send.as<double>().begin());
+  comm.all_gather(send.data(), recv.data(), own_partials.size(), DType::F64);
   const std::span<const double> gathered = recv.as<double>();
-  // The unreduced model's order: unit by unit, and within a unit rank 0's blocks, rank 1's, ...
+  // The unsharded model's order: unit by unit, and within a unit rank 0's blocks, rank 1's, ...
   std::vector<double> ordered;
   ordered.reserve(gathered.size());
   std::size_t unit_offset = 0;
   for (const auto& unit : layout) {
     const auto blocks = static_cast<std::size_t>(unit.shard_elems / kNormBlockElems);
     for (int r = 0; r < world; ++r) {
-      const auto* first = gathered.data() + static_cast<std::size_t>(r) * mine.size() + unit_offset;
+      const auto* first =
+          gathered.data() + static_cast<std::size_t>(r) * own_partials.size() + unit_offset;
       ordered.insert(ordered.end(), first, first + blocks);
     }
     unit_offset += blocks;
@@ -49,9 +49,11 @@ double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayou
 
 void all_gather_params(Comm& comm, UnitBuffers& params, const std::vector<UnitLayout>& layout,
                        const EngineOptions& options, const Device& device) {
-  const UnitSpans shards = own_shards(params, layout, comm.rank(), comm.size());
+  const std::vector<TypedSpan> shards =
+      owned_spans(params, layout, /*shard_of_full=*/true, comm.rank(), comm.size());
   for (std::size_t u = 0; u < layout.size(); ++u) {
-    comm.all_gather(shards[u].data(), params[u].data(), shards[u].size(), DType::F32);
+    comm.all_gather(shards[u].data, params[u].data(), static_cast<std::size_t>(shards[u].elems),
+                    shards[u].dtype);
     notify(options, device, "all_gather", static_cast<int>(u));
   }
 }
@@ -61,7 +63,9 @@ std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,
                                                 const UnitSpans& shards) {
   std::vector<std::vector<float>> copies;
   for (std::size_t u = 0; u < layout.size(); ++u) {
-    const Buffer full = gather_unit(comm, device, layout[u], shards[u]);
+    const TypedSpan shard{shards[u].data(), static_cast<std::int64_t>(shards[u].size()),
+                          DType::F32};
+    const Buffer full = gather_unit(comm, device, layout[u], shard);
     const auto real = full.as<float>().first(static_cast<std::size_t>(layout[u].numel));
     copies.emplace_back(real.begin(), real.end());
   }
@@ -96,27 +100,27 @@ void load_full_from_shards(Comm& comm, UnitBuffers& full, const std::vector<Unit
   }
 }
 
-ShardState shard_state_with_sharded_adam(const Comm& comm, const std::vector<UnitLayout>& layout,
-                                         UnitBuffers& params, AdamState& adam) {
-  return {copy_shards(own_shards(params, layout, comm.rank(), comm.size())),
-          copy_shards(spans_of(adam.exp_avg)), copy_shards(spans_of(adam.exp_avg_sq)),
-          adam.updates};
+ShardState owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>& owned_params) {
+  return {copy_shards(fp32_params(state, owned_params)), copy_shards(spans_of(state.adam.exp_avg)),
+          copy_shards(spans_of(state.adam.exp_avg_sq)), state.adam.updates,
+          state.scaler.state()};
 }
 
-void load_state_with_sharded_adam(Comm& comm, const std::vector<UnitLayout>& layout,
-                                  UnitBuffers& params, AdamState& adam, const ShardState& state) {
-  load_full_from_shards(comm, params, layout, state.params);
-  assign_shards(spans_of(adam.exp_avg), state.exp_avg);
-  assign_shards(spans_of(adam.exp_avg_sq), state.exp_avg_sq);
-  adam.updates = state.adam_updates;
+void load_owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
+                            const ShardState& shards) {
+  assign_shards(fp32_params(state, owned_params), shards.params);
+  params_from_master(state, owned_params);
+  assign_shards(spans_of(state.adam.exp_avg), shards.exp_avg);
+  assign_shards(spans_of(state.adam.exp_avg_sq), shards.exp_avg_sq);
+  state.adam.updates = shards.adam_updates;
+  if (shards.scaler && state.scaler.dynamic()) state.scaler.load(*shards.scaler);
 }
 
-ModelState state_with_sharded_adam(Comm& comm, Device& device,
-                                   const std::vector<UnitLayout>& layout, UnitBuffers& params,
-                                   AdamState& adam) {
-  return {unpadded_copy(layout, params),
-          gather_unpadded(comm, device, layout, spans_of(adam.exp_avg)),
-          gather_unpadded(comm, device, layout, spans_of(adam.exp_avg_sq))};
+ModelState gather_model_state(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
+                              OptimizerState& state, const std::vector<TypedSpan>& owned_params) {
+  return {gather_unpadded(comm, device, layout, fp32_params(state, owned_params)),
+          gather_unpadded(comm, device, layout, spans_of(state.adam.exp_avg)),
+          gather_unpadded(comm, device, layout, spans_of(state.adam.exp_avg_sq))};
 }
 
 }  // namespace zl

@@ -1,31 +1,33 @@
-// sharding.hpp — the collective pieces the ZeRO stages share: gathering a unit from its shards,
-// the canonical gradient norm from gradient shards, and assembling full state for export.
+// sharding.hpp — the collective pieces the engines share: gathering a unit from its shards,
+// reduce-scattering a unit's gradient, the canonical gradient norm from shards, all-gathering
+// updated parameters, and moving the optimizer's owned state in and out (ShardState, ModelState).
 #pragma once
 
 #include <span>
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "engines/optimizer_step.hpp"
+#include "engines/typed_span.hpp"
 #include "engines/unit_buffers.hpp"
 
 namespace zl {
 
-/// all_gather of unit `unit`'s shards into a new full, padded buffer booked as `category`
-/// (Gathered for ZeRO-3's temporaries). Collective.
-Buffer gather_unit(Comm& comm, Device& device, const UnitLayout& unit, std::span<const float> shard,
+/// all_gather of unit `unit`'s shards into a new full, padded buffer of the shard's dtype, booked
+/// as `category` (Gathered for ZeRO-3's temporaries). Collective.
+Buffer gather_unit(Comm& comm, Device& device, const UnitLayout& unit, TypedSpan shard,
                    MemCategory category = MemCategory::Gathered);
 
 /// reduce_scatter(avg) of a unit's full gradient: this rank receives its averaged shard.
 /// `shard` may be this rank's slice of `full` (in place, as NCCL allows). Collective.
-void reduce_scatter_unit(Comm& comm, std::span<const float> full, std::span<float> shard);
+void reduce_scatter_unit(Comm& comm, TypedSpan full, TypedSpan shard);
 
-/// The canonical global gradient norm from each rank's own gradient shards: every rank shares
-/// its per-block fp64 partials (one all_gather of Psi_padded / kNormBlockElems doubles in all),
-/// then all ranks sum them in the unreduced model's block order, so the norm equals
-/// grad_norm_of(full averaged gradients) bit for bit. The partials travel in CommBuffer memory.
-/// Collective.
+/// The canonical global gradient norm from each rank's block partials of its own gradient shards
+/// (unit after unit): every rank shares them (one all_gather of Psi_padded / kNormBlockElems
+/// doubles in all), then all ranks sum them in the unsharded model's block order, so the norm
+/// equals the norm of the full averaged gradients bit for bit. Collective.
 double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
-                         const UnitSpans& grad_shards);
+                         const std::vector<double>& own_partials);
 
 /// all_gather of every unit's parameters in place: each rank contributes its freshly updated
 /// shard of `params` (full unit buffers) and ends with them whole. Emits an "all_gather" event
@@ -33,7 +35,8 @@ double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayou
 void all_gather_params(Comm& comm, UnitBuffers& params, const std::vector<UnitLayout>& layout,
                        const EngineOptions& options, const Device& device);
 
-/// Full unpadded copies of sharded buffers, assembled with one all_gather per unit. Collective.
+/// Full unpadded copies of sharded fp32 buffers, assembled with one all_gather per unit.
+/// Collective.
 std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,
                                                 const std::vector<UnitLayout>& layout,
                                                 const UnitSpans& shards);
@@ -44,24 +47,23 @@ std::vector<std::vector<float>> copy_shards(const UnitSpans& shards);
 /// Writes `values[u]` into `shards[u]` for every unit; sizes must match.
 void assign_shards(const UnitSpans& shards, const std::vector<std::vector<float>>& values);
 
-/// Fills whole unit buffers from `values` (this rank's shards): writes the own slice, then
+/// Fills whole fp32 unit buffers from `values` (this rank's shards): writes the own slice, then
 /// all-gathers the rest in place. Collective.
 void load_full_from_shards(Comm& comm, UnitBuffers& full, const std::vector<UnitLayout>& layout,
                            const std::vector<std::vector<float>>& values);
 
-/// This rank's shard state of an engine with whole parameters and sharded Adam (ZeRO-1, ZeRO-2).
-ShardState shard_state_with_sharded_adam(const Comm& comm, const std::vector<UnitLayout>& layout,
-                                         UnitBuffers& params, AdamState& adam);
+/// This rank's ShardState from an optimizer that owns shards (ZeRO-1, -2, -3): the fp32
+/// parameters (master, or the owned parameters in fp32), the moments, the update count and the
+/// loss scaler.
+ShardState owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>& owned_params);
 
-/// Loads `state` into an engine with whole parameters and sharded Adam: the own parameter shard
-/// is written and the rest all-gathered; the moments are the own shards. Collective.
-void load_state_with_sharded_adam(Comm& comm, const std::vector<UnitLayout>& layout,
-                                  UnitBuffers& params, AdamState& adam, const ShardState& state);
+/// Loads `shards` into an optimizer that owns shards: master (rounded into the owned 16-bit
+/// parameters) or the fp32 parameters, moments, update count, scaler. No communication.
+void load_owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
+                            const ShardState& shards);
 
-/// Full state of an engine with whole parameters and sharded Adam moments (ZeRO-1, ZeRO-2).
-/// Collective.
-ModelState state_with_sharded_adam(Comm& comm, Device& device,
-                                   const std::vector<UnitLayout>& layout, UnitBuffers& params,
-                                   AdamState& adam);
+/// Full state of an engine whose optimizer owns shards. Collective.
+ModelState gather_model_state(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
+                              OptimizerState& state, const std::vector<TypedSpan>& owned_params);
 
 }  // namespace zl

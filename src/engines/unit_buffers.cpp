@@ -5,17 +5,18 @@
 #include <cmath>
 
 #include "optim/adamw.hpp"
+#include "engines/typed_span.hpp"
 #include "optim/grad_norm.hpp"
 
 namespace zl {
 
 UnitBuffers alloc_units(Device& device, const std::vector<UnitLayout>& layout, MemCategory category,
-                        bool shard) {
+                        bool shard, DType dtype) {
   UnitBuffers buffers;
   buffers.reserve(layout.size());
   for (const auto& unit : layout) {
     buffers.push_back(
-        device.alloc(category, DType::F32, {shard ? unit.shard_elems : unit.padded_elems}));
+        device.alloc(category, dtype, {shard ? unit.shard_elems : unit.padded_elems}));
   }
   return buffers;
 }
@@ -38,9 +39,16 @@ UnitSpans own_shards(UnitBuffers& full, const std::vector<UnitLayout>& layout, i
 }
 
 void init_params(const Model& model, const std::vector<UnitLayout>& layout, UnitBuffers& params,
-                 std::uint64_t seed) {
+                 std::uint64_t seed, Device& device) {
   for (std::size_t u = 0; u < layout.size(); ++u) {
-    model.init_unit(static_cast<int>(u), params[u].as<float>().first(layout[u].numel), seed);
+    const auto real = static_cast<std::size_t>(layout[u].numel);
+    if (params[u].dtype() == DType::F32) {
+      model.init_unit(static_cast<int>(u), params[u].as<float>().first(real), seed);
+      continue;
+    }
+    Buffer fp32 = device.alloc(MemCategory::Gathered, DType::F32, {layout[u].numel});
+    model.init_unit(static_cast<int>(u), fp32.as<float>(), seed);
+    round_into(fp32.as<float>(), view_of(params[u]).slice(0, layout[u].numel));
   }
 }
 

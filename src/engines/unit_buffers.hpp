@@ -19,9 +19,10 @@ using UnitBuffers = std::vector<Buffer>;
 /// One fp32 span per unit: whole unit buffers, or shards of them.
 using UnitSpans = std::vector<std::span<float>>;
 
-/// Allocates zeroed fp32 buffers of every unit's padded size (or shard size) under `category`.
+/// Allocates zeroed buffers of `dtype` of every unit's padded size (or shard size) under
+/// `category`.
 UnitBuffers alloc_units(Device& device, const std::vector<UnitLayout>& layout, MemCategory category,
-                        bool shard = false);
+                        bool shard = false, DType dtype = DType::F32);
 
 /// Spans over whole buffers.
 UnitSpans spans_of(UnitBuffers& buffers);
@@ -29,9 +30,11 @@ UnitSpans spans_of(UnitBuffers& buffers);
 /// Rank `rank`'s shard of each full (padded) unit buffer.
 UnitSpans own_shards(UnitBuffers& full, const std::vector<UnitLayout>& layout, int rank, int world);
 
-/// Fills each unit's real elements with the model's init for `seed`; padding stays zero.
+/// Fills each unit's real elements with the model's fp32 init for `seed`, rounded to the
+/// buffers' dtype (nearest even; 16-bit training starts from the rounded weights, as DeepSpeed's
+/// fp32 master is made from the 16-bit model); padding stays zero.
 void init_params(const Model& model, const std::vector<UnitLayout>& layout, UnitBuffers& params,
-                 std::uint64_t seed);
+                 std::uint64_t seed, Device& device);
 
 /// Sets every element of every buffer to +0.
 void zero_units(UnitBuffers& buffers);

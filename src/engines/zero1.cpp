@@ -1,13 +1,17 @@
 // zero1.cpp — ZeRO stage 1: shard the optimizer state. Parameters and gradients stay whole on
-// every rank (4 + 4 bytes per parameter); Adam's moments exist only for the own shard (8/N).
-// Per step:
+// every rank (2 + 2 bytes per parameter with mixed precision, 4 + 4 in fp32); the fp32 master and
+// Adam's moments exist only for the own shard (12/N, or 8/N). Per step, for each of the k
+// accumulated micro-batches:
 //   1. forward         this rank's micro-batch, unit by unit
 //   2. backward        unit by unit, into full per-unit gradient buffers
-//   3. reduce_scatter  each unit's gradients (avg), in place: the own slice now holds the mean
-//   4. update          AdamW on the own shard only: params, averaged grads, moments
+//   3. reduce_scatter  each unit's gradients (avg), in place: the own slice now holds the mean;
+//                      with k > 1 it is added into an own-shard accumulator
+// then
+//   4. update          the optimizer step on the own shard only
 //   5. all_gather      each unit's parameters, in place: every rank is whole again
 // Traffic: reduce-scatter plus all-gather is the same 2 Psi (N-1)/N as DDP's all-reduce.
 #include "engines/engine.hpp"
+#include "engines/micro_batch.hpp"
 #include "engines/sharding.hpp"
 
 namespace zl {
@@ -21,58 +25,95 @@ class Zero1Engine final : public Engine {
         device_(device),
         comm_(comm),
         options_(options),
+        features_(options.features),
         layout_(layout_units(model.units(), comm.size())),
-        params_(alloc_units(device, layout_, MemCategory::Params)),
-        grads_(alloc_units(device, layout_, MemCategory::Grads)),
-        adam_(alloc_adam(device, layout_, /*shard=*/true)) {
-    init_params(model_, layout_, params_, options_.seed);
+        params_(alloc_params(device, layout_, features_.precision, /*shard=*/false)),
+        grads_(alloc_units(device, layout_, MemCategory::Grads, false, features_.precision)),
+        opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)) {
+    validate(features_);
+    if (features_.grad_accum_steps > 1) {
+      accum_ = alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true,
+                           features_.precision);
+    }
+    init_params(model_, layout_, params_, options_.seed, device_);
+    master_from_params(opt_, own(params_));
   }
 
   StepStats step(std::int64_t step) override {
-    // 1. forward and 2. backward this rank's micro-batch into full per-unit gradients
-    zero_units(grads_);
-    const Batch batch = options_.batch(step, comm_.rank());
-    const float loss = forward_backward(model_, batch, layout_, params_, grads_, options_, device_);
-    // 3. reduce_scatter: the own slice of each unit's gradient becomes the mean
-    const UnitSpans grad_shards = own_shards(grads_, layout_, comm_.rank(), comm_.size());
-    for (std::size_t u = 0; u < layout_.size(); ++u) {
-      reduce_scatter_unit(comm_, grads_[u].as<float>(), grad_shards[u]);
-      notify(options_, device_, "reduce_scatter", static_cast<int>(u));
+    const std::int64_t micro_steps = features_.grad_accum_steps;
+    float loss_sum = 0.0f;
+    for (std::int64_t k = 0; k < micro_steps; ++k) {
+      // 1. forward and 2. backward this rank's micro-batch into full per-unit gradients
+      zero_units(grads_);
+      loss_sum = loss_sum + run_micro_batch(model_, options_.batch(step * micro_steps + k,
+                                                                   comm_.rank()),
+                                            layout_, features_.precision,
+                                            grad_scale_of(opt_, features_), hooks(), options_,
+                                            device_);
+      // 3. reduce_scatter: the own slice of each unit's gradient becomes the mean
+      const std::vector<TypedSpan> grad_shards = own(grads_);
+      for (std::size_t u = 0; u < layout_.size(); ++u) {
+        reduce_scatter_unit(comm_, view_of(grads_[u]), grad_shards[u]);
+        notify(options_, device_, "reduce_scatter", static_cast<int>(u));
+        if (micro_steps == 1) continue;
+        if (k == 0) {
+          copy_into(grad_shards[u], view_of(accum_[u]));
+        } else {
+          add_into(view_of(accum_[u]), grad_shards[u]);
+        }
+      }
     }
-    const double grad_norm = sharded_grad_norm(comm_, device_, layout_, grad_shards);
-    // 4. update the own shard only (unless the norm is not finite: then no rank updates)
-    const bool update = should_update(grad_norm, step, options_);
-    if (update) {
-      const UnitSpans param_shards = own_shards(params_, layout_, comm_.rank(), comm_.size());
-      adamw_units(param_shards, grad_shards, adam_, options_.adamw);
-      notify(options_, device_, "update");
-    }
+    const std::vector<TypedSpan> grads =
+        micro_steps > 1 ? owned_spans(accum_, layout_, false, 0, 1) : own(grads_);
+    const double grad_norm = sharded_grad_norm(
+        comm_, device_, layout_, unscaled_partials(grads, opt_.scaler.scale(), device_));
+    // 4. update the own shard only (unless the step is skipped: then no rank updates)
+    const bool update =
+        optimizer_step(grad_norm, step, own(params_), grads, opt_, options_, device_);
+    if (update) notify(options_, device_, "update");
     // 5. all_gather: every rank's parameters are whole again
     all_gather_params(comm_, params_, layout_, options_, device_);
-    return {.loss = loss, .grad_norm = grad_norm, .skipped = !update};
+    return {.loss = loss_sum / static_cast<float>(micro_steps),
+            .grad_norm = grad_norm,
+            .skipped = !update};
   }
 
   ModelState full_state() override {
-    return state_with_sharded_adam(comm_, device_, layout_, params_, adam_);
+    return gather_model_state(comm_, device_, layout_, opt_, own(params_));
   }
 
-  ShardState shard_state() override {
-    return shard_state_with_sharded_adam(comm_, layout_, params_, adam_);
-  }
+  ShardState shard_state() override { return owned_shard_state(opt_, own(params_)); }
 
   void load_shard_state(const ShardState& state) override {
-    load_state_with_sharded_adam(comm_, layout_, params_, adam_, state);
+    load_owned_shard_state(opt_, own(params_), state);
+    all_gather_params(comm_, params_, layout_, {}, device_);
   }
 
  private:
+  std::vector<TypedSpan> own(UnitBuffers& full) {
+    return owned_spans(full, layout_, /*shard_of_full=*/true, comm_.rank(), comm_.size());
+  }
+
+  MicroBatchHooks hooks() {
+    MicroBatchHooks hooks;
+    hooks.params = [this](int u, bool) { return UnitParams{view_of(params_[u]), {}}; };
+    if (features_.precision == DType::F32) {
+      hooks.direct_grad = [this](int u) { return grads_[u].as<float>(); };
+    }
+    hooks.grad_ready = [this](int u, TypedSpan grad) { copy_into(grad, view_of(grads_[u])); };
+    return hooks;
+  }
+
   Model& model_;
   Device& device_;
   Comm& comm_;
   EngineOptions options_;
+  TrainingFeatures features_;
   std::vector<UnitLayout> layout_;
-  UnitBuffers params_;  // full
+  UnitBuffers params_;  // full, training dtype
   UnitBuffers grads_;   // full; after step 3 only the own slice holds the average
-  AdamState adam_;      // own shard
+  UnitBuffers accum_;   // with gradient accumulation: own shard of the sum of the averages
+  OptimizerState opt_;  // own shard
 };
 
 }  // namespace

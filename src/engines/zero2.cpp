@@ -1,13 +1,17 @@
-// zero2.cpp — ZeRO stage 2: shard gradients too. Parameters stay whole (4 bytes per parameter);
-// gradients (4/N) and Adam's moments (8/N) persist only for the own shard. A unit's full gradient
-// exists only from its backward until its reduce-scatter. Per step:
+// zero2.cpp — ZeRO stage 2: shard gradients too. Parameters stay whole (2 bytes per parameter
+// with mixed precision, 4 in fp32); gradients (2/N) and the fp32 master and Adam's moments (12/N)
+// persist only for the own shard. A unit's full gradient exists only from its backward until its
+// reduce-scatter. Per step, for each of the k accumulated micro-batches:
 //   1. forward         this rank's micro-batch, unit by unit
-//   2. backward        unit by unit, last first; as soon as unit u's gradient is ready:
-//      reduce_scatter  it (avg) into the own gradient shard, and release the full buffer
-//   3. update          AdamW on the own shard
+//   2. backward        unit by unit, last first; as soon as unit u's gradient is complete:
+//      reduce_scatter  it (avg) into the own gradient shard (added to it after the first
+//                      micro-batch), and release the full buffer
+// then
+//   3. update          the optimizer step on the own shard
 //   4. all_gather      each unit's parameters, in place
-// Traffic: 2 Psi (N-1)/N, as DDP.
+// Traffic: 2 Psi (N-1)/N per micro-batch and step, as DDP.
 #include "engines/engine.hpp"
+#include "engines/micro_batch.hpp"
 #include "engines/sharding.hpp"
 
 namespace zl {
@@ -21,64 +25,84 @@ class Zero2Engine final : public Engine {
         device_(device),
         comm_(comm),
         options_(options),
+        features_(options.features),
         layout_(layout_units(model.units(), comm.size())),
-        params_(alloc_units(device, layout_, MemCategory::Params)),
-        grad_shards_(alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true)),
-        adam_(alloc_adam(device, layout_, /*shard=*/true)) {
-    init_params(model_, layout_, params_, options_.seed);
+        params_(alloc_params(device, layout_, features_.precision, /*shard=*/false)),
+        grad_shards_(
+            alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
+        opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)) {
+    validate(features_);
+    init_params(model_, layout_, params_, options_.seed, device_);
+    master_from_params(opt_, own_params());
   }
 
   StepStats step(std::int64_t step) override {
-    // 1. forward
-    const int units = static_cast<int>(layout_.size());
-    model_.begin(options_.batch(step, comm_.rank()));
-    for (int u = 0; u < units; ++u) {
-      model_.forward_unit(u, params_[u].as<float>());
-      notify(options_, device_, "forward", u);
+    const std::int64_t micro_steps = features_.grad_accum_steps;
+    float loss_sum = 0.0f;
+    for (std::int64_t k = 0; k < micro_steps; ++k) {
+      // 1. forward, 2. backward: each unit's full gradient lives only until it is reduced
+      loss_sum = loss_sum + run_micro_batch(model_, options_.batch(step * micro_steps + k,
+                                                                   comm_.rank()),
+                                            layout_, features_.precision,
+                                            grad_scale_of(opt_, features_), hooks(k == 0),
+                                            options_, device_);
     }
-    const float loss = model_.loss();
-    // 2. backward, last unit first; each unit's full gradient lives only until it is reduced
-    for (int u = units - 1; u >= 0; --u) {
-      Buffer full_grad = device_.alloc(MemCategory::Grads, DType::F32, {layout_[u].padded_elems});
-      model_.backward_unit(u, params_[u].as<float>(), full_grad.as<float>());
-      notify(options_, device_, "backward", u);
-      reduce_scatter_unit(comm_, full_grad.as<float>(), grad_shards_[u].as<float>());
-      notify(options_, device_, "reduce_scatter", u);
-    }  // full_grad is released at the end of each iteration
-    const double grad_norm = sharded_grad_norm(comm_, device_, layout_, spans_of(grad_shards_));
-    // 3. update the own shard only (unless the norm is not finite: then no rank updates)
-    const bool update = should_update(grad_norm, step, options_);
-    if (update) {
-      const UnitSpans param_shards = own_shards(params_, layout_, comm_.rank(), comm_.size());
-      adamw_units(param_shards, spans_of(grad_shards_), adam_, options_.adamw);
-      notify(options_, device_, "update");
-    }
+    const std::vector<TypedSpan> grads = owned_spans(grad_shards_, layout_, false, 0, 1);
+    const double grad_norm = sharded_grad_norm(
+        comm_, device_, layout_, unscaled_partials(grads, opt_.scaler.scale(), device_));
+    // 3. update the own shard only (unless the step is skipped: then no rank updates)
+    const bool update = optimizer_step(grad_norm, step, own_params(), grads, opt_, options_,
+                                       device_);
+    if (update) notify(options_, device_, "update");
     // 4. all_gather: every rank's parameters are whole again
     all_gather_params(comm_, params_, layout_, options_, device_);
-    return {.loss = loss, .grad_norm = grad_norm, .skipped = !update};
+    return {.loss = loss_sum / static_cast<float>(micro_steps),
+            .grad_norm = grad_norm,
+            .skipped = !update};
   }
 
   ModelState full_state() override {
-    return state_with_sharded_adam(comm_, device_, layout_, params_, adam_);
+    return gather_model_state(comm_, device_, layout_, opt_, own_params());
   }
 
-  ShardState shard_state() override {
-    return shard_state_with_sharded_adam(comm_, layout_, params_, adam_);
-  }
+  ShardState shard_state() override { return owned_shard_state(opt_, own_params()); }
 
   void load_shard_state(const ShardState& state) override {
-    load_state_with_sharded_adam(comm_, layout_, params_, adam_, state);
+    load_owned_shard_state(opt_, own_params(), state);
+    all_gather_params(comm_, params_, layout_, {}, device_);
   }
 
  private:
+  std::vector<TypedSpan> own_params() {
+    return owned_spans(params_, layout_, /*shard_of_full=*/true, comm_.rank(), comm_.size());
+  }
+
+  MicroBatchHooks hooks(bool first_micro_batch) {
+    MicroBatchHooks hooks;
+    hooks.params = [this](int u, bool) { return UnitParams{view_of(params_[u]), {}}; };
+    hooks.grad_ready = [this, first_micro_batch](int u, TypedSpan grad) {
+      const TypedSpan shard = view_of(grad_shards_[u]);
+      if (first_micro_batch) {
+        reduce_scatter_unit(comm_, grad, shard);
+      } else {
+        Buffer reduced = device_.alloc(MemCategory::CommBuffer, shard.dtype, {shard.elems});
+        reduce_scatter_unit(comm_, grad, view_of(reduced));
+        add_into(shard, view_of(reduced));
+      }
+      notify(options_, device_, "reduce_scatter", u);
+    };
+    return hooks;
+  }
+
   Model& model_;
   Device& device_;
   Comm& comm_;
   EngineOptions options_;
+  TrainingFeatures features_;
   std::vector<UnitLayout> layout_;
-  UnitBuffers params_;       // full
-  UnitBuffers grad_shards_;  // own shard of the averaged gradients
-  AdamState adam_;           // own shard
+  UnitBuffers params_;       // full, training dtype
+  UnitBuffers grad_shards_;  // own shard of the averaged (accumulated) gradients
+  OptimizerState opt_;       // own shard
 };
 
 }  // namespace

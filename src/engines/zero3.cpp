@@ -1,15 +1,25 @@
-// zero3.cpp — ZeRO stage 3: shard the parameters too. Each rank keeps only its shard of
-// parameters (4/N), gradients (4/N) and Adam's moments (8/N); a unit's full parameters exist only
-// while that unit computes. Per step:
+// zero3.cpp — ZeRO stage 3: shard the parameters too. Each rank keeps only its shard of the
+// parameters (2/N with mixed precision, 4/N in fp32), gradients (2/N or 4/N), and the fp32 master
+// and Adam's moments (12/N or 8/N); a unit's full parameters exist only while that unit computes.
+// Per step, for each of the k accumulated micro-batches:
 //   1. forward    for each unit: all_gather its parameters, run it, release them
 //   2. backward   for each unit, last first: all_gather its parameters again, run its backward
 //                 into a full gradient buffer, reduce_scatter that (avg) into the own gradient
-//                 shard, release both
-//   3. update     AdamW on the own shard; no all-gather afterwards: the next step gathers
+//                 shard (added to it after the first micro-batch), release both
+// then
+//   3. update     the optimizer step on the own shard; no all-gather afterwards: the next step
+//                 gathers what it needs
 // Traffic: two all-gathers and one reduce-scatter, 3 Psi (N-1)/N: 1.5x DDP.
+// Two DeepSpeed options change when parameters move, never the results:
+//   stage3_param_persistence_threshold  units smaller than this stay whole on every rank: never
+//                                       gathered, all-gathered once after the update (as ZeRO-2)
+//   stage3_prefetch_bucket_size         the units of the next visits, up to this many elements,
+//                                       are gathered right after the current one, ahead of use
 #include <algorithm>
+#include <deque>
 
 #include "engines/engine.hpp"
+#include "engines/micro_batch.hpp"
 #include "engines/sharding.hpp"
 
 namespace zl {
@@ -23,76 +33,148 @@ class Zero3Engine final : public Engine {
         device_(device),
         comm_(comm),
         options_(options),
+        features_(options.features),
         layout_(layout_units(model.units(), comm.size())),
-        param_shards_(alloc_units(device, layout_, MemCategory::Params, /*shard=*/true)),
-        grad_shards_(alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true)),
-        adam_(alloc_adam(device, layout_, /*shard=*/true)) {
-    init_own_shards();
+        grad_shards_(
+            alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
+        opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)) {
+    validate(features_);
+    for (const auto& unit : layout_) {
+      persistent_.push_back(unit.numel < features_.persistence_threshold_elems);
+      params_.push_back(device.alloc(MemCategory::Params, features_.precision,
+                                     {persistent_.back() ? unit.padded_elems : unit.shard_elems}));
+    }
+    const std::vector<int> order = model_.forward_order();
+    visits_ = order;
+    visits_.insert(visits_.end(), order.rbegin(), order.rend());
+    init_own_params();
+    master_from_params(opt_, own_params());
   }
 
   StepStats step(std::int64_t step) override {
-    // 1. forward: gather each unit, run it, release it
-    const int units = static_cast<int>(layout_.size());
-    model_.begin(options_.batch(step, comm_.rank()));
-    for (int u = 0; u < units; ++u) {
-      const Buffer params = gather(u);
-      model_.forward_unit(u, params.as<float>());
-      notify(options_, device_, "forward", u);
-    }  // params is released at the end of each iteration
-    const float loss = model_.loss();
-    // 2. backward, last unit first: gather again, run, reduce_scatter the gradient, release both
-    for (int u = units - 1; u >= 0; --u) {
-      const Buffer params = gather(u);
-      Buffer full_grad = device_.alloc(MemCategory::Grads, DType::F32, {layout_[u].padded_elems});
-      model_.backward_unit(u, params.as<float>(), full_grad.as<float>());
-      notify(options_, device_, "backward", u);
-      reduce_scatter_unit(comm_, full_grad.as<float>(), grad_shards_[u].as<float>());
-      notify(options_, device_, "reduce_scatter", u);
+    const std::int64_t micro_steps = features_.grad_accum_steps;
+    float loss_sum = 0.0f;
+    for (std::int64_t k = 0; k < micro_steps; ++k) {
+      // 1. forward and 2. backward, gathering each unit for each visit
+      next_visit_ = 0;
+      loss_sum = loss_sum + run_micro_batch(model_, options_.batch(step * micro_steps + k,
+                                                                   comm_.rank()),
+                                            layout_, features_.precision,
+                                            grad_scale_of(opt_, features_), hooks(k == 0),
+                                            options_, device_);
     }
-    const double grad_norm = sharded_grad_norm(comm_, device_, layout_, spans_of(grad_shards_));
-    // 3. update the own shard (unless the norm is not finite); the next step gathers what it needs
-    const bool update = should_update(grad_norm, step, options_);
-    if (update) {
-      adamw_units(spans_of(param_shards_), spans_of(grad_shards_), adam_, options_.adamw);
-      notify(options_, device_, "update");
-    }
-    return {.loss = loss, .grad_norm = grad_norm, .skipped = !update};
+    const std::vector<TypedSpan> grads = owned_spans(grad_shards_, layout_, false, 0, 1);
+    const double grad_norm = sharded_grad_norm(
+        comm_, device_, layout_, unscaled_partials(grads, opt_.scaler.scale(), device_));
+    // 3. update the own shard (unless the step is skipped); persistent units are made whole
+    const bool update = optimizer_step(grad_norm, step, own_params(), grads, opt_, options_,
+                                       device_);
+    if (update) notify(options_, device_, "update");
+    gather_persistent(options_);
+    return {.loss = loss_sum / static_cast<float>(micro_steps),
+            .grad_norm = grad_norm,
+            .skipped = !update};
   }
 
   ModelState full_state() override {
-    return {gather_unpadded(comm_, device_, layout_, spans_of(param_shards_)),
-            gather_unpadded(comm_, device_, layout_, spans_of(adam_.exp_avg)),
-            gather_unpadded(comm_, device_, layout_, spans_of(adam_.exp_avg_sq))};
+    return gather_model_state(comm_, device_, layout_, opt_, own_params());
   }
 
-  ShardState shard_state() override {
-    return {copy_shards(spans_of(param_shards_)), copy_shards(spans_of(adam_.exp_avg)),
-            copy_shards(spans_of(adam_.exp_avg_sq)), adam_.updates};
-  }
+  ShardState shard_state() override { return owned_shard_state(opt_, own_params()); }
 
   void load_shard_state(const ShardState& state) override {
-    assign_shards(spans_of(param_shards_), state.params);
-    assign_shards(spans_of(adam_.exp_avg), state.exp_avg);
-    assign_shards(spans_of(adam_.exp_avg_sq), state.exp_avg_sq);
-    adam_.updates = state.adam_updates;
+    load_owned_shard_state(opt_, own_params(), state);
+    gather_persistent({});
   }
 
  private:
+  // The own shard of every unit: a shard buffer, or the own slice of a persistent unit.
+  std::vector<TypedSpan> own_params() {
+    std::vector<TypedSpan> spans;
+    for (std::size_t u = 0; u < layout_.size(); ++u) {
+      const TypedSpan all = view_of(params_[u]);
+      const ShardRange shard = shard_of(layout_[u], comm_.rank(), comm_.size());
+      spans.push_back(persistent_[u] ? all.slice(shard.begin, shard.size()) : all);
+    }
+    return spans;
+  }
+
+  MicroBatchHooks hooks(bool first_micro_batch) {
+    MicroBatchHooks hooks;
+    hooks.params = [this](int u, bool) { return params_for_visit(u); };
+    hooks.grad_ready = [this, first_micro_batch](int u, TypedSpan grad) {
+      const TypedSpan shard = view_of(grad_shards_[u]);
+      if (first_micro_batch) {
+        reduce_scatter_unit(comm_, grad, shard);
+      } else {
+        Buffer reduced = device_.alloc(MemCategory::CommBuffer, shard.dtype, {shard.elems});
+        reduce_scatter_unit(comm_, grad, view_of(reduced));
+        add_into(shard, view_of(reduced));
+      }
+      notify(options_, device_, "reduce_scatter", u);
+    };
+    return hooks;
+  }
+
+  // The parameters of visit next_visit_ (unit u): whole if persistent, else the buffer gathered
+  // ahead by a prefetch or gathered now; then the next visits are prefetched within the budget.
+  UnitParams params_for_visit(int u) {
+    const std::size_t visit = next_visit_++;
+    if (persistent_[u]) return {view_of(params_[u]), {}};
+    UnitParams params;
+    if (!prefetched_.empty() && prefetched_.front().first == visit) {
+      params.owned = std::move(prefetched_.front().second);
+      prefetched_.pop_front();
+    } else {
+      params.owned = gather(u);
+    }
+    params.view = view_of(params.owned);
+    prefetch_after(visit);
+    return params;
+  }
+
+  void prefetch_after(std::size_t visit) {
+    std::int64_t budget_elems = features_.prefetch_bucket_elems;
+    for (std::size_t next = visit + 1; next < visits_.size(); ++next) {
+      const int u = visits_[next];
+      if (persistent_[u]) continue;
+      budget_elems -= layout_[u].padded_elems;
+      if (budget_elems < 0) return;
+      const bool have = std::ranges::any_of(prefetched_, [next](const auto& p) {
+        return p.first == next;
+      });
+      if (!have) prefetched_.emplace_back(next, gather(u));
+    }
+  }
+
   Buffer gather(int unit) {
-    Buffer params = gather_unit(comm_, device_, layout_[unit], param_shards_[unit].as<float>());
+    Buffer params = gather_unit(comm_, device_, layout_[unit], view_of(params_[unit]));
     notify(options_, device_, "gather", unit);
     return params;
   }
 
-  // Every rank runs the (deterministic) init of one unit at a time and keeps its own slice.
-  void init_own_shards() {
+  void gather_persistent(const EngineOptions& options) {
+    const std::vector<TypedSpan> own = own_params();
+    for (std::size_t u = 0; u < layout_.size(); ++u) {
+      if (!persistent_[u]) continue;
+      comm_.all_gather(own[u].data, params_[u].data(), static_cast<std::size_t>(own[u].elems),
+                       own[u].dtype);
+      notify(options, device_, "all_gather", static_cast<int>(u));
+    }
+  }
+
+  // Every rank runs the (deterministic) init of one unit at a time and keeps what it holds.
+  void init_own_params() {
     for (std::size_t u = 0; u < layout_.size(); ++u) {
       Buffer full = device_.alloc(MemCategory::Gathered, DType::F32, {layout_[u].padded_elems});
       model_.init_unit(static_cast<int>(u), full.as<float>().first(layout_[u].numel),
                        options_.seed);
       const ShardRange shard = shard_of(layout_[u], comm_.rank(), comm_.size());
-      std::copy(full.as<float>().begin() + shard.begin, full.as<float>().begin() + shard.end,
-                param_shards_[u].as<float>().begin());
+      const auto values = persistent_[u] ? full.as<float>()
+                                         : full.as<float>().subspan(
+                                               static_cast<std::size_t>(shard.begin),
+                                               static_cast<std::size_t>(shard.size()));
+      round_into(values, view_of(params_[u]));
     }
   }
 
@@ -100,10 +182,15 @@ class Zero3Engine final : public Engine {
   Device& device_;
   Comm& comm_;
   EngineOptions options_;
+  TrainingFeatures features_;
   std::vector<UnitLayout> layout_;
-  UnitBuffers param_shards_;  // own shard of the parameters
-  UnitBuffers grad_shards_;   // own shard of the averaged gradients
-  AdamState adam_;            // own shard
+  std::vector<bool> persistent_;  // units below the persistence threshold stay whole
+  UnitBuffers params_;            // own shard (whole for persistent units), training dtype
+  UnitBuffers grad_shards_;       // own shard of the averaged (accumulated) gradients
+  OptimizerState opt_;            // own shard
+  std::vector<int> visits_;       // the units of a micro-batch's visits, forward then backward
+  std::size_t next_visit_ = 0;
+  std::deque<std::pair<std::size_t, Buffer>> prefetched_;  // (visit, gathered parameters)
 };
 
 }  // namespace

@@ -1,0 +1,83 @@
+// micro_batch.cpp — the visit loop of one micro-batch.
+#include "engines/micro_batch.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "engines/unit_buffers.hpp"
+
+namespace zl {
+
+namespace {
+
+// The fp32 parameters the model computes with: the span itself in fp32, else a widened copy.
+struct Fp32Params {
+  std::span<const float> values;
+  Buffer copy;
+};
+
+Fp32Params fp32_of(TypedSpan params, Device& device) {
+  if (params.dtype == DType::F32) return {params.f32(), {}};
+  Fp32Params out{{}, device.alloc(MemCategory::Gathered, DType::F32, {params.elems})};
+  widen(params, out.copy.as<float>());
+  out.values = out.copy.as<float>();
+  return out;
+}
+
+}  // namespace
+
+float run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLayout>& layout,
+                      DType precision, float grad_scale, const MicroBatchHooks& hooks,
+                      const EngineOptions& options, Device& device) {
+  const std::vector<int> order = model.forward_order();
+  const auto units = static_cast<int>(layout.size());
+  for (const int u : order) {
+    ZL_CHECK(u >= 0 && u < units, "the model's forward order names unit {} of {}", u, units);
+  }
+  model.begin(batch);
+  for (const int u : order) {
+    const UnitParams params = hooks.params(u, /*backward=*/false);
+    const Fp32Params f32 = fp32_of(params.view, device);
+    model.forward_unit(u, f32.values.first(static_cast<std::size_t>(layout[u].numel)));
+    notify(options, device, "forward", u);
+  }
+  const float loss = model.loss(grad_scale);
+
+  // Backward visits the order reversed; a unit's gradient is complete at its last visit there,
+  // which is its first position in the forward order.
+  std::vector<Buffer> temp(layout.size());
+  std::vector<std::span<float>> grad(layout.size());
+  for (auto i = static_cast<std::ptrdiff_t>(order.size()) - 1; i >= 0; --i) {
+    const int u = order[static_cast<std::size_t>(i)];
+    const auto numel = static_cast<std::size_t>(layout[u].numel);
+    if (grad[u].empty()) {
+      grad[u] = hooks.direct_grad ? hooks.direct_grad(u) : std::span<float>();
+      if (grad[u].empty()) {
+        temp[u] = device.alloc(MemCategory::Grads, DType::F32, {layout[u].padded_elems});
+        grad[u] = temp[u].as<float>();
+      }
+    }
+    {
+      const UnitParams params = hooks.params(u, /*backward=*/true);
+      const Fp32Params f32 = fp32_of(params.view, device);
+      model.backward_unit(u, f32.values.first(numel), grad[u].first(numel));
+    }
+    notify(options, device, "backward", u);
+    const bool complete =
+        std::find(order.begin(), order.end(), u) == order.begin() + i;
+    if (!complete) continue;
+    const TypedSpan fp32_grad{grad[u].data(), layout[u].padded_elems, DType::F32};
+    if (precision == DType::F32) {
+      hooks.grad_ready(u, fp32_grad);
+    } else {
+      Buffer rounded = device.alloc(MemCategory::Grads, precision, {layout[u].padded_elems});
+      round_into(grad[u], view_of(rounded));
+      temp[u] = Buffer();
+      hooks.grad_ready(u, view_of(rounded));
+    }
+    temp[u] = Buffer();
+  }
+  return loss;
+}
+
+}  // namespace zl

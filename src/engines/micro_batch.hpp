@@ -1,0 +1,44 @@
+// micro_batch.hpp — one micro-batch through the model, unit by unit, as every engine and the
+// reference run it: forward over Model::forward_order(), the loss, backward over the reverse.
+// Parameters come from the engine for each visit (its own buffer, or a gathered temporary) and
+// are widened to fp32 for the model when they are 16-bit. Each unit's fp32 gradient adds up over
+// its visits; once its last backward visit is done it is rounded to the training dtype and handed
+// to the engine, which reduces it.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "engines/engine.hpp"
+#include "engines/partition.hpp"
+#include "engines/typed_span.hpp"
+
+namespace zl {
+
+/// A unit's full (padded) parameters for one visit: a view of a buffer the engine keeps, or a
+/// gathered temporary (`owned`) that lives until the visit ends.
+struct UnitParams {
+  TypedSpan view;
+  Buffer owned;
+};
+
+/// What the engine supplies and receives during a micro-batch.
+struct MicroBatchHooks {
+  /// Full parameters of `unit` for a forward (`backward` false) or backward visit.
+  std::function<UnitParams(int unit, bool backward)> params;
+  /// Optional: a zeroed fp32 span of the unit's padded size where its gradient accumulates
+  /// directly (fp32 training with persistent full gradients); empty: a temporary is used.
+  std::function<std::span<float>(int unit)> direct_grad;
+  /// Unit `unit`'s gradient for this micro-batch is complete: full and padded, in the training
+  /// dtype. The span stays valid only during the call; the engine may modify it (reduce in place).
+  std::function<void(int unit, TypedSpan grad)> grad_ready;
+};
+
+/// Runs `batch` forward and backward, seeding backward with `grad_scale` (see Model::loss), and
+/// emits "forward" and "backward" events per visit. Returns the unscaled loss.
+float run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLayout>& layout,
+                      DType precision, float grad_scale, const MicroBatchHooks& hooks,
+                      const EngineOptions& options, Device& device);
+
+}  // namespace zl

@@ -1,0 +1,143 @@
+// optimizer_step.cpp — unscale, norm partials, the skip decision, clipping and the update.
+#include "engines/optimizer_step.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "optim/adamw.hpp"
+#include "optim/grad_norm.hpp"
+
+namespace zl {
+
+namespace {
+
+bool mixed(const OptimizerState& state) {
+  return !state.master.empty();
+}
+
+// Unit `grad` as unscaled fp32: in place for fp32 gradients, else in `scratch`.
+std::span<float> unscaled(TypedSpan grad, double loss_scale, Device& device, Buffer& scratch) {
+  std::span<float> out;
+  if (grad.dtype == DType::F32) {
+    out = grad.f32();
+  } else {
+    scratch = device.alloc(MemCategory::Grads, DType::F32, {grad.elems});
+    out = scratch.as<float>();
+    widen(grad, out);
+  }
+  if (loss_scale != 1.0) {
+    const auto scale = static_cast<float>(loss_scale);
+    for (float& g : out) g = g / scale;
+  }
+  return out;
+}
+
+}  // namespace
+
+OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& layout,
+                               const TrainingFeatures& features, bool shard) {
+  OptimizerState state{.master = {}, .adam = alloc_adam(device, layout, shard), .scaler = {}};
+  if (features.precision != DType::F32) {
+    state.master = alloc_units(device, layout, MemCategory::Master, shard);
+  }
+  if (features.precision == DType::F16) state.scaler = LossScaler(features.loss_scale);
+  return state;
+}
+
+UnitBuffers alloc_params(Device& device, const std::vector<UnitLayout>& layout, DType precision,
+                         bool shard) {
+  return alloc_units(device, layout, MemCategory::Params, shard, precision);
+}
+
+float grad_scale_of(const OptimizerState& state, const TrainingFeatures& features) {
+  return static_cast<float>(state.scaler.scale() / static_cast<double>(features.grad_accum_steps));
+}
+
+std::vector<TypedSpan> owned_spans(UnitBuffers& buffers, const std::vector<UnitLayout>& layout,
+                                   bool shard_of_full, int rank, int world) {
+  std::vector<TypedSpan> spans;
+  for (std::size_t u = 0; u < buffers.size(); ++u) {
+    const TypedSpan all = view_of(buffers[u]);
+    if (!shard_of_full) {
+      spans.push_back(all);
+      continue;
+    }
+    const ShardRange shard = shard_of(layout[u], rank, world);
+    spans.push_back(all.slice(shard.begin, shard.size()));
+  }
+  return spans;
+}
+
+UnitSpans fp32_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params) {
+  if (mixed(state)) return spans_of(state.master);
+  UnitSpans spans;
+  for (const TypedSpan& params : owned_params) spans.push_back(params.f32());
+  return spans;
+}
+
+void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& owned_params) {
+  if (!mixed(state)) return;
+  for (std::size_t u = 0; u < owned_params.size(); ++u) {
+    round_into(state.master[u].as<float>(), owned_params[u]);
+  }
+}
+
+void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params) {
+  if (!mixed(state)) return;
+  for (std::size_t u = 0; u < owned_params.size(); ++u) {
+    widen(owned_params[u], state.master[u].as<float>());
+  }
+}
+
+std::vector<double> unscaled_partials(const std::vector<TypedSpan>& grads, double loss_scale,
+                                      Device& device) {
+  std::vector<double> partials;
+  for (const TypedSpan& grad : grads) {
+    if (grad.dtype == DType::F32 && loss_scale == 1.0) {
+      append_block_sumsq(grad.f32(), partials);
+      continue;
+    }
+    // Unscale a copy: the gradients themselves are unscaled once, in optimizer_step.
+    Buffer copy = device.alloc(MemCategory::Grads, DType::F32, {grad.elems});
+    widen(grad, copy.as<float>());
+    const auto scale = static_cast<float>(loss_scale);
+    for (float& g : copy.as<float>()) g = g / scale;
+    append_block_sumsq(copy.as<float>(), partials);
+  }
+  return partials;
+}
+
+bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<TypedSpan>& params,
+                    const std::vector<TypedSpan>& grads, OptimizerState& state,
+                    const EngineOptions& options, Device& device) {
+  // 3. decide: the norm has the same bits on every rank and in the reference
+  if (state.scaler.dynamic()) {
+    if (!std::isfinite(grad_norm)) {
+      state.scaler.update(/*overflow=*/true);
+      return false;
+    }
+  } else if (!should_update(grad_norm, step, options)) {
+    return false;
+  }
+  // 4. clip (a factor of exactly 1 changes nothing, so it is skipped)
+  const double max_norm = options.features.grad_clip;
+  const float clip = max_norm > 0.0 ? static_cast<float>(std::min(1.0, max_norm / (grad_norm + 1e-6)))
+                                    : 1.0f;
+  // 5. update, unit by unit, with one unit's unscaled fp32 gradient at a time
+  const AdamWScalars scalars = adamw_scalars(options.adamw, ++state.adam.updates);
+  const UnitSpans targets = fp32_params(state, params);
+  for (std::size_t u = 0; u < grads.size(); ++u) {
+    Buffer scratch;
+    const std::span<float> g = unscaled(grads[u], state.scaler.scale(), device, scratch);
+    if (clip != 1.0f) {
+      for (float& value : g) value = value * clip;
+    }
+    adamw_update(targets[u], g, state.adam.exp_avg[u].as<float>(),
+                 state.adam.exp_avg_sq[u].as<float>(), scalars);
+  }
+  params_from_master(state, params);
+  state.scaler.update(/*overflow=*/false);
+  return true;
+}
+
+}  // namespace zl

@@ -1,0 +1,64 @@
+// optimizer_step.hpp — the end of every step, shared by the reference and every engine, on the
+// part of the model a rank updates (whole units, or its own shards):
+//   1. unscale   g = g / loss_scale, widened to fp32 (fp16's dynamic scaling; 1 otherwise)
+//   2. norm      the canonical norm's block partials of those fp32 gradients
+//   3. decide    a non-finite norm skips the step on every rank (fp16: an overflow, the scale
+//                halves; otherwise NonFinitePolicy decides)
+//   4. clip      g = g * min(1, max_norm / (norm + 1e-6)), as torch.nn.utils.clip_grad_norm_
+//   5. update    AdamW on the fp32 master (or on the fp32 parameters themselves), then the
+//                16-bit parameters are re-made from the master (round to nearest even)
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engines/engine.hpp"
+#include "engines/typed_span.hpp"
+#include "engines/unit_buffers.hpp"
+
+namespace zl {
+
+/// What the optimizer owns for the part of the model a rank updates.
+struct OptimizerState {
+  UnitBuffers master;  ///< fp32 copy of the owned parameters (16-bit training); empty in fp32
+  AdamState adam;      ///< Adam's moments and update count
+  LossScaler scaler;   ///< dynamic for fp16, fixed at 1 otherwise
+};
+
+/// Zeroed state for whole units or (`shard`) the own shards, booked as Master and Optimizer.
+OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& layout,
+                               const TrainingFeatures& features, bool shard);
+
+/// Parameters in the training dtype: zeroed buffers of every unit (or shard), booked as Params.
+UnitBuffers alloc_params(Device& device, const std::vector<UnitLayout>& layout, DType precision,
+                         bool shard);
+
+/// The factor backward scales the loss by: loss scale / accumulation steps.
+float grad_scale_of(const OptimizerState& state, const TrainingFeatures& features);
+
+/// One span per unit over the owned part of each buffer: whole buffers, or rank `rank`'s shard.
+std::vector<TypedSpan> owned_spans(UnitBuffers& buffers, const std::vector<UnitLayout>& layout,
+                                   bool shard_of_full, int rank, int world);
+
+/// The fp32 parameters the optimizer updates: the master in 16-bit training, else the owned
+/// parameters themselves.
+UnitSpans fp32_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params);
+
+/// Sets the owned 16-bit parameters to the master, rounded (nothing to do in fp32).
+void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& owned_params);
+
+/// Sets the master to the owned parameters, widened (after init; nothing to do in fp32).
+void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params);
+
+/// Block partials (optim/grad_norm.hpp) of the unscaled fp32 gradients, unit after unit.
+std::vector<double> unscaled_partials(const std::vector<TypedSpan>& grads, double loss_scale,
+                                      Device& device);
+
+/// Steps 3-5 for optimizer step `step` (0-based) given the canonical norm: returns true when
+/// the parameters were updated. Throws NonFiniteError under NonFinitePolicy::Stop (not in fp16,
+/// where an overflow is an expected, skipped step).
+bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<TypedSpan>& params,
+                    const std::vector<TypedSpan>& grads, OptimizerState& state,
+                    const EngineOptions& options, Device& device);
+
+}  // namespace zl

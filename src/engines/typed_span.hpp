@@ -1,0 +1,43 @@
+// typed_span.hpp — a view of elements of any training dtype (fp32, bf16, fp16): a unit buffer or
+// a shard of one. Mixed precision holds parameters and gradients in 16 bits; these helpers are
+// the only places that widen them to fp32 (exact) or round fp32 to them (nearest even), so every
+// engine and the reference convert the same way.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/buffer.hpp"
+
+namespace zl {
+
+/// `elems` elements of `dtype` starting at `data`.
+struct TypedSpan {
+  void* data = nullptr;
+  std::int64_t elems = 0;
+  DType dtype = DType::F32;
+
+  /// Elements [begin, begin + count).
+  TypedSpan slice(std::int64_t begin, std::int64_t count) const;
+  /// The fp32 elements; the dtype must be F32.
+  std::span<float> f32() const;
+  std::int64_t bytes() const { return elems * static_cast<std::int64_t>(dtype_bytes(dtype)); }
+};
+
+/// All of `buffer`.
+TypedSpan view_of(Buffer& buffer);
+
+/// out[i] = in[i] widened to fp32 (exact). Sizes must match.
+void widen(TypedSpan in, std::span<float> out);
+
+/// out[i] = in[i] rounded to out's dtype (nearest even; a copy for fp32). Sizes must match.
+void round_into(std::span<const float> in, TypedSpan out);
+
+/// to[i] = from[i]; same dtype and size.
+void copy_into(TypedSpan from, TypedSpan to);
+
+/// acc[i] = acc[i] + add[i], summed in fp32 and rounded once to the dtype: exactly what a
+/// two-input rank-order Sum (comm/reduce.hpp) computes. Same dtype and size.
+void add_into(TypedSpan acc, TypedSpan add);
+
+}  // namespace zl
