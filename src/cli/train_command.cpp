@@ -1,13 +1,12 @@
-// train_command.cpp — `zerolab train`: parse flags into a TrainConfig, print one progress line per
-// step and a per-rank ledger summary, then write the requested files (each atomically).
+// train_command.cpp — `zerolab train`: runs the parsed flags (train_flags.cpp), prints a progress
+// line every --steps-per-print steps and a per-rank ledger summary, then writes the requested
+// files (each atomically).
 #include "cli/train_command.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <map>
 #include <memory>
 #include <string>
 
@@ -19,10 +18,6 @@
 namespace zl {
 
 namespace {
-
-const std::map<std::string, EngineKind> kEngineNames = {
-    {"reference", EngineKind::Reference}, {"ddp", EngineKind::Ddp},     {"zero1", EngineKind::Zero1},
-    {"zero2", EngineKind::Zero2},         {"zero3", EngineKind::Zero3}};
 
 // One tensor per parameter, named as the model names it, from unpadded unit vectors.
 std::vector<TensorRecord> param_tensors(const std::vector<UnitLayout>& layout,
@@ -140,90 +135,25 @@ std::string metrics_lines(const TrainResult& result) {
 
 }  // namespace
 
-void add_train_flags(CLI::App& cmd, TrainArgs& args) {
-  TrainConfig& config = args.config;
-  TrainOutputs& outputs = args.outputs;
-  cmd.add_option("--model", args.model, "Model to train")->check(CLI::IsMember({"mlp"}))->capture_default_str();
-  cmd.add_option("--layers", config.mlp.layers, "Linear layers of the MLP")->capture_default_str();
-  cmd.add_option("--width", config.mlp.width, "Hidden width of the MLP")->capture_default_str();
-  cmd.add_option("--in", config.mlp.in, "Input features")->capture_default_str();
-  cmd.add_option("--classes", config.mlp.classes, "Output classes")->capture_default_str();
-  auto* engine = cmd.add_option("--engine", config.engine, "reference | ddp | zero1 | zero2 | zero3")
-                     ->transform(CLI::CheckedTransformer(kEngineNames, CLI::ignore_case))
-                     ->default_str("ddp");
-  cmd.add_option_function<int>(
-         "--stage", [&config](int stage) { config.engine = engine_of_stage(stage); },
-         "ZeRO stage: 0 (DDP), 1, 2 or 3 (same choice as --engine)")
-      ->excludes(engine);
-  cmd.add_option("--backend", args.backend, "Collective backend")->check(CLI::IsMember({"sim"}))
-      ->capture_default_str();
-  cmd.add_option("--world", config.world, "Number of ranks W")->capture_default_str();
-  cmd.add_option("--steps", config.steps, "Optimizer steps")->capture_default_str();
-  cmd.add_option("--micro-batch", config.micro_batch, "Rows per rank per step")->capture_default_str();
-  cmd.add_option("--lr", config.adamw.lr, "AdamW learning rate")->capture_default_str();
-  cmd.add_option("--weight-decay", config.adamw.weight_decay, "AdamW decoupled weight decay")
-      ->capture_default_str();
-  cmd.add_option("--beta1", config.adamw.beta1, "AdamW beta1")->capture_default_str();
-  cmd.add_option("--beta2", config.adamw.beta2, "AdamW beta2")->capture_default_str();
-  cmd.add_option("--eps", config.adamw.eps, "AdamW eps")->capture_default_str();
-  cmd.add_option("--seed", config.seed, "Seed of parameter init and data")->capture_default_str();
-  cmd.add_flag_callback(
-      "--skip-nonfinite", [&config] { config.nonfinite = NonFinitePolicy::Skip; },
-      "Skip the update of a step whose gradient norm is NaN or infinite (on every rank; Adam's "
-      "step count does not advance) instead of stopping");
-  cmd.add_option_function<std::int64_t>(
-         "--collective-timeout-ms",
-         [&config](std::int64_t ms) { config.collective_timeout = std::chrono::milliseconds(ms); },
-         "Longest a simulated rank waits in one collective before the run fails")
-      ->default_str(std::to_string(config.collective_timeout.count()));
-  cmd.add_option_function<std::vector<std::string>>(
-         "--inject-fault",
-         [&config](const std::vector<std::string>& specs) {
-           for (const auto& spec : specs) {
-             config.faults.push_back(parse_fault_spec(spec, "--inject-fault"));
-           }
-         },
-         "Inject a fault into a simulated rank's collective calls (repeatable); kinds: throw, skip "
-         "(the rank leaves the call out), slow (it arrives after the timeout)")
-      ->type_name(std::string(kFaultSpecForm));
-  cmd.add_option("--metrics", outputs.metrics, "Write one JSON line per step to this file");
-  cmd.add_option("--summary", outputs.summary, "Write both ledgers of every rank as JSON");
-  cmd.add_option("--save-init", outputs.save_init, "Write the initial parameters (fp32 safetensors)");
-  cmd.add_option("--save-final", outputs.save_final, "Write the final parameters (fp32 safetensors)");
-  cmd.add_option("--save-data", outputs.save_data, "Write the samples used (safetensors x, y)");
-  cmd.add_flag("--quiet", outputs.quiet, "Print no per-step lines");
-  cmd.add_option("--checkpoint-dir", args.checkpoints.dir,
-                 "Save sharded checkpoints here (DIR/step-N/rank-R.safetensors, manifest.json, DIR/latest)");
-  cmd.add_option("--checkpoint-every", args.checkpoints.every_steps,
-                 "Save after every K steps (the last step is always saved)");
-  cmd.add_option("--init", config.init_file,
-                 "Start from these parameters (fp32 safetensors with the model's names, e.g. from "
-                 "zerolab consolidate or --save-final)");
-  cmd.add_option("--resume", args.checkpoints.resume,
-                 "Continue from a checkpoint (any stage, any world); --steps stays the run's total");
-}
-
 CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
   auto* cmd = app.add_subcommand("train", "Train a model with an engine on the sim backend");
   auto args = std::make_shared<TrainArgs>();  // kept alive by the callback, which cmd owns
   add_train_flags(*cmd, *args);
   cmd->callback([&run, args] {
+    for (const auto& warning : args->config_warnings) {
+      fmt::print(stderr, "zerolab: warning: {}\n", warning);
+    }
+    finish_train_args(*args);
     run = [args] { return run_train(args->config, args->outputs, args->checkpoints); };
   });
   return cmd;
 }
 
-TrainArgs parse_train_args(const std::vector<std::string>& args) {
-  TrainArgs parsed;
-  CLI::App app{"zerolab train"};
-  add_train_flags(app, parsed);
-  app.parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 takes them reversed
-  return parsed;
-}
-
 int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
               const CheckpointPlan& checkpoints) {
   validate(config_in);
+  ZL_CHECK(outputs.steps_per_print >= 1, "--steps-per-print {} is invalid: use 1 or more steps",
+           outputs.steps_per_print);
   if (!checkpoints.dir.empty() && !std::filesystem::is_directory(checkpoints.dir)) {
     check_writable(checkpoints.dir, "--checkpoint-dir");  // its parent must exist
   }
@@ -242,7 +172,9 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
   const TrainResult result = train(
       config,
       [&](const StepRecord& record) {
-        if (!outputs.quiet) print_step(record, config.steps);
+        const bool printed_step = (record.step + 1) % outputs.steps_per_print == 0 ||
+                                  record.step + 1 == config.steps;
+        if (!outputs.quiet && printed_step) print_step(record, config.steps);
       },
       {}, checkpoints);
   print_summary(config, result);

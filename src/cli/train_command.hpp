@@ -1,13 +1,17 @@
-// train_command.hpp — `zerolab train`: flags, progress lines, the summary and output files.
+// train_command.hpp — `zerolab train`: flags (train_flags.cpp), a DeepSpeed JSON config
+// (ds_config.hpp), progress lines, the summary and output files (train_command.cpp).
 #pragma once
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cli/ds_config.hpp"
 #include "engines/trainer.hpp"
 
 namespace zl {
@@ -20,6 +24,16 @@ struct TrainOutputs {
   std::filesystem::path save_final; ///< fp32 safetensors of the final parameters
   std::filesystem::path save_data;  ///< safetensors x and y of every sample used
   bool quiet = false;               ///< no per-step progress lines
+  std::int64_t steps_per_print = 1; ///< a progress line every K steps, and after the last
+};
+
+/// GPT sizes given by flags (--n-layer, ...), applied over the preset; empty when not given.
+struct GptOverrides {
+  std::optional<int> n_layer;
+  std::optional<int> n_head;
+  std::optional<std::int64_t> n_embd;
+  std::optional<std::int64_t> block_size;
+  std::optional<std::int64_t> vocab;
 };
 
 /// A parsed `zerolab train` command line.
@@ -27,20 +41,31 @@ struct TrainArgs {
   TrainConfig config;
   TrainOutputs outputs;
   CheckpointPlan checkpoints;
-  std::string model = "mlp";    ///< --model (mlp is the only choice today)
   std::string backend = "sim";  ///< --backend (sim is the only choice today)
+  std::optional<std::string> gpt_preset;  ///< --preset; "tiny" when --model gpt names none
+  GptOverrides gpt_sizes;                 ///< --n-layer, --n-head, --n-embd, --block-size, --vocab
+  std::optional<DsConfig> ds_config;      ///< --config, as read from the file
+  std::vector<std::string> config_warnings;  ///< --config's unknown keys, one line each
 };
 
 /// Adds the flags of `zerolab train` to `cmd`; parsing writes them into `args`, which must outlive
-/// `cmd`. A flag's own check (--stage 4, a bad --inject-fault) throws zl::Error during parsing.
+/// `cmd`. --config's file is applied first, whatever its place on the line, so every other flag
+/// overrides it. A flag's own check (--stage 4, --grad-accum 0, a bad --inject-fault, an
+/// unreadable or invalid --config) throws zl::Error during parsing.
 void add_train_flags(CLI::App& cmd, TrainArgs& args);
+
+/// Completes parsed flags with what needs all of them: the GPT preset (--model gpt) with the size
+/// flags over it, and --config's train_batch_size rule. Throws zl::Error for GPT flags without
+/// --model gpt, an unknown preset, or a train_batch_size that is not micro * accum * world.
+void finish_train_args(TrainArgs& args);
 
 /// Adds the `train` subcommand to `app`; `run` is set to the function that executes it.
 CLI::App* add_train_command(CLI::App& app, std::function<int()>& run);
 
-/// Parses the arguments after `zerolab train` without running anything (the fuzzer's entry).
-/// Throws CLI::ParseError (CLI::CallForHelp for --help) or zl::Error, as `zerolab train` reports
-/// them; validate(config) is left to the caller, as run_train() does it.
+/// Parses the arguments after `zerolab train` and finishes them (finish_train_args) without running
+/// anything (the fuzzer's entry and the tests'). Throws CLI::ParseError (CLI::CallForHelp for
+/// --help) or zl::Error, as `zerolab train` reports them; validate(config) is left to the caller,
+/// as run_train() does it.
 TrainArgs parse_train_args(const std::vector<std::string>& args);
 
 /// Runs a parsed train command: checks outputs, trains, prints, writes files. Returns the exit code.

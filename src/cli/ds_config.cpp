@@ -1,0 +1,405 @@
+// ds_config.cpp — reads a DeepSpeed JSON config: each section is a table from key to a reader
+// that checks the value's type and range; keys outside the tables are warnings, never errors, so
+// a config written for DeepSpeed runs here with what zerolab honours.
+#include "cli/ds_config.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+
+namespace zl {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Longest value a message quotes; longer ones are cut and end in "...".
+constexpr std::size_t kShownChars = 40;
+
+// What DeepSpeed's FusedAdam uses for params a config leaves out (note weight_decay 0, where
+// zerolab's --weight-decay defaults to PyTorch AdamW's 0.01).
+constexpr AdamWConfig kDeepSpeedAdamDefaults{
+    .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0};
+
+// The one place that says offload is not there yet; offload support changes only this.
+[[noreturn]] void fail_offload_device(std::string_view source, std::string_view device) {
+  fail("{}: zero_optimization.offload_optimizer.device {} is not supported yet: use none", source,
+       device);
+}
+
+// A key as a message shows it: control characters escaped, so a message stays one line.
+std::string printable(std::string_view key) {
+  const bool plain = std::ranges::none_of(
+      key, [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  if (plain) return std::string(key);
+  const std::string quoted = json(key).dump(-1, ' ', false, json::error_handler_t::replace);
+  return quoted.substr(1, quoted.size() - 2);
+}
+
+std::string path_of(std::string_view parent, std::string_view key) {
+  return parent.empty() ? printable(key) : fmt::format("{}.{}", parent, printable(key));
+}
+
+// A JSON value on one line, cut to kShownChars.
+std::string shown(const json& value) {
+  const std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  return text.size() <= kShownChars ? text : text.substr(0, kShownChars - 3) + "...";
+}
+
+// A parse error's byte position as 1-based line and column: nlohmann's `byte` is the 1-based
+// index of the character it stopped at (one past the end for an early end of input).
+std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t byte) {
+  const std::size_t index = std::min(byte == 0 ? 0 : byte - 1, text.size());
+  const std::string_view before = text.substr(0, index);
+  const std::size_t line = 1 + static_cast<std::size_t>(std::ranges::count(before, '\n'));
+  const std::size_t last_newline = before.rfind('\n');
+  const std::size_t column = last_newline == std::string_view::npos ? index + 1 : index - last_newline;
+  return {line, column};
+}
+
+// nlohmann's message without its "[json.exception.parse_error.101] parse error at ...: " prefix.
+std::string parse_error_reason(const json::parse_error& error) {
+  const std::string_view what = error.what();
+  const std::size_t colon = what.find(": ");
+  return std::string(colon == std::string_view::npos ? what : what.substr(colon + 2));
+}
+
+// One section's readers, by key; each gets the value and its full path.
+using Reader = std::function<void(const json& value, const std::string& path)>;
+using Readers = std::map<std::string, Reader, std::less<>>;
+
+// Reads values of one config into checked C++ values; every failure names the source and key.
+class Checker {
+ public:
+  Checker(std::string_view source, std::vector<std::string>& warnings)
+      : source_(source), warnings_(warnings) {}
+
+  [[noreturn]] void bad(const std::string& path, const json& value, std::string_view use) const {
+    fail("{}: {} is {}: {}", source_, path, shown(value), use);
+  }
+
+  // Runs the reader of each key of the object at `path`; other keys are warnings.
+  void section(const json& object, const std::string& path, const Readers& readers) const {
+    if (!object.is_object()) bad(path, object, "use an object");
+    for (const auto& [key, value] : object.items()) {
+      const auto reader = readers.find(key);
+      if (reader == readers.end()) {
+        warnings_.push_back(fmt::format("{}: unknown key {} ignored", source_, path_of(path, key)));
+        continue;
+      }
+      reader->second(value, path_of(path, key));
+    }
+  }
+
+  // A whole number in [min, max]; integral-valued doubles (5e8) count, 1.5 does not.
+  std::int64_t whole(const json& value, const std::string& path, std::int64_t min,
+                     std::int64_t max, std::string_view use) const {
+    std::int64_t number = 0;
+    if (value.is_number_unsigned()) {
+      const auto unsigned_number = value.get<std::uint64_t>();
+      if (unsigned_number > static_cast<std::uint64_t>(max)) bad(path, value, use);
+      number = static_cast<std::int64_t>(unsigned_number);
+    } else if (value.is_number_integer()) {
+      number = value.get<std::int64_t>();
+    } else if (value.is_number_float()) {
+      const double real = value.get<double>();
+      constexpr double kTwoTo63 = 9223372036854775808.0;
+      if (!std::isfinite(real) || std::floor(real) != real || real < -kTwoTo63 ||
+          real >= kTwoTo63) {
+        bad(path, value, use);
+      }
+      number = static_cast<std::int64_t>(real);
+    } else {
+      bad(path, value, use);
+    }
+    if (number < min || number > max) bad(path, value, use);
+    return number;
+  }
+
+  std::int64_t at_least(const json& value, const std::string& path, std::int64_t min,
+                        std::string_view use) const {
+    return whole(value, path, min, std::numeric_limits<std::int64_t>::max(), use);
+  }
+
+  // A finite number that `accepts`.
+  double real(const json& value, const std::string& path, bool (*accepts)(double),
+              std::string_view use) const {
+    if (!value.is_number()) bad(path, value, use);
+    const double number = value.get<double>();
+    if (!std::isfinite(number) || !accepts(number)) bad(path, value, use);
+    return number;
+  }
+
+  bool boolean(const json& value, const std::string& path) const {
+    if (!value.is_boolean()) bad(path, value, "use true or false");
+    return value.get<bool>();
+  }
+
+  std::string_view source() const { return source_; }
+
+ private:
+  std::string_view source_;
+  std::vector<std::string>& warnings_;
+};
+
+bool positive(double x) { return x > 0.0; }
+bool non_negative(double x) { return x >= 0.0; }
+bool beta_range(double x) { return x >= 0.0 && x < 1.0; }
+
+constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
+
+// fp16.*: the dynamic loss scaler; a static scale (loss_scale != 0) is refused.
+Readers fp16_readers(const Checker& check, DsConfig& ds, std::optional<bool>& enabled) {
+  return {
+      {"enabled", [&](const json& v, const std::string& p) { enabled = check.boolean(v, p); }},
+      {"loss_scale",
+       [&](const json& v, const std::string& p) {
+         if (!v.is_number() || v.get<double>() != 0.0) {
+           check.bad(p, v, "only dynamic loss scaling is supported: use 0");
+         }
+       }},
+      {"initial_scale_power",
+       [&](const json& v, const std::string& p) {
+         ds.initial_scale_power = static_cast<int>(check.whole(v, p, 0, 63, "use 0 to 63"));
+       }},
+      {"loss_scale_window",
+       [&](const json& v, const std::string& p) {
+         ds.loss_scale_window = check.at_least(v, p, 1, "use 1 or more steps");
+       }},
+      {"hysteresis",
+       [&](const json& v, const std::string& p) {
+         ds.hysteresis = static_cast<int>(check.whole(v, p, 1, kIntMax, "use 1 or more overflows"));
+       }},
+      {"min_loss_scale",
+       [&](const json& v, const std::string& p) {
+         ds.min_loss_scale = check.real(v, p, positive, "use a number > 0");
+       }},
+  };
+}
+
+// zero_optimization.offload_optimizer: only {"device": "none"} today.
+Readers offload_readers(const Checker& check, DsConfig& ds) {
+  return {{"device", [&](const json& v, const std::string& p) {
+             if (v == "cpu") fail_offload_device(check.source(), "cpu");
+             if (v != "none") check.bad(p, v, "use none");
+             ds.offload_optimizer_device = "none";
+           }}};
+}
+
+Readers zero_readers(const Checker& check, DsConfig& ds) {
+  return {
+      {"stage",
+       [&](const json& v, const std::string& p) {
+         ds.engine = engine_of_stage(static_cast<int>(check.whole(v, p, 0, 3, "use 0, 1, 2 or 3")));
+       }},
+      {"reduce_bucket_size",
+       [&](const json& v, const std::string& p) {
+         ds.reduce_bucket_elems = check.at_least(v, p, 1, "use 1 or more elements");
+       }},
+      {"allgather_bucket_size",
+       [&](const json& v, const std::string& p) {
+         ds.allgather_bucket_elems = check.at_least(v, p, 1, "use 1 or more elements");
+       }},
+      {"stage3_prefetch_bucket_size",
+       [&](const json& v, const std::string& p) {
+         ds.prefetch_bucket_elems = check.at_least(v, p, 0, "use 0 (no prefetch) or more elements");
+       }},
+      {"stage3_param_persistence_threshold",
+       [&](const json& v, const std::string& p) {
+         ds.persistence_threshold_elems = check.at_least(v, p, 0, "use 0 or more elements");
+       }},
+      {"overlap_comm",
+       [&](const json& v, const std::string& p) { ds.overlap_comm = check.boolean(v, p); }},
+      {"contiguous_gradients",
+       [&](const json& v, const std::string& p) { ds.contiguous_gradients = check.boolean(v, p); }},
+      {"offload_optimizer",
+       [&](const json& v, const std::string& p) { check.section(v, p, offload_readers(check, ds)); }},
+  };
+}
+
+Readers adam_params_readers(const Checker& check, AdamWConfig& adamw) {
+  return {
+      {"lr",
+       [&](const json& v, const std::string& p) {
+         adamw.lr = check.real(v, p, positive, "use a number > 0");
+       }},
+      {"betas",
+       [&](const json& v, const std::string& p) {
+         constexpr std::string_view kUse = "use [beta1, beta2], each in [0, 1)";
+         if (!v.is_array() || v.size() != 2) check.bad(p, v, kUse);
+         for (const json& beta : v) {
+           if (!beta.is_number() || !beta_range(beta.get<double>())) check.bad(p, v, kUse);
+         }
+         adamw.beta1 = v[0].get<double>();
+         adamw.beta2 = v[1].get<double>();
+       }},
+      {"eps",
+       [&](const json& v, const std::string& p) {
+         adamw.eps = check.real(v, p, positive, "use a number > 0");
+       }},
+      {"weight_decay",
+       [&](const json& v, const std::string& p) {
+         adamw.weight_decay = check.real(v, p, non_negative, "use a number >= 0");
+       }},
+      {"adam_w_mode",
+       [&](const json& v, const std::string& p) {
+         if (!check.boolean(v, p)) {
+           check.bad(p, v, "zerolab trains with AdamW only: use true or leave it out");
+         }
+       }},
+  };
+}
+
+// optimizer: {"type": "AdamW" | "Adam", "params": {...}}; DeepSpeed matches the type ignoring case.
+AdamWConfig read_optimizer(const Checker& check, const json& value, const std::string& path) {
+  AdamWConfig adamw = kDeepSpeedAdamDefaults;
+  bool has_type = false;
+  check.section(value, path,
+                {{"type",
+                  [&](const json& v, const std::string& p) {
+                    std::string type = v.is_string() ? v.get<std::string>() : std::string();
+                    std::ranges::transform(type, type.begin(), [](unsigned char c) {
+                      return static_cast<char>(std::tolower(c));
+                    });
+                    if (type != "adamw" && type != "adam") {
+                      check.bad(p, v, "use AdamW, or Adam with adam_w_mode true");
+                    }
+                    has_type = true;
+                  }},
+                 {"params", [&](const json& v, const std::string& p) {
+                    check.section(v, p, adam_params_readers(check, adamw));
+                  }}});
+  if (!has_type) fail("{}: {}.type is missing: use AdamW", check.source(), path);
+  return adamw;
+}
+
+}  // namespace
+
+DsConfig parse_ds_config(std::string_view text, std::string_view source,
+                         std::vector<std::string>& warnings) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& error) {
+    const auto [line, column] = line_and_column(text, error.byte);
+    fail("{}: line {}, column {}: not valid JSON: {}", source, line, column,
+         parse_error_reason(error));
+  }
+  DsConfig ds;
+  ds.source = std::string(source);
+  const Checker check(source, warnings);
+  if (!root.is_object()) fail("{}: the config is {}: use a JSON object", source, shown(root));
+
+  std::optional<bool> bf16_enabled;
+  std::optional<bool> fp16_enabled;
+  const Readers top = {
+      {"train_batch_size",
+       [&](const json& v, const std::string& p) {
+         ds.train_batch_size = check.at_least(v, p, 1, "use 1 or more samples");
+       }},
+      {"train_micro_batch_size_per_gpu",
+       [&](const json& v, const std::string& p) {
+         ds.micro_batch = check.at_least(v, p, 1, "use 1 or more samples per rank");
+       }},
+      {"gradient_accumulation_steps",
+       [&](const json& v, const std::string& p) {
+         ds.grad_accum_steps = check.at_least(v, p, 1, "use 1 or more micro-batches per step");
+       }},
+      {"gradient_clipping",
+       [&](const json& v, const std::string& p) {
+         ds.grad_clip = check.real(v, p, non_negative, "use a norm >= 0 (0: no clipping)");
+       }},
+      {"steps_per_print",
+       [&](const json& v, const std::string& p) {
+         ds.steps_per_print = check.at_least(v, p, 1, "use 1 or more steps");
+       }},
+      {"bf16",
+       [&](const json& v, const std::string& p) {
+         check.section(v, p, {{"enabled", [&](const json& e, const std::string& ep) {
+                                 bf16_enabled = check.boolean(e, ep);
+                               }}});
+       }},
+      {"fp16",
+       [&](const json& v, const std::string& p) {
+         check.section(v, p, fp16_readers(check, ds, fp16_enabled));
+       }},
+      {"zero_optimization",
+       [&](const json& v, const std::string& p) { check.section(v, p, zero_readers(check, ds)); }},
+      {"optimizer",
+       [&](const json& v, const std::string& p) { ds.adamw = read_optimizer(check, v, p); }},
+  };
+  check.section(root, "", top);
+
+  ZL_CHECK(!(bf16_enabled.value_or(false) && fp16_enabled.value_or(false)),
+           "{}: bf16.enabled and fp16.enabled are both true: enable one of them", source);
+  if (bf16_enabled.value_or(false)) {
+    ds.precision = DType::BF16;
+  } else if (fp16_enabled.value_or(false)) {
+    ds.precision = DType::F16;
+  } else if (bf16_enabled || fp16_enabled) {
+    ds.precision = DType::F32;
+  }
+  return ds;
+}
+
+DsConfig load_ds_config(const std::filesystem::path& path, std::vector<std::string>& warnings) {
+  std::error_code ec;
+  ZL_CHECK(!std::filesystem::is_directory(path, ec),
+           "{}: is a directory: give a DeepSpeed JSON file", path.string());
+  std::ifstream in(path, std::ios::binary);
+  ZL_CHECK(in.good(), "{}: cannot read the config file: {}", path.string(), std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  ZL_CHECK(!in.bad(), "{}: cannot read the config file: {}", path.string(), std::strerror(errno));
+  return parse_ds_config(text.str(), path.string(), warnings);
+}
+
+void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& steps_per_print) {
+  TrainingFeatures& features = config.features;
+  if (ds.micro_batch) config.micro_batch = *ds.micro_batch;
+  if (ds.grad_accum_steps) features.grad_accum_steps = *ds.grad_accum_steps;
+  if (ds.grad_clip) features.grad_clip = *ds.grad_clip;
+  if (ds.steps_per_print) steps_per_print = *ds.steps_per_print;
+  if (ds.precision) features.precision = *ds.precision;
+  if (ds.initial_scale_power) features.loss_scale.initial_scale_power = *ds.initial_scale_power;
+  if (ds.loss_scale_window) features.loss_scale.window = *ds.loss_scale_window;
+  if (ds.hysteresis) features.loss_scale.hysteresis = *ds.hysteresis;
+  if (ds.min_loss_scale) features.loss_scale.min_scale = *ds.min_loss_scale;
+  if (ds.engine) config.engine = *ds.engine;
+  if (ds.reduce_bucket_elems) features.reduce_bucket_elems = *ds.reduce_bucket_elems;
+  if (ds.allgather_bucket_elems) features.allgather_bucket_elems = *ds.allgather_bucket_elems;
+  if (ds.prefetch_bucket_elems) features.prefetch_bucket_elems = *ds.prefetch_bucket_elems;
+  if (ds.persistence_threshold_elems) {
+    features.persistence_threshold_elems = *ds.persistence_threshold_elems;
+  }
+  if (ds.adamw) config.adamw = *ds.adamw;
+}
+
+void check_train_batch_size(const DsConfig& ds, const TrainConfig& config) {
+  if (!ds.train_batch_size) return;
+  const std::int64_t accum = config.features.grad_accum_steps;
+  std::int64_t product = 0;
+  const bool overflow = __builtin_mul_overflow(config.micro_batch, accum, &product) ||
+                        __builtin_mul_overflow(product, std::int64_t{config.world}, &product);
+  ZL_CHECK(!overflow && product == *ds.train_batch_size,
+           "{}: train_batch_size is {} but train_micro_batch_size_per_gpu {} * "
+           "gradient_accumulation_steps {} * world {} = {}: make them agree (or set --micro-batch, "
+           "--grad-accum, --world)",
+           ds.source, *ds.train_batch_size, config.micro_batch, accum, config.world,
+           overflow ? std::string("more than 2^63") : fmt::format("{}", product));
+}
+
+}  // namespace zl

@@ -1,0 +1,73 @@
+// ds_config.hpp — `zerolab train --config ds.json`: a DeepSpeed JSON config read into the keys
+// zerolab honours, then applied to a TrainConfig. Unknown keys are warnings; a wrong type or value
+// is a one-line zl::Error naming the key and what to use. docs/config.md lists every key.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engines/trainer.hpp"
+
+namespace zl {
+
+/// What a DeepSpeed config sets, key by key; a key the file leaves out stays empty (nullopt), so
+/// applying the config changes only what the file names.
+struct DsConfig {
+  std::string source;  ///< the file's name in messages ("ds.json")
+
+  std::optional<std::int64_t> train_batch_size;  ///< checked, never applied: micro * accum * world
+  std::optional<std::int64_t> micro_batch;       ///< train_micro_batch_size_per_gpu
+  std::optional<std::int64_t> grad_accum_steps;  ///< gradient_accumulation_steps
+  std::optional<double> grad_clip;               ///< gradient_clipping
+  std::optional<std::int64_t> steps_per_print;   ///< steps_per_print
+
+  /// BF16 or F16 when bf16.enabled or fp16.enabled is true; F32 when the file has one of them and
+  /// neither is true.
+  std::optional<DType> precision;
+  std::optional<int> initial_scale_power;        ///< fp16.initial_scale_power
+  std::optional<std::int64_t> loss_scale_window;  ///< fp16.loss_scale_window
+  std::optional<int> hysteresis;                 ///< fp16.hysteresis
+  std::optional<double> min_loss_scale;          ///< fp16.min_loss_scale
+
+  std::optional<EngineKind> engine;                        ///< zero_optimization.stage
+  std::optional<std::int64_t> reduce_bucket_elems;         ///< zero_optimization.reduce_bucket_size
+  std::optional<std::int64_t> allgather_bucket_elems;      ///< ....allgather_bucket_size
+  std::optional<std::int64_t> prefetch_bucket_elems;       ///< ....stage3_prefetch_bucket_size
+  std::optional<std::int64_t> persistence_threshold_elems;  ///< ....stage3_param_persistence_threshold
+  /// zero_optimization.overlap_comm: accepted, no effect (the sim backend's collectives are
+  /// synchronous and results never depend on overlap).
+  std::optional<bool> overlap_comm;
+  /// zero_optimization.contiguous_gradients: accepted, no effect (gradients are always one flat
+  /// buffer per unit).
+  std::optional<bool> contiguous_gradients;
+  /// zero_optimization.offload_optimizer.device: only "none" is accepted today.
+  std::optional<std::string> offload_optimizer_device;
+
+  /// optimizer.{type, params}: AdamW (or Adam with adam_w_mode). When the file has an optimizer,
+  /// every field is set, the ones its params leave out to DeepSpeed's defaults (weight_decay 0).
+  std::optional<AdamWConfig> adamw;
+};
+
+/// Reads the DeepSpeed JSON `text`; `source` names it in messages. Each unknown key appends
+/// "<source>: unknown key <path> ignored" to `warnings`. Throws zl::Error (one line) for malformed
+/// JSON ("<source>: line L, column C: not valid JSON: ..."), a wrong type or value, both bf16 and
+/// fp16 enabled, a static loss scale, an optimizer other than AdamW, or offload to cpu.
+DsConfig parse_ds_config(std::string_view text, std::string_view source,
+                         std::vector<std::string>& warnings);
+
+/// Reads the file at `path` with parse_ds_config (its path as the source); throws zl::Error naming
+/// the path when it cannot be read.
+DsConfig load_ds_config(const std::filesystem::path& path, std::vector<std::string>& warnings);
+
+/// Writes every key `ds` sets into `config` and `steps_per_print`; leaves the rest alone.
+void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& steps_per_print);
+
+/// DeepSpeed's rule, checked once the flags are applied too: train_batch_size, when the file sets
+/// it, equals micro_batch * grad_accum_steps * world. Throws zl::Error showing the product.
+void check_train_batch_size(const DsConfig& ds, const TrainConfig& config);
+
+}  // namespace zl

@@ -1,0 +1,286 @@
+// train_flags.cpp — the flags of `zerolab train`, bound to TrainConfig fields. --config's DeepSpeed
+// file is applied first and the flags on top; a flag's own range check is a one-line usage error
+// naming the flag ("--grad-accum 0 is invalid: use 1 or more micro-batches per step").
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "cli/train_command.hpp"
+#include "core/error.hpp"
+
+namespace zl {
+
+namespace {
+
+const std::map<std::string, EngineKind> kEngineNames = {
+    {"reference", EngineKind::Reference}, {"ddp", EngineKind::Ddp},     {"zero1", EngineKind::Zero1},
+    {"zero2", EngineKind::Zero2},         {"zero3", EngineKind::Zero3}};
+
+const std::map<std::string, ModelKind> kModelNames = {{"mlp", ModelKind::Mlp},
+                                                      {"gpt", ModelKind::Gpt}};
+
+const std::map<std::string, DType> kPrecisionNames = {
+    {"fp32", DType::F32}, {"bf16", DType::BF16}, {"fp16", DType::F16}};
+
+constexpr std::string_view kDefaultGptPreset = "tiny";
+
+// Adds `name`, which writes `target` once `accepts` the value; otherwise a one-line usage error
+// "<name> <value> is invalid: <use>" (zl::Error during parsing, as --stage 4 is).
+template <class T, class Accepts>
+CLI::Option* add_checked(CLI::App& cmd, const std::string& name, T& target, Accepts accepts,
+                         std::string use, const std::string& help) {
+  return cmd
+      .add_option_function<T>(
+          name,
+          [&target, accepts, name, use](const T& value) {
+            ZL_CHECK(accepts(value), "{} {} is invalid: {}", name, value, use);
+            target = value;
+          },
+          help)
+      ->default_str(fmt::format("{}", target));
+}
+
+// As add_checked for a whole number >= `min`.
+template <class T>
+CLI::Option* add_at_least(CLI::App& cmd, const std::string& name, T& target, T min,
+                          std::string use, const std::string& help) {
+  return add_checked(
+      cmd, name, target, [min](T value) { return value >= min; }, std::move(use), help);
+}
+
+// `text` as a whole number, also in DeepSpeed's exponent form (5e8); nullopt for 1.5 or "lots".
+std::optional<std::int64_t> whole_number(const std::string& text) {
+  const char* const end = text.data() + text.size();
+  std::int64_t number = 0;
+  if (const auto [stop, error] = std::from_chars(text.data(), end, number);
+      error == std::errc() && stop == end) {
+    return number;
+  }
+  double real = 0.0;
+  const auto [stop, error] = std::from_chars(text.data(), end, real);
+  constexpr double kTwoTo63 = 9223372036854775808.0;
+  if (error != std::errc() || stop != end || !std::isfinite(real) || std::floor(real) != real ||
+      real < -kTwoTo63 || real >= kTwoTo63) {
+    return std::nullopt;
+  }
+  return static_cast<std::int64_t>(real);
+}
+
+// A size flag in elements, which also reads as DeepSpeed writes it: --reduce-bucket 5e8.
+CLI::Option* add_elems(CLI::App& cmd, const std::string& name, std::int64_t& target,
+                       std::int64_t min, std::string use, const std::string& help) {
+  return cmd
+      .add_option_function<std::string>(
+          name,
+          [&target, min, name, use](const std::string& text) {
+            const std::optional<std::int64_t> elems = whole_number(text);
+            ZL_CHECK(elems && *elems >= min, "{} {} is invalid: {}", name, text, use);
+            target = *elems;
+          },
+          help)
+      ->type_name("ELEMS")
+      ->default_str(fmt::format("{}", target));
+}
+
+// A GPT size flag: recorded, applied over the preset by finish_train_args.
+template <class T>
+void add_gpt_size(CLI::App& cmd, const std::string& name, std::optional<T>& target,
+                  const std::string& help) {
+  cmd.add_option_function<T>(
+      name,
+      [&target, name](const T& value) {
+        ZL_CHECK(value >= 1, "{} {} is invalid: use 1 or more", name, value);
+        target = value;
+      },
+      help + " (overrides the preset's)");
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+void add_model_flags(CLI::App& cmd, TrainArgs& args) {
+  TrainConfig& config = args.config;
+  cmd.add_option("--model", config.model, "mlp | gpt")
+      ->transform(CLI::CheckedTransformer(kModelNames, CLI::ignore_case))
+      ->default_str("mlp");
+  cmd.add_option("--layers", config.mlp.layers, "Linear layers of the MLP")->capture_default_str();
+  cmd.add_option("--width", config.mlp.width, "Hidden width of the MLP")->capture_default_str();
+  cmd.add_option("--in", config.mlp.in, "Input features")->capture_default_str();
+  cmd.add_option("--classes", config.mlp.classes, "Output classes")->capture_default_str();
+  cmd.add_option_function<std::string>(
+         "--preset", [&args](const std::string& name) { args.gpt_preset = name; },
+         fmt::format("GPT preset (--model gpt): {}", joined(gpt_preset_names())))
+      ->default_str(std::string(kDefaultGptPreset));
+  add_gpt_size(cmd, "--n-layer", args.gpt_sizes.n_layer, "GPT blocks");
+  add_gpt_size(cmd, "--n-head", args.gpt_sizes.n_head, "GPT attention heads");
+  add_gpt_size(cmd, "--n-embd", args.gpt_sizes.n_embd, "GPT channels (a multiple of --n-head)");
+  add_gpt_size(cmd, "--block-size", args.gpt_sizes.block_size, "GPT context length in tokens");
+  add_gpt_size(cmd, "--vocab", args.gpt_sizes.vocab, "GPT vocabulary size in tokens");
+  cmd.add_option("--data", config.data_file,
+                 "GPT: train on this uint16 token file (nanoGPT's .bin) instead of synthetic data");
+}
+
+void add_feature_flags(CLI::App& cmd, TrainArgs& args) {
+  TrainingFeatures& features = args.config.features;
+  auto* precision = cmd.add_option("--precision", features.precision,
+                                   "fp32 | bf16 | fp16: parameters and gradients, held and sent "
+                                   "(bf16 and fp16 keep fp32 master weights and Adam state)")
+                        ->transform(CLI::CheckedTransformer(kPrecisionNames, CLI::ignore_case))
+                        ->default_str("fp32");
+  auto* bf16 = cmd.add_flag_callback(
+      "--bf16", [&features] { features.precision = DType::BF16; }, "Same as --precision bf16");
+  auto* fp16 = cmd.add_flag_callback(
+      "--fp16", [&features] { features.precision = DType::F16; }, "Same as --precision fp16");
+  precision->excludes(bf16)->excludes(fp16);
+  bf16->excludes(fp16);
+  LossScaleConfig& scale = features.loss_scale;
+  add_checked(
+      cmd, "--loss-scale-power", scale.initial_scale_power,
+      [](int power) { return power >= 0 && power <= 63; }, "use 0 to 63",
+      "fp16: the first loss scale is 2^power (fp16.initial_scale_power)");
+  add_at_least(cmd, "--loss-scale-window", scale.window, std::int64_t{1}, "use 1 or more steps",
+               "fp16: clean steps before the loss scale doubles (fp16.loss_scale_window)");
+  add_at_least(cmd, "--hysteresis", scale.hysteresis, 1, "use 1 or more overflows",
+               "fp16: overflows tolerated before the loss scale halves (fp16.hysteresis)");
+  add_checked(
+      cmd, "--min-loss-scale", scale.min_scale,
+      [](double x) { return std::isfinite(x) && x > 0.0; }, "use a number > 0",
+      "fp16: the loss scale never drops below this (fp16.min_loss_scale)");
+  add_at_least(cmd, "--grad-accum", features.grad_accum_steps, std::int64_t{1},
+               "use 1 or more micro-batches per step",
+               "Micro-batches per optimizer step (gradient_accumulation_steps)");
+  add_checked(
+      cmd, "--clip", features.grad_clip, [](double x) { return std::isfinite(x) && x >= 0.0; },
+      "use a norm >= 0 (0: no clipping)",
+      "Clip the global gradient norm to this; 0: no clipping (gradient_clipping)");
+  add_elems(cmd, "--reduce-bucket", features.reduce_bucket_elems, 1, "use 1 or more elements",
+            "Largest gradient collective in elements (reduce_bucket_size)");
+  add_elems(cmd, "--allgather-bucket", features.allgather_bucket_elems, 1,
+            "use 1 or more elements",
+            "Largest parameter collective in elements (allgather_bucket_size)");
+  add_elems(cmd, "--prefetch-bucket", features.prefetch_bucket_elems, 0,
+            "use 0 (no prefetch) or more elements",
+            "ZeRO-3: elements gathered ahead of the running unit (stage3_prefetch_bucket_size)");
+  add_elems(cmd, "--persistence-threshold", features.persistence_threshold_elems, 0,
+            "use 0 or more elements",
+            "ZeRO-3: units smaller than this stay whole on every rank "
+            "(stage3_param_persistence_threshold)");
+}
+
+void add_output_flags(CLI::App& cmd, TrainArgs& args) {
+  TrainOutputs& outputs = args.outputs;
+  cmd.add_option("--metrics", outputs.metrics, "Write one JSON line per step to this file");
+  cmd.add_option("--summary", outputs.summary, "Write both ledgers of every rank as JSON");
+  cmd.add_option("--save-init", outputs.save_init, "Write the initial parameters (fp32 safetensors)");
+  cmd.add_option("--save-final", outputs.save_final, "Write the final parameters (fp32 safetensors)");
+  cmd.add_option("--save-data", outputs.save_data, "Write the samples used (safetensors x, y)");
+  cmd.add_flag("--quiet", outputs.quiet, "Print no per-step lines");
+  add_at_least(cmd, "--steps-per-print", outputs.steps_per_print, std::int64_t{1},
+               "use 1 or more steps", "Print a progress line every K steps and after the last");
+  cmd.add_option("--checkpoint-dir", args.checkpoints.dir,
+                 "Save sharded checkpoints here (DIR/step-N/rank-R.safetensors, manifest.json, DIR/latest)");
+  cmd.add_option("--checkpoint-every", args.checkpoints.every_steps,
+                 "Save after every K steps (the last step is always saved)");
+  cmd.add_option("--resume", args.checkpoints.resume,
+                 "Continue from a checkpoint (any stage, any world); --steps stays the run's total");
+}
+
+}  // namespace
+
+void add_train_flags(CLI::App& cmd, TrainArgs& args) {
+  TrainConfig& config = args.config;
+  // First on purpose: CLI11 runs option callbacks in the order the options were added, so the
+  // file's values land before any other flag's, wherever --config stands on the line.
+  cmd.add_option_function<std::string>(
+         "--config",
+         [&args](const std::string& path) {
+           args.ds_config = load_ds_config(path, args.config_warnings);
+           apply_ds_config(*args.ds_config, args.config, args.outputs.steps_per_print);
+         },
+         "DeepSpeed JSON config (docs/config.md); the flags given beside it override its values")
+      ->type_name("FILE");
+  add_model_flags(cmd, args);
+  auto* engine = cmd.add_option("--engine", config.engine, "reference | ddp | zero1 | zero2 | zero3")
+                     ->transform(CLI::CheckedTransformer(kEngineNames, CLI::ignore_case))
+                     ->default_str("ddp");
+  cmd.add_option_function<int>(
+         "--stage", [&config](int stage) { config.engine = engine_of_stage(stage); },
+         "ZeRO stage: 0 (DDP), 1, 2 or 3 (same choice as --engine)")
+      ->excludes(engine);
+  cmd.add_option("--backend", args.backend, "Collective backend")->check(CLI::IsMember({"sim"}))
+      ->capture_default_str();
+  cmd.add_option("--world", config.world, "Number of ranks W")->capture_default_str();
+  cmd.add_option("--steps", config.steps, "Optimizer steps")->capture_default_str();
+  cmd.add_option("--micro-batch", config.micro_batch, "Rows per rank per micro-step")
+      ->capture_default_str();
+  add_feature_flags(cmd, args);
+  cmd.add_option("--lr", config.adamw.lr, "AdamW learning rate")->capture_default_str();
+  cmd.add_option("--weight-decay", config.adamw.weight_decay, "AdamW decoupled weight decay")
+      ->capture_default_str();
+  cmd.add_option("--beta1", config.adamw.beta1, "AdamW beta1")->capture_default_str();
+  cmd.add_option("--beta2", config.adamw.beta2, "AdamW beta2")->capture_default_str();
+  cmd.add_option("--eps", config.adamw.eps, "AdamW eps")->capture_default_str();
+  cmd.add_option("--seed", config.seed, "Seed of parameter init and data")->capture_default_str();
+  cmd.add_flag_callback(
+      "--skip-nonfinite", [&config] { config.nonfinite = NonFinitePolicy::Skip; },
+      "Skip the update of a step whose gradient norm is NaN or infinite (on every rank; Adam's "
+      "step count does not advance) instead of stopping");
+  cmd.add_option_function<std::int64_t>(
+         "--collective-timeout-ms",
+         [&config](std::int64_t ms) { config.collective_timeout = std::chrono::milliseconds(ms); },
+         "Longest a simulated rank waits in one collective before the run fails")
+      ->default_str(std::to_string(config.collective_timeout.count()));
+  cmd.add_option_function<std::vector<std::string>>(
+         "--inject-fault",
+         [&config](const std::vector<std::string>& specs) {
+           for (const auto& spec : specs) {
+             config.faults.push_back(parse_fault_spec(spec, "--inject-fault"));
+           }
+         },
+         "Inject a fault into a simulated rank's collective calls (repeatable); kinds: throw, skip "
+         "(the rank leaves the call out), slow (it arrives after the timeout)")
+      ->type_name(std::string(kFaultSpecForm));
+  add_output_flags(cmd, args);
+  cmd.add_option("--init", config.init_file,
+                 "Start from these parameters (fp32 safetensors with the model's names, e.g. from "
+                 "zerolab consolidate or --save-final)");
+}
+
+void finish_train_args(TrainArgs& args) {
+  TrainConfig& config = args.config;
+  const GptOverrides& sizes = args.gpt_sizes;
+  if (config.model != ModelKind::Gpt) {
+    const std::pair<bool, std::string_view> gpt_only[] = {
+        {args.gpt_preset.has_value(), "--preset"},  {sizes.n_layer.has_value(), "--n-layer"},
+        {sizes.n_head.has_value(), "--n-head"},     {sizes.n_embd.has_value(), "--n-embd"},
+        {sizes.block_size.has_value(), "--block-size"}, {sizes.vocab.has_value(), "--vocab"},
+        {!config.data_file.empty(), "--data"}};
+    for (const auto& [given, flag] : gpt_only) {
+      ZL_CHECK(!given, "{} needs --model gpt", flag);
+    }
+  } else {
+    config.gpt = gpt_preset(args.gpt_preset.value_or(std::string(kDefaultGptPreset)));
+    if (sizes.n_layer) config.gpt.n_layer = *sizes.n_layer;
+    if (sizes.n_head) config.gpt.n_head = *sizes.n_head;
+    if (sizes.n_embd) config.gpt.n_embd = *sizes.n_embd;
+    if (sizes.block_size) config.gpt.block_size = *sizes.block_size;
+    if (sizes.vocab) config.gpt.vocab = *sizes.vocab;
+    validate(config.gpt);
+  }
+  if (args.ds_config) check_train_batch_size(*args.ds_config, config);
+}
+
+TrainArgs parse_train_args(const std::vector<std::string>& args) {
+  TrainArgs parsed;
+  CLI::App app{"zerolab train"};
+  add_train_flags(app, parsed);
+  app.parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 takes them reversed
+  finish_train_args(parsed);
+  return parsed;
+}
+
+}  // namespace zl

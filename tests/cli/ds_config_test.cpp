@@ -1,0 +1,343 @@
+// ds_config_test.cpp — `zerolab train --config ds.json`: every DeepSpeed key lands in its
+// TrainConfig field, unknown keys warn, wrong types and values fail in one exact line, malformed
+// JSON names its line and column, every example in docs/configs parses cleanly, and the binary
+// exits 2 with one line for a bad config.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/ds_config.hpp"
+#include "core/error.hpp"
+#include "support/command.hpp"
+
+namespace zl {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Parses `text` as "ds.json" and applies it to a default TrainConfig.
+struct Applied {
+  DsConfig ds;
+  TrainConfig config;
+  std::int64_t steps_per_print = 1;
+  std::vector<std::string> warnings;
+};
+
+Applied apply(std::string_view text) {
+  Applied out;
+  out.ds = parse_ds_config(text, "ds.json", out.warnings);
+  apply_ds_config(out.ds, out.config, out.steps_per_print);
+  return out;
+}
+
+// The message parse_ds_config throws for `text` ("" if it does not throw).
+std::string error_of(std::string_view text) {
+  std::vector<std::string> warnings;
+  try {
+    parse_ds_config(text, "ds.json", warnings);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(DsConfig, EveryKeyMapsToItsField) {
+  const Applied a = apply(R"({
+    "train_batch_size": 48,
+    "train_micro_batch_size_per_gpu": 6,
+    "gradient_accumulation_steps": 8,
+    "gradient_clipping": 0.5,
+    "steps_per_print": 7,
+    "fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 9, "loss_scale_window": 300,
+             "hysteresis": 3, "min_loss_scale": 0.25},
+    "zero_optimization": {"stage": 3, "reduce_bucket_size": 5e8, "allgather_bucket_size": 123,
+                          "stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": 1e4,
+                          "overlap_comm": true, "contiguous_gradients": false,
+                          "offload_optimizer": {"device": "none"}},
+    "optimizer": {"type": "AdamW",
+                  "params": {"lr": 0.002, "betas": [0.8, 0.95], "eps": 1e-6, "weight_decay": 0.1}}
+  })");
+  EXPECT_TRUE(a.warnings.empty());
+  const TrainingFeatures& f = a.config.features;
+  EXPECT_EQ(a.ds.train_batch_size, 48);
+  EXPECT_EQ(a.config.micro_batch, 6);
+  EXPECT_EQ(f.grad_accum_steps, 8);
+  EXPECT_EQ(f.grad_clip, 0.5);
+  EXPECT_EQ(a.steps_per_print, 7);
+  EXPECT_EQ(f.precision, DType::F16);
+  EXPECT_EQ(f.loss_scale.initial_scale_power, 9);
+  EXPECT_EQ(f.loss_scale.window, 300);
+  EXPECT_EQ(f.loss_scale.hysteresis, 3);
+  EXPECT_EQ(f.loss_scale.min_scale, 0.25);
+  EXPECT_EQ(a.config.engine, EngineKind::Zero3);
+  EXPECT_EQ(f.reduce_bucket_elems, 500'000'000);
+  EXPECT_EQ(f.allgather_bucket_elems, 123);
+  EXPECT_EQ(f.prefetch_bucket_elems, 0);
+  EXPECT_EQ(f.persistence_threshold_elems, 10'000);
+  EXPECT_EQ(a.ds.overlap_comm, true);
+  EXPECT_EQ(a.ds.contiguous_gradients, false);
+  EXPECT_EQ(a.ds.offload_optimizer_device, "none");
+  EXPECT_EQ(a.config.adamw.lr, 0.002);
+  EXPECT_EQ(a.config.adamw.beta1, 0.8);
+  EXPECT_EQ(a.config.adamw.beta2, 0.95);
+  EXPECT_EQ(a.config.adamw.eps, 1e-6);
+  EXPECT_EQ(a.config.adamw.weight_decay, 0.1);
+  EXPECT_EQ(apply(R"({"bf16": {"enabled": true}})").config.features.precision, DType::BF16);
+  EXPECT_EQ(apply(R"({"bf16": {"enabled": false}, "fp16": {"enabled": false}})")
+                .config.features.precision,
+            DType::F32);
+  for (const int stage : {0, 1, 2, 3}) {
+    EXPECT_EQ(apply(fmt::format(R"({{"zero_optimization": {{"stage": {}}}}})", stage)).config.engine,
+              engine_of_stage(stage));
+  }
+}
+
+// A key the file leaves out leaves its field as it was (zerolab's defaults are DeepSpeed's).
+TEST(DsConfig, AbsentKeysLeaveTheConfigAlone) {
+  const Applied a = apply("{}");
+  const TrainConfig defaults;
+  EXPECT_EQ(a.config.micro_batch, defaults.micro_batch);
+  EXPECT_EQ(a.config.engine, defaults.engine);
+  EXPECT_EQ(a.config.adamw.weight_decay, defaults.adamw.weight_decay);
+  EXPECT_EQ(a.config.features.precision, DType::F32);
+  EXPECT_EQ(a.config.features.grad_accum_steps, 1);
+  EXPECT_EQ(a.config.features.reduce_bucket_elems, defaults.features.reduce_bucket_elems);
+  EXPECT_EQ(a.steps_per_print, 1);
+  EXPECT_FALSE(a.ds.precision.has_value());
+  EXPECT_FALSE(a.ds.adamw.has_value());
+}
+
+// An optimizer section takes DeepSpeed's defaults for the params it leaves out (FusedAdam's
+// weight_decay is 0); "Adam" is AdamW unless adam_w_mode is false; the type ignores case.
+TEST(DsConfig, OptimizerIsAdamWWithDeepSpeedDefaults) {
+  for (const char* type : {"AdamW", "adam", "ADAMW"}) {
+    const Applied a = apply(fmt::format(R"({{"optimizer": {{"type": "{}"}}}})", type));
+    EXPECT_EQ(a.config.adamw.lr, 1e-3) << type;
+    EXPECT_EQ(a.config.adamw.beta1, 0.9);
+    EXPECT_EQ(a.config.adamw.beta2, 0.999);
+    EXPECT_EQ(a.config.adamw.eps, 1e-8);
+    EXPECT_EQ(a.config.adamw.weight_decay, 0.0);
+  }
+  EXPECT_EQ(apply(R"({"optimizer": {"type": "Adam", "params": {"adam_w_mode": true, "lr": 0.5}}})")
+                .config.adamw.lr,
+            0.5);
+}
+
+TEST(DsConfig, UnknownKeysWarnWithTheirFullPath) {
+  const Applied a = apply(R"({
+    "zero_optimization": {"stage": 2, "foo": 1, "offload_optimizer": {"device": "none", "pin_memory": true}},
+    "scheduler": {"type": "WarmupLR"},
+    "fp16": {"auto_cast": false},
+    "optimizer": {"type": "AdamW", "params": {"torch_adam": true}}
+  })");
+  EXPECT_EQ(a.warnings, (std::vector<std::string>{
+                            "ds.json: unknown key fp16.auto_cast ignored",
+                            "ds.json: unknown key optimizer.params.torch_adam ignored",
+                            "ds.json: unknown key scheduler ignored",
+                            "ds.json: unknown key zero_optimization.foo ignored",
+                            "ds.json: unknown key zero_optimization.offload_optimizer.pin_memory ignored",
+                        }));
+  EXPECT_EQ(a.config.engine, EngineKind::Zero2);  // the known keys beside them still apply
+  std::vector<std::string> warnings;
+  parse_ds_config("{\"a\\nb\": 1}", "ds.json", warnings);
+  EXPECT_EQ(warnings, std::vector<std::string>{"ds.json: unknown key a\\nb ignored"});  // one line
+}
+
+struct BadConfig {
+  std::string text;
+  std::string message;
+};
+
+TEST(DsConfig, WrongTypesAndValuesFailInOneLineNamingTheKey) {
+  const BadConfig cases[] = {
+      {R"({"zero_optimization": {"stage": 5}})",
+       "ds.json: zero_optimization.stage is 5: use 0, 1, 2 or 3"},
+      {R"({"zero_optimization": {"stage": "3"}})",
+       R"(ds.json: zero_optimization.stage is "3": use 0, 1, 2 or 3)"},
+      {R"({"zero_optimization": 3})", "ds.json: zero_optimization is 3: use an object"},
+      {R"({"train_micro_batch_size_per_gpu": 1.5})",
+       "ds.json: train_micro_batch_size_per_gpu is 1.5: use 1 or more samples per rank"},
+      {R"({"train_micro_batch_size_per_gpu": 0})",
+       "ds.json: train_micro_batch_size_per_gpu is 0: use 1 or more samples per rank"},
+      {R"({"gradient_accumulation_steps": -2})",
+       "ds.json: gradient_accumulation_steps is -2: use 1 or more micro-batches per step"},
+      {R"({"gradient_clipping": -1.0})",
+       "ds.json: gradient_clipping is -1.0: use a norm >= 0 (0: no clipping)"},
+      {R"({"gradient_clipping": null})",
+       "ds.json: gradient_clipping is null: use a norm >= 0 (0: no clipping)"},
+      {R"({"steps_per_print": 0})", "ds.json: steps_per_print is 0: use 1 or more steps"},
+      {R"({"bf16": true})", "ds.json: bf16 is true: use an object"},
+      {R"({"bf16": {"enabled": "yes"}})", R"(ds.json: bf16.enabled is "yes": use true or false)"},
+      {R"({"fp16": {"enabled": true, "loss_scale": 128}})",
+       "ds.json: fp16.loss_scale is 128: only dynamic loss scaling is supported: use 0"},
+      {R"({"fp16": {"initial_scale_power": 64}})",
+       "ds.json: fp16.initial_scale_power is 64: use 0 to 63"},
+      {R"({"fp16": {"hysteresis": 0}})", "ds.json: fp16.hysteresis is 0: use 1 or more overflows"},
+      {R"({"fp16": {"min_loss_scale": 0}})", "ds.json: fp16.min_loss_scale is 0: use a number > 0"},
+      {R"({"bf16": {"enabled": true}, "fp16": {"enabled": true}})",
+       "ds.json: bf16.enabled and fp16.enabled are both true: enable one of them"},
+      {R"({"zero_optimization": {"reduce_bucket_size": 1e19}})",
+       "ds.json: zero_optimization.reduce_bucket_size is 1e+19: use 1 or more elements"},
+      {R"({"zero_optimization": {"allgather_bucket_size": 18446744073709551615}})",
+       "ds.json: zero_optimization.allgather_bucket_size is 18446744073709551615: use 1 or more "
+       "elements"},
+      {R"({"zero_optimization": {"stage3_prefetch_bucket_size": -1}})",
+       "ds.json: zero_optimization.stage3_prefetch_bucket_size is -1: use 0 (no prefetch) or more "
+       "elements"},
+      {R"({"zero_optimization": {"overlap_comm": 1}})",
+       "ds.json: zero_optimization.overlap_comm is 1: use true or false"},
+      {R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})",
+       "ds.json: zero_optimization.offload_optimizer.device cpu is not supported yet: use none"},
+      {R"({"zero_optimization": {"offload_optimizer": {"device": "nvme"}}})",
+       R"(ds.json: zero_optimization.offload_optimizer.device is "nvme": use none)"},
+      {R"({"optimizer": {"type": "SGD"}})",
+       R"(ds.json: optimizer.type is "SGD": use AdamW, or Adam with adam_w_mode true)"},
+      {R"({"optimizer": {"params": {"lr": 0.1}}})", "ds.json: optimizer.type is missing: use AdamW"},
+      {R"({"optimizer": {"type": "Adam", "params": {"adam_w_mode": false}}})",
+       "ds.json: optimizer.params.adam_w_mode is false: zerolab trains with AdamW only: use true "
+       "or leave it out"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"betas": [0.9]}}})",
+       "ds.json: optimizer.params.betas is [0.9]: use [beta1, beta2], each in [0, 1)"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"betas": [0.9, 1.0]}}})",
+       "ds.json: optimizer.params.betas is [0.9,1.0]: use [beta1, beta2], each in [0, 1)"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"lr": 0}}})",
+       "ds.json: optimizer.params.lr is 0: use a number > 0"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"weight_decay": -0.1}}})",
+       "ds.json: optimizer.params.weight_decay is -0.1: use a number >= 0"},
+      {R"([1, 2])", "ds.json: the config is [1,2]: use a JSON object"},
+      {R"({"train_batch_size": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})",
+       R"(ds.json: train_batch_size is "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...: use 1 or more samples)"},
+  };
+  for (const auto& bad : cases) EXPECT_EQ(error_of(bad.text), bad.message) << bad.text;
+}
+
+// nlohmann's byte position, turned into the 1-based line and column of the offending character.
+TEST(DsConfig, MalformedJsonNamesLineAndColumn) {
+  const std::string text =
+      "{\n"
+      "  \"train_micro_batch_size_per_gpu\": 8,\n"
+      "  \"gradient_clipping\": oops\n"
+      "}\n";
+  EXPECT_EQ(error_of(text).rfind("ds.json: line 3, column 24: not valid JSON: syntax error", 0), 0u)
+      << error_of(text);
+  EXPECT_EQ(error_of("{\"a\": 1,}").rfind("ds.json: line 1, column 9: not valid JSON: ", 0), 0u)
+      << error_of("{\"a\": 1,}");
+  EXPECT_EQ(error_of("{\n\"a\": 1\n").rfind("ds.json: line 3, column 1: not valid JSON: ", 0), 0u)
+      << error_of("{\n\"a\": 1\n");  // the input ended early: one past its last character
+  EXPECT_EQ(error_of("").rfind("ds.json: line 1, column 1: not valid JSON: ", 0), 0u);
+  EXPECT_EQ(error_of(text).find('\n'), std::string::npos);
+}
+
+// DeepSpeed's rule: train_batch_size = micro batch * accumulation steps * world.
+TEST(DsConfig, TrainBatchSizeMustBeMicroTimesAccumTimesWorld) {
+  Applied a = apply(
+      R"({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4,
+          "gradient_accumulation_steps": 4})");
+  a.config.world = 4;
+  EXPECT_NO_THROW(check_train_batch_size(a.ds, a.config));
+  a.config.world = 2;
+  try {
+    check_train_batch_size(a.ds, a.config);
+    ADD_FAILURE() << "a mismatch passed";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(),
+                 "ds.json: train_batch_size is 64 but train_micro_batch_size_per_gpu 4 * "
+                 "gradient_accumulation_steps 4 * world 2 = 32: make them agree (or set "
+                 "--micro-batch, --grad-accum, --world)");
+  }
+  a.config.micro_batch = std::int64_t{1} << 62;  // the product overflows: still a mismatch
+  EXPECT_THROW(check_train_batch_size(a.ds, a.config), Error);
+  const Applied without = apply("{}");
+  EXPECT_NO_THROW(check_train_batch_size(without.ds, without.config));
+}
+
+TEST(DsConfig, EveryExampleInDocsConfigsParsesWithoutWarnings) {
+  int examples = 0;
+  for (const auto& entry : fs::directory_iterator(ZL_CONFIGS_DIR)) {
+    if (entry.path().extension() != ".json") continue;
+    std::vector<std::string> warnings;
+    EXPECT_NO_THROW(load_ds_config(entry.path(), warnings)) << entry.path();
+    EXPECT_TRUE(warnings.empty()) << entry.path() << ": " << warnings.front();
+    ++examples;
+  }
+  EXPECT_GE(examples, 3);
+  std::vector<std::string> warnings;
+  const DsConfig zero3 = load_ds_config(fs::path(ZL_CONFIGS_DIR) / "zero3_fp16_accum.json", warnings);
+  EXPECT_EQ(zero3.engine, EngineKind::Zero3);
+  EXPECT_EQ(zero3.precision, DType::F16);
+  EXPECT_EQ(zero3.grad_accum_steps, 4);
+  EXPECT_EQ(zero3.source, (fs::path(ZL_CONFIGS_DIR) / "zero3_fp16_accum.json").string());
+}
+
+TEST(DsConfig, AMissingFileNamesItsPath) {
+  std::vector<std::string> warnings;
+  try {
+    load_ds_config("/nonexistent-dir/ds.json", warnings);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(),
+                 "/nonexistent-dir/ds.json: cannot read the config file: No such file or directory");
+  }
+  EXPECT_THROW(load_ds_config(fs::temp_directory_path(), warnings), Error);
+}
+
+class DsConfigCommand : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           fmt::format("zerolab_ds_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir_ / name) << text;
+    return dir_ / name;
+  }
+
+  fs::path dir_;
+};
+
+// A bad config is a usage error: exit 2, one line on stderr, nothing written.
+TEST_F(DsConfigCommand, ABadConfigExitsTwoWithOneLine) {
+  const fs::path bad = write("bad.json", R"({"zero_optimization": {"stage": 5}})");
+  const fs::path outputs = dir_ / "final.st";
+  const BadConfig cases[] = {
+      {bad.string(), fmt::format("{}: zero_optimization.stage is 5: use 0, 1, 2 or 3", bad.string())},
+      {(dir_ / "missing.json").string(),
+       fmt::format("{}: cannot read the config file: No such file or directory",
+                   (dir_ / "missing.json").string())},
+      {write("batch.json", R"({"train_batch_size": 7, "train_micro_batch_size_per_gpu": 2})").string(),
+       fmt::format("{}: train_batch_size is 7 but train_micro_batch_size_per_gpu 2 * "
+                   "gradient_accumulation_steps 1 * world 1 = 2: make them agree (or set "
+                   "--micro-batch, --grad-accum, --world)",
+                   (dir_ / "batch.json").string())},
+  };
+  for (const auto& [path, message] : cases) {
+    const CommandResult run = run_command(fmt::format("{} train --config {} --steps 1 --save-final {}",
+                                                      ZL_BINARY, path, outputs.string()));
+    EXPECT_EQ(run.exit_code, 2) << path;
+    EXPECT_EQ(run.err, fmt::format("zerolab: error: {}\n", message));
+    EXPECT_FALSE(fs::exists(outputs));
+  }
+}
+
+// An unknown key is a warning and the run goes on (a plain fp32 run: no new training feature).
+TEST_F(DsConfigCommand, AnUnknownKeyWarnsAndTheRunContinues) {
+  const fs::path config = write("ds.json", R"({"wall_clock_breakdown": false})");
+  const CommandResult run = run_command(fmt::format(
+      "{} train --config {} --layers 2 --width 4 --in 3 --classes 2 --steps 1 --quiet", ZL_BINARY,
+      config.string()));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, fmt::format("zerolab: warning: {}: unknown key wall_clock_breakdown ignored\n",
+                                 config.string()));
+}
+
+}  // namespace
+}  // namespace zl
