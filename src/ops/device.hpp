@@ -24,13 +24,15 @@ class Device : public Allocator {
 
   // ---- kernels (fp32, row-major) ----
 
-  /// y[rows, out] = x[rows, in] * w[out, in]^T + b[out]
+  /// y[rows, out] = x[rows, in] * w[out, in]^T + b[out]; b may be empty (no bias, as GPT-2's
+  /// LM head: logits[rows, vocab] = x[rows, C] * wte[vocab, C]^T).
   virtual void linear_forward(std::span<const float> x, std::span<const float> w,
                               std::span<const float> b, std::span<float> y, std::int64_t rows,
                               std::int64_t in, std::int64_t out) = 0;
 
   /// Given dy[rows, out]: dw[out, in] += dy^T x, db[out] += sum over rows of dy (rows in order),
-  /// dx[rows, in] = dy w (dx may be empty when the input needs no gradient).
+  /// dx[rows, in] = dy w (db may be empty when there is no bias, dx when the input needs no
+  /// gradient).
   virtual void linear_backward(std::span<const float> x, std::span<const float> w,
                                std::span<const float> dy, std::span<float> dw, std::span<float> db,
                                std::span<float> dx, std::int64_t rows, std::int64_t in,
@@ -48,6 +50,83 @@ class Device : public Allocator {
                                                std::span<const std::int64_t> labels,
                                                std::span<float> dlogits, std::int64_t rows,
                                                std::int64_t classes) = 0;
+
+  // ---- GPT-2 kernels (fp32, row-major; cpu/cpu_gpt_kernels.cpp). B is the batch, T the sequence
+  // length, C the channels (n_embd), N = B*T the rows of the token-major activations [B, T, C]. ----
+
+  /// Token plus position embedding: x[b, t, :] = wte[tokens[b, t], :] + wpe[t, :], with
+  /// tokens [B, T], wte [vocab, C], wpe [T, C] (the first T rows of the model's position table),
+  /// x [B, T, C]. Throws zl::Error naming the row and position of a token outside [0, vocab).
+  virtual void embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
+                                 std::span<const float> wpe, std::span<float> x, std::int64_t batch,
+                                 std::int64_t seq_len, std::int64_t channels,
+                                 std::int64_t vocab) = 0;
+
+  /// Given dx [B, T, C]: dwte[tokens[b, t], :] += dx[b, t, :] and dwpe[t, :] += dx[b, t, :], in
+  /// the order b = 0.., t = 0.. (a token seen twice gets its two rows added in that order).
+  virtual void embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
+                                  std::span<float> dwte, std::span<float> dwpe, std::int64_t batch,
+                                  std::int64_t seq_len, std::int64_t channels,
+                                  std::int64_t vocab) = 0;
+
+  /// LayerNorm over the last axis of x [rows, C] (eps 1e-5, biased variance, as torch):
+  /// mean[r] = sum_c x[r, c] / C, rstd[r] = 1 / sqrt(sum_c (x[r, c] - mean[r])^2 / C + eps),
+  /// y[r, c] = (x[r, c] - mean[r]) * rstd[r] * weight[c] + bias[c]. mean and rstd [rows] are kept
+  /// for the backward pass.
+  virtual void layernorm_forward(std::span<const float> x, std::span<const float> weight,
+                                 std::span<const float> bias, std::span<float> y,
+                                 std::span<float> mean, std::span<float> rstd, std::int64_t rows,
+                                 std::int64_t channels) = 0;
+
+  /// Given dy [rows, C], with xhat = (x - mean) * rstd and g = dy * weight:
+  /// dx[r, c] += rstd[r] * (g[r, c] - mean_c(g[r, :]) - xhat[r, c] * mean_c(g[r, :] * xhat[r, :])),
+  /// dweight[c] += sum_r dy[r, c] * xhat[r, c], dbias[c] += sum_r dy[r, c] (rows in order).
+  /// dx is ADDED into: in a pre-LN block the LayerNorm's input is the residual stream, whose
+  /// gradient already holds the skip connection's part.
+  virtual void layernorm_backward(std::span<const float> x, std::span<const float> weight,
+                                  std::span<const float> mean, std::span<const float> rstd,
+                                  std::span<const float> dy, std::span<float> dx,
+                                  std::span<float> dweight, std::span<float> dbias,
+                                  std::int64_t rows, std::int64_t channels) = 0;
+
+  /// Hugging Face's Conv1D, a Linear that stores its weight [in, out]:
+  /// y[rows, out] = x[rows, in] * w[in, out] + b[out].
+  virtual void conv1d_forward(std::span<const float> x, std::span<const float> w,
+                              std::span<const float> b, std::span<float> y, std::int64_t rows,
+                              std::int64_t in, std::int64_t out) = 0;
+
+  /// Given dy [rows, out]: dw[in, out] += x^T dy, db[out] += sum over rows of dy (rows in order),
+  /// dx[rows, in] = dy w^T (overwritten; dx may be empty when the input needs no gradient).
+  virtual void conv1d_backward(std::span<const float> x, std::span<const float> w,
+                               std::span<const float> dy, std::span<float> dw, std::span<float> db,
+                               std::span<float> dx, std::int64_t rows, std::int64_t in,
+                               std::int64_t out) = 0;
+
+  /// GPT-2's GELU, the tanh approximation (torch GELU(approximate="tanh")):
+  /// y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  virtual void gelu_tanh_forward(std::span<const float> x, std::span<float> y) = 0;
+
+  /// dx = dy * dy/dx of gelu_tanh: with u = sqrt(2/pi) (x + 0.044715 x^3),
+  /// dy/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+  virtual void gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
+                                  std::span<float> dx) = 0;
+
+  /// Causal multi-head self-attention on qkv [B, T, 3C] (q, k, v side by side, as c_attn writes
+  /// them; head h is channels [h*D, (h+1)*D) of each, D = C / heads):
+  /// probs[b, h, t, s] = softmax over s <= t of q_t . k_s / sqrt(D), 0 for s > t (kept for the
+  /// backward pass, [B, heads, T, T]); out[b, t, h*D + d] = sum_s probs[b, h, t, s] v_s[d]
+  /// (out [B, T, C], heads side by side, ready for c_proj).
+  virtual void attention_forward(std::span<const float> qkv, std::span<float> probs,
+                                 std::span<float> out, std::int64_t batch, std::int64_t seq_len,
+                                 std::int64_t channels, std::int64_t heads) = 0;
+
+  /// Given dout [B, T, C], writes dqkv [B, T, 3C] (overwritten): with dp_ts = dout_t . v_s and
+  /// ds_ts = probs_ts (dp_ts - sum_s' probs_ts' dp_ts'), dq_t = sum_s ds_ts k_s / sqrt(D),
+  /// dk_s = sum_t ds_ts q_t / sqrt(D), dv_s = sum_t probs_ts dout_t.
+  virtual void attention_backward(std::span<const float> qkv, std::span<const float> probs,
+                                  std::span<const float> dout, std::span<float> dqkv,
+                                  std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                                  std::int64_t heads) = 0;
 
  private:
   MemoryLedger ledger_;

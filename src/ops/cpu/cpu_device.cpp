@@ -1,19 +1,8 @@
 // cpu_device.cpp — the CPU kernels. Products go through Eigen; bias sums, GELU and
-// cross-entropy are plain loops whose summation order is written down.
-//
-// Same inputs must give the same bits at any address. Eigen's blocked products keep that promise:
-// GEMM packs its operands into its own blocks and GEMV loads unaligned in a fixed order. Two other
-// Eigen paths were measured not to: reductions over contiguous memory (.sum(), .colwise().sum()),
-// which start their SIMD lanes at the first aligned element, so none appears here; and, in AVX
-// builds (-march=x86-64-v3 or native), the coefficient-based evaluation Eigen picks for small
-// products (rows + cols + depth < 20). Threshold 0 sends every product to the blocked kernels.
-// Only this file includes Eigen, so no other translation unit sees another threshold.
-// The test LinearBitsDoNotDependOnBufferAddresses guards all of this.
-#define EIGEN_GEMM_TO_COEFFBASED_THRESHOLD 0
-
+// cross-entropy are plain loops whose summation order is written down. Why the products give the
+// same bits at any address: cpu_kernel_support.hpp. The GPT-2 kernels: cpu_gpt_kernels.cpp.
 #include "ops/cpu/cpu_device.hpp"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,30 +11,16 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "ops/cpu/cpu_kernel_support.hpp"
 
 namespace zl {
+
+using cpu::check_elems;
+using cpu::matrix;
 
 namespace {
 
 constexpr std::align_val_t kAlignment{64};
-
-using ConstMatrix =
-    Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-using MutMatrix = Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-
-ConstMatrix matrix(std::span<const float> data, std::int64_t rows, std::int64_t cols) {
-  return ConstMatrix(data.data(), rows, cols);
-}
-MutMatrix matrix(std::span<float> data, std::int64_t rows, std::int64_t cols) {
-  return MutMatrix(data.data(), rows, cols);
-}
-
-void check_elems(const char* kernel, const char* what, std::size_t actual_elems,
-                 std::int64_t expected_elems) {
-  ZL_CHECK(static_cast<std::int64_t>(actual_elems) == expected_elems,
-           "{}: {} has {} elements but the shapes need {}", kernel, what, actual_elems,
-           expected_elems);
-}
 
 }  // namespace
 
@@ -65,10 +40,11 @@ void CpuDevice::linear_forward(std::span<const float> x, std::span<const float> 
                                std::int64_t in, std::int64_t out) {
   check_elems("linear_forward", "x", x.size(), rows * in);
   check_elems("linear_forward", "w", w.size(), out * in);
-  check_elems("linear_forward", "b", b.size(), out);
+  if (!b.empty()) check_elems("linear_forward", "b", b.size(), out);
   check_elems("linear_forward", "y", y.size(), rows * out);
   // y is [rows, out] = x [rows, in] * w^T [in, out]
   matrix(y, rows, out).noalias() = matrix(x, rows, in) * matrix(w, out, in).transpose();
+  if (b.empty()) return;
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t o = 0; o < out; ++o) y[r * out + o] += b[o];
   }
@@ -82,18 +58,20 @@ void CpuDevice::linear_backward(std::span<const float> x, std::span<const float>
   check_elems("linear_backward", "w", w.size(), out * in);
   check_elems("linear_backward", "dy", dy.size(), rows * out);
   check_elems("linear_backward", "dw", dw.size(), out * in);
-  check_elems("linear_backward", "db", db.size(), out);
+  if (!db.empty()) check_elems("linear_backward", "db", db.size(), out);
   if (!dx.empty()) check_elems("linear_backward", "dx", dx.size(), rows * in);
 
   // dw is [out, in] += dy^T [out, rows] * x [rows, in]
   matrix(dw, out, in).noalias() += matrix(dy, rows, out).transpose() * matrix(x, rows, in);
 
   // db is [out]: each column of dy summed from row 0 down, then added to db once.
-  std::vector<float> column_sums(static_cast<std::size_t>(out), 0.0f);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t o = 0; o < out; ++o) column_sums[o] += dy[r * out + o];
+  if (!db.empty()) {
+    std::vector<float> column_sums(static_cast<std::size_t>(out), 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t o = 0; o < out; ++o) column_sums[o] += dy[r * out + o];
+    }
+    for (std::int64_t o = 0; o < out; ++o) db[o] += column_sums[o];
   }
-  for (std::int64_t o = 0; o < out; ++o) db[o] += column_sums[o];
 
   // dx is [rows, in] = dy [rows, out] * w [out, in]
   if (!dx.empty()) matrix(dx, rows, in).noalias() = matrix(dy, rows, out) * matrix(w, out, in);

@@ -1,0 +1,334 @@
+// cpu_gpt_kernels.cpp — the CPU kernels GPT-2 adds to the Device table: embeddings, LayerNorm,
+// Conv1D, tanh GELU and causal attention. Plain loops in a fixed order with sums in double, each
+// result rounded once to float, so the bits never depend on threads or addresses; Conv1D's
+// products go through Eigen like linear_forward (see cpu_kernel_support.hpp).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <vector>
+
+#include "core/error.hpp"
+#include "ops/cpu/cpu_device.hpp"
+#include "ops/cpu/cpu_kernel_support.hpp"
+
+namespace zl {
+
+using cpu::check_elems;
+using cpu::matrix;
+
+namespace {
+
+constexpr double kLayerNormEps = 1e-5;  // torch.nn.LayerNorm's and GPT-2's default
+constexpr double kGeluCoeff = 0.044715;
+constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2/pi)
+
+void check_token(const char* kernel, std::int64_t token, std::int64_t row, std::int64_t position,
+                 std::int64_t vocab) {
+  ZL_CHECK(token >= 0 && token < vocab,
+           "{}: token {} at row {}, position {} is outside the vocabulary [0, {}): use token ids "
+           "below --vocab",
+           kernel, token, row, position, vocab);
+}
+
+// The attention kernels' checks, shared by forward and backward.
+std::int64_t head_size(const char* kernel, std::int64_t channels, std::int64_t heads) {
+  ZL_CHECK(heads >= 1 && channels % heads == 0,
+           "{}: {} channels do not split into {} heads: use a multiple of the head count", kernel,
+           channels, heads);
+  return channels / heads;
+}
+
+}  // namespace
+
+void CpuDevice::embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
+                                  std::span<const float> wpe, std::span<float> x,
+                                  std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                                  std::int64_t vocab) {
+  check_elems("embedding_forward", "tokens", tokens.size(), batch * seq_len);
+  check_elems("embedding_forward", "wte", wte.size(), vocab * channels);
+  check_elems("embedding_forward", "wpe", wpe.size(), seq_len * channels);
+  check_elems("embedding_forward", "x", x.size(), batch * seq_len * channels);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t t = 0; t < seq_len; ++t) {
+      const std::int64_t token = tokens[b * seq_len + t];
+      check_token("embedding_forward", token, b, t, vocab);
+      // x row (b, t) is [C] = wte row `token` + wpe row t
+      float* out = x.data() + (b * seq_len + t) * channels;
+      const float* token_row = wte.data() + token * channels;
+      const float* position_row = wpe.data() + t * channels;
+      for (std::int64_t c = 0; c < channels; ++c) out[c] = token_row[c] + position_row[c];
+    }
+  }
+}
+
+void CpuDevice::embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
+                                   std::span<float> dwte, std::span<float> dwpe,
+                                   std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                                   std::int64_t vocab) {
+  check_elems("embedding_backward", "tokens", tokens.size(), batch * seq_len);
+  check_elems("embedding_backward", "dx", dx.size(), batch * seq_len * channels);
+  check_elems("embedding_backward", "dwte", dwte.size(), vocab * channels);
+  check_elems("embedding_backward", "dwpe", dwpe.size(), seq_len * channels);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t t = 0; t < seq_len; ++t) {
+      const std::int64_t token = tokens[b * seq_len + t];
+      check_token("embedding_backward", token, b, t, vocab);
+      const float* grad_row = dx.data() + (b * seq_len + t) * channels;
+      float* token_row = dwte.data() + token * channels;
+      float* position_row = dwpe.data() + t * channels;
+      for (std::int64_t c = 0; c < channels; ++c) {
+        token_row[c] += grad_row[c];
+        position_row[c] += grad_row[c];
+      }
+    }
+  }
+}
+
+void CpuDevice::layernorm_forward(std::span<const float> x, std::span<const float> weight,
+                                  std::span<const float> bias, std::span<float> y,
+                                  std::span<float> mean, std::span<float> rstd, std::int64_t rows,
+                                  std::int64_t channels) {
+  check_elems("layernorm_forward", "x", x.size(), rows * channels);
+  check_elems("layernorm_forward", "weight", weight.size(), channels);
+  check_elems("layernorm_forward", "bias", bias.size(), channels);
+  check_elems("layernorm_forward", "y", y.size(), rows * channels);
+  check_elems("layernorm_forward", "mean", mean.size(), rows);
+  check_elems("layernorm_forward", "rstd", rstd.size(), rows);
+  const auto count = static_cast<double>(channels);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    // x row r is [C]; two passes (mean, then squared deviations) avoid E[x^2] - E[x]^2's
+    // cancellation.
+    const float* in = x.data() + r * channels;
+    double sum = 0.0;
+    for (std::int64_t c = 0; c < channels; ++c) sum += in[c];
+    const double row_mean = sum / count;
+    double squares = 0.0;
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const double deviation = in[c] - row_mean;
+      squares += deviation * deviation;
+    }
+    mean[r] = static_cast<float>(row_mean);
+    rstd[r] = static_cast<float>(1.0 / std::sqrt(squares / count + kLayerNormEps));
+    // y uses mean and rstd as stored, so backward sees the very xhat forward used.
+    float* out = y.data() + r * channels;
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const double xhat = (static_cast<double>(in[c]) - mean[r]) * rstd[r];
+      out[c] = static_cast<float>(xhat * weight[c] + bias[c]);
+    }
+  }
+}
+
+void CpuDevice::layernorm_backward(std::span<const float> x, std::span<const float> weight,
+                                   std::span<const float> mean, std::span<const float> rstd,
+                                   std::span<const float> dy, std::span<float> dx,
+                                   std::span<float> dweight, std::span<float> dbias,
+                                   std::int64_t rows, std::int64_t channels) {
+  check_elems("layernorm_backward", "x", x.size(), rows * channels);
+  check_elems("layernorm_backward", "weight", weight.size(), channels);
+  check_elems("layernorm_backward", "mean", mean.size(), rows);
+  check_elems("layernorm_backward", "rstd", rstd.size(), rows);
+  check_elems("layernorm_backward", "dy", dy.size(), rows * channels);
+  check_elems("layernorm_backward", "dx", dx.size(), rows * channels);
+  check_elems("layernorm_backward", "dweight", dweight.size(), channels);
+  check_elems("layernorm_backward", "dbias", dbias.size(), channels);
+  const auto count = static_cast<double>(channels);
+  const auto width = static_cast<std::size_t>(channels);
+  // dweight and dbias [C]: column sums over rows 0.., added to the outputs once at the end.
+  std::vector<double> dweight_sum(width, 0.0), dbias_sum(width, 0.0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* in = x.data() + r * channels;
+    const float* grad_out = dy.data() + r * channels;
+    float* grad_in = dx.data() + r * channels;
+    const double row_mean = mean[r];
+    const double row_rstd = rstd[r];
+    // g = dy * weight; the two row means the formula subtracts.
+    double g_sum = 0.0, g_xhat_sum = 0.0;
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const double xhat = (in[c] - row_mean) * row_rstd;
+      const double g = static_cast<double>(grad_out[c]) * weight[c];
+      g_sum += g;
+      g_xhat_sum += g * xhat;
+    }
+    const double g_mean = g_sum / count;
+    const double g_xhat_mean = g_xhat_sum / count;
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const double xhat = (in[c] - row_mean) * row_rstd;
+      const double g = static_cast<double>(grad_out[c]) * weight[c];
+      grad_in[c] = static_cast<float>(grad_in[c] + (g - g_mean - xhat * g_xhat_mean) * row_rstd);
+      dweight_sum[c] += grad_out[c] * xhat;
+      dbias_sum[c] += grad_out[c];
+    }
+  }
+  for (std::size_t c = 0; c < width; ++c) {
+    dweight[c] = static_cast<float>(dweight[c] + dweight_sum[c]);
+    dbias[c] = static_cast<float>(dbias[c] + dbias_sum[c]);
+  }
+}
+
+void CpuDevice::conv1d_forward(std::span<const float> x, std::span<const float> w,
+                               std::span<const float> b, std::span<float> y, std::int64_t rows,
+                               std::int64_t in, std::int64_t out) {
+  check_elems("conv1d_forward", "x", x.size(), rows * in);
+  check_elems("conv1d_forward", "w", w.size(), in * out);
+  check_elems("conv1d_forward", "b", b.size(), out);
+  check_elems("conv1d_forward", "y", y.size(), rows * out);
+  // y is [rows, out] = x [rows, in] * w [in, out]
+  matrix(y, rows, out).noalias() = matrix(x, rows, in) * matrix(w, in, out);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t o = 0; o < out; ++o) y[r * out + o] += b[o];
+  }
+}
+
+void CpuDevice::conv1d_backward(std::span<const float> x, std::span<const float> w,
+                                std::span<const float> dy, std::span<float> dw, std::span<float> db,
+                                std::span<float> dx, std::int64_t rows, std::int64_t in,
+                                std::int64_t out) {
+  check_elems("conv1d_backward", "x", x.size(), rows * in);
+  check_elems("conv1d_backward", "w", w.size(), in * out);
+  check_elems("conv1d_backward", "dy", dy.size(), rows * out);
+  check_elems("conv1d_backward", "dw", dw.size(), in * out);
+  check_elems("conv1d_backward", "db", db.size(), out);
+  if (!dx.empty()) check_elems("conv1d_backward", "dx", dx.size(), rows * in);
+
+  // dw is [in, out] += x^T [in, rows] * dy [rows, out]
+  matrix(dw, in, out).noalias() += matrix(x, rows, in).transpose() * matrix(dy, rows, out);
+
+  // db is [out]: each column of dy summed from row 0 down, then added to db once.
+  std::vector<float> column_sums(static_cast<std::size_t>(out), 0.0f);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t o = 0; o < out; ++o) column_sums[o] += dy[r * out + o];
+  }
+  for (std::int64_t o = 0; o < out; ++o) db[o] += column_sums[o];
+
+  // dx is [rows, in] = dy [rows, out] * w^T [out, in]
+  if (!dx.empty()) {
+    matrix(dx, rows, in).noalias() = matrix(dy, rows, out) * matrix(w, in, out).transpose();
+  }
+}
+
+void CpuDevice::gelu_tanh_forward(std::span<const float> x, std::span<float> y) {
+  check_elems("gelu_tanh_forward", "y", y.size(), static_cast<std::int64_t>(x.size()));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    const double u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
+    y[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(u)));
+  }
+}
+
+void CpuDevice::gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
+                                   std::span<float> dx) {
+  check_elems("gelu_tanh_backward", "dy", dy.size(), static_cast<std::int64_t>(x.size()));
+  check_elems("gelu_tanh_backward", "dx", dx.size(), static_cast<std::int64_t>(x.size()));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    const double th = std::tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v));
+    const double du_dx = kSqrt2OverPi * (1.0 + 3.0 * kGeluCoeff * v * v);
+    const double slope = 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * du_dx;
+    dx[i] = static_cast<float>(static_cast<double>(dy[i]) * slope);
+  }
+}
+
+void CpuDevice::attention_forward(std::span<const float> qkv, std::span<float> probs,
+                                  std::span<float> out, std::int64_t batch, std::int64_t seq_len,
+                                  std::int64_t channels, std::int64_t heads) {
+  const std::int64_t D = head_size("attention_forward", channels, heads);
+  const std::int64_t T = seq_len, C = channels;
+  check_elems("attention_forward", "qkv", qkv.size(), batch * T * 3 * C);
+  check_elems("attention_forward", "probs", probs.size(), batch * heads * T * T);
+  check_elems("attention_forward", "out", out.size(), batch * T * C);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  std::vector<double> scores(static_cast<std::size_t>(T));
+  std::vector<double> acc(static_cast<std::size_t>(D));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t t = 0; t < T; ++t) {
+        // q_t, k_s, v_s are [D] slices of qkv rows; p_t is row t of this head's probs [T, T].
+        const float* q = qkv.data() + (b * T + t) * 3 * C + h * D;
+        float* p = probs.data() + ((b * heads + h) * T + t) * T;
+        double max_score = -std::numeric_limits<double>::infinity();
+        for (std::int64_t s = 0; s <= t; ++s) {
+          const float* k = qkv.data() + (b * T + s) * 3 * C + C + h * D;
+          double dot = 0.0;
+          for (std::int64_t d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * k[d];
+          scores[s] = dot * scale;
+          max_score = std::max(max_score, scores[s]);
+        }
+        // Subtracting the max keeps every exp in (0, 1]; the causal mask is s <= t.
+        double exp_sum = 0.0;
+        for (std::int64_t s = 0; s <= t; ++s) exp_sum += std::exp(scores[s] - max_score);
+        for (std::int64_t s = 0; s <= t; ++s)
+          p[s] = static_cast<float>(std::exp(scores[s] - max_score) / exp_sum);
+        for (std::int64_t s = t + 1; s < T; ++s) p[s] = 0.0f;
+        // out_t [D] = sum_s p_ts v_s, with the probabilities as stored (backward uses them too).
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (std::int64_t s = 0; s <= t; ++s) {
+          const float* v = qkv.data() + (b * T + s) * 3 * C + 2 * C + h * D;
+          for (std::int64_t d = 0; d < D; ++d) acc[d] += static_cast<double>(p[s]) * v[d];
+        }
+        float* o = out.data() + (b * T + t) * C + h * D;
+        for (std::int64_t d = 0; d < D; ++d) o[d] = static_cast<float>(acc[d]);
+      }
+    }
+  }
+}
+
+void CpuDevice::attention_backward(std::span<const float> qkv, std::span<const float> probs,
+                                   std::span<const float> dout, std::span<float> dqkv,
+                                   std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                                   std::int64_t heads) {
+  const std::int64_t D = head_size("attention_backward", channels, heads);
+  const std::int64_t T = seq_len, C = channels;
+  check_elems("attention_backward", "qkv", qkv.size(), batch * T * 3 * C);
+  check_elems("attention_backward", "probs", probs.size(), batch * heads * T * T);
+  check_elems("attention_backward", "dout", dout.size(), batch * T * C);
+  check_elems("attention_backward", "dqkv", dqkv.size(), batch * T * 3 * C);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  std::vector<double> dprobs(static_cast<std::size_t>(T));
+  std::vector<double> dq(static_cast<std::size_t>(D));
+  // dk and dv of this head [T, D]: every later query adds to them, so they are summed over t
+  // in double and written once.
+  std::vector<double> dk(static_cast<std::size_t>(T * D)), dv(static_cast<std::size_t>(T * D));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      std::fill(dk.begin(), dk.end(), 0.0);
+      std::fill(dv.begin(), dv.end(), 0.0);
+      for (std::int64_t t = 0; t < T; ++t) {
+        const float* q = qkv.data() + (b * T + t) * 3 * C + h * D;
+        const float* p = probs.data() + ((b * heads + h) * T + t) * T;
+        const float* grad_out = dout.data() + (b * T + t) * C + h * D;
+        // dprobs_ts = dout_t . v_s, and the softmax backward's shared term sum_s p_ts dprobs_ts.
+        double weighted = 0.0;
+        for (std::int64_t s = 0; s <= t; ++s) {
+          const float* v = qkv.data() + (b * T + s) * 3 * C + 2 * C + h * D;
+          double dot = 0.0;
+          for (std::int64_t d = 0; d < D; ++d) dot += static_cast<double>(grad_out[d]) * v[d];
+          dprobs[s] = dot;
+          weighted += p[s] * dot;
+        }
+        std::fill(dq.begin(), dq.end(), 0.0);
+        for (std::int64_t s = 0; s <= t; ++s) {
+          const float* k = qkv.data() + (b * T + s) * 3 * C + C + h * D;
+          const double dscore = p[s] * (dprobs[s] - weighted);  // d loss / d (q_t . k_s * scale)
+          for (std::int64_t d = 0; d < D; ++d) {
+            dq[d] += dscore * k[d];
+            dk[s * D + d] += dscore * q[d];
+            dv[s * D + d] += static_cast<double>(p[s]) * grad_out[d];
+          }
+        }
+        float* dq_out = dqkv.data() + (b * T + t) * 3 * C + h * D;
+        for (std::int64_t d = 0; d < D; ++d) dq_out[d] = static_cast<float>(dq[d] * scale);
+      }
+      for (std::int64_t s = 0; s < T; ++s) {
+        float* dk_out = dqkv.data() + (b * T + s) * 3 * C + C + h * D;
+        float* dv_out = dk_out + C;
+        for (std::int64_t d = 0; d < D; ++d) {
+          dk_out[d] = static_cast<float>(dk[s * D + d] * scale);
+          dv_out[d] = static_cast<float>(dv[s * D + d]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace zl

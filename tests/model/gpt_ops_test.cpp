@@ -1,0 +1,326 @@
+// gpt_ops_test.cpp — the GPT-2 kernels of CpuDevice against double answer keys: each forward
+// against gpt_reference.hpp, each backward against central differences of the scalar
+// sum(dy * forward(inputs)) in double, plus the exact properties (embedding sums, causality,
+// accumulation, bits independent of addresses) and the messages for bad arguments.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "gpt_reference.hpp"
+#include "ops/cpu/cpu_device.hpp"
+
+namespace zl {
+namespace {
+
+using test::central_differences;
+using test::check_gradient;
+using test::expect_gradient_ok;
+using test::random_normals;
+using test::to_double;
+using test::weighted_sum;
+using ::testing::HasSubstr;
+
+// As in cpu_device_test.cpp: float results of short sums carry errors of order 1e-7 (these
+// kernels sum in double and round once, so less); central differences with h = 1e-6 on smooth
+// double functions are good to ~1e-10. 1e-6 + 1e-5 |g| is ten times the float error, while a
+// wrong term, sign or scale is off by the gradient's own size (>= 1e-3 here).
+constexpr double kStep = 1e-6;
+constexpr double kAbsTol = 1e-6;
+constexpr double kRelTol = 1e-5;
+
+std::string message_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+TEST(GptOps, Conv1dForwardMatchesADoubleLoop) {
+  CpuDevice device;
+  const std::int64_t rows = 5, in = 7, out = 6;
+  const auto x = random_normals(1, rows * in), w = random_normals(2, in * out),
+             b = random_normals(3, out);
+  std::vector<float> y(rows * out);
+  device.conv1d_forward(x, w, b, y, rows, in, out);
+  const auto expected = test::ref_conv1d(to_double(x), to_double(w), to_double(b), rows, in, out);
+  // Seven float products summed: a few ulps of the result's size.
+  for (std::size_t i = 0; i < y.size(); ++i)
+    EXPECT_NEAR(y[i], expected[i], 1e-6 * (1.0 + std::abs(expected[i]))) << i;
+}
+
+TEST(GptOps, Conv1dBackwardMatchesFiniteDifferences) {
+  CpuDevice device;
+  const std::int64_t rows = 5, in = 7, out = 6;
+  const auto x = random_normals(1, rows * in), w = random_normals(2, in * out),
+             b = random_normals(3, out), dy = random_normals(4, rows * out);
+  std::vector<float> dw(in * out), db(out), dx(rows * in);
+  device.conv1d_backward(x, w, dy, dw, db, dx, rows, in, out);
+  const auto xd = to_double(x), wd = to_double(w), bd = to_double(b);
+  const auto loss_of = [&](auto&& set) {
+    return [&, set](std::span<const double> v) {
+      auto args = std::vector<std::vector<double>>{xd, wd, bd};
+      set(args, v);
+      return weighted_sum(dy, test::ref_conv1d(args[0], args[1], args[2], rows, in, out));
+    };
+  };
+  const auto numeric = [&](int which, const std::vector<double>& at) {
+    return central_differences(
+        loss_of([which](auto& args, auto v) { args[which].assign(v.begin(), v.end()); }), at,
+        kStep);
+  };
+  expect_gradient_ok("dx", check_gradient(dx, numeric(0, xd), kAbsTol, kRelTol));
+  expect_gradient_ok("dw", check_gradient(dw, numeric(1, wd), kAbsTol, kRelTol));
+  expect_gradient_ok("db", check_gradient(db, numeric(2, bd), kAbsTol, kRelTol));
+
+  // dw and db are added into; dx is overwritten; an empty dx is skipped.
+  auto dw_twice = dw, db_twice = db;
+  std::vector<float> dx_again(rows * in, 99.0f);
+  device.conv1d_backward(x, w, dy, dw_twice, db_twice, dx_again, rows, in, out);
+  device.conv1d_backward(x, w, dy, dw_twice, db_twice, {}, rows, in, out);
+  for (std::size_t i = 0; i < dw.size(); ++i) EXPECT_EQ(dw_twice[i], 3.0f * dw[i]);
+  for (std::size_t i = 0; i < db.size(); ++i) EXPECT_EQ(db_twice[i], 3.0f * db[i]);
+  EXPECT_EQ(dx_again, dx);
+}
+
+TEST(GptOps, LinearWithoutBiasIsTheTiedHead) {
+  // logits [rows, vocab] = x [rows, C] * wte[vocab, C]^T: linear with an empty bias.
+  CpuDevice device;
+  const std::int64_t rows = 4, C = 5, V = 9;
+  const auto x = random_normals(1, rows * C), wte = random_normals(2, V * C),
+             dy = random_normals(3, rows * V);
+  const std::vector<float> zeros(V, 0.0f);
+  std::vector<float> with_bias(rows * V), without(rows * V);
+  device.linear_forward(x, wte, zeros, with_bias, rows, C, V);
+  device.linear_forward(x, wte, {}, without, rows, C, V);
+  EXPECT_EQ(with_bias, without);
+  std::vector<float> dw(V * C), dw_ref(V * C), db(V), dx(rows * C), dx_ref(rows * C);
+  device.linear_backward(x, wte, dy, dw, {}, dx, rows, C, V);
+  device.linear_backward(x, wte, dy, dw_ref, db, dx_ref, rows, C, V);
+  EXPECT_EQ(dw, dw_ref);
+  EXPECT_EQ(dx, dx_ref);
+}
+
+TEST(GptOps, LayerNormForwardMatchesTheDefinition) {
+  CpuDevice device;
+  const std::int64_t rows = 4, C = 9;
+  const auto x = random_normals(1, rows * C, 2.0f, 0.5f), weight = random_normals(2, C, 0.3f, 1.0f),
+             bias = random_normals(3, C, 0.2f);
+  std::vector<float> y(rows * C), mean(rows), rstd(rows);
+  device.layernorm_forward(x, weight, bias, y, mean, rstd, rows, C);
+  const auto expected =
+      test::ref_layernorm(to_double(x), to_double(weight), to_double(bias), rows, C);
+  for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], expected[i], 1e-6) << i;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double sum = 0.0;
+    for (std::int64_t c = 0; c < C; ++c) sum += x[r * C + c];
+    EXPECT_FLOAT_EQ(mean[r], static_cast<float>(sum / C));
+  }
+}
+
+TEST(GptOps, LayerNormBackwardMatchesFiniteDifferencesAndAddsIntoDx) {
+  CpuDevice device;
+  const std::int64_t rows = 4, C = 9;
+  const auto x = random_normals(1, rows * C, 2.0f, 0.5f), weight = random_normals(2, C, 0.3f, 1.0f),
+             bias = random_normals(3, C, 0.2f), dy = random_normals(4, rows * C);
+  std::vector<float> y(rows * C), mean(rows), rstd(rows);
+  device.layernorm_forward(x, weight, bias, y, mean, rstd, rows, C);
+  std::vector<float> dx(rows * C), dweight(C), dbias(C);
+  device.layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, rows, C);
+  const auto xd = to_double(x), wd = to_double(weight), bd = to_double(bias);
+  const auto loss = [&](const std::vector<double>& xs, const std::vector<double>& ws,
+                        const std::vector<double>& bs) {
+    return weighted_sum(dy, test::ref_layernorm(xs, ws, bs, rows, C));
+  };
+  expect_gradient_ok(
+      "dx", check_gradient(dx,
+                           central_differences([&](auto v) { return loss({v.begin(), v.end()}, wd, bd); },
+                                               xd, kStep),
+                           kAbsTol, kRelTol));
+  expect_gradient_ok(
+      "dweight",
+      check_gradient(dweight,
+                     central_differences([&](auto v) { return loss(xd, {v.begin(), v.end()}, bd); },
+                                         wd, kStep),
+                     kAbsTol, kRelTol));
+  expect_gradient_ok(
+      "dbias", check_gradient(dbias,
+                              central_differences(
+                                  [&](auto v) { return loss(xd, wd, {v.begin(), v.end()}); }, bd,
+                                  kStep),
+                              kAbsTol, kRelTol));
+  // The residual stream's gradient is already in dx: the kernel adds to it.
+  const auto before = random_normals(5, rows * C);
+  auto added = before;
+  std::vector<float> dweight2(C), dbias2(C);
+  device.layernorm_backward(x, weight, mean, rstd, dy, added, dweight2, dbias2, rows, C);
+  for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(added[i], before[i] + dx[i], 1e-6) << i;
+}
+
+TEST(GptOps, GeluTanhMatchesTorchValues) {
+  // torch.nn.functional.gelu(x, approximate="tanh") in float64.
+  const std::vector<float> x = {-3.0f, -1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 2.5f};
+  const std::vector<double> expected = {-0.0036373920817729943, -0.15880800939172324,
+                                        -0.15428599017485606,   0.0,
+                                        0.34571400982514394,    0.8411919906082768,
+                                        2.484915733910001};
+  CpuDevice device;
+  std::vector<float> y(x.size());
+  device.gelu_tanh_forward(x, y);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_FLOAT_EQ(y[i], static_cast<float>(expected[i])) << x[i];
+    EXPECT_FLOAT_EQ(y[i], static_cast<float>(test::ref_gelu_tanh(x[i])));
+  }
+}
+
+TEST(GptOps, GeluTanhBackwardMatchesFiniteDifferences) {
+  CpuDevice device;
+  const auto x = random_normals(1, 40, 2.0f), dy = random_normals(2, 40);
+  std::vector<float> dx(x.size());
+  device.gelu_tanh_backward(x, dy, dx);
+  const auto numeric = central_differences(
+      [&](std::span<const double> v) {
+        std::vector<double> y(v.size());
+        std::transform(v.begin(), v.end(), y.begin(), test::ref_gelu_tanh);
+        return weighted_sum(dy, y);
+      },
+      to_double(x), kStep);
+  expect_gradient_ok("dx", check_gradient(dx, numeric, kAbsTol, kRelTol));
+}
+
+constexpr std::int64_t kB = 2, kT = 5, kC = 6, kHeads = 2;
+
+TEST(GptOps, AttentionForwardIsCausalSoftmaxAttention) {
+  CpuDevice device;
+  auto qkv = random_normals(1, kB * kT * 3 * kC);
+  std::vector<float> probs(kB * kHeads * kT * kT, 7.0f), out(kB * kT * kC);
+  device.attention_forward(qkv, probs, out, kB, kT, kC, kHeads);
+  const auto expected = test::ref_attention(to_double(qkv), kB, kT, kC, kHeads);
+  for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-6) << i;
+  // Every row of probabilities sums to 1 over s <= t and is exactly 0 above the diagonal.
+  for (std::int64_t row = 0; row < kB * kHeads * kT; ++row) {
+    const std::int64_t t = row % kT;
+    double sum = 0.0;
+    for (std::int64_t s = 0; s < kT; ++s) {
+      const float p = probs[row * kT + s];
+      if (s > t) {
+        EXPECT_EQ(p, 0.0f);
+      }
+      sum += p;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
+  // Changing the last position's k and v leaves every earlier output bit for bit.
+  const auto before = out;
+  for (std::int64_t b = 0; b < kB; ++b) {
+    for (std::int64_t c = kC; c < 3 * kC; ++c) qkv[(b * kT + kT - 1) * 3 * kC + c] += 1.5f;
+  }
+  device.attention_forward(qkv, probs, out, kB, kT, kC, kHeads);
+  for (std::int64_t b = 0; b < kB; ++b) {
+    for (std::int64_t i = 0; i < (kT - 1) * kC; ++i)
+      EXPECT_EQ(out[b * kT * kC + i], before[b * kT * kC + i]) << "b " << b << " element " << i;
+  }
+}
+
+TEST(GptOps, AttentionBackwardMatchesFiniteDifferences) {
+  CpuDevice device;
+  const auto qkv = random_normals(1, kB * kT * 3 * kC), dout = random_normals(2, kB * kT * kC);
+  std::vector<float> probs(kB * kHeads * kT * kT), out(kB * kT * kC);
+  device.attention_forward(qkv, probs, out, kB, kT, kC, kHeads);
+  std::vector<float> dqkv(qkv.size(), 99.0f);  // overwritten
+  device.attention_backward(qkv, probs, dout, dqkv, kB, kT, kC, kHeads);
+  const auto numeric = central_differences(
+      [&](std::span<const double> v) {
+        return weighted_sum(dout, test::ref_attention(v, kB, kT, kC, kHeads));
+      },
+      to_double(qkv), kStep);
+  expect_gradient_ok("dqkv", check_gradient(dqkv, numeric, kAbsTol, kRelTol));
+}
+
+TEST(GptOps, EmbeddingAddsTokenAndPositionRows) {
+  CpuDevice device;
+  const std::int64_t B = 2, T = 3, C = 4, V = 5;
+  const std::vector<std::int64_t> tokens = {4, 1, 4, 0, 4, 2};  // token 4 three times
+  const auto wte = random_normals(1, V * C), wpe = random_normals(2, T * C),
+             dx = random_normals(3, B * T * C);
+  std::vector<float> x(B * T * C);
+  device.embedding_forward(tokens, wte, wpe, x, B, T, C, V);
+  for (std::int64_t n = 0; n < B * T; ++n) {
+    for (std::int64_t c = 0; c < C; ++c)
+      EXPECT_EQ(x[n * C + c], wte[tokens[n] * C + c] + wpe[(n % T) * C + c]);
+  }
+  auto dwte = random_normals(4, V * C), dwpe = random_normals(5, T * C);
+  const auto dwte0 = dwte, dwpe0 = dwpe;
+  device.embedding_backward(tokens, dx, dwte, dwpe, B, T, C, V);
+  for (std::int64_t c = 0; c < C; ++c) {
+    // Row 4 gets positions (0,0), (0,2), (1,1) added in that order; unused rows stay as they were.
+    EXPECT_EQ(dwte[4 * C + c], ((dwte0[4 * C + c] + dx[0 * C + c]) + dx[2 * C + c]) + dx[4 * C + c]);
+    EXPECT_EQ(dwte[3 * C + c], dwte0[3 * C + c]);
+    EXPECT_EQ(dwpe[1 * C + c], (dwpe0[1 * C + c] + dx[1 * C + c]) + dx[4 * C + c]);
+  }
+  const std::vector<std::int64_t> bad = {4, 1, 4, 0, 5, 2};
+  EXPECT_THAT(message_of([&] { device.embedding_forward(bad, wte, wpe, x, B, T, C, V); }),
+              HasSubstr("token 5 at row 1, position 1 is outside the vocabulary [0, 5)"));
+}
+
+TEST(GptOps, KernelsRejectBadShapesWithAMessage) {
+  CpuDevice device;
+  std::vector<float> x(12), w(12), b(4), y(5), stats(3);
+  EXPECT_THAT(message_of([&] { device.conv1d_forward(x, w, b, y, 3, 4, 3); }),
+              HasSubstr("conv1d_forward: b has 4 elements but the shapes need 3"));
+  EXPECT_THAT(message_of([&] { device.layernorm_forward(x, b, b, x, stats, y, 3, 4); }),
+              HasSubstr("layernorm_forward: rstd has 5 elements but the shapes need 3"));
+  std::vector<float> qkv(2 * 3 * 6), probs(2 * 4 * 4), out(2 * 3 * 2);
+  EXPECT_THAT(message_of([&] { device.attention_forward(qkv, probs, out, 1, 2, 6, 4); }),
+              HasSubstr("6 channels do not split into 4 heads"));
+}
+
+// Conv1D's products through Eigen, with every tensor `offset_elems` floats into its own 64-byte
+// aligned block: y, dw, db and dx back to back.
+std::vector<float> conv1d_results_at(CpuDevice& device, std::int64_t offset_elems,
+                                     std::int64_t rows, std::int64_t in, std::int64_t out) {
+  std::vector<Buffer> buffers;
+  const auto place = [&](const std::vector<float>& values) {
+    buffers.push_back(device.alloc(MemCategory::Activations, DType::F32,
+                                   {offset_elems + static_cast<std::int64_t>(values.size())}));
+    std::copy(values.begin(), values.end(), buffers.back().as<float>().begin() + offset_elems);
+    return buffers.back().as<float>().subspan(offset_elems);
+  };
+  const auto x = place(random_normals(1, rows * in)), w = place(random_normals(2, in * out));
+  const auto b = place(random_normals(3, out)), dy = place(random_normals(4, rows * out));
+  const auto y = place(std::vector<float>(rows * out));
+  const auto dw = place(random_normals(5, in * out)), db = place(random_normals(6, out));
+  const auto dx = place(std::vector<float>(rows * in));
+  device.conv1d_forward(x, w, b, y, rows, in, out);
+  device.conv1d_backward(x, w, dy, dw, db, dx, rows, in, out);
+  std::vector<float> results;
+  for (const auto& values : {y, dw, db, dx}) results.insert(results.end(), values.begin(), values.end());
+  return results;
+}
+
+TEST(GptOps, Conv1dBitsDoNotDependOnBufferAddresses) {
+  CpuDevice device;
+  // Small, single rows and columns (GEMV), odd sizes with SIMD tails, blocked-GEMM sizes.
+  const std::vector<std::array<std::int64_t, 3>> shapes = {
+      {6, 4, 5}, {1, 7, 1}, {1, 9, 13}, {11, 1, 6}, {37, 29, 23}, {64, 48, 40}, {130, 67, 5}};
+  for (const auto& [rows, in, out] : shapes) {
+    const auto aligned = conv1d_results_at(device, 0, rows, in, out);
+    for (const std::int64_t offset : {1, 3, 5}) {
+      const auto shifted = conv1d_results_at(device, offset, rows, in, out);
+      EXPECT_EQ(std::memcmp(aligned.data(), shifted.data(), aligned.size() * sizeof(float)), 0)
+          << "rows " << rows << " in " << in << " out " << out << ": offset " << offset;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zl
