@@ -1,0 +1,226 @@
+// gpt.cpp — GPT-2's units, init, call-order checks, the embedding, ln_f and the tied LM head; the
+// blocks are in gpt_block.cpp. Per micro-batch it books every activation backward needs (the
+// llm.c layout: each LayerNorm's input, mean and rstd, qkv, attention probabilities, the MLP's
+// pre- and post-GELU values, each residual) plus a few gradient scratch buffers, as Activations.
+#include "model/gpt.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+
+namespace zl {
+
+namespace {
+
+constexpr double kInitStd = 0.02;  // GPT2Config.initializer_range
+
+}  // namespace
+
+Gpt::Gpt(Device& device, const GptConfig& config)
+    : device_(device), config_(config), units_(gpt_units(config)) {
+  for (int u = 0; u <= last_unit(); ++u) order_.push_back(u);
+  order_.push_back(0);
+}
+
+void Gpt::init_unit(int unit, std::span<float> flat, std::uint64_t seed) const {
+  ZL_CHECK(unit >= 0 && unit <= last_unit(), "unit {} does not exist: the GPT has {} units", unit,
+           units_.size());
+  const auto& spec = units_[static_cast<std::size_t>(unit)];
+  ZL_CHECK(static_cast<std::int64_t>(flat.size()) >= spec.numel(),
+           "init of {} got {} elements for its {} parameters", spec.name, flat.size(),
+           spec.numel());
+  // GPT-2's scaled init: each block adds two c_proj outputs to the residual stream, so their
+  // weights shrink by 1/sqrt(2 n_layer) to keep the stream's variance independent of depth.
+  const double proj_std = kInitStd / std::sqrt(2.0 * config_.n_layer);
+  std::size_t offset = 0;
+  for (const auto& param : spec.params) {
+    const auto elems = static_cast<std::size_t>(numel(param.shape));
+    const auto values = flat.subspan(offset, elems);
+    offset += elems;
+    const std::string_view name = param.name;
+    if (name.ends_with(".bias")) {
+      std::fill(values.begin(), values.end(), 0.0f);
+    } else if (name.starts_with("ln_") || name.find(".ln_") != std::string_view::npos) {
+      std::fill(values.begin(), values.end(), 1.0f);  // a LayerNorm weight
+    } else {
+      const double std = name.ends_with("c_proj.weight") ? proj_std : kInitStd;
+      const std::uint64_t stream = stream_of(name);
+      for (std::size_t e = 0; e < elems; ++e)
+        values[e] = static_cast<float>(std * standard_normal(seed, stream, e));
+    }
+  }
+}
+
+Buffer Gpt::activation(Shape shape) {
+  return device_.alloc(MemCategory::Activations, DType::F32, std::move(shape));
+}
+
+void Gpt::begin(const Batch& batch) {
+  const std::int64_t T = batch.features;
+  ZL_CHECK(batch.rows >= 1, "a micro-batch of {} rows is empty: pass >= 1 row", batch.rows);
+  ZL_CHECK(T >= 1 && T <= config_.block_size,
+           "a sequence length of {} tokens does not fit the GPT: use 1 .. --block-size {}", T,
+           config_.block_size);
+  ZL_CHECK(static_cast<std::int64_t>(batch.tokens.size()) == batch.rows * T &&
+               static_cast<std::int64_t>(batch.y.size()) == batch.rows * T,
+           "the batch holds {} tokens and {} targets for {} rows of {} tokens: a GPT batch needs "
+           "tokens and y of rows * T each",
+           batch.tokens.size(), batch.y.size(), batch.rows, T);
+  for (std::int64_t i = 0; i < batch.rows * T; ++i) {
+    for (const auto* ids : {&batch.tokens, &batch.y}) {
+      const std::int64_t id = (*ids)[static_cast<std::size_t>(i)];
+      ZL_CHECK(id >= 0 && id < config_.vocab,
+               "{} {} at row {}, position {} is outside the vocabulary [0, {}): use ids below "
+               "--vocab",
+               ids == &batch.tokens ? "token" : "target", id, i / T, i % T, config_.vocab);
+    }
+  }
+  // Release the last micro-batch before booking this one, so the ledger's peak is one batch.
+  blocks_.clear();
+  for (Buffer* buffer : {&embedded_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_, &dlogits_,
+                         &dresidual_, &dln_, &dqkv_, &dattn_, &dfc_, &dfc_gelu_})
+    *buffer = Buffer();
+
+  rows_ = batch.rows;
+  seq_len_ = T;
+  tokens_ = batch.tokens;
+  targets_ = batch.y;
+  const std::int64_t N = token_rows(), C = config_.n_embd;
+  embedded_ = activation({N, C});
+  for (int l = 0; l < config_.n_layer; ++l) {
+    BlockActivations block;
+    block.ln1 = activation({N, C});
+    block.ln1_mean = activation({N});
+    block.ln1_rstd = activation({N});
+    block.qkv = activation({N, 3 * C});
+    block.probs = activation({rows_, config_.n_head, T, T});
+    block.attn = activation({N, C});
+    block.mid = activation({N, C});
+    block.ln2 = activation({N, C});
+    block.ln2_mean = activation({N});
+    block.ln2_rstd = activation({N});
+    block.fc = activation({N, 4 * C});
+    block.fc_gelu = activation({N, 4 * C});
+    block.out = activation({N, C});
+    blocks_.push_back(std::move(block));
+  }
+  lnf_ = activation({N, C});
+  lnf_mean_ = activation({N});
+  lnf_rstd_ = activation({N});
+  logits_ = activation({N, config_.vocab});
+  dlogits_ = activation({N, config_.vocab});
+  dresidual_ = activation({N, C});
+  dln_ = activation({N, C});
+  dqkv_ = activation({N, 3 * C});
+  dattn_ = activation({N, C});
+  dfc_ = activation({N, 4 * C});
+  dfc_gelu_ = activation({N, 4 * C});
+  forward_visits_ = 0;
+  loss_done_ = false;
+  next_backward_visit_ = static_cast<int>(order_.size()) - 1;
+}
+
+void Gpt::check_params(const char* pass, int unit, std::span<const float> params,
+                       std::size_t grads_elems) const {
+  const auto& spec = units_[static_cast<std::size_t>(unit)];
+  ZL_CHECK(static_cast<std::int64_t>(params.size()) >= spec.numel() &&
+               static_cast<std::int64_t>(grads_elems) >= spec.numel(),
+           "{} of {} got {} parameters and {} gradient elements, needs {}", pass, spec.name,
+           params.size(), grads_elems, spec.numel());
+}
+
+std::span<const float> Gpt::block_input(int layer) const {
+  return layer == 0 ? embedded_.as<float>() : blocks_[layer - 1].out.as<float>();
+}
+
+void Gpt::forward_unit(int unit, std::span<const float> params) {
+  ZL_CHECK(rows_ > 0 && forward_visits_ < order_.size() && unit == order_[forward_visits_],
+           "forward_unit({}) out of order: call begin(), then forward_unit for each unit of "
+           "forward_order() (0, 1, ..., {}, 0) in turn; {}",
+           unit, last_unit(),
+           rows_ == 0 ? std::string("begin() has not run")
+           : forward_visits_ < order_.size()
+               ? fmt::format("unit {} is next", order_[forward_visits_])
+               : std::string("the forward pass is done: call loss()"));
+  check_params("forward", unit, params, static_cast<std::size_t>(units_[unit].numel()));
+  const std::int64_t N = token_rows(), C = config_.n_embd, V = config_.vocab;
+  const bool head = forward_visits_ + 1 == order_.size();
+  if (unit == 0 && !head) {
+    // x [N, C] = wte[token] + wpe[t]: wte [V, C], then wpe [block_size, C] of which T rows are used.
+    device_.embedding_forward(tokens_, params.first(V * C), params.subspan(V * C, seq_len_ * C),
+                              embedded_.as<float>(), rows_, seq_len_, C, V);
+  } else if (unit == 0) {
+    // The tied LM head: logits [N, V] = ln_f(x) [N, C] * wte^T [C, V], no bias.
+    device_.linear_forward(lnf_.as<float>(), params.first(V * C), {}, logits_.as<float>(), N, C,
+                           V);
+  } else if (unit == last_unit()) {
+    device_.layernorm_forward(blocks_.back().out.as<float>(), params.first(C),
+                              params.subspan(C, C), lnf_.as<float>(), lnf_mean_.as<float>(),
+                              lnf_rstd_.as<float>(), N, C);
+  } else {
+    forward_block(unit - 1, params);
+  }
+  ++forward_visits_;
+}
+
+std::span<const float> Gpt::logits() const {
+  ZL_CHECK(rows_ > 0 && forward_visits_ == order_.size(),
+           "logits() before the LM head ran: {} of {} forward visits done", forward_visits_,
+           order_.size());
+  return logits_.as<float>();
+}
+
+float Gpt::loss(float grad_scale) {
+  ZL_CHECK(rows_ > 0 && forward_visits_ == order_.size(),
+           "loss() before the forward pass finished: {} of {} forward visits ran", forward_visits_,
+           order_.size());
+  if (loss_done_) return loss_;
+  // Mean over all N = rows * T tokens; dlogits = (softmax - onehot) / N, then scaled.
+  auto dlogits = dlogits_.as<float>();
+  loss_ = device_.cross_entropy_forward_backward(logits_.as<float>(), targets_, dlogits,
+                                                 token_rows(), config_.vocab);
+  if (grad_scale != 1.0f) {
+    for (float& g : dlogits) g = g * grad_scale;
+  }
+  loss_done_ = true;
+  return loss_;
+}
+
+void Gpt::backward_unit(int unit, std::span<const float> params, std::span<float> grads) {
+  ZL_CHECK(loss_done_ && next_backward_visit_ >= 0 && unit == order_[next_backward_visit_],
+           "backward_unit({}) out of order: call loss(), then backward_unit for each unit of "
+           "forward_order() reversed (0, {}, ..., 1, 0) in turn; {}",
+           unit, last_unit(),
+           !loss_done_ ? std::string("loss() has not run")
+           : next_backward_visit_ >= 0
+               ? fmt::format("unit {} is next", order_[next_backward_visit_])
+               : std::string("the backward pass is done: call begin() for the next micro-batch"));
+  check_params("backward", unit, params, grads.size());
+  const std::int64_t N = token_rows(), C = config_.n_embd, V = config_.vocab;
+  const bool head = next_backward_visit_ + 1 == static_cast<int>(order_.size());
+  if (unit == 0 && head) {
+    // d wte [V, C] += dlogits^T ln_f(x); d ln_f(x) [N, C] = dlogits wte.
+    device_.linear_backward(lnf_.as<float>(), params.first(V * C), dlogits_.as<float>(),
+                            grads.first(V * C), {}, dln_.as<float>(), N, C, V);
+  } else if (unit == 0) {
+    // dresidual now holds d loss / d (wte[token] + wpe[t]).
+    device_.embedding_backward(tokens_, dresidual_.as<float>(), grads.first(V * C),
+                               grads.subspan(V * C, seq_len_ * C), rows_, seq_len_, C, V);
+  } else if (unit == last_unit()) {
+    // The residual stream's gradient starts here: ln_f's input gets only ln_f's part.
+    auto dresidual = dresidual_.as<float>();
+    std::fill(dresidual.begin(), dresidual.end(), 0.0f);
+    device_.layernorm_backward(blocks_.back().out.as<float>(), params.first(C),
+                               lnf_mean_.as<float>(), lnf_rstd_.as<float>(), dln_.as<float>(),
+                               dresidual, grads.first(C), grads.subspan(C, C), N, C);
+  } else {
+    backward_block(unit - 1, params, grads);
+  }
+  --next_backward_visit_;
+}
+
+}  // namespace zl

@@ -1,0 +1,102 @@
+// gpt.hpp — GPT-2 (Hugging Face GPT2LMHeadModel's math, names and shapes) written by hand,
+// forward and backward, one unit at a time. Token and position embeddings; n_layer pre-LayerNorm
+// blocks x = x + attn(ln_1(x)), x = x + mlp(ln_2(x)) with causal multi-head attention and a tanh
+// GELU MLP; a final ln_f; logits = ln_f(x) wte^T (the LM head is tied to the token embedding);
+// cross-entropy averaged over all B*T tokens.
+//
+// Units: 0 = {wte, wpe}; 1+i = block h.{i}; L+1 = {ln_f}. forward_order() is [0, 1, ..., L+1, 0]:
+// unit 0's first visit looks the tokens up, its second is the LM head. Backward runs the order
+// reversed, so the head adds its d wte first and the embedding adds its part last, into the same
+// gradient buffer.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/gpt_config.hpp"
+#include "model/model.hpp"
+#include "ops/device.hpp"
+
+namespace zl {
+
+/// GPT-2 on a Device. Activations are allocated on `device` (category Activations) per micro-batch
+/// in begin() and kept until the next begin() or the model's end.
+class Gpt final : public Model {
+ public:
+  /// Throws zl::Error (see validate(GptConfig)) for a bad shape.
+  Gpt(Device& device, const GptConfig& config);
+  const std::vector<UnitSpec>& units() const override { return units_; }
+  /// [0, 1, ..., n_layer + 1, 0]: unit 0 runs again last, as the tied LM head.
+  std::vector<int> forward_order() const override { return order_; }
+  /// nanoGPT's and Hugging Face's GPT-2 init: LayerNorm weights 1 and every bias 0; the two
+  /// c_proj weights of each block N(0, 0.02 / sqrt(2 n_layer)); every other weight and both
+  /// embeddings N(0, 0.02). Element e of parameter `name` is std * standard_normal(seed,
+  /// stream_of(name), e), computed in double and rounded once: the same for every world size.
+  void init_unit(int unit, std::span<float> flat, std::uint64_t seed) const override;
+  /// Takes tokens [rows, T] and next tokens y [rows, T] with T = batch.features <= block_size
+  /// and every id in [0, vocab); throws zl::Error naming what is wrong otherwise.
+  void begin(const Batch& batch) override;
+  void forward_unit(int unit, std::span<const float> params) override;
+  using Model::loss;
+  /// Mean cross-entropy over the rows * T tokens; seeds backward with grad_scale * d loss / d logits.
+  float loss(float grad_scale) override;
+  void backward_unit(int unit, std::span<const float> params, std::span<float> grads) override;
+
+  const GptConfig& config() const { return config_; }
+  /// The logits [rows, T, vocab] of the micro-batch, once the LM head has run.
+  std::span<const float> logits() const;
+
+ private:
+  // What one block keeps from forward for backward; N = rows * T.
+  struct BlockActivations {
+    Buffer ln1, ln1_mean, ln1_rstd;  // ln_1(x) [N, C]; its row mean and 1/std [N]
+    Buffer qkv;                      // c_attn output [N, 3C]
+    Buffer probs;                    // attention probabilities [rows, n_head, T, T]
+    Buffer attn;                     // attention output before c_proj [N, C]
+    Buffer mid;                      // x + attn(ln_1(x)) [N, C]
+    Buffer ln2, ln2_mean, ln2_rstd;  // ln_2(mid) [N, C], [N], [N]
+    Buffer fc;                       // c_fc output before GELU [N, 4C]
+    Buffer fc_gelu;                  // GELU(fc) [N, 4C]
+    Buffer out;                      // mid + mlp(ln_2(mid)) [N, C]: the block's output
+  };
+
+  int last_unit() const { return config_.n_layer + 1; }
+  std::int64_t token_rows() const { return rows_ * seq_len_; }
+  void check_params(const char* pass, int unit, std::span<const float> params,
+                    std::size_t grads_elems) const;
+  // The residual stream entering block `layer`.
+  std::span<const float> block_input(int layer) const;
+  void forward_block(int layer, std::span<const float> params);
+  void backward_block(int layer, std::span<const float> params, std::span<float> grads);
+  Buffer activation(Shape shape);
+
+  Device& device_;
+  GptConfig config_;
+  std::vector<UnitSpec> units_;
+  std::vector<int> order_;
+  // Per micro-batch, allocated in begin() (see gpt.cpp).
+  std::int64_t rows_ = 0;
+  std::int64_t seq_len_ = 0;
+  std::vector<std::int64_t> tokens_;   // [rows, T]
+  std::vector<std::int64_t> targets_;  // [rows, T]
+  Buffer embedded_;                    // wte[token] + wpe[t] [N, C]
+  std::vector<BlockActivations> blocks_;
+  Buffer lnf_, lnf_mean_, lnf_rstd_;   // ln_f(last block's out) [N, C], [N], [N]
+  Buffer logits_;                      // [N, vocab]
+  Buffer dlogits_;                     // grad_scale * d loss / d logits [N, vocab]
+  // Backward scratch, reused by every block.
+  Buffer dresidual_;  // d loss / d the residual stream at the current block boundary [N, C]
+  Buffer dln_;        // d loss / d a LayerNorm's output [N, C]
+  Buffer dqkv_;       // [N, 3C]
+  Buffer dattn_;      // [N, C]
+  Buffer dfc_;        // [N, 4C]
+  Buffer dfc_gelu_;   // [N, 4C]
+  // Where the micro-batch is: visits of order_ run forward, the loss, the next backward visit.
+  std::size_t forward_visits_ = 0;
+  bool loss_done_ = false;
+  float loss_ = 0.0f;
+  int next_backward_visit_ = -1;
+};
+
+}  // namespace zl
