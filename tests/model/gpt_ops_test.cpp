@@ -9,10 +9,10 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "ckpt/test_files.hpp"
 #include "core/error.hpp"
 #include "gpt_reference.hpp"
 #include "ops/cpu/cpu_device.hpp"
@@ -26,6 +26,7 @@ using test::expect_gradient_ok;
 using test::random_normals;
 using test::to_double;
 using test::weighted_sum;
+using test::error_of;
 using ::testing::HasSubstr;
 
 // As in cpu_device_test.cpp: float results of short sums carry errors of order 1e-7 (these
@@ -35,15 +36,6 @@ using ::testing::HasSubstr;
 constexpr double kStep = 1e-6;
 constexpr double kAbsTol = 1e-6;
 constexpr double kRelTol = 1e-5;
-
-std::string message_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
-}
 
 TEST(GptOps, Conv1dForwardMatchesADoubleLoop) {
   CpuDevice device;
@@ -268,19 +260,19 @@ TEST(GptOps, EmbeddingAddsTokenAndPositionRows) {
     EXPECT_EQ(dwpe[1 * C + c], (dwpe0[1 * C + c] + dx[1 * C + c]) + dx[4 * C + c]);
   }
   const std::vector<std::int64_t> bad = {4, 1, 4, 0, 5, 2};
-  EXPECT_THAT(message_of([&] { device.embedding_forward(bad, wte, wpe, x, B, T, C, V); }),
+  EXPECT_THAT(error_of([&] { device.embedding_forward(bad, wte, wpe, x, B, T, C, V); }),
               HasSubstr("token 5 at row 1, position 1 is outside the vocabulary [0, 5)"));
 }
 
 TEST(GptOps, KernelsRejectBadShapesWithAMessage) {
   CpuDevice device;
   std::vector<float> x(12), w(12), b(4), y(5), stats(3);
-  EXPECT_THAT(message_of([&] { device.conv1d_forward(x, w, b, y, 3, 4, 3); }),
+  EXPECT_THAT(error_of([&] { device.conv1d_forward(x, w, b, y, 3, 4, 3); }),
               HasSubstr("conv1d_forward: b has 4 elements but the shapes need 3"));
-  EXPECT_THAT(message_of([&] { device.layernorm_forward(x, b, b, x, stats, y, 3, 4); }),
+  EXPECT_THAT(error_of([&] { device.layernorm_forward(x, b, b, x, stats, y, 3, 4); }),
               HasSubstr("layernorm_forward: rstd has 5 elements but the shapes need 3"));
   std::vector<float> qkv(2 * 3 * 6), probs(2 * 4 * 4), out(2 * 3 * 2);
-  EXPECT_THAT(message_of([&] { device.attention_forward(qkv, probs, out, 1, 2, 6, 4); }),
+  EXPECT_THAT(error_of([&] { device.attention_forward(qkv, probs, out, 1, 2, 6, 4); }),
               HasSubstr("6 channels do not split into 4 heads"));
 }
 
