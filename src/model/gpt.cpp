@@ -150,17 +150,16 @@ void Gpt::forward_unit(int unit, std::span<const float> params) {
   const std::int64_t N = token_rows(), C = config_.n_embd, V = config_.vocab;
   const bool head = forward_visits_ + 1 == order_.size();
   if (unit == 0 && !head) {
-    // x [N, C] = wte[token] + wpe[t]: wte [V, C], then wpe [block_size, C] of which T rows are used.
+    // x [N, C] = wte[token] + wpe[t]: wte [V, C], then wpe [block_size, C] of which T rows are
+    // used.
     device_.embedding_forward(tokens_, params.first(V * C), params.subspan(V * C, seq_len_ * C),
                               embedded_.as<float>(), rows_, seq_len_, C, V);
   } else if (unit == 0) {
     // The tied LM head: logits [N, V] = ln_f(x) [N, C] * wte^T [C, V], no bias.
-    device_.linear_forward(lnf_.as<float>(), params.first(V * C), {}, logits_.as<float>(), N, C,
-                           V);
+    device_.linear_forward(lnf_.as<float>(), params.first(V * C), {}, logits_.as<float>(), N, C, V);
   } else if (unit == last_unit()) {
-    device_.layernorm_forward(blocks_.back().out.as<float>(), params.first(C),
-                              params.subspan(C, C), lnf_.as<float>(), lnf_mean_.as<float>(),
-                              lnf_rstd_.as<float>(), N, C);
+    device_.layernorm_forward(blocks_.back().out.as<float>(), params.first(C), params.subspan(C, C),
+                              lnf_.as<float>(), lnf_mean_.as<float>(), lnf_rstd_.as<float>(), N, C);
   } else {
     forward_block(unit - 1, params);
   }

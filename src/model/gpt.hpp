@@ -39,7 +39,8 @@ class Gpt final : public Model {
   void begin(const Batch& batch) override;
   void forward_unit(int unit, std::span<const float> params) override;
   using Model::loss;
-  /// Mean cross-entropy over the rows * T tokens; seeds backward with grad_scale * d loss / d logits.
+  /// Mean cross-entropy over the rows * T tokens; seeds backward with grad_scale * d loss / d
+  /// logits.
   float loss(float grad_scale) override;
   void backward_unit(int unit, std::span<const float> params, std::span<float> grads) override;
 
@@ -82,9 +83,9 @@ class Gpt final : public Model {
   std::vector<std::int64_t> targets_;  // [rows, T]
   Buffer embedded_;                    // wte[token] + wpe[t] [N, C]
   std::vector<BlockActivations> blocks_;
-  Buffer lnf_, lnf_mean_, lnf_rstd_;   // ln_f(last block's out) [N, C], [N], [N]
-  Buffer logits_;                      // [N, vocab]
-  Buffer dlogits_;                     // grad_scale * d loss / d logits [N, vocab]
+  Buffer lnf_, lnf_mean_, lnf_rstd_;  // ln_f(last block's out) [N, C], [N], [N]
+  Buffer logits_;                     // [N, vocab]
+  Buffer dlogits_;                    // grad_scale * d loss / d logits [N, vocab]
   // Backward scratch, reused by every block.
   Buffer dresidual_;  // d loss / d the residual stream at the current block boundary [N, C]
   Buffer dln_;        // d loss / d a LayerNorm's output [N, C]

@@ -29,8 +29,8 @@ enum BlockParam : std::size_t {
 // The block's flat buffer (parameters or gradients) cut into its tensors.
 template <class T>
 std::array<std::span<T>, kBlockParams> block_tensors(std::span<T> flat, std::int64_t C) {
-  const std::array<std::int64_t, kBlockParams> elems = {
-      C, C, C * 3 * C, 3 * C, C * C, C, C, C, C * 4 * C, 4 * C, 4 * C * C, C};
+  const std::array<std::int64_t, kBlockParams> elems = {C, C, C * 3 * C, 3 * C, C * C,     C,
+                                                        C, C, C * 4 * C, 4 * C, 4 * C * C, C};
   std::array<std::span<T>, kBlockParams> tensors;
   std::size_t offset = 0;
   for (std::size_t i = 0; i < kBlockParams; ++i) {
@@ -52,7 +52,8 @@ void Gpt::forward_block(int layer, std::span<const float> params) {
   const auto p = block_tensors(params, C);
   auto& a = blocks_[static_cast<std::size_t>(layer)];
   const auto x = block_input(layer);
-  // Attention: qkv [N, 3C] = ln_1(x) c_attn; attn [N, C] = heads side by side; mid = x + attn c_proj.
+  // Attention: qkv [N, 3C] = ln_1(x) c_attn; attn [N, C] = heads side by side; mid = x + attn
+  // c_proj.
   device_.layernorm_forward(x, p[kLn1Weight], p[kLn1Bias], a.ln1.as<float>(),
                             a.ln1_mean.as<float>(), a.ln1_rstd.as<float>(), N, C);
   device_.conv1d_forward(a.ln1.as<float>(), p[kAttnWeight], p[kAttnBias], a.qkv.as<float>(), N, C,

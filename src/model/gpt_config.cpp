@@ -61,8 +61,8 @@ std::vector<UnitSpec> gpt_units(const GptConfig& config) {
   validate(config);
   const std::int64_t C = config.n_embd;
   std::vector<UnitSpec> units;
-  units.push_back({"embeddings",
-                   {{"wte.weight", {config.vocab, C}}, {"wpe.weight", {config.block_size, C}}}});
+  units.push_back(
+      {"embeddings", {{"wte.weight", {config.vocab, C}}, {"wpe.weight", {config.block_size, C}}}});
   for (int i = 0; i < config.n_layer; ++i) {
     const std::string h = fmt::format("h.{}", i);
     units.push_back({h,

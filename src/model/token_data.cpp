@@ -71,8 +71,8 @@ Batch MarkovTokens::batch(std::int64_t first_sample, std::int64_t rows,
         uniform_below(seed_, start_stream, g, static_cast<std::uint64_t>(vocab_)));
     for (std::int64_t t = 0; t < seq_len; ++t) {
       const auto& next = successors_[static_cast<std::size_t>(token)];
-      const std::uint64_t index = g * static_cast<std::uint64_t>(kMaxSeqLen) +
-                                  static_cast<std::uint64_t>(t);
+      const std::uint64_t index =
+          g * static_cast<std::uint64_t>(kMaxSeqLen) + static_cast<std::uint64_t>(t);
       const std::uint64_t pick = uniform_below(seed_, step_stream, index, next.size());
       out.tokens[static_cast<std::size_t>(b * seq_len + t)] = token;
       token = next[pick];

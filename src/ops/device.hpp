@@ -51,8 +51,9 @@ class Device : public Allocator {
                                                std::span<float> dlogits, std::int64_t rows,
                                                std::int64_t classes) = 0;
 
-  // ---- GPT-2 kernels (fp32, row-major; cpu/cpu_gpt_kernels.cpp). B is the batch, T the sequence
-  // length, C the channels (n_embd), N = B*T the rows of the token-major activations [B, T, C]. ----
+  // ---- GPT-2 kernels (fp32, row-major; cpu/cpu_gpt_kernels.cpp and cpu/cpu_attention.cpp).
+  // B is the batch, T the sequence length, C the channels (n_embd), N = B*T the rows of the
+  // token-major activations [B, T, C]. ----
 
   /// Token plus position embedding: x[b, t, :] = wte[tokens[b, t], :] + wpe[t, :], with
   /// tokens [B, T], wte [vocab, C], wpe [T, C] (the first T rows of the model's position table),

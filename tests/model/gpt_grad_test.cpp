@@ -119,7 +119,8 @@ TEST(GptGrad, SampledElementsOfEveryTensorMatchFiniteDifferences) {
             return test::ref_gpt_loss(kConfig, moved, batch);
           },
           point, 1e-6);
-      test::expect_gradient_ok(param.name, test::check_gradient(analytic, numeric, kAbsTol, kRelTol));
+      test::expect_gradient_ok(param.name,
+                               test::check_gradient(analytic, numeric, kAbsTol, kRelTol));
       if (param.name == "wpe.weight") {
         EXPECT_EQ(grads[u][offset + 5 * C + 1], 0.0f);
       }

@@ -1,7 +1,8 @@
-// gpt_ops_test.cpp — the GPT-2 kernels of CpuDevice against double answer keys: each forward
-// against gpt_reference.hpp, each backward against central differences of the scalar
-// sum(dy * forward(inputs)) in double, plus the exact properties (embedding sums, causality,
-// accumulation, bits independent of addresses) and the messages for bad arguments.
+// gpt_ops_test.cpp — the GPT-2 kernels of CpuDevice (Conv1D, the bias-free head, LayerNorm, tanh
+// GELU) against double answer keys: each forward against gpt_reference.hpp, each backward against
+// central differences of the scalar sum(dy * forward(inputs)) in double, plus accumulation, bits
+// independent of addresses and the messages for bad arguments. Attention and embeddings:
+// gpt_attention_test.cpp.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -22,20 +23,16 @@ namespace {
 
 using test::central_differences;
 using test::check_gradient;
+using test::error_of;
 using test::expect_gradient_ok;
 using test::random_normals;
 using test::to_double;
 using test::weighted_sum;
-using test::error_of;
 using ::testing::HasSubstr;
 
-// As in cpu_device_test.cpp: float results of short sums carry errors of order 1e-7 (these
-// kernels sum in double and round once, so less); central differences with h = 1e-6 on smooth
-// double functions are good to ~1e-10. 1e-6 + 1e-5 |g| is ten times the float error, while a
-// wrong term, sign or scale is off by the gradient's own size (>= 1e-3 here).
-constexpr double kStep = 1e-6;
-constexpr double kAbsTol = 1e-6;
-constexpr double kRelTol = 1e-5;
+using test::kOpAbsTol;
+using test::kOpRelTol;
+using test::kOpStep;
 
 TEST(GptOps, Conv1dForwardMatchesADoubleLoop) {
   CpuDevice device;
@@ -68,11 +65,11 @@ TEST(GptOps, Conv1dBackwardMatchesFiniteDifferences) {
   const auto numeric = [&](int which, const std::vector<double>& at) {
     return central_differences(
         loss_of([which](auto& args, auto v) { args[which].assign(v.begin(), v.end()); }), at,
-        kStep);
+        kOpStep);
   };
-  expect_gradient_ok("dx", check_gradient(dx, numeric(0, xd), kAbsTol, kRelTol));
-  expect_gradient_ok("dw", check_gradient(dw, numeric(1, wd), kAbsTol, kRelTol));
-  expect_gradient_ok("db", check_gradient(db, numeric(2, bd), kAbsTol, kRelTol));
+  expect_gradient_ok("dx", check_gradient(dx, numeric(0, xd), kOpAbsTol, kOpRelTol));
+  expect_gradient_ok("dw", check_gradient(dw, numeric(1, wd), kOpAbsTol, kOpRelTol));
+  expect_gradient_ok("db", check_gradient(db, numeric(2, bd), kOpAbsTol, kOpRelTol));
 
   // dw and db are added into; dx is overwritten; an empty dx is skipped.
   auto dw_twice = dw, db_twice = db;
@@ -133,23 +130,27 @@ TEST(GptOps, LayerNormBackwardMatchesFiniteDifferencesAndAddsIntoDx) {
                         const std::vector<double>& bs) {
     return weighted_sum(dy, test::ref_layernorm(xs, ws, bs, rows, C));
   };
-  expect_gradient_ok(
-      "dx", check_gradient(dx,
-                           central_differences([&](auto v) { return loss({v.begin(), v.end()}, wd, bd); },
-                                               xd, kStep),
-                           kAbsTol, kRelTol));
-  expect_gradient_ok(
-      "dweight",
-      check_gradient(dweight,
-                     central_differences([&](auto v) { return loss(xd, {v.begin(), v.end()}, bd); },
-                                         wd, kStep),
-                     kAbsTol, kRelTol));
-  expect_gradient_ok(
-      "dbias", check_gradient(dbias,
-                              central_differences(
-                                  [&](auto v) { return loss(xd, wd, {v.begin(), v.end()}); }, bd,
-                                  kStep),
-                              kAbsTol, kRelTol));
+  expect_gradient_ok("dx", check_gradient(dx,
+                                          central_differences(
+                                              [&](auto v) {
+                                                return loss({v.begin(), v.end()}, wd, bd);
+                                              },
+                                              xd, kOpStep),
+                                          kOpAbsTol, kOpRelTol));
+  expect_gradient_ok("dweight", check_gradient(dweight,
+                                               central_differences(
+                                                   [&](auto v) {
+                                                     return loss(xd, {v.begin(), v.end()}, bd);
+                                                   },
+                                                   wd, kOpStep),
+                                               kOpAbsTol, kOpRelTol));
+  expect_gradient_ok("dbias", check_gradient(dbias,
+                                             central_differences(
+                                                 [&](auto v) {
+                                                   return loss(xd, wd, {v.begin(), v.end()});
+                                                 },
+                                                 bd, kOpStep),
+                                             kOpAbsTol, kOpRelTol));
   // The residual stream's gradient is already in dx: the kernel adds to it.
   const auto before = random_normals(5, rows * C);
   auto added = before;
@@ -161,10 +162,9 @@ TEST(GptOps, LayerNormBackwardMatchesFiniteDifferencesAndAddsIntoDx) {
 TEST(GptOps, GeluTanhMatchesTorchValues) {
   // torch.nn.functional.gelu(x, approximate="tanh") in float64.
   const std::vector<float> x = {-3.0f, -1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 2.5f};
-  const std::vector<double> expected = {-0.0036373920817729943, -0.15880800939172324,
-                                        -0.15428599017485606,   0.0,
-                                        0.34571400982514394,    0.8411919906082768,
-                                        2.484915733910001};
+  const std::vector<double> expected = {
+      -0.0036373920817729943, -0.15880800939172324, -0.15428599017485606, 0.0,
+      0.34571400982514394,    0.8411919906082768,   2.484915733910001};
   CpuDevice device;
   std::vector<float> y(x.size());
   device.gelu_tanh_forward(x, y);
@@ -185,83 +185,8 @@ TEST(GptOps, GeluTanhBackwardMatchesFiniteDifferences) {
         std::transform(v.begin(), v.end(), y.begin(), test::ref_gelu_tanh);
         return weighted_sum(dy, y);
       },
-      to_double(x), kStep);
-  expect_gradient_ok("dx", check_gradient(dx, numeric, kAbsTol, kRelTol));
-}
-
-constexpr std::int64_t kB = 2, kT = 5, kC = 6, kHeads = 2;
-
-TEST(GptOps, AttentionForwardIsCausalSoftmaxAttention) {
-  CpuDevice device;
-  auto qkv = random_normals(1, kB * kT * 3 * kC);
-  std::vector<float> probs(kB * kHeads * kT * kT, 7.0f), out(kB * kT * kC);
-  device.attention_forward(qkv, probs, out, kB, kT, kC, kHeads);
-  const auto expected = test::ref_attention(to_double(qkv), kB, kT, kC, kHeads);
-  for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-6) << i;
-  // Every row of probabilities sums to 1 over s <= t and is exactly 0 above the diagonal.
-  for (std::int64_t row = 0; row < kB * kHeads * kT; ++row) {
-    const std::int64_t t = row % kT;
-    double sum = 0.0;
-    for (std::int64_t s = 0; s < kT; ++s) {
-      const float p = probs[row * kT + s];
-      if (s > t) {
-        EXPECT_EQ(p, 0.0f);
-      }
-      sum += p;
-    }
-    EXPECT_NEAR(sum, 1.0, 1e-6);
-  }
-  // Changing the last position's k and v leaves every earlier output bit for bit.
-  const auto before = out;
-  for (std::int64_t b = 0; b < kB; ++b) {
-    for (std::int64_t c = kC; c < 3 * kC; ++c) qkv[(b * kT + kT - 1) * 3 * kC + c] += 1.5f;
-  }
-  device.attention_forward(qkv, probs, out, kB, kT, kC, kHeads);
-  for (std::int64_t b = 0; b < kB; ++b) {
-    for (std::int64_t i = 0; i < (kT - 1) * kC; ++i)
-      EXPECT_EQ(out[b * kT * kC + i], before[b * kT * kC + i]) << "b " << b << " element " << i;
-  }
-}
-
-TEST(GptOps, AttentionBackwardMatchesFiniteDifferences) {
-  CpuDevice device;
-  const auto qkv = random_normals(1, kB * kT * 3 * kC), dout = random_normals(2, kB * kT * kC);
-  std::vector<float> probs(kB * kHeads * kT * kT), out(kB * kT * kC);
-  device.attention_forward(qkv, probs, out, kB, kT, kC, kHeads);
-  std::vector<float> dqkv(qkv.size(), 99.0f);  // overwritten
-  device.attention_backward(qkv, probs, dout, dqkv, kB, kT, kC, kHeads);
-  const auto numeric = central_differences(
-      [&](std::span<const double> v) {
-        return weighted_sum(dout, test::ref_attention(v, kB, kT, kC, kHeads));
-      },
-      to_double(qkv), kStep);
-  expect_gradient_ok("dqkv", check_gradient(dqkv, numeric, kAbsTol, kRelTol));
-}
-
-TEST(GptOps, EmbeddingAddsTokenAndPositionRows) {
-  CpuDevice device;
-  const std::int64_t B = 2, T = 3, C = 4, V = 5;
-  const std::vector<std::int64_t> tokens = {4, 1, 4, 0, 4, 2};  // token 4 three times
-  const auto wte = random_normals(1, V * C), wpe = random_normals(2, T * C),
-             dx = random_normals(3, B * T * C);
-  std::vector<float> x(B * T * C);
-  device.embedding_forward(tokens, wte, wpe, x, B, T, C, V);
-  for (std::int64_t n = 0; n < B * T; ++n) {
-    for (std::int64_t c = 0; c < C; ++c)
-      EXPECT_EQ(x[n * C + c], wte[tokens[n] * C + c] + wpe[(n % T) * C + c]);
-  }
-  auto dwte = random_normals(4, V * C), dwpe = random_normals(5, T * C);
-  const auto dwte0 = dwte, dwpe0 = dwpe;
-  device.embedding_backward(tokens, dx, dwte, dwpe, B, T, C, V);
-  for (std::int64_t c = 0; c < C; ++c) {
-    // Row 4 gets positions (0,0), (0,2), (1,1) added in that order; unused rows stay as they were.
-    EXPECT_EQ(dwte[4 * C + c], ((dwte0[4 * C + c] + dx[0 * C + c]) + dx[2 * C + c]) + dx[4 * C + c]);
-    EXPECT_EQ(dwte[3 * C + c], dwte0[3 * C + c]);
-    EXPECT_EQ(dwpe[1 * C + c], (dwpe0[1 * C + c] + dx[1 * C + c]) + dx[4 * C + c]);
-  }
-  const std::vector<std::int64_t> bad = {4, 1, 4, 0, 5, 2};
-  EXPECT_THAT(error_of([&] { device.embedding_forward(bad, wte, wpe, x, B, T, C, V); }),
-              HasSubstr("token 5 at row 1, position 1 is outside the vocabulary [0, 5)"));
+      to_double(x), kOpStep);
+  expect_gradient_ok("dx", check_gradient(dx, numeric, kOpAbsTol, kOpRelTol));
 }
 
 TEST(GptOps, KernelsRejectBadShapesWithAMessage) {
@@ -295,7 +220,8 @@ std::vector<float> conv1d_results_at(CpuDevice& device, std::int64_t offset_elem
   device.conv1d_forward(x, w, b, y, rows, in, out);
   device.conv1d_backward(x, w, dy, dw, db, dx, rows, in, out);
   std::vector<float> results;
-  for (const auto& values : {y, dw, db, dx}) results.insert(results.end(), values.begin(), values.end());
+  for (const auto& values : {y, dw, db, dx})
+    results.insert(results.end(), values.begin(), values.end());
   return results;
 }
 

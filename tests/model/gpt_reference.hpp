@@ -17,6 +17,15 @@
 
 namespace zl::test {
 
+// Tolerances of the kernel checks, as in cpu_device_test.cpp: float results of short sums carry
+// errors of order 1e-7 (these kernels sum in double and round once, so less); central differences
+// with h = 1e-6 on smooth double functions are good to ~1e-10. 1e-6 + 1e-5 |g| is ten times the
+// float error, while a wrong term, sign or scale is off by the gradient's own size (>= 1e-3 in
+// these tests).
+inline constexpr double kOpStep = 1e-6;
+inline constexpr double kOpAbsTol = 1e-6;
+inline constexpr double kOpRelTol = 1e-5;
+
 /// Deterministic test values scale * N(0, 1) + shift; `stream` keeps different tensors apart.
 inline std::vector<float> random_normals(std::uint64_t stream, std::int64_t elems,
                                          float scale = 1.0f, float shift = 0.0f) {
@@ -35,8 +44,8 @@ inline double weighted_sum(std::span<const float> weights, std::span<const doubl
 
 /// y[rows, out] = x[rows, in] w[in, out] + b[out] (Hugging Face Conv1D), in double.
 inline std::vector<double> ref_conv1d(std::span<const double> x, std::span<const double> w,
-                                      std::span<const double> b, std::int64_t rows,
-                                      std::int64_t in, std::int64_t out) {
+                                      std::span<const double> b, std::int64_t rows, std::int64_t in,
+                                      std::int64_t out) {
   std::vector<double> y(static_cast<std::size_t>(rows * out));
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t o = 0; o < out; ++o) {
@@ -67,7 +76,8 @@ inline std::vector<double> ref_layernorm(std::span<const double> x, std::span<co
 
 /// GPT-2's GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in double.
 inline double ref_gelu_tanh(double x) {
-  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+  return 0.5 * x *
+         (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
 }
 
 /// Causal multi-head self-attention of qkv[B, T, 3C] (q | k | v), heads of D = C / heads
@@ -104,7 +114,8 @@ inline std::vector<double> ref_attention(std::span<const double> qkv, std::int64
 inline std::span<const double> tensor_of(std::span<const double> flat, const UnitSpec& unit,
                                          std::size_t index) {
   std::size_t offset = 0;
-  for (std::size_t i = 0; i < index; ++i) offset += static_cast<std::size_t>(numel(unit.params[i].shape));
+  for (std::size_t i = 0; i < index; ++i)
+    offset += static_cast<std::size_t>(numel(unit.params[i].shape));
   return flat.subspan(offset, static_cast<std::size_t>(numel(unit.params[index].shape)));
 }
 
@@ -126,8 +137,8 @@ inline std::vector<double> ref_gpt_logits(const GptConfig& config,
     const auto& unit = units[1 + l];
     const auto p = [&](std::size_t i) { return tensor_of(params[1 + l], unit, i); };
     const auto ln1 = ref_layernorm(x, p(0), p(1), N, C);
-    const auto attn = ref_attention(ref_conv1d(ln1, p(2), p(3), N, C, 3 * C), B, T, C,
-                                    config.n_head);
+    const auto attn =
+        ref_attention(ref_conv1d(ln1, p(2), p(3), N, C, 3 * C), B, T, C, config.n_head);
     const auto proj = ref_conv1d(attn, p(4), p(5), N, C, C);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
     auto fc = ref_conv1d(ref_layernorm(x, p(6), p(7), N, C), p(8), p(9), N, C, 4 * C);
@@ -136,8 +147,8 @@ inline std::vector<double> ref_gpt_logits(const GptConfig& config,
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += mlp[i];
   }
   const auto& last = units.back();
-  const auto lnf = ref_layernorm(x, tensor_of(params.back(), last, 0),
-                                 tensor_of(params.back(), last, 1), N, C);
+  const auto lnf =
+      ref_layernorm(x, tensor_of(params.back(), last, 0), tensor_of(params.back(), last, 1), N, C);
   std::vector<double> logits(static_cast<std::size_t>(N * V));
   for (std::int64_t n = 0; n < N; ++n) {
     for (std::int64_t v = 0; v < V; ++v) {

@@ -49,10 +49,10 @@ TEST(GptConfig, UnitsFollowHuggingFaceNamesAndShapes) {
   EXPECT_EQ(names[1], "wpe.weight");
   EXPECT_EQ(shapes[1], (Shape{6, 8}));
   const std::vector<std::string> block = {
-      "ln_1.weight",      "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
-      "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",      "ln_2.bias",
-      "mlp.c_fc.weight",  "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
-  const std::vector<Shape> block_shapes = {{8}, {8}, {8, 24}, {24}, {8, 8}, {8},
+      "ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
+      "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
+      "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+  const std::vector<Shape> block_shapes = {{8}, {8}, {8, 24}, {24}, {8, 8},  {8},
                                            {8}, {8}, {8, 32}, {32}, {32, 8}, {8}};
   for (int layer = 0; layer < 2; ++layer) {
     EXPECT_EQ(units[1 + layer].name, "h." + std::to_string(layer));
@@ -161,10 +161,10 @@ TEST(Gpt, ActivationsAreBookedWhileAMicroBatchIsInFlight) {
     // Per block: ln_1 and ln_2 outputs with their mean and rstd, qkv, probabilities, attention
     // output, mid, fc, GELU(fc), out. Besides: the embedding, ln_f, logits and their gradient, and
     // the backward scratch (dresidual, dln, dqkv, dattn, dfc, dfc_gelu).
-    const std::int64_t per_block = 2 * (N * C + 2 * N) + 3 * N * C + B * H * T * T + 2 * N * C +
-                                   2 * 4 * N * C + N * C;
-    const std::int64_t rest = N * C + (N * C + 2 * N) + 2 * N * V + (N * C + N * C + 3 * N * C +
-                                                                     N * C + 2 * 4 * N * C);
+    const std::int64_t per_block =
+        2 * (N * C + 2 * N) + 3 * N * C + B * H * T * T + 2 * N * C + 2 * 4 * N * C + N * C;
+    const std::int64_t rest =
+        N * C + (N * C + 2 * N) + 2 * N * V + (N * C + N * C + 3 * N * C + N * C + 2 * 4 * N * C);
     const std::int64_t expected_bytes = 4 * (config.n_layer * per_block + rest);
     EXPECT_EQ(activation_bytes(), 0);
     const auto batch = MarkovTokens(V, 1).batch(0, B, T);

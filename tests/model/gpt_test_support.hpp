@@ -36,7 +36,8 @@ inline float forward_backward(Model& model, const Batch& batch, const UnitFloats
   model.begin(batch);
   for (const int u : order) model.forward_unit(u, params[u]);
   const float loss = model.loss(grad_scale);
-  for (auto u = order.rbegin(); u != order.rend(); ++u) model.backward_unit(*u, params[*u], grads[*u]);
+  for (auto u = order.rbegin(); u != order.rend(); ++u)
+    model.backward_unit(*u, params[*u], grads[*u]);
   return loss;
 }
 

@@ -44,7 +44,8 @@ TEST(MarkovTokens, FollowsTheDocumentedChain) {
   for (std::int64_t b = 0; b < 4; ++b) {
     const auto [tokens, y] = row_of(batch, b);
     const auto g = static_cast<std::uint64_t>(10 + b);
-    EXPECT_EQ(tokens[0], static_cast<std::int64_t>(uniform_below(5, stream_of("tokens.start"), g, 64)));
+    EXPECT_EQ(tokens[0],
+              static_cast<std::int64_t>(uniform_below(5, stream_of("tokens.start"), g, 64)));
     for (std::size_t t = 0; t < tokens.size(); ++t) {
       const auto& next = data.successors(tokens[t]);
       const auto pick = uniform_below(5, stream_of("tokens.step"), (g << 24) + t, next.size());
@@ -112,7 +113,8 @@ TEST(TokenFile, SampleIsTheDocumentedWindow) {
   test::TempDir dir;
   const auto path = dir.path() / "train.bin";
   std::vector<std::uint16_t> tokens(40);
-  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::uint16_t>(300 + 7 * i);
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<std::uint16_t>(300 + 7 * i);
   tokens[39] = 50256;  // GPT-2's <|endoftext|>, two bytes apart
   write_tokens(path, tokens);
   const TokenFile file(path, 50257, 11);
@@ -140,22 +142,26 @@ TEST(TokenFile, RejectsBadFilesWithAMessage) {
   test::TempDir dir;
   const auto path = dir.path() / "tokens.bin";
   EXPECT_EQ(error_of([&] { TokenFile(path, 64, 0); }),
-            "--data " + path.string() + ": no such file: give a uint16 token file (nanoGPT's "
-            "train.bin)");
+            "--data " + path.string() +
+                ": no such file: give a uint16 token file (nanoGPT's "
+                "train.bin)");
   test::write_file(path, {1, 0, 2, 0, 3});
   EXPECT_EQ(error_of([&] { TokenFile(path, 64, 0); }),
-            "--data " + path.string() + " has 5 bytes, an odd count: a token file holds 2-byte "
-            "little-endian uint16 tokens");
+            "--data " + path.string() +
+                " has 5 bytes, an odd count: a token file holds 2-byte "
+                "little-endian uint16 tokens");
   write_tokens(path, {1, 2, 3, 4});
   const TokenFile short_file(path, 64, 0);
   EXPECT_EQ(error_of([&] { short_file.batch(0, 1, 4); }),
-            "--data " + path.string() + " holds 4 tokens, too few for one window of 4 tokens and "
-            "the token after it: use a longer file or a shorter sequence");
+            "--data " + path.string() +
+                " holds 4 tokens, too few for one window of 4 tokens and "
+                "the token after it: use a longer file or a shorter sequence");
   EXPECT_NO_THROW(short_file.check_fits(3));
   write_tokens(path, {1, 2, 64, 4});
   EXPECT_EQ(error_of([&] { TokenFile(path, 64, 0).batch(0, 1, 3); }),
-            "--data " + path.string() + ": token 64 at offset 2 (tokens) is outside the "
-            "vocabulary [0, 64): use the --vocab the file was made for (GPT-2's is 50257)");
+            "--data " + path.string() +
+                ": token 64 at offset 2 (tokens) is outside the "
+                "vocabulary [0, 64): use the --vocab the file was made for (GPT-2's is 50257)");
   EXPECT_THROW(TokenFile(path, 0, 0), Error);
 }
 

@@ -45,8 +45,9 @@ class CpuDevice final : public Device {
                                        std::span<float> dlogits, std::int64_t rows,
                                        std::int64_t classes) override;
 
-  // ---- GPT-2 kernels (cpu_gpt_kernels.cpp): plain loops in a fixed order, sums in double and
-  // rounded once to float, except the Conv1D products, which go through Eigen. ----
+  // ---- GPT-2 kernels (cpu_gpt_kernels.cpp, cpu_attention.cpp): plain loops in a fixed order,
+  // sums in double and rounded once to float, except the Conv1D products, which go through
+  // Eigen. ----
 
   /// x[b, t, :] = wte[token, :] + wpe[t, :], one float add per element.
   void embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
@@ -90,8 +91,7 @@ class CpuDevice final : public Device {
   /// Per (b, h): dq, dk, dv accumulated in double over t = 0.. and rounded once to float.
   void attention_backward(std::span<const float> qkv, std::span<const float> probs,
                           std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
-                          std::int64_t seq_len, std::int64_t channels,
-                          std::int64_t heads) override;
+                          std::int64_t seq_len, std::int64_t channels, std::int64_t heads) override;
 };
 
 }  // namespace zl

@@ -8,8 +8,9 @@
 // in AVX builds (-march=x86-64-v3 or native), the coefficient-based evaluation Eigen picks for
 // small products (rows + cols + depth < 20). Threshold 0 sends every product to the blocked
 // kernels. Every file that uses Eigen includes this header first, so all of them see the same
-// threshold (one definition of each Eigen template). The tests LinearBitsDoNotDependOnBufferAddresses
-// and Conv1dBitsDoNotDependOnBufferAddresses guard all of this.
+// threshold (one definition of each Eigen template). The tests
+// LinearBitsDoNotDependOnBufferAddresses and Conv1dBitsDoNotDependOnBufferAddresses guard all of
+// this.
 #pragma once
 
 #if defined(EIGEN_CORE_H)

@@ -1,0 +1,105 @@
+// gpt_attention_test.cpp — CpuDevice's causal attention and embedding kernels: attention
+// against the double reference and double central differences, its softmax rows and causality;
+// the embedding's exact sums, in the documented order, and its message for a bad token.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "ckpt/test_files.hpp"
+#include "gpt_reference.hpp"
+#include "ops/cpu/cpu_device.hpp"
+
+namespace zl {
+namespace {
+
+using test::central_differences;
+using test::check_gradient;
+using test::error_of;
+using test::expect_gradient_ok;
+using test::kOpAbsTol;
+using test::kOpRelTol;
+using test::kOpStep;
+using test::random_normals;
+using test::to_double;
+using test::weighted_sum;
+using ::testing::HasSubstr;
+
+constexpr std::int64_t kB = 2, kT = 5, kC = 6, kHeads = 2;
+
+TEST(GptOps, AttentionForwardIsCausalSoftmaxAttention) {
+  CpuDevice device;
+  auto qkv = random_normals(1, kB * kT * 3 * kC);
+  std::vector<float> probs(kB * kHeads * kT * kT, 7.0f), out(kB * kT * kC);
+  device.attention_forward(qkv, probs, out, kB, kT, kC, kHeads);
+  const auto expected = test::ref_attention(to_double(qkv), kB, kT, kC, kHeads);
+  for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-6) << i;
+  // Every row of probabilities sums to 1 over s <= t and is exactly 0 above the diagonal.
+  for (std::int64_t row = 0; row < kB * kHeads * kT; ++row) {
+    const std::int64_t t = row % kT;
+    double sum = 0.0;
+    for (std::int64_t s = 0; s < kT; ++s) {
+      const float p = probs[row * kT + s];
+      if (s > t) {
+        EXPECT_EQ(p, 0.0f);
+      }
+      sum += p;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
+  // Changing the last position's k and v leaves every earlier output bit for bit.
+  const auto before = out;
+  for (std::int64_t b = 0; b < kB; ++b) {
+    for (std::int64_t c = kC; c < 3 * kC; ++c) qkv[(b * kT + kT - 1) * 3 * kC + c] += 1.5f;
+  }
+  device.attention_forward(qkv, probs, out, kB, kT, kC, kHeads);
+  for (std::int64_t b = 0; b < kB; ++b) {
+    for (std::int64_t i = 0; i < (kT - 1) * kC; ++i)
+      EXPECT_EQ(out[b * kT * kC + i], before[b * kT * kC + i]) << "b " << b << " element " << i;
+  }
+}
+
+TEST(GptOps, AttentionBackwardMatchesFiniteDifferences) {
+  CpuDevice device;
+  const auto qkv = random_normals(1, kB * kT * 3 * kC), dout = random_normals(2, kB * kT * kC);
+  std::vector<float> probs(kB * kHeads * kT * kT), out(kB * kT * kC);
+  device.attention_forward(qkv, probs, out, kB, kT, kC, kHeads);
+  std::vector<float> dqkv(qkv.size(), 99.0f);  // overwritten
+  device.attention_backward(qkv, probs, dout, dqkv, kB, kT, kC, kHeads);
+  const auto numeric = central_differences(
+      [&](std::span<const double> v) {
+        return weighted_sum(dout, test::ref_attention(v, kB, kT, kC, kHeads));
+      },
+      to_double(qkv), kOpStep);
+  expect_gradient_ok("dqkv", check_gradient(dqkv, numeric, kOpAbsTol, kOpRelTol));
+}
+
+TEST(GptOps, EmbeddingAddsTokenAndPositionRows) {
+  CpuDevice device;
+  const std::int64_t B = 2, T = 3, C = 4, V = 5;
+  const std::vector<std::int64_t> tokens = {4, 1, 4, 0, 4, 2};  // token 4 three times
+  const auto wte = random_normals(1, V * C), wpe = random_normals(2, T * C),
+             dx = random_normals(3, B * T * C);
+  std::vector<float> x(B * T * C);
+  device.embedding_forward(tokens, wte, wpe, x, B, T, C, V);
+  for (std::int64_t n = 0; n < B * T; ++n) {
+    for (std::int64_t c = 0; c < C; ++c)
+      EXPECT_EQ(x[n * C + c], wte[tokens[n] * C + c] + wpe[(n % T) * C + c]);
+  }
+  auto dwte = random_normals(4, V * C), dwpe = random_normals(5, T * C);
+  const auto dwte0 = dwte, dwpe0 = dwpe;
+  device.embedding_backward(tokens, dx, dwte, dwpe, B, T, C, V);
+  for (std::int64_t c = 0; c < C; ++c) {
+    // Row 4 gets positions (0,0), (0,2), (1,1) added in that order; unused rows stay as they were.
+    EXPECT_EQ(dwte[4 * C + c],
+              ((dwte0[4 * C + c] + dx[0 * C + c]) + dx[2 * C + c]) + dx[4 * C + c]);
+    EXPECT_EQ(dwte[3 * C + c], dwte0[3 * C + c]);
+    EXPECT_EQ(dwpe[1 * C + c], (dwpe0[1 * C + c] + dx[1 * C + c]) + dx[4 * C + c]);
+  }
+  const std::vector<std::int64_t> bad = {4, 1, 4, 0, 5, 2};
+  EXPECT_THAT(error_of([&] { device.embedding_forward(bad, wte, wpe, x, B, T, C, V); }),
+              HasSubstr("token 5 at row 1, position 1 is outside the vocabulary [0, 5)"));
+}
+
+}  // namespace
+}  // namespace zl
