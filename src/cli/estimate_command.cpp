@@ -1,24 +1,39 @@
-// estimate_command.cpp — `zerolab estimate`: read Ψ from --params or a model shape, compute the
-// four stages with engines/estimate.hpp, and print a table in decimal GB (or JSON in bytes).
+// estimate_command.cpp — `zerolab estimate`: read Ψ from --params or the units of a model (MLP or
+// GPT-2), compute the four stages with engines/estimate.hpp in the engines' view (padding, master
+// copy, accumulator, persistent units) beside the same stages on the unpadded Ψ, and print a table
+// in decimal GB (or JSON in bytes). Every check runs while parsing, so a bad flag exits 2.
 #include "cli/estimate_command.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdint>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/error.hpp"
-#include "engines/estimate.hpp"
+#include "optim/grad_norm.hpp"
 
 namespace zl {
 
 namespace {
 
 constexpr std::int64_t kBytesPerGb = 1'000'000'000;
+
+// What is estimated, and the estimate.
+struct Report {
+  std::string model;                  // "mlp", "gpt" or "" for a bare --params
+  std::string shape;                  // "mlp: layers 3, in 16, ..." or ""
+  nlohmann::ordered_json shape_json;  // the same as an object (null for --params)
+  EstimateOptions options;
+  bool optimizer_bytes_given = false;
+  StateElems elems;
+  std::vector<LedgerEstimate> stages;    // the engines' view
+  std::vector<LedgerEstimate> unpadded;  // the same options on the bare Ψ
+};
 
 // "7000000000" or "7e9": an integer, or a double that is whole and small enough to be exact.
 std::int64_t parse_param_count(const std::string& text) {
@@ -40,6 +55,18 @@ std::int64_t parse_param_count(const std::string& text) {
   return static_cast<std::int64_t>(value);
 }
 
+DType parse_precision(const std::string& name) {
+  if (name == "fp32") return DType::F32;
+  if (name == "bf16") return DType::BF16;
+  if (name == "fp16") return DType::F16;
+  fail("--precision '{}' is not known: use fp32, bf16 or fp16", name);
+}
+
+// JSON null for "", else the string.
+nlohmann::ordered_json string_or_null(const std::string& text) {
+  return text.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(text);
+}
+
 std::string stage_name(int stage) {
   return stage == 0 ? "0 (DDP)" : std::to_string(stage);
 }
@@ -52,55 +79,159 @@ std::string gb(std::int64_t bytes) {
   return text;
 }
 
-std::string optimizer_note(const EstimateFlags& flags, StateDtype dtype) {
-  if (flags.optimizer_bytes_given) return "set by --optimizer-bytes";
-  return dtype == StateDtype::Mixed ? "fp32 master, momentum, variance" : "momentum, variance";
+Report make_report(const EstimateFlags& flags) {
+  ZL_CHECK(flags.params.empty() != flags.model.empty(),
+           "give exactly one of --params N or --model mlp|gpt (with the model's sizes)");
+  ZL_CHECK(!flags.mlp_sizes_given || flags.model == "mlp",
+           "--layers, --width, --in and --classes are MLP sizes: use them with --model mlp");
+  ZL_CHECK(!flags.gpt_sizes_given || flags.model == "gpt",
+           "--preset, --n-layer, --n-head, --n-embd, --block-size and --vocab are GPT sizes: use "
+           "them with --model gpt");
+  ZL_CHECK(!flags.persistence_threshold_given || flags.params.empty(),
+           "--persistence-threshold needs the model's units: give --model mlp|gpt instead of "
+           "--params");
+  Report report;
+  report.options = EstimateOptions{.precision = parse_precision(flags.precision),
+                                   .grad_accum_steps = flags.grad_accum_steps,
+                                   .persistence_threshold_elems = flags.persistence_threshold_elems,
+                                   .optimizer_bytes_per_param = flags.optimizer_bytes};
+  validate(report.options);
+  report.optimizer_bytes_given =
+      flags.optimizer_bytes != EstimateOptions{}.optimizer_bytes_per_param;
+  report.model = flags.model;
+  if (flags.model.empty()) {
+    report.elems = state_elems(parse_param_count(flags.params), flags.world);
+  } else if (flags.model == "mlp") {
+    const MlpConfig& mlp = flags.mlp;
+    report.shape = fmt::format("mlp: layers {}, in {}, width {}, classes {}", mlp.layers, mlp.in,
+                               mlp.width, mlp.classes);
+    report.shape_json = {
+        {"layers", mlp.layers}, {"in", mlp.in}, {"width", mlp.width}, {"classes", mlp.classes}};
+    report.elems = state_elems(checked_units(mlp), flags.world, report.options);
+  } else {
+    ZL_CHECK(flags.model == "gpt", "--model {} is not known: use mlp or gpt", flags.model);
+    const GptConfig& gpt = flags.gpt;
+    report.shape = fmt::format("gpt{}: n_layer {}, n_head {}, n_embd {}, block_size {}, vocab {}",
+                               flags.preset.empty() ? "" : " " + flags.preset, gpt.n_layer,
+                               gpt.n_head, gpt.n_embd, gpt.block_size, gpt.vocab);
+    report.shape_json = {{"preset", string_or_null(flags.preset)},
+                         {"n_layer", gpt.n_layer},
+                         {"n_head", gpt.n_head},
+                         {"n_embd", gpt.n_embd},
+                         {"block_size", gpt.block_size},
+                         {"vocab", gpt.vocab}};
+    report.elems = state_elems(checked_units(gpt), flags.world, report.options);
+  }
+  report.stages = estimate_ledgers(report.elems, report.options);
+  report.unpadded =
+      estimate_ledgers(state_elems(report.elems.params, report.elems.world), report.options);
+  return report;
 }
 
-void print_table(const EstimateFlags& flags, const EstimateConfig& config,
-                 const std::vector<StageEstimate>& stages) {
-  const std::string source =
-      flags.model.empty()
-          ? std::string()
-          : fmt::format(" (mlp: layers {}, in {}, width {}, classes {})", flags.mlp.layers,
-                        flags.mlp.in, flags.mlp.width, flags.mlp.classes);
-  fmt::print("model states per GPU for Ψ = {} parameters{} on N = {} GPUs\n", config.params, source,
-             config.world);
-  fmt::print("dtype {}: params {} B, grads {} B, optimizer K = {} B per parameter ({})\n",
-             dtype_name(config.dtype), param_bytes_per_param(config.dtype),
-             grad_bytes_per_param(config.dtype), config.optimizer_bytes_per_param,
-             optimizer_note(flags, config.dtype));
+void print_table(const Report& report) {
+  const StateElems& elems = report.elems;
+  const EstimateOptions& options = report.options;
+  const int p = training_bytes_per_param(options.precision);
+  fmt::print("model states per GPU for Ψ = {} parameters{} on N = {} GPUs\n", elems.params,
+             report.shape.empty() ? "" : " (" + report.shape + ")", elems.world);
+  if (elems.padded()) {
+    fmt::print(
+        "Ψp = {} elements: each of the {} units padded with zeros to a multiple of N·64 = {} "
+        "(+{} elements, {:.4f}% of Ψ); a sharded term (/N) is one rank's S = Ψp/N = {} "
+        "elements\n",
+        elems.replica_elems, elems.units, std::int64_t{elems.world} * kNormBlockElems,
+        elems.padding_elems(), 100.0 * static_cast<double>(elems.padding_elems()) / elems.params,
+        elems.shard_elems);
+    if (elems.persistent_units > 0) {
+      fmt::print(
+          "Ψw = {} padded elements in {} of the {} units, those with fewer than {} elements "
+          "(--persistence-threshold): ZeRO-3 keeps them whole on every rank\n",
+          elems.persistent_elems, elems.persistent_units, elems.units,
+          options.persistence_threshold_elems);
+    } else {
+      fmt::print(
+          "Ψw = 0: no unit has fewer than {} elements (--persistence-threshold), so ZeRO-3 "
+          "shards every unit\n",
+          options.persistence_threshold_elems);
+    }
+  } else {
+    fmt::print(
+        "a bare count: no units, no padding, nothing persistent; a sharded term (/N) is one "
+        "rank's shard of ceil(Ψ/N) = {} elements\n",
+        elems.shard_elems);
+  }
+  const std::string master =
+      options.precision == DType::F32
+          ? std::string("no master copy (the params are fp32)")
+          : fmt::format("fp32 master {} B", master_bytes_per_param(options.precision));
+  fmt::print("precision {}: params {} B, grads {} B, {}, optimizer {} B per parameter ({})\n",
+             dtype_name(options.precision), p, p, master, options.optimizer_bytes_per_param,
+             report.optimizer_bytes_given ? "set by --optimizer-bytes" : "AdamW's m and v in fp32");
+  if (options.grad_accum_steps > 1) {
+    fmt::print(
+        "gradient accumulation over {} micro-batches: DDP adds a whole accumulator ({}Ψ), ZeRO-1 "
+        "a shard ({}Ψ/N), booked as grads; ZeRO-2 and -3 add into their gradient shard\n",
+        options.grad_accum_steps, p, p);
+  } else {
+    fmt::print("no gradient accumulation (1 micro-batch per optimizer step)\n");
+  }
   fmt::print(
-      "1 GB = 1e9 bytes; a sharded term (/N) is one rank's shard of ceil(Ψ/N) = {} elements\n\n",
-      shard_elems(config.params, config.world));
-  fmt::print("{:<8} {:>12} {:>12} {:>13} {:>12} {:>16}  {}\n", "stage", "params_GB", "grads_GB",
-             "optimizer_GB", "total_GB", "total_bytes", "formula");
-  for (const auto& stage : stages) {
-    fmt::print("{:<8} {:>12} {:>12} {:>13} {:>12} {:>16}  {}\n", stage_name(stage.stage),
-               gb(stage.params_bytes), gb(stage.grads_bytes), gb(stage.optimizer_bytes),
-               gb(stage.total_bytes()), stage.total_bytes(), stage.formula);
+      "1 GB = 1e9 bytes; unpadded_bytes: the stage on the bare Ψ (nothing padded or persistent, "
+      "DeepSpeed's accounting); extra_bytes = total_bytes - unpadded_bytes\n\n");
+  fmt::print("{:<8} {:>12} {:>12} {:>12} {:>13} {:>12} {:>16} {:>16} {:>11}  {}\n", "stage",
+             "params_GB", "grads_GB", "master_GB", "optimizer_GB", "total_GB", "total_bytes",
+             "unpadded_bytes", "extra_bytes", "formula");
+  for (std::size_t s = 0; s < report.stages.size(); ++s) {
+    const LedgerEstimate& stage = report.stages[s];
+    const std::int64_t unpadded = report.unpadded[s].total_bytes();
+    fmt::print("{:<8} {:>12} {:>12} {:>12} {:>13} {:>12} {:>16} {:>16} {:>11}  {} = {}\n",
+               stage_name(stage.stage), gb(stage.params_bytes), gb(stage.grads_bytes),
+               gb(stage.master_bytes), gb(stage.optimizer_bytes), gb(stage.total_bytes()),
+               stage.total_bytes(), unpadded, stage.total_bytes() - unpadded, stage.formula,
+               stage.total_formula);
   }
 }
 
-void print_json(const EstimateConfig& config, const std::vector<StageEstimate>& stages) {
+void print_json(const Report& report) {
+  const StateElems& elems = report.elems;
+  const EstimateOptions& options = report.options;
   nlohmann::ordered_json out = {
-      {"params", config.params},
-      {"world", config.world},
-      {"dtype", dtype_name(config.dtype)},
-      {"param_bytes_per_param", param_bytes_per_param(config.dtype)},
-      {"grad_bytes_per_param", grad_bytes_per_param(config.dtype)},
-      {"optimizer_bytes_per_param", config.optimizer_bytes_per_param},
-      {"shard_elems", shard_elems(config.params, config.world)},
+      {"model", string_or_null(report.model)},
+      {"shape", report.shape_json},
+      {"params", elems.params},
+      {"world", elems.world},
+      {"precision", dtype_name(options.precision)},
+      {"grad_accum_steps", options.grad_accum_steps},
+      {"persistence_threshold_elems",
+       elems.padded() ? nlohmann::ordered_json(options.persistence_threshold_elems)
+                      : nlohmann::ordered_json()},
+      {"units", elems.units},
+      {"padded_elems", elems.replica_elems},
+      {"padding_elems", elems.padding_elems()},
+      {"shard_elems", elems.shard_elems},
+      {"persistent_units", elems.persistent_units},
+      {"persistent_elems", elems.persistent_elems},
+      {"param_bytes_per_param", training_bytes_per_param(options.precision)},
+      {"grad_bytes_per_param", training_bytes_per_param(options.precision)},
+      {"master_bytes_per_param", master_bytes_per_param(options.precision)},
+      {"optimizer_bytes_per_param", options.optimizer_bytes_per_param},
       {"stages", nlohmann::ordered_json::array()},
   };
-  for (const auto& stage : stages) {
+  for (std::size_t s = 0; s < report.stages.size(); ++s) {
+    const LedgerEstimate& stage = report.stages[s];
+    const std::int64_t unpadded = report.unpadded[s].total_bytes();
     out["stages"].push_back({{"stage", stage.stage},
                              {"name", stage_name(stage.stage)},
                              {"params_bytes", stage.params_bytes},
                              {"grads_bytes", stage.grads_bytes},
+                             {"grad_accum_bytes", stage.grad_accum_bytes},
+                             {"master_bytes", stage.master_bytes},
                              {"optimizer_bytes", stage.optimizer_bytes},
                              {"total_bytes", stage.total_bytes()},
-                             {"formula", stage.formula}});
+                             {"unpadded_total_bytes", unpadded},
+                             {"extra_bytes", stage.total_bytes() - unpadded},
+                             {"formula", stage.formula},
+                             {"total_formula", stage.total_formula}});
   }
   fmt::print("{}\n", out.dump(2));
 }
@@ -110,64 +241,103 @@ void print_json(const EstimateConfig& config, const std::vector<StageEstimate>& 
 CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
   auto* cmd = app.add_subcommand(
       "estimate",
-      "Per-GPU model-state memory (params + grads + optimizer) of DDP and ZeRO stages 1, 2, 3");
-  auto flags = std::make_shared<EstimateFlags>();
+      "Per-GPU model-state memory (params, grads, master, optimizer) of DDP and ZeRO-1, -2, -3");
+  auto flags = std::make_shared<EstimateFlags>();  // kept alive by the callback, which cmd owns
+  auto gpt_sizes = std::make_shared<GptConfig>();  // the GPT size flags as typed
   cmd->add_option("--params", flags->params, "Ψ, parameters of the model: 7000000000 or 7e9");
-  auto* model = cmd->add_option("--model", flags->model, "Count Ψ from a model instead: mlp");
-  cmd->add_option("--layers", flags->mlp.layers, "Linear layers of the MLP")
-      ->needs(model)
-      ->capture_default_str();
-  cmd->add_option("--width", flags->mlp.width, "Hidden width of the MLP")
-      ->needs(model)
-      ->capture_default_str();
-  cmd->add_option("--in", flags->mlp.in, "Input features of the MLP")
-      ->needs(model)
-      ->capture_default_str();
-  cmd->add_option("--classes", flags->mlp.classes, "Output classes of the MLP")
-      ->needs(model)
-      ->capture_default_str();
+  cmd->add_option("--model", flags->model, "Count Ψ from a model's units instead: mlp or gpt")
+      ->check(CLI::IsMember({"mlp", "gpt"}));
+  const std::vector<CLI::Option*> mlp_sizes = {
+      cmd->add_option("--layers", flags->mlp.layers, "Linear layers of the MLP")
+          ->capture_default_str(),
+      cmd->add_option("--width", flags->mlp.width, "Hidden width of the MLP")
+          ->capture_default_str(),
+      cmd->add_option("--in", flags->mlp.in, "Input features of the MLP")->capture_default_str(),
+      cmd->add_option("--classes", flags->mlp.classes, "Output classes of the MLP")
+          ->capture_default_str(),
+  };
+  auto* preset = cmd->add_option("--preset", flags->preset,
+                                 fmt::format("GPT preset: {}; the size flags override it",
+                                             fmt::join(gpt_preset_names(), ", ")));
+  auto* n_layer = cmd->add_option("--n-layer", gpt_sizes->n_layer, "Transformer blocks of the GPT")
+                      ->capture_default_str();
+  auto* n_head =
+      cmd->add_option("--n-head", gpt_sizes->n_head, "Attention heads")->capture_default_str();
+  auto* n_embd =
+      cmd->add_option("--n-embd", gpt_sizes->n_embd, "Channels C")->capture_default_str();
+  auto* block_size = cmd->add_option("--block-size", gpt_sizes->block_size, "Context T in tokens")
+                         ->capture_default_str();
+  auto* vocab =
+      cmd->add_option("--vocab", gpt_sizes->vocab, "Vocabulary V in tokens")->capture_default_str();
   cmd->add_option("--world", flags->world, "N, data-parallel GPUs")->required();
-  cmd->add_option("--dtype", flags->dtype, "mixed (2Ψ + 2Ψ + 12Ψ) or fp32 (4Ψ + 4Ψ + 8Ψ)")
+  auto* precision =
+      cmd->add_option("--precision", flags->precision,
+                      "Params and grads in fp32 (4Ψ + 4Ψ + 8Ψ), or bf16 or fp16 with an fp32 "
+                      "master (2Ψ + 2Ψ + 4Ψ + 8Ψ)")
+          ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+          ->capture_default_str();
+  auto* bf16 = cmd->add_flag_callback(
+                      "--bf16", [flags] { flags->precision = "bf16"; }, "--precision bf16")
+                   ->excludes(precision);
+  auto* fp16 = cmd->add_flag_callback(
+                      "--fp16", [flags] { flags->precision = "fp16"; }, "--precision fp16")
+                   ->excludes(precision)
+                   ->excludes(bf16);
+  cmd->add_option_function<std::string>(
+         "--dtype",
+         [flags](const std::string& dtype) {
+           flags->precision = dtype == "mixed" ? "bf16" : dtype;
+         },
+         "Older spelling of --precision: mixed (bf16) or fp32")
+      ->check(CLI::IsMember({"mixed", "fp32"}))
+      ->excludes(precision)
+      ->excludes(bf16)
+      ->excludes(fp16);
+  cmd->add_option("--grad-accum", flags->grad_accum_steps,
+                  "Micro-batches per optimizer step (gradient_accumulation_steps)")
       ->capture_default_str();
-  auto* optimizer =
-      cmd->add_option("--optimizer-bytes", flags->optimizer_bytes,
-                      "K, optimizer state bytes per parameter (default 12 mixed, 8 fp32)");
+  auto* threshold =
+      cmd->add_option("--persistence-threshold", flags->persistence_threshold_elems,
+                      "ZeRO-3 keeps units with fewer elements than this whole on every rank "
+                      "(stage3_param_persistence_threshold)")
+          ->capture_default_str();
+  cmd->add_option("--optimizer-bytes", flags->optimizer_bytes,
+                  "Optimizer state bytes per parameter besides the master copy (AdamW's m and v)")
+      ->capture_default_str();
   cmd->add_flag(
       "--json", flags->json,
-      "Print one JSON object: params, world, dtype, param_bytes_per_param, "
-      "grad_bytes_per_param, optimizer_bytes_per_param, shard_elems, and \"stages\", an "
-      "array of {stage, name, params_bytes, grads_bytes, optimizer_bytes, total_bytes, formula}");
-  cmd->callback([&run, flags, optimizer] {
-    flags->optimizer_bytes_given = optimizer->count() > 0;
-    run = [flags] { return run_estimate(*flags); };
+      "Print one JSON object: the model, Ψ, N, the options, the padded, shard and persistent "
+      "element counts, bytes per parameter, and \"stages\", an array of {stage, name, "
+      "params_bytes, grads_bytes, grad_accum_bytes, master_bytes, optimizer_bytes, total_bytes, "
+      "unpadded_total_bytes, extra_bytes, formula, total_formula}");
+  const std::vector<CLI::Option*> gpt_flags = {preset, n_layer, n_head, n_embd, block_size, vocab};
+  cmd->callback([&run, flags, gpt_sizes, mlp_sizes, gpt_flags, n_layer, n_head, n_embd, block_size,
+                 vocab, threshold] {
+    const auto given = [](CLI::Option* option) { return option->count() > 0; };
+    flags->mlp_sizes_given = std::ranges::any_of(mlp_sizes, given);
+    flags->gpt_sizes_given = std::ranges::any_of(gpt_flags, given);
+    flags->persistence_threshold_given = given(threshold);
+    if (flags->model == "gpt") {
+      // The preset's shape (GptConfig's defaults without one), then each size flag given.
+      GptConfig gpt = flags->preset.empty() ? GptConfig{} : gpt_preset(flags->preset);
+      if (given(n_layer)) gpt.n_layer = gpt_sizes->n_layer;
+      if (given(n_head)) gpt.n_head = gpt_sizes->n_head;
+      if (given(n_embd)) gpt.n_embd = gpt_sizes->n_embd;
+      if (given(block_size)) gpt.block_size = gpt_sizes->block_size;
+      if (given(vocab)) gpt.vocab = gpt_sizes->vocab;
+      flags->gpt = gpt;
+    }
+    const auto report = std::make_shared<const Report>(make_report(*flags));
+    run = [report, json = flags->json] {
+      if (json) {
+        print_json(*report);
+      } else {
+        print_table(*report);
+      }
+      return 0;
+    };
   });
   return cmd;
-}
-
-int run_estimate(const EstimateFlags& flags) {
-  ZL_CHECK(
-      flags.params.empty() != flags.model.empty(),
-      "give exactly one of --params N or --model mlp (with --layers, --width, --in, --classes)");
-  EstimateConfig config;
-  if (!flags.params.empty()) {
-    config.params = parse_param_count(flags.params);
-  } else {
-    ZL_CHECK(flags.model == "mlp",
-             "--model {} is not supported by estimate: use --model mlp or --params N", flags.model);
-    config.params = mlp_param_count(flags.mlp);
-  }
-  config.world = flags.world;
-  config.dtype = parse_state_dtype(flags.dtype);
-  config.optimizer_bytes_per_param = flags.optimizer_bytes_given
-                                         ? flags.optimizer_bytes
-                                         : default_optimizer_bytes_per_param(config.dtype);
-  const auto stages = estimate_stages(config);
-  if (flags.json) {
-    print_json(config, stages);
-  } else {
-    print_table(flags, config, stages);
-  }
-  return 0;
 }
 
 }  // namespace zl

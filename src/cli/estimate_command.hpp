@@ -1,31 +1,39 @@
 // estimate_command.hpp — `zerolab estimate`: per-GPU model-state memory of DDP and ZeRO-1/2/3 for
-// a parameter count or a model shape, as a table with the formulas or as JSON.
+// a parameter count or a model (MLP or GPT-2) in fp32, bf16 or fp16, with gradient accumulation and
+// ZeRO-3 persistence, as a table with the formulas or as JSON.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
 #include <string>
 
+#include "engines/estimate.hpp"
+#include "model/gpt_config.hpp"
 #include "model/mlp.hpp"
 
 namespace zl {
 
-/// Flags of `zerolab estimate`, as given (checked by run_estimate).
+/// Flags of `zerolab estimate` after parsing; checked when the estimate is made.
 struct EstimateFlags {
-  std::string params;           ///< Ψ as an integer or a whole number like 7e9; empty if not given
-  std::string model;            ///< "mlp" (or later "gpt"); empty if not given
-  MlpConfig mlp;                ///< shape when model is "mlp"
-  int world = 1;                ///< N
-  std::string dtype = "mixed";  ///< "mixed" or "fp32"
-  int optimizer_bytes = 0;      ///< K; only used when optimizer_bytes_given
-  bool optimizer_bytes_given = false;
+  std::string params;  ///< Ψ as an integer or a whole number like 7e9; empty if not given
+  std::string model;   ///< "mlp" or "gpt"; empty if not given
+  MlpConfig mlp;       ///< the shape when model is "mlp"
+  std::string preset;  ///< GPT preset name; empty if not given
+  GptConfig gpt;       ///< the shape when model is "gpt": the preset's, then the size flags
+  bool mlp_sizes_given = false;    ///< any of --layers, --width, --in, --classes
+  bool gpt_sizes_given = false;    ///< any of --preset, --n-layer, --n-head, --n-embd, ...
+  int world = 1;                   ///< N
+  std::string precision = "bf16";  ///< fp32, bf16 or fp16 (--dtype mixed means bf16)
+  std::int64_t grad_accum_steps = 1;
+  std::int64_t persistence_threshold_elems = EstimateOptions{}.persistence_threshold_elems;
+  bool persistence_threshold_given = false;
+  int optimizer_bytes = EstimateOptions{}.optimizer_bytes_per_param;  ///< beside the master
   bool json = false;  ///< print JSON instead of the table
 };
 
-/// Adds the `estimate` subcommand to `app`; `run` is set to the function that executes it.
+/// Adds the `estimate` subcommand to `app`; `run` is set to the function that prints the
+/// estimate. Bad flags throw during parsing (CLI::ParseError or zl::Error: one line, exit 2).
 CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run);
-
-/// Checks the flags, computes the four stages and prints them. Returns the exit code.
-int run_estimate(const EstimateFlags& flags);
 
 }  // namespace zl

@@ -1,5 +1,7 @@
-// estimate.cpp — the ZeRO paper's model-state accounting per stage, in integer bytes.
-// Stage s shards: 0 nothing, 1 the optimizer state, 2 also the gradients, 3 also the parameters.
+// estimate.cpp — model-state accounting per stage, in integer bytes. Stage s shards: 0 nothing,
+// 1 the optimizer state (and the fp32 master copy), 2 also the gradients, 3 also the parameters.
+// The paper's view multiplies Ψ by bytes per parameter; the engines' view multiplies the padded
+// element counts of state_elems() the way the engines allocate their buffers.
 #include "engines/estimate.hpp"
 
 #include <fmt/format.h>
@@ -8,6 +10,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "engines/partition.hpp"
 #include "ops/cpu/cpu_device.hpp"
 
 namespace zl {
@@ -15,6 +18,8 @@ namespace zl {
 namespace {
 
 constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
+
+// ---- The paper's view ----
 
 // One term: bytes_per_param * Ψ, or bytes_per_param * ceil(Ψ/N) when the stage shards it.
 struct Term {
@@ -30,6 +35,90 @@ std::int64_t term_bytes(const EstimateConfig& config, Term term) {
 
 std::string term_formula(Term term) {
   return fmt::format("{}Ψ{}", term.bytes_per_param, term.sharded ? "/N" : "");
+}
+
+// ---- The engines' view ----
+
+// a + b and a * b, failing with one line instead of wrapping.
+std::int64_t checked_add(std::int64_t a, std::int64_t b) {
+  std::int64_t sum = 0;
+  ZL_CHECK(!__builtin_add_overflow(a, b, &sum),
+           "{} + {} overflows int64: the model is too large to estimate; use fewer parameters", a,
+           b);
+  return sum;
+}
+
+std::int64_t checked_bytes(std::int64_t bytes_per_elem, std::int64_t elems) {
+  std::int64_t bytes = 0;
+  ZL_CHECK(!__builtin_mul_overflow(bytes_per_elem, elems, &bytes),
+           "{} elements at {} bytes each overflow int64 bytes: give fewer parameters or a smaller "
+           "--optimizer-bytes",
+           elems, bytes_per_elem);
+  return bytes;
+}
+
+// How one category is held at a stage.
+enum class Held {
+  None,     // not at all
+  Whole,    // the whole replica, Ψp
+  Sharded,  // the rank's shard, Ψp/N
+  Zero3,    // the shard of every unit but the persistent ones, which are whole
+};
+
+// The bytes and the formula of one category: `bytes_per_param` * the elements it holds.
+struct Category {
+  std::int64_t bytes = 0;
+  std::string formula;          // "" when held not at all
+  std::int64_t whole = 0;       // coefficient of Ψp in the collected total
+  std::int64_t sharded = 0;     // coefficient of Ψp/N
+  std::int64_t persistent = 0;  // coefficient of Ψw(N-1)/N
+};
+
+Category category(const StateElems& elems, int bytes_per_param, Held held) {
+  const std::string_view psi = elems.padded() ? "Ψp" : "Ψ";
+  Category out;
+  if (held == Held::None || bytes_per_param == 0) return out;
+  if (held == Held::Zero3 && elems.persistent_elems == 0) held = Held::Sharded;
+  switch (held) {
+    case Held::Whole:
+      out.bytes = checked_bytes(bytes_per_param, elems.replica_elems);
+      out.formula = fmt::format("{}{}", bytes_per_param, psi);
+      out.whole = bytes_per_param;
+      break;
+    case Held::Sharded:
+      out.bytes = checked_bytes(bytes_per_param, elems.shard_elems);
+      out.formula = fmt::format("{}{}/N", bytes_per_param, psi);
+      out.sharded = bytes_per_param;
+      break;
+    case Held::Zero3: {
+      // Every unit's shard, then the rest of each persistent unit: S - Ψw/N + Ψw.
+      const std::int64_t held_elems =
+          elems.shard_elems - elems.persistent_elems / elems.world + elems.persistent_elems;
+      out.bytes = checked_bytes(bytes_per_param, held_elems);
+      out.formula = fmt::format("{0}({1} - Ψw)/N + {0}Ψw", bytes_per_param, psi);
+      out.sharded = bytes_per_param;
+      out.persistent = bytes_per_param;
+      break;
+    }
+    case Held::None:
+      break;
+  }
+  return out;
+}
+
+std::string collected_formula(const StateElems& elems, const std::vector<Category>& parts) {
+  const std::string_view psi = elems.padded() ? "Ψp" : "Ψ";
+  std::int64_t whole = 0, sharded = 0, persistent = 0;
+  for (const auto& part : parts) {
+    whole += part.whole;
+    sharded += part.sharded;
+    persistent += part.persistent;
+  }
+  std::vector<std::string> terms;
+  if (whole > 0) terms.push_back(fmt::format("{}{}", whole, psi));
+  if (sharded > 0) terms.push_back(fmt::format("{}{}/N", sharded, psi));
+  if (persistent > 0) terms.push_back(fmt::format("{}Ψw(N-1)/N", persistent));
+  return fmt::format("{}", fmt::join(terms, " + "));
 }
 
 }  // namespace
@@ -103,8 +192,126 @@ std::vector<StageEstimate> estimate_stages(const EstimateConfig& config) {
   return stages;
 }
 
-std::int64_t mlp_param_count(const MlpConfig& config) {
+EstimateOptions estimate_options(const TrainingFeatures& features) {
+  return EstimateOptions{.precision = features.precision,
+                         .grad_accum_steps = features.grad_accum_steps,
+                         .persistence_threshold_elems = features.persistence_threshold_elems};
+}
+
+void validate(const EstimateOptions& options) {
+  ZL_CHECK(options.precision == DType::F32 || options.precision == DType::BF16 ||
+               options.precision == DType::F16,
+           "--precision {} is invalid: use fp32, bf16 or fp16", dtype_name(options.precision));
+  ZL_CHECK(options.grad_accum_steps >= 1,
+           "--grad-accum {} is invalid: use 1 or more micro-batches per optimizer step",
+           options.grad_accum_steps);
+  ZL_CHECK(options.persistence_threshold_elems >= 0,
+           "--persistence-threshold {} is invalid: use 0 (nothing persistent) or more elements",
+           options.persistence_threshold_elems);
+  ZL_CHECK(options.optimizer_bytes_per_param >= 1,
+           "--optimizer-bytes {} is invalid: give the optimizer state bytes per parameter, at "
+           "least 1",
+           options.optimizer_bytes_per_param);
+}
+
+int training_bytes_per_param(DType precision) {
+  return precision == DType::F32 ? 4 : 2;
+}
+
+int master_bytes_per_param(DType precision) {
+  return precision == DType::F32 ? 0 : 4;
+}
+
+StateElems state_elems(std::int64_t params, int world) {
+  ZL_CHECK(params >= 1, "--params {} is invalid: the model needs at least 1 parameter", params);
+  ZL_CHECK(world >= 1, "--world {} is invalid: give the number of GPUs, at least 1", world);
+  return StateElems{.world = world,
+                    .params = params,
+                    .replica_elems = params,
+                    .shard_elems = shard_elems(params, world)};
+}
+
+StateElems state_elems(const std::vector<UnitSpec>& units, int world,
+                       const EstimateOptions& options) {
+  validate(options);
+  ZL_CHECK(world >= 1, "--world {} is invalid: give the number of GPUs, at least 1", world);
+  ZL_CHECK(!units.empty(), "a model with no units has nothing to estimate");
+  StateElems elems{.world = world};
+  for (const auto& unit : units) {
+    const std::int64_t numel = unit.numel();
+    ZL_CHECK(numel >= 1, "unit {} has no elements: every layer needs a size >= 1", unit.name);
+    ZL_CHECK(numel <= kInt64Max - world * kNormBlockElems,
+             "unit {} has {} elements, too many to pad in int64: use smaller sizes", unit.name,
+             numel);
+    // The engines' layout (partition.hpp): zeros up to a multiple of N * kNormBlockElems.
+    const std::int64_t padded = padded_elems(numel, world);
+    elems.params = checked_add(elems.params, numel);
+    elems.replica_elems = checked_add(elems.replica_elems, padded);
+    elems.shard_elems += padded / world;
+    if (numel < options.persistence_threshold_elems) {
+      elems.persistent_elems += padded;
+      ++elems.persistent_units;
+    }
+    ++elems.units;
+  }
+  return elems;
+}
+
+LedgerEstimate estimate_ledger(const StateElems& elems, const EstimateOptions& options, int stage) {
+  validate(options);
+  ZL_CHECK(stage >= 0 && stage < kEstimateStages, "stage {} does not exist: use 0 (DDP), 1, 2 or 3",
+           stage);
+  const int p = training_bytes_per_param(options.precision);
+  const bool accumulates = options.grad_accum_steps > 1;
+  // Which stages shard what (DeepSpeed's stages); the accumulator is the size of the reduced
+  // gradient each micro-step adds into it: whole after DDP's all-reduce, a shard after ZeRO-1's
+  // reduce-scatter; ZeRO-2 and -3 add into their gradient shard and need none.
+  const Category params = category(elems, p, stage < 3 ? Held::Whole : Held::Zero3);
+  const Category grads = category(elems, p, stage < 2 ? Held::Whole : Held::Sharded);
+  const Category accum = category(elems, p,
+                                  !accumulates ? Held::None
+                                  : stage == 0 ? Held::Whole
+                                  : stage == 1 ? Held::Sharded
+                                               : Held::None);
+  const Category master = category(elems, master_bytes_per_param(options.precision),
+                                   stage == 0 ? Held::Whole : Held::Sharded);
+  const Category optimizer =
+      category(elems, options.optimizer_bytes_per_param, stage == 0 ? Held::Whole : Held::Sharded);
+
+  std::vector<std::string> terms = {params.formula};
+  terms.push_back(accum.formula.empty() ? grads.formula
+                                        : fmt::format("({} + {})", grads.formula, accum.formula));
+  if (!master.formula.empty()) terms.push_back(master.formula);
+  terms.push_back(optimizer.formula);
+
+  LedgerEstimate out{
+      .stage = stage,
+      .params_bytes = params.bytes,
+      .grads_bytes = checked_add(grads.bytes, accum.bytes),
+      .grad_accum_bytes = accum.bytes,
+      .master_bytes = master.bytes,
+      .optimizer_bytes = optimizer.bytes,
+      .formula = fmt::format("{}", fmt::join(terms, " + ")),
+      .total_formula = collected_formula(elems, {params, grads, accum, master, optimizer}),
+  };
+  checked_add(checked_add(out.params_bytes, out.grads_bytes),
+              checked_add(out.master_bytes, out.optimizer_bytes));
+  return out;
+}
+
+std::vector<LedgerEstimate> estimate_ledgers(const StateElems& elems,
+                                             const EstimateOptions& options) {
+  std::vector<LedgerEstimate> stages;
+  for (int stage = 0; stage < kEstimateStages; ++stage)
+    stages.push_back(estimate_ledger(elems, options, stage));
+  return stages;
+}
+
+std::vector<UnitSpec> checked_units(const MlpConfig& config) {
   validate(config);
+  ZL_CHECK(config.layers <= kMaxEstimateLayers,
+           "--layers {} is too many to estimate: use at most {}", config.layers,
+           kMaxEstimateLayers);
   // Bound every layer by the widest one, out*in + out <= dim*(dim + 1), before Mlp multiplies.
   const std::int64_t dim = std::max({config.width, config.in, config.classes});
   ZL_CHECK(dim <= 3'000'000'000 && config.layers <= kInt64Max / (dim * (dim + 1)),
@@ -112,8 +319,30 @@ std::int64_t mlp_param_count(const MlpConfig& config) {
            config.layers, dim);
   CpuDevice device;
   const Mlp mlp(device, config);
+  return mlp.units();
+}
+
+std::vector<UnitSpec> checked_units(const GptConfig& config) {
+  validate(config);
+  ZL_CHECK(config.n_layer <= kMaxEstimateLayers,
+           "--n-layer {} is too many to estimate: use at most {}", config.n_layer,
+           kMaxEstimateLayers);
+  // Ψ = (V + T)·C + L·(12C² + 13C) + 2C, bounded in floating point before gpt_units multiplies
+  // in int64; 1e18 leaves room for the padding below int64's 9.2e18.
+  const double c = static_cast<double>(config.n_embd);
+  const double params =
+      (static_cast<double>(config.vocab) + static_cast<double>(config.block_size)) * c +
+      config.n_layer * (12 * c * c + 13 * c) + 2 * c;
+  ZL_CHECK(params <= 1e18,
+           "a GPT with n_layer {}, n_embd {}, vocab {} and block_size {} has about {:.3g} "
+           "parameters, too many to count in int64: use smaller sizes",
+           config.n_layer, config.n_embd, config.vocab, config.block_size, params);
+  return gpt_units(config);
+}
+
+std::int64_t mlp_param_count(const MlpConfig& config) {
   std::int64_t params = 0;
-  for (const auto& unit : mlp.units()) params += unit.numel();
+  for (const auto& unit : checked_units(config)) params += unit.numel();
   return params;
 }
 

@@ -1,8 +1,12 @@
-// estimate.hpp — closed-form per-GPU model-state memory of DDP and ZeRO-1/2/3 (ZeRO paper, §3 and
-// Figure 1): params + grads + optimizer bytes, with a stage dividing the sharded terms by N.
-// Mixed precision: 2Ψ + 2Ψ + KΨ with K = 12 (fp32 master, momentum, variance); fp32: 4Ψ + 4Ψ +
-// KΨ with K = 8. A sharded term counts the per-rank shard of ceil(Ψ/N) elements, so bytes stay
-// integers and are exact when N divides Ψ; the engines' unit padding (partition.hpp) is not in it.
+// estimate.hpp — per-GPU model-state memory of DDP and ZeRO-1/2/3, in two views.
+// The paper's view (ZeRO paper, §3 and Figure 1): Ψ parameters, N ranks, params + grads + K
+// optimizer bytes per parameter (mixed: 2Ψ + 2Ψ + 12Ψ; fp32: 4Ψ + 4Ψ + 8Ψ), a stage dividing what
+// it shards by N, a shard being ceil(Ψ/N) elements (EstimateConfig -> StageEstimate).
+// The engines' view (EstimateOptions -> LedgerEstimate): the bytes each MemCategory of one rank's
+// ledger holds, counted from the model's units padded as partition.hpp pads them (Ψp), with the
+// training precision (fp32 master copy when bf16/fp16), gradient accumulation and ZeRO-3's
+// persistent units. With mixed precision both views give DeepSpeed's 16Ψ, 4Ψ + 12Ψ/N,
+// 2Ψ + 14Ψ/N and 16Ψ/N; the engines' view adds the padding and the persistent units.
 #pragma once
 
 #include <cstdint>
@@ -10,11 +14,16 @@
 #include <string_view>
 #include <vector>
 
+#include "core/dtype.hpp"
+#include "engines/engine.hpp"
+#include "model/gpt_config.hpp"
 #include "model/mlp.hpp"
 
 namespace zl {
 
-/// Number formats of the model states.
+// ---- The paper's view: Ψ, N and K --------------------------------------------------------------
+
+/// Number formats of the model states in the paper's view.
 enum class StateDtype {
   Mixed,  ///< fp16/bf16 params and grads, fp32 optimizer state (default K = 12)
   Fp32,   ///< fp32 params and grads, fp32 Adam moments (default K = 8)
@@ -32,7 +41,7 @@ int grad_bytes_per_param(StateDtype dtype);
 /// K, the optimizer bytes per parameter when not overridden (12 mixed, 8 fp32).
 int default_optimizer_bytes_per_param(StateDtype dtype);
 
-/// What the estimate is for.
+/// What the paper's estimate is for.
 struct EstimateConfig {
   std::int64_t params = 0;  ///< Ψ, parameters of the whole model
   int world = 1;            ///< N, data-parallel ranks
@@ -43,13 +52,14 @@ struct EstimateConfig {
 /// Throws zl::Error with a one-line message if Ψ, N or K is < 1 or DDP's bytes overflow int64.
 void validate(const EstimateConfig& config);
 
-/// Model-state bytes on one rank at one stage.
+/// Model-state bytes on one rank at one stage, in the paper's view (K counts the master copy).
 struct StageEstimate {
   int stage = 0;  ///< 0 (DDP), 1, 2 or 3
   std::int64_t params_bytes = 0;
   std::int64_t grads_bytes = 0;
   std::int64_t optimizer_bytes = 0;
   std::string formula;  ///< e.g. "2Ψ + 2Ψ + 12Ψ/N"
+  /// params + grads + optimizer.
   std::int64_t total_bytes() const { return params_bytes + grads_bytes + optimizer_bytes; }
 };
 
@@ -65,8 +75,100 @@ StageEstimate estimate_stage(const EstimateConfig& config, int stage);
 /// Stages 0, 1, 2 and 3 in order. Validates `config`.
 std::vector<StageEstimate> estimate_stages(const EstimateConfig& config);
 
-/// Ψ of the MLP, counted from zl::Mlp's units; throws zl::Error if a size is < 1 or the count
-/// could overflow int64.
+// ---- The engines' view: what each ledger category holds ----------------------------------------
+
+/// The training features that change model-state memory, named and defaulted as in
+/// TrainingFeatures, plus the optimizer's state per parameter.
+struct EstimateOptions {
+  /// Dtype of parameters and gradients: F32, or BF16/F16 with an fp32 master copy.
+  DType precision = DType::F32;
+  /// Micro-batches per optimizer step; above 1, DDP and ZeRO-1 hold a gradient accumulator.
+  std::int64_t grad_accum_steps = 1;
+  /// ZeRO-3 keeps each unit with fewer (unpadded) elements than this whole on every rank.
+  std::int64_t persistence_threshold_elems = TrainingFeatures{}.persistence_threshold_elems;
+  /// Optimizer state per parameter, besides the master copy: AdamW's fp32 m and v, 8 bytes.
+  int optimizer_bytes_per_param = 8;
+};
+
+/// The options `features` trains with (AdamW's 8 optimizer bytes per parameter).
+EstimateOptions estimate_options(const TrainingFeatures& features);
+
+/// Throws zl::Error with a one-line message naming the flag if an option is out of range
+/// (precision not fp32/bf16/fp16, grad_accum_steps < 1, threshold < 0, optimizer bytes < 1).
+void validate(const EstimateOptions& options);
+
+/// Bytes per element of parameters and gradients: 4 for F32, 2 for BF16 and F16.
+int training_bytes_per_param(DType precision);
+
+/// Bytes per parameter of the fp32 master copy: 4 for BF16 and F16, 0 for F32 (none).
+int master_bytes_per_param(DType precision);
+
+/// The element counts the bytes are made of: what one rank holds of a whole term and of a
+/// sharded one, and what ZeRO-3 keeps whole.
+struct StateElems {
+  int world = 1;                      ///< N
+  std::int64_t params = 0;            ///< Ψ, the model's real parameters
+  std::int64_t replica_elems = 0;     ///< a whole term: Ψp (units padded) or Ψ (a bare count)
+  std::int64_t shard_elems = 0;       ///< S, a sharded term: Ψp/N, or ceil(Ψ/N) for a bare Ψ
+  std::int64_t persistent_elems = 0;  ///< Ψw, padded elements of the units ZeRO-3 keeps whole
+  std::int64_t persistent_units = 0;  ///< how many units those are
+  std::int64_t units = 0;             ///< units counted (0 for a bare count)
+  std::int64_t padding_elems() const { return replica_elems - params; }  ///< Ψp - Ψ
+  bool padded() const { return units > 0; }  ///< counted from units: formulas say Ψp
+};
+
+/// A bare parameter count Ψ: no units, so no padding and nothing persistent. Throws zl::Error
+/// if Ψ < 1 or N < 1.
+StateElems state_elems(std::int64_t params, int world);
+
+/// `units` laid out for `world` ranks as layout_units() does (each padded to a multiple of
+/// N * kNormBlockElems); units with numel < options.persistence_threshold_elems are persistent.
+/// Throws zl::Error if there are no units, N < 1, or a count overflows int64.
+StateElems state_elems(const std::vector<UnitSpec>& units, int world,
+                       const EstimateOptions& options);
+
+/// One rank's model-state bytes at one stage, by ledger category: what the engines allocate.
+struct LedgerEstimate {
+  int stage = 0;                      ///< 0 (DDP), 1, 2 or 3
+  std::int64_t params_bytes = 0;      ///< MemCategory::Params
+  std::int64_t grads_bytes = 0;       ///< MemCategory::Grads, the accumulator included
+  std::int64_t grad_accum_bytes = 0;  ///< of grads_bytes, the accumulator (DDP and ZeRO-1)
+  std::int64_t master_bytes = 0;      ///< MemCategory::Master (bf16/fp16 only)
+  std::int64_t optimizer_bytes = 0;   ///< MemCategory::Optimizer
+  /// Category by category, params + grads (+ accumulator) + master + optimizer, in Ψp for units
+  /// (Ψ for a bare count), Ψw for the persistent units: "2Ψp + 2Ψp/N + 4Ψp/N + 8Ψp/N".
+  std::string formula;
+  /// The same sum collected: "2Ψp + 14Ψp/N", "16Ψp/N + 2Ψw(N-1)/N".
+  std::string total_formula;
+  /// params + grads + master + optimizer.
+  std::int64_t total_bytes() const {
+    return params_bytes + grads_bytes + master_bytes + optimizer_bytes;
+  }
+};
+
+/// Per-rank ledger bytes at `stage` (0..3). Validates `options`; throws zl::Error if the bytes
+/// overflow int64.
+LedgerEstimate estimate_ledger(const StateElems& elems, const EstimateOptions& options, int stage);
+
+/// Stages 0, 1, 2 and 3 in order.
+std::vector<LedgerEstimate> estimate_ledgers(const StateElems& elems,
+                                             const EstimateOptions& options);
+
+// ---- Models ------------------------------------------------------------------------------------
+
+/// Most layers (MLP) or blocks (GPT) a model to estimate may have: more units than this would
+/// not fit in memory as UnitSpecs, and no real model has them.
+inline constexpr std::int64_t kMaxEstimateLayers = 1'000'000;
+
+/// zl::Mlp's units for `config`; throws zl::Error if a size is < 1, there are more than
+/// kMaxEstimateLayers layers, or the count could overflow int64.
+std::vector<UnitSpec> checked_units(const MlpConfig& config);
+
+/// gpt_units(config); throws zl::Error if validate(config) fails, there are more than
+/// kMaxEstimateLayers blocks, or the count could overflow int64.
+std::vector<UnitSpec> checked_units(const GptConfig& config);
+
+/// Ψ of the MLP, counted from zl::Mlp's units; throws as checked_units does.
 std::int64_t mlp_param_count(const MlpConfig& config);
 
 }  // namespace zl

@@ -1,5 +1,6 @@
-// estimate_cli_test.cpp — runs `zerolab estimate`: the 7B tables as printed, the JSON form, and
-// every bad input failing with exactly one line on stderr and a non-zero exit.
+// estimate_cli_test.cpp — runs `zerolab estimate`: the 7B tables as printed in fp32 and mixed
+// precision, the JSON form, accumulation, GPT-2 small with its padding and persistence, the MLP,
+// and every bad flag failing with exactly one line on stderr and exit code 2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -37,36 +38,68 @@ std::vector<std::string> row(const std::string& out, const std::string& stage) {
   return {};
 }
 
-// Fields after the stage: params_GB grads_GB optimizer_GB total_GB total_bytes formula...
+// Fields after the stage: params_GB grads_GB master_GB optimizer_GB total_GB total_bytes
+// unpadded_bytes extra_bytes formula...
 void expect_row(const std::string& out, const std::string& stage,
                 const std::vector<std::string>& gb) {
   const auto fields = row(out, stage);
-  ASSERT_GE(fields.size(), 5u) << "no row for stage " << stage << " in\n" << out;
-  EXPECT_EQ(std::vector<std::string>(fields.begin(), fields.begin() + 4), gb) << out;
+  ASSERT_GE(fields.size(), 8u) << "no row for stage " << stage << " in\n" << out;
+  EXPECT_EQ(std::vector<std::string>(fields.begin(), fields.begin() + 5), gb) << out;
 }
 
+// total_bytes, unpadded_bytes and extra_bytes of a row.
+void expect_bytes(const std::string& out, const std::string& stage,
+                  const std::vector<std::string>& bytes) {
+  const auto fields = row(out, stage);
+  ASSERT_GE(fields.size(), 8u) << "no row for stage " << stage << " in\n" << out;
+  EXPECT_EQ(std::vector<std::string>(fields.begin() + 5, fields.begin() + 8), bytes) << out;
+}
+
+bool has(const std::string& out, const std::string& text) {
+  return out.find(text) != std::string::npos;
+}
+
+// DeepSpeed's mixed precision is the default: 2Ψ + 2Ψ + 4Ψ + 8Ψ.
 TEST(EstimateCli, Mixed7BTable) {
   const auto run = zerolab("estimate --params 7e9 --world 8");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.err, "");
-  expect_row(run.out, "0 (DDP)", {"14", "14", "84", "112"});
-  expect_row(run.out, "1", {"14", "14", "10.5", "38.5"});
-  expect_row(run.out, "2", {"14", "1.75", "10.5", "26.25"});
-  expect_row(run.out, "3", {"1.75", "1.75", "10.5", "14"});
-  EXPECT_EQ(row(run.out, "0 (DDP)")[4], "112000000000");
-  EXPECT_NE(run.out.find("1 GB = 1e9 bytes"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("ceil(Ψ/N) = 875000000"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("2Ψ + 2Ψ + 12Ψ/N"), std::string::npos) << run.out;
+  expect_row(run.out, "0 (DDP)", {"14", "14", "28", "56", "112"});
+  expect_row(run.out, "1", {"14", "14", "3.5", "7", "38.5"});
+  expect_row(run.out, "2", {"14", "1.75", "3.5", "7", "26.25"});
+  expect_row(run.out, "3", {"1.75", "1.75", "3.5", "7", "14"});
+  expect_bytes(run.out, "0 (DDP)", {"112000000000", "112000000000", "0"});
+  EXPECT_TRUE(has(run.out, "1 GB = 1e9 bytes")) << run.out;
+  EXPECT_TRUE(has(run.out, "ceil(Ψ/N) = 875000000")) << run.out;
+  EXPECT_TRUE(has(run.out, "precision bf16")) << run.out;
+  EXPECT_TRUE(has(run.out, "2Ψ + 2Ψ + 4Ψ/N + 8Ψ/N = 4Ψ + 12Ψ/N")) << run.out;
+  EXPECT_TRUE(has(run.out, "2Ψ + 2Ψ/N + 4Ψ/N + 8Ψ/N = 2Ψ + 14Ψ/N")) << run.out;
+}
+
+TEST(EstimateCli, PrecisionSpellingsAgree) {
+  const auto bf16 = zerolab("estimate --params 7e9 --world 8 --precision bf16");
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  EXPECT_EQ(zerolab("estimate --params 7e9 --world 8").out, bf16.out);
+  EXPECT_EQ(zerolab("estimate --params 7e9 --world 8 --bf16").out, bf16.out);
+  EXPECT_EQ(zerolab("estimate --params 7e9 --world 8 --dtype mixed").out, bf16.out);
+  const auto fp32 = zerolab("estimate --params 7e9 --world 8 --precision fp32");
+  EXPECT_EQ(zerolab("estimate --params 7e9 --world 8 --dtype fp32").out, fp32.out);
+  // fp16 takes bf16's bytes.
+  const auto fp16 = zerolab("estimate --params 7e9 --world 8 --fp16");
+  ASSERT_EQ(fp16.exit_code, 0) << fp16.err;
+  EXPECT_TRUE(has(fp16.out, "precision fp16")) << fp16.out;
+  for (const std::string stage : {"0 (DDP)", "1", "2", "3"})
+    EXPECT_EQ(row(fp16.out, stage), row(bf16.out, stage));
 }
 
 TEST(EstimateCli, Fp327BTable) {
-  const auto run = zerolab("estimate --params 7000000000 --world 8 --dtype fp32");
+  const auto run = zerolab("estimate --params 7000000000 --world 8 --precision fp32");
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  expect_row(run.out, "0 (DDP)", {"28", "28", "56", "112"});
-  expect_row(run.out, "1", {"28", "28", "7", "63"});
-  expect_row(run.out, "2", {"28", "3.5", "7", "38.5"});
-  expect_row(run.out, "3", {"3.5", "3.5", "7", "14"});
-  EXPECT_NE(run.out.find("4Ψ/N + 4Ψ/N + 8Ψ/N"), std::string::npos) << run.out;
+  expect_row(run.out, "0 (DDP)", {"28", "28", "0", "56", "112"});
+  expect_row(run.out, "1", {"28", "28", "0", "7", "63"});
+  expect_row(run.out, "2", {"28", "3.5", "0", "7", "38.5"});
+  expect_row(run.out, "3", {"3.5", "3.5", "0", "7", "14"});
+  EXPECT_TRUE(has(run.out, "4Ψ/N + 4Ψ/N + 8Ψ/N = 16Ψ/N")) << run.out;
 }
 
 TEST(EstimateCli, JsonHasEveryStageInBytes) {
@@ -75,25 +108,33 @@ TEST(EstimateCli, JsonHasEveryStageInBytes) {
   const auto json = nlohmann::json::parse(run.out);
   EXPECT_EQ(json.at("params").get<std::int64_t>(), 7'000'000'000);
   EXPECT_EQ(json.at("world").get<int>(), 8);
-  EXPECT_EQ(json.at("dtype").get<std::string>(), "mixed");
-  EXPECT_EQ(json.at("optimizer_bytes_per_param").get<int>(), 12);
+  EXPECT_EQ(json.at("precision").get<std::string>(), "bf16");
+  EXPECT_TRUE(json.at("model").is_null());
+  EXPECT_TRUE(json.at("persistence_threshold_elems").is_null());
+  EXPECT_EQ(json.at("padding_elems").get<std::int64_t>(), 0);
+  EXPECT_EQ(json.at("shard_elems").get<std::int64_t>(), 875'000'000);
+  EXPECT_EQ(json.at("master_bytes_per_param").get<int>(), 4);
+  EXPECT_EQ(json.at("optimizer_bytes_per_param").get<int>(), 8);
   const auto& stages = json.at("stages");
   ASSERT_EQ(stages.size(), 4u);
   const std::int64_t totals[] = {112'000'000'000, 38'500'000'000, 26'250'000'000, 14'000'000'000};
   for (int s = 0; s < 4; ++s) {
     EXPECT_EQ(stages[s].at("stage").get<int>(), s);
     EXPECT_EQ(stages[s].at("total_bytes").get<std::int64_t>(), totals[s]);
+    EXPECT_EQ(stages[s].at("unpadded_total_bytes").get<std::int64_t>(), totals[s]);
     EXPECT_EQ(stages[s].at("params_bytes").get<std::int64_t>() +
                   stages[s].at("grads_bytes").get<std::int64_t>() +
+                  stages[s].at("master_bytes").get<std::int64_t>() +
                   stages[s].at("optimizer_bytes").get<std::int64_t>(),
               totals[s]);
   }
   EXPECT_EQ(stages[2].at("grads_bytes").get<std::int64_t>(), 1'750'000'000);
+  EXPECT_EQ(stages[3].at("total_formula").get<std::string>(), "16Ψ/N");
 }
 
-TEST(EstimateCli, OptimizerBytesOverrideK) {
+TEST(EstimateCli, OptimizerBytesReplaceAdamsMoments) {
   const auto run =
-      zerolab("estimate --params 7e9 --world 8 --dtype fp32 --optimizer-bytes 12 --json");
+      zerolab("estimate --params 7e9 --world 8 --precision fp32 --optimizer-bytes 12 --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto json = nlohmann::json::parse(run.out);
   EXPECT_EQ(json.at("optimizer_bytes_per_param").get<int>(), 12);
@@ -101,22 +142,94 @@ TEST(EstimateCli, OptimizerBytesOverrideK) {
   EXPECT_EQ(json.at("stages")[0].at("params_bytes").get<std::int64_t>(), 28'000'000'000);
 }
 
-// 16 -> 64 -> 64 -> 8 has 5768 parameters (see estimate_test.cpp); 16 bytes each under DDP.
-TEST(EstimateCli, MlpModelCountsItsParameters) {
+// fp32, k = 4: DDP holds a second 4Ψ, ZeRO-1 a 4Ψ/N shard, ZeRO-2 and -3 nothing more.
+TEST(EstimateCli, GradAccumAddsTheAccumulator) {
+  const auto run = zerolab("estimate --params 7e9 --world 8 --precision fp32 --grad-accum 4");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  expect_row(run.out, "0 (DDP)", {"28", "56", "0", "56", "140"});
+  expect_row(run.out, "1", {"28", "31.5", "0", "7", "66.5"});
+  expect_row(run.out, "2", {"28", "3.5", "0", "7", "38.5"});
+  expect_row(run.out, "3", {"3.5", "3.5", "0", "7", "14"});
+  EXPECT_TRUE(has(run.out, "4Ψ + (4Ψ + 4Ψ) + 8Ψ = 20Ψ")) << run.out;
+  const auto json =
+      nlohmann::json::parse(zerolab("estimate --params 7e9 --world 8 --grad-accum 4 --json").out);
+  EXPECT_EQ(json.at("grad_accum_steps").get<int>(), 4);
+  EXPECT_EQ(json.at("stages")[0].at("grad_accum_bytes").get<std::int64_t>(), 14'000'000'000);
+  EXPECT_EQ(json.at("stages")[1].at("grad_accum_bytes").get<std::int64_t>(), 1'750'000'000);
+  EXPECT_EQ(json.at("stages")[2].at("grad_accum_bytes").get<std::int64_t>(), 0);
+}
+
+// GPT-2 small on 8 GPUs in bf16: DeepSpeed's numbers on Ψ = 124,439,808, and zerolab's on
+// Ψp = 124,443,136 (3,328 elements of padding).
+TEST(EstimateCli, Gpt124MOn8Gpus) {
   const auto run =
-      zerolab("estimate --model mlp --layers 3 --width 64 --in 16 --classes 8 --world 4 --json");
+      zerolab("estimate --model gpt --preset 124M --world 8 --bf16 --persistence-threshold 0");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(has(run.out,
+                  "Ψ = 124439808 parameters (gpt 124M: n_layer 12, n_head 12, "
+                  "n_embd 768, block_size 1024, vocab 50257)"))
+      << run.out;
+  EXPECT_TRUE(has(run.out, "Ψp = 124443136 elements")) << run.out;
+  EXPECT_TRUE(has(run.out, "(+3328 elements")) << run.out;
+  expect_bytes(run.out, "0 (DDP)", {"1991090176", "1991036928", "53248"});
+  expect_bytes(run.out, "1", {"684437248", "684418944", "18304"});
+  expect_bytes(run.out, "2", {"466661760", "466649280", "12480"});
+  expect_bytes(run.out, "3", {"248886272", "248879616", "6656"});
+  EXPECT_TRUE(has(run.out, "2Ψp + 2Ψp/N + 4Ψp/N + 8Ψp/N = 2Ψp + 14Ψp/N")) << run.out;
+  // DeepSpeed's default threshold keeps ln_f (1,536 elements) whole at ZeRO-3.
+  const auto persist =
+      zerolab("estimate --model gpt --preset 124M --world 8 --bf16 --persistence-threshold 100000");
+  ASSERT_EQ(persist.exit_code, 0) << persist.err;
+  expect_bytes(persist.out, "3", {"248888960", "248879616", "9344"});
+  expect_bytes(persist.out, "2", {"466661760", "466649280", "12480"});
+  EXPECT_TRUE(has(persist.out, "Ψw = 1536 padded elements in 1 of the 14 units")) << persist.out;
+  EXPECT_TRUE(has(persist.out,
+                  "2(Ψp - Ψw)/N + 2Ψw + 2Ψp/N + 4Ψp/N + 8Ψp/N = 16Ψp/N + "
+                  "2Ψw(N-1)/N"))
+      << persist.out;
+}
+
+// Size flags override the preset: 124M with gpt2-medium's sizes is gpt2-medium.
+TEST(EstimateCli, GptSizesOverrideThePreset) {
+  const auto run = zerolab(
+      "estimate --model gpt --preset 124M --n-layer 24 --n-head 16 --n-embd 1024 --world 1 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_EQ(json.at("params").get<std::int64_t>(), 354'823'168);
+  EXPECT_EQ(json.at("model").get<std::string>(), "gpt");
+  EXPECT_EQ(json.at("shape").at("preset").get<std::string>(), "124M");
+  EXPECT_EQ(json.at("shape").at("n_layer").get<int>(), 24);
+  EXPECT_EQ(json.at("shape").at("vocab").get<int>(), 50257);
+  EXPECT_EQ(json.at("units").get<int>(), 26);
+  const auto medium = zerolab("estimate --model gpt --preset 350M --world 1 --json");
+  EXPECT_EQ(nlohmann::json::parse(medium.out).at("params").get<std::int64_t>(), 354'823'168);
+}
+
+// 16 -> 64 -> 64 -> 8 has 5768 parameters (see estimate_test.cpp); on N = 4 its units pad to
+// multiples of 256: 1088 -> 1280, 4160 -> 4352, 520 -> 768, Ψp = 6400.
+TEST(EstimateCli, MlpModelCountsItsUnits) {
+  const std::string mlp =
+      "estimate --model mlp --layers 3 --width 64 --in 16 --classes 8 --world 4";
+  const auto run = zerolab(mlp + " --persistence-threshold 0 --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto json = nlohmann::json::parse(run.out);
   EXPECT_EQ(json.at("params").get<std::int64_t>(), 5768);
-  EXPECT_EQ(json.at("stages")[0].at("total_bytes").get<std::int64_t>(), 5768 * 16);
-  EXPECT_EQ(json.at("stages")[3].at("total_bytes").get<std::int64_t>(), 1442 * 16);
+  EXPECT_EQ(json.at("padded_elems").get<std::int64_t>(), 6400);
+  EXPECT_EQ(json.at("units").get<int>(), 3);
+  EXPECT_EQ(json.at("stages")[0].at("total_bytes").get<std::int64_t>(), 6400 * 16);
+  EXPECT_EQ(json.at("stages")[0].at("unpadded_total_bytes").get<std::int64_t>(), 5768 * 16);
+  EXPECT_EQ(json.at("stages")[3].at("total_bytes").get<std::int64_t>(), 1600 * 16);
+  EXPECT_EQ(json.at("stages")[3].at("unpadded_total_bytes").get<std::int64_t>(), 1442 * 16);
   // The table prints exact decimal GB, so small models do not show as 0.
-  const auto table =
-      zerolab("estimate --model mlp --layers 3 --width 64 --in 16 --classes 8 --world 4");
+  const auto table = zerolab(mlp + " --precision fp32 --persistence-threshold 0");
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  expect_row(table.out, "0 (DDP)", {"0.000011536", "0.000011536", "0.000069216", "0.000092288"});
-  EXPECT_NE(table.out.find("(mlp: layers 3, in 16, width 64, classes 8)"), std::string::npos)
-      << table.out;
+  expect_row(table.out, "0 (DDP)", {"0.0000256", "0.0000256", "0", "0.0000512", "0.0001024"});
+  EXPECT_TRUE(has(table.out, "(mlp: layers 3, in 16, width 64, classes 8)")) << table.out;
+  // Every unit under the threshold: ZeRO-3 holds DDP's parameters.
+  const auto whole =
+      nlohmann::json::parse(zerolab(mlp + " --persistence-threshold 4161 --json").out);
+  EXPECT_EQ(whole.at("persistent_units").get<int>(), 3);
+  EXPECT_EQ(whole.at("stages")[3].at("params_bytes").get<std::int64_t>(), 6400 * 2);
 }
 
 TEST(EstimateCli, AQuadrillionParametersFit) {
@@ -126,7 +239,7 @@ TEST(EstimateCli, AQuadrillionParametersFit) {
             16'000'000'000'000'000);
 }
 
-TEST(EstimateCli, BadInputFailsWithOneLine) {
+TEST(EstimateCli, BadFlagsFailWithOneLineAndExit2) {
   const std::string bad[] = {
       "estimate --params 0 --world 8",
       "estimate --params -7 --world 8",
@@ -140,16 +253,38 @@ TEST(EstimateCli, BadInputFailsWithOneLine) {
       "estimate --params 7e9 --world 8 --optimizer-bytes 0",
       "estimate --params 7e9 --world 8 --optimizer-bytes -4",
       "estimate --params 7e9 --world 8 --dtype fp16",
+      "estimate --params 7e9 --world 8 --precision fp64",
+      "estimate --params 7e9 --world 8 --precision mixed",
+      "estimate --params 7e9 --world 8 --bf16 --fp16",
+      "estimate --params 7e9 --world 8 --bf16 --precision fp32",
+      "estimate --params 7e9 --world 8 --fp16 --dtype mixed",
+      "estimate --params 7e9 --world 8 --grad-accum 0",
+      "estimate --params 7e9 --world 8 --grad-accum -3",
+      "estimate --params 7e9 --world 8 --grad-accum x",
+      "estimate --params 7e9 --world 8 --persistence-threshold 100",
+      "estimate --model gpt --world 8 --persistence-threshold -1",
       "estimate --params 7e9 --model mlp --world 8",
       "estimate --world 8",
-      "estimate --model gpt --world 8",
+      "estimate --model bert --world 8",
       "estimate --params 7e9 --layers 3 --world 8",
+      "estimate --params 7e9 --n-layer 3 --world 8",
+      "estimate --model gpt --layers 3 --world 8",
+      "estimate --model mlp --preset 124M --world 8",
+      "estimate --model mlp --n-embd 64 --world 8",
+      "estimate --model gpt --preset 7B --world 8",
+      "estimate --model gpt --n-layer 0 --world 8",
+      "estimate --model gpt --n-head 5 --n-embd 32 --world 8",
+      "estimate --model gpt --vocab 0 --world 8",
+      "estimate --model gpt --n-layer 2000000 --world 8",
+      "estimate --model gpt --n-embd 4000000000 --vocab 4000000000 --world 8",
+      "estimate --model mlp --layers 2000000 --world 8",
+      "estimate --model mlp --width 0 --world 8",
       "estimate --params 1e15 --world 8 --optimizer-bytes 2000000000",
       "estimate --params 99999999999999999999 --world 8",
   };
   for (const auto& args : bad) {
     const auto run = zerolab(args);
-    EXPECT_NE(run.exit_code, 0) << args;
+    EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.err;
     EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << args << "\n" << run.err;
     EXPECT_EQ(run.err.rfind("zerolab: ", 0), 0u) << args << "\n" << run.err;
     EXPECT_EQ(run.out, "") << args;
