@@ -148,6 +148,10 @@ void print_table(const Report& report) {
           "(--persistence-threshold): ZeRO-3 keeps them whole on every rank\n",
           elems.persistent_elems, elems.persistent_units, elems.units,
           options.persistence_threshold_elems);
+    } else if (options.persistence_threshold_elems == 0) {
+      fmt::print(
+          "Ψw = 0: --persistence-threshold 0 keeps no unit whole, so ZeRO-3 shards every "
+          "unit\n");
     } else {
       fmt::print(
           "Ψw = 0: no unit has fewer than {} elements (--persistence-threshold), so ZeRO-3 "
