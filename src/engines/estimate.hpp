@@ -146,8 +146,9 @@ struct LedgerEstimate {
   }
 };
 
-/// Per-rank ledger bytes at `stage` (0..3). Validates `options`; throws zl::Error if the bytes
-/// overflow int64.
+/// Per-rank ledger bytes at `stage` (0..3): precision, accumulation and optimizer bytes from
+/// `options`, the persistent units from `elems` (counted by state_elems). Validates `options`;
+/// throws zl::Error if the bytes overflow int64.
 LedgerEstimate estimate_ledger(const StateElems& elems, const EstimateOptions& options, int stage);
 
 /// Stages 0, 1, 2 and 3 in order.
