@@ -109,6 +109,13 @@ Json run_json(const Manifest& manifest) {
                    {"classes", manifest.mlp.classes}};
   json["seed"] = manifest.seed;
   json["micro_batch"] = manifest.micro_batch;
+  json["gradient_accumulation_steps"] = manifest.grad_accum_steps;
+  json["loss_scaler"] = nullptr;
+  if (manifest.loss_scaler) {
+    json["loss_scaler"] = {{"scale", manifest.loss_scaler->scale},
+                           {"clean_steps", manifest.loss_scaler->clean_steps},
+                           {"hysteresis_left", manifest.loss_scaler->hysteresis_left}};
+  }
   json["adamw"] = {{"lr", manifest.adamw.lr},
                    {"beta1", manifest.adamw.beta1},
                    {"beta2", manifest.adamw.beta2},
@@ -219,6 +226,15 @@ Manifest parse_manifest(std::string_view text, std::string_view shown) {
   manifest.mlp.classes = read.integer(read.member(model, "classes"), 1);
   manifest.seed = read.unsigned_integer(read.member(root, "seed"));
   manifest.micro_batch = read.integer(read.member(root, "micro_batch"), 1);
+  manifest.grad_accum_steps = read.integer(read.member(root, "gradient_accumulation_steps"), 1);
+  if (json.contains("loss_scaler") && !json["loss_scaler"].is_null()) {
+    const Field scaler = read.member(root, "loss_scaler");
+    manifest.loss_scaler = LossScalerState{
+        .scale = read.number(read.member(scaler, "scale")),
+        .clean_steps = read.integer(read.member(scaler, "clean_steps"), 0),
+        .hysteresis_left =
+            static_cast<int>(read.integer(read.member(scaler, "hysteresis_left"), 0, kIntMax))};
+  }
   manifest.adam_updates = read.integer(read.member(root, "adam_updates"), 0, manifest.step);
   const Field adamw = read.member(root, "adamw");
   manifest.adamw.lr = read.number(read.member(adamw, "lr"));
@@ -238,7 +254,8 @@ Manifest parse_manifest(std::string_view text, std::string_view shown) {
   const std::int64_t stored_next_sample =
       read.integer(read.member(read.member(root, "data"), "next_sample"), 0);
   ZL_CHECK(stored_next_sample == next_sample(manifest),
-           "cannot read {}: data.next_sample is {} but step * world * micro_batch is {}: {}", shown,
+           "cannot read {}: data.next_sample is {} but step * gradient_accumulation_steps * world * "
+           "micro_batch is {}: {}", shown,
            stored_next_sample, next_sample(manifest), kDamaged);
   return manifest;
 }

@@ -12,6 +12,7 @@
 #include "engines/partition.hpp"
 #include "model/mlp.hpp"
 #include "optim/adamw.hpp"
+#include "optim/loss_scaler.hpp"
 
 namespace zl {
 
@@ -42,15 +43,18 @@ struct Manifest {
   MlpConfig mlp;
   std::uint64_t seed = 0;  ///< parameter init and data
   std::int64_t micro_batch = 1;
+  std::int64_t grad_accum_steps = 1;  ///< micro-batches per optimizer step
   AdamWConfig adamw;
+  /// fp16's dynamic loss scaler after `step` (key "loss_scaler", null when not fp16).
+  std::optional<LossScalerState> loss_scaler{};
   std::vector<UnitLayout> units;  ///< laid out for `world`
   std::vector<FileEntry> files;   ///< rank-0.safetensors ... rank-<world-1>.safetensors
   /// Where the manifest was read from; not stored in the file.
   std::filesystem::path step_dir;
 };
 
-/// Data position: the global index of the next sample, step * world * micro_batch (manifest key
-/// "data.next_sample").
+/// Data position: the global index of the next sample,
+/// step * gradient_accumulation_steps * world * micro_batch (manifest key "data.next_sample").
 std::int64_t next_sample(const Manifest& manifest);
 
 /// The name of rank `rank`'s file: "rank-<rank>.safetensors".

@@ -58,7 +58,7 @@ bool is_sha256_hex(const std::string& text) {
 }  // namespace
 
 std::int64_t next_sample(const Manifest& manifest) {
-  return manifest.step * manifest.world * manifest.micro_batch;
+  return manifest.step * manifest.grad_accum_steps * manifest.world * manifest.micro_batch;
 }
 
 std::string rank_file_name(int rank) {
@@ -75,10 +75,15 @@ std::optional<std::string> manifest_problem(const Manifest& manifest) {
   }
   std::int64_t samples = 0;
   if (manifest.step < 0 || manifest.world < 1 || manifest.stage < 0 || manifest.stage > 3 ||
-      manifest.micro_batch < 1 || __builtin_mul_overflow(manifest.step, manifest.world, &samples) ||
-      __builtin_mul_overflow(samples, manifest.micro_batch, &samples)) {
-    return fmt::format("step {}, world {}, stage {} or micro_batch {} is out of range",
-                       manifest.step, manifest.world, manifest.stage, manifest.micro_batch);
+      manifest.micro_batch < 1 || manifest.grad_accum_steps < 1 ||
+      __builtin_mul_overflow(manifest.step, manifest.world, &samples) ||
+      __builtin_mul_overflow(samples, manifest.micro_batch, &samples) ||
+      __builtin_mul_overflow(samples, manifest.grad_accum_steps, &samples)) {
+    return fmt::format(
+        "step {}, world {}, stage {}, micro_batch {} or gradient_accumulation_steps {} is out of "
+        "range",
+        manifest.step, manifest.world, manifest.stage, manifest.micro_batch,
+        manifest.grad_accum_steps);
   }
   if (auto problem = units_problem(manifest.units, manifest.world)) return problem;
   if (manifest.files.size() != static_cast<std::size_t>(manifest.world)) {

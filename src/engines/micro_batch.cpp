@@ -61,8 +61,8 @@ float run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLa
       const UnitParams params = hooks.params(u, /*backward=*/true);
       const Fp32Params f32 = fp32_of(params.view, device);
       model.backward_unit(u, f32.values.first(numel), grad[u].first(numel));
-    }
-    notify(options, device, "backward", u);
+      notify(options, device, "backward", u);
+    }  // the visit's parameters are released here
     const bool complete =
         std::find(order.begin(), order.end(), u) == order.begin() + i;
     if (!complete) continue;

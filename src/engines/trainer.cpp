@@ -1,6 +1,8 @@
 // trainer.cpp — one training job on the sim backend or in the reference process.
 #include "engines/trainer.hpp"
 
+#include <algorithm>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -9,6 +11,8 @@
 #include "ckpt/reshard.hpp"
 #include "ckpt/safetensors.hpp"
 #include "model/data.hpp"
+#include "model/gpt.hpp"
+#include "model/token_data.hpp"
 #include "model/named_init.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "sim_world.hpp"
@@ -20,7 +24,15 @@ std::string_view model_name(ModelKind kind) {
 }
 
 void validate(const TrainConfig& config) {
-  validate(config.mlp);
+  if (config.model == ModelKind::Gpt) {
+    validate(config.gpt);
+  } else {
+    validate(config.mlp);
+    ZL_CHECK(config.data_file.empty(),
+             "--data {} needs --model gpt: the MLP trains on its synthetic task",
+             config.data_file.string());
+  }
+  validate(config.features);
   ZL_CHECK(config.world >= 1, "--world {} is invalid: use 1 or more ranks", config.world);
   ZL_CHECK(config.steps >= 1, "--steps {} is invalid: train at least 1 step", config.steps);
   ZL_CHECK(config.micro_batch >= 1, "--micro-batch {} is invalid: use 1 or more rows per rank",
@@ -50,33 +62,72 @@ struct StartPoint {
   std::int64_t sample = 0;
 };
 
+// Samples first .. first + rows - 1 of the run's task: the MLP's classification task, or the
+// GPT's token source (the Markov language, or --data FILE) in windows of block_size tokens.
+using SampleFn = std::function<Batch(std::int64_t first, std::int64_t rows)>;
+
+SampleFn sample_source(const TrainConfig& config) {
+  if (config.model == ModelKind::Mlp) {
+    return [task = task_of(config)](std::int64_t first, std::int64_t rows) {
+      return task.batch(first, rows);
+    };
+  }
+  std::shared_ptr<const TokenSource> tokens;
+  if (config.data_file.empty()) {
+    tokens = std::make_shared<MarkovTokens>(config.gpt.vocab, config.seed);
+  } else {
+    auto file = std::make_shared<TokenFile>(config.data_file, config.gpt.vocab, config.seed);
+    file->check_fits(config.gpt.block_size);
+    tokens = file;
+  }
+  return [tokens, seq_len = config.gpt.block_size](std::int64_t first, std::int64_t rows) {
+    return tokens->batch(first, rows, seq_len);
+  };
+}
+
+// Elements one sample adds to each of UsedData's vectors: {x, y, tokens}.
+struct SampleElems {
+  std::int64_t x = 0, y = 0, tokens = 0;
+};
+
+SampleElems sample_elems(const TrainConfig& config) {
+  if (config.model == ModelKind::Gpt) return {0, config.gpt.block_size, config.gpt.block_size};
+  return {config.mlp.in, 1, 0};
+}
+
 // The data source engines see; with record_data it also copies each batch into `used` (rows
-// counted from the start point). Step t >= start.step, rank r uses samples from
-// start.sample + ((t - start.step) W + r) B, so a resumed run continues by global sample index.
+// counted from the start point). Micro-step m >= start.step * k, rank r uses samples from
+// start.sample + ((m - start.step * k) W + r) B, so a resumed run continues by global sample.
 BatchFn batch_source(const TrainConfig& config, StartPoint start, UsedData* used) {
-  const ClassificationTask task = task_of(config);
-  return [task, config, start, used](std::int64_t step, int rank) {
+  const SampleFn samples = sample_source(config);
+  const SampleElems elems = sample_elems(config);
+  const std::int64_t first_micro_step = start.step * config.features.grad_accum_steps;
+  return [samples, elems, config, start, first_micro_step, used](std::int64_t micro_step,
+                                                                 int rank) {
     const std::int64_t row =
-        first_sample_of(step - start.step, rank, config.world, config.micro_batch);
-    Batch batch = task.batch(start.sample + row, config.micro_batch);
+        first_sample_of(micro_step - first_micro_step, rank, config.world, config.micro_batch);
+    Batch batch = samples(start.sample + row, config.micro_batch);
     if (used != nullptr) {  // rows of different ranks are disjoint, so threads never overlap
-      std::copy(batch.x.begin(), batch.x.end(), used->x.begin() + row * task.features);
-      std::copy(batch.y.begin(), batch.y.end(), used->y.begin() + row);
+      std::ranges::copy(batch.x, used->x.begin() + row * elems.x);
+      std::ranges::copy(batch.y, used->y.begin() + row * elems.y);
+      std::ranges::copy(batch.tokens, used->tokens.begin() + row * elems.tokens);
     }
     return batch;
   };
 }
 
-Manifest manifest_of(const TrainConfig& config, std::int64_t step, std::int64_t adam_updates,
+Manifest manifest_of(const TrainConfig& config, std::int64_t step, const ShardState& state,
                      const std::vector<UnitLayout>& layout) {
   Manifest manifest;
   manifest.step = step;
-  manifest.adam_updates = adam_updates;
+  manifest.adam_updates = state.adam_updates;
+  if (config.features.precision == DType::F16) manifest.loss_scaler = state.scaler;
   manifest.stage = stage_of(config.engine);
   manifest.world = config.world;
   manifest.mlp = config.mlp;
   manifest.seed = config.seed;
   manifest.micro_batch = config.micro_batch;
+  manifest.grad_accum_steps = config.features.grad_accum_steps;
   manifest.adamw = config.adamw;
   manifest.units = layout;
   return manifest;
@@ -101,17 +152,22 @@ NamedTensors init_tensors(const TrainConfig& config) {
   return tensors;
 }
 
-// The model one rank trains: the MLP, starting from --init's tensors when there are any.
+// The model one rank trains: the MLP or the GPT, starting from --init's tensors when there are
+// any.
 class RankModel {
  public:
-  RankModel(Device& device, const TrainConfig& config, const NamedTensors& init)
-      : mlp_(device, config.mlp) {
-    if (!config.init_file.empty()) from_file_.emplace(mlp_, init, config.init_file.string());
+  RankModel(Device& device, const TrainConfig& config, const NamedTensors& init) {
+    if (config.model == ModelKind::Gpt) {
+      model_ = std::make_unique<Gpt>(device, config.gpt);
+    } else {
+      model_ = std::make_unique<Mlp>(device, config.mlp);
+    }
+    if (!config.init_file.empty()) from_file_.emplace(*model_, init, config.init_file.string());
   }
-  Model& get() { return from_file_ ? static_cast<Model&>(*from_file_) : mlp_; }
+  Model& get() { return from_file_ ? static_cast<Model&>(*from_file_) : *model_; }
 
  private:
-  Mlp mlp_;
+  std::unique_ptr<Model> model_;
   std::optional<NamedInitModel> from_file_;
 };
 
@@ -137,6 +193,9 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
   const bool resuming = !checkpoints.resume.empty();
   ZL_CHECK(!(saving || resuming) || config.engine != EngineKind::Reference,
            "checkpoints need a distributed engine (--stage 0-3): the reference keeps no shards");
+  ZL_CHECK(!(saving || resuming) || config.model == ModelKind::Mlp,
+           "checkpoints of --model gpt are not supported yet: train the GPT without "
+           "--checkpoint-dir and --resume");
   ZL_CHECK(checkpoints.every_steps >= 0, "--checkpoint-every {} is invalid: use 1 or more steps",
            checkpoints.every_steps);
   // Read and verify the checkpoint once; every rank then loads its own (re-sliced) shards.
@@ -156,16 +215,20 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
   }
   TrainResult result;
   if (config.record_data) {
-    const std::int64_t rows = (config.steps - start.step) * config.world * config.micro_batch;
-    result.data.x.resize(static_cast<std::size_t>(rows * config.mlp.in));
-    result.data.y.resize(static_cast<std::size_t>(rows));
+    const std::int64_t rows = (config.steps - start.step) * config.features.grad_accum_steps *
+                              config.world * config.micro_batch;
+    const SampleElems elems = sample_elems(config);
+    result.data.x.resize(static_cast<std::size_t>(rows * elems.x));
+    result.data.y.resize(static_cast<std::size_t>(rows * elems.y));
+    result.data.tokens.resize(static_cast<std::size_t>(rows * elems.tokens));
   }
   const EngineOptions options{
       .adamw = config.adamw,
       .seed = config.seed,
       .batch = batch_source(config, start, config.record_data ? &result.data : nullptr),
       .observer = {},
-      .nonfinite = config.nonfinite};
+      .nonfinite = config.nonfinite,
+      .features = config.features};
   // Each rank's engine reports its events with its rank number.
   auto options_of_rank = [&](int rank) {
     EngineOptions own = options;
@@ -217,8 +280,11 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
     Model& model = rank_model.get();
     const std::vector<UnitLayout> layout = layout_units(model.units(), config.world);
     auto engine = make_engine(config.engine, model, device, comm, options_of_rank(comm.rank()));
-    if (resuming)
-      engine->load_shard_state(load_rank_shards(resumed, layout, comm.rank(), config.world));
+    if (resuming) {
+      ShardState shards = load_rank_shards(resumed, layout, comm.rank(), config.world);
+      shards.scaler = resumed.loss_scaler;
+      engine->load_shard_state(shards);
+    }
     const bool is_rank0 = comm.rank() == 0;
     // Every rank writes its file; once all have (barrier), rank 0 commits manifest and `latest`.
     auto save = [&](std::int64_t done) {
@@ -230,7 +296,7 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
           write_rank_file(step_dir(checkpoints.dir, done), comm.rank(), layout, state);
       comm.barrier();
       if (is_rank0) {
-        commit_checkpoint(checkpoints.dir, manifest_of(config, done, state.adam_updates, layout),
+        commit_checkpoint(checkpoints.dir, manifest_of(config, done, state, layout),
                           saved);
       }
       comm.barrier();

@@ -69,11 +69,13 @@ struct RankReport {
   TrafficLedger traffic;
 };
 
-/// The samples a run used: x [steps*W*B, features] and y [steps*W*B], step-major, then rank,
-/// then row (step t, rank r uses rows (t*W + r)*B ... + B-1).
+/// The samples a run used, micro-step-major, then rank, then row (micro-step m, rank r uses rows
+/// (m*W + r)*B ... + B-1; step t's k-th accumulated micro-batch is micro-step t*k_total + k).
+/// MLP: x [rows, features] and labels y [rows]. GPT: tokens [rows, T] and next tokens y [rows, T].
 struct UsedData {
   std::vector<float> x;
   std::vector<std::int64_t> y;
+  std::vector<std::int64_t> tokens;
 };
 
 /// Everything a run produced.

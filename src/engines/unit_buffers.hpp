@@ -1,6 +1,6 @@
 // unit_buffers.hpp — the bookkeeping every engine shares: one padded flat buffer per unit (or one
-// shard of it), views of own shards, the forward/backward loop over units, AdamW over units, the
-// canonical gradient norm, and narration events.
+// shard of it), views of own shards, the initial parameters, Adam's moments, the non-finite
+// decision, and narration events.
 #pragma once
 
 #include <span>
@@ -43,19 +43,6 @@ void zero_units(UnitBuffers& buffers);
 void notify(const EngineOptions& options, const Device& device, std::string_view phase,
             int unit = -1);
 
-/// Runs one micro-batch forward and backward over all units with full parameters; gradients
-/// are added into `grads`. Emits "forward" and "backward" events per unit. Returns the loss.
-float forward_backward(Model& model, const Batch& batch, const std::vector<UnitLayout>& layout,
-                       const UnitBuffers& params, UnitBuffers& grads, const EngineOptions& options,
-                       const Device& device);
-
-/// Canonical global norm (optim/grad_norm.hpp) of full, padded unit gradients.
-double grad_norm_of(const UnitBuffers& grads);
-
-/// Copies the real (unpadded) elements of each unit into plain vectors.
-std::vector<std::vector<float>> unpadded_copy(const std::vector<UnitLayout>& layout,
-                                              const UnitBuffers& buffers);
-
 /// Adam's two moments for a set of unit buffers (full or sharded), booked as Optimizer, and the
 /// number of updates applied so far: bias correction uses it, so a skipped step does not count.
 struct AdamState {
@@ -71,13 +58,5 @@ AdamState alloc_adam(Device& device, const std::vector<UnitLayout>& layout, bool
 /// when step `step` (0-based) applies its update. A finite norm updates; a NaN or infinite one
 /// throws NonFiniteError under NonFinitePolicy::Stop and returns false under Skip.
 bool should_update(double grad_norm, std::int64_t step, const EngineOptions& options);
-
-/// AdamW update number adam.updates + 1 (PyTorch's 1-based step t) on every unit: params[u] from
-/// grads[u] and the moments of unit u; then counts it. Spans of unit u have the moments' length.
-void adamw_units(const UnitSpans& params, const UnitSpans& grads, AdamState& adam,
-                 const AdamWConfig& config);
-
-/// Unpadded copies of full (unsharded) params and moments.
-ModelState model_state(const std::vector<UnitLayout>& layout, UnitBuffers& params, AdamState& adam);
 
 }  // namespace zl

@@ -187,7 +187,7 @@ TEST_F(CheckpointBadInput, ManifestInconsistentWithItself) {
   EXPECT_THAT(manifest_error([](auto& json) { json["files"][1]["sha256"] = "abc"; }),
               HasSubstr(": sha256 of rank-1.safetensors is \"abc\", not 64 lowercase hex digits"));
   EXPECT_THAT(manifest_error([](auto& json) { json["data"]["next_sample"] = 5; }),
-              HasSubstr(": data.next_sample is 5 but step * world * micro_batch is 84"));
+              HasSubstr(": data.next_sample is 5 but step * gradient_accumulation_steps * world * micro_batch is 84"));
 }
 
 TEST_F(CheckpointBadInput, ManifestOfAnotherFormatOrVersion) {
