@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -47,10 +49,10 @@ void Gpt::init_unit(int unit, std::span<float> flat, std::uint64_t seed) const {
     } else if (name.starts_with("ln_") || name.find(".ln_") != std::string_view::npos) {
       std::fill(values.begin(), values.end(), 1.0f);  // a LayerNorm weight
     } else {
-      const double std = name.ends_with("c_proj.weight") ? proj_std : kInitStd;
+      const double stddev = name.ends_with("c_proj.weight") ? proj_std : kInitStd;
       const std::uint64_t stream = stream_of(name);
       for (std::size_t e = 0; e < elems; ++e)
-        values[e] = static_cast<float>(std * standard_normal(seed, stream, e));
+        values[e] = static_cast<float>(stddev * standard_normal(seed, stream, e));
     }
   }
 }
@@ -137,15 +139,23 @@ std::span<const float> Gpt::block_input(int layer) const {
   return layer == 0 ? embedded_.as<float>() : blocks_[layer - 1].out.as<float>();
 }
 
+std::string Gpt::forward_hint() const {
+  if (rows_ == 0) return "begin() has not run";
+  if (forward_visits_ == order_.size()) return "the forward pass is done: call loss()";
+  return fmt::format("unit {} is next", order_[forward_visits_]);
+}
+
+std::string Gpt::backward_hint() const {
+  if (!loss_done_) return "loss() has not run";
+  if (next_backward_visit_ < 0) return "the backward pass is done: call begin() for the next batch";
+  return fmt::format("unit {} is next", order_[next_backward_visit_]);
+}
+
 void Gpt::forward_unit(int unit, std::span<const float> params) {
   ZL_CHECK(rows_ > 0 && forward_visits_ < order_.size() && unit == order_[forward_visits_],
            "forward_unit({}) out of order: call begin(), then forward_unit for each unit of "
            "forward_order() (0, 1, ..., {}, 0) in turn; {}",
-           unit, last_unit(),
-           rows_ == 0 ? std::string("begin() has not run")
-           : forward_visits_ < order_.size()
-               ? fmt::format("unit {} is next", order_[forward_visits_])
-               : std::string("the forward pass is done: call loss()"));
+           unit, last_unit(), forward_hint());
   check_params("forward", unit, params, static_cast<std::size_t>(units_[unit].numel()));
   const std::int64_t N = token_rows(), C = config_.n_embd, V = config_.vocab;
   const bool head = forward_visits_ + 1 == order_.size();
@@ -193,11 +203,7 @@ void Gpt::backward_unit(int unit, std::span<const float> params, std::span<float
   ZL_CHECK(loss_done_ && next_backward_visit_ >= 0 && unit == order_[next_backward_visit_],
            "backward_unit({}) out of order: call loss(), then backward_unit for each unit of "
            "forward_order() reversed (0, {}, ..., 1, 0) in turn; {}",
-           unit, last_unit(),
-           !loss_done_ ? std::string("loss() has not run")
-           : next_backward_visit_ >= 0
-               ? fmt::format("unit {} is next", order_[next_backward_visit_])
-               : std::string("the backward pass is done: call begin() for the next micro-batch"));
+           unit, last_unit(), backward_hint());
   check_params("backward", unit, params, grads.size());
   const std::int64_t N = token_rows(), C = config_.n_embd, V = config_.vocab;
   const bool head = next_backward_visit_ + 1 == static_cast<int>(order_.size());

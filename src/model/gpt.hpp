@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/gpt_config.hpp"
@@ -66,6 +67,9 @@ class Gpt final : public Model {
   std::int64_t token_rows() const { return rows_ * seq_len_; }
   void check_params(const char* pass, int unit, std::span<const float> params,
                     std::size_t grads_elems) const;
+  // What an out-of-order call should do instead: "unit 2 is next", "loss() has not run", ...
+  std::string forward_hint() const;
+  std::string backward_hint() const;
   // The residual stream entering block `layer`.
   std::span<const float> block_input(int layer) const;
   void forward_block(int layer, std::span<const float> params);

@@ -119,9 +119,9 @@ TEST(Gpt, InitFollowsTheFormulaAndGpt2Statistics) {
       } else if (name.find("ln_") != std::string::npos) {
         for (const float v : values) EXPECT_EQ(v, 1.0f) << name;
       } else {
-        const double std = name.ends_with("c_proj.weight") ? 0.01 : 0.02;
-        // Element e is round(std * standard_normal(seed, stream_of(name), e)).
-        EXPECT_EQ(values[3], static_cast<float>(std * standard_normal(5, stream_of(name), 3)));
+        const double stddev = name.ends_with("c_proj.weight") ? 0.01 : 0.02;
+        // Element e is round(stddev * standard_normal(seed, stream_of(name), e)).
+        EXPECT_EQ(values[3], static_cast<float>(stddev * standard_normal(5, stream_of(name), 3)));
         double sum = 0.0, squares = 0.0;
         for (const float v : values) {
           sum += v;
@@ -129,10 +129,10 @@ TEST(Gpt, InitFollowsTheFormulaAndGpt2Statistics) {
         }
         const double n = static_cast<double>(values.size());
         const double sample_std = std::sqrt(squares / n - (sum / n) * (sum / n));
-        // >= 512 draws: the sample mean and std are within 4 standard errors of 0 and std
-        // (std / sqrt(n) and std / sqrt(2n)).
-        EXPECT_NEAR(sum / n, 0.0, 4.0 * std / std::sqrt(n)) << name;
-        EXPECT_NEAR(sample_std, std, 4.0 * std / std::sqrt(2.0 * n)) << name;
+        // >= 512 draws: the sample mean and std are within 4 standard errors of 0 and stddev
+        // (stddev / sqrt(n) and stddev / sqrt(2n)).
+        EXPECT_NEAR(sum / n, 0.0, 4.0 * stddev / std::sqrt(n)) << name;
+        EXPECT_NEAR(sample_std, stddev, 4.0 * stddev / std::sqrt(2.0 * n)) << name;
       }
     }
   }
