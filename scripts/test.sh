@@ -17,8 +17,8 @@ cmake --build --preset ci -j "$jobs"
 ctest --preset ci -j "$jobs" "$@"
 
 cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j "$jobs" --target test_core test_sim test_engines test_faults
-ctest --preset tsan -j "$jobs" -R '^(DType|Rng|Buffer|Sim|Equivalence|Ledgers|TrainFaults|NonFinite|FaultCli)' "$@"
+cmake --build --preset tsan -j "$jobs" --target test_core test_sim test_engines test_features test_faults
+ctest --preset tsan -j "$jobs" -R '^(DType|Rng|Buffer|Sim|Equivalence|Features|Ledgers|TrainFaults|NonFinite|FaultCli)' "$@"
 
 # Peak-RSS bounds do not hold under ASan, whose shadow memory and quarantine are resident too.
 cmake --preset asan >/dev/null

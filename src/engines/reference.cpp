@@ -42,20 +42,20 @@ class ReferenceEngine final : public Engine {
 
   StepStats step(std::int64_t step) override {
     const std::int64_t micro_steps = features_.grad_accum_steps;
-    float loss_sum = 0.0f;
+    // Each rank's loss is the mean of its micro-batch losses, as each engine reports it.
+    std::vector<float> losses(static_cast<std::size_t>(world_), 0.0f);
     for (std::int64_t k = 0; k < micro_steps; ++k) {
-      std::vector<float> losses(static_cast<std::size_t>(world_));
       for (int r = 0; r < world_; ++r) {
-        losses[r] = run_rank(step * micro_steps + k, r);
+        losses[r] = losses[r] + run_rank(step * micro_steps + k, r);
       }
       average_rank_grads(/*first=*/k == 0);
-      loss_sum = loss_sum + mean_over_ranks(losses);
     }
+    for (float& loss : losses) loss = loss / static_cast<float>(micro_steps);
     const std::vector<TypedSpan> grads = owned_grads();
     const double grad_norm =
         norm_from_partials(unscaled_partials(grads, opt_.scaler.scale(), device_));
     const bool update = optimizer_step(grad_norm, step, owned(), grads, opt_, options_, device_);
-    return {.loss = loss_sum / static_cast<float>(micro_steps),
+    return {.loss = mean_over_ranks(losses),
             .grad_norm = grad_norm,
             .skipped = !update};
   }

@@ -1,0 +1,213 @@
+// features_test.cpp — the exactness promise with every training feature on: bf16 and fp16
+// (with forced overflows, skipped steps and scale changes), gradient accumulation, clipping,
+// ZeRO-3 prefetch and persistence. Every stage stays bitwise the reference, for the MLP and the
+// GPT. The canonical norm and the clipped update are the same for every world size.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <cmath>
+
+#include "engines/compare.hpp"
+#include "engines/optimizer_step.hpp"
+#include "engines/sharding.hpp"
+#include "ops/cpu/cpu_device.hpp"
+#include "optim/grad_norm.hpp"
+#include "sim_world.hpp"
+#include "support/arbitrary.hpp"
+#include "support/small_config.hpp"
+
+namespace zl {
+namespace {
+
+constexpr EngineKind kStages[] = {EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2,
+                                  EngineKind::Zero3};
+
+TrainResult run(TrainConfig config, EngineKind engine) {
+  config.engine = engine;
+  return train(config);
+}
+
+void check_every_stage(const TrainConfig& config) {
+  const auto reference = run(config, EngineKind::Reference);
+  for (const EngineKind stage : kStages) {
+    if (const auto diff = first_difference(run(config, stage), reference)) {
+      RC_FAIL(fmt::format("{}: {}", engine_name(stage), *diff));
+    }
+  }
+}
+
+std::string describe(const TrainingFeatures& f) {
+  return fmt::format(
+      "{} accum={} clip={} prefetch={} persistence={} scale=2^{} window={} hysteresis={}",
+      dtype_name(f.precision), f.grad_accum_steps, f.grad_clip, f.prefetch_bucket_elems,
+      f.persistence_threshold_elems, f.loss_scale.initial_scale_power, f.loss_scale.window,
+      f.loss_scale.hysteresis);
+}
+
+RC_GTEST_PROP(Features, prop_every_stage_is_bitwise_the_reference_with_every_feature,
+              (TrainConfig config)) {
+  config.features = *rc::gen_features();
+  RC_TAG(dtype_name(config.features.precision));
+  RC_LOG() << describe(config.features) << "\n";
+  check_every_stage(config);
+}
+
+RC_GTEST_PROP(Features, prop_gpt_every_stage_is_bitwise_the_reference, ()) {
+  TrainConfig config;
+  config.model = ModelKind::Gpt;
+  const int heads = *rc::gen::inRange(1, 3);
+  config.gpt = {.n_layer = *rc::gen::inRange(1, 3),
+                .n_head = heads,
+                .n_embd = heads * *rc::gen::element<std::int64_t>(2, 4, 8),
+                .block_size = *rc::gen::inRange<std::int64_t>(1, 9),
+                .vocab = *rc::gen::inRange<std::int64_t>(2, 40)};
+  config.world = *rc::gen::inRange(1, 6);
+  config.steps = *rc::gen::inRange(1, 4);
+  config.micro_batch = *rc::gen::inRange(1, 4);
+  config.adamw.lr = *rc::gen::element(1e-3, 3e-2);
+  config.seed = *rc::gen::arbitrary<unsigned>();
+  config.features = *rc::gen_features();
+  RC_LOG() << fmt::format("gpt L={} H={} C={} T={} V={} W={} steps={} B={} ", config.gpt.n_layer,
+                          config.gpt.n_head, config.gpt.n_embd, config.gpt.block_size,
+                          config.gpt.vocab, config.world, config.steps, config.micro_batch)
+           << describe(config.features) << "\n";
+  check_every_stage(config);
+}
+
+// fp16 from a scale of 2^40: the first steps overflow and are skipped by every stage alike while
+// the scale halves (hysteresis 1), until it is small enough; then steps update.
+TEST(Features, Fp16OverflowsSkipTheSameStepsEverywhere) {
+  TrainConfig config = small_config();
+  config.steps = 30;
+  config.features.precision = DType::F16;
+  config.features.loss_scale = {.initial_scale_power = 40, .window = 1000, .hysteresis = 1,
+                                .min_scale = 1.0};
+  const auto reference = run(config, EngineKind::Reference);
+  int skipped = 0;
+  for (const auto& step : reference.steps) skipped += step.skipped ? 1 : 0;
+  EXPECT_GE(skipped, 10);  // 2^40 has to fall below fp16's 2^16 range at least
+  EXPECT_LT(skipped, config.steps);
+  EXPECT_TRUE(reference.steps.front().skipped);
+  EXPECT_FALSE(reference.steps.back().skipped);
+  for (const EngineKind stage : kStages) {
+    EXPECT_FALSE(first_difference(run(config, stage), reference)) << engine_name(stage);
+  }
+}
+
+// Mixed precision changes the bits (a broken cast would not), and bf16 still learns.
+TEST(Features, PrecisionsDifferAndBf16Learns) {
+  TrainConfig config;  // the demo's shape, as Equivalence.DemoShapeLearns trains it in fp32
+  config.world = 4;
+  config.steps = 60;
+  config.mlp = {.layers = 3, .width = 64, .in = 16, .classes = 8};
+  config.adamw.lr = 3e-3;
+  config.engine = EngineKind::Zero2;
+  const auto fp32 = train(config);
+  config.features.precision = DType::BF16;
+  const auto bf16 = train(config);
+  EXPECT_TRUE(first_difference(fp32, bf16));
+  EXPECT_LT(bf16.steps.back().loss, 0.5f * bf16.steps.front().loss);
+  config.features.precision = DType::F16;
+  const auto fp16 = train(config);
+  EXPECT_TRUE(first_difference(fp16, bf16));
+  EXPECT_LT(fp16.steps.back().loss, 0.5f * fp16.steps.front().loss);
+}
+
+// Accumulating k micro-batches of B rows is not one micro-batch of kB rows bit for bit, but it is
+// close: the same samples, averaged in another order.
+TEST(Features, AccumulationSeesTheSameSamplesAsALargerBatch) {
+  TrainConfig config = small_config();
+  config.world = 1;
+  config.engine = EngineKind::Zero3;
+  config.micro_batch = 2;
+  config.features.grad_accum_steps = 3;
+  const auto accumulated = train(config);
+  config.micro_batch = 6;
+  config.features.grad_accum_steps = 1;
+  const auto large = train(config);
+  for (std::size_t s = 0; s < large.steps.size(); ++s) {
+    EXPECT_NEAR(accumulated.steps[s].loss, large.steps[s].loss, 1e-5) << s;
+    EXPECT_NEAR(accumulated.steps[s].grad_norm, large.steps[s].grad_norm,
+                1e-5 * large.steps[s].grad_norm)
+        << s;
+  }
+}
+
+// Clipping binds: the norm is reported before clipping and the update is smaller.
+TEST(Features, ClippingBindsAndReportsTheUnclippedNorm) {
+  TrainConfig config = small_config();
+  config.steps = 1;
+  config.adamw = {.lr = 0.1, .beta1 = 0.0, .beta2 = 0.0, .eps = 0.0, .weight_decay = 0.0};
+  const auto free = run(config, EngineKind::Zero1);
+  config.features.grad_clip = 0.5 * free.steps[0].grad_norm;
+  const auto clipped = run(config, EngineKind::Zero1);
+  EXPECT_EQ(clipped.steps[0].grad_norm, free.steps[0].grad_norm);
+  // beta1 = beta2 = 0: the first moment is the (clipped) gradient itself.
+  const float unclipped_m = free.final_state.exp_avg[0][0];
+  const float clipped_m = clipped.final_state.exp_avg[0][0];
+  const double coef = config.features.grad_clip / (free.steps[0].grad_norm + 1e-6);
+  EXPECT_NEAR(clipped_m, unclipped_m * coef, 1e-6 * std::abs(unclipped_m));
+}
+
+// For any units and W in 1..8: the sharded norm and the clipped, updated shards equal the
+// unsharded ones bit for bit (the padding W adds is zero blocks, and zeros add nothing).
+RC_GTEST_PROP(Features, prop_norm_and_clipped_update_are_the_same_for_every_world, ()) {
+  const int world = *rc::gen::inRange(1, 9);
+  const auto sizes = *rc::gen::container<std::vector<int>>(
+      static_cast<std::size_t>(*rc::gen::inRange(1, 4)), rc::gen::inRange(1, 300));
+  std::vector<UnitSpec> units;
+  for (std::size_t u = 0; u < sizes.size(); ++u) {
+    units.push_back({fmt::format("u{}", u), {{fmt::format("u{}.w", u), {sizes[u]}}}});
+  }
+  std::vector<std::vector<float>> grads;
+  for (const int size : sizes) {
+    grads.push_back(*rc::gen::container<std::vector<float>>(
+        static_cast<std::size_t>(size), rc::gen::map(rc::gen::inRange(-1000, 1001), [](int v) {
+          return static_cast<float>(v) / 64.0f;
+        })));
+  }
+  EngineOptions options;
+  options.features.grad_clip = *rc::gen::element(0.0, 0.1, 3.0);
+  options.adamw.lr = 0.01;
+  // Unsharded: one rank holds everything.
+  auto update = [&](int w, int rank, std::vector<double>& partials, double& norm,
+                    std::vector<std::vector<float>>& params_out, Comm* comm) {
+    CpuDevice device;
+    const auto layout = layout_units(units, w);
+    UnitBuffers grad_buffers = alloc_units(device, layout, MemCategory::Grads);
+    UnitBuffers params = alloc_units(device, layout, MemCategory::Params);
+    for (std::size_t u = 0; u < layout.size(); ++u) {
+      std::ranges::copy(grads[u], grad_buffers[u].as<float>().begin());
+      for (std::int64_t i = 0; i < layout[u].numel; ++i) params[u].as<float>()[i] = 1.0f;
+    }
+    const auto own_grads = owned_spans(grad_buffers, layout, true, rank, w);
+    const auto own_params = owned_spans(params, layout, true, rank, w);
+    OptimizerState state = alloc_optimizer(device, layout, options.features, /*shard=*/true);
+    partials = unscaled_partials(own_grads, 1.0, device);
+    norm = comm ? sharded_grad_norm(*comm, device, layout, partials) : norm_from_partials(partials);
+    optimizer_step(norm, 0, own_params, own_grads, state, options, device);
+    if (comm) all_gather_params(*comm, params, layout, {}, device);
+    params_out.clear();
+    for (std::size_t u = 0; u < layout.size(); ++u) {
+      const auto real = params[u].as<float>().first(static_cast<std::size_t>(layout[u].numel));
+      params_out.emplace_back(real.begin(), real.end());
+    }
+  };
+  std::vector<double> partials;
+  double full_norm = 0.0;
+  std::vector<std::vector<float>> full_params;
+  update(1, 0, partials, full_norm, full_params, nullptr);
+  std::vector<double> norms(static_cast<std::size_t>(world));
+  std::vector<std::vector<std::vector<float>>> rank_params(static_cast<std::size_t>(world));
+  SimWorld(world).run([&](Comm& comm) {
+    std::vector<double> mine;
+    update(world, comm.rank(), mine, norms[comm.rank()], rank_params[comm.rank()], &comm);
+  });
+  for (int r = 0; r < world; ++r) {
+    RC_ASSERT(std::bit_cast<std::uint64_t>(norms[r]) == std::bit_cast<std::uint64_t>(full_norm));
+    if (const auto diff = first_difference("params", rank_params[r], full_params)) RC_FAIL(*diff);
+  }
+}
+
+}  // namespace
+}  // namespace zl
