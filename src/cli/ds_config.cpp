@@ -14,9 +14,8 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/error.hpp"
 
@@ -53,9 +52,31 @@ std::string path_of(std::string_view parent, std::string_view key) {
   return parent.empty() ? printable(key) : fmt::format("{}.{}", parent, printable(key));
 }
 
+// Appends `value` as compact JSON, stopping soon after `out` passes kShownChars: every level adds
+// a character, so even a deeply nested value recurses only about kShownChars deep.
+void render(const json& value, std::string& out) {
+  if (!value.is_structured()) {
+    out += value.dump(-1, ' ', false, json::error_handler_t::replace);
+    return;
+  }
+  out += value.is_array() ? '[' : '{';
+  bool first = true;
+  for (const auto& [key, element] : value.items()) {
+    if (out.size() > kShownChars) return;
+    if (!first) out += ',';
+    first = false;
+    if (value.is_object()) {
+      out += json(key).dump(-1, ' ', false, json::error_handler_t::replace) + ":";
+    }
+    render(element, out);
+  }
+  out += value.is_array() ? ']' : '}';
+}
+
 // A JSON value on one line, cut to kShownChars.
 std::string shown(const json& value) {
-  const std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string text;
+  render(value, text);
   return text.size() <= kShownChars ? text : text.substr(0, kShownChars - 3) + "...";
 }
 
@@ -66,15 +87,54 @@ std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::
   const std::string_view before = text.substr(0, index);
   const std::size_t line = 1 + static_cast<std::size_t>(std::ranges::count(before, '\n'));
   const std::size_t last_newline = before.rfind('\n');
-  const std::size_t column = last_newline == std::string_view::npos ? index + 1 : index - last_newline;
+  const std::size_t column =
+      last_newline == std::string_view::npos ? index + 1 : index - last_newline;
   return {line, column};
 }
 
-// nlohmann's message without its "[json.exception.parse_error.101] parse error at ...: " prefix.
-std::string parse_error_reason(const json::parse_error& error) {
-  const std::string_view what = error.what();
-  const std::size_t colon = what.find(": ");
-  return std::string(colon == std::string_view::npos ? what : what.substr(colon + 2));
+// Reads JSON without building it, to learn where it first goes wrong: nlohmann reports every
+// error here with its position, also a number too large for a double, which json::parse throws
+// without one.
+class ErrorLocator : public json::json_sax_t {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(json::number_integer_t) override { return true; }
+  bool number_unsigned(json::number_unsigned_t) override { return true; }
+  bool number_float(json::number_float_t, const json::string_t&) override { return true; }
+  bool string(json::string_t&) override { return true; }
+  bool binary(json::binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(json::string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t position, const std::string&,
+                   const json::exception& error) override {
+    byte = position;
+    reason = error.what();
+    return false;
+  }
+
+  std::size_t byte = 0;
+  std::string reason;
+};
+
+// The one-line error for text json::parse rejected: "<source>: line L, column C: not valid JSON:
+// <nlohmann's reason, without its "[json.exception...] parse error at ...: " prefix>".
+[[noreturn]] void fail_malformed(std::string_view text, std::string_view source) {
+  ErrorLocator locator;
+  json::sax_parse(text, &locator);
+  std::string_view reason = locator.reason;
+  if (const std::size_t bracket = reason.find("] "); bracket != std::string_view::npos) {
+    reason.remove_prefix(bracket + 2);
+  }
+  if (const std::size_t colon = reason.find(": ");
+      reason.starts_with("parse error") && colon != std::string_view::npos) {
+    reason.remove_prefix(colon + 2);
+  }
+  const auto [line, column] = line_and_column(text, locator.byte);
+  fail("{}: line {}, column {}: not valid JSON: {}", source, line, column, reason);
 }
 
 // One section's readers, by key; each gets the value and its full path.
@@ -105,8 +165,8 @@ class Checker {
   }
 
   // A whole number in [min, max]; integral-valued doubles (5e8) count, 1.5 does not.
-  std::int64_t whole(const json& value, const std::string& path, std::int64_t min,
-                     std::int64_t max, std::string_view use) const {
+  std::int64_t whole(const json& value, const std::string& path, std::int64_t min, std::int64_t max,
+                     std::string_view use) const {
     std::int64_t number = 0;
     if (value.is_number_unsigned()) {
       const auto unsigned_number = value.get<std::uint64_t>();
@@ -155,9 +215,15 @@ class Checker {
   std::vector<std::string>& warnings_;
 };
 
-bool positive(double x) { return x > 0.0; }
-bool non_negative(double x) { return x >= 0.0; }
-bool beta_range(double x) { return x >= 0.0 && x < 1.0; }
+bool positive(double x) {
+  return x > 0.0;
+}
+bool non_negative(double x) {
+  return x >= 0.0;
+}
+bool beta_range(double x) {
+  return x >= 0.0 && x < 1.0;
+}
 
 constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
 
@@ -226,7 +292,9 @@ Readers zero_readers(const Checker& check, DsConfig& ds) {
       {"contiguous_gradients",
        [&](const json& v, const std::string& p) { ds.contiguous_gradients = check.boolean(v, p); }},
       {"offload_optimizer",
-       [&](const json& v, const std::string& p) { check.section(v, p, offload_readers(check, ds)); }},
+       [&](const json& v, const std::string& p) {
+         check.section(v, p, offload_readers(check, ds));
+       }},
   };
 }
 
@@ -293,10 +361,8 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& error) {
-    const auto [line, column] = line_and_column(text, error.byte);
-    fail("{}: line {}, column {}: not valid JSON: {}", source, line, column,
-         parse_error_reason(error));
+  } catch (const json::exception&) {  // a parse_error, or out_of_range for a number like 1e400
+    fail_malformed(text, source);
   }
   DsConfig ds;
   ds.source = std::string(source);

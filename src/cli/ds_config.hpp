@@ -28,16 +28,17 @@ struct DsConfig {
   /// BF16 or F16 when bf16.enabled or fp16.enabled is true; F32 when the file has one of them and
   /// neither is true.
   std::optional<DType> precision;
-  std::optional<int> initial_scale_power;        ///< fp16.initial_scale_power
+  std::optional<int> initial_scale_power;         ///< fp16.initial_scale_power
   std::optional<std::int64_t> loss_scale_window;  ///< fp16.loss_scale_window
-  std::optional<int> hysteresis;                 ///< fp16.hysteresis
-  std::optional<double> min_loss_scale;          ///< fp16.min_loss_scale
+  std::optional<int> hysteresis;                  ///< fp16.hysteresis
+  std::optional<double> min_loss_scale;           ///< fp16.min_loss_scale
 
-  std::optional<EngineKind> engine;                        ///< zero_optimization.stage
-  std::optional<std::int64_t> reduce_bucket_elems;         ///< zero_optimization.reduce_bucket_size
-  std::optional<std::int64_t> allgather_bucket_elems;      ///< ....allgather_bucket_size
-  std::optional<std::int64_t> prefetch_bucket_elems;       ///< ....stage3_prefetch_bucket_size
-  std::optional<std::int64_t> persistence_threshold_elems;  ///< ....stage3_param_persistence_threshold
+  std::optional<EngineKind> engine;  ///< zero_optimization.stage
+  // The rest of zero_optimization.*:
+  std::optional<std::int64_t> reduce_bucket_elems;          ///< reduce_bucket_size
+  std::optional<std::int64_t> allgather_bucket_elems;       ///< allgather_bucket_size
+  std::optional<std::int64_t> prefetch_bucket_elems;        ///< stage3_prefetch_bucket_size
+  std::optional<std::int64_t> persistence_threshold_elems;  ///< stage3_param_persistence_threshold
   /// zero_optimization.overlap_comm: accepted, no effect (the sim backend's collectives are
   /// synchronous and results never depend on overlap).
   std::optional<bool> overlap_comm;
