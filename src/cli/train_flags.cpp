@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "cli/train_command.hpp"
@@ -15,9 +16,11 @@ namespace zl {
 
 namespace {
 
-const std::map<std::string, EngineKind> kEngineNames = {
-    {"reference", EngineKind::Reference}, {"ddp", EngineKind::Ddp},     {"zero1", EngineKind::Zero1},
-    {"zero2", EngineKind::Zero2},         {"zero3", EngineKind::Zero3}};
+const std::map<std::string, EngineKind> kEngineNames = {{"reference", EngineKind::Reference},
+                                                        {"ddp", EngineKind::Ddp},
+                                                        {"zero1", EngineKind::Zero1},
+                                                        {"zero2", EngineKind::Zero2},
+                                                        {"zero3", EngineKind::Zero3}};
 
 const std::map<std::string, ModelKind> kModelNames = {{"mlp", ModelKind::Mlp},
                                                       {"gpt", ModelKind::Gpt}};
@@ -45,8 +48,8 @@ CLI::Option* add_checked(CLI::App& cmd, const std::string& name, T& target, Acce
 
 // As add_checked for a whole number >= `min`.
 template <class T>
-CLI::Option* add_at_least(CLI::App& cmd, const std::string& name, T& target, T min,
-                          std::string use, const std::string& help) {
+CLI::Option* add_at_least(CLI::App& cmd, const std::string& name, T& target, T min, std::string use,
+                          const std::string& help) {
   return add_checked(
       cmd, name, target, [min](T value) { return value >= min; }, std::move(use), help);
 }
@@ -126,11 +129,17 @@ void add_model_flags(CLI::App& cmd, TrainArgs& args) {
 
 void add_feature_flags(CLI::App& cmd, TrainArgs& args) {
   TrainingFeatures& features = args.config.features;
-  auto* precision = cmd.add_option("--precision", features.precision,
-                                   "fp32 | bf16 | fp16: parameters and gradients, held and sent "
-                                   "(bf16 and fp16 keep fp32 master weights and Adam state)")
-                        ->transform(CLI::CheckedTransformer(kPrecisionNames, CLI::ignore_case))
-                        ->default_str("fp32");
+  // A string first: DType's underlying uint8_t would print as a character in --help.
+  auto* precision =
+      cmd.add_option_function<std::string>(
+             "--precision",
+             [&features](const std::string& name) {
+               features.precision = kPrecisionNames.at(name);
+             },
+             "Parameters and gradients, held and sent (bf16 and fp16 keep fp32 master weights and "
+             "Adam state)")
+          ->transform(CLI::IsMember({"fp32", "bf16", "fp16"}, CLI::ignore_case))
+          ->default_str("fp32");
   auto* bf16 = cmd.add_flag_callback(
       "--bf16", [&features] { features.precision = DType::BF16; }, "Same as --precision bf16");
   auto* fp16 = cmd.add_flag_callback(
@@ -159,8 +168,7 @@ void add_feature_flags(CLI::App& cmd, TrainArgs& args) {
       "Clip the global gradient norm to this; 0: no clipping (gradient_clipping)");
   add_elems(cmd, "--reduce-bucket", features.reduce_bucket_elems, 1, "use 1 or more elements",
             "Largest gradient collective in elements (reduce_bucket_size)");
-  add_elems(cmd, "--allgather-bucket", features.allgather_bucket_elems, 1,
-            "use 1 or more elements",
+  add_elems(cmd, "--allgather-bucket", features.allgather_bucket_elems, 1, "use 1 or more elements",
             "Largest parameter collective in elements (allgather_bucket_size)");
   add_elems(cmd, "--prefetch-bucket", features.prefetch_bucket_elems, 0,
             "use 0 (no prefetch) or more elements",
@@ -175,18 +183,22 @@ void add_output_flags(CLI::App& cmd, TrainArgs& args) {
   TrainOutputs& outputs = args.outputs;
   cmd.add_option("--metrics", outputs.metrics, "Write one JSON line per step to this file");
   cmd.add_option("--summary", outputs.summary, "Write both ledgers of every rank as JSON");
-  cmd.add_option("--save-init", outputs.save_init, "Write the initial parameters (fp32 safetensors)");
-  cmd.add_option("--save-final", outputs.save_final, "Write the final parameters (fp32 safetensors)");
+  cmd.add_option("--save-init", outputs.save_init,
+                 "Write the initial parameters (fp32 safetensors)");
+  cmd.add_option("--save-final", outputs.save_final,
+                 "Write the final parameters (fp32 safetensors)");
   cmd.add_option("--save-data", outputs.save_data, "Write the samples used (safetensors x, y)");
   cmd.add_flag("--quiet", outputs.quiet, "Print no per-step lines");
   add_at_least(cmd, "--steps-per-print", outputs.steps_per_print, std::int64_t{1},
                "use 1 or more steps", "Print a progress line every K steps and after the last");
-  cmd.add_option("--checkpoint-dir", args.checkpoints.dir,
-                 "Save sharded checkpoints here (DIR/step-N/rank-R.safetensors, manifest.json, DIR/latest)");
+  cmd.add_option(
+      "--checkpoint-dir", args.checkpoints.dir,
+      "Save sharded checkpoints here (DIR/step-N/rank-R.safetensors, manifest.json, DIR/latest)");
   cmd.add_option("--checkpoint-every", args.checkpoints.every_steps,
                  "Save after every K steps (the last step is always saved)");
-  cmd.add_option("--resume", args.checkpoints.resume,
-                 "Continue from a checkpoint (any stage, any world); --steps stays the run's total");
+  cmd.add_option(
+      "--resume", args.checkpoints.resume,
+      "Continue from a checkpoint (any stage, any world); --steps stays the run's total");
 }
 
 }  // namespace
@@ -204,14 +216,16 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
          "DeepSpeed JSON config (docs/config.md); the flags given beside it override its values")
       ->type_name("FILE");
   add_model_flags(cmd, args);
-  auto* engine = cmd.add_option("--engine", config.engine, "reference | ddp | zero1 | zero2 | zero3")
-                     ->transform(CLI::CheckedTransformer(kEngineNames, CLI::ignore_case))
-                     ->default_str("ddp");
+  auto* engine =
+      cmd.add_option("--engine", config.engine, "reference | ddp | zero1 | zero2 | zero3")
+          ->transform(CLI::CheckedTransformer(kEngineNames, CLI::ignore_case))
+          ->default_str("ddp");
   cmd.add_option_function<int>(
          "--stage", [&config](int stage) { config.engine = engine_of_stage(stage); },
          "ZeRO stage: 0 (DDP), 1, 2 or 3 (same choice as --engine)")
       ->excludes(engine);
-  cmd.add_option("--backend", args.backend, "Collective backend")->check(CLI::IsMember({"sim"}))
+  cmd.add_option("--backend", args.backend, "Collective backend")
+      ->check(CLI::IsMember({"sim"}))
       ->capture_default_str();
   cmd.add_option("--world", config.world, "Number of ranks W")->capture_default_str();
   cmd.add_option("--steps", config.steps, "Optimizer steps")->capture_default_str();
@@ -255,8 +269,8 @@ void finish_train_args(TrainArgs& args) {
   const GptOverrides& sizes = args.gpt_sizes;
   if (config.model != ModelKind::Gpt) {
     const std::pair<bool, std::string_view> gpt_only[] = {
-        {args.gpt_preset.has_value(), "--preset"},  {sizes.n_layer.has_value(), "--n-layer"},
-        {sizes.n_head.has_value(), "--n-head"},     {sizes.n_embd.has_value(), "--n-embd"},
+        {args.gpt_preset.has_value(), "--preset"},      {sizes.n_layer.has_value(), "--n-layer"},
+        {sizes.n_head.has_value(), "--n-head"},         {sizes.n_embd.has_value(), "--n-embd"},
         {sizes.block_size.has_value(), "--block-size"}, {sizes.vocab.has_value(), "--vocab"},
         {!config.data_file.empty(), "--data"}};
     for (const auto& [given, flag] : gpt_only) {

@@ -97,6 +97,19 @@ TEST_F(CliTest, ProgressLinesAndMetricsPerStep) {
   EXPECT_EQ(count, 5);
 }
 
+// --steps-per-print K: a progress line every K steps, and after the last.
+TEST_F(CliTest, StepsPerPrintPrintsEveryKStepsAndTheLast) {
+  const auto run = zerolab(
+      "train --layers 2 --width 4 --in 3 --classes 2 --steps 5 --steps-per-print 2");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  for (const int step : {2, 4, 5}) {
+    EXPECT_NE(run.out.find(fmt::format("step {:>5}/5  loss ", step)), std::string::npos) << run.out;
+  }
+  for (const int step : {1, 3}) {
+    EXPECT_EQ(run.out.find(fmt::format("step {:>5}/5  loss ", step)), std::string::npos) << run.out;
+  }
+}
+
 // --summary: both ledgers of every rank, as JSON, equal to the ZeRO-3 closed forms.
 TEST_F(CliTest, SummaryHoldsBothLedgersPerRank) {
   const auto run = zerolab(
@@ -217,6 +230,15 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --world many", "--world"},
       {"train --save-final /nonexistent-dir/f.st", "does not exist"},
       {"train --metrics " + dir_.string(), "is a directory"},
+      {"train --grad-accum 0", "--grad-accum 0 is invalid"},
+      {"train --clip -1", "--clip -1 is invalid"},
+      {"train --reduce-bucket 1.5", "--reduce-bucket 1.5 is invalid"},
+      {"train --steps-per-print 0", "--steps-per-print 0 is invalid"},
+      {"train --bf16 --fp16", "excludes"},
+      {"train --precision fp8", "--precision"},
+      {"train --n-layer 2", "--n-layer needs --model gpt"},
+      {"train --model gpt --preset huge", "huge"},
+      {"train --config /nonexistent-dir/ds.json", "/nonexistent-dir/ds.json"},
       {"", "subcommand"},
   };
   for (const auto& bad : cases) {

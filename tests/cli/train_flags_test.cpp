@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,14 @@ namespace zl {
 namespace {
 
 namespace fs = std::filesystem;
+
+// "--a 1 --b" as {"--a", "1", "--b"}.
+std::vector<std::string> words(std::string_view line) {
+  std::vector<std::string> out;
+  std::istringstream in{std::string(line)};
+  for (std::string word; in >> word;) out.push_back(word);
+  return out;
+}
 
 // The message zl::Error or CLI::ParseError gives for `args` ("" if parsing succeeds).
 std::string error_of(const std::vector<std::string>& args) {
@@ -45,10 +54,10 @@ TEST(TrainFlags, WithoutNewFlagsTheFeaturesKeepTheirDefaults) {
 
 TEST(TrainFlags, EachFeatureFlagSetsItsField) {
   const TrainArgs args = parse_train_args(
-      {"--precision", "fp16", "--loss-scale-power", "10", "--loss-scale-window", "50",
-       "--hysteresis", "4", "--min-loss-scale", "0.5", "--grad-accum", "3", "--clip", "1.5",
-       "--reduce-bucket", "1000", "--allgather-bucket", "5e8", "--prefetch-bucket", "0",
-       "--persistence-threshold", "64", "--steps-per-print", "5"});
+      words("--precision fp16 --loss-scale-power 10 --loss-scale-window 50 --hysteresis 4 "
+            "--min-loss-scale 0.5 --grad-accum 3 --clip 1.5 --reduce-bucket 1000 "
+            "--allgather-bucket 5e8 --prefetch-bucket 0 --persistence-threshold 64 "
+            "--steps-per-print 5"));
   const TrainingFeatures& f = args.config.features;
   EXPECT_EQ(f.precision, DType::F16);
   EXPECT_EQ(f.loss_scale.initial_scale_power, 10);
@@ -78,7 +87,8 @@ TEST(TrainFlags, BadValuesAreOneLineErrorsNamingTheFlag) {
       {{"--min-loss-scale", "0"}, "--min-loss-scale 0 is invalid: use a number > 0"},
       {{"--reduce-bucket", "1.5"}, "--reduce-bucket 1.5 is invalid: use 1 or more elements"},
       {{"--reduce-bucket", "0"}, "--reduce-bucket 0 is invalid: use 1 or more elements"},
-      {{"--allgather-bucket", "lots"}, "--allgather-bucket lots is invalid: use 1 or more elements"},
+      {{"--allgather-bucket", "lots"},
+       "--allgather-bucket lots is invalid: use 1 or more elements"},
       {{"--prefetch-bucket", "-1"},
        "--prefetch-bucket -1 is invalid: use 0 (no prefetch) or more elements"},
       {{"--persistence-threshold", "1e30"},
@@ -105,9 +115,9 @@ TEST(TrainFlags, GptPresetAndSizeFlags) {
   EXPECT_EQ(tiny.config.gpt.n_embd, expected.n_embd);
   EXPECT_EQ(tiny.config.gpt.vocab, expected.vocab);
 
-  const TrainArgs sized = parse_train_args({"--model", "gpt", "--preset", "small", "--n-layer",
-                                            "3", "--n-head", "2", "--n-embd", "48", "--block-size",
-                                            "8", "--vocab", "100", "--data", "tokens.bin"});
+  const TrainArgs sized = parse_train_args(
+      words("--model gpt --preset small --n-layer 3 --n-head 2 --n-embd 48 --block-size 8 "
+            "--vocab 100 --data tokens.bin"));
   const GptConfig small = gpt_preset("small");
   EXPECT_NE(small.n_layer, 3);
   EXPECT_EQ(sized.config.gpt.n_layer, 3);
@@ -165,9 +175,8 @@ TEST_F(TrainFlagsWithConfig, TheFileSetsWhatNoFlagSets) {
 
 // Flags override the file whether they come before or after --config.
 TEST_F(TrainFlagsWithConfig, FlagsOverrideTheFileOnEitherSide) {
-  const std::vector<std::string> flags = {"--micro-batch", "3",  "--bf16",        "--stage",
-                                          "1",             "--lr", "0.5",         "--reduce-bucket",
-                                          "77",            "--steps-per-print",   "2"};
+  const std::vector<std::string> flags =
+      words("--micro-batch 3 --bf16 --stage 1 --lr 0.5 --reduce-bucket 77 --steps-per-print 2");
   for (const bool flags_first : {true, false}) {
     std::vector<std::string> args = flags;
     const std::vector<std::string> config = {"--config", file()};
@@ -193,18 +202,20 @@ TEST_F(TrainFlagsWithConfig, TrainBatchSizeCountsTheFlags) {
   EXPECT_EQ(error_of({"--config", file(), "--world", "4"}), "");
   EXPECT_EQ(error_of({"--config", file(), "--world", "2", "--grad-accum", "4"}), "");
   EXPECT_EQ(error_of({"--config", file()}),
-            file() + ": train_batch_size is 32 but train_micro_batch_size_per_gpu 4 * "
-                     "gradient_accumulation_steps 2 * world 1 = 8: make them agree (or set "
-                     "--micro-batch, --grad-accum, --world)");
+            file() +
+                ": train_batch_size is 32 but train_micro_batch_size_per_gpu 4 * "
+                "gradient_accumulation_steps 2 * world 1 = 8: make them agree (or set "
+                "--micro-batch, --grad-accum, --world)");
 }
 
 TEST_F(TrainFlagsWithConfig, ABadOrMissingFileIsAnError) {
-  EXPECT_EQ(error_of({"--config", (dir_ / "none.json").string()}),
-            (dir_ / "none.json").string() +
-                ": cannot read the config file: No such file or directory");
+  EXPECT_EQ(
+      error_of({"--config", (dir_ / "none.json").string()}),
+      (dir_ / "none.json").string() + ": cannot read the config file: No such file or directory");
   std::ofstream(file()) << R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})";
-  EXPECT_EQ(error_of({"--config", file()}),
-            file() + ": zero_optimization.offload_optimizer.device cpu is not supported yet: use none");
+  EXPECT_EQ(
+      error_of({"--config", file()}),
+      file() + ": zero_optimization.offload_optimizer.device cpu is not supported yet: use none");
 }
 
 }  // namespace
