@@ -104,8 +104,7 @@ class DdpEngine final : public Engine {
 
   void reduce_grads() {
     for (std::size_t u = 0; u < layout_.size(); ++u) {
-      comm_.all_reduce(grads_[u].data(), static_cast<std::size_t>(layout_[u].padded_elems),
-                       features_.precision, ReduceOp::Avg);
+      all_reduce_unit(comm_, view_of(grads_[u]), features_.reduce_bucket_elems);
       notify(options_, device_, "all_reduce", static_cast<int>(u));
     }
   }

@@ -8,17 +8,69 @@
 
 namespace zl {
 
+namespace {
+
+// Elements of each rank's shard that one call of at most `bucket_elems` in all may carry.
+std::int64_t piece_elems(std::int64_t bucket_elems, int world) {
+  return std::max<std::int64_t>(1, bucket_elems / world);
+}
+
+}  // namespace
+
 Buffer gather_unit(Comm& comm, Device& device, const UnitLayout& unit, TypedSpan shard,
-                   MemCategory category) {
+                   std::int64_t bucket_elems, MemCategory category) {
   Buffer full = device.alloc(category, shard.dtype, {unit.padded_elems});
-  comm.all_gather(shard.data, full.data(), static_cast<std::size_t>(unit.shard_elems),
-                  shard.dtype);
+  all_gather_into(comm, device, shard, view_of(full), bucket_elems);
   return full;
 }
 
-void reduce_scatter_unit(Comm& comm, TypedSpan full, TypedSpan shard) {
-  comm.reduce_scatter(full.data, shard.data, static_cast<std::size_t>(shard.elems), shard.dtype,
-                      ReduceOp::Avg);
+void all_gather_into(Comm& comm, Device& device, TypedSpan shard, TypedSpan full,
+                     std::int64_t bucket_elems) {
+  const int world = comm.size();
+  if (full.elems <= bucket_elems) {
+    comm.all_gather(shard.data, full.data, static_cast<std::size_t>(shard.elems), shard.dtype);
+    return;
+  }
+  const std::int64_t piece = piece_elems(bucket_elems, world);
+  for (std::int64_t begin = 0; begin < shard.elems; begin += piece) {
+    const std::int64_t count = std::min(piece, shard.elems - begin);
+    Buffer packed = device.alloc(MemCategory::CommBuffer, shard.dtype, {count * world});
+    comm.all_gather(shard.slice(begin, count).data, packed.data(),
+                    static_cast<std::size_t>(count), shard.dtype);
+    for (int r = 0; r < world; ++r) {
+      copy_into(view_of(packed).slice(r * count, count),
+                full.slice(r * shard.elems + begin, count));
+    }
+  }
+}
+
+void reduce_scatter_unit(Comm& comm, Device& device, TypedSpan full, TypedSpan shard,
+                         std::int64_t bucket_elems) {
+  const int world = comm.size();
+  if (full.elems <= bucket_elems) {
+    comm.reduce_scatter(full.data, shard.data, static_cast<std::size_t>(shard.elems),
+                        shard.dtype, ReduceOp::Avg);
+    return;
+  }
+  const std::int64_t piece = piece_elems(bucket_elems, world);
+  for (std::int64_t begin = 0; begin < shard.elems; begin += piece) {
+    const std::int64_t count = std::min(piece, shard.elems - begin);
+    Buffer packed = device.alloc(MemCategory::CommBuffer, shard.dtype, {count * world});
+    for (int r = 0; r < world; ++r) {
+      copy_into(full.slice(r * shard.elems + begin, count),
+                view_of(packed).slice(r * count, count));
+    }
+    comm.reduce_scatter(packed.data(), shard.slice(begin, count).data,
+                        static_cast<std::size_t>(count), shard.dtype, ReduceOp::Avg);
+  }
+}
+
+void all_reduce_unit(Comm& comm, TypedSpan grad, std::int64_t bucket_elems) {
+  for (std::int64_t begin = 0; begin < grad.elems; begin += bucket_elems) {
+    const std::int64_t count = std::min(bucket_elems, grad.elems - begin);
+    comm.all_reduce(grad.slice(begin, count).data, static_cast<std::size_t>(count), grad.dtype,
+                    ReduceOp::Avg);
+  }
 }
 
 double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
@@ -48,12 +100,12 @@ double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayou
 }
 
 void all_gather_params(Comm& comm, UnitBuffers& params, const std::vector<UnitLayout>& layout,
-                       const EngineOptions& options, const Device& device) {
+                       const EngineOptions& options, Device& device) {
   const std::vector<TypedSpan> shards =
       owned_spans(params, layout, /*shard_of_full=*/true, comm.rank(), comm.size());
   for (std::size_t u = 0; u < layout.size(); ++u) {
-    comm.all_gather(shards[u].data, params[u].data(), static_cast<std::size_t>(shards[u].elems),
-                    shards[u].dtype);
+    all_gather_into(comm, device, shards[u], view_of(params[u]),
+                    options.features.allgather_bucket_elems);
     notify(options, device, "all_gather", static_cast<int>(u));
   }
 }
@@ -65,7 +117,7 @@ std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,
   for (std::size_t u = 0; u < layout.size(); ++u) {
     const TypedSpan shard{shards[u].data(), static_cast<std::int64_t>(shards[u].size()),
                           DType::F32};
-    const Buffer full = gather_unit(comm, device, layout[u], shard);
+    const Buffer full = gather_unit(comm, device, layout[u], shard, layout[u].padded_elems);
     const auto real = full.as<float>().first(static_cast<std::size_t>(layout[u].numel));
     copies.emplace_back(real.begin(), real.end());
   }

@@ -14,13 +14,29 @@
 namespace zl {
 
 /// all_gather of unit `unit`'s shards into a new full, padded buffer of the shard's dtype, booked
-/// as `category` (Gathered for ZeRO-3's temporaries). Collective.
+/// as `category` (Gathered for ZeRO-3's temporaries), in calls of at most `bucket_elems`
+/// (allgather_bucket_size, see all_gather_into). Collective.
 Buffer gather_unit(Comm& comm, Device& device, const UnitLayout& unit, TypedSpan shard,
-                   MemCategory category = MemCategory::Gathered);
+                   std::int64_t bucket_elems, MemCategory category = MemCategory::Gathered);
+
+/// all_gather of every rank's `shard` into `full` (W shards back to back; `shard` may be this
+/// rank's slice of it). A call moves at most `bucket_elems` elements in all: a unit larger than
+/// that goes in pieces, each gathering the same slice of every rank's shard through a packed
+/// CommBuffer. Same bytes sent, more calls. Collective.
+void all_gather_into(Comm& comm, Device& device, TypedSpan shard, TypedSpan full,
+                     std::int64_t bucket_elems);
 
 /// reduce_scatter(avg) of a unit's full gradient: this rank receives its averaged shard.
-/// `shard` may be this rank's slice of `full` (in place, as NCCL allows). Collective.
-void reduce_scatter_unit(Comm& comm, TypedSpan full, TypedSpan shard);
+/// `shard` may be this rank's slice of `full` (in place, as NCCL allows). A call reduces at most
+/// `bucket_elems` elements (reduce_bucket_size): larger units go in pieces, each the same slice of
+/// every rank's shard, packed in a CommBuffer. Elementwise sums, so the bits do not depend on the
+/// bucket size. Collective.
+void reduce_scatter_unit(Comm& comm, Device& device, TypedSpan full, TypedSpan shard,
+                         std::int64_t bucket_elems);
+
+/// all_reduce(avg) of a unit's gradient in place, in contiguous calls of at most `bucket_elems`
+/// elements (reduce_bucket_size). Collective.
+void all_reduce_unit(Comm& comm, TypedSpan grad, std::int64_t bucket_elems);
 
 /// The canonical global gradient norm from each rank's block partials of its own gradient shards
 /// (unit after unit): every rank shares them (one all_gather of Psi_padded / kNormBlockElems
@@ -30,10 +46,10 @@ double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayou
                          const std::vector<double>& own_partials);
 
 /// all_gather of every unit's parameters in place: each rank contributes its freshly updated
-/// shard of `params` (full unit buffers) and ends with them whole. Emits an "all_gather" event
-/// per unit. Collective.
+/// shard of `params` (full unit buffers) and ends with them whole, in buckets of
+/// options.features.allgather_bucket_elems. Emits an "all_gather" event per unit. Collective.
 void all_gather_params(Comm& comm, UnitBuffers& params, const std::vector<UnitLayout>& layout,
-                       const EngineOptions& options, const Device& device);
+                       const EngineOptions& options, Device& device);
 
 /// Full unpadded copies of sharded fp32 buffers, assembled with one all_gather per unit.
 /// Collective.

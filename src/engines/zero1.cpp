@@ -53,7 +53,8 @@ class Zero1Engine final : public Engine {
       // 3. reduce_scatter: the own slice of each unit's gradient becomes the mean
       const std::vector<TypedSpan> grad_shards = own(grads_);
       for (std::size_t u = 0; u < layout_.size(); ++u) {
-        reduce_scatter_unit(comm_, view_of(grads_[u]), grad_shards[u]);
+        reduce_scatter_unit(comm_, device_, view_of(grads_[u]), grad_shards[u],
+                            features_.reduce_bucket_elems);
         notify(options_, device_, "reduce_scatter", static_cast<int>(u));
         if (micro_steps == 1) continue;
         if (k == 0) {

@@ -83,10 +83,10 @@ class Zero2Engine final : public Engine {
     hooks.grad_ready = [this, first_micro_batch](int u, TypedSpan grad) {
       const TypedSpan shard = view_of(grad_shards_[u]);
       if (first_micro_batch) {
-        reduce_scatter_unit(comm_, grad, shard);
+        reduce_scatter_unit(comm_, device_, grad, shard, features_.reduce_bucket_elems);
       } else {
         Buffer reduced = device_.alloc(MemCategory::CommBuffer, shard.dtype, {shard.elems});
-        reduce_scatter_unit(comm_, grad, view_of(reduced));
+        reduce_scatter_unit(comm_, device_, grad, view_of(reduced), features_.reduce_bucket_elems);
         add_into(shard, view_of(reduced));
       }
       notify(options_, device_, "reduce_scatter", u);

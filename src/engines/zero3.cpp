@@ -105,10 +105,10 @@ class Zero3Engine final : public Engine {
     hooks.grad_ready = [this, first_micro_batch](int u, TypedSpan grad) {
       const TypedSpan shard = view_of(grad_shards_[u]);
       if (first_micro_batch) {
-        reduce_scatter_unit(comm_, grad, shard);
+        reduce_scatter_unit(comm_, device_, grad, shard, features_.reduce_bucket_elems);
       } else {
         Buffer reduced = device_.alloc(MemCategory::CommBuffer, shard.dtype, {shard.elems});
-        reduce_scatter_unit(comm_, grad, view_of(reduced));
+        reduce_scatter_unit(comm_, device_, grad, view_of(reduced), features_.reduce_bucket_elems);
         add_into(shard, view_of(reduced));
       }
       notify(options_, device_, "reduce_scatter", u);
@@ -148,7 +148,8 @@ class Zero3Engine final : public Engine {
   }
 
   Buffer gather(int unit) {
-    Buffer params = gather_unit(comm_, device_, layout_[unit], view_of(params_[unit]));
+    Buffer params = gather_unit(comm_, device_, layout_[unit], view_of(params_[unit]),
+                                features_.allgather_bucket_elems);
     notify(options_, device_, "gather", unit);
     return params;
   }
@@ -157,8 +158,8 @@ class Zero3Engine final : public Engine {
     const std::vector<TypedSpan> own = own_params();
     for (std::size_t u = 0; u < layout_.size(); ++u) {
       if (!persistent_[u]) continue;
-      comm_.all_gather(own[u].data, params_[u].data(), static_cast<std::size_t>(own[u].elems),
-                       own[u].dtype);
+      all_gather_into(comm_, device_, own[u], view_of(params_[u]),
+                      features_.allgather_bucket_elems);
       notify(options, device_, "all_gather", static_cast<int>(u));
     }
   }

@@ -149,6 +149,26 @@ TEST(Features, ClippingBindsAndReportsTheUnclippedNorm) {
   EXPECT_NEAR(clipped_m, unclipped_m * coef, 1e-6 * std::abs(unclipped_m));
 }
 
+// Buckets split the calls, never the bytes or the bits.
+TEST(Features, BucketsSplitCallsNotBytes) {
+  TrainConfig config = small_config();
+  const auto whole = run(config, EngineKind::Zero3);
+  config.features.reduce_bucket_elems = 30;
+  config.features.allgather_bucket_elems = 45;
+  const auto bucketed = run(config, EngineKind::Zero3);
+  EXPECT_FALSE(first_difference(bucketed, whole));
+  for (int r = 0; r < config.world; ++r) {
+    const TrafficLedger& a = whole.ranks[r].traffic;
+    const TrafficLedger& b = bucketed.ranks[r].traffic;
+    EXPECT_EQ(b.sent_bytes(), a.sent_bytes());
+    EXPECT_EQ(b.recv_bytes(), a.recv_bytes());
+    // Units padded to 192 elements: shards of 64, so 30 elements in all is 10 per rank: 7 calls
+    // per unit and visit instead of 1; 45 is 15 per rank: 5 calls.
+    EXPECT_EQ(b.calls(CollectiveKind::ReduceScatter), 7 * a.calls(CollectiveKind::ReduceScatter));
+    EXPECT_GT(b.calls(CollectiveKind::AllGather), a.calls(CollectiveKind::AllGather));
+  }
+}
+
 // For any units and W in 1..8: the sharded norm and the clipped, updated shards equal the
 // unsharded ones bit for bit (the padding W adds is zero blocks, and zeros add nothing).
 RC_GTEST_PROP(Features, prop_norm_and_clipped_update_are_the_same_for_every_world, ()) {

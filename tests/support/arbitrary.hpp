@@ -47,18 +47,22 @@ struct Arbitrary<zl::TrainConfig> {
 };
 
 /// Training features: any precision, 1..3 accumulated micro-batches, clipping off or at norms
-/// that bind, ZeRO-3 prefetch and persistence on or off, and fp16 scales that overflow from the
+/// that bind, ZeRO-3 prefetch and persistence on or off, buckets from one call per unit down to
+/// one element per rank, and fp16 scales that overflow from the
 /// first step (2^40) with a short window and hysteresis, so skipped steps and scale changes occur.
 inline Gen<zl::TrainingFeatures> gen_features() {
   return gen::apply(
       [](zl::DType precision, int accum, double clip, std::int64_t prefetch,
-         std::int64_t persistence, int scale_power, int window, int hysteresis) {
+         std::int64_t persistence, int scale_power, int window, int hysteresis,
+         std::int64_t reduce_bucket, std::int64_t allgather_bucket) {
         zl::TrainingFeatures features;
         features.precision = precision;
         features.grad_accum_steps = accum;
         features.grad_clip = clip;
         features.prefetch_bucket_elems = prefetch;
         features.persistence_threshold_elems = persistence;
+        features.reduce_bucket_elems = reduce_bucket;
+        features.allgather_bucket_elems = allgather_bucket;
         features.loss_scale = {.initial_scale_power = scale_power,
                                .window = window,
                                .hysteresis = hysteresis,
@@ -68,7 +72,9 @@ inline Gen<zl::TrainingFeatures> gen_features() {
       gen::element(zl::DType::F32, zl::DType::BF16, zl::DType::F16), gen::inRange(1, 4),
       gen::element(0.0, 0.01, 0.5, 10.0), gen::element<std::int64_t>(0, 64, 100'000),
       gen::element<std::int64_t>(0, 50, 1'000'000), gen::element(16, 40, 4),
-      gen::inRange(1, 4), gen::inRange(1, 3));
+      gen::inRange(1, 4), gen::inRange(1, 3),
+      gen::element<std::int64_t>(500'000'000, 100, 7, 1),
+      gen::element<std::int64_t>(500'000'000, 130, 5, 1));
 }
 
 }  // namespace rc
