@@ -102,11 +102,20 @@ class ManifestReader {
 // The model, the optimizer and the data position as JSON.
 Json run_json(const Manifest& manifest) {
   Json json = Json::object();
-  json["model"] = {{"kind", manifest.model_kind},
-                   {"layers", manifest.mlp.layers},
-                   {"width", manifest.mlp.width},
-                   {"in", manifest.mlp.in},
-                   {"classes", manifest.mlp.classes}};
+  if (manifest.model_kind == "gpt") {
+    json["model"] = {{"kind", manifest.model_kind},
+                     {"n_layer", manifest.gpt.n_layer},
+                     {"n_head", manifest.gpt.n_head},
+                     {"n_embd", manifest.gpt.n_embd},
+                     {"block_size", manifest.gpt.block_size},
+                     {"vocab", manifest.gpt.vocab}};
+  } else {
+    json["model"] = {{"kind", manifest.model_kind},
+                     {"layers", manifest.mlp.layers},
+                     {"width", manifest.mlp.width},
+                     {"in", manifest.mlp.in},
+                     {"classes", manifest.mlp.classes}};
+  }
   json["seed"] = manifest.seed;
   json["micro_batch"] = manifest.micro_batch;
   json["gradient_accumulation_steps"] = manifest.grad_accum_steps;
@@ -216,14 +225,22 @@ Manifest parse_manifest(std::string_view text, std::string_view shown) {
   manifest.world = static_cast<int>(read.integer(read.member(root, "world"), 1, kIntMax));
   const Field model = read.member(root, "model");
   manifest.model_kind = read.text(read.member(model, "kind"));
-  ZL_CHECK(manifest.model_kind == "mlp",
-           "cannot read {}: model kind {:?} is not one this zerolab reads (mlp): use the zerolab "
-           "that wrote it",
+  ZL_CHECK(manifest.model_kind == "mlp" || manifest.model_kind == "gpt",
+           "cannot read {}: model kind {:?} is not one this zerolab reads (mlp, gpt): use the "
+           "zerolab that wrote it",
            shown, manifest.model_kind);
-  manifest.mlp.layers = static_cast<int>(read.integer(read.member(model, "layers"), 1, kIntMax));
-  manifest.mlp.width = read.integer(read.member(model, "width"), 1);
-  manifest.mlp.in = read.integer(read.member(model, "in"), 1);
-  manifest.mlp.classes = read.integer(read.member(model, "classes"), 1);
+  if (manifest.model_kind == "gpt") {
+    manifest.gpt.n_layer = static_cast<int>(read.integer(read.member(model, "n_layer"), 1, kIntMax));
+    manifest.gpt.n_head = static_cast<int>(read.integer(read.member(model, "n_head"), 1, kIntMax));
+    manifest.gpt.n_embd = read.integer(read.member(model, "n_embd"), 1);
+    manifest.gpt.block_size = read.integer(read.member(model, "block_size"), 1);
+    manifest.gpt.vocab = read.integer(read.member(model, "vocab"), 1);
+  } else {
+    manifest.mlp.layers = static_cast<int>(read.integer(read.member(model, "layers"), 1, kIntMax));
+    manifest.mlp.width = read.integer(read.member(model, "width"), 1);
+    manifest.mlp.in = read.integer(read.member(model, "in"), 1);
+    manifest.mlp.classes = read.integer(read.member(model, "classes"), 1);
+  }
   manifest.seed = read.unsigned_integer(read.member(root, "seed"));
   manifest.micro_batch = read.integer(read.member(root, "micro_batch"), 1);
   manifest.grad_accum_steps = read.integer(read.member(root, "gradient_accumulation_steps"), 1);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engines/partition.hpp"
+#include "model/gpt_config.hpp"
 #include "model/mlp.hpp"
 #include "optim/adamw.hpp"
 #include "optim/loss_scaler.hpp"
@@ -39,8 +40,9 @@ struct Manifest {
   std::int64_t adam_updates = 0;  ///< AdamW updates applied (fewer than step if steps were skipped)
   int stage = 0;          ///< ZeRO stage that wrote it (0 is DDP); any stage and world can load it
   int world = 1;          ///< ranks that wrote it, one file each
-  std::string model_kind = "mlp";
-  MlpConfig mlp;
+  std::string model_kind = "mlp";  ///< "mlp" or "gpt"
+  MlpConfig mlp;                   ///< the shape when model_kind is "mlp"
+  GptConfig gpt;                   ///< the shape when model_kind is "gpt"
   std::uint64_t seed = 0;  ///< parameter init and data
   std::int64_t micro_batch = 1;
   std::int64_t grad_accum_steps = 1;  ///< micro-batches per optimizer step
@@ -56,6 +58,10 @@ struct Manifest {
 /// Data position: the global index of the next sample,
 /// step * gradient_accumulation_steps * world * micro_batch (manifest key "data.next_sample").
 std::int64_t next_sample(const Manifest& manifest);
+
+/// The model in words for messages: "mlp: layers 3, width 13, in 6, classes 5" or
+/// "gpt: n_layer 2, n_head 2, n_embd 32, block_size 16, vocab 64".
+std::string model_summary(const Manifest& manifest);
 
 /// The name of rank `rank`'s file: "rank-<rank>.safetensors".
 std::string rank_file_name(int rank);

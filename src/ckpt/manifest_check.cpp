@@ -61,6 +61,17 @@ std::int64_t next_sample(const Manifest& manifest) {
   return manifest.step * manifest.grad_accum_steps * manifest.world * manifest.micro_batch;
 }
 
+std::string model_summary(const Manifest& manifest) {
+  if (manifest.model_kind == "gpt") {
+    const GptConfig& gpt = manifest.gpt;
+    return fmt::format("gpt: n_layer {}, n_head {}, n_embd {}, block_size {}, vocab {}",
+                       gpt.n_layer, gpt.n_head, gpt.n_embd, gpt.block_size, gpt.vocab);
+  }
+  const MlpConfig& mlp = manifest.mlp;
+  return fmt::format("{}: layers {}, width {}, in {}, classes {}", manifest.model_kind, mlp.layers,
+                     mlp.width, mlp.in, mlp.classes);
+}
+
 std::string rank_file_name(int rank) {
   return fmt::format("rank-{}.safetensors", rank);
 }
@@ -70,8 +81,9 @@ std::optional<std::string> manifest_problem(const Manifest& manifest) {
     return fmt::format("format_version {} is not {}", manifest.format_version,
                        kCheckpointFormatVersion);
   }
-  if (manifest.model_kind != "mlp") {
-    return fmt::format("model kind {:?} is not one this zerolab reads (mlp)", manifest.model_kind);
+  if (manifest.model_kind != "mlp" && manifest.model_kind != "gpt") {
+    return fmt::format("model kind {:?} is not one this zerolab reads (mlp, gpt)",
+                       manifest.model_kind);
   }
   std::int64_t samples = 0;
   if (manifest.step < 0 || manifest.world < 1 || manifest.stage < 0 || manifest.stage > 3 ||

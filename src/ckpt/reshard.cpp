@@ -77,9 +77,8 @@ void check_same_model(const Manifest& manifest, const std::vector<UnitLayout>& l
   if (const auto difference = model_difference(manifest.units, layout)) {
     fail(
         "cannot load {}: it holds another model: {}: load it into the model it was saved from "
-        "({}: layers {}, width {}, in {}, classes {})",
-        (manifest.step_dir / "manifest.json").string(), *difference, manifest.model_kind,
-        manifest.mlp.layers, manifest.mlp.width, manifest.mlp.in, manifest.mlp.classes);
+        "({})",
+        (manifest.step_dir / "manifest.json").string(), *difference, model_summary(manifest));
   }
 }
 

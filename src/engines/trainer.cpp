@@ -124,7 +124,9 @@ Manifest manifest_of(const TrainConfig& config, std::int64_t step, const ShardSt
   if (config.features.precision == DType::F16) manifest.loss_scaler = state.scaler;
   manifest.stage = stage_of(config.engine);
   manifest.world = config.world;
+  manifest.model_kind = std::string(model_name(config.model));
   manifest.mlp = config.mlp;
+  manifest.gpt = config.gpt;
   manifest.seed = config.seed;
   manifest.micro_batch = config.micro_batch;
   manifest.grad_accum_steps = config.features.grad_accum_steps;
@@ -193,9 +195,6 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
   const bool resuming = !checkpoints.resume.empty();
   ZL_CHECK(!(saving || resuming) || config.engine != EngineKind::Reference,
            "checkpoints need a distributed engine (--stage 0-3): the reference keeps no shards");
-  ZL_CHECK(!(saving || resuming) || config.model == ModelKind::Mlp,
-           "checkpoints of --model gpt are not supported yet: train the GPT without "
-           "--checkpoint-dir and --resume");
   ZL_CHECK(checkpoints.every_steps >= 0, "--checkpoint-every {} is invalid: use 1 or more steps",
            checkpoints.every_steps);
   // Read and verify the checkpoint once; every rank then loads its own (re-sliced) shards.

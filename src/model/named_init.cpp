@@ -8,33 +8,58 @@
 
 namespace zl {
 
+namespace {
+
+// Tensors of a Hugging Face GPT-2 file that are not parameters here: the tied LM head (the same
+// values as wte.weight) and the causal-mask buffers of older checkpoints.
+bool hugging_face_extra(const std::string& name) {
+  return name == "lm_head.weight" || name.ends_with(".attn.bias") ||
+         name.ends_with(".attn.masked_bias");
+}
+
+// The flags that set a parameter's shape, for the message when a file's shape differs.
+std::string_view size_flags(const std::string& param) {
+  return param.starts_with("layers.") ? "--layers, --width, --in, --classes"
+                                      : "--n-layer, --n-head, --n-embd, --block-size, --vocab";
+}
+
+}  // namespace
+
 NamedInitModel::NamedInitModel(Model& model, const NamedTensors& tensors, const std::string& source)
     : model_(model), tensors_(tensors) {
   std::set<std::string> used;
   for (const auto& unit : model_.units()) {
     for (const auto& param : unit.params) {
-      const auto found = tensors_.find(param.name);
-      ZL_CHECK(found != tensors_.end(),
+      const auto* found = find(param.name);
+      ZL_CHECK(found != nullptr,
                "{} has no tensor {}: give a file of this model (zerolab consolidate writes one)",
                source, param.name);
-      ZL_CHECK(
-          found->second.shape == param.shape,
-          "{}: {} has shape {} but the model needs {}: check --layers, --width, --in, --classes",
-          source, param.name, shape_string(found->second.shape), shape_string(param.shape));
-      used.insert(param.name);
+      ZL_CHECK(found->second.shape == param.shape,
+               "{}: {} has shape {} but the model needs {}: check {}", source, param.name,
+               shape_string(found->second.shape), shape_string(param.shape),
+               size_flags(param.name));
+      used.insert(found->first);
     }
   }
   for (const auto& [name, tensor] : tensors_) {
-    ZL_CHECK(used.contains(name) || name.ends_with(".exp_avg") || name.ends_with(".exp_avg_sq"),
+    ZL_CHECK(used.contains(name) || name.ends_with(".exp_avg") || name.ends_with(".exp_avg_sq") ||
+                 hugging_face_extra(name),
              "{}: tensor {} is not a parameter of this model: give a file of this model", source,
              name);
   }
 }
 
+const std::pair<const std::string, NamedTensor>* NamedInitModel::find(
+    const std::string& name) const {
+  auto found = tensors_.find(name);
+  if (found == tensors_.end()) found = tensors_.find("transformer." + name);
+  return found == tensors_.end() ? nullptr : &*found;
+}
+
 void NamedInitModel::init_unit(int unit, std::span<float> flat, std::uint64_t) const {
   auto out = flat.begin();
   for (const auto& param : model_.units().at(static_cast<std::size_t>(unit)).params) {
-    const auto& values = tensors_.at(param.name).values;
+    const auto& values = find(param.name)->second.values;
     out = std::copy(values.begin(), values.end(), out);
   }
 }

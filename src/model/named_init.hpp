@@ -18,7 +18,9 @@ struct NamedTensor {
 };
 using NamedTensors = std::map<std::string, NamedTensor>;
 
-/// `model` with init_unit() copying from `tensors` (which must outlive it). Throws zl::Error
+/// `model` with init_unit() copying from `tensors` (which must outlive it). Hugging Face GPT-2
+/// files load as they are: names may carry the "transformer." prefix, and the tied
+/// `lm_head.weight` and the `*.attn.bias` / `*.attn.masked_bias` mask buffers are ignored. Throws zl::Error
 /// (naming `source`, e.g. the file) if a parameter is missing or has another shape, or a tensor
 /// is neither a parameter nor an Adam moment of one (consolidate --with-optimizer writes those;
 /// they are ignored: --init starts the weights, not the optimizer).
@@ -39,6 +41,9 @@ class NamedInitModel final : public Model {
   }
 
  private:
+  // The tensor for parameter `name`, also under Hugging Face's "transformer." prefix; or nullptr.
+  const std::pair<const std::string, NamedTensor>* find(const std::string& name) const;
+
   Model& model_;
   const NamedTensors& tensors_;
 };

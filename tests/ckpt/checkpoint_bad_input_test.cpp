@@ -196,7 +196,7 @@ TEST_F(CheckpointBadInput, ManifestOfAnotherFormatOrVersion) {
   EXPECT_THAT(manifest_error([](auto& json) { json["format_version"] = 2; }),
               HasSubstr(": format_version 2 is not 1, the one this zerolab reads"));
   EXPECT_THAT(manifest_error([](auto& json) { json["model"]["kind"] = "gpt2"; }),
-              HasSubstr(": model kind \"gpt2\" is not one this zerolab reads (mlp)"));
+              HasSubstr(": model kind \"gpt2\" is not one this zerolab reads (mlp, gpt)"));
 }
 
 TEST_F(CheckpointBadInput, LatestPointsNowhere) {

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include "ckpt/consolidate.hpp"
+#include "ckpt/safetensors.hpp"
 #include "engines/compare.hpp"
 #include "engines/trainer.hpp"
 
@@ -109,6 +111,61 @@ TEST_F(Resume, WithEveryFeatureSameWorldIsBitwise) {
                          << *diff;
     }
   }
+}
+
+// The GPT in bf16: saved by ZeRO-3, resumed bitwise by DDP; consolidated, it is a Hugging Face
+// GPT-2 file (names, Conv1D shapes, no separate LM head) that --init starts from, in any stage.
+TEST_F(Resume, GptResumesBitwiseAndConsolidatesToHuggingFaceNames) {
+  auto config = [](EngineKind engine, std::int64_t steps) {
+    TrainConfig c = config_of(engine, 2, 2, steps);
+    c.model = ModelKind::Gpt;
+    c.gpt = {.n_layer = 2, .n_head = 2, .n_embd = 16, .block_size = 8, .vocab = 24};
+    c.features.precision = DType::BF16;
+    return c;
+  };
+  const auto uninterrupted = train(config(EngineKind::Zero1, 5));
+  train(config(EngineKind::Zero3, 5), {}, {}, save_to(dir_, 2));
+  const auto resumed = train(config(EngineKind::Ddp, 5), {}, {}, resume_from(dir_ / "step-00000002"));
+  TrainResult tail = uninterrupted;
+  tail.steps.erase(tail.steps.begin(), tail.steps.begin() + 2);
+  const auto diff = first_difference(resumed, tail);
+  EXPECT_FALSE(diff) << *diff;
+
+  const fs::path out = dir_ / "gpt.safetensors";
+  consolidate(dir_, out, /*with_optimizer=*/false);
+  const auto tensors = read_safetensors(out);
+  EXPECT_EQ(find_tensor(tensors, "wte.weight").shape, (Shape{24, 16}));
+  EXPECT_EQ(find_tensor(tensors, "wpe.weight").shape, (Shape{8, 16}));
+  EXPECT_EQ(find_tensor(tensors, "h.1.attn.c_attn.weight").shape, (Shape{16, 48}));
+  EXPECT_EQ(find_tensor(tensors, "h.0.mlp.c_proj.weight").shape, (Shape{64, 16}));
+  EXPECT_EQ(find_tensor(tensors, "ln_f.bias").shape, (Shape{16}));
+  EXPECT_EQ(tensors.size(), 2u + 2 * 12 + 2);  // embeddings, 12 per block, ln_f: no lm_head
+  const auto wte = to_floats(find_tensor(tensors, "wte.weight"));
+  const auto& unit0 = uninterrupted.final_state.params[0];
+  EXPECT_TRUE(std::equal(wte.begin(), wte.end(), unit0.begin()));
+
+  TrainConfig from_file = config(EngineKind::Zero2, 1);
+  from_file.init_file = out;
+  EXPECT_FALSE(first_difference("params", initial_params(from_file),
+                                uninterrupted.final_state.params));
+
+  // As a Hugging Face file has them: the "transformer." prefix, lm_head.weight, mask buffers.
+  std::vector<TensorRecord> hugging_face;
+  for (const auto& tensor : tensors) {
+    TensorRecord renamed = tensor;
+    renamed.name = "transformer." + tensor.name;
+    hugging_face.push_back(std::move(renamed));
+  }
+  TensorRecord head = find_tensor(tensors, "wte.weight");
+  head.name = "lm_head.weight";
+  hugging_face.push_back(std::move(head));
+  const std::vector<float> mask(64, 1.0f);
+  hugging_face.push_back(make_tensor("transformer.h.0.attn.bias", {1, 1, 8, 8}, mask));
+  const fs::path hf = dir_ / "hf.safetensors";
+  write_safetensors(hf, hugging_face);
+  from_file.init_file = hf;
+  EXPECT_FALSE(first_difference("params", initial_params(from_file),
+                                uninterrupted.final_state.params));
 }
 
 // W=4 with 2 rows per rank saves at step 3; W=2 with 4 rows resumes. The global batch of every
