@@ -32,7 +32,7 @@ ctest --preset fuzz
 # New inputs go to build/fuzz/found/<target> (merge them into tests/fuzz/corpus/<target> with
 # -merge=1); a crash leaves its input in build/fuzz/artifacts/ and fails the script.
 pids=()
-targets=(fuzz_safetensors fuzz_train_args)
+targets=(fuzz_safetensors fuzz_train_args fuzz_ds_config)
 for target in "${targets[@]}"; do
   mkdir -p "build/fuzz/found/$target" build/fuzz/artifacts
   "build/fuzz/tests/fuzz/$target" -max_total_time="$fuzz_seconds" -timeout=10 -print_final_stats=1 \
