@@ -33,6 +33,22 @@ std::vector<TensorRecord> param_tensors(const std::vector<UnitLayout>& layout,
   return tensors;
 }
 
+// --save-data: MLP x [rows, in] fp32 and labels y [rows]; GPT x [rows, T] and next tokens
+// y [rows, T], both int64. Rows in the order the engines used them.
+void write_used_data(const std::filesystem::path& path, const TrainConfig& config,
+                     const UsedData& data) {
+  if (config.model == ModelKind::Gpt) {
+    const std::int64_t seq_len = config.gpt.block_size;
+    const auto rows = static_cast<std::int64_t>(data.tokens.size()) / seq_len;
+    write_safetensors(path, {make_tensor("x", {rows, seq_len}, data.tokens),
+                             make_tensor("y", {rows, seq_len}, data.y)});
+    return;
+  }
+  const auto rows = static_cast<std::int64_t>(data.y.size());
+  write_safetensors(path, {make_tensor("x", {rows, config.mlp.in}, data.x),
+                           make_tensor("y", {rows}, data.y)});
+}
+
 // Six decimals; NaN as "nan" whatever its sign bit.
 std::string six_decimals(double value) {
   return std::isnan(value) ? "nan" : fmt::format("{:.6f}", value);
@@ -195,11 +211,7 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
   if (!outputs.save_final.empty()) {
     write_safetensors(outputs.save_final, param_tensors(result.layout, result.final_state.params));
   }
-  if (!outputs.save_data.empty()) {
-    const std::int64_t rows = static_cast<std::int64_t>(result.data.y.size());
-    write_safetensors(outputs.save_data, {make_tensor("x", {rows, config.mlp.in}, result.data.x),
-                                          make_tensor("y", {rows}, result.data.y)});
-  }
+  if (!outputs.save_data.empty()) write_used_data(outputs.save_data, config, result.data);
   return 0;
 }
 

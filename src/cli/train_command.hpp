@@ -46,6 +46,8 @@ struct TrainArgs {
   GptOverrides gpt_sizes;                 ///< --n-layer, --n-head, --n-embd, --block-size, --vocab
   std::optional<DsConfig> ds_config;      ///< --config, as read from the file
   std::vector<std::string> config_warnings;  ///< --config's unknown keys, one line each
+  bool steps_given = false;  ///< --steps was on the line (else --model gpt trains longer)
+  bool lr_given = false;     ///< --lr was on the line (else --model gpt uses a larger one)
 };
 
 /// Adds the flags of `zerolab train` to `cmd`; parsing writes them into `args`, which must outlive
@@ -55,7 +57,8 @@ struct TrainArgs {
 void add_train_flags(CLI::App& cmd, TrainArgs& args);
 
 /// Completes parsed flags with what needs all of them: the GPT preset (--model gpt) with the size
-/// flags over it, and --config's train_batch_size rule. Throws zl::Error for GPT flags without
+/// flags over it, the GPT's defaults of 100 steps at lr 3e-3 where neither a flag nor --config
+/// sets them (the MLP's 10 steps at 1e-3 barely move a GPT), and --config's train_batch_size rule. Throws zl::Error for GPT flags without
 /// --model gpt, an unknown preset, or a train_batch_size that is not micro * accum * world.
 void finish_train_args(TrainArgs& args);
 

@@ -29,6 +29,9 @@ const std::map<std::string, DType> kPrecisionNames = {
     {"fp32", DType::F32}, {"bf16", DType::BF16}, {"fp16", DType::F16}};
 
 constexpr std::string_view kDefaultGptPreset = "tiny";
+// The GPT's defaults: enough for the tiny preset to learn its Markov language clearly.
+constexpr std::int64_t kGptDefaultSteps = 100;
+constexpr double kGptDefaultLr = 3e-3;
 
 // Adds `name`, which writes `target` once `accepts` the value; otherwise a one-line usage error
 // "<name> <value> is invalid: <use>" (zl::Error during parsing, as --stage 4 is).
@@ -228,11 +231,15 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
       ->check(CLI::IsMember({"sim"}))
       ->capture_default_str();
   cmd.add_option("--world", config.world, "Number of ranks W")->capture_default_str();
-  cmd.add_option("--steps", config.steps, "Optimizer steps")->capture_default_str();
+  cmd.add_option("--steps", config.steps, "Optimizer steps (--model gpt: 100 unless given)")
+      ->capture_default_str()
+      ->each([&args](const std::string&) { args.steps_given = true; });
   cmd.add_option("--micro-batch", config.micro_batch, "Rows per rank per micro-step")
       ->capture_default_str();
   add_feature_flags(cmd, args);
-  cmd.add_option("--lr", config.adamw.lr, "AdamW learning rate")->capture_default_str();
+  cmd.add_option("--lr", config.adamw.lr, "AdamW learning rate (--model gpt: 3e-3 unless given)")
+      ->capture_default_str()
+      ->each([&args](const std::string&) { args.lr_given = true; });
   cmd.add_option("--weight-decay", config.adamw.weight_decay, "AdamW decoupled weight decay")
       ->capture_default_str();
   cmd.add_option("--beta1", config.adamw.beta1, "AdamW beta1")->capture_default_str();
@@ -278,6 +285,8 @@ void finish_train_args(TrainArgs& args) {
     }
   } else {
     config.gpt = gpt_preset(args.gpt_preset.value_or(std::string(kDefaultGptPreset)));
+    if (!args.steps_given) config.steps = kGptDefaultSteps;
+    if (!args.lr_given && !(args.ds_config && args.ds_config->adamw)) config.adamw.lr = kGptDefaultLr;
     if (sizes.n_layer) config.gpt.n_layer = *sizes.n_layer;
     if (sizes.n_head) config.gpt.n_head = *sizes.n_head;
     if (sizes.n_embd) config.gpt.n_embd = *sizes.n_embd;
