@@ -75,13 +75,14 @@ std::int64_t total_calls(const TrafficLedger& traffic) {
 void print_summary(const TrainConfig& config, const TrainResult& result) {
   fmt::print("\nengine {} with W={}: {} parameters, {} with padding\n", engine_name(config.engine),
              config.world, total_numel(result.layout), total_padded_elems(result.layout));
-  fmt::print("{:>4} {:>11} {:>11} {:>11} {:>13} {:>13} {:>12} {:>11} {:>11} {:>6}\n", "rank", "params_B",
-             "grads_B", "optimizer_B", "gathered_pk_B", "activ_peak_B", "total_peak_B", "sent_B", "recv_B",
-             "calls");
+  fmt::print("{:>4} {:>11} {:>11} {:>11} {:>11} {:>13} {:>13} {:>12} {:>11} {:>11} {:>6}\n",
+             "rank", "params_B", "grads_B", "master_B", "optimizer_B", "gathered_pk_B",
+             "activ_peak_B", "total_peak_B", "sent_B", "recv_B", "calls");
   for (const auto& rank : result.ranks) {
     const MemoryLedger& memory = rank.memory;
-    fmt::print("{:>4} {:>11} {:>11} {:>11} {:>13} {:>13} {:>12} {:>11} {:>11} {:>6}\n", rank.rank,
-               memory.current_bytes(MemCategory::Params), memory.current_bytes(MemCategory::Grads),
+    fmt::print("{:>4} {:>11} {:>11} {:>11} {:>11} {:>13} {:>13} {:>12} {:>11} {:>11} {:>6}\n",
+               rank.rank, memory.current_bytes(MemCategory::Params),
+               memory.current_bytes(MemCategory::Grads), memory.current_bytes(MemCategory::Master),
                memory.current_bytes(MemCategory::Optimizer), memory.peak_bytes(MemCategory::Gathered),
                memory.peak_bytes(MemCategory::Activations), memory.total_peak_bytes(),
                rank.traffic.sent_bytes(), rank.traffic.recv_bytes(), total_calls(rank.traffic));
