@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <utility>
 #include <string_view>
 
 #include "comm/traffic_ledger.hpp"
@@ -18,10 +20,37 @@ enum class ReduceOp { Sum, Avg, Max };
 /// "sum", "avg" or "max".
 std::string_view reduce_op_name(ReduceOp op);
 
+/// A collective started by an async call. wait() returns once the call's output is complete and
+/// its input may be reused; until then neither buffer may be touched. Every handle must be
+/// waited (once) before the next blocking call of the same rank, in any order. Move-only; a
+/// default-constructed handle is already complete.
+class CommHandle {
+ public:
+  CommHandle() = default;
+  /// A handle whose wait() runs `wait_fn` once.
+  explicit CommHandle(std::function<void()> wait_fn) : wait_fn_(std::move(wait_fn)) {}
+  CommHandle(CommHandle&&) = default;
+  CommHandle& operator=(CommHandle&&) = default;
+  CommHandle(const CommHandle&) = delete;
+  CommHandle& operator=(const CommHandle&) = delete;
+
+  /// Blocks until the collective is complete (at once if it already is).
+  void wait() {
+    if (wait_fn_) std::exchange(wait_fn_, nullptr)();
+  }
+  /// True when wait() has nothing left to wait for.
+  bool waited() const { return !wait_fn_; }
+
+ private:
+  std::function<void()> wait_fn_;
+};
+
 /// One rank's handle on a group of `size()` ranks. Calls are collective: every rank must make
 /// the same sequence of calls with the same op, dtype, counts and root. Blocking: a call returns
-/// when this rank's output is complete and its input may be reused. (Async forms returning a
-/// handle to wait on are added beside these; the blocking ones stay.)
+/// when this rank's output is complete and its input may be reused. The async forms start the
+/// same collective and return a handle to wait on, so computation can go on meanwhile
+/// (overlap_comm); they count in the same call sequence. The base class runs them blocking and
+/// returns a complete handle; backends with a comm stream override them.
 class Comm {
  public:
   virtual ~Comm() = default;
@@ -46,6 +75,24 @@ class Comm {
 
   /// Returns when every rank has entered it.
   virtual void barrier() = 0;
+
+  /// all_reduce, started; the result is in `data` after wait().
+  virtual CommHandle all_reduce_async(void* data, std::size_t count, DType dtype, ReduceOp op) {
+    all_reduce(data, count, dtype, op);
+    return {};
+  }
+  /// reduce_scatter, started; the result is in `recv` after wait().
+  virtual CommHandle reduce_scatter_async(const void* send, void* recv, std::size_t recv_count,
+                                          DType dtype, ReduceOp op) {
+    reduce_scatter(send, recv, recv_count, dtype, op);
+    return {};
+  }
+  /// all_gather, started; the result is in `recv` after wait().
+  virtual CommHandle all_gather_async(const void* send, void* recv, std::size_t send_count,
+                                      DType dtype) {
+    all_gather(send, recv, send_count, dtype);
+    return {};
+  }
 
   /// Bytes and calls this rank has sent and received so far.
   TrafficLedger& traffic() { return traffic_; }
