@@ -75,6 +75,12 @@ struct TrainingFeatures {
   /// (stage3_param_persistence_threshold). zerolab's default is 0 (DeepSpeed's is 1e5) so that
   /// ZeRO-3 shards every unit, as the textbook stage does, unless asked.
   std::int64_t persistence_threshold_elems = 0;
+  /// Start gradient reductions (and ZeRO-3's prefetch gathers) as async collectives, so they run
+  /// while backward goes on (zero_optimization.overlap_comm). Never changes results.
+  bool overlap_comm = false;
+  /// Keep the fp32 master and Adam state of the own shard in host memory and run the update
+  /// there (zero_optimization.offload_optimizer.device = "cpu"). Never changes results.
+  bool offload_optimizer = false;
 };
 
 /// Throws zl::Error naming the setting (by its DeepSpeed key) if a value is out of range.
