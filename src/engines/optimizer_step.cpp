@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "optim/adamw.hpp"
+#include "optim/adamw_fused.hpp"
 #include "optim/grad_norm.hpp"
 
 namespace zl {
@@ -132,8 +133,8 @@ bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<Typed
     if (clip != 1.0f) {
       for (float& value : g) value = value * clip;
     }
-    adamw_update(targets[u], g, state.adam.exp_avg[u].as<float>(),
-                 state.adam.exp_avg_sq[u].as<float>(), scalars);
+    adamw_update_fused(targets[u], g, state.adam.exp_avg[u].as<float>(),
+                       state.adam.exp_avg_sq[u].as<float>(), scalars, adam_threads());
   }
   params_from_master(state, params);
   state.scaler.update(/*overflow=*/false);
