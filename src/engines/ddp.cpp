@@ -4,7 +4,8 @@
 //   1. forward     this rank's micro-batch, unit by unit
 //   2. backward    unit by unit, gradients into full per-unit buffers (training dtype)
 //   3. all_reduce  (avg) each unit's gradients: every rank now holds the mean; with k > 1 the
-//                  mean is added into a full accumulator
+//                  mean is added into a full accumulator. With overlap_comm each unit's
+//                  all_reduce starts as soon as its gradient is complete, while backward goes on
 // then
 //   4. update      one optimizer step over the whole model, identically on every rank
 #include "engines/engine.hpp"
@@ -47,8 +48,13 @@ class DdpEngine final : public Engine {
                                             layout_, features_.precision,
                                             grad_scale_of(opt_, features_), hooks(), options_,
                                             device_);
-      // 3. all_reduce: every rank gets the mean gradient (added into the accumulator)
-      reduce_grads();
+      // 3. all_reduce: every rank gets the mean gradient (added into the accumulator); with
+      //    overlap_comm each unit's all_reduce already started in backward, as it was ready
+      if (features_.overlap_comm) {
+        wait_all(in_flight_);
+      } else {
+        reduce_grads();
+      }
       if (micro_steps > 1) accumulate(k == 0);
     }
     // 4. update the whole model, identically everywhere
@@ -98,7 +104,13 @@ class DdpEngine final : public Engine {
     if (features_.precision == DType::F32) {
       hooks.direct_grad = [this](int u) { return grads_[u].as<float>(); };
     }
-    hooks.grad_ready = [this](int u, TypedSpan grad) { copy_into(grad, view_of(grads_[u])); };
+    hooks.grad_ready = [this](int u, TypedSpan grad) {
+      copy_into(grad, view_of(grads_[u]));
+      if (!features_.overlap_comm) return;
+      in_flight_.push_back(
+          start_all_reduce(comm_, view_of(grads_[u]), features_.reduce_bucket_elems, true));
+      notify(options_, device_, "all_reduce", u);
+    };
     return hooks;
   }
 
@@ -149,6 +161,7 @@ class DdpEngine final : public Engine {
   UnitBuffers grads_;   // this micro-batch's gradients, averaged in place
   UnitBuffers accum_;   // with gradient accumulation: the sum of the averages
   OptimizerState opt_;  // whole model
+  std::vector<InFlight> in_flight_;  // overlap_comm: all_reduces started during backward
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "engines/sharding.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.hpp"
 #include "optim/grad_norm.hpp"
@@ -15,7 +16,56 @@ std::int64_t piece_elems(std::int64_t bucket_elems, int world) {
   return std::max<std::int64_t>(1, bucket_elems / world);
 }
 
+// Rank r's `count` elements of a packed gather go to [r * shard_elems + begin, ...) of `full`.
+void unpack_gathered(TypedSpan packed, TypedSpan full, std::int64_t shard_elems,
+                     std::int64_t begin, std::int64_t count, int world) {
+  for (int r = 0; r < world; ++r) {
+    copy_into(packed.slice(r * count, count), full.slice(r * shard_elems + begin, count));
+  }
+}
+
 }  // namespace
+
+void InFlight::wait() {
+  for (CommHandle& handle : handles) handle.wait();
+  if (finish) std::exchange(finish, nullptr)();
+  handles.clear();
+  buffers.clear();
+}
+
+void wait_all(std::vector<InFlight>& flights) {
+  for (InFlight& flight : flights) flight.wait();
+  flights.clear();
+}
+
+void bound_in_flight(std::vector<InFlight>& flights, std::size_t max_flights) {
+  while (flights.size() > max_flights) {
+    flights.front().wait();
+    flights.erase(flights.begin());
+  }
+}
+
+InFlight reduce_into_shard(Comm& comm, Device& device, TypedSpan grad, TypedSpan shard,
+                           bool first_micro_batch, std::int64_t bucket_elems, bool async) {
+  Buffer bucket;
+  if (async) {
+    bucket = device.alloc(MemCategory::CommBuffer, grad.dtype, {grad.elems});
+    copy_into(grad, view_of(bucket));
+    grad = view_of(bucket);
+  }
+  Buffer reduced;
+  TypedSpan target = shard;
+  if (!first_micro_batch) {
+    reduced = device.alloc(MemCategory::CommBuffer, shard.dtype, {shard.elems});
+    target = view_of(reduced);
+  }
+  InFlight flight = start_reduce_scatter(comm, device, grad, target, bucket_elems, async);
+  flight.buffers.push_back(std::move(bucket));
+  flight.buffers.push_back(std::move(reduced));
+  if (!first_micro_batch) flight.finish = [shard, target] { add_into(shard, target); };
+  if (!async) flight.wait();
+  return flight;
+}
 
 Buffer gather_unit(Comm& comm, Device& device, const UnitLayout& unit, TypedSpan shard,
                    std::int64_t bucket_elems, MemCategory category) {
@@ -24,34 +74,71 @@ Buffer gather_unit(Comm& comm, Device& device, const UnitLayout& unit, TypedSpan
   return full;
 }
 
-void all_gather_into(Comm& comm, Device& device, TypedSpan shard, TypedSpan full,
-                     std::int64_t bucket_elems) {
+InFlight start_all_gather(Comm& comm, Device& device, TypedSpan shard, TypedSpan full,
+                          std::int64_t bucket_elems, bool async) {
+  InFlight flight;
   const int world = comm.size();
+  const auto send_count = static_cast<std::size_t>(shard.elems);
   if (full.elems <= bucket_elems) {
-    comm.all_gather(shard.data, full.data, static_cast<std::size_t>(shard.elems), shard.dtype);
-    return;
+    if (async) {
+      flight.handles.push_back(comm.all_gather_async(shard.data, full.data, send_count, shard.dtype));
+    } else {
+      comm.all_gather(shard.data, full.data, send_count, shard.dtype);
+    }
+    return flight;
   }
+  // Piece by piece: the same slice of every rank's shard, gathered packed, then unpacked.
   const std::int64_t piece = piece_elems(bucket_elems, world);
+  std::vector<std::pair<std::int64_t, std::int64_t>> pieces;  // (begin, count), async only
   for (std::int64_t begin = 0; begin < shard.elems; begin += piece) {
     const std::int64_t count = std::min(piece, shard.elems - begin);
     Buffer packed = device.alloc(MemCategory::CommBuffer, shard.dtype, {count * world});
-    comm.all_gather(shard.slice(begin, count).data, packed.data(),
-                    static_cast<std::size_t>(count), shard.dtype);
-    for (int r = 0; r < world; ++r) {
-      copy_into(view_of(packed).slice(r * count, count),
-                full.slice(r * shard.elems + begin, count));
+    const void* send = shard.slice(begin, count).data;
+    if (async) {
+      flight.handles.push_back(comm.all_gather_async(send, packed.data(),
+                                                     static_cast<std::size_t>(count), shard.dtype));
+      flight.buffers.push_back(std::move(packed));
+      pieces.emplace_back(begin, count);
+      continue;
     }
+    comm.all_gather(send, packed.data(), static_cast<std::size_t>(count), shard.dtype);
+    unpack_gathered(view_of(packed), full, shard.elems, begin, count, world);
   }
+  if (async) {
+    // The packed buffers stay in `flight` until the finish step has unpacked them.
+    std::vector<TypedSpan> packed_views;
+    for (Buffer& buffer : flight.buffers) packed_views.push_back(view_of(buffer));
+    flight.finish = [packed_views, pieces, full, shard_elems = shard.elems, world] {
+      for (std::size_t i = 0; i < pieces.size(); ++i) {
+        unpack_gathered(packed_views[i], full, shard_elems, pieces[i].first, pieces[i].second,
+                        world);
+      }
+    };
+  }
+  return flight;
 }
 
-void reduce_scatter_unit(Comm& comm, Device& device, TypedSpan full, TypedSpan shard,
-                         std::int64_t bucket_elems) {
+void all_gather_into(Comm& comm, Device& device, TypedSpan shard, TypedSpan full,
+                     std::int64_t bucket_elems) {
+  start_all_gather(comm, device, shard, full, bucket_elems, /*async=*/false).wait();
+}
+
+InFlight start_reduce_scatter(Comm& comm, Device& device, TypedSpan full, TypedSpan shard,
+                              std::int64_t bucket_elems, bool async) {
+  InFlight flight;
   const int world = comm.size();
+  const auto recv_count = static_cast<std::size_t>(shard.elems);
   if (full.elems <= bucket_elems) {
-    comm.reduce_scatter(full.data, shard.data, static_cast<std::size_t>(shard.elems),
-                        shard.dtype, ReduceOp::Avg);
-    return;
+    if (async) {
+      flight.handles.push_back(comm.reduce_scatter_async(full.data, shard.data, recv_count,
+                                                         shard.dtype, ReduceOp::Avg));
+    } else {
+      comm.reduce_scatter(full.data, shard.data, recv_count, shard.dtype, ReduceOp::Avg);
+    }
+    return flight;
   }
+  // Piece by piece: the same slice of every rank's part of `full`, packed, reduced into the
+  // matching slice of the shard.
   const std::int64_t piece = piece_elems(bucket_elems, world);
   for (std::int64_t begin = 0; begin < shard.elems; begin += piece) {
     const std::int64_t count = std::min(piece, shard.elems - begin);
@@ -60,17 +147,41 @@ void reduce_scatter_unit(Comm& comm, Device& device, TypedSpan full, TypedSpan s
       copy_into(full.slice(r * shard.elems + begin, count),
                 view_of(packed).slice(r * count, count));
     }
-    comm.reduce_scatter(packed.data(), shard.slice(begin, count).data,
-                        static_cast<std::size_t>(count), shard.dtype, ReduceOp::Avg);
+    void* recv = shard.slice(begin, count).data;
+    if (async) {
+      flight.handles.push_back(comm.reduce_scatter_async(
+          packed.data(), recv, static_cast<std::size_t>(count), shard.dtype, ReduceOp::Avg));
+      flight.buffers.push_back(std::move(packed));
+    } else {
+      comm.reduce_scatter(packed.data(), recv, static_cast<std::size_t>(count), shard.dtype,
+                          ReduceOp::Avg);
+    }
   }
+  return flight;
+}
+
+void reduce_scatter_unit(Comm& comm, Device& device, TypedSpan full, TypedSpan shard,
+                         std::int64_t bucket_elems) {
+  start_reduce_scatter(comm, device, full, shard, bucket_elems, /*async=*/false).wait();
+}
+
+InFlight start_all_reduce(Comm& comm, TypedSpan grad, std::int64_t bucket_elems, bool async) {
+  InFlight flight;
+  for (std::int64_t begin = 0; begin < grad.elems; begin += bucket_elems) {
+    const std::int64_t count = std::min(bucket_elems, grad.elems - begin);
+    void* data = grad.slice(begin, count).data;
+    if (async) {
+      flight.handles.push_back(comm.all_reduce_async(data, static_cast<std::size_t>(count),
+                                                     grad.dtype, ReduceOp::Avg));
+    } else {
+      comm.all_reduce(data, static_cast<std::size_t>(count), grad.dtype, ReduceOp::Avg);
+    }
+  }
+  return flight;
 }
 
 void all_reduce_unit(Comm& comm, TypedSpan grad, std::int64_t bucket_elems) {
-  for (std::int64_t begin = 0; begin < grad.elems; begin += bucket_elems) {
-    const std::int64_t count = std::min(bucket_elems, grad.elems - begin);
-    comm.all_reduce(grad.slice(begin, count).data, static_cast<std::size_t>(count), grad.dtype,
-                    ReduceOp::Avg);
-  }
+  start_all_reduce(comm, grad, bucket_elems, /*async=*/false).wait();
 }
 
 double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,

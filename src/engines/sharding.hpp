@@ -3,6 +3,7 @@
 // updated parameters, and moving the optimizer's owned state in and out (ShardState, ModelState).
 #pragma once
 
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -12,6 +13,44 @@
 #include "engines/unit_buffers.hpp"
 
 namespace zl {
+
+/// Collectives started for one unit (several when bucketed), the buffers they read or write, and
+/// what to do once they are complete (unpacking a bucketed gather). wait() waits for all of them
+/// in order, runs `finish`, and releases the buffers. Blocking starts leave nothing to wait for
+/// but `finish`.
+struct InFlight {
+  std::vector<CommHandle> handles;
+  std::vector<Buffer> buffers;
+  std::function<void()> finish;
+  void wait();
+};
+
+/// all_gather_into, started: with `async` the calls are async (overlap_comm) and `full` is
+/// complete only after wait(); without, it is complete on return (wait() is then a no-op).
+InFlight start_all_gather(Comm& comm, Device& device, TypedSpan shard, TypedSpan full,
+                          std::int64_t bucket_elems, bool async);
+
+/// reduce_scatter_unit, started (see start_all_gather); `full` must stay untouched until wait().
+InFlight start_reduce_scatter(Comm& comm, Device& device, TypedSpan full, TypedSpan shard,
+                              std::int64_t bucket_elems, bool async);
+
+/// all_reduce_unit, started (see start_all_gather).
+InFlight start_all_reduce(Comm& comm, TypedSpan grad, std::int64_t bucket_elems, bool async);
+
+/// Waits for every flight, oldest first, and empties the list.
+void wait_all(std::vector<InFlight>& flights);
+
+/// Keeps at most `max_flights` in the list, waiting for the oldest ones beyond: with overlap_comm
+/// at most two units' reductions are in flight, as DeepSpeed double-buffers its buckets.
+void bound_in_flight(std::vector<InFlight>& flights, std::size_t max_flights);
+
+/// ZeRO-2 and ZeRO-3: reduce a unit's complete gradient into this rank's gradient shard, which
+/// the first micro-batch of a step writes and later ones add to (add_into, after the reduction).
+/// With `async` the gradient is first copied into a CommBuffer bucket (the caller's buffer is
+/// released when it returns) and the reduce-scatter only started; the shard is final after
+/// wait(). Without, it is final on return.
+InFlight reduce_into_shard(Comm& comm, Device& device, TypedSpan grad, TypedSpan shard,
+                           bool first_micro_batch, std::int64_t bucket_elems, bool async);
 
 /// all_gather of unit `unit`'s shards into a new full, padded buffer of the shard's dtype, booked
 /// as `category` (Gathered for ZeRO-3's temporaries), in calls of at most `bucket_elems`

@@ -50,12 +50,16 @@ class Zero1Engine final : public Engine {
                                             layout_, features_.precision,
                                             grad_scale_of(opt_, features_), hooks(), options_,
                                             device_);
-      // 3. reduce_scatter: the own slice of each unit's gradient becomes the mean
+      // 3. reduce_scatter: the own slice of each unit's gradient becomes the mean (with
+      //    overlap_comm these started in backward, unit by unit as each was ready)
       const std::vector<TypedSpan> grad_shards = own(grads_);
+      wait_all(in_flight_);
       for (std::size_t u = 0; u < layout_.size(); ++u) {
-        reduce_scatter_unit(comm_, device_, view_of(grads_[u]), grad_shards[u],
-                            features_.reduce_bucket_elems);
-        notify(options_, device_, "reduce_scatter", static_cast<int>(u));
+        if (!features_.overlap_comm) {
+          reduce_scatter_unit(comm_, device_, view_of(grads_[u]), grad_shards[u],
+                              features_.reduce_bucket_elems);
+          notify(options_, device_, "reduce_scatter", static_cast<int>(u));
+        }
         if (micro_steps == 1) continue;
         if (k == 0) {
           copy_into(grad_shards[u], view_of(accum_[u]));
@@ -101,7 +105,14 @@ class Zero1Engine final : public Engine {
     if (features_.precision == DType::F32) {
       hooks.direct_grad = [this](int u) { return grads_[u].as<float>(); };
     }
-    hooks.grad_ready = [this](int u, TypedSpan grad) { copy_into(grad, view_of(grads_[u])); };
+    hooks.grad_ready = [this](int u, TypedSpan grad) {
+      copy_into(grad, view_of(grads_[u]));
+      if (!features_.overlap_comm) return;
+      in_flight_.push_back(start_reduce_scatter(comm_, device_, view_of(grads_[u]),
+                                                own(grads_)[u], features_.reduce_bucket_elems,
+                                                true));
+      notify(options_, device_, "reduce_scatter", u);
+    };
     return hooks;
   }
 
@@ -115,6 +126,7 @@ class Zero1Engine final : public Engine {
   UnitBuffers grads_;   // full; after step 3 only the own slice holds the average
   UnitBuffers accum_;   // with gradient accumulation: own shard of the sum of the averages
   OptimizerState opt_;  // own shard
+  std::vector<InFlight> in_flight_;  // overlap_comm: reduce_scatters started during backward
 };
 
 }  // namespace

@@ -46,6 +46,7 @@ class Zero2Engine final : public Engine {
                                             layout_, features_.precision,
                                             grad_scale_of(opt_, features_), hooks(k == 0),
                                             options_, device_);
+      wait_all(in_flight_);
     }
     const std::vector<TypedSpan> grads = owned_spans(grad_shards_, layout_, false, 0, 1);
     const double grad_norm = sharded_grad_norm(
@@ -81,14 +82,10 @@ class Zero2Engine final : public Engine {
     MicroBatchHooks hooks;
     hooks.params = [this](int u, bool) { return UnitParams{view_of(params_[u]), {}}; };
     hooks.grad_ready = [this, first_micro_batch](int u, TypedSpan grad) {
-      const TypedSpan shard = view_of(grad_shards_[u]);
-      if (first_micro_batch) {
-        reduce_scatter_unit(comm_, device_, grad, shard, features_.reduce_bucket_elems);
-      } else {
-        Buffer reduced = device_.alloc(MemCategory::CommBuffer, shard.dtype, {shard.elems});
-        reduce_scatter_unit(comm_, device_, grad, view_of(reduced), features_.reduce_bucket_elems);
-        add_into(shard, view_of(reduced));
-      }
+      in_flight_.push_back(reduce_into_shard(comm_, device_, grad, view_of(grad_shards_[u]),
+                                             first_micro_batch, features_.reduce_bucket_elems,
+                                             features_.overlap_comm));
+      bound_in_flight(in_flight_, 2);
       notify(options_, device_, "reduce_scatter", u);
     };
     return hooks;
@@ -103,6 +100,7 @@ class Zero2Engine final : public Engine {
   UnitBuffers params_;       // full, training dtype
   UnitBuffers grad_shards_;  // own shard of the averaged (accumulated) gradients
   OptimizerState opt_;       // own shard
+  std::vector<InFlight> in_flight_;  // overlap_comm: reduce_scatters started during backward
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 //                                       gathered, all-gathered once after the update (as ZeRO-2)
 //   stage3_prefetch_bucket_size         the units of the next visits, up to this many elements,
 //                                       are gathered right after the current one, ahead of use
+//                                       (with overlap_comm asynchronously, while it computes)
 #include <algorithm>
 #include <deque>
 
@@ -62,6 +63,7 @@ class Zero3Engine final : public Engine {
                                             layout_, features_.precision,
                                             grad_scale_of(opt_, features_), hooks(k == 0),
                                             options_, device_);
+      wait_all(in_flight_);
     }
     const std::vector<TypedSpan> grads = owned_spans(grad_shards_, layout_, false, 0, 1);
     const double grad_norm = sharded_grad_norm(
@@ -103,14 +105,10 @@ class Zero3Engine final : public Engine {
     MicroBatchHooks hooks;
     hooks.params = [this](int u, bool) { return params_for_visit(u); };
     hooks.grad_ready = [this, first_micro_batch](int u, TypedSpan grad) {
-      const TypedSpan shard = view_of(grad_shards_[u]);
-      if (first_micro_batch) {
-        reduce_scatter_unit(comm_, device_, grad, shard, features_.reduce_bucket_elems);
-      } else {
-        Buffer reduced = device_.alloc(MemCategory::CommBuffer, shard.dtype, {shard.elems});
-        reduce_scatter_unit(comm_, device_, grad, view_of(reduced), features_.reduce_bucket_elems);
-        add_into(shard, view_of(reduced));
-      }
+      in_flight_.push_back(reduce_into_shard(comm_, device_, grad, view_of(grad_shards_[u]),
+                                             first_micro_batch, features_.reduce_bucket_elems,
+                                             features_.overlap_comm));
+      bound_in_flight(in_flight_, 2);
       notify(options_, device_, "reduce_scatter", u);
     };
     return hooks;
@@ -122,8 +120,9 @@ class Zero3Engine final : public Engine {
     const std::size_t visit = next_visit_++;
     if (persistent_[u]) return {view_of(params_[u]), {}};
     UnitParams params;
-    if (!prefetched_.empty() && prefetched_.front().first == visit) {
-      params.owned = std::move(prefetched_.front().second);
+    if (!prefetched_.empty() && prefetched_.front().visit == visit) {
+      prefetched_.front().flight.wait();  // with overlap_comm the gather ran meanwhile
+      params.owned = std::move(prefetched_.front().params);
       prefetched_.pop_front();
     } else {
       params.owned = gather(u);
@@ -140,11 +139,28 @@ class Zero3Engine final : public Engine {
       if (persistent_[u]) continue;
       budget_elems -= layout_[u].padded_elems;
       if (budget_elems < 0) return;
-      const bool have = std::ranges::any_of(prefetched_, [next](const auto& p) {
-        return p.first == next;
+      const bool have = std::ranges::any_of(prefetched_, [next](const Prefetched& p) {
+        return p.visit == next;
       });
-      if (!have) prefetched_.emplace_back(next, gather(u));
+      if (!have) prefetched_.push_back(start_gather(next, u));
     }
+  }
+
+  // A gather ahead of its visit: async with overlap_comm, so it runs while this unit computes.
+  struct Prefetched {
+    std::size_t visit = 0;
+    Buffer params;
+    InFlight flight;
+  };
+
+  Prefetched start_gather(std::size_t visit, int unit) {
+    Prefetched ahead{visit, device_.alloc(MemCategory::Gathered, features_.precision,
+                                          {layout_[unit].padded_elems}),
+                     {}};
+    ahead.flight = start_all_gather(comm_, device_, view_of(params_[unit]), view_of(ahead.params),
+                                    features_.allgather_bucket_elems, features_.overlap_comm);
+    notify(options_, device_, "gather", unit);
+    return ahead;
   }
 
   Buffer gather(int unit) {
@@ -189,9 +205,10 @@ class Zero3Engine final : public Engine {
   UnitBuffers params_;            // own shard (whole for persistent units), training dtype
   UnitBuffers grad_shards_;       // own shard of the averaged (accumulated) gradients
   OptimizerState opt_;            // own shard
+  std::vector<InFlight> in_flight_;  // overlap_comm: reduce_scatters started during backward
   std::vector<int> visits_;       // the units of a micro-batch's visits, forward then backward
   std::size_t next_visit_ = 0;
-  std::deque<std::pair<std::size_t, Buffer>> prefetched_;  // (visit, gathered parameters)
+  std::deque<Prefetched> prefetched_;  // gathers ahead of their visits, oldest first
 };
 
 }  // namespace

@@ -38,10 +38,11 @@ void check_every_stage(const TrainConfig& config) {
 
 std::string describe(const TrainingFeatures& f) {
   return fmt::format(
-      "{} accum={} clip={} prefetch={} persistence={} scale=2^{} window={} hysteresis={}",
+      "{} accum={} clip={} prefetch={} persistence={} scale=2^{} window={} hysteresis={} "
+      "buckets={}/{} overlap={}",
       dtype_name(f.precision), f.grad_accum_steps, f.grad_clip, f.prefetch_bucket_elems,
       f.persistence_threshold_elems, f.loss_scale.initial_scale_power, f.loss_scale.window,
-      f.loss_scale.hysteresis);
+      f.loss_scale.hysteresis, f.reduce_bucket_elems, f.allgather_bucket_elems, f.overlap_comm);
 }
 
 RC_GTEST_PROP(Features, prop_every_stage_is_bitwise_the_reference_with_every_feature,
@@ -167,6 +168,30 @@ TEST(Features, BucketsSplitCallsNotBytes) {
     EXPECT_EQ(b.calls(CollectiveKind::ReduceScatter), 7 * a.calls(CollectiveKind::ReduceScatter));
     EXPECT_GT(b.calls(CollectiveKind::AllGather), a.calls(CollectiveKind::AllGather));
   }
+}
+
+// overlap_comm starts each unit's reduction during backward: DDP's all_reduce of unit u comes
+// right after unit u's backward, before the backward of the unit below; without it, after all.
+TEST(Features, OverlapReducesDuringBackward) {
+  TrainConfig config = small_config();
+  config.steps = 1;
+  config.engine = EngineKind::Ddp;
+  auto events_of = [&config](bool overlap) {
+    config.features.overlap_comm = overlap;
+    std::vector<std::string> events;
+    train(config, {}, [&events](int rank, const EngineEvent& event, const MemoryLedger&) {
+      if (rank == 0) events.push_back(fmt::format("{} {}", event.phase, event.unit));
+    });
+    return events;
+  };
+  const auto overlapped = events_of(true);
+  const auto serial = events_of(false);
+  const auto at = [](const std::vector<std::string>& events, const std::string& event) {
+    return std::find(events.begin(), events.end(), event) - events.begin();
+  };
+  EXPECT_LT(at(overlapped, "all_reduce 2"), at(overlapped, "backward 1"));
+  EXPECT_GT(at(serial, "all_reduce 2"), at(serial, "backward 0"));
+  EXPECT_EQ(overlapped.size(), serial.size());
 }
 
 // For any units and W in 1..8: the sharded norm and the clipped, updated shards equal the
