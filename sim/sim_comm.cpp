@@ -1,5 +1,5 @@
 // sim_comm.cpp — SimComm: call counts and injected faults, argument checks, then post, wait and
-// record the ring volume.
+// record the ring volume and the timeline.
 #include "sim_comm.hpp"
 
 #include <fmt/format.h>
@@ -27,51 +27,93 @@ void check_arguments(const CallDesc& call, int world) {
 
 }  // namespace
 
-SimComm::SimComm(int rank, int world, Rendezvous& rendezvous, const std::vector<FaultSpec>& faults)
-    : rank_(rank), world_(world), rendezvous_(rendezvous) {
+SimComm::SimComm(int rank, int world, Rendezvous& rendezvous, const std::vector<FaultSpec>& faults,
+                 TimelineBoard* board, const TimelineOptions& timeline)
+    : rank_(rank), world_(world), rendezvous_(rendezvous), board_(board) {
   for (const auto& fault : faults) {
     if (fault.rank == rank) faults_.push_back(fault);
   }
+  if (board_ != nullptr) timeline_.emplace(world, timeline);
 }
 
 void SimComm::all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op) {
-  run_blocking({.kind = CollectiveKind::AllReduce,
+  run_call({.kind = CollectiveKind::AllReduce,
                 .op = op,
                 .dtype = dtype,
                 .count = count,
                 .send = data,
-                .recv = data});
+                .recv = data},
+           false);
 }
 
 void SimComm::reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
                              ReduceOp op) {
-  run_blocking({.kind = CollectiveKind::ReduceScatter,
+  run_call({.kind = CollectiveKind::ReduceScatter,
                 .op = op,
                 .dtype = dtype,
                 .count = recv_count,
                 .send = send,
-                .recv = recv});
+                .recv = recv},
+           false);
 }
 
 void SimComm::all_gather(const void* send, void* recv, std::size_t send_count, DType dtype) {
-  run_blocking({.kind = CollectiveKind::AllGather,
+  run_call({.kind = CollectiveKind::AllGather,
                 .dtype = dtype,
                 .count = send_count,
                 .send = send,
-                .recv = recv});
+                .recv = recv},
+           false);
 }
 
 void SimComm::broadcast(void* data, std::size_t count, DType dtype, int root) {
-  run_blocking({.kind = CollectiveKind::Broadcast,
+  run_call({.kind = CollectiveKind::Broadcast,
                 .dtype = dtype,
                 .count = count,
                 .root = root,
                 .send = data,
-                .recv = data});
+                .recv = data},
+           false);
 }
 
 void SimComm::barrier() {
-  run_blocking({.kind = CollectiveKind::Barrier});
+  run_call({.kind = CollectiveKind::Barrier}, false);
+}
+
+CommHandle SimComm::all_reduce_async(void* data, std::size_t count, DType dtype, ReduceOp op) {
+  return handle_of(run_call({.kind = CollectiveKind::AllReduce,
+                             .op = op,
+                             .dtype = dtype,
+                             .count = count,
+                             .send = data,
+                             .recv = data},
+                            true));
+}
+
+CommHandle SimComm::reduce_scatter_async(const void* send, void* recv, std::size_t recv_count,
+                                         DType dtype, ReduceOp op) {
+  return handle_of(run_call({.kind = CollectiveKind::ReduceScatter,
+                             .op = op,
+                             .dtype = dtype,
+                             .count = recv_count,
+                             .send = send,
+                             .recv = recv},
+                            true));
+}
+
+CommHandle SimComm::all_gather_async(const void* send, void* recv, std::size_t send_count,
+                                     DType dtype) {
+  return handle_of(run_call({.kind = CollectiveKind::AllGather,
+                             .dtype = dtype,
+                             .count = send_count,
+                             .send = send,
+                             .recv = recv},
+                            true));
+}
+
+CommHandle SimComm::handle_of(std::int64_t call_number) {
+  if (call_number == 0 || !timeline_) return {};
+  return CommHandle([this, call_number] { timeline_->wait(call_number); });
 }
 
 std::optional<std::string> SimComm::unfired_fault() const {
@@ -106,17 +148,38 @@ bool SimComm::inject(const FaultSpec& fault, const CallDesc& call, std::int64_t 
   return true;
 }
 
-void SimComm::run_blocking(const CallDesc& call) {
+std::int64_t SimComm::run_call(const CallDesc& call, bool async) {
   const std::int64_t nth = ++calls_of_kind_[static_cast<std::size_t>(call.kind)];
   for (const auto& fault : faults_) {
-    if (fault.collective == call.kind && fault.nth == nth && !inject(fault, call, nth)) return;
+    if (fault.collective == call.kind && fault.nth == nth && !inject(fault, call, nth)) return 0;
   }
   check_arguments(call, world_);
+  // The rendezvous numbers this rank's calls 1, 2, ...: the ready time goes up under that number
+  // before the call does, so every rank finds all W of them once the call is complete.
+  const std::int64_t number = calls_posted_ + 1;
+  if (timeline_) board_->publish(number, timeline_->before_call());
   calls_posted_ = rendezvous_.post(rank_, call);
   rendezvous_.wait(rank_, calls_posted_);
   const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(call.dtype));
-  traffic_.record(call.kind, ring_volume(call.kind, ring_buffer_elems(call, world_), elem_bytes,
-                                         rank_, world_, call.root));
+  const std::int64_t buffer_elems = ring_buffer_elems(call, world_);
+  const RingVolume volume =
+      ring_volume(call.kind, buffer_elems, elem_bytes, rank_, world_, call.root);
+  traffic_.record(call.kind, volume);
+  if (timeline_) {
+    const CallInfo info{.number = calls_posted_,
+                        .kind = call.kind,
+                        .buffer_elems = buffer_elems,
+                        .elem_bytes = elem_bytes,
+                        .sent_bytes = volume.sent_bytes,
+                        .wire_bytes = wire_bytes(call.kind, buffer_elems, elem_bytes, world_)};
+    timeline_->after_call(info, async, board_->start_ms(calls_posted_));
+  }
+  return calls_posted_;
+}
+
+RankTimeline* sim_timeline(Comm& comm) {
+  auto* sim = dynamic_cast<SimComm*>(&comm);
+  return sim != nullptr ? sim->timeline() : nullptr;
 }
 
 }  // namespace zl

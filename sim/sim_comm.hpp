@@ -1,6 +1,8 @@
 // sim_comm.hpp — one simulated rank's Comm: counts its calls of each collective, injects the
 // faults it was given, checks its arguments, posts each call at the shared rendezvous, waits for
-// it, and records the call's ring volume in its traffic ledger.
+// it, records the call's ring volume in its traffic ledger and puts it on the rank's timeline.
+// Async calls move their data at issue too (all ranks meet at the rendezvous), but on the
+// timeline they run on the comm stream and hold the compute clock only at wait().
 #pragma once
 
 #include <array>
@@ -14,6 +16,7 @@
 #include "comm/comm.hpp"
 #include "fault_injection.hpp"
 #include "rendezvous.hpp"
+#include "timeline.hpp"
 
 namespace zl {
 
@@ -22,8 +25,10 @@ namespace zl {
 class SimComm final : public Comm {
  public:
   /// Rank `rank` of `world`, meeting the others at `rendezvous` (which must outlive it), with the
-  /// faults of `faults` whose rank is `rank` injected into its calls.
-  SimComm(int rank, int world, Rendezvous& rendezvous, const std::vector<FaultSpec>& faults = {});
+  /// faults of `faults` whose rank is `rank` injected into its calls. With a `board` (which must
+  /// outlive it too) the rank keeps a timeline under `timeline`.
+  SimComm(int rank, int world, Rendezvous& rendezvous, const std::vector<FaultSpec>& faults = {},
+          TimelineBoard* board = nullptr, const TimelineOptions& timeline = {});
 
   int rank() const override { return rank_; }
   int size() const override { return world_; }
@@ -35,14 +40,28 @@ class SimComm final : public Comm {
   void broadcast(void* data, std::size_t count, DType dtype, int root) override;
   void barrier() override;
 
+  CommHandle all_reduce_async(void* data, std::size_t count, DType dtype, ReduceOp op) override;
+  CommHandle reduce_scatter_async(const void* send, void* recv, std::size_t recv_count,
+                                  DType dtype, ReduceOp op) override;
+  CommHandle all_gather_async(const void* send, void* recv, std::size_t send_count,
+                              DType dtype) override;
+
+  /// This rank's timeline; null without a board.
+  RankTimeline* timeline() { return timeline_ ? &*timeline_ : nullptr; }
+  const RankTimeline* timeline() const { return timeline_ ? &*timeline_ : nullptr; }
+
   /// "rank R: fault ... never fired: ..." for the first of this rank's faults whose call it never
   /// made, or nullopt when every fault fired.
   std::optional<std::string> unfired_fault() const;
 
  private:
   // Counts `call`, injects its fault if it has one, checks its arguments, posts it, waits for it
-  // and records its traffic.
-  void run_blocking(const CallDesc& call);
+  // and records its traffic and its timeline. Returns the call number, or 0 when the rank skipped
+  // the call.
+  std::int64_t run_call(const CallDesc& call, bool async);
+
+  // A handle whose wait() joins the timeline's clocks with async call `call_number`.
+  CommHandle handle_of(std::int64_t call_number);
 
   // Carries out `fault` at `call`, which is this rank's `nth` call of its kind. Returns false when
   // the rank skips the call.
@@ -55,6 +74,12 @@ class SimComm final : public Comm {
   // Calls of each kind this rank reached, skipped ones included.
   std::array<std::int64_t, kCollectiveKindCount> calls_of_kind_{};
   std::int64_t calls_posted_ = 0;
+  TimelineBoard* board_;
+  std::optional<RankTimeline> timeline_;
 };
+
+/// The timeline of `comm` when it is a SimComm that keeps one, else null: how the trainer names
+/// compute spans and marks steps.
+RankTimeline* sim_timeline(Comm& comm);
 
 }  // namespace zl

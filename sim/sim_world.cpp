@@ -7,6 +7,7 @@
 #include <memory>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include "core/error.hpp"
 #include "rendezvous.hpp"
@@ -19,6 +20,7 @@ namespace {
 // Runs one rank's body and tells the rendezvous how it ended, so no other rank waits for it.
 void run_rank(const std::function<void(Comm&)>& body, SimComm& comm, Rendezvous& rendezvous) {
   try {
+    comm.timeline()->start();
     body(comm);
     rendezvous.mark_returned(comm.rank());
   } catch (const std::exception& e) {
@@ -31,18 +33,29 @@ void run_rank(const std::function<void(Comm&)>& body, SimComm& comm, Rendezvous&
 }  // namespace
 
 SimWorld::SimWorld(int world, SimOptions options)
-    : world_(world), options_(options), traffic_(static_cast<std::size_t>(world > 0 ? world : 0)) {
+    : world_(world),
+      options_(std::move(options)),
+      traffic_(static_cast<std::size_t>(world > 0 ? world : 0)),
+      timelines_(traffic_.size()) {
   ZL_CHECK(world >= 1, "world size {} is invalid: use 1 or more ranks", world);
-  ZL_CHECK(options.timeout.count() > 0, "sim timeout of {} ms is invalid: use a positive timeout",
-           options.timeout.count());
-  validate_faults(options.faults, world);
+  ZL_CHECK(options_.timeout.count() > 0, "sim timeout of {} ms is invalid: use a positive timeout",
+           options_.timeout.count());
+  ZL_CHECK(options_.timeline.link.busbw_gbps > 0.0 && options_.timeline.link.alpha_us >= 0.0,
+           "link {} is invalid: give a bus bandwidth > 0 GB/s and a latency >= 0 us",
+           options_.timeline.link.name);
+  ZL_CHECK(options_.timeline.compute_scale > 0.0,
+           "compute scale {} is invalid: simulated compute needs a factor > 0",
+           options_.timeline.compute_scale);
+  validate_faults(options_.faults, world);
 }
 
 void SimWorld::run(const std::function<void(Comm&)>& body) {
   Rendezvous rendezvous(world_, options_.timeout);
+  TimelineBoard board(world_);
   std::vector<std::unique_ptr<SimComm>> comms;
   for (int r = 0; r < world_; ++r) {
-    comms.push_back(std::make_unique<SimComm>(r, world_, rendezvous, options_.faults));
+    comms.push_back(std::make_unique<SimComm>(r, world_, rendezvous, options_.faults, &board,
+                                              options_.timeline));
   }
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(world_));
@@ -60,7 +73,11 @@ void SimWorld::run(const std::function<void(Comm&)>& body) {
   }
   for (auto& thread : threads) thread.join();
   for (int r = 0; r < world_; ++r) {
-    traffic_[static_cast<std::size_t>(r)] = comms[static_cast<std::size_t>(r)]->traffic();
+    const SimComm& comm = *comms[static_cast<std::size_t>(r)];
+    traffic_[static_cast<std::size_t>(r)] = comm.traffic();
+    const RankClocks& clocks = comm.timeline()->clocks();
+    timelines_[static_cast<std::size_t>(r)] = {
+        .rank = r, .steps = clocks.steps(), .program = clocks.program(), .events = clocks.events()};
   }
   if (auto cause = rendezvous.root_cause()) throw Error(*cause);
   for (const auto& comm : comms) {

@@ -2,7 +2,8 @@
 // SimComm. Collectives meet at a rendezvous keyed by each rank's call number; the reduction is
 // comm/reduce.hpp's rank-order one, so results are deterministic and bit-exact. A mismatched
 // call (op, dtype, count, root), a rank that throws or returns early, or a wait longer than the
-// timeout becomes a zl::Error naming the ranks and calls involved, never a hang.
+// timeout becomes a zl::Error naming the ranks and calls involved, never a hang. Every rank keeps
+// a timeline (timeline.hpp): simulated compute and comm clocks, readable after run().
 #pragma once
 
 #include <chrono>
@@ -12,6 +13,7 @@
 #include "comm/comm.hpp"
 #include "comm/traffic_ledger.hpp"
 #include "fault_injection.hpp"
+#include "timeline.hpp"
 
 namespace zl {
 
@@ -21,6 +23,8 @@ struct SimOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
   /// Faults injected into the ranks' collective calls (see fault_injection.hpp).
   std::vector<FaultSpec> faults{};
+  /// The ranks' timelines: link, compute scale, and what to record besides the step times.
+  TimelineOptions timeline{};
 };
 
 /// A world of `size()` simulated ranks.
@@ -42,10 +46,17 @@ class SimWorld {
   /// Traffic ledger of rank `rank` after the last run().
   const TrafficLedger& traffic(int rank) const { return traffic_.at(static_cast<std::size_t>(rank)); }
 
+  /// Timeline of rank `rank` after the last run(): its step times and, as SimOptions::timeline
+  /// asks, its program and events.
+  const TimelineRecord& timeline(int rank) const {
+    return timelines_.at(static_cast<std::size_t>(rank));
+  }
+
  private:
   int world_;
   SimOptions options_;
   std::vector<TrafficLedger> traffic_;
+  std::vector<TimelineRecord> timelines_;
 };
 
 }  // namespace zl

@@ -1,0 +1,120 @@
+// links.cpp — the link and device presets with the source of every number, and the alpha-beta
+// cost of one collective.
+#include "links.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace zl {
+
+namespace {
+
+template <class Preset>
+std::vector<std::string> names_of(const std::vector<Preset>& presets) {
+  std::vector<std::string> names;
+  for (const auto& preset : presets) names.push_back(preset.name);
+  return names;
+}
+
+}  // namespace
+
+const std::vector<LinkPreset>& link_presets() {
+  static const std::vector<LinkPreset> presets = {
+      // NVLink 4 on HGX/DGX H100: 900 GB/s bidirectional per GPU, 450 GB/s each way (H100
+      // datasheet). NCCL's ring reaches ~370 GB/s busbw after ~20% protocol overhead (S. Jeaugey,
+      // NCCL team, NVIDIA/nccl-tests#212, 2024-05). Alpha: a small all_reduce takes ~6 us on
+      // HGX H100 with CUDA graphs (NVIDIA/nccl#1259) plus ~3 us of launch without (NVIDIA/nccl#1984).
+      {"h100-nvlink", 10.0, 370.0,
+       "NVLink 4 (H100): 450 GB/s/direction line rate, ~370 GB/s NCCL ring busbw (nccl-tests#212); "
+       "alpha ~6 us + launch (nccl#1259, nccl#1984)"},
+      // NVLink 3 on DGX/HGX A100: 600 GB/s bidirectional per GPU, 300 GB/s each way (A100
+      // datasheet); nccl-tests all_reduce on 8xA100 reports ~200-240 GB/s busbw (e.g.
+      // NVIDIA/nccl-tests#149: ~200 GB/s on an HPE 8xA100 node). Alpha as for H100.
+      {"a100-nvlink", 10.0, 230.0,
+       "NVLink 3 (A100): 300 GB/s/direction line rate, ~200-240 GB/s nccl-tests busbw "
+       "(nccl-tests#149); alpha as h100-nvlink"},
+      // 400 Gb/s InfiniBand NDR, one NIC per GPU (rail-optimized): 50 GB/s line rate; the ring
+      // across nodes runs at ~90% of it, 45-48 GB/s busbw. Alpha: NCCL's own tuning model
+      // predicts ~26 us for a 4 KB all_reduce on an H100 InfiniBand cluster (NVIDIA/nccl#1453).
+      {"ib-400g", 25.0, 45.0,
+       "InfiniBand NDR 400 Gb/s per GPU: 50 GB/s line rate, ~45 GB/s ring busbw; alpha ~26 us "
+       "from NCCL's tuner (nccl#1453)"},
+      // PCIe 4.0 x16: 16 GT/s * 16 lanes * 128/130 = 31.5 GB/s each way; ~80% of it after
+      // packet overhead, ~25 GB/s. Alpha is an assumption between NVLink and InfiniBand.
+      {"pcie4", 15.0, 25.0,
+       "PCIe 4.0 x16: 31.5 GB/s/direction line rate, ~25 GB/s after overhead; alpha assumed"},
+  };
+  return presets;
+}
+
+LinkPreset link_preset(std::string_view name) {
+  const auto& presets = link_presets();
+  const auto it = std::ranges::find(presets, name, &LinkPreset::name);
+  ZL_CHECK(it != presets.end(), "link {} is unknown: use one of {}", name,
+           fmt::join(names_of(presets), ", "));
+  return *it;
+}
+
+const std::vector<DevicePreset>& device_presets() {
+  static const std::vector<DevicePreset> presets = {
+      {"cpu", 0.0, 0.0, 1.0, "the measured CPU time of each rank's thread, unscaled"},
+      // A100 SXM4 datasheet: 19.5 TFLOP/s fp32, 312 TFLOP/s dense bf16/fp16 tensor cores.
+      // Utilization: Megatron-LM sustains 163 of 312 TFLOP/s per A100 training GPT-3-class models
+      // (Narayanan et al., SC21: 52%); 0.5 is used for both devices.
+      {"a100", 19.5, 312.0, 0.5,
+       "A100 SXM4 datasheet: 19.5 TFLOP/s fp32, 312 bf16 dense; 50% utilization (Megatron-LM, "
+       "SC21)"},
+      // H100 SXM5 datasheet: 67 TFLOP/s fp32, 989 TFLOP/s dense bf16/fp16 (1979 with sparsity).
+      {"h100", 67.0, 989.0, 0.5,
+       "H100 SXM5 datasheet: 67 TFLOP/s fp32, 989 bf16 dense; 50% utilization (as a100)"},
+  };
+  return presets;
+}
+
+DevicePreset device_preset(std::string_view name) {
+  const auto& presets = device_presets();
+  const auto it = std::ranges::find(presets, name, &DevicePreset::name);
+  ZL_CHECK(it != presets.end(), "device {} is unknown: use one of {}", name,
+           fmt::join(names_of(presets), ", "));
+  return *it;
+}
+
+bool is_measured_cpu(const DevicePreset& device) {
+  return device.fp32_tflops <= 0.0;
+}
+
+double achieved_gflops(const DevicePreset& device, DType precision) {
+  ZL_CHECK(!is_measured_cpu(device), "device {} has no throughput model: it is measured",
+           device.name);
+  const double tflops = precision == DType::F32 ? device.fp32_tflops : device.bf16_tflops;
+  return tflops * 1e3 * device.utilization;
+}
+
+std::int64_t wire_bytes(CollectiveKind kind, std::int64_t buffer_elems, std::int64_t elem_bytes,
+                        int world) {
+  ZL_CHECK(world >= 1, "wire bytes: world size {} is invalid", world);
+  if (world == 1) return 0;
+  // ring_volume(): a ring pass sends all chunks but one; the busiest rank skips the smallest,
+  // floor(n/W) elements. A broadcast chain: every rank but the last sends the whole buffer.
+  const std::int64_t all_bytes = buffer_elems * elem_bytes;
+  const std::int64_t pass_bytes = all_bytes - buffer_elems / world * elem_bytes;
+  switch (kind) {
+    case CollectiveKind::AllReduce: return 2 * pass_bytes;
+    case CollectiveKind::ReduceScatter:
+    case CollectiveKind::AllGather: return pass_bytes;
+    case CollectiveKind::Broadcast: return all_bytes;
+    case CollectiveKind::Barrier: return 0;
+  }
+  fail("unknown collective kind {}", static_cast<int>(kind));
+}
+
+double collective_ms(const LinkPreset& link, std::int64_t wire_bytes, int world) {
+  if (world <= 1) return 0.0;
+  return link.alpha_us / 1e3 + static_cast<double>(wire_bytes) / (link.busbw_gbps * 1e9) * 1e3;
+}
+
+}  // namespace zl

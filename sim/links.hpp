@@ -1,0 +1,70 @@
+// links.hpp — the presets of the simulator's timeline (docs/timeline.md). A link is an alpha-beta
+// model of one ring collective: a fixed latency alpha per call plus the bytes the busiest rank
+// puts on the wire divided by the link's bus bandwidth,
+//   comm_ms = alpha_us / 1e3 + wire_bytes / (busbw_gbps * 1e9) * 1e3,
+// with bus bandwidth as nccl-tests defines it (doc/PERFORMANCE.md there): busbw = algbw * 2(W-1)/W
+// for all_reduce and (W-1)/W for reduce_scatter and all_gather, which is exactly the ring volume
+// one rank sends divided by the time. A device is the peak throughput that measured CPU compute is
+// scaled to. The sources of the numbers are beside them in links.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/traffic_ledger.hpp"
+#include "core/dtype.hpp"
+
+namespace zl {
+
+/// An interconnect as the timeline models it: latency per collective call and ring bus bandwidth.
+struct LinkPreset {
+  std::string name;         ///< "h100-nvlink", ...
+  double alpha_us = 0.0;    ///< fixed cost of one collective call, microseconds
+  double busbw_gbps = 1.0;  ///< bus bandwidth, GB/s (1e9 bytes per second)
+  std::string source;       ///< where the numbers come from, one line
+};
+
+/// The link presets: h100-nvlink, a100-nvlink, ib-400g, pcie4.
+const std::vector<LinkPreset>& link_presets();
+
+/// The preset named `name`; throws zl::Error naming the known presets otherwise.
+LinkPreset link_preset(std::string_view name);
+
+/// "h100-nvlink", the default of `zerolab train --link`.
+inline constexpr std::string_view kDefaultLink = "h100-nvlink";
+
+/// A device the measured CPU compute can be scaled to (docs/timeline.md, "Compute").
+struct DevicePreset {
+  std::string name;            ///< "h100", "a100", or "cpu" (no scaling)
+  double fp32_tflops = 0.0;    ///< dense fp32 peak (no tensor cores); 0 for "cpu"
+  double bf16_tflops = 0.0;    ///< dense bf16/fp16 tensor-core peak; 0 for "cpu"
+  double utilization = 1.0;    ///< fraction of peak a training step achieves (model FLOPs utilization)
+  std::string source;          ///< where the numbers come from, one line
+};
+
+/// The device presets: cpu, a100, h100.
+const std::vector<DevicePreset>& device_presets();
+
+/// The preset named `name`; throws zl::Error naming the known presets otherwise.
+DevicePreset device_preset(std::string_view name);
+
+/// True for the "cpu" preset: compute is the measured CPU time, unscaled.
+bool is_measured_cpu(const DevicePreset& device);
+
+/// GFLOP/s a training step reaches on `device` in `precision`: peak (fp32, or bf16/fp16 tensor
+/// cores) times utilization. Throws zl::Error for the "cpu" preset, which has no model.
+double achieved_gflops(const DevicePreset& device, DType precision);
+
+/// Bytes the busiest rank sends in one ring collective over a buffer of `buffer_elems` elements
+/// (the full W-block buffer for reduce_scatter and all_gather, as ring_volume() takes it):
+/// the largest sent_bytes of ring_volume() over the ranks. 0 on one rank and for barrier.
+std::int64_t wire_bytes(CollectiveKind kind, std::int64_t buffer_elems, std::int64_t elem_bytes,
+                        int world);
+
+/// Milliseconds one collective takes on `link` among `world` ranks: alpha + wire_bytes / busbw.
+/// 0 on one rank, which has no peer and no link.
+double collective_ms(const LinkPreset& link, std::int64_t wire_bytes, int world);
+
+}  // namespace zl

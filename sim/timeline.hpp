@@ -1,0 +1,219 @@
+// timeline.hpp — the simulator's clocks (docs/timeline.md). Every rank has a compute stream and
+// a comm stream, each with a clock in simulated milliseconds:
+//   compute  advances by the measured CPU time of the rank's thread between its Comm calls,
+//            times a scale (1, or measured CPU GFLOP/s over a device preset's);
+//   comm     a collective starts when every rank is ready for it,
+//              start = max over ranks of max(comm clock, compute clock at issue),
+//            and takes alpha + wire_bytes / busbw (links.hpp); the comm clock moves to its end;
+//   waits    a blocking call, or wait() on an async one, joins the clocks:
+//              compute = max(compute, end of the call).
+// Exposed comm is the part of those waits during which the rank's comm stream was busy (the
+// rest of a wait is waiting for slower ranks); so exposed <= comm, and with blocking calls only
+// exposed == comm. The same clocks replay a recorded program with other comm costs: that is how
+// `--what-if-world N` predicts a larger world.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/traffic_ledger.hpp"
+#include "links.hpp"
+
+namespace zl {
+
+/// One collective call as the timeline sees it: the same on every rank but for `sent_bytes`.
+struct CallInfo {
+  std::int64_t number = 0;  ///< the call number, 1-based (the rendezvous key)
+  CollectiveKind kind = CollectiveKind::Barrier;
+  std::int64_t buffer_elems = 0;  ///< whole ring buffer (ring_buffer_elems)
+  std::int64_t elem_bytes = 0;
+  std::int64_t sent_bytes = 0;  ///< this rank's ring volume (the traffic ledger's)
+  std::int64_t wire_bytes = 0;  ///< the busiest rank's (links.hpp wire_bytes): sets the time
+};
+
+/// One step of a rank's program, enough to replay its clocks with other comm costs.
+struct TimelineOp {
+  enum class Kind : std::uint8_t { Compute, Issue, Wait, BeginStep, EndStep };
+  Kind kind = Kind::Compute;
+  double compute_ms = 0.0;  ///< Compute: simulated duration
+  std::string label{};      ///< Compute: "forward 2", "backward 0", "update", "compute"
+  CallInfo call{};          ///< Issue: the call; Wait: call.number
+  bool async = false;       ///< Issue: the compute stream goes on until a Wait
+  std::int64_t step = -1;   ///< BeginStep: the 0-based step
+};
+
+/// The streams of a rank.
+enum class Stream : std::uint8_t { Compute, Comm };
+
+/// One span on a stream, for the trace. Compute spans are computation (named by their label) or
+/// waits ("wait all_gather"); comm spans are collectives (named as in the traffic ledger).
+struct TimelineEvent {
+  Stream stream = Stream::Compute;
+  std::string name{};
+  double start_ms = 0.0;
+  double dur_ms = 0.0;
+  std::int64_t step = -1;  ///< -1 outside steps (set-up, checkpoints, the final gather)
+  CallInfo call{};         ///< collectives and waits; number 0 for computation
+  bool async = false;      ///< collectives: issued by an async call
+  double issue_ms = 0.0;   ///< collectives: compute clock when the rank issued it
+  double exposed_ms = 0.0; ///< waits: the part during which the comm stream was busy
+};
+
+/// One rank's simulated times over one step (or summed over steps).
+struct StepTimes {
+  std::int64_t step = -1;
+  double start_ms = 0.0;         ///< compute clock when the step began
+  double compute_ms = 0.0;       ///< compute-stream time spent computing
+  double comm_ms = 0.0;          ///< comm-stream time of the collectives issued in the step
+  double exposed_comm_ms = 0.0;  ///< compute-stream time spent waiting while comm was busy
+  double step_ms = 0.0;          ///< compute clock at the step's end minus at its start
+};
+
+/// The clocks of one rank: a pure state machine, driven live by SimComm and in replay().
+/// Not thread-safe: one per rank.
+class RankClocks {
+ public:
+  /// `record_program` keeps every op for replay(); `record_events` every span for the trace.
+  RankClocks(bool record_program, bool record_events);
+
+  double compute_clock_ms() const { return compute_ms_; }
+  double comm_clock_ms() const { return comm_ms_; }
+  /// When this rank could start its next collective: max(compute clock, comm clock).
+  double ready_ms() const;
+
+  /// The compute stream computes for `ms` (>= 0).
+  void compute(double ms, std::string_view label);
+  /// `call` runs on the comm stream from `start_ms` (>= ready_ms()) for `dur_ms`. A blocking call
+  /// then joins the clocks; an async one waits for wait(call.number).
+  void issue(const CallInfo& call, bool async, double start_ms, double dur_ms);
+  /// The compute stream waits for async call `call_number`; throws zl::Error if it was never
+  /// issued async or was already waited.
+  void wait(std::int64_t call_number);
+  /// Opens step `step` (0-based); closes an open one first.
+  void begin_step(std::int64_t step);
+  /// Closes the open step and returns its times (step -1 and zeros if none is open).
+  StepTimes end_step();
+
+  /// Running totals since the start: compute, comm and exposed comm (step_ms is the compute clock).
+  StepTimes totals() const;
+  /// Times of every closed step, in order.
+  const std::vector<StepTimes>& steps() const { return steps_; }
+  const std::vector<TimelineOp>& program() const { return program_; }
+  const std::vector<TimelineEvent>& events() const { return events_; }
+
+ private:
+  struct Busy {
+    double start_ms, end_ms, dur_ms;
+  };
+  struct Pending {
+    CallInfo call;
+    double end_ms;
+  };
+  void join(const CallInfo& call, double end_ms);
+  void push(TimelineOp op);
+
+  bool record_program_, record_events_;
+  double compute_ms_ = 0.0, comm_ms_ = 0.0;
+  double compute_total_ms_ = 0.0, comm_total_ms_ = 0.0, exposed_total_ms_ = 0.0;
+  std::vector<Busy> busy_;        // comm spans, in order; those before first_busy_ are behind
+  std::size_t first_busy_ = 0;    // the compute clock for good
+  std::map<std::int64_t, Pending> pending_;  // async calls not yet waited
+  std::int64_t step_ = -1;
+  StepTimes step_start_;          // totals when the open step began
+  std::vector<StepTimes> steps_;
+  std::vector<TimelineOp> program_;
+  std::vector<TimelineEvent> events_;
+};
+
+/// One rank's timeline after a run.
+struct TimelineRecord {
+  int rank = 0;
+  std::vector<StepTimes> steps;       ///< every step's times
+  std::vector<TimelineOp> program;    ///< with TimelineOptions::record_program
+  std::vector<TimelineEvent> events;  ///< with TimelineOptions::record_events
+  /// The steps summed (step -1; step_ms is the sum of step times).
+  StepTimes totals() const;
+};
+
+/// Replays the ranks' programs (the same call sequence on every rank) with comm costs from `link`
+/// among `world` ranks, taking each call's wire_bytes as given: the same clocks as a live run,
+/// so programs recorded at W and replayed with W's costs give the recorded times. Throws
+/// zl::Error if the programs' calls disagree.
+std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& programs,
+                                   const LinkPreset& link, int world, bool record_events = false);
+
+/// How a simulated world keeps its timeline.
+struct TimelineOptions {
+  LinkPreset link = link_preset(kDefaultLink);
+  /// Simulated compute ms per measured CPU ms (1: CPU time as measured).
+  double compute_scale = 1.0;
+  bool record_program = false;  ///< keep the ops, for replay() (what-if)
+  bool record_events = false;   ///< keep the spans, for the Chrome trace
+};
+
+/// Where the ranks of one run leave their ready times, so each can start a collective at the
+/// latest of them. Thread-safe; one per SimWorld::run().
+class TimelineBoard {
+ public:
+  explicit TimelineBoard(int world) : world_(world) {}
+  /// Rank's ready time for call `call_number`; publish before posting the call.
+  void publish(std::int64_t call_number, double ready_ms);
+  /// The latest ready time of call `call_number` over all ranks; call after the call completed
+  /// at the rendezvous (then every rank has published). The last of the W readers frees it.
+  double start_ms(std::int64_t call_number);
+
+ private:
+  struct Entry {
+    double latest_ms = 0.0;
+    int published = 0;
+    int read = 0;
+  };
+  const int world_;
+  std::mutex mutex_;
+  std::map<std::int64_t, Entry> entries_;
+};
+
+/// CPU time the calling thread has used, in ms (CLOCK_THREAD_CPUTIME_ID): what a rank computed,
+/// whatever the other ranks' threads did meanwhile on the shared cores.
+double thread_cpu_ms();
+
+/// A rank's live timeline: its clocks, fed with the measured CPU time of its thread. Every call
+/// but the constructor must come from the rank's own thread.
+class RankTimeline {
+ public:
+  RankTimeline(int world, TimelineOptions options);
+
+  /// Starts measuring (at the start of the rank's thread).
+  void start();
+  /// Ends the compute span running since the last mark as `label`.
+  void mark(std::string_view label);
+  /// Drops the CPU time since the last mark (set-up, checkpoint files: not a step's work) and
+  /// opens step `step`.
+  void begin_step(std::int64_t step);
+  /// Ends the compute span ("compute"), closes the step and returns its times.
+  StepTimes end_step();
+
+  /// Before posting a collective: ends the compute span and returns the rank's ready time.
+  double before_call();
+  /// After the collective completed at the rendezvous, which started at `start_ms`: puts it on
+  /// the comm stream and restarts the CPU-time mark (the rendezvous is not computation).
+  void after_call(CallInfo call, bool async, double start_ms);
+  /// wait() on an async call: ends the compute span, then joins the clocks.
+  void wait(std::int64_t call_number);
+
+  const RankClocks& clocks() const { return clocks_; }
+  const TimelineOptions& options() const { return options_; }
+
+ private:
+  int world_;
+  TimelineOptions options_;
+  RankClocks clocks_;
+  double mark_cpu_ms_ = 0.0;
+};
+
+}  // namespace zl
