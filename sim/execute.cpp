@@ -1,7 +1,19 @@
-// execute.cpp — the data movement of each collective, computed by one thread for all ranks.
+// execute.cpp — the data movement of each collective, computed for all ranks at once.
+//
+// Two paths, the same bits. The direct path works tile by tile straight from the ranks' inputs
+// into their outputs: each tile of a reduction is reduced into a small cache-resident scratch
+// (reduce_rank_order, so the rank order is unchanged) and copied to every output that needs it,
+// and big collectives split their elements over a few threads. Every element is computed from
+// the same inputs in the same order whatever the tiling or threading, so results do not change.
+// It needs outputs that overlap no input except NCCL's in-place forms (all_reduce in place,
+// reduce_scatter's recv = send + r * count, all_gather's send = recv + r * count); any other
+// overlap takes the staged path, which computes everything into one scratch buffer first.
 #include "execute.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <exception>
+#include <thread>
 #include <vector>
 
 #include "comm/reduce.hpp"
@@ -12,13 +24,172 @@ namespace {
 
 using Bytes = std::vector<std::byte>;
 
+// A tile of a reduction: W input tiles and the scratch stay in L2 for W up to 8 and more.
+constexpr std::size_t kTileBytes = std::size_t{32} << 10;
+// Below this much data moved per thread, a helper thread costs more than it saves.
+constexpr std::size_t kMinBytesPerThread = std::size_t{4} << 20;
+
 void copy_bytes(void* dst, const void* src, std::size_t size_bytes) {
-  if (size_bytes > 0) std::memcpy(dst, src, size_bytes);
+  if (size_bytes > 0 && dst != src) std::memcpy(dst, src, size_bytes);
 }
 
 const std::byte* block(const void* base, std::size_t index, std::size_t block_bytes) {
   return static_cast<const std::byte*>(base) + index * block_bytes;
 }
+
+std::byte* block(void* base, std::size_t index, std::size_t block_bytes) {
+  return static_cast<std::byte*>(base) + index * block_bytes;
+}
+
+// ---- the direct path ----------------------------------------------------------------------
+
+// A byte range of one buffer.
+struct Range {
+  const std::byte* begin;
+  std::size_t size_bytes;
+};
+
+bool overlap(Range a, Range b) {
+  if (a.size_bytes == 0 || b.size_bytes == 0) return false;
+  return a.begin < b.begin + b.size_bytes && b.begin < a.begin + a.size_bytes;
+}
+
+Range send_range(const CallDesc& call, std::size_t world, std::size_t block_bytes) {
+  const std::size_t blocks = call.kind == CollectiveKind::ReduceScatter ? world : 1;
+  return {static_cast<const std::byte*>(call.send), blocks * block_bytes};
+}
+
+Range recv_range(const CallDesc& call, std::size_t world, std::size_t block_bytes) {
+  const std::size_t blocks = call.kind == CollectiveKind::AllGather ? world : 1;
+  return {static_cast<const std::byte*>(call.recv), blocks * block_bytes};
+}
+
+// True when rank r's recv and send are the collective's in-place form.
+bool in_place_form(const CallDesc& call, std::size_t r, std::size_t block_bytes) {
+  switch (call.kind) {
+    case CollectiveKind::ReduceScatter:
+      return call.recv == block(call.send, r, block_bytes);
+    case CollectiveKind::AllGather:
+      return call.send == block(call.recv, r, block_bytes);
+    default:
+      return call.send == call.recv;
+  }
+}
+
+// True when no output overlaps another rank's buffers, nor its own send except in place.
+bool direct_path_is_safe(std::span<const CallDesc> calls, std::size_t block_bytes) {
+  const std::size_t world = calls.size();
+  for (std::size_t r = 0; r < world; ++r) {
+    const Range out = recv_range(calls[r], world, block_bytes);
+    if (overlap(out, send_range(calls[r], world, block_bytes)) &&
+        !in_place_form(calls[r], r, block_bytes)) {
+      return false;
+    }
+    for (std::size_t q = 0; q < world; ++q) {
+      if (q == r) continue;
+      if (overlap(out, send_range(calls[q], world, block_bytes)) ||
+          overlap(out, recv_range(calls[q], world, block_bytes))) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Reduces elements [begin, end) of blocks `inputs` (one per rank) into every pointer of
+// `outputs`, tile by tile through a cache-resident scratch.
+void reduce_tiles(const std::vector<const std::byte*>& inputs,
+                  const std::vector<std::byte*>& outputs, std::size_t begin, std::size_t end,
+                  const CallDesc& call) {
+  const std::size_t elem_bytes = dtype_bytes(call.dtype);
+  const std::size_t tile_elems = std::max<std::size_t>(1, kTileBytes / elem_bytes);
+  Bytes scratch(std::min(end - begin, tile_elems) * elem_bytes);
+  std::vector<const void*> tile_inputs(inputs.size());
+  for (std::size_t lo = begin; lo < end; lo += tile_elems) {
+    const std::size_t elems = std::min(tile_elems, end - lo);
+    for (std::size_t r = 0; r < inputs.size(); ++r) tile_inputs[r] = inputs[r] + lo * elem_bytes;
+    reduce_rank_order(tile_inputs, scratch.data(), elems, call.dtype, call.op);
+    for (std::byte* out : outputs)
+      copy_bytes(out + lo * elem_bytes, scratch.data(), elems * elem_bytes);
+  }
+}
+
+// Elements [begin, end) of the per-rank count, for every rank.
+void direct_range(std::span<const CallDesc> calls, std::size_t block_bytes, std::size_t begin,
+                  std::size_t end) {
+  const CallDesc& call = calls.front();
+  const std::size_t world = calls.size();
+  const std::size_t elem_bytes = dtype_bytes(call.dtype);
+  const std::size_t lo_bytes = begin * elem_bytes;
+  const std::size_t range_bytes = (end - begin) * elem_bytes;
+  std::vector<const std::byte*> inputs(world);
+  std::vector<std::byte*> outputs;
+  switch (call.kind) {
+    case CollectiveKind::AllReduce:
+      for (std::size_t r = 0; r < world; ++r) {
+        inputs[r] = static_cast<const std::byte*>(calls[r].send);
+        outputs.push_back(static_cast<std::byte*>(calls[r].recv));
+      }
+      return reduce_tiles(inputs, outputs, begin, end, call);
+    case CollectiveKind::ReduceScatter:  // rank r receives the reduction of everyone's block r
+      for (std::size_t b = 0; b < world; ++b) {
+        for (std::size_t r = 0; r < world; ++r) inputs[r] = block(calls[r].send, b, block_bytes);
+        reduce_tiles(inputs, {static_cast<std::byte*>(calls[b].recv)}, begin, end, call);
+      }
+      return;
+    case CollectiveKind::AllGather:  // block b of every recv is rank b's send
+      for (std::size_t b = 0; b < world; ++b) {
+        for (std::size_t r = 0; r < world; ++r) {
+          copy_bytes(block(calls[r].recv, b, block_bytes) + lo_bytes,
+                     static_cast<const std::byte*>(calls[b].send) + lo_bytes, range_bytes);
+        }
+      }
+      return;
+    case CollectiveKind::Broadcast: {
+      const auto* root =
+          static_cast<const std::byte*>(calls[static_cast<std::size_t>(call.root)].send);
+      for (const auto& c : calls)
+        copy_bytes(static_cast<std::byte*>(c.recv) + lo_bytes, root + lo_bytes, range_bytes);
+      return;
+    }
+    case CollectiveKind::Barrier:
+      return;
+  }
+}
+
+// Splits the count over up to hardware_concurrency threads (the caller included) when each
+// moves at least kMinBytesPerThread.
+void execute_direct(std::span<const CallDesc> calls, std::size_t block_bytes) {
+  const std::size_t count = calls.front().count;
+  const std::size_t moved_bytes = 2 * calls.size() * block_bytes;
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t threads =
+      std::clamp<std::size_t>(moved_bytes / kMinBytesPerThread, 1, std::min(cores, count + 1));
+  const std::size_t per_thread = (count + threads - 1) / threads;
+  auto run_part = [&](std::size_t t) {
+    const std::size_t begin = std::min(count, t * per_thread);
+    direct_range(calls, block_bytes, begin, std::min(count, begin + per_thread));
+  };
+  // A part that throws (a dtype the reduction does not support) fails the call on the caller.
+  std::vector<std::exception_ptr> errors(threads);
+  auto run_caught = [&](std::size_t t) {
+    try {
+      run_part(t);
+    } catch (...) {
+      errors[t] = std::current_exception();
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(run_caught, t);
+    run_caught(0);
+  }
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+}
+
+// ---- the staged path: everything into one scratch buffer, then out ----------------------
 
 // Every rank's `recv` becomes `result`.
 void write_to_all(std::span<const CallDesc> calls, const Bytes& result) {
@@ -63,12 +234,8 @@ void broadcast(std::span<const CallDesc> calls, std::size_t block_bytes) {
   write_to_all(calls, Bytes(root_data, root_data + block_bytes));
 }
 
-}  // namespace
-
-void execute_collective(std::span<const CallDesc> calls) {
-  const CallDesc& call = calls.front();
-  const std::size_t block_bytes = call.count * dtype_bytes(call.dtype);
-  switch (call.kind) {
+void execute_staged(std::span<const CallDesc> calls, std::size_t block_bytes) {
+  switch (calls.front().kind) {
     case CollectiveKind::AllReduce:
       return all_reduce(calls, block_bytes);
     case CollectiveKind::ReduceScatter:
@@ -80,6 +247,20 @@ void execute_collective(std::span<const CallDesc> calls) {
     case CollectiveKind::Barrier:
       return;
   }
+}
+
+}  // namespace
+
+void execute_collective(std::span<const CallDesc> calls) {
+  const CallDesc& call = calls.front();
+  if (call.kind == CollectiveKind::Barrier) return;
+  const std::size_t block_bytes = call.count * dtype_bytes(call.dtype);
+  // Empty reductions stay staged, where reduce_rank_order still rejects an unsupported dtype.
+  const bool empty_reduction = call.count == 0 && is_reduction(call.kind);
+  if (!empty_reduction && direct_path_is_safe(calls, block_bytes)) {
+    return execute_direct(calls, block_bytes);
+  }
+  execute_staged(calls, block_bytes);
 }
 
 }  // namespace zl
