@@ -239,8 +239,12 @@ void RankTimeline::mark(std::string_view label) {
   mark_cpu_ms_ = now_ms;
 }
 
-void RankTimeline::begin_step(std::int64_t step) {
+void RankTimeline::discard() {
   mark_cpu_ms_ = thread_cpu_ms();
+}
+
+void RankTimeline::begin_step(std::int64_t step) {
+  discard();
   clocks_.begin_step(step);
 }
 

@@ -192,6 +192,8 @@ class RankTimeline {
   void start();
   /// Ends the compute span running since the last mark as `label`.
   void mark(std::string_view label);
+  /// Drops the CPU time since the last mark: work that is not the training's (an observer's).
+  void discard();
   /// Drops the CPU time since the last mark (set-up, checkpoint files: not a step's work) and
   /// opens step `step`.
   void begin_step(std::int64_t step);

@@ -1,6 +1,6 @@
 // train_command.cpp — `zerolab train`: runs the parsed flags (train_flags.cpp), prints a progress
-// line every --steps-per-print steps and a per-rank ledger summary, then writes the requested
-// files (each atomically).
+// line every --steps-per-print steps, a per-rank ledger and timeline summary and the what-if
+// table, then writes the requested files (each atomically).
 #include "cli/train_command.hpp"
 
 #include <fmt/format.h>
@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/safetensors.hpp"
+#include "cli/what_if.hpp"
 #include "core/atomic_file.hpp"
+#include "trace.hpp"
 
 namespace zl {
 
@@ -54,10 +56,14 @@ std::string six_decimals(double value) {
   return std::isnan(value) ? "nan" : fmt::format("{:.6f}", value);
 }
 
+// The measured wall time, then the simulated timeline's step: compute, comm, exposed comm.
 void print_step(const StepRecord& record, std::int64_t steps) {
-  fmt::print("step {:>5}/{}  loss {}  grad_norm {}  {:.2f} ms{}\n", record.step + 1, steps,
-             six_decimals(record.loss), six_decimals(record.grad_norm), record.step_ms,
-             record.skipped ? "  skipped: gradient norm not finite" : "");
+  fmt::print(
+      "step {:>5}/{}  loss {}  grad_norm {}  {:.2f} ms  sim {:.3f} ms: compute {:.3f} comm {:.3f} "
+      "exposed {:.3f}{}\n",
+      record.step + 1, steps, six_decimals(record.loss), six_decimals(record.grad_norm),
+      record.step_ms, record.sim_step_ms, record.compute_ms, record.comm_ms,
+      record.exposed_comm_ms, record.skipped ? "  skipped: gradient norm not finite" : "");
   std::fflush(stdout);
 }
 
@@ -89,7 +95,48 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
   }
 }
 
-// The --summary document: both ledgers of every rank (see README for the keys).
+std::string_view device_name(const TrainConfig& config) {
+  return config.device ? std::string_view(config.device->name) : std::string_view("cpu");
+}
+
+// The simulated totals of the run: each rank's, and the largest over the ranks.
+StepTimes slowest(const TrainResult& result) {
+  StepTimes most;
+  for (const auto& rank : result.timelines) {
+    const StepTimes sum = rank.totals();
+    most.compute_ms = std::max(most.compute_ms, sum.compute_ms);
+    most.comm_ms = std::max(most.comm_ms, sum.comm_ms);
+    most.exposed_comm_ms = std::max(most.exposed_comm_ms, sum.exposed_comm_ms);
+    most.step_ms = std::max(most.step_ms, sum.step_ms);
+  }
+  return most;
+}
+
+void print_timeline(const TrainConfig& config, const TrainResult& result) {
+  fmt::print("\nsimulated timeline, link {} ({} us + bytes / {} GB/s), device {}", config.link.name,
+             config.link.alpha_us, config.link.busbw_gbps, device_name(config));
+  if (result.cpu_gflops > 0.0) {
+    fmt::print(" (CPU time x {:.3g}: CPU GEMM {:.1f} GFLOP/s measured)", result.compute_scale,
+               result.cpu_gflops);
+  }
+  fmt::print("\n{:>4} {:>13} {:>13} {:>16} {:>13}\n", "rank", "compute_ms", "comm_ms",
+             "exposed_comm_ms", "sim_ms");
+  for (const auto& rank : result.timelines) {
+    const StepTimes sum = rank.totals();
+    fmt::print("{:>4} {:>13.3f} {:>13.3f} {:>16.3f} {:>13.3f}\n", rank.rank, sum.compute_ms,
+               sum.comm_ms, sum.exposed_comm_ms, sum.step_ms);
+  }
+}
+
+nlohmann::json timeline_json(const StepTimes& sum) {
+  return {{"compute_ms", sum.compute_ms},
+          {"comm_ms", sum.comm_ms},
+          {"exposed_comm_ms", sum.exposed_comm_ms},
+          {"sim_ms", sum.step_ms}};
+}
+
+// The --summary document: both ledgers of every rank (see README for the keys), and the
+// simulated timeline's totals per rank and overall (the largest over the ranks).
 nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& rank : result.ranks) {
@@ -122,15 +169,26 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
                        {"calls", calls},
                        {"sent_by_collective", sent},
                        {"recv_by_collective", recv}}}});
+    ranks.back().update(timeline_json(result.timelines.at(ranks.size() - 1).totals()));
   }
   const bool is_reference = config.engine == EngineKind::Reference;
-  return {{"engine", engine_name(config.engine)},
-          {"stage", is_reference ? nlohmann::json(nullptr) : nlohmann::json(stage_of(config.engine))},
-          {"world", config.world},
-          {"steps", config.steps},
-          {"params", total_numel(result.layout)},
-          {"padded_params", total_padded_elems(result.layout)},
-          {"ranks", ranks}};
+  nlohmann::json summary = {
+      {"engine", engine_name(config.engine)},
+      {"stage", is_reference ? nlohmann::json(nullptr) : nlohmann::json(stage_of(config.engine))},
+      {"world", config.world},
+      {"steps", config.steps},
+      {"params", total_numel(result.layout)},
+      {"padded_params", total_padded_elems(result.layout)},
+      {"ranks", ranks},
+      {"timeline",
+       {{"link", config.link.name},
+        {"alpha_us", config.link.alpha_us},
+        {"busbw_gbps", config.link.busbw_gbps},
+        {"device", device_name(config)},
+        {"compute_scale", result.compute_scale},
+        {"time", "simulated"}}}};
+  summary.update(timeline_json(slowest(result)));
+  return summary;
 }
 
 // A JSON number, or null for NaN and infinities (which JSON cannot hold).
@@ -142,10 +200,13 @@ std::string metrics_lines(const TrainResult& result) {
   std::string lines;
   for (const auto& record : result.steps) {
     lines += fmt::format(
-        R"({{"step": {}, "loss": {}, "grad_norm": {}, "step_ms": {:.3f}, "skipped": {}}})"
+        R"({{"step": {}, "loss": {}, "grad_norm": {}, "step_ms": {:.3f}, "skipped": {}, )"
+        R"("sim_step_ms": {:.6f}, "compute_ms": {:.6f}, "comm_ms": {:.6f}, )"
+        R"("exposed_comm_ms": {:.6f}}})"
         "\n",
         record.step + 1, std::isfinite(record.loss) ? fmt::format("{}", record.loss) : "null",
-        json_number(record.grad_norm), record.step_ms, record.skipped);
+        json_number(record.grad_norm), record.step_ms, record.skipped, record.sim_step_ms,
+        record.compute_ms, record.comm_ms, record.exposed_comm_ms);
   }
   return lines;
 }
@@ -179,12 +240,20 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
       {&outputs.summary, "--summary"},
       {&outputs.save_init, "--save-init"},
       {&outputs.save_final, "--save-final"},
-      {&outputs.save_data, "--save-data"}};
+      {&outputs.save_data, "--save-data"},
+      {&outputs.trace, "--trace"}};
   for (const auto& [path, flag] : files) {
     if (!path->empty()) check_writable(*path, flag);
   }
+  ZL_CHECK(outputs.what_if_world >= 0, "--what-if-world {} is invalid: use 1 or more ranks",
+           outputs.what_if_world);
+  ZL_CHECK(outputs.what_if_world == 0 || config_in.engine != EngineKind::Reference,
+           "--what-if-world needs a distributed engine (--stage 0-3): the reference makes no "
+           "collective calls");
   TrainConfig config = config_in;
   config.record_data = !outputs.save_data.empty();
+  config.record_timeline =
+      config.record_timeline || !outputs.trace.empty() || outputs.what_if_world > 0;
 
   const TrainResult result = train(
       config,
@@ -195,6 +264,12 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
       },
       {}, checkpoints);
   print_summary(config, result);
+  print_timeline(config, result);
+  std::optional<WhatIf> what_if;
+  if (outputs.what_if_world > 0) {
+    what_if = predict_world(config, result, outputs.what_if_world);
+    fmt::print("{}", format_what_if(*what_if));
+  }
   fmt::print("loss {} -> {}\n", six_decimals(result.steps.front().loss),
              six_decimals(result.steps.back().loss));
   if (const std::int64_t skipped = skipped_steps(result); skipped > 0) {
@@ -204,7 +279,17 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
 
   if (!outputs.metrics.empty()) write_file_atomically(outputs.metrics, metrics_lines(result));
   if (!outputs.summary.empty()) {
-    write_file_atomically(outputs.summary, summary_json(config, result).dump(2) + "\n");
+    nlohmann::json summary = summary_json(config, result);
+    if (what_if) summary["what_if"] = what_if_json(*what_if);
+    write_file_atomically(outputs.summary, summary.dump(2) + "\n");
+  }
+  if (!outputs.trace.empty()) {
+    write_chrome_trace(outputs.trace, result.timelines,
+                       {.engine = std::string(engine_name(config.engine)),
+                        .world = config.world,
+                        .link = config.link.name,
+                        .device = std::string(device_name(config)),
+                        .compute_scale = result.compute_scale});
   }
   if (!outputs.save_init.empty()) {
     write_safetensors(outputs.save_init, param_tensors(result.layout, initial_params(config)));

@@ -25,6 +25,8 @@ struct TrainOutputs {
   std::filesystem::path save_data;  ///< safetensors x and y of every sample used
   bool quiet = false;               ///< no per-step progress lines
   std::int64_t steps_per_print = 1; ///< a progress line every K steps, and after the last
+  std::filesystem::path trace;      ///< Chrome trace of the simulated timeline (sim/trace.hpp)
+  int what_if_world = 0;            ///< predict the run on this many ranks (0: no prediction)
 };
 
 /// GPT sizes given by flags (--n-layer, ...), applied over the preset; empty when not given.

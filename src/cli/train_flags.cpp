@@ -202,6 +202,36 @@ void add_output_flags(CLI::App& cmd, TrainArgs& args) {
   cmd.add_option(
       "--resume", args.checkpoints.resume,
       "Continue from a checkpoint (any stage, any world); --steps stays the run's total");
+  cmd.add_option("--trace", outputs.trace,
+                 "Write the simulated timeline as a Chrome trace (open in Perfetto or "
+                 "chrome://tracing)")
+      ->type_name("FILE");
+  add_at_least(cmd, "--what-if-world", outputs.what_if_world, 1, "use 1 or more ranks",
+               "Predict step time, exposed comm and memory of this run on N ranks")
+      ->type_name("N")
+      ->default_str("");
+}
+
+std::vector<std::string> preset_names(const auto& presets) {
+  std::vector<std::string> names;
+  for (const auto& preset : presets) names.push_back(preset.name);
+  return names;
+}
+
+void add_timeline_flags(CLI::App& cmd, TrainConfig& config) {
+  cmd.add_option_function<std::string>(
+         "--link", [&config](const std::string& name) { config.link = link_preset(name); },
+         fmt::format("Link the simulated collectives are timed on: {} (docs/timeline.md)",
+                     joined(preset_names(link_presets()))))
+      ->type_name("NAME")
+      ->default_str(std::string(kDefaultLink));
+  cmd.add_option_function<std::string>(
+         "--device",
+         [&config](const std::string& name) { config.device = device_preset(name); },
+         fmt::format("Scale measured CPU compute to this device: {} (cpu: as measured)",
+                     joined(preset_names(device_presets()))))
+      ->type_name("NAME")
+      ->default_str("cpu");
 }
 
 }  // namespace
@@ -266,6 +296,7 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
          "(the rank leaves the call out), slow (it arrives after the timeout)")
       ->type_name(std::string(kFaultSpecForm));
   add_output_flags(cmd, args);
+  add_timeline_flags(cmd, config);
   cmd.add_option("--init", config.init_file,
                  "Start from these parameters (fp32 safetensors with the model's names, e.g. from "
                  "zerolab consolidate or --save-final)");

@@ -15,6 +15,7 @@
 #include "model/token_data.hpp"
 #include "model/named_init.hpp"
 #include "ops/cpu/cpu_device.hpp"
+#include "sim_comm.hpp"
 #include "sim_world.hpp"
 
 namespace zl {
@@ -48,6 +49,9 @@ void validate(const TrainConfig& config) {
            "--inject-fault needs a distributed engine (--stage 0-3): the reference makes no "
            "collective calls");
   validate_faults(config.faults, config.world, "--inject-fault");
+  ZL_CHECK(config.link.busbw_gbps > 0.0 && config.link.alpha_us >= 0.0,
+           "link {} is invalid: give a bus bandwidth > 0 GB/s and a latency >= 0 us",
+           config.link.name);
 }
 
 namespace {
@@ -135,6 +139,34 @@ Manifest manifest_of(const TrainConfig& config, std::int64_t step, const ShardSt
   return manifest;
 }
 
+// The engine phases that end a span of computation, and the span's name on the timeline.
+std::optional<std::string> compute_label(const EngineEvent& event) {
+  if (event.phase != "forward" && event.phase != "backward" && event.phase != "update") {
+    return std::nullopt;
+  }
+  return event.unit >= 0 ? fmt::format("{} {}", event.phase, event.unit)
+                         : std::string(event.phase);
+}
+
+// The ranks' timelines: simulated compute is measured CPU time, or that scaled to the device.
+struct TimelineSetup {
+  TimelineOptions options;
+  double cpu_gflops = 0.0;
+};
+
+TimelineSetup timeline_setup(const TrainConfig& config) {
+  TimelineSetup setup;
+  setup.options.link = config.link;
+  setup.options.record_program = config.record_timeline;
+  setup.options.record_events = config.record_timeline;
+  if (config.device && !is_measured_cpu(*config.device)) {
+    setup.cpu_gflops = measure_cpu_gflops();
+    setup.options.compute_scale =
+        setup.cpu_gflops / achieved_gflops(*config.device, config.features.precision);
+  }
+  return setup;
+}
+
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
       .count();
@@ -174,6 +206,27 @@ class RankModel {
 };
 
 }  // namespace
+
+double measure_cpu_gflops() {
+  constexpr std::int64_t kN = 256;
+  constexpr double kMinCpuMs = 30.0;
+  CpuDevice device;
+  std::vector<float> x(kN * kN, 0.5f), w(kN * kN, 0.25f), y(kN * kN);
+  double best_gflops = 0.0;
+  for (int round = 0; round < 3; ++round) {  // the fastest of three rounds: the least disturbed
+    const double start_ms = thread_cpu_ms();
+    std::int64_t calls = 0;
+    double spent_ms = 0.0;
+    while (spent_ms < kMinCpuMs / 3) {
+      device.linear_forward(x, w, {}, y, kN, kN, kN);
+      ++calls;
+      spent_ms = thread_cpu_ms() - start_ms;
+    }
+    const double flops = 2.0 * kN * kN * kN * static_cast<double>(calls);
+    best_gflops = std::max(best_gflops, flops / (spent_ms * 1e6));
+  }
+  return best_gflops;
+}
 
 std::vector<std::vector<float>> initial_params(const TrainConfig& config) {
   CpuDevice device;
@@ -228,26 +281,38 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
       .observer = {},
       .nonfinite = config.nonfinite,
       .features = config.features};
-  // Each rank's engine reports its events with its rank number.
-  auto options_of_rank = [&](int rank) {
+  const TimelineSetup timeline = timeline_setup(config);
+  result.compute_scale = timeline.options.compute_scale;
+  result.cpu_gflops = timeline.cpu_gflops;
+  // Each rank's engine reports its events with its rank number; its compute phases also name the
+  // spans of its timeline.
+  auto options_of_rank = [&](int rank, RankTimeline* clocks) {
     EngineOptions own = options;
-    if (observer) {
-      own.observer = [&observer, rank](const EngineEvent& event, const MemoryLedger& ledger) {
-        observer(rank, event, ledger);
-      };
-    }
+    own.observer = [&observer, rank, clocks](const EngineEvent& event,
+                                             const MemoryLedger& ledger) {
+      if (auto label = compute_label(event)) clocks->mark(*label);
+      if (!observer) return;
+      observer(rank, event, ledger);
+      clocks->discard();  // the observer's own work is not the step's
+    };
     return own;
   };
 
   // Runs the step loop for one engine; `mean_loss` turns the engine's loss into the logged one;
   // `after_step` gets the number of completed steps.
-  auto run_steps = [&](Engine& engine, bool is_rank0, const std::function<float(float)>& mean_loss,
+  auto run_steps = [&](Engine& engine, bool is_rank0, RankTimeline& clocks,
+                       const std::function<float(float)>& mean_loss,
                        const std::function<void(std::int64_t)>& after_step) {
     for (std::int64_t step = start.step; step < config.steps; ++step) {
       const auto started = std::chrono::steady_clock::now();
+      clocks.begin_step(step);
       const StepStats stats = engine.step(step);
       const double step_ms = ms_since(started);
-      const StepRecord record{step, mean_loss(stats.loss), stats.grad_norm, step_ms, stats.skipped};
+      const float loss = mean_loss(stats.loss);
+      const StepTimes times = clocks.end_step();
+      const StepRecord record{step,          loss,          stats.grad_norm,
+                              step_ms,       stats.skipped, times.compute_ms,
+                              times.comm_ms, times.exposed_comm_ms, times.step_ms};
       after_step(step + 1);
       if (!is_rank0) continue;
       result.steps.push_back(record);
@@ -260,16 +325,24 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
     RankModel rank_model(device, config, init);
     Model& model = rank_model.get();
     result.layout = layout_units(model.units(), config.world);
-    auto engine = make_reference_engine(model, device, config.world, options_of_rank(0));
+    RankTimeline clocks(1, timeline.options);  // one process: compute only
+    clocks.start();
+    auto engine =
+        make_reference_engine(model, device, config.world, options_of_rank(0, &clocks));
     run_steps(
-        *engine, true, [](float loss) { return loss; }, [](std::int64_t) {});
+        *engine, true, clocks, [](float loss) { return loss; }, [](std::int64_t) {});
     result.ranks.push_back({0, device.ledger(), TrafficLedger{}});
+    result.timelines.push_back({.rank = 0,
+                                .steps = clocks.clocks().steps(),
+                                .program = clocks.clocks().program(),
+                                .events = clocks.clocks().events()});
     result.final_state = engine->full_state();
     return result;
   }
 
-  SimWorld world(config.world,
-                 SimOptions{.timeout = config.collective_timeout, .faults = config.faults});
+  SimWorld world(config.world, SimOptions{.timeout = config.collective_timeout,
+                                          .faults = config.faults,
+                                          .timeline = timeline.options});
   result.ranks.resize(static_cast<std::size_t>(config.world));
   std::vector<FileEntry> saved(static_cast<std::size_t>(config.world));  // one slot per rank
   std::string stopped;  // rank 0's NonFiniteError: every rank stops at the same step
@@ -278,7 +351,9 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
     RankModel rank_model(device, config, init);
     Model& model = rank_model.get();
     const std::vector<UnitLayout> layout = layout_units(model.units(), config.world);
-    auto engine = make_engine(config.engine, model, device, comm, options_of_rank(comm.rank()));
+    RankTimeline& clocks = *sim_timeline(comm);
+    auto engine =
+        make_engine(config.engine, model, device, comm, options_of_rank(comm.rank(), &clocks));
     if (resuming) {
       ShardState shards = load_rank_shards(resumed, layout, comm.rank(), config.world);
       shards.scaler = resumed.loss_scaler;
@@ -302,7 +377,7 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
     };
     try {
       run_steps(
-          *engine, is_rank0,
+          *engine, is_rank0, clocks,
           [&comm](float loss) {
             comm.all_reduce(&loss, 1, DType::F32,
                             ReduceOp::Avg);  // the logged loss, as nanoGPT does
@@ -323,6 +398,7 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
     }
   });
   if (!stopped.empty()) throw Error(stopped);
+  for (int r = 0; r < config.world; ++r) result.timelines.push_back(world.timeline(r));
   return result;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "comm/traffic_ledger.hpp"
@@ -14,8 +15,10 @@
 #include "engines/engine.hpp"
 #include "engines/partition.hpp"
 #include "fault_injection.hpp"
+#include "links.hpp"
 #include "model/gpt_config.hpp"
 #include "model/mlp.hpp"
+#include "timeline.hpp"
 
 namespace zl {
 
@@ -48,6 +51,13 @@ struct TrainConfig {
   /// Start from these parameters (fp32 safetensors with the model's names, e.g. written by
   /// `zerolab consolidate` or --save-final) instead of the random init; empty: random init.
   std::filesystem::path init_file{};
+  /// The simulated timeline (docs/timeline.md): collectives cost alpha + bytes / busbw on `link`;
+  /// compute is each rank's measured CPU time, scaled to `device` when one other than "cpu" is
+  /// given. Never changes results.
+  LinkPreset link = link_preset(kDefaultLink);
+  std::optional<DevicePreset> device{};
+  /// Keep every rank's timeline program and events (for --trace and --what-if-world).
+  bool record_timeline = false;
 };
 
 /// Throws zl::Error with a one-line message naming the bad setting and what to use instead.
@@ -60,6 +70,11 @@ struct StepRecord {
   double grad_norm = 0.0;
   double step_ms = 0.0;  ///< wall time of engine.step() on rank 0
   bool skipped = false;  ///< the norm was not finite and NonFinitePolicy::Skip skipped the update
+  /// Rank 0's simulated timeline over the step (the logged loss's all_reduce included).
+  double compute_ms = 0.0;
+  double comm_ms = 0.0;
+  double exposed_comm_ms = 0.0;  ///< the compute stream's wait while comm was busy
+  double sim_step_ms = 0.0;      ///< simulated time of the step
 };
 
 /// One rank's measured ledgers at the end of the run.
@@ -85,6 +100,11 @@ struct TrainResult {
   ModelState final_state;
   std::vector<RankReport> ranks;  ///< one per rank (one in total for the reference)
   UsedData data;                  ///< filled when config.record_data
+  /// One per rank: the simulated times of every step; with config.record_timeline also the
+  /// program (for what-if replays) and the events (for the trace).
+  std::vector<TimelineRecord> timelines;
+  double compute_scale = 1.0;  ///< simulated compute ms per measured CPU ms
+  double cpu_gflops = 0.0;     ///< with a device: the measured CPU GEMM rate behind the scale
 };
 
 /// Sharded checkpoints of a run (src/ckpt/checkpoint.hpp): where to save, how often, and where
@@ -110,6 +130,11 @@ using RankObserver = std::function<void(int rank, const EngineEvent&, const Memo
 /// another W re-slices every unit and the data continue by global sample index.
 TrainResult train(const TrainConfig& config, const StepCallback& on_step = {},
                   const RankObserver& observer = {}, const CheckpointPlan& checkpoints = {});
+
+/// GFLOP/s of this machine's fp32 GEMM (the CPU device's linear_forward on 256 x 256 x 256, on
+/// the calling thread): what a rank's measured CPU time is divided by when a device preset
+/// scales it.
+double measure_cpu_gflops();
 
 /// The parameters every engine starts from: unpadded, one vector per unit.
 std::vector<std::vector<float>> initial_params(const TrainConfig& config);

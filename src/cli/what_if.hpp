@@ -1,0 +1,64 @@
+// what_if.hpp — `zerolab train --what-if-world N`: what the same training would cost on N ranks,
+// predicted from the run just measured (docs/timeline.md, "What-if"):
+//   compute  each rank's recorded compute spans as measured (data parallel: the same micro-batch
+//            per rank at any N), but the optimizer update of a sharded stage (ZeRO-1/2/3) scaled
+//            by W/N, since each rank updates 1/N of the model;
+//   comm     the same call sequence, each call's buffer re-derived for N (reduce_scatter and
+//            all_gather buffers padded to a multiple of N * kNormBlockElems, as layout_units pads
+//            a unit; all_reduce and broadcast buffers unchanged) and re-costed on the link;
+//   overlap  the recorded programs replayed on the timeline's clocks with those costs;
+//   memory   model states from the estimator (estimate_ledger at N), everything else (activations,
+//            gathered units, comm buffers) as measured.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engines/trainer.hpp"
+
+namespace zl {
+
+/// One world's per-step figures: the mean over the run's steps, the largest over the ranks.
+struct WorldFigures {
+  int world = 1;
+  double step_ms = 0.0;  ///< simulated
+  double compute_ms = 0.0;
+  double comm_ms = 0.0;
+  double exposed_comm_ms = 0.0;
+  std::int64_t sent_bytes = 0;         ///< per step, rank 0, ring volumes
+  std::int64_t model_state_bytes = 0;  ///< per rank: params + grads + master + optimizer
+  std::int64_t peak_bytes = 0;         ///< per rank
+};
+
+/// The measured world beside the predicted one.
+struct WhatIf {
+  WorldFigures measured;
+  WorldFigures predicted;
+  std::string engine;
+  std::string link;
+  std::string device;
+};
+
+/// `program` (recorded on rank `rank` of `from_world`) as it would run on `to_world` ranks: each
+/// Issue's buffer re-derived and its bytes recounted for `to_world`; with `sharded_update` every
+/// "update" compute span scaled by from_world / to_world.
+std::vector<TimelineOp> program_for_world(const std::vector<TimelineOp>& program, int rank,
+                                          int from_world, int to_world, bool sharded_update);
+
+/// Predicts `config`'s training on `world` ranks from `result`, which must come from a
+/// distributed engine run with config.record_timeline. Throws zl::Error otherwise or if
+/// world < 1.
+WhatIf predict_world(const TrainConfig& config, const TrainResult& result, int world);
+
+/// The table `zerolab train --what-if-world` prints.
+std::string format_what_if(const WhatIf& what_if);
+
+/// {"engine", "link", "device", "measured": {...}, "predicted": {...}} with the WorldFigures keys
+/// (world, step_ms, compute_ms, comm_ms, exposed_comm_ms, sent_bytes, model_state_bytes,
+/// peak_bytes).
+nlohmann::json what_if_json(const WhatIf& what_if);
+
+}  // namespace zl
