@@ -14,11 +14,13 @@ namespace zl {
 
 namespace {
 
-// The whole ring buffer of a call on `to_world` ranks (see what_if.hpp).
-std::int64_t buffer_for_world(CollectiveKind kind, std::int64_t buffer_elems, int to_world) {
-  if (kind != CollectiveKind::ReduceScatter && kind != CollectiveKind::AllGather) {
-    return buffer_elems;
-  }
+// The whole ring buffer of a call on `to_world` ranks (see what_if.hpp): a reduce_scatter or
+// all_gather of whole padded units (a multiple of from_world * kNormBlockElems) is padded for
+// to_world instead; anything else keeps its size.
+std::int64_t buffer_for_world(CollectiveKind kind, std::int64_t buffer_elems, int from_world,
+                              int to_world) {
+  const bool sharded = kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AllGather;
+  if (!sharded || buffer_elems % (from_world * kNormBlockElems) != 0) return buffer_elems;
   return padded_elems(buffer_elems, to_world);
 }
 
@@ -81,7 +83,7 @@ std::vector<TimelineOp> program_for_world(const std::vector<TimelineOp>& program
     }
     if (op.kind != TimelineOp::Kind::Issue) continue;
     CallInfo& call = op.call;
-    call.buffer_elems = buffer_for_world(call.kind, call.buffer_elems, to_world);
+    call.buffer_elems = buffer_for_world(call.kind, call.buffer_elems, from_world, to_world);
     call.sent_bytes =
         ring_volume(call.kind, call.buffer_elems, call.elem_bytes, own_rank, to_world).sent_bytes;
     call.wire_bytes = wire_bytes(call.kind, call.buffer_elems, call.elem_bytes, to_world);

@@ -3,9 +3,11 @@
 //   compute  each rank's recorded compute spans as measured (data parallel: the same micro-batch
 //            per rank at any N), but the optimizer update of a sharded stage (ZeRO-1/2/3) scaled
 //            by W/N, since each rank updates 1/N of the model;
-//   comm     the same call sequence, each call's buffer re-derived for N (reduce_scatter and
-//            all_gather buffers padded to a multiple of N * kNormBlockElems, as layout_units pads
-//            a unit; all_reduce and broadcast buffers unchanged) and re-costed on the link;
+//   comm     the same call sequence, each call's buffer re-derived for N and re-costed on the
+//            link: a reduce_scatter or all_gather of whole units (a multiple of W * 64 elements)
+//            padded to a multiple of N * 64 instead, as layout_units pads a unit (exact when N is
+//            a multiple of W, else at most N * 64 elements more per call); other buffers (bucket
+//            pieces, the norm's partials, all_reduce, broadcast) keep their size;
 //   overlap  the recorded programs replayed on the timeline's clocks with those costs;
 //   memory   model states from the estimator (estimate_ledger at N), everything else (activations,
 //            gathered units, comm buffers) as measured.
@@ -44,7 +46,8 @@ struct WhatIf {
 
 /// `program` (recorded on rank `rank` of `from_world`) as it would run on `to_world` ranks: each
 /// Issue's buffer re-derived and its bytes recounted for `to_world`; with `sharded_update` every
-/// "update" compute span scaled by from_world / to_world.
+/// "update" compute span scaled by from_world / to_world. The same program at to_world ==
+/// from_world.
 std::vector<TimelineOp> program_for_world(const std::vector<TimelineOp>& program, int rank,
                                           int from_world, int to_world, bool sharded_update);
 

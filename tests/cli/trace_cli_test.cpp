@@ -1,0 +1,234 @@
+// trace_cli_test.cpp — the simulated timeline through `zerolab train` and the what-if: --trace
+// writes valid Chrome trace JSON with one process per rank whose collectives carry exactly the
+// bytes of the traffic ledger; --summary and --metrics carry compute_ms, comm_ms and
+// exposed_comm_ms with exposed <= comm (== without overlap_comm); overlap_comm puts collectives
+// on the comm stream as async calls; --what-if-world at the measured W gives the measured
+// figures back, at N grows each unit's comm by the ring factor (N-1)/N over (W-1)/W and takes
+// model states from the estimator. Times are measurements: checked for structure, not values.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "cli/what_if.hpp"
+#include "engines/estimate.hpp"
+#include "support/command.hpp"
+#include "support/small_config.hpp"
+
+namespace zl {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class TraceCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           fmt::format("zerolab_trace_cli_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  static CommandResult zerolab(const std::string& args) {
+    return run_command(fmt::format("{} {}", ZL_BINARY, args));
+  }
+  fs::path dir_;
+};
+
+const std::string kRun =
+    "train --layers 3 --width 24 --in 8 --classes 4 --steps 3 --micro-batch 4 --quiet";
+
+TEST_F(TraceCli, TraceHasOneProcessPerRankAndTheLedgersBytesOnItsCollectives) {
+  const fs::path trace = dir_ / "trace.json";
+  const fs::path summary = dir_ / "summary.json";
+  const auto run = zerolab(fmt::format("{} --stage 3 --world 3 --trace {} --summary {}", kRun,
+                                       trace.string(), summary.string()));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json document = json::parse(slurp(trace));
+  const json ledgers = json::parse(slurp(summary));
+  EXPECT_EQ(document["otherData"]["world"], 3);
+  EXPECT_EQ(document["otherData"]["link"], "h100-nvlink");
+  std::set<int> processes;
+  std::vector<std::int64_t> step_bytes(3, 0);
+  std::vector<int> steps(3, 0);
+  for (const auto& event : document["traceEvents"]) {
+    const int pid = event["pid"];
+    ASSERT_TRUE(pid >= 0 && pid < 3) << event.dump();
+    if (event["ph"] == "M" && event["name"] == "process_name") processes.insert(pid);
+    if (event["ph"] != "X") continue;
+    if (event["cat"] == "step") ++steps[pid];
+    if (event["cat"] != "comm") continue;
+    EXPECT_EQ(event["tid"], 2) << event.dump();
+    if (event["args"]["step"].get<int>() >= 0) step_bytes[pid] += event["args"]["bytes"].get<std::int64_t>();
+  }
+  EXPECT_EQ(processes, (std::set<int>{0, 1, 2}));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(steps[r], 3) << "rank " << r;
+    // The ledger counts the steps' traffic; the trace's collectives in steps carry the same bytes.
+    EXPECT_EQ(step_bytes[r], ledgers["ranks"][r]["comm"]["sent"].get<std::int64_t>()) << r;
+  }
+}
+
+TEST_F(TraceCli, SummaryAndMetricsCarryComputeCommAndExposedComm) {
+  const fs::path summary = dir_ / "summary.json";
+  const fs::path metrics = dir_ / "metrics.jsonl";
+  const auto run = zerolab(fmt::format("{} --stage 2 --world 2 --link ib-400g --summary {} "
+                                       "--metrics {}",
+                                       kRun, summary.string(), metrics.string()));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("simulated timeline, link ib-400g"), std::string::npos) << run.out;
+  const json document = json::parse(slurp(summary));
+  EXPECT_EQ(document["timeline"]["link"], "ib-400g");
+  EXPECT_EQ(document["timeline"]["busbw_gbps"], 45.0);
+  double most_comm_ms = 0.0;
+  for (const auto& rank : document["ranks"]) {
+    const double comm_ms = rank["comm_ms"];
+    EXPECT_GT(comm_ms, 0.0);
+    EXPECT_GT(rank["compute_ms"].get<double>(), 0.0);
+    EXPECT_EQ(rank["exposed_comm_ms"].get<double>(), comm_ms);  // no overlap_comm: all exposed
+    most_comm_ms = std::max(most_comm_ms, comm_ms);
+  }
+  EXPECT_EQ(document["comm_ms"].get<double>(), most_comm_ms);  // overall: the largest rank's
+  EXPECT_TRUE(document.contains("compute_ms") && document.contains("exposed_comm_ms"));
+  std::istringstream lines(slurp(metrics));
+  int count = 0;
+  for (std::string line; std::getline(lines, line); ++count) {
+    const json step = json::parse(line);
+    EXPECT_GT(step["comm_ms"].get<double>(), 0.0) << line;
+    EXPECT_LE(step["exposed_comm_ms"].get<double>(), step["comm_ms"].get<double>()) << line;
+    EXPECT_GE(step["sim_step_ms"].get<double>(), step["compute_ms"].get<double>()) << line;
+  }
+  EXPECT_EQ(count, 3);
+}
+
+TEST_F(TraceCli, ProgressLinesShowTheSimulatedStepAndDeviceScaling) {
+  const auto run = zerolab(
+      "train --layers 2 --width 16 --in 4 --classes 4 --steps 2 --stage 1 --world 2 --device h100");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("step     2/2  loss "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(" ms  sim "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("exposed "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("device h100 (CPU time x "), std::string::npos) << run.out;
+}
+
+TEST_F(TraceCli, WhatIfPrintsATableAndTheSummaryCarriesIt) {
+  const fs::path summary = dir_ / "summary.json";
+  const auto run = zerolab(fmt::format("{} --stage 3 --world 2 --what-if-world 64 --summary {}",
+                                       kRun, summary.string()));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("what-if: zero3 on 64 ranks, predicted from the 2 measured"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("exposed_comm_ms"), std::string::npos);
+  const json what_if = json::parse(slurp(summary))["what_if"];
+  EXPECT_EQ(what_if["measured"]["world"], 2);
+  EXPECT_EQ(what_if["predicted"]["world"], 64);
+  EXPECT_LT(what_if["predicted"]["model_state_bytes"].get<std::int64_t>(),
+            what_if["measured"]["model_state_bytes"].get<std::int64_t>());
+}
+
+TEST_F(TraceCli, BadTimelineFlagsFailInOneLine) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"--link carrier-pigeon",
+       "link carrier-pigeon is unknown: use one of h100-nvlink, a100-nvlink, ib-400g, pcie4"},
+      {"--device tpu", "device tpu is unknown: use one of cpu, a100, h100"},
+      {"--what-if-world 0", "--what-if-world 0 is invalid: use 1 or more ranks"},
+      {"--engine reference --what-if-world 8",
+       "--what-if-world needs a distributed engine (--stage 0-3)"},
+      {"--trace /nonexistent-dir/trace.json", "--trace"},
+  };
+  for (const auto& [flags, message] : cases) {
+    const auto run = zerolab(fmt::format("{} {}", kRun, flags));
+    EXPECT_NE(run.exit_code, 0) << flags;
+    EXPECT_NE(run.err.find(message), std::string::npos) << flags << ": " << run.err;
+    EXPECT_EQ(std::ranges::count(run.err, '\n'), 1) << flags << ": " << run.err;
+  }
+}
+
+// ---- the library: overlap and the what-if ---------------------------------------------------
+
+TrainConfig recorded(EngineKind engine, int world) {
+  TrainConfig config = small_config();
+  config.engine = engine;
+  config.world = world;
+  config.record_timeline = true;
+  return config;
+}
+
+TEST_F(TraceCli, OverlapCommIssuesAsyncCollectivesAndExposesNoMoreThanItsComm) {
+  for (const EngineKind engine : {EngineKind::Ddp, EngineKind::Zero2, EngineKind::Zero3}) {
+    TrainConfig config = recorded(engine, 3);
+    config.features.overlap_comm = true;
+    const TrainResult result = train(config);
+    int async_calls = 0;
+    for (const auto& rank : result.timelines) {
+      for (const auto& event : rank.events) async_calls += event.async ? 1 : 0;
+      for (const auto& step : rank.steps) {
+        EXPECT_LE(step.exposed_comm_ms, step.comm_ms + 1e-9) << engine_name(engine);
+        EXPECT_GE(step.step_ms, step.compute_ms + step.exposed_comm_ms - 1e-9);
+      }
+    }
+    EXPECT_GT(async_calls, 0) << engine_name(engine);
+  }
+}
+
+TEST_F(TraceCli, WhatIfAtTheMeasuredWorldGivesTheMeasuredFigures) {
+  for (const EngineKind engine : {EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero3}) {
+    const TrainConfig config = recorded(engine, 3);
+    const WhatIf same = predict_world(config, train(config), 3);
+    EXPECT_EQ(same.predicted.step_ms, same.measured.step_ms) << engine_name(engine);
+    EXPECT_EQ(same.predicted.compute_ms, same.measured.compute_ms);
+    EXPECT_EQ(same.predicted.comm_ms, same.measured.comm_ms);
+    EXPECT_EQ(same.predicted.exposed_comm_ms, same.measured.exposed_comm_ms);
+    EXPECT_EQ(same.predicted.sent_bytes, same.measured.sent_bytes);
+    // The estimator is exact for the engines' model states (tests/estimate), so memory too.
+    EXPECT_EQ(same.predicted.model_state_bytes, same.measured.model_state_bytes);
+    EXPECT_EQ(same.predicted.peak_bytes, same.measured.peak_bytes);
+  }
+}
+
+TEST_F(TraceCli, WhatIfGrowsEachUnitsCommByTheRingFactor) {
+  // 64 -> 64 layers: 4160 elements a unit, padded to 4224 for W = 2 and 4608 for N = 8.
+  TrainConfig config = recorded(EngineKind::Zero3, 2);
+  config.mlp = {.layers = 2, .width = 64, .in = 64, .classes = 64};
+  const int from = 2, to = 8;
+  const TrainResult result = train(config);
+  const auto& program = result.timelines[0].program;
+  const auto predicted = program_for_world(program, 0, from, to, /*sharded_update=*/true);
+  ASSERT_EQ(predicted.size(), program.size());
+  int units = 0;
+  double comm_ms = 0.0;  // the predicted comm of the steps, call by call
+  bool in_step = false;
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    if (program[i].kind == TimelineOp::Kind::BeginStep) in_step = true;
+    if (program[i].kind == TimelineOp::Kind::EndStep) in_step = false;
+    if (program[i].kind != TimelineOp::Kind::Issue || !in_step) continue;
+    const CallInfo& at_w = program[i].call;
+    const CallInfo& at_n = predicted[i].call;
+    comm_ms += collective_ms(config.link, at_n.wire_bytes, to);
+    if (at_w.buffer_elems != 4224) continue;  // a whole unit's gather or reduce-scatter
+    ++units;
+    EXPECT_EQ(at_n.buffer_elems, 4608);
+    // wire = S (W-1)/W: at N = 8 it is 7/8 of 4608 elements, at W = 2 half of 4224.
+    EXPECT_EQ(at_w.wire_bytes, 4224 * 4 / 2);
+    EXPECT_EQ(at_n.wire_bytes, 4608 * 4 * 7 / 8);
+  }
+  EXPECT_EQ(units, 2 * 3 * 3);  // per step: gather forward, gather and reduce-scatter backward
+  const WhatIf what_if = predict_world(config, result, to);
+  const double steps = static_cast<double>(config.steps);
+  EXPECT_NEAR(what_if.predicted.comm_ms, comm_ms / steps, 1e-9 * comm_ms);
+  EXPECT_GT(what_if.predicted.comm_ms, what_if.measured.comm_ms);
+  EXPECT_EQ(what_if.predicted.exposed_comm_ms, what_if.predicted.comm_ms);  // no overlap_comm
+  EXPECT_LE(what_if.predicted.compute_ms, what_if.measured.compute_ms);  // the update is 1/N
+  const EstimateOptions options = estimate_options(config.features);
+  EXPECT_EQ(what_if.predicted.model_state_bytes,
+            estimate_ledger(state_elems(checked_units(config.mlp), to, options), options, 3)
+                .total_bytes());
+}
+
+}  // namespace
+}  // namespace zl
