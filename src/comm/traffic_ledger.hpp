@@ -4,7 +4,8 @@
 //   reduce_scatter  sends   (W-1)/W * S   (S = the full input, W blocks)
 //   all_gather      sends   (W-1)/W * S   (S = the full output)
 //   broadcast       a chain from the root: every rank but the last sends S, all but root receive S
-// where S is the byte size of the whole buffer. When S is not a multiple of W, ring chunk c has
+// where S is the byte size of the whole buffer. Device-host copies (ZeRO-Offload) are counted
+// apart from the collectives. When S is not a multiple of W, ring chunk c has
 // floor(n/W) elements plus one for c < n mod W, and each rank skips the chunk it owns.
 #pragma once
 
@@ -46,11 +47,20 @@ class TrafficLedger {
   std::int64_t recv_bytes(CollectiveKind kind) const { return recv_[index(kind)]; }
   std::int64_t calls(CollectiveKind kind) const { return calls_[index(kind)]; }
 
+  /// Adds a device-to-host copy of `bytes` (ZeRO-Offload's gradients going to the CPU update).
+  void record_to_host(std::int64_t bytes) { to_host_bytes_ += bytes; }
+  /// Adds a host-to-device copy of `bytes` (ZeRO-Offload's updated parameters coming back).
+  void record_to_device(std::int64_t bytes) { to_device_bytes_ += bytes; }
+  std::int64_t to_host_bytes() const { return to_host_bytes_; }
+  std::int64_t to_device_bytes() const { return to_device_bytes_; }
+
  private:
   static int index(CollectiveKind kind) { return static_cast<int>(kind); }
   std::array<std::int64_t, kCollectiveKindCount> sent_{};
   std::array<std::int64_t, kCollectiveKindCount> recv_{};
   std::array<std::int64_t, kCollectiveKindCount> calls_{};
+  std::int64_t to_host_bytes_ = 0;
+  std::int64_t to_device_bytes_ = 0;
 };
 
 }  // namespace zl

@@ -16,6 +16,9 @@ std::string_view mem_category_name(MemCategory category) {
     case MemCategory::Gathered: return "gathered";
     case MemCategory::CommBuffer: return "comm_buffer";
     case MemCategory::Activations: return "activations";
+    case MemCategory::HostMaster: return "host_master";
+    case MemCategory::HostOptimizer: return "host_optimizer";
+    case MemCategory::HostGrads: return "host_grads";
   }
   fail("unknown memory category {}", static_cast<int>(category));
 }

@@ -17,10 +17,20 @@ enum class MemCategory : std::uint8_t {
   Gathered,     ///< temporary full parameters of a unit (ZeRO-3)
   CommBuffer,   ///< staging buffers of collectives
   Activations,  ///< activations kept for backward
+  HostMaster,     ///< fp32 master copy in host memory (ZeRO-Offload)
+  HostOptimizer,  ///< Adam moments in host memory (ZeRO-Offload)
+  HostGrads,      ///< fp32 gradient shard copied to host for the update (ZeRO-Offload)
 };
 
 /// Number of MemCategory values.
-inline constexpr int kMemCategoryCount = 7;
+inline constexpr int kMemCategoryCount = 10;
+
+/// True for the categories that live in host memory (ZeRO-Offload); the rest are device memory.
+/// On the sim backend both are the same RAM, booked apart so the ledgers show the split.
+inline bool is_host(MemCategory category) {
+  return category == MemCategory::HostMaster || category == MemCategory::HostOptimizer ||
+         category == MemCategory::HostGrads;
+}
 
 /// Lower-case name of a category as it appears in summaries ("params", "grads", ...).
 std::string_view mem_category_name(MemCategory category);

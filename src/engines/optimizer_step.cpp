@@ -16,15 +16,19 @@ bool mixed(const OptimizerState& state) {
   return !state.master.empty();
 }
 
-// Unit `grad` as unscaled fp32: in place for fp32 gradients, else in `scratch`.
-std::span<float> unscaled(TypedSpan grad, double loss_scale, Device& device, Buffer& scratch) {
+// Unit `grad` as unscaled fp32: in place for fp32 gradients on the device, else in `scratch`
+// (on the host with offload, which counts the copy).
+std::span<float> unscaled(TypedSpan grad, double loss_scale, OptimizerState& state,
+                          Device& device, Buffer& scratch) {
   std::span<float> out;
-  if (grad.dtype == DType::F32) {
+  if (grad.dtype == DType::F32 && !state.offload) {
     out = grad.f32();
   } else {
-    scratch = device.alloc(MemCategory::Grads, DType::F32, {grad.elems});
+    scratch = device.alloc(state.offload ? MemCategory::HostGrads : MemCategory::Grads,
+                           DType::F32, {grad.elems});
     out = scratch.as<float>();
     widen(grad, out);
+    if (state.offload && state.transfers != nullptr) state.transfers->record_to_host(grad.bytes());
   }
   if (loss_scale != 1.0) {
     const auto scale = static_cast<float>(loss_scale);
@@ -37,9 +41,17 @@ std::span<float> unscaled(TypedSpan grad, double loss_scale, Device& device, Buf
 
 OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& layout,
                                const TrainingFeatures& features, bool shard) {
-  OptimizerState state{.master = {}, .adam = alloc_adam(device, layout, shard), .scaler = {}};
-  if (features.precision != DType::F32) {
-    state.master = alloc_units(device, layout, MemCategory::Master, shard);
+  const bool offload = features.offload_optimizer;
+  OptimizerState state{
+      .master = {},
+      .adam = alloc_adam(device, layout, shard,
+                         offload ? MemCategory::HostOptimizer : MemCategory::Optimizer),
+      .scaler = {},
+      .offload = offload,
+      .transfers = nullptr};
+  if (features.precision != DType::F32 || offload) {
+    state.master =
+        alloc_units(device, layout, offload ? MemCategory::HostMaster : MemCategory::Master, shard);
   }
   if (features.precision == DType::F16) state.scaler = LossScaler(features.loss_scale);
   return state;
@@ -129,14 +141,18 @@ bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<Typed
   const UnitSpans targets = fp32_params(state, params);
   for (std::size_t u = 0; u < grads.size(); ++u) {
     Buffer scratch;
-    const std::span<float> g = unscaled(grads[u], state.scaler.scale(), device, scratch);
+    const std::span<float> g = unscaled(grads[u], state.scaler.scale(), state, device, scratch);
     if (clip != 1.0f) {
       for (float& value : g) value = value * clip;
     }
     adamw_update_fused(targets[u], g, state.adam.exp_avg[u].as<float>(),
                        state.adam.exp_avg_sq[u].as<float>(), scalars, adam_threads());
+    if (!mixed(state)) continue;
+    round_into(state.master[u].as<float>(), params[u]);
+    if (state.offload && state.transfers != nullptr) {
+      state.transfers->record_to_device(params[u].bytes());
+    }
   }
-  params_from_master(state, params);
   state.scaler.update(/*overflow=*/false);
   return true;
 }

@@ -12,20 +12,27 @@
 #include <cstdint>
 #include <vector>
 
+#include "comm/traffic_ledger.hpp"
 #include "engines/engine.hpp"
 #include "engines/typed_span.hpp"
 #include "engines/unit_buffers.hpp"
 
 namespace zl {
 
-/// What the optimizer owns for the part of the model a rank updates.
+/// What the optimizer owns for the part of the model a rank updates. With ZeRO-Offload the master
+/// and the moments are host memory (HostMaster, HostOptimizer) and the update runs there: each
+/// unit's gradient goes to the host (HostGrads, counted as a device-to-host copy in `transfers`)
+/// and its updated parameters come back (a host-to-device copy).
 struct OptimizerState {
-  UnitBuffers master;  ///< fp32 copy of the owned parameters (16-bit training); empty in fp32
+  UnitBuffers master;  ///< fp32 copy of the owned parameters (16-bit or offload); else empty
   AdamState adam;      ///< Adam's moments and update count
   LossScaler scaler;   ///< dynamic for fp16, fixed at 1 otherwise
+  bool offload = false;                ///< master and moments in host memory
+  TrafficLedger* transfers = nullptr;  ///< where offload's copies are counted (may be null)
 };
 
-/// Zeroed state for whole units or (`shard`) the own shards, booked as Master and Optimizer.
+/// Zeroed state for whole units or (`shard`) the own shards, booked as Master and Optimizer (or
+/// HostMaster and HostOptimizer with features.offload_optimizer, which always keeps a master).
 OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& layout,
                                const TrainingFeatures& features, bool shard);
 
@@ -40,14 +47,14 @@ float grad_scale_of(const OptimizerState& state, const TrainingFeatures& feature
 std::vector<TypedSpan> owned_spans(UnitBuffers& buffers, const std::vector<UnitLayout>& layout,
                                    bool shard_of_full, int rank, int world);
 
-/// The fp32 parameters the optimizer updates: the master in 16-bit training, else the owned
+/// The fp32 parameters the optimizer updates: the master when there is one, else the owned
 /// parameters themselves.
 UnitSpans fp32_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params);
 
-/// Sets the owned 16-bit parameters to the master, rounded (nothing to do in fp32).
+/// Sets the owned parameters to the master, rounded (nothing to do without a master).
 void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& owned_params);
 
-/// Sets the master to the owned parameters, widened (after init; nothing to do in fp32).
+/// Sets the master to the owned parameters, widened (after init; nothing to do without one).
 void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params);
 
 /// Block partials (optim/grad_norm.hpp) of the unscaled fp32 gradients, unit after unit.

@@ -63,9 +63,9 @@ void notify(const EngineOptions& options, const Device& device, std::string_view
   if (options.observer) options.observer({phase, unit}, device.ledger());
 }
 
-AdamState alloc_adam(Device& device, const std::vector<UnitLayout>& layout, bool shard) {
-  return {alloc_units(device, layout, MemCategory::Optimizer, shard),
-          alloc_units(device, layout, MemCategory::Optimizer, shard)};
+AdamState alloc_adam(Device& device, const std::vector<UnitLayout>& layout, bool shard,
+                     MemCategory category) {
+  return {alloc_units(device, layout, category, shard), alloc_units(device, layout, category, shard)};
 }
 
 bool should_update(double grad_norm, std::int64_t step, const EngineOptions& options) {

@@ -51,8 +51,10 @@ struct AdamState {
   std::int64_t updates = 0;
 };
 
-/// Zeroed moments shaped like alloc_units(device, layout, ..., shard).
-AdamState alloc_adam(Device& device, const std::vector<UnitLayout>& layout, bool shard = false);
+/// Zeroed moments shaped like alloc_units(device, layout, ..., shard), booked as `category`
+/// (Optimizer, or HostOptimizer with ZeRO-Offload).
+AdamState alloc_adam(Device& device, const std::vector<UnitLayout>& layout, bool shard = false,
+                     MemCategory category = MemCategory::Optimizer);
 
 /// The one non-finite decision, made from the canonical norm (the same bits on every rank): true
 /// when step `step` (0-based) applies its update. A finite norm updates; a NaN or infinite one

@@ -40,6 +40,7 @@ class Zero3Engine final : public Engine {
             alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
         opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)) {
     validate(features_);
+    opt_.transfers = &comm.traffic();
     for (const auto& unit : layout_) {
       persistent_.push_back(unit.numel < features_.persistence_threshold_elems);
       params_.push_back(device.alloc(MemCategory::Params, features_.precision,

@@ -39,10 +39,11 @@ void check_every_stage(const TrainConfig& config) {
 std::string describe(const TrainingFeatures& f) {
   return fmt::format(
       "{} accum={} clip={} prefetch={} persistence={} scale=2^{} window={} hysteresis={} "
-      "buckets={}/{} overlap={}",
+      "buckets={}/{} overlap={} offload={}",
       dtype_name(f.precision), f.grad_accum_steps, f.grad_clip, f.prefetch_bucket_elems,
       f.persistence_threshold_elems, f.loss_scale.initial_scale_power, f.loss_scale.window,
-      f.loss_scale.hysteresis, f.reduce_bucket_elems, f.allgather_bucket_elems, f.overlap_comm);
+      f.loss_scale.hysteresis, f.reduce_bucket_elems, f.allgather_bucket_elems, f.overlap_comm,
+      f.offload_optimizer);
 }
 
 RC_GTEST_PROP(Features, prop_every_stage_is_bitwise_the_reference_with_every_feature,
@@ -192,6 +193,36 @@ TEST(Features, OverlapReducesDuringBackward) {
   EXPECT_LT(at(overlapped, "all_reduce 2"), at(overlapped, "backward 1"));
   EXPECT_GT(at(serial, "all_reduce 2"), at(serial, "backward 0"));
   EXPECT_EQ(overlapped.size(), serial.size());
+}
+
+// ZeRO-Offload: the master and Adam's moments of the own shard are host memory, the device holds
+// none; each applied step copies the gradient shard to the host and the parameters back; the
+// results are the same bits.
+TEST(Features, OffloadMovesOptimizerStateToTheHost) {
+  TrainConfig config = small_config();
+  config.engine = EngineKind::Zero2;
+  config.features.precision = DType::BF16;
+  const auto on_device = train(config);
+  config.features.offload_optimizer = true;
+  const auto offloaded = train(config);
+  EXPECT_FALSE(first_difference(offloaded, on_device));
+  for (int r = 0; r < config.world; ++r) {
+    const MemoryLedger& device = on_device.ranks[r].memory;
+    const MemoryLedger& host = offloaded.ranks[r].memory;
+    EXPECT_EQ(host.current_bytes(MemCategory::Master), 0);
+    EXPECT_EQ(host.current_bytes(MemCategory::Optimizer), 0);
+    EXPECT_EQ(host.current_bytes(MemCategory::HostMaster), device.current_bytes(MemCategory::Master));
+    EXPECT_EQ(host.current_bytes(MemCategory::HostOptimizer),
+              device.current_bytes(MemCategory::Optimizer));
+    EXPECT_EQ(host.current_bytes(MemCategory::Params), device.current_bytes(MemCategory::Params));
+    // bf16 shard of every unit down and up once per step.
+    std::int64_t shard_bytes = 0;
+    for (const auto& unit : offloaded.layout) shard_bytes += 2 * unit.shard_elems;
+    EXPECT_EQ(offloaded.ranks[r].traffic.to_host_bytes(), config.steps * shard_bytes);
+    EXPECT_EQ(offloaded.ranks[r].traffic.to_device_bytes(), config.steps * shard_bytes);
+    EXPECT_EQ(on_device.ranks[r].traffic.to_host_bytes(), 0);
+    EXPECT_EQ(offloaded.ranks[r].traffic.sent_bytes(), on_device.ranks[r].traffic.sent_bytes());
+  }
 }
 
 // For any units and W in 1..8: the sharded norm and the clipped, updated shards equal the

@@ -186,9 +186,9 @@ TEST_F(FaultCli, SkipNonfiniteKeepsEveryStageByteIdenticalToTheReference) {
       << ref.out;
   const std::string metrics = slurp(dir_ / "m.jsonl");
   EXPECT_NE(metrics.find(R"("step": 1, )"), std::string::npos);
-  EXPECT_NE(metrics.find(R"("skipped": false})"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(R"("skipped": false)"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find(R"("loss": null, "grad_norm": null, )"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find(R"("skipped": true})"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(R"("skipped": true)"), std::string::npos) << metrics;
   const std::string ref_bytes = slurp(dir_ / "ref.st");
   ASSERT_GT(ref_bytes.size(), 100u);
   for (const int stage : {0, 1, 2, 3}) {

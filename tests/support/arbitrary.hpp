@@ -48,13 +48,13 @@ struct Arbitrary<zl::TrainConfig> {
 
 /// Training features: any precision, 1..3 accumulated micro-batches, clipping off or at norms
 /// that bind, ZeRO-3 prefetch and persistence on or off, buckets from one call per unit down to
-/// a few elements per rank, overlap_comm on or off, and fp16 scales that overflow from the
+/// a few elements per rank, overlap_comm and ZeRO-Offload on or off, and fp16 scales that overflow from the
 /// first step (2^40) with a short window and hysteresis, so skipped steps and scale changes occur.
 inline Gen<zl::TrainingFeatures> gen_features() {
   return gen::apply(
       [](zl::DType precision, int accum, double clip, std::int64_t prefetch,
          std::int64_t persistence, int scale_power, int window, int hysteresis,
-         std::int64_t reduce_bucket, std::int64_t allgather_bucket, bool overlap) {
+         std::int64_t reduce_bucket, std::int64_t allgather_bucket, bool overlap, bool offload) {
         zl::TrainingFeatures features;
         features.precision = precision;
         features.grad_accum_steps = accum;
@@ -64,6 +64,7 @@ inline Gen<zl::TrainingFeatures> gen_features() {
         features.reduce_bucket_elems = reduce_bucket;
         features.allgather_bucket_elems = allgather_bucket;
         features.overlap_comm = overlap;
+        features.offload_optimizer = offload;
         features.loss_scale = {.initial_scale_power = scale_power,
                                .window = window,
                                .hysteresis = hysteresis,
@@ -75,7 +76,8 @@ inline Gen<zl::TrainingFeatures> gen_features() {
       gen::element<std::int64_t>(0, 50, 1'000'000), gen::element(16, 40, 4),
       gen::inRange(1, 4), gen::inRange(1, 3),
       gen::element<std::int64_t>(500'000'000, 256, 64),
-      gen::element<std::int64_t>(500'000'000, 320, 48), gen::arbitrary<bool>());
+      gen::element<std::int64_t>(500'000'000, 320, 48), gen::arbitrary<bool>(),
+      gen::arbitrary<bool>());
 }
 
 }  // namespace rc
