@@ -27,7 +27,8 @@ const std::vector<LinkPreset>& link_presets() {
       // NVLink 4 on HGX/DGX H100: 900 GB/s bidirectional per GPU, 450 GB/s each way (H100
       // datasheet). NCCL's ring reaches ~370 GB/s busbw after ~20% protocol overhead (S. Jeaugey,
       // NCCL team, NVIDIA/nccl-tests#212, 2024-05). Alpha: a small all_reduce takes ~6 us on
-      // HGX H100 with CUDA graphs (NVIDIA/nccl#1259) plus ~3 us of launch without (NVIDIA/nccl#1984).
+      // HGX H100 with CUDA graphs (NVIDIA/nccl#1259) plus ~3 us of launch without
+      // (NVIDIA/nccl#1984).
       {"h100-nvlink", 10.0, 370.0,
        "NVLink 4 (H100): 450 GB/s/direction line rate, ~370 GB/s NCCL ring busbw (nccl-tests#212); "
        "alpha ~6 us + launch (nccl#1259, nccl#1984)"},
@@ -103,11 +104,15 @@ std::int64_t wire_bytes(CollectiveKind kind, std::int64_t buffer_elems, std::int
   const std::int64_t all_bytes = buffer_elems * elem_bytes;
   const std::int64_t pass_bytes = all_bytes - buffer_elems / world * elem_bytes;
   switch (kind) {
-    case CollectiveKind::AllReduce: return 2 * pass_bytes;
+    case CollectiveKind::AllReduce:
+      return 2 * pass_bytes;
     case CollectiveKind::ReduceScatter:
-    case CollectiveKind::AllGather: return pass_bytes;
-    case CollectiveKind::Broadcast: return all_bytes;
-    case CollectiveKind::Barrier: return 0;
+    case CollectiveKind::AllGather:
+      return pass_bytes;
+    case CollectiveKind::Broadcast:
+      return all_bytes;
+    case CollectiveKind::Barrier:
+      return 0;
   }
   fail("unknown collective kind {}", static_cast<int>(kind));
 }

@@ -37,11 +37,12 @@ inline constexpr std::string_view kDefaultLink = "h100-nvlink";
 
 /// A device the measured CPU compute can be scaled to (docs/timeline.md, "Compute").
 struct DevicePreset {
-  std::string name;            ///< "h100", "a100", or "cpu" (no scaling)
-  double fp32_tflops = 0.0;    ///< dense fp32 peak (no tensor cores); 0 for "cpu"
-  double bf16_tflops = 0.0;    ///< dense bf16/fp16 tensor-core peak; 0 for "cpu"
-  double utilization = 1.0;    ///< fraction of peak a training step achieves (model FLOPs utilization)
-  std::string source;          ///< where the numbers come from, one line
+  std::string name;          ///< "h100", "a100", or "cpu" (no scaling)
+  double fp32_tflops = 0.0;  ///< dense fp32 peak (no tensor cores); 0 for "cpu"
+  double bf16_tflops = 0.0;  ///< dense bf16/fp16 tensor-core peak; 0 for "cpu"
+  double utilization =
+      1.0;             ///< fraction of peak a training step achieves (model FLOPs utilization)
+  std::string source;  ///< where the numbers come from, one line
 };
 
 /// The device presets: cpu, a100, h100.

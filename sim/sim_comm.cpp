@@ -38,41 +38,41 @@ SimComm::SimComm(int rank, int world, Rendezvous& rendezvous, const std::vector<
 
 void SimComm::all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op) {
   run_call({.kind = CollectiveKind::AllReduce,
-                .op = op,
-                .dtype = dtype,
-                .count = count,
-                .send = data,
-                .recv = data},
+            .op = op,
+            .dtype = dtype,
+            .count = count,
+            .send = data,
+            .recv = data},
            false);
 }
 
 void SimComm::reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
                              ReduceOp op) {
   run_call({.kind = CollectiveKind::ReduceScatter,
-                .op = op,
-                .dtype = dtype,
-                .count = recv_count,
-                .send = send,
-                .recv = recv},
+            .op = op,
+            .dtype = dtype,
+            .count = recv_count,
+            .send = send,
+            .recv = recv},
            false);
 }
 
 void SimComm::all_gather(const void* send, void* recv, std::size_t send_count, DType dtype) {
   run_call({.kind = CollectiveKind::AllGather,
-                .dtype = dtype,
-                .count = send_count,
-                .send = send,
-                .recv = recv},
+            .dtype = dtype,
+            .count = send_count,
+            .send = send,
+            .recv = recv},
            false);
 }
 
 void SimComm::broadcast(void* data, std::size_t count, DType dtype, int root) {
   run_call({.kind = CollectiveKind::Broadcast,
-                .dtype = dtype,
-                .count = count,
-                .root = root,
-                .send = data,
-                .recv = data},
+            .dtype = dtype,
+            .count = count,
+            .root = root,
+            .send = data,
+            .recv = data},
            false);
 }
 

@@ -44,7 +44,9 @@ class SimWorld {
   void run(const std::function<void(Comm&)>& body);
 
   /// Traffic ledger of rank `rank` after the last run().
-  const TrafficLedger& traffic(int rank) const { return traffic_.at(static_cast<std::size_t>(rank)); }
+  const TrafficLedger& traffic(int rank) const {
+    return traffic_.at(static_cast<std::size_t>(rank));
+  }
 
   /// Timeline of rank `rank` after the last run(): its step times and, as SimOptions::timeline
   /// asks, its program and events.

@@ -158,11 +158,20 @@ std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& p
     for (; next[r] < program.size(); ++next[r]) {
       const TimelineOp& op = program[next[r]];
       switch (op.kind) {
-        case TimelineOp::Kind::Compute: clocks[r].compute(op.compute_ms, op.label); break;
-        case TimelineOp::Kind::Wait: clocks[r].wait(op.call.number); break;
-        case TimelineOp::Kind::BeginStep: clocks[r].begin_step(op.step); break;
-        case TimelineOp::Kind::EndStep: clocks[r].end_step(); break;
-        case TimelineOp::Kind::Issue: return true;
+        case TimelineOp::Kind::Compute:
+          clocks[r].compute(op.compute_ms, op.label);
+          break;
+        case TimelineOp::Kind::Wait:
+          clocks[r].wait(op.call.number);
+          break;
+        case TimelineOp::Kind::BeginStep:
+          clocks[r].begin_step(op.step);
+          break;
+        case TimelineOp::Kind::EndStep:
+          clocks[r].end_step();
+          break;
+        case TimelineOp::Kind::Issue:
+          return true;
       }
     }
     return false;
@@ -210,8 +219,7 @@ double TimelineBoard::start_ms(std::int64_t call_number) {
   const std::lock_guard lock(mutex_);
   const auto it = entries_.find(call_number);
   ZL_CHECK(it != entries_.end() && it->second.published == world_,
-           "timeline: call #{} completed before every rank published its ready time",
-           call_number);
+           "timeline: call #{} completed before every rank published its ready time", call_number);
   const double latest_ms = it->second.latest_ms;
   if (++it->second.read == world_) entries_.erase(it);
   return latest_ms;

@@ -57,11 +57,11 @@ struct TimelineEvent {
   std::string name{};
   double start_ms = 0.0;
   double dur_ms = 0.0;
-  std::int64_t step = -1;  ///< -1 outside steps (set-up, checkpoints, the final gather)
-  CallInfo call{};         ///< collectives and waits; number 0 for computation
-  bool async = false;      ///< collectives: issued by an async call
-  double issue_ms = 0.0;   ///< collectives: compute clock when the rank issued it
-  double exposed_ms = 0.0; ///< waits: the part during which the comm stream was busy
+  std::int64_t step = -1;   ///< -1 outside steps (set-up, checkpoints, the final gather)
+  CallInfo call{};          ///< collectives and waits; number 0 for computation
+  bool async = false;       ///< collectives: issued by an async call
+  double issue_ms = 0.0;    ///< collectives: compute clock when the rank issued it
+  double exposed_ms = 0.0;  ///< waits: the part during which the comm stream was busy
 };
 
 /// One rank's simulated times over one step (or summed over steps).
@@ -120,11 +120,11 @@ class RankClocks {
   bool record_program_, record_events_;
   double compute_ms_ = 0.0, comm_ms_ = 0.0;
   double compute_total_ms_ = 0.0, comm_total_ms_ = 0.0, exposed_total_ms_ = 0.0;
-  std::vector<Busy> busy_;        // comm spans, in order; those before first_busy_ are behind
-  std::size_t first_busy_ = 0;    // the compute clock for good
+  std::vector<Busy> busy_;      // comm spans, in order; those before first_busy_ are behind
+  std::size_t first_busy_ = 0;  // the compute clock for good
   std::map<std::int64_t, Pending> pending_;  // async calls not yet waited
   std::int64_t step_ = -1;
-  StepTimes step_start_;          // totals when the open step began
+  StepTimes step_start_;  // totals when the open step began
   std::vector<StepTimes> steps_;
   std::vector<TimelineOp> program_;
   std::vector<TimelineEvent> events_;

@@ -23,9 +23,14 @@ json metadata(std::string_view name, int pid, int tid, const json& args) {
 
 json span(std::string name, std::string_view category, int pid, int tid, double start_ms,
           double dur_ms, json args) {
-  return {{"name", std::move(name)}, {"cat", category},          {"ph", "X"},
-          {"pid", pid},              {"tid", tid},               {"ts", start_ms * kUsPerMs},
-          {"dur", dur_ms * kUsPerMs}, {"args", std::move(args)}};
+  return {{"name", std::move(name)},
+          {"cat", category},
+          {"ph", "X"},
+          {"pid", pid},
+          {"tid", tid},
+          {"ts", start_ms * kUsPerMs},
+          {"dur", dur_ms * kUsPerMs},
+          {"args", std::move(args)}};
 }
 
 json comm_args(const TimelineEvent& event) {
@@ -61,13 +66,12 @@ void add_rank(json& events, const TimelineRecord& rank) {
       events.push_back(span(event.name, "comm", pid, kCommTrack, event.start_ms, event.dur_ms,
                             comm_args(event)));
     } else if (event.call.number != 0) {
-      events.push_back(span(event.name, "wait", pid, kComputeTrack, event.start_ms, event.dur_ms,
-                            {{"call", event.call.number},
-                             {"step", event.step},
-                             {"exposed_ms", event.exposed_ms}}));
+      events.push_back(span(
+          event.name, "wait", pid, kComputeTrack, event.start_ms, event.dur_ms,
+          {{"call", event.call.number}, {"step", event.step}, {"exposed_ms", event.exposed_ms}}));
     } else {
-      events.push_back(span(event.name, "compute", pid, kComputeTrack, event.start_ms,
-                            event.dur_ms, {{"step", event.step}}));
+      events.push_back(span(event.name, "compute", pid, kComputeTrack, event.start_ms, event.dur_ms,
+                            {{"step", event.step}}));
     }
   }
 }
@@ -89,8 +93,8 @@ std::string chrome_trace_json(const std::vector<TimelineRecord>& ranks, const Tr
   return document.dump() + "\n";
 }
 
-void write_chrome_trace(const std::filesystem::path& path,
-                        const std::vector<TimelineRecord>& ranks, const TraceInfo& info) {
+void write_chrome_trace(const std::filesystem::path& path, const std::vector<TimelineRecord>& ranks,
+                        const TraceInfo& info) {
   write_file_atomically(path, chrome_trace_json(ranks, info));
 }
 

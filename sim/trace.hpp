@@ -34,7 +34,7 @@ inline constexpr int kCommTrack = 2;
 std::string chrome_trace_json(const std::vector<TimelineRecord>& ranks, const TraceInfo& info);
 
 /// Writes chrome_trace_json() to `path` atomically.
-void write_chrome_trace(const std::filesystem::path& path,
-                        const std::vector<TimelineRecord>& ranks, const TraceInfo& info);
+void write_chrome_trace(const std::filesystem::path& path, const std::vector<TimelineRecord>& ranks,
+                        const TraceInfo& info);
 
 }  // namespace zl

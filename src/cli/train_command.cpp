@@ -62,8 +62,8 @@ void print_step(const StepRecord& record, std::int64_t steps) {
       "step {:>5}/{}  loss {}  grad_norm {}  {:.2f} ms  sim {:.3f} ms: compute {:.3f} comm {:.3f} "
       "exposed {:.3f}{}\n",
       record.step + 1, steps, six_decimals(record.loss), six_decimals(record.grad_norm),
-      record.step_ms, record.sim_step_ms, record.compute_ms, record.comm_ms,
-      record.exposed_comm_ms, record.skipped ? "  skipped: gradient norm not finite" : "");
+      record.step_ms, record.sim_step_ms, record.compute_ms, record.comm_ms, record.exposed_comm_ms,
+      record.skipped ? "  skipped: gradient norm not finite" : "");
   std::fflush(stdout);
 }
 

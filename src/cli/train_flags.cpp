@@ -226,8 +226,7 @@ void add_timeline_flags(CLI::App& cmd, TrainConfig& config) {
       ->type_name("NAME")
       ->default_str(std::string(kDefaultLink));
   cmd.add_option_function<std::string>(
-         "--device",
-         [&config](const std::string& name) { config.device = device_preset(name); },
+         "--device", [&config](const std::string& name) { config.device = device_preset(name); },
          fmt::format("Scale measured CPU compute to this device: {} (cpu: as measured)",
                      joined(preset_names(device_presets()))))
       ->type_name("NAME")

@@ -144,8 +144,7 @@ std::optional<std::string> compute_label(const EngineEvent& event) {
   if (event.phase != "forward" && event.phase != "backward" && event.phase != "update") {
     return std::nullopt;
   }
-  return event.unit >= 0 ? fmt::format("{} {}", event.phase, event.unit)
-                         : std::string(event.phase);
+  return event.unit >= 0 ? fmt::format("{} {}", event.phase, event.unit) : std::string(event.phase);
 }
 
 // The ranks' timelines: simulated compute is measured CPU time, or that scaled to the device.
@@ -288,8 +287,7 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
   // spans of its timeline.
   auto options_of_rank = [&](int rank, RankTimeline* clocks) {
     EngineOptions own = options;
-    own.observer = [&observer, rank, clocks](const EngineEvent& event,
-                                             const MemoryLedger& ledger) {
+    own.observer = [&observer, rank, clocks](const EngineEvent& event, const MemoryLedger& ledger) {
       if (auto label = compute_label(event)) clocks->mark(*label);
       if (!observer) return;
       observer(rank, event, ledger);
@@ -310,9 +308,15 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
       const double step_ms = ms_since(started);
       const float loss = mean_loss(stats.loss);
       const StepTimes times = clocks.end_step();
-      const StepRecord record{step,          loss,          stats.grad_norm,
-                              step_ms,       stats.skipped, times.compute_ms,
-                              times.comm_ms, times.exposed_comm_ms, times.step_ms};
+      const StepRecord record{.step = step,
+                              .loss = loss,
+                              .grad_norm = stats.grad_norm,
+                              .step_ms = step_ms,
+                              .skipped = stats.skipped,
+                              .compute_ms = times.compute_ms,
+                              .comm_ms = times.comm_ms,
+                              .exposed_comm_ms = times.exposed_comm_ms,
+                              .sim_step_ms = times.step_ms};
       after_step(step + 1);
       if (!is_rank0) continue;
       result.steps.push_back(record);
@@ -327,8 +331,7 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
     result.layout = layout_units(model.units(), config.world);
     RankTimeline clocks(1, timeline.options);  // one process: compute only
     clocks.start();
-    auto engine =
-        make_reference_engine(model, device, config.world, options_of_rank(0, &clocks));
+    auto engine = make_reference_engine(model, device, config.world, options_of_rank(0, &clocks));
     run_steps(
         *engine, true, clocks, [](float loss) { return loss; }, [](std::int64_t) {});
     result.ranks.push_back({0, device.ledger(), TrafficLedger{}});

@@ -63,7 +63,8 @@ TEST_F(TraceCli, TraceHasOneProcessPerRankAndTheLedgersBytesOnItsCollectives) {
     if (event["cat"] == "step") ++steps[pid];
     if (event["cat"] != "comm") continue;
     EXPECT_EQ(event["tid"], 2) << event.dump();
-    if (event["args"]["step"].get<int>() >= 0) step_bytes[pid] += event["args"]["bytes"].get<std::int64_t>();
+    if (event["args"]["step"].get<int>() >= 0)
+      step_bytes[pid] += event["args"]["bytes"].get<std::int64_t>();
   }
   EXPECT_EQ(processes, (std::set<int>{0, 1, 2}));
   for (int r = 0; r < 3; ++r) {
@@ -76,9 +77,10 @@ TEST_F(TraceCli, TraceHasOneProcessPerRankAndTheLedgersBytesOnItsCollectives) {
 TEST_F(TraceCli, SummaryAndMetricsCarryComputeCommAndExposedComm) {
   const fs::path summary = dir_ / "summary.json";
   const fs::path metrics = dir_ / "metrics.jsonl";
-  const auto run = zerolab(fmt::format("{} --stage 2 --world 2 --link ib-400g --summary {} "
-                                       "--metrics {}",
-                                       kRun, summary.string(), metrics.string()));
+  const auto run =
+      zerolab(fmt::format("{} --stage 2 --world 2 --link ib-400g --summary {} "
+                          "--metrics {}",
+                          kRun, summary.string(), metrics.string()));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("simulated timeline, link ib-400g"), std::string::npos) << run.out;
   const json document = json::parse(slurp(summary));
@@ -223,7 +225,7 @@ TEST_F(TraceCli, WhatIfGrowsEachUnitsCommByTheRingFactor) {
   EXPECT_NEAR(what_if.predicted.comm_ms, comm_ms / steps, 1e-9 * comm_ms);
   EXPECT_GT(what_if.predicted.comm_ms, what_if.measured.comm_ms);
   EXPECT_EQ(what_if.predicted.exposed_comm_ms, what_if.predicted.comm_ms);  // no overlap_comm
-  EXPECT_LE(what_if.predicted.compute_ms, what_if.measured.compute_ms);  // the update is 1/N
+  EXPECT_LE(what_if.predicted.compute_ms, what_if.measured.compute_ms);     // the update is 1/N
   const EstimateOptions options = estimate_options(config.features);
   EXPECT_EQ(what_if.predicted.model_state_bytes,
             estimate_ledger(state_elems(checked_units(config.mlp), to, options), options, 3)

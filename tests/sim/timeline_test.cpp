@@ -178,8 +178,8 @@ TEST(SimTimelineLinks, a_collective_costs_alpha_plus_bytes_over_bus_bandwidth) {
   EXPECT_EQ(bytes, 2 * (elems * 4 - elems / 8 * 4));
   EXPECT_EQ(collective_ms(h100, bytes, 8), 10.0 / 1e3 + static_cast<double>(bytes) / 370e9 * 1e3);
   EXPECT_NEAR(collective_ms(h100, bytes, 8), 4.74, 0.01);  // 1.75 GB at 370 GB/s + 10 us
-  EXPECT_EQ(collective_ms(h100, 0, 8), 0.01);               // a barrier: alpha only
-  EXPECT_EQ(collective_ms(h100, bytes, 1), 0.0);            // one rank: no link
+  EXPECT_EQ(collective_ms(h100, 0, 8), 0.01);              // a barrier: alpha only
+  EXPECT_EQ(collective_ms(h100, bytes, 1), 0.0);           // one rank: no link
 }
 
 // ---- the clocks on random programs ----------------------------------------------------------
@@ -204,8 +204,7 @@ std::vector<std::vector<TimelineOp>> gen_programs(int ranks, bool blocking_only)
       step.push_back({*rc::gen::element(CollectiveKind::AllReduce, CollectiveKind::ReduceScatter,
                                         CollectiveKind::AllGather),
                       *rc::gen::inRange<std::int64_t>(0, 400'000),
-                      !blocking_only && *rc::gen::arbitrary<bool>(),
-                      *rc::gen::inRange(0, 3) == 0});
+                      !blocking_only && *rc::gen::arbitrary<bool>(), *rc::gen::inRange(0, 3) == 0});
     }
   }
   std::vector<std::vector<TimelineOp>> programs(static_cast<std::size_t>(ranks));
@@ -307,10 +306,8 @@ TEST(SimTimelineClocks, board_starts_a_call_at_the_latest_ready_time) {
 // ---- live runs on the simulator -------------------------------------------------------------
 
 SimOptions recording(const LinkPreset& link) {
-  return {.timeline = {.link = link,
-                       .compute_scale = 1.0,
-                       .record_program = true,
-                       .record_events = true}};
+  return {.timeline = {
+              .link = link, .compute_scale = 1.0, .record_program = true, .record_events = true}};
 }
 
 // Each rank: two steps of computation (rank r computes a little longer) and blocking collectives.
@@ -343,7 +340,8 @@ TEST(SimTimelineLive, blocking_calls_expose_all_their_comm_and_start_together) {
     // 16 KB all_reduce on 4 ranks: the ring sends 2 * 3/4 of it; 100 us + bytes / 1 GB/s.
     EXPECT_EQ(comm[0].call.wire_bytes, 2 * 3 * 4096);
     EXPECT_EQ(comm[0].dur_ms, 0.1 + 24576.0 / 1e9 * 1e3);
-    EXPECT_EQ(comm[0].call.sent_bytes, sim.traffic(rank.rank).sent_bytes(CollectiveKind::AllReduce) / 2);
+    EXPECT_EQ(comm[0].call.sent_bytes,
+              sim.traffic(rank.rank).sent_bytes(CollectiveKind::AllReduce) / 2);
     EXPECT_EQ(comm[3].name, "barrier");
     EXPECT_EQ(comm[3].dur_ms, 0.1);
     EXPECT_GE(rank.steps[0].compute_ms, 0.5);
@@ -362,7 +360,8 @@ TEST(SimTimelineLive, an_async_call_overlaps_the_computation_before_its_wait) {
     RankTimeline& timeline = *sim_timeline(comm);
     std::vector<float> grads(1024, 1.0f);
     timeline.begin_step(0);
-    CommHandle handle = comm.all_reduce_async(grads.data(), grads.size(), DType::F32, ReduceOp::Avg);
+    CommHandle handle =
+        comm.all_reduce_async(grads.data(), grads.size(), DType::F32, ReduceOp::Avg);
     burn_cpu_ms(20.0);  // far longer than the all_reduce
     timeline.mark("backward");
     handle.wait();
