@@ -15,7 +15,9 @@ namespace zl {
 /// starting a thread costs tens of microseconds, which small units never win back.
 inline constexpr std::size_t kAdamMinElemsPerThread = std::size_t{1} << 16;
 
-/// The same update as adamw_update(), bit for bit, using up to `threads` threads (the calling
+/// The same update as adamw_update(), bit for bit (a NaN result is NaN in both, but its sign and
+/// payload may differ: the compiler may order a commutative operation's operands either way, and
+/// x86 keeps the first NaN operand's), using up to `threads` threads (the calling
 /// thread included; values below 1 count as 1), each with at least `min_elems_per_thread`
 /// elements (tests pass 1 to split even tiny spans). Chunks are whole multiples of 64 elements
 /// except the last, and no element depends on another, so chunk boundaries change no result.
