@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 
+#include "cli/bench_command.hpp"
 #include "cli/consolidate_command.hpp"
 #include "cli/estimate_command.hpp"
 #include "cli/train_command.hpp"
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   zl::add_train_command(app, run);
   zl::add_estimate_command(app, run);
   zl::add_consolidate_command(app, run);
+  zl::add_bench_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

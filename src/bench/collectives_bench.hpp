@@ -1,0 +1,73 @@
+// collectives_bench.hpp — `zerolab bench collectives`: the simulator's all_reduce, reduce_scatter
+// and all_gather timed for each world size and message size, reported as nccl-tests does
+// (src/common.h and doc/PERFORMANCE.md there):
+//   algbw = bytes / time
+//   busbw = algbw * 2(W-1)/W  for all_reduce   (each rank sends and receives 2(W-1)/W * bytes)
+//   busbw = algbw * (W-1)/W   for reduce_scatter and all_gather
+// where bytes is the all_reduce buffer, and for reduce_scatter and all_gather the whole buffer of
+// W blocks (W * count * 4 for fp32). The same run measures memcpy bandwidth, the yardstick busbw
+// is compared with: the sim moves bytes through the same memory a memcpy does.
+//
+// Why busbw cannot reach memcpy speed here: nccl-tests' busbw counts what each rank sends over
+// its own link, but the sim's ranks share one memory. Any shared-memory collective must read
+// every input once and write every output once: all_reduce 2*W*bytes, reduce_scatter and
+// all_gather (W+1)*bytes, where a memcpy of `bytes` moves 2*bytes. So at memcpy speed
+//   busbw <= memcpy * 2(W-1)/W^2          for all_reduce     (1/2 at W=2, 7/32 at W=8)
+//   busbw <= memcpy * 2(W-1)/(W(W+1))     for the others     (1/3 at W=2, 7/36 at W=8)
+// Each row reports that bound beside the measured busbw.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace zl::bench {
+
+/// What to sweep. Sizes go min_bytes, min_bytes * size_factor, ... up to max_bytes.
+struct CollectivesBenchOptions {
+  std::vector<int> worlds{2, 4, 8};
+  std::size_t min_bytes = std::size_t{4} << 10;
+  std::size_t max_bytes = std::size_t{64} << 20;
+  std::size_t size_factor = 4;
+  /// Timed calls per point: enough to fill about budget_ms, within [min_iters, max_iters].
+  double budget_ms = 150.0;
+  int min_iters = 3;
+  int max_iters = 200;
+  /// Bytes of the memcpy that measures memory bandwidth (larger than the caches).
+  std::size_t memcpy_bytes = std::size_t{256} << 20;
+};
+
+/// One point of the sweep; ms is the median over the timed calls on rank 0.
+struct CollectiveRow {
+  std::string op;  ///< "all_reduce", "reduce_scatter" or "all_gather"
+  int world = 0;
+  std::size_t bytes = 0;  ///< nccl-tests' size (see above), rounded down to whole fp32 blocks
+  int iters = 0;
+  double ms = 0.0;
+  double algbw_gbps = 0.0;
+  double busbw_gbps = 0.0;
+  double bound_busbw_gbps = 0.0;  ///< busbw at the shared-memory bound above, this run's memcpy
+};
+
+/// The sweep and its yardstick.
+struct CollectivesBenchResult {
+  /// one thread's std::memcpy of memcpy_bytes, bytes copied / time: the median of 5 copies
+  /// before each world's sweep
+  double memcpy_gbps = 0.0;
+  std::size_t memcpy_bytes = 0;
+  std::vector<CollectiveRow> rows;  ///< by op, then world, then bytes
+};
+
+/// busbw / algbw for `op` in a world of `world` ranks (nccl-tests' factor).
+double busbw_factor(const std::string& op, int world);
+
+/// The shared-memory bound on busbw / memcpy bandwidth for `op` in a world of `world` (above).
+double busbw_bound_fraction(const std::string& op, int world);
+
+/// Times of `repeats` single-threaded memcpy calls of `bytes` (after one warm-up), in ms.
+std::vector<double> memcpy_samples_ms(std::size_t bytes, int repeats);
+
+/// Runs the sweep on SimWorld. Throws zl::Error for an empty or invalid sweep.
+CollectivesBenchResult run_collectives_bench(const CollectivesBenchOptions& options);
+
+}  // namespace zl::bench

@@ -1,0 +1,47 @@
+// step_bench.hpp — `zerolab bench step`: the same training run (model, preset, world, steps) once
+// per ZeRO stage on the simulator, the median wall time of a step on rank 0 (StepRecord.step_ms)
+// for each, and each stage's overhead over DDP as a ratio of medians from the same run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engines/trainer.hpp"
+
+namespace zl::bench {
+
+/// What to run. The rest of the TrainConfig keeps its defaults.
+struct StepBenchOptions {
+  ModelKind model = ModelKind::Gpt;
+  std::string preset = "tiny";  ///< GPT preset (model Gpt); ignored for the MLP
+  int world = 2;
+  std::int64_t steps = 20;  ///< per stage; the first is a warm-up and not in the median
+  std::int64_t micro_batch = 32;
+};
+
+/// One stage's result.
+struct StepRow {
+  int stage = 0;                 ///< 0 is DDP
+  std::string engine;            ///< "ddp", "zero1", "zero2" or "zero3"
+  double ms = 0.0;               ///< median step_ms over steps 2..S (step 1 when S is 1)
+  double overhead_vs_ddp = 0.0;  ///< ms / the DDP row's ms
+};
+
+/// All stages of one run.
+struct StepBenchResult {
+  std::string model;              ///< "gpt" or "mlp"
+  std::string preset;             ///< "" for the MLP
+  std::int64_t params_elems = 0;  ///< unpadded parameter count
+  int world = 0;
+  std::int64_t steps = 0;
+  std::vector<StepRow> rows;  ///< stages 0..3
+};
+
+/// The TrainConfig each stage runs, with `stage`'s engine.
+TrainConfig step_bench_config(const StepBenchOptions& options, int stage);
+
+/// Trains stages 0..3 in turn. Throws zl::Error for a bad config (validate()).
+StepBenchResult run_step_bench(const StepBenchOptions& options);
+
+}  // namespace zl::bench

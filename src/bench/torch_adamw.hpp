@@ -1,0 +1,26 @@
+// torch_adamw.hpp — runs scripts/bench_torch_adamw.py, which times torch.optim.AdamW on the CPU,
+// so `zerolab bench adam` can compare with PyTorch on the same machine in the same run. Never
+// fails: when no Python can import torch, or the script fails, the result says why.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace zl::bench {
+
+/// What the script measured, or why nothing was.
+struct TorchAdamResult {
+  bool ran = false;
+  std::string note;               ///< why not, when !ran
+  std::string python;             ///< the interpreter that ran it
+  std::string version;            ///< torch.__version__
+  double single_tensor_ms = 0.0;  ///< torch.optim.AdamW(foreach=False), median ms per step()
+  double foreach_ms = 0.0;        ///< torch.optim.AdamW(foreach=True), median ms per step()
+};
+
+/// Runs `script` with `python`, or with the first of python3 and /usr/bin/python3 that can
+/// import torch when `python` is empty, on `params_elems` parameters with `threads` threads.
+TorchAdamResult run_torch_adamw(const std::string& script, const std::string& python,
+                                std::int64_t params_elems, int threads, int repeats);
+
+}  // namespace zl::bench

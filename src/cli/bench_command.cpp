@@ -1,0 +1,397 @@
+// bench_command.cpp — `zerolab bench`: parses each benchmark's flags, runs it (src/bench/) and
+// prints a table, or one JSON object with --json. Every number printed is measured in this run.
+#include "cli/bench_command.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "bench/adam_bench.hpp"
+#include "bench/collectives_bench.hpp"
+#include "bench/step_bench.hpp"
+#include "bench/timing.hpp"
+#include "bench/torch_adamw.hpp"
+#include "core/error.hpp"
+#include "model/gpt_config.hpp"
+
+#ifndef ZL_SOURCE_DIR
+#define ZL_SOURCE_DIR "."
+#endif
+
+namespace zl {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+// ---- adam -----------------------------------------------------------------------------------
+
+struct AdamFlags {
+  std::string params = "50000000";
+  bench::AdamBenchOptions options;
+  std::string torch_script = std::string(ZL_SOURCE_DIR) + "/scripts/bench_torch_adamw.py";
+  std::string python;
+  bool no_torch = false;
+  bool json = false;
+};
+
+// "50000000" or "5e7": a whole, positive parameter count.
+std::int64_t parse_count(const std::string& text, const std::string& flag) {
+  std::int64_t whole = 0;
+  const char* last = text.data() + text.size();
+  if (const auto [end, error] = std::from_chars(text.data(), last, whole);
+      end == last && error == std::errc() && whole > 0) {
+    return whole;
+  }
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), last, value);
+  ZL_CHECK(error == std::errc() && end == last && value >= 1 && value <= 0x1p53 &&
+               value == std::floor(value),
+           "{} '{}' is invalid: give a positive whole count like 50000000 or 5e7", flag, text);
+  return static_cast<std::int64_t>(value);
+}
+
+int run_adam(const AdamFlags& flags) {
+  bench::AdamBenchOptions options = flags.options;
+  options.params_elems = parse_count(flags.params, "--params");
+  const bench::AdamBenchResult result = bench::run_adam_bench(options);
+  bench::TorchAdamResult torch;
+  if (flags.no_torch) {
+    torch.note = "no PyTorch comparison: --no-torch";
+  } else {
+    torch = bench::run_torch_adamw(flags.torch_script, flags.python, result.params_elems,
+                                   result.threads, result.repeats);
+  }
+  // The faster of PyTorch's two CPU paths is the one to beat.
+  const double torch_ms = torch.ran ? std::min(torch.single_tensor_ms, torch.foreach_ms) : 0.0;
+  const double speedup_vs_torch = torch.ran && result.ms > 0.0 ? torch_ms / result.ms : 0.0;
+  const double triad_fraction = result.triad_gbps > 0.0 ? result.gbps / result.triad_gbps : 0.0;
+  if (flags.json) {
+    ordered_json out = {{"params", result.params_elems},
+                        {"threads", result.threads},
+                        {"repeats", result.repeats},
+                        {"ms", result.ms},
+                        {"gbps", result.gbps},
+                        {"triad_gbps", result.triad_gbps},
+                        {"triad_fraction", triad_fraction},
+                        {"reference_ms", result.reference_ms}};
+    if (torch.ran) {
+      out["torch"] = {{"version", torch.version},
+                      {"python", torch.python},
+                      {"single_tensor_ms", torch.single_tensor_ms},
+                      {"foreach_ms", torch.foreach_ms},
+                      {"speedup", speedup_vs_torch}};
+    } else {
+      out["torch"] = nullptr;
+      out["torch_note"] = torch.note;
+    }
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  fmt::print("AdamW on {} fp32 parameters, {} thread{}, median of {} updates\n",
+             result.params_elems, result.threads, result.threads == 1 ? "" : "s", result.repeats);
+  fmt::print("  {:<44} {:>9.2f} ms  {:>7.2f} GB/s at 28 B/param  ({:.0f}% of triad)\n",
+             "adamw_update_fused", result.ms, result.gbps, 100.0 * triad_fraction);
+  if (result.reference_ms > 0.0) {
+    fmt::print("  {:<44} {:>9.2f} ms  {:>7.2f} GB/s  (fused is {:.2f}x faster)\n",
+               "adamw_update (reference, 1 thread)", result.reference_ms,
+               bench::gbps(bench::kAdamBytesPerParam * static_cast<double>(result.params_elems),
+                           result.reference_ms),
+               result.reference_ms / result.ms);
+  }
+  fmt::print("  {:<44} {:>12} {:>7.2f} GB/s at 24 B/elem, same threads, same run\n",
+             "STREAM triad a = b + s*c (fp64)", "", result.triad_gbps);
+  if (!torch.ran) {
+    fmt::print("  {}\n", torch.note);
+    return 0;
+  }
+  fmt::print("  {:<44} {:>9.2f} ms  (fused is {:.2f}x faster)\n",
+             fmt::format("torch {} AdamW(foreach=False)", torch.version), torch.single_tensor_ms,
+             torch.single_tensor_ms / result.ms);
+  fmt::print("  {:<44} {:>9.2f} ms  (fused is {:.2f}x faster)\n",
+             fmt::format("torch {} AdamW(foreach=True)", torch.version), torch.foreach_ms,
+             torch.foreach_ms / result.ms);
+  return 0;
+}
+
+CLI::App* add_adam(CLI::App& bench, std::function<int()>& run) {
+  auto* cmd = bench.add_subcommand(
+      "adam",
+      "Fused AdamW: ms per update, GB/s at 28 B/param, against the STREAM triad and "
+      "torch.optim.AdamW with the same threads");
+  auto flags = std::make_shared<AdamFlags>();
+  flags->options.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cmd->add_option("--params", flags->params, "fp32 parameters: 50000000 or 5e7")
+      ->capture_default_str();
+  cmd->add_option("--threads", flags->options.threads, "Threads for the kernel, triad and torch")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--repeats", flags->options.repeats, "Timed updates (the median is reported)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--reference-repeats", flags->options.reference_repeats,
+                  "Timed updates of the scalar reference kernel on one thread (0: skip)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  cmd->add_option("--torch-script", flags->torch_script, "The PyTorch benchmark script")
+      ->capture_default_str();
+  cmd->add_option("--python", flags->python,
+                  "Interpreter for the script (default: python3, else /usr/bin/python3, the first "
+                  "that imports torch)");
+  cmd->add_flag("--no-torch", flags->no_torch, "Skip the PyTorch comparison");
+  cmd->add_flag("--json", flags->json,
+                "Print {params, threads, repeats, ms, gbps, triad_gbps, triad_fraction, "
+                "reference_ms, torch: {version, python, single_tensor_ms, foreach_ms, speedup} "
+                "or null with torch_note}");
+  cmd->callback([&run, flags] { run = [flags] { return run_adam(*flags); }; });
+  return cmd;
+}
+
+// ---- collectives ----------------------------------------------------------------------------
+
+struct CollectivesFlags {
+  std::string worlds = "2,4,8";
+  std::string min_bytes = "4K";
+  std::string max_bytes = "64M";
+  std::size_t size_factor = 4;
+  bool full = false;
+  double budget_ms = bench::CollectivesBenchOptions{}.budget_ms;
+  bool json = false;
+};
+
+std::string human_bytes(std::size_t bytes) {
+  if (bytes >= (std::size_t{1} << 30) && bytes % (std::size_t{1} << 30) == 0) {
+    return fmt::format("{}G", bytes >> 30);
+  }
+  if (bytes >= (std::size_t{1} << 20) && bytes % (std::size_t{1} << 20) == 0) {
+    return fmt::format("{}M", bytes >> 20);
+  }
+  if (bytes >= (std::size_t{1} << 10) && bytes % (std::size_t{1} << 10) == 0) {
+    return fmt::format("{}K", bytes >> 10);
+  }
+  return fmt::format("{}", bytes);
+}
+
+int run_collectives(const CollectivesFlags& flags) {
+  bench::CollectivesBenchOptions options;
+  options.worlds = parse_worlds(flags.worlds, "--worlds");
+  options.min_bytes = parse_size_bytes(flags.min_bytes, "--min-bytes");
+  options.max_bytes = parse_size_bytes(flags.max_bytes, "--max-bytes");
+  options.size_factor = flags.size_factor;
+  options.budget_ms = flags.budget_ms;
+  const bench::CollectivesBenchResult result = bench::run_collectives_bench(options);
+  if (flags.json) {
+    ordered_json rows = ordered_json::array();
+    for (const auto& row : result.rows) {
+      rows.push_back({{"op", row.op},
+                      {"world", row.world},
+                      {"bytes", row.bytes},
+                      {"iters", row.iters},
+                      {"ms", row.ms},
+                      {"algbw_gbps", row.algbw_gbps},
+                      {"busbw_gbps", row.busbw_gbps},
+                      {"bound_busbw_gbps", row.bound_busbw_gbps}});
+    }
+    const ordered_json out = {
+        {"memcpy_gbps", result.memcpy_gbps}, {"memcpy_bytes", result.memcpy_bytes}, {"rows", rows}};
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  fmt::print("sim collectives, fp32; memcpy {:.2f} GB/s (one thread, {} bytes)\n",
+             result.memcpy_gbps, human_bytes(result.memcpy_bytes));
+  fmt::print(
+      "algbw = bytes / time; busbw = algbw * 2(W-1)/W (all_reduce), * (W-1)/W (others);\n"
+      "bound = the busbw of a shared-memory collective at memcpy speed (collectives_bench.hpp)\n");
+  fmt::print("{:<15} {:>5} {:>6} {:>6} {:>11} {:>11} {:>11} {:>7} {:>11}\n", "op", "world", "bytes",
+             "iters", "time_us", "algbw_GB/s", "busbw_GB/s", "/memcpy", "bound_GB/s");
+  for (const auto& row : result.rows) {
+    fmt::print("{:<15} {:>5} {:>6} {:>6} {:>11.1f} {:>11.3f} {:>11.3f} {:>6.0f}% {:>11.3f}\n",
+               row.op, row.world, human_bytes(row.bytes), row.iters, row.ms * 1e3, row.algbw_gbps,
+               row.busbw_gbps, 100.0 * row.busbw_gbps / result.memcpy_gbps, row.bound_busbw_gbps);
+  }
+  return 0;
+}
+
+CLI::App* add_collectives(CLI::App& bench, std::function<int()>& run) {
+  auto* cmd =
+      bench.add_subcommand("collectives",
+                           "Sim all_reduce, reduce_scatter, all_gather: time, algbw and busbw "
+                           "(nccl-tests' definitions) per world and size, against memcpy");
+  auto flags = std::make_shared<CollectivesFlags>();
+  auto* worlds = cmd->add_option("--worlds", flags->worlds, "World sizes: 2..8, 2,4,8 or 4")
+                     ->capture_default_str();
+  auto* min_bytes = cmd->add_option("--min-bytes", flags->min_bytes, "Smallest size: 4K, 1M, ...")
+                        ->capture_default_str();
+  auto* max_bytes = cmd->add_option("--max-bytes", flags->max_bytes, "Largest size: 64M, 256M, ...")
+                        ->capture_default_str();
+  auto* factor =
+      cmd->add_option("--size-factor", flags->size_factor, "Each size is the last times this")
+          ->check(CLI::Range(2, 1024))
+          ->capture_default_str();
+  cmd->add_flag("--full", flags->full,
+                "The full sweep: worlds 2..8, sizes 4K to 256M doubling (several minutes); "
+                "flags given beside it still apply");
+  cmd->add_option("--budget-ms", flags->budget_ms, "Time to spend timing each point")
+      ->check(CLI::Range(1.0, 60000.0))
+      ->capture_default_str();
+  cmd->add_flag("--json", flags->json,
+                "Print {memcpy_gbps, memcpy_bytes, rows: [{op, world, bytes, iters, ms, "
+                "algbw_gbps, busbw_gbps, bound_busbw_gbps}]}");
+  cmd->callback([&run, flags, worlds, min_bytes, max_bytes, factor] {
+    if (flags->full) {
+      const auto given = [](CLI::Option* option) { return option->count() > 0; };
+      if (!given(worlds)) flags->worlds = "2..8";
+      if (!given(min_bytes)) flags->min_bytes = "4K";
+      if (!given(max_bytes)) flags->max_bytes = "256M";
+      if (!given(factor)) flags->size_factor = 2;
+    }
+    parse_worlds(flags->worlds, "--worlds");
+    parse_size_bytes(flags->min_bytes, "--min-bytes");
+    parse_size_bytes(flags->max_bytes, "--max-bytes");
+    run = [flags] { return run_collectives(*flags); };
+  });
+  return cmd;
+}
+
+// ---- step -----------------------------------------------------------------------------------
+
+struct StepFlags {
+  std::string model = "gpt";
+  bench::StepBenchOptions options;
+  bool json = false;
+};
+
+int run_step(const StepFlags& flags) {
+  const bench::StepBenchResult result = bench::run_step_bench(flags.options);
+  if (flags.json) {
+    ordered_json rows = ordered_json::array();
+    for (const auto& row : result.rows) {
+      rows.push_back({{"stage", row.stage},
+                      {"engine", row.engine},
+                      {"ms", row.ms},
+                      {"overhead_vs_ddp", row.overhead_vs_ddp}});
+    }
+    const ordered_json out = {{"model", result.model},         {"preset", result.preset},
+                              {"params", result.params_elems}, {"world", result.world},
+                              {"steps", result.steps},         {"rows", rows}};
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  fmt::print("{}{} ({} params), world {}, {} steps per stage, median step ms on rank 0\n",
+             result.model, result.preset.empty() ? "" : " " + result.preset, result.params_elems,
+             result.world, result.steps);
+  fmt::print("{:<6} {:<7} {:>10} {:>16}\n", "stage", "engine", "step_ms", "overhead_vs_ddp");
+  for (const auto& row : result.rows) {
+    fmt::print("{:<6} {:<7} {:>10.3f} {:>15.2f}x\n", row.stage, row.engine, row.ms,
+               row.overhead_vs_ddp);
+  }
+  return 0;
+}
+
+CLI::App* add_step(CLI::App& bench, std::function<int()>& run) {
+  auto* cmd = bench.add_subcommand(
+      "step",
+      "Median step time of the same training run at ZeRO stages 0..3 on the sim, and "
+      "each stage's overhead over DDP");
+  auto flags = std::make_shared<StepFlags>();
+  cmd->add_option("--model", flags->model, "mlp or gpt")
+      ->check(CLI::IsMember({"mlp", "gpt"}))
+      ->capture_default_str();
+  cmd->add_option("--preset", flags->options.preset,
+                  fmt::format("GPT preset: {}", fmt::join(gpt_preset_names(), ", ")))
+      ->capture_default_str();
+  cmd->add_option("--world", flags->options.world, "Simulated ranks")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--steps", flags->options.steps, "Steps per stage; the first is not timed")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}))
+      ->capture_default_str();
+  cmd->add_option("--micro-batch", flags->options.micro_batch, "Rows per rank per step")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}))
+      ->capture_default_str();
+  cmd->add_flag("--json", flags->json,
+                "Print {model, preset, params, world, steps, rows: [{stage, engine, ms, "
+                "overhead_vs_ddp}]}");
+  cmd->callback([&run, flags] {
+    flags->options.model = flags->model == "gpt" ? ModelKind::Gpt : ModelKind::Mlp;
+    bench::step_bench_config(flags->options, 0);  // a bad preset or size exits 2 here
+    run = [flags] { return run_step(*flags); };
+  });
+  return cmd;
+}
+
+// "4K" -> 4 << 10: the multiplier of a size suffix, 0 when unknown.
+std::size_t suffix_multiplier(std::string suffix) {
+  std::transform(suffix.begin(), suffix.end(), suffix.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  if (suffix.empty() || suffix == "B") return 1;
+  if (suffix == "K" || suffix == "KIB") return std::size_t{1} << 10;
+  if (suffix == "M" || suffix == "MIB") return std::size_t{1} << 20;
+  if (suffix == "G" || suffix == "GIB") return std::size_t{1} << 30;
+  return 0;
+}
+
+}  // namespace
+
+std::size_t parse_size_bytes(const std::string& text, const std::string& flag) {
+  std::size_t number = 0;
+  const char* last = text.data() + text.size();
+  const auto [end, error] = std::from_chars(text.data(), last, number);
+  const std::size_t multiplier =
+      error == std::errc() ? suffix_multiplier(std::string(end, last)) : 0;
+  ZL_CHECK(multiplier > 0 && number > 0 &&
+               number <= std::numeric_limits<std::size_t>::max() / multiplier,
+           "{} '{}' is invalid: give a size like 4096, 4K, 64M or 1G", flag, text);
+  return number * multiplier;
+}
+
+std::vector<int> parse_worlds(const std::string& text, const std::string& flag) {
+  const auto bad = [&] {
+    fail("{} '{}' is invalid: give a range like 2..8, a list like 2,4,8 or one world size", flag,
+         text);
+  };
+  const auto parse_world = [&](std::string_view part) {
+    int world = 0;
+    const auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), world);
+    if (part.empty() || error != std::errc() || end != part.data() + part.size() || world < 1) {
+      bad();
+    }
+    return world;
+  };
+  std::vector<int> worlds;
+  if (const std::size_t dots = text.find(".."); dots != std::string::npos) {
+    const int first = parse_world(std::string_view(text).substr(0, dots));
+    const int last = parse_world(std::string_view(text).substr(dots + 2));
+    if (last < first) bad();
+    for (int world = first; world <= last; ++world) worlds.push_back(world);
+    return worlds;
+  }
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', begin);
+    worlds.push_back(parse_world(std::string_view(text).substr(begin, comma - begin)));
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  return worlds;
+}
+
+CLI::App* add_bench_command(CLI::App& app, std::function<int()>& run) {
+  auto* cmd = app.add_subcommand(
+      "bench", "Speed: the fused AdamW kernel, the sim's collectives, step time per ZeRO stage");
+  cmd->require_subcommand(1);
+  add_adam(*cmd, run);
+  add_collectives(*cmd, run);
+  add_step(*cmd, run);
+  return cmd;
+}
+
+}  // namespace zl

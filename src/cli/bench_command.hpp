@@ -1,0 +1,28 @@
+// bench_command.hpp — `zerolab bench adam|collectives|step [--json]`: the speed measurements of
+// docs/performance.md. `adam` times the fused AdamW kernel against the same run's STREAM triad
+// and, when Python can import torch, torch.optim.AdamW with the same threads; `collectives` sweeps
+// the simulator's collectives (algbw and busbw as nccl-tests defines them) against memcpy;
+// `step` trains the same config at every ZeRO stage and reports each stage's overhead over DDP.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace zl {
+
+/// Adds the `bench` subcommand (with `adam`, `collectives` and `step` under it) to `app`; `run`
+/// is set to the function that measures and prints. Bad flags throw during parsing.
+CLI::App* add_bench_command(CLI::App& app, std::function<int()>& run);
+
+/// "4096", "4K", "64M", "1G" (also "KiB", "MiB", "GiB"; binary multiples) in bytes; throws
+/// zl::Error naming `flag` for anything else or zero.
+std::size_t parse_size_bytes(const std::string& text, const std::string& flag);
+
+/// "2..8" (every world from 2 to 8), "2,4,8" or "4"; throws zl::Error naming `flag` for anything
+/// else, an empty range or a world below 1.
+std::vector<int> parse_worlds(const std::string& text, const std::string& flag);
+
+}  // namespace zl
