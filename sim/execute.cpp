@@ -109,8 +109,19 @@ void reduce_tiles(const std::vector<const std::byte*>& inputs,
     const std::size_t elems = std::min(tile_elems, end - lo);
     for (std::size_t r = 0; r < inputs.size(); ++r) tile_inputs[r] = inputs[r] + lo * elem_bytes;
     reduce_rank_order(tile_inputs, scratch.data(), elems, call.dtype, call.op);
-    for (std::byte* out : outputs)
+    for (std::byte* out : outputs) {
       copy_bytes(out + lo * elem_bytes, scratch.data(), elems * elem_bytes);
+    }
+  }
+}
+
+// Copies bytes [begin, end) of `src` into every pointer of `outputs`, tile by tile, so each tile
+// of the source is read from memory once and copied on from the cache.
+void copy_tiles(const std::byte* src, const std::vector<std::byte*>& outputs, std::size_t begin,
+                std::size_t end) {
+  for (std::size_t lo = begin; lo < end; lo += kTileBytes) {
+    const std::size_t size_bytes = std::min(kTileBytes, end - lo);
+    for (std::byte* out : outputs) copy_bytes(out + lo, src + lo, size_bytes);
   }
 }
 
@@ -139,17 +150,20 @@ void direct_range(std::span<const CallDesc> calls, std::size_t block_bytes, std:
       return;
     case CollectiveKind::AllGather:  // block b of every recv is rank b's send
       for (std::size_t b = 0; b < world; ++b) {
+        const auto* send = static_cast<const std::byte*>(calls[b].send);
+        std::vector<std::byte*> recvs;
         for (std::size_t r = 0; r < world; ++r) {
-          copy_bytes(block(calls[r].recv, b, block_bytes) + lo_bytes,
-                     static_cast<const std::byte*>(calls[b].send) + lo_bytes, range_bytes);
+          recvs.push_back(block(calls[r].recv, b, block_bytes));
         }
+        copy_tiles(send, recvs, lo_bytes, lo_bytes + range_bytes);
       }
       return;
     case CollectiveKind::Broadcast: {
-      const auto* root =
-          static_cast<const std::byte*>(calls[static_cast<std::size_t>(call.root)].send);
-      for (const auto& c : calls)
-        copy_bytes(static_cast<std::byte*>(c.recv) + lo_bytes, root + lo_bytes, range_bytes);
+      std::vector<std::byte*> recvs;
+      for (const auto& c : calls) recvs.push_back(static_cast<std::byte*>(c.recv));
+      const auto root = static_cast<std::size_t>(call.root);
+      copy_tiles(static_cast<const std::byte*>(calls[root].send), recvs, lo_bytes,
+                 lo_bytes + range_bytes);
       return;
     }
     case CollectiveKind::Barrier:
