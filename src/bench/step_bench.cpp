@@ -20,25 +20,32 @@ TrainConfig step_bench_config(const StepBenchOptions& options, int stage) {
 }
 
 StepBenchResult run_step_bench(const StepBenchOptions& options) {
+  ZL_CHECK(options.rounds >= 1, "--rounds {} is invalid: give 1 or more", options.rounds);
   StepBenchResult result;
   result.model = std::string(model_name(options.model));
   result.preset = options.model == ModelKind::Gpt ? options.preset : "";
   result.world = options.world;
   result.steps = options.steps;
+  result.rounds = options.rounds;
+  std::vector<std::vector<double>> samples_ms(4);  // per stage
+  for (int round = 0; round < options.rounds; ++round) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      const TrainResult run = train(step_bench_config(options, stage));
+      for (const StepRecord& record : run.steps) {
+        if (record.step > 0 || run.steps.size() == 1) samples_ms[stage].push_back(record.step_ms);
+      }
+      if (round == 0 && stage == 0) {
+        for (const auto& unit : run.final_state.params) {
+          result.params_elems += static_cast<std::int64_t>(unit.size());
+        }
+      }
+    }
+  }
   for (int stage = 0; stage <= 3; ++stage) {
-    const TrainConfig config = step_bench_config(options, stage);
-    const TrainResult run = train(config);
-    std::vector<double> samples_ms;
-    for (const StepRecord& record : run.steps) {
-      if (record.step > 0 || run.steps.size() == 1) samples_ms.push_back(record.step_ms);
-    }
-    if (stage == 0) {
-      for (const auto& unit : run.final_state.params)
-        result.params_elems += static_cast<std::int64_t>(unit.size());
-    }
+    const double ms = median_ms(samples_ms[static_cast<std::size_t>(stage)]);
     result.rows.push_back({.stage = stage,
-                           .engine = std::string(engine_name(config.engine)),
-                           .ms = median_ms(samples_ms),
+                           .engine = std::string(engine_name(engine_of_stage(stage))),
+                           .ms = ms,
                            .overhead_vs_ddp = 0.0});
   }
   for (StepRow& row : result.rows) {

@@ -18,13 +18,16 @@ struct StepBenchOptions {
   int world = 2;
   std::int64_t steps = 20;  ///< per stage; the first is a warm-up and not in the median
   std::int64_t micro_batch = 32;
+  /// Times the four stages are trained in turn; the median is over every round's steps, so a
+  /// machine that slows down during the run slows every stage alike.
+  int rounds = 2;
 };
 
 /// One stage's result.
 struct StepRow {
-  int stage = 0;                 ///< 0 is DDP
-  std::string engine;            ///< "ddp", "zero1", "zero2" or "zero3"
-  double ms = 0.0;               ///< median step_ms over steps 2..S (step 1 when S is 1)
+  int stage = 0;       ///< 0 is DDP
+  std::string engine;  ///< "ddp", "zero1", "zero2" or "zero3"
+  double ms = 0.0;     ///< median step_ms over steps 2..S of every round (step 1 when S is 1)
   double overhead_vs_ddp = 0.0;  ///< ms / the DDP row's ms
 };
 
@@ -35,13 +38,15 @@ struct StepBenchResult {
   std::int64_t params_elems = 0;  ///< unpadded parameter count
   int world = 0;
   std::int64_t steps = 0;
+  int rounds = 0;
   std::vector<StepRow> rows;  ///< stages 0..3
 };
 
 /// The TrainConfig each stage runs, with `stage`'s engine.
 TrainConfig step_bench_config(const StepBenchOptions& options, int stage);
 
-/// Trains stages 0..3 in turn. Throws zl::Error for a bad config (validate()).
+/// Trains stages 0..3 in turn, `rounds` times. Throws zl::Error for a bad config (validate())
+/// or rounds < 1.
 StepBenchResult run_step_bench(const StepBenchOptions& options);
 
 }  // namespace zl::bench

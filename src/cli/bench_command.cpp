@@ -60,9 +60,7 @@ std::int64_t parse_count(const std::string& text, const std::string& flag) {
 }
 
 int run_adam(const AdamFlags& flags) {
-  bench::AdamBenchOptions options = flags.options;
-  options.params_elems = parse_count(flags.params, "--params");
-  const bench::AdamBenchResult result = bench::run_adam_bench(options);
+  const bench::AdamBenchResult result = bench::run_adam_bench(flags.options);
   bench::TorchAdamResult torch;
   if (flags.no_torch) {
     torch.note = "no PyTorch comparison: --no-torch";
@@ -151,7 +149,10 @@ CLI::App* add_adam(CLI::App& bench, std::function<int()>& run) {
                 "Print {params, threads, repeats, ms, gbps, triad_gbps, triad_fraction, "
                 "reference_ms, torch: {version, python, single_tensor_ms, foreach_ms, speedup} "
                 "or null with torch_note}");
-  cmd->callback([&run, flags] { run = [flags] { return run_adam(*flags); }; });
+  cmd->callback([&run, flags] {
+    flags->options.params_elems = parse_count(flags->params, "--params");
+    run = [flags] { return run_adam(*flags); };
+  });
   return cmd;
 }
 
@@ -279,15 +280,17 @@ int run_step(const StepFlags& flags) {
                       {"ms", row.ms},
                       {"overhead_vs_ddp", row.overhead_vs_ddp}});
     }
-    const ordered_json out = {{"model", result.model},         {"preset", result.preset},
-                              {"params", result.params_elems}, {"world", result.world},
-                              {"steps", result.steps},         {"rows", rows}};
+    const ordered_json out = {
+        {"model", result.model}, {"preset", result.preset}, {"params", result.params_elems},
+        {"world", result.world}, {"steps", result.steps},   {"rounds", result.rounds},
+        {"rows", rows}};
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
-  fmt::print("{}{} ({} params), world {}, {} steps per stage, median step ms on rank 0\n",
-             result.model, result.preset.empty() ? "" : " " + result.preset, result.params_elems,
-             result.world, result.steps);
+  fmt::print(
+      "{}{} ({} params), world {}, {} steps per stage x {} rounds, median step ms on rank 0\n",
+      result.model, result.preset.empty() ? "" : " " + result.preset, result.params_elems,
+      result.world, result.steps, result.rounds);
   fmt::print("{:<6} {:<7} {:>10} {:>16}\n", "stage", "engine", "step_ms", "overhead_vs_ddp");
   for (const auto& row : result.rows) {
     fmt::print("{:<6} {:<7} {:>10.3f} {:>15.2f}x\n", row.stage, row.engine, row.ms,
@@ -314,11 +317,15 @@ CLI::App* add_step(CLI::App& bench, std::function<int()>& run) {
   cmd->add_option("--steps", flags->options.steps, "Steps per stage; the first is not timed")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}))
       ->capture_default_str();
+  cmd->add_option("--rounds", flags->options.rounds,
+                  "Times the four stages are trained in turn (medians over all rounds)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   cmd->add_option("--micro-batch", flags->options.micro_batch, "Rows per rank per step")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}))
       ->capture_default_str();
   cmd->add_flag("--json", flags->json,
-                "Print {model, preset, params, world, steps, rows: [{stage, engine, ms, "
+                "Print {model, preset, params, world, steps, rounds, rows: [{stage, engine, ms, "
                 "overhead_vs_ddp}]}");
   cmd->callback([&run, flags] {
     flags->options.model = flags->model == "gpt" ? ModelKind::Gpt : ModelKind::Mlp;

@@ -1,0 +1,122 @@
+// bench_command_test.cpp — `zerolab bench`: the size and world parsers, nccl-tests' bus-bandwidth
+// factors and the shared-memory bound, and each benchmark end to end on sizes small enough for
+// CI, checking the JSON's shape and its arithmetic, never its speed.
+#include "cli/bench_command.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/collectives_bench.hpp"
+#include "core/error.hpp"
+#include "support/command.hpp"
+
+namespace zl {
+namespace {
+
+nlohmann::json run_json(const std::string& args) {
+  const CommandResult result = run_command(std::string(ZL_BINARY) + " bench " + args);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  return nlohmann::json::parse(result.out);
+}
+
+TEST(BenchParse, SizesTakeBinarySuffixes) {
+  EXPECT_EQ(parse_size_bytes("4096", "--min-bytes"), 4096u);
+  EXPECT_EQ(parse_size_bytes("4K", "--min-bytes"), 4096u);
+  EXPECT_EQ(parse_size_bytes("4kib", "--min-bytes"), 4096u);
+  EXPECT_EQ(parse_size_bytes("64M", "--max-bytes"), std::size_t{64} << 20);
+  EXPECT_EQ(parse_size_bytes("1G", "--max-bytes"), std::size_t{1} << 30);
+  for (const char* bad : {"", "0", "4X", "-4K", "K", "4.5M"}) {
+    EXPECT_THROW(parse_size_bytes(bad, "--max-bytes"), Error) << bad;
+  }
+}
+
+TEST(BenchParse, WorldsAreRangesOrLists) {
+  EXPECT_EQ(parse_worlds("2..8", "--worlds"), (std::vector<int>{2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(parse_worlds("2,4,8", "--worlds"), (std::vector<int>{2, 4, 8}));
+  EXPECT_EQ(parse_worlds("4", "--worlds"), (std::vector<int>{4}));
+  for (const char* bad : {"", "8..2", "0", "2,,4", "2..", "a"}) {
+    EXPECT_THROW(parse_worlds(bad, "--worlds"), Error) << bad;
+  }
+}
+
+// nccl-tests, doc/PERFORMANCE.md: all_reduce 2(n-1)/n, reduce_scatter and all_gather (n-1)/n.
+TEST(BenchCollectives, BusBandwidthFactorsAreNcclTests) {
+  EXPECT_DOUBLE_EQ(bench::busbw_factor("all_reduce", 8), 2.0 * 7.0 / 8.0);
+  EXPECT_DOUBLE_EQ(bench::busbw_factor("reduce_scatter", 8), 7.0 / 8.0);
+  EXPECT_DOUBLE_EQ(bench::busbw_factor("all_gather", 2), 0.5);
+  // The bound: 2(W-1)/W^2 for all_reduce, 2(W-1)/(W(W+1)) for the others.
+  EXPECT_DOUBLE_EQ(bench::busbw_bound_fraction("all_reduce", 2), 0.5);
+  EXPECT_DOUBLE_EQ(bench::busbw_bound_fraction("all_reduce", 8), 14.0 / 64.0);
+  EXPECT_DOUBLE_EQ(bench::busbw_bound_fraction("all_gather", 2), 1.0 / 3.0);
+}
+
+TEST(BenchCli, AdamJsonHasTheIssuesKeys) {
+  const auto out = run_json("adam --params 100000 --threads 2 --repeats 2 --no-torch --json");
+  EXPECT_EQ(out["params"], 100000);
+  EXPECT_EQ(out["threads"], 2);
+  EXPECT_GT(out["ms"].get<double>(), 0.0);
+  EXPECT_NEAR(out["gbps"].get<double>(), 28.0 * 100000 / (out["ms"].get<double>() * 1e6), 1e-9);
+  EXPECT_GT(out["triad_gbps"].get<double>(), 0.0);
+  EXPECT_TRUE(out["torch"].is_null());
+  EXPECT_EQ(out["torch_note"], "no PyTorch comparison: --no-torch");
+}
+
+TEST(BenchCli, AMissingTorchScriptIsSaidNotFailed) {
+  const auto out = run_json(
+      "adam --params 1000 --repeats 1 --reference-repeats 0 --torch-script /nonexistent.py "
+      "--json");
+  EXPECT_TRUE(out["torch"].is_null());
+  EXPECT_NE(out["torch_note"].get<std::string>().find("not found"), std::string::npos);
+}
+
+TEST(BenchCli, CollectivesRowsFollowTheDefinitions) {
+  const auto out = run_json(
+      "collectives --worlds 2,3 --min-bytes 4K --max-bytes 16K "
+      "--budget-ms 1 --json");
+  EXPECT_GT(out["memcpy_gbps"].get<double>(), 0.0);
+  const auto& rows = out["rows"];
+  ASSERT_EQ(rows.size(), 3u * 2u * 2u);  // ops x worlds x sizes (4K, 16K)
+  for (const auto& row : rows) {
+    const std::string op = row["op"];
+    const int world = row["world"];
+    const double ms = row["ms"];
+    ASSERT_GT(ms, 0.0) << row.dump();
+    EXPECT_NEAR(row["algbw_gbps"].get<double>(), row["bytes"].get<double>() / (ms * 1e6), 1e-9);
+    EXPECT_NEAR(row["busbw_gbps"].get<double>(),
+                row["algbw_gbps"].get<double>() * bench::busbw_factor(op, world), 1e-9);
+    // Bytes are whole fp32 blocks: 4K over 3 ranks rounds down to 3 * 341 * 4.
+    if (op != "all_reduce") {
+      EXPECT_EQ(row["bytes"].get<std::size_t>() % (4u * static_cast<std::size_t>(world)), 0u);
+    }
+  }
+  EXPECT_EQ(rows[2]["op"], "all_reduce");
+  EXPECT_EQ(rows[2]["world"], 3);
+  EXPECT_EQ(rows[4]["bytes"], 4096);  // reduce_scatter, world 2, 4K
+}
+
+TEST(BenchCli, StepReportsEveryStageAgainstDdp) {
+  const auto out = run_json("step --model gpt --preset tiny --world 2 --steps 2 --rounds 1 --json");
+  ASSERT_EQ(out["rows"].size(), 4u);
+  EXPECT_EQ(out["rows"][0]["engine"], "ddp");
+  EXPECT_DOUBLE_EQ(out["rows"][0]["overhead_vs_ddp"].get<double>(), 1.0);
+  for (const auto& row : out["rows"]) {
+    EXPECT_NEAR(row["overhead_vs_ddp"].get<double>(),
+                row["ms"].get<double>() / out["rows"][0]["ms"].get<double>(), 1e-12);
+  }
+}
+
+TEST(BenchCli, BadFlagsExitTwoWithOneLine) {
+  for (const char* args : {"collectives --worlds 8..2", "collectives --max-bytes 4X",
+                           "adam --params 0", "step --preset huge", "frobnicate"}) {
+    const CommandResult result = run_command(std::string(ZL_BINARY) + " bench " + args);
+    EXPECT_EQ(result.exit_code, 2) << args << ": " << result.err;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  }
+}
+
+}  // namespace
+}  // namespace zl
