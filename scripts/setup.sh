@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake g++ git
   libeigen3-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev librapidcheck-dev time
+  libgtest-dev librapidcheck-dev libbenchmark-dev time
 )
 case "${1:-}" in
   "") ;;
