@@ -33,12 +33,6 @@ constexpr std::size_t kShownChars = 40;
 constexpr AdamWConfig kDeepSpeedAdamDefaults{
     .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0};
 
-// The one place that says offload is not there yet; offload support changes only this.
-[[noreturn]] void fail_offload_device(std::string_view source, std::string_view device) {
-  fail("{}: zero_optimization.offload_optimizer.device {} is not supported yet: use none", source,
-       device);
-}
-
 // A key as a message shows it: control characters escaped, so a message stays one line.
 std::string printable(std::string_view key) {
   const bool plain = std::ranges::none_of(
@@ -256,12 +250,12 @@ Readers fp16_readers(const Checker& check, DsConfig& ds, std::optional<bool>& en
   };
 }
 
-// zero_optimization.offload_optimizer: only {"device": "none"} today.
+// zero_optimization.offload_optimizer: {"device": "none"} or {"device": "cpu"} (ZeRO-Offload;
+// DeepSpeed's "nvme" needs a disk tier zerolab does not model).
 Readers offload_readers(const Checker& check, DsConfig& ds) {
   return {{"device", [&](const json& v, const std::string& p) {
-             if (v == "cpu") fail_offload_device(check.source(), "cpu");
-             if (v != "none") check.bad(p, v, "use none");
-             ds.offload_optimizer_device = "none";
+             if (v != "none" && v != "cpu") check.bad(p, v, "use none or cpu");
+             ds.offload_optimizer_device = v.get<std::string>();
            }}};
 }
 
@@ -445,6 +439,8 @@ void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& step
   if (ds.hysteresis) features.loss_scale.hysteresis = *ds.hysteresis;
   if (ds.min_loss_scale) features.loss_scale.min_scale = *ds.min_loss_scale;
   if (ds.engine) config.engine = *ds.engine;
+  if (ds.overlap_comm) features.overlap_comm = *ds.overlap_comm;
+  if (ds.offload_optimizer_device) features.offload_optimizer = *ds.offload_optimizer_device == "cpu";
   if (ds.reduce_bucket_elems) features.reduce_bucket_elems = *ds.reduce_bucket_elems;
   if (ds.allgather_bucket_elems) features.allgather_bucket_elems = *ds.allgather_bucket_elems;
   if (ds.prefetch_bucket_elems) features.prefetch_bucket_elems = *ds.prefetch_bucket_elems;

@@ -39,13 +39,12 @@ struct DsConfig {
   std::optional<std::int64_t> allgather_bucket_elems;       ///< allgather_bucket_size
   std::optional<std::int64_t> prefetch_bucket_elems;        ///< stage3_prefetch_bucket_size
   std::optional<std::int64_t> persistence_threshold_elems;  ///< stage3_param_persistence_threshold
-  /// zero_optimization.overlap_comm: accepted, no effect (the sim backend's collectives are
-  /// synchronous and results never depend on overlap).
+  /// zero_optimization.overlap_comm: reductions (and ZeRO-3's prefetch) as async collectives.
   std::optional<bool> overlap_comm;
   /// zero_optimization.contiguous_gradients: accepted, no effect (gradients are always one flat
   /// buffer per unit).
   std::optional<bool> contiguous_gradients;
-  /// zero_optimization.offload_optimizer.device: only "none" is accepted today.
+  /// zero_optimization.offload_optimizer.device: "none" or "cpu" (ZeRO-Offload).
   std::optional<std::string> offload_optimizer_device;
 
   /// optimizer.{type, params}: AdamW (or Adam with adam_w_mode). When the file has an optimizer,

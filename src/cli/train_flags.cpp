@@ -180,6 +180,12 @@ void add_feature_flags(CLI::App& cmd, TrainArgs& args) {
             "use 0 or more elements",
             "ZeRO-3: units smaller than this stay whole on every rank "
             "(stage3_param_persistence_threshold)");
+  cmd.add_flag("--overlap-comm", features.overlap_comm,
+               "Reduce gradients (and ZeRO-3: prefetch parameters) while backward goes on "
+               "(zero_optimization.overlap_comm)");
+  cmd.add_flag("--offload-optimizer", features.offload_optimizer,
+               "ZeRO-Offload: fp32 master and Adam state of the own shard in host memory, updated "
+               "there (zero_optimization.offload_optimizer.device cpu)");
 }
 
 void add_output_flags(CLI::App& cmd, TrainArgs& args) {

@@ -80,8 +80,12 @@ TEST(DsConfig, EveryKeyMapsToItsField) {
   EXPECT_EQ(f.prefetch_bucket_elems, 0);
   EXPECT_EQ(f.persistence_threshold_elems, 10'000);
   EXPECT_EQ(a.ds.overlap_comm, true);
+  EXPECT_TRUE(f.overlap_comm);
   EXPECT_EQ(a.ds.contiguous_gradients, false);
   EXPECT_EQ(a.ds.offload_optimizer_device, "none");
+  EXPECT_FALSE(f.offload_optimizer);
+  EXPECT_TRUE(apply(R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})")
+                  .config.features.offload_optimizer);
   EXPECT_EQ(a.config.adamw.lr, 0.002);
   EXPECT_EQ(a.config.adamw.beta1, 0.8);
   EXPECT_EQ(a.config.adamw.beta2, 0.95);
@@ -193,10 +197,8 @@ TEST(DsConfig, WrongTypesAndValuesFailInOneLineNamingTheKey) {
        "elements"},
       {R"({"zero_optimization": {"overlap_comm": 1}})",
        "ds.json: zero_optimization.overlap_comm is 1: use true or false"},
-      {R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})",
-       "ds.json: zero_optimization.offload_optimizer.device cpu is not supported yet: use none"},
       {R"({"zero_optimization": {"offload_optimizer": {"device": "nvme"}}})",
-       R"(ds.json: zero_optimization.offload_optimizer.device is "nvme": use none)"},
+       R"(ds.json: zero_optimization.offload_optimizer.device is "nvme": use none or cpu)"},
       {R"({"optimizer": {"type": "SGD"}})",
        R"(ds.json: optimizer.type is "SGD": use AdamW, or Adam with adam_w_mode true)"},
       {R"({"optimizer": {"params": {"lr": 0.1}}})",
