@@ -119,6 +119,25 @@ TEST(Lessons, Zero3GathersUpAndDownAndCostsOneAndAHalfDdp) {
   EXPECT_NE(run.out.find(kReferenceClaim), std::string::npos) << run.out;
 }
 
+TEST(Lessons, OffloadMovesTwelveBytesPerShardElementToTheHost) {
+  const auto run = run_lesson("06_offload", "--no-pause");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  // Ψ padded 9,984 at W=4: shard 2,496. On the device ZeRO-2 bf16 holds 2·9,984 params,
+  // 2·2,496 grads, 4·2,496 master and 8·2,496 Adam; offload leaves params and grads only.
+  EXPECT_NE(run.out.find("ZeRO-2 bf16      device     54,912 B (params 19,968, grads 4,992, "
+                         "master 9,984, adam 19,968)   host          0 B"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("+ offload        device     24,960 B (params 19,968, grads 4,992, "
+                         "master 0, adam 0)   host     29,952 B"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("4,992 B each way per step"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("ok: offloaded and on-device runs are the same bits"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find(kReferenceClaim), std::string::npos) << run.out;
+}
+
 class LessonSteps : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LessonSteps, StepWaitsForEnterReadFromAFile) {
@@ -154,6 +173,6 @@ TEST_P(LessonSteps, UnknownFlagFailsInOneLine) {
 
 INSTANTIATE_TEST_SUITE_P(AllLessons, LessonSteps,
                          ::testing::Values("00_memory_math", "01_ddp", "02_zero1", "03_zero2",
-                                           "04_zero3"));
+                                           "04_zero3", "06_offload"));
 
 }  // namespace
