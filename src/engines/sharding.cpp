@@ -210,15 +210,19 @@ double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayou
   return norm_from_partials(ordered);
 }
 
-void all_gather_params(Comm& comm, UnitBuffers& params, const std::vector<UnitLayout>& layout,
-                       const EngineOptions& options, Device& device) {
+std::vector<InFlight> all_gather_params(Comm& comm, UnitBuffers& params,
+                                        const std::vector<UnitLayout>& layout,
+                                        const EngineOptions& options, Device& device) {
+  const bool async = options.features.overlap_comm;
   const std::vector<TypedSpan> shards =
       owned_spans(params, layout, /*shard_of_full=*/true, comm.rank(), comm.size());
+  std::vector<InFlight> flights;
   for (std::size_t u = 0; u < layout.size(); ++u) {
-    all_gather_into(comm, device, shards[u], view_of(params[u]),
-                    options.features.allgather_bucket_elems);
+    flights.push_back(start_all_gather(comm, device, shards[u], view_of(params[u]),
+                                       options.features.allgather_bucket_elems, async));
     notify(options, device, "all_gather", static_cast<int>(u));
   }
+  return flights;
 }
 
 std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,

@@ -86,10 +86,12 @@ double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayou
 
 /// all_gather of every unit's parameters in place: each rank contributes its freshly updated
 /// shard of `params` (full unit buffers) and ends with them whole, in buckets of
-/// options.features.allgather_bucket_elems. Emits an "all_gather" event per unit. Collective.
-void all_gather_params(Comm& comm, UnitBuffers& params, const std::vector<UnitLayout>& layout,
-                       const EngineOptions& options, Device& device);
-
+/// options.features.allgather_bucket_elems. Emits an "all_gather" event per unit. Returns one
+/// flight per unit: complete already, or with overlap_comm started asynchronously, so that the
+/// next forward waits for each unit only when it reaches it. Collective.
+std::vector<InFlight> all_gather_params(Comm& comm, UnitBuffers& params,
+                                        const std::vector<UnitLayout>& layout,
+                                        const EngineOptions& options, Device& device);
 /// Full unpadded copies of sharded fp32 buffers, assembled with one all_gather per unit.
 /// Collective.
 std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,

@@ -8,7 +8,9 @@
 //                      with k > 1 it is added into an own-shard accumulator
 // then
 //   4. update          the optimizer step on the own shard only
-//   5. all_gather      each unit's parameters, in place: every rank is whole again
+//   5. all_gather      each unit's parameters, in place: every rank is whole again (with
+//                      overlap_comm started here and waited for unit by unit as the next
+//                      forward reaches each unit)
 // Traffic: reduce-scatter plus all-gather is the same 2 Psi (N-1)/N as DDP's all-reduce.
 #include "engines/engine.hpp"
 #include "engines/micro_batch.hpp"
@@ -78,20 +80,25 @@ class Zero1Engine final : public Engine {
         optimizer_step(grad_norm, step, own(params_), grads, opt_, options_, device_);
     if (update) notify(options_, device_, "update");
     // 5. all_gather: every rank's parameters are whole again
-    all_gather_params(comm_, params_, layout_, options_, device_);
+    gathers_ = all_gather_params(comm_, params_, layout_, options_, device_);
     return {.loss = loss_sum / static_cast<float>(micro_steps),
             .grad_norm = grad_norm,
             .skipped = !update};
   }
 
   ModelState full_state() override {
+    wait_all(gathers_);
     return gather_model_state(comm_, device_, layout_, opt_, own(params_));
   }
 
-  ShardState shard_state() override { return owned_shard_state(opt_, own(params_)); }
+  ShardState shard_state() override {
+    wait_all(gathers_);
+    return owned_shard_state(opt_, own(params_));
+  }
 
   void load_shard_state(const ShardState& state) override {
     load_owned_shard_state(opt_, own(params_), state);
+    wait_all(gathers_);
     all_gather_params(comm_, params_, layout_, {}, device_);
   }
 
@@ -102,7 +109,10 @@ class Zero1Engine final : public Engine {
 
   MicroBatchHooks hooks() {
     MicroBatchHooks hooks;
-    hooks.params = [this](int u, bool) { return UnitParams{view_of(params_[u]), {}}; };
+    hooks.params = [this](int u, bool) {
+      if (static_cast<std::size_t>(u) < gathers_.size()) gathers_[u].wait();
+      return UnitParams{view_of(params_[u]), {}};
+    };
     if (features_.precision == DType::F32) {
       hooks.direct_grad = [this](int u) { return grads_[u].as<float>(); };
     }
@@ -128,6 +138,7 @@ class Zero1Engine final : public Engine {
   UnitBuffers accum_;   // with gradient accumulation: own shard of the sum of the averages
   OptimizerState opt_;  // own shard
   std::vector<InFlight> in_flight_;  // overlap_comm: reduce_scatters started during backward
+  std::vector<InFlight> gathers_;    // last step's parameter all_gathers, one per unit
 };
 
 }  // namespace

@@ -8,7 +8,8 @@
 //                      micro-batch), and release the full buffer
 // then
 //   3. update          the optimizer step on the own shard
-//   4. all_gather      each unit's parameters, in place
+//   4. all_gather      each unit's parameters, in place (with overlap_comm started here and
+//                      waited for unit by unit as the next forward reaches each unit)
 // Traffic: 2 Psi (N-1)/N per micro-batch and step, as DDP.
 #include "engines/engine.hpp"
 #include "engines/micro_batch.hpp"
@@ -57,20 +58,25 @@ class Zero2Engine final : public Engine {
                                        device_);
     if (update) notify(options_, device_, "update");
     // 4. all_gather: every rank's parameters are whole again
-    all_gather_params(comm_, params_, layout_, options_, device_);
+    gathers_ = all_gather_params(comm_, params_, layout_, options_, device_);
     return {.loss = loss_sum / static_cast<float>(micro_steps),
             .grad_norm = grad_norm,
             .skipped = !update};
   }
 
   ModelState full_state() override {
+    wait_all(gathers_);
     return gather_model_state(comm_, device_, layout_, opt_, own_params());
   }
 
-  ShardState shard_state() override { return owned_shard_state(opt_, own_params()); }
+  ShardState shard_state() override {
+    wait_all(gathers_);
+    return owned_shard_state(opt_, own_params());
+  }
 
   void load_shard_state(const ShardState& state) override {
     load_owned_shard_state(opt_, own_params(), state);
+    wait_all(gathers_);
     all_gather_params(comm_, params_, layout_, {}, device_);
   }
 
@@ -81,7 +87,10 @@ class Zero2Engine final : public Engine {
 
   MicroBatchHooks hooks(bool first_micro_batch) {
     MicroBatchHooks hooks;
-    hooks.params = [this](int u, bool) { return UnitParams{view_of(params_[u]), {}}; };
+    hooks.params = [this](int u, bool) {
+      if (static_cast<std::size_t>(u) < gathers_.size()) gathers_[u].wait();
+      return UnitParams{view_of(params_[u]), {}};
+    };
     hooks.grad_ready = [this, first_micro_batch](int u, TypedSpan grad) {
       in_flight_.push_back(reduce_into_shard(comm_, device_, grad, view_of(grad_shards_[u]),
                                              first_micro_batch, features_.reduce_bucket_elems,
@@ -102,6 +111,7 @@ class Zero2Engine final : public Engine {
   UnitBuffers grad_shards_;  // own shard of the averaged (accumulated) gradients
   OptimizerState opt_;       // own shard
   std::vector<InFlight> in_flight_;  // overlap_comm: reduce_scatters started during backward
+  std::vector<InFlight> gathers_;    // last step's parameter all_gathers, one per unit
 };
 
 }  // namespace
