@@ -138,6 +138,29 @@ TEST(Lessons, OffloadMovesTwelveBytesPerShardElementToTheHost) {
   EXPECT_NE(run.out.find(kReferenceClaim), std::string::npos) << run.out;
 }
 
+TEST(Lessons, MixedPrecisionSkipsOverflowsEverywhereAndHalvesTheScale) {
+  const auto run = run_lesson("08_mixed_precision", "--no-pause");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  // 2^30 overflows fp16; the scale halves each skipped step until the gradients fit.
+  EXPECT_NE(run.out.find("step  1  scale 2^30  grad_norm inf          skipped on every rank"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("updated"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("ok: the first "), std::string::npos) << run.out;
+  // The bf16 ZeRO-2 ledger. Units 16x64+64 = 1,088, 64x64+64 = 4,160 and 64x8+8 = 520 pad to
+  // 1,280 + 4,352 + 768 = 6,400 elements at W=4 (shards of 1,600): 2-byte params whole (12,800),
+  // 2-byte grad shards (3,200), a 4-byte master shard (6,400), 8-byte Adam shards (12,800).
+  EXPECT_NE(run.out.find("   0             12800      3200      6400      12800     35200"),
+            std::string::npos)
+      << run.out;
+  std::size_t claims = 0;
+  for (std::size_t at = run.out.find(kReferenceClaim); at != std::string::npos;
+       at = run.out.find(kReferenceClaim, at + 1)) {
+    ++claims;
+  }
+  EXPECT_EQ(claims, 2u) << run.out;
+}
+
 class LessonSteps : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LessonSteps, StepWaitsForEnterReadFromAFile) {
@@ -173,6 +196,7 @@ TEST_P(LessonSteps, UnknownFlagFailsInOneLine) {
 
 INSTANTIATE_TEST_SUITE_P(AllLessons, LessonSteps,
                          ::testing::Values("00_memory_math", "01_ddp", "02_zero1", "03_zero2",
-                                           "04_zero3", "06_offload"));
+                                           "04_zero3", "06_offload",
+                                           "08_mixed_precision"));
 
 }  // namespace
