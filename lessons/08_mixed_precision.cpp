@@ -25,7 +25,7 @@ constexpr std::string_view kFormats =
     "by it before the update.";
 constexpr std::string_view kOverflow =
     "Now fp16 with a far too large first scale, 2^30: the scaled gradients overflow. The norm\n"
-    "(computed the same way, to the same bits, on every rank) is infinite, so every rank skips\n"
+    "(computed the same way, to the same bits, on every rank) is not finite, so every rank skips\n"
     "the step, and the scaler halves the scale (hysteresis 1) until the gradients fit.";
 
 struct Row {
@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
         for (const auto& step : overflowed.steps) {
           fmt::print("step {:>2}  scale 2^{:<3} grad_norm {:<12} {}\n", step.step + 1,
                      static_cast<int>(std::log2(scale)),
-                     step.skipped ? fmt::format("{}", step.grad_norm)
-                                  : fmt::format("{:.6f}", step.grad_norm),
+                     std::isnan(step.grad_norm) ? std::string("nan")
+                                                : fmt::format("{:.6f}", step.grad_norm),
                      step.skipped ? "skipped on every rank, scale halves" : "updated");
           if (step.skipped) {
             scale = scale / 2.0;
