@@ -25,9 +25,9 @@ namespace zl::bench {
 
 /// What to sweep. Sizes go min_bytes, min_bytes * size_factor, ... up to max_bytes.
 struct CollectivesBenchOptions {
-  std::vector<int> worlds{2, 4, 8};
+  std::vector<int> worlds{2, 3, 4, 5, 6, 7, 8};
   std::size_t min_bytes = std::size_t{4} << 10;
-  std::size_t max_bytes = std::size_t{64} << 20;
+  std::size_t max_bytes = std::size_t{256} << 20;
   std::size_t size_factor = 4;
   /// Timed calls per point: enough to fill about budget_ms, within [min_iters, max_iters].
   double budget_ms = 150.0;
