@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
         heading("Model states per rank after the step (rank 0)");
         print_split("ZeRO-2 bf16", on_device);
         print_split("+ offload", offloaded);
-        const std::array categories = {MemCategory::Params, MemCategory::Grads,
-                                       MemCategory::Master, MemCategory::Optimizer,
+        const std::array categories = {MemCategory::Params,     MemCategory::Grads,
+                                       MemCategory::Master,     MemCategory::Optimizer,
                                        MemCategory::HostMaster, MemCategory::HostOptimizer};
         fmt::print("\nWith offload, every rank:\n");
         print_ranks(final_holdings(offloaded), categories);
@@ -77,32 +77,35 @@ int main(int argc, char** argv) {
         std::int64_t shard_bytes = 0;
         for (const auto& unit : offloaded.layout) shard_bytes += 2 * unit.shard_elems;
         const TrafficLedger& traffic = offloaded.ranks[0].traffic;
-        fmt::print("rank 0 over {} steps: {} B to the host, {} B back ({} B each way per step:\n"
-                   "the bf16 shard of every unit); collectives sent {} B, as without offload ({} B)."
-                   "\n\n",
-                   config.steps, grouped(traffic.to_host_bytes()),
-                   grouped(traffic.to_device_bytes()), grouped(shard_bytes),
-                   grouped(traffic.sent_bytes()),
-                   grouped(on_device.ranks[0].traffic.sent_bytes()));
+        fmt::print(
+            "rank 0 over {} steps: {} B to the host, {} B back ({} B each way per step:\n"
+            "the bf16 shard of every unit); collectives sent {} B, as without offload ({} B)."
+            "\n\n",
+            config.steps, grouped(traffic.to_host_bytes()), grouped(traffic.to_device_bytes()),
+            grouped(shard_bytes), grouped(traffic.sent_bytes()),
+            grouped(on_device.ranks[0].traffic.sent_bytes()));
 
         heading("Checks");
         bool ok = true;
         for (const auto& rank : offloaded.ranks) {
           const MemoryLedger& off = rank.memory;
           const MemoryLedger& on = on_device.ranks[rank.rank].memory;
-          ok = ok && off.current_bytes(MemCategory::Master) == 0 &&
-               off.current_bytes(MemCategory::Optimizer) == 0 &&
-               off.current_bytes(MemCategory::HostMaster) == on.current_bytes(MemCategory::Master) &&
-               off.current_bytes(MemCategory::HostOptimizer) ==
-                   on.current_bytes(MemCategory::Optimizer) &&
-               rank.traffic.to_host_bytes() == config.steps * shard_bytes &&
-               rank.traffic.to_device_bytes() == config.steps * shard_bytes;
+          ok =
+              ok && off.current_bytes(MemCategory::Master) == 0 &&
+              off.current_bytes(MemCategory::Optimizer) == 0 &&
+              off.current_bytes(MemCategory::HostMaster) == on.current_bytes(MemCategory::Master) &&
+              off.current_bytes(MemCategory::HostOptimizer) ==
+                  on.current_bytes(MemCategory::Optimizer) &&
+              rank.traffic.to_host_bytes() == config.steps * shard_bytes &&
+              rank.traffic.to_device_bytes() == config.steps * shard_bytes;
         }
-        fmt::print("{}: no master or Adam bytes left on any device; the host holds exactly what the\n"
-                   "device held; each step copies one bf16 shard each way\n",
-                   ok ? "ok" : "MISMATCH");
+        fmt::print(
+            "{}: no master or Adam bytes left on any device; the host holds exactly what the\n"
+            "device held; each step copies one bf16 shard each way\n",
+            ok ? "ok" : "MISMATCH");
         const bool same = !first_difference(offloaded, on_device).has_value();
-        fmt::print("{}: offloaded and on-device runs are the same bits\n", same ? "ok" : "DIFFERENT");
+        fmt::print("{}: offloaded and on-device runs are the same bits\n",
+                   same ? "ok" : "DIFFERENT");
         const bool reference = matches_reference(offload, offloaded);
         return ok && same && reference ? 0 : 1;
       });

@@ -14,9 +14,11 @@ using namespace zl::lessons;
 namespace {
 
 constexpr std::string_view kMemory =
-    "Mixed precision keeps parameters and gradients in 16 bits (2 bytes each) and the optimizer in\n"
+    "Mixed precision keeps parameters and gradients in 16 bits (2 bytes each) and the optimizer "
+    "in\n"
     "fp32: a master copy of the parameters (4 bytes) and Adam's two moments (8). That is the\n"
-    "2 + 2 + 12 = 16 bytes per parameter of the ZeRO paper. Under ZeRO-2 the grads, the master and\n"
+    "2 + 2 + 12 = 16 bytes per parameter of the ZeRO paper. Under ZeRO-2 the grads, the master "
+    "and\n"
     "the moments are sharded:";
 constexpr std::string_view kFormats =
     "bf16 keeps fp32's 8-bit exponent and drops mantissa bits: any fp32 gradient fits. fp16 has a\n"
@@ -52,8 +54,8 @@ int main(int argc, char** argv) {
         TrainConfig bf16 = config;
         bf16.features.precision = DType::BF16;
         const TrainResult bf16_run = train(bf16);
-        const std::array categories = {MemCategory::Params, MemCategory::Grads,
-                                       MemCategory::Master, MemCategory::Optimizer};
+        const std::array categories = {MemCategory::Params, MemCategory::Grads, MemCategory::Master,
+                                       MemCategory::Optimizer};
         print_ranks(final_holdings(bf16_run), categories);
 
         pause(flags, "for bf16 against fp16 and fp32");
@@ -78,8 +80,8 @@ int main(int argc, char** argv) {
         fmt::print("{}\n\n", kOverflow);
         TrainConfig overflow = fp16;
         overflow.steps = 20;
-        overflow.features.loss_scale = {.initial_scale_power = 30, .window = 1000, .hysteresis = 1,
-                                        .min_scale = 1.0};
+        overflow.features.loss_scale = {
+            .initial_scale_power = 30, .window = 1000, .hysteresis = 1, .min_scale = 1.0};
         const TrainResult overflowed = train(overflow);
         double scale = std::ldexp(1.0, 30);
         std::int64_t skipped = 0;

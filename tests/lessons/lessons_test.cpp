@@ -138,6 +138,23 @@ TEST(Lessons, OffloadMovesTwelveBytesPerShardElementToTheHost) {
   EXPECT_NE(run.out.find(kReferenceClaim), std::string::npos) << run.out;
 }
 
+TEST(Lessons, CheckpointsMoveBetweenStagesAndWorldSizes) {
+  const auto run = run_lesson("07_checkpoints", "--no-pause");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  // One file per rank: units of 624, 2,352 and 294 elements pad to 768 + 2,560 + 512 = 3,840 at
+  // W=4; a shard is 960 elements, three fp32 tensors of it per rank plus a safetensors header.
+  EXPECT_NE(run.out.find("  rank-3.safetensors"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("ok: resumed at step 3, final parameters bit for bit"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("ok: largest difference"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("6 tensors, 3,270 parameters (padding removed)"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("  layers.1.weight    [48, 48]"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("ok: the consolidated file holds the final parameters exactly"),
+            std::string::npos)
+      << run.out;
+}
+
 TEST(Lessons, MixedPrecisionSkipsOverflowsEverywhereAndHalvesTheScale) {
   const auto run = run_lesson("08_mixed_precision", "--no-pause");
   ASSERT_EQ(run.exit_code, 0) << run.out;
@@ -197,6 +214,6 @@ TEST_P(LessonSteps, UnknownFlagFailsInOneLine) {
 INSTANTIATE_TEST_SUITE_P(AllLessons, LessonSteps,
                          ::testing::Values("00_memory_math", "01_ddp", "02_zero1", "03_zero2",
                                            "04_zero3", "06_offload",
-                                           "08_mixed_precision"));
+                                           "07_checkpoints", "08_mixed_precision"));
 
 }  // namespace
