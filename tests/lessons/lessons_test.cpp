@@ -155,6 +155,29 @@ TEST(Lessons, CheckpointsMoveBetweenStagesAndWorldSizes) {
       << run.out;
 }
 
+TEST(Lessons, FaultsBecomeOneErrorNamingTheRankAndTheCall) {
+  const auto run = run_lesson("09_faults", "--no-pause");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("error: rank 2: injected fault at all_gather #5 (call #6)\n"),
+            std::string::npos)
+      << run.out;
+  // Which rank notices first depends on the threads; what it reports does not.
+  EXPECT_NE(run.out.find("collective mismatch at call #6: rank 0 called all_gather(fp32, 320 "
+                         "elems) but rank 2 called reduce_scatter(fp32, 320 elems, avg)"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("then another rank: timeout after 200 ms: a rank waits in call #6 "
+                         "all_gather(fp32, 320 elems); rank 2 never arrived"),
+            std::string::npos)
+      << run.out;
+  std::size_t oks = 0;
+  for (std::size_t at = run.out.find("ok: one error naming rank 2"); at != std::string::npos;
+       at = run.out.find("ok: one error naming rank 2", at + 1)) {
+    ++oks;
+  }
+  EXPECT_EQ(oks, 3u) << run.out;
+}
+
 TEST(Lessons, MixedPrecisionSkipsOverflowsEverywhereAndHalvesTheScale) {
   const auto run = run_lesson("08_mixed_precision", "--no-pause");
   ASSERT_EQ(run.exit_code, 0) << run.out;
@@ -214,6 +237,7 @@ TEST_P(LessonSteps, UnknownFlagFailsInOneLine) {
 INSTANTIATE_TEST_SUITE_P(AllLessons, LessonSteps,
                          ::testing::Values("00_memory_math", "01_ddp", "02_zero1", "03_zero2",
                                            "04_zero3", "06_offload",
-                                           "07_checkpoints", "08_mixed_precision"));
+                                           "07_checkpoints", "08_mixed_precision",
+                                           "09_faults"));
 
 }  // namespace
