@@ -101,7 +101,7 @@ void sweep_world(int world, const CollectivesBenchOptions& options,
                           .ms = median_ms(samples_ms),
                           .algbw_gbps = 0.0,
                           .busbw_gbps = 0.0,
-                          .bound_busbw_gbps = 0.0};
+                          .ideal_busbw_gbps = 0.0};
         row.algbw_gbps = gbps(static_cast<double>(row.bytes), row.ms);
         row.busbw_gbps = row.algbw_gbps * busbw_factor(op, world);
         rows.push_back(row);
@@ -118,7 +118,7 @@ double busbw_factor(const std::string& op, int world) {
   return (w - 1.0) / w;
 }
 
-double busbw_bound_fraction(const std::string& op, int world) {
+double ideal_busbw_fraction(const std::string& op, int world) {
   const double w = world;
   const double traffic_per_byte = op == "all_reduce" ? 2.0 * w : w + 1.0;
   return busbw_factor(op, world) * 2.0 / traffic_per_byte;
@@ -156,7 +156,7 @@ CollectivesBenchResult run_collectives_bench(const CollectivesBenchOptions& opti
   }
   result.memcpy_gbps = gbps(static_cast<double>(options.memcpy_bytes), median_ms(copy_ms));
   for (CollectiveRow& row : result.rows) {
-    row.bound_busbw_gbps = result.memcpy_gbps * busbw_bound_fraction(row.op, row.world);
+    row.ideal_busbw_gbps = result.memcpy_gbps * ideal_busbw_fraction(row.op, row.world);
   }
   std::stable_sort(result.rows.begin(), result.rows.end(),
                    [](const CollectiveRow& a, const CollectiveRow& b) {

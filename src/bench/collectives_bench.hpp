@@ -8,13 +8,14 @@
 // W blocks (W * count * 4 for fp32). The same run measures memcpy bandwidth, the yardstick busbw
 // is compared with: the sim moves bytes through the same memory a memcpy does.
 //
-// Why busbw cannot reach memcpy speed here: nccl-tests' busbw counts what each rank sends over
-// its own link, but the sim's ranks share one memory. Any shared-memory collective must read
-// every input once and write every output once: all_reduce 2*W*bytes, reduce_scatter and
-// all_gather (W+1)*bytes, where a memcpy of `bytes` moves 2*bytes. So at memcpy speed
-//   busbw <= memcpy * 2(W-1)/W^2          for all_reduce     (1/2 at W=2, 7/32 at W=8)
-//   busbw <= memcpy * 2(W-1)/(W(W+1))     for the others     (1/3 at W=2, 7/36 at W=8)
-// Each row reports that bound beside the measured busbw.
+// The ideal: nccl-tests' busbw counts what each rank sends over its own link, but the sim's ranks
+// share one memory. A shared-memory collective must read every input once and write every
+// output once: all_reduce 2*W*bytes, reduce_scatter and all_gather (W+1)*bytes, where a memcpy
+// of `bytes` moves 2*bytes. Moving only that at one thread's memcpy speed would give
+//   busbw = memcpy * 2(W-1)/W^2          for all_reduce     (1/2 at W=2, 7/32 at W=8)
+//   busbw = memcpy * 2(W-1)/(W(W+1))     for the others     (1/3 at W=2, 7/36 at W=8)
+// Each row reports that ideal beside the measured busbw. It is not a ceiling: the sim splits
+// big collectives over every core, and two cores can move more than one thread's memcpy.
 #pragma once
 
 #include <cstddef>
@@ -46,7 +47,7 @@ struct CollectiveRow {
   double ms = 0.0;
   double algbw_gbps = 0.0;
   double busbw_gbps = 0.0;
-  double bound_busbw_gbps = 0.0;  ///< busbw at the shared-memory bound above, this run's memcpy
+  double ideal_busbw_gbps = 0.0;  ///< the ideal above, at this run's memcpy speed
 };
 
 /// The sweep and its yardstick.
@@ -61,8 +62,8 @@ struct CollectivesBenchResult {
 /// busbw / algbw for `op` in a world of `world` ranks (nccl-tests' factor).
 double busbw_factor(const std::string& op, int world);
 
-/// The shared-memory bound on busbw / memcpy bandwidth for `op` in a world of `world` (above).
-double busbw_bound_fraction(const std::string& op, int world);
+/// The ideal busbw / memcpy bandwidth for `op` in a world of `world` (above).
+double ideal_busbw_fraction(const std::string& op, int world);
 
 /// Times of `repeats` single-threaded memcpy calls of `bytes` (after one warm-up), in ms.
 std::vector<double> memcpy_samples_ms(std::size_t bytes, int repeats);

@@ -199,7 +199,7 @@ int run_collectives(const CollectivesFlags& flags) {
                       {"ms", row.ms},
                       {"algbw_gbps", row.algbw_gbps},
                       {"busbw_gbps", row.busbw_gbps},
-                      {"bound_busbw_gbps", row.bound_busbw_gbps}});
+                      {"ideal_busbw_gbps", row.ideal_busbw_gbps}});
     }
     const ordered_json out = {
         {"memcpy_gbps", result.memcpy_gbps}, {"memcpy_bytes", result.memcpy_bytes}, {"rows", rows}};
@@ -210,13 +210,14 @@ int run_collectives(const CollectivesFlags& flags) {
              result.memcpy_gbps, human_bytes(result.memcpy_bytes));
   fmt::print(
       "algbw = bytes / time; busbw = algbw * 2(W-1)/W (all_reduce), * (W-1)/W (others);\n"
-      "bound = the busbw of a shared-memory collective at memcpy speed (collectives_bench.hpp)\n");
+      "ideal = busbw moving only the bytes a shared-memory collective must, at memcpy speed "
+      "(collectives_bench.hpp)\n");
   fmt::print("{:<15} {:>5} {:>6} {:>6} {:>11} {:>11} {:>11} {:>7} {:>11}\n", "op", "world", "bytes",
-             "iters", "time_us", "algbw_GB/s", "busbw_GB/s", "/memcpy", "bound_GB/s");
+             "iters", "time_us", "algbw_GB/s", "busbw_GB/s", "/memcpy", "ideal_GB/s");
   for (const auto& row : result.rows) {
     fmt::print("{:<15} {:>5} {:>6} {:>6} {:>11.1f} {:>11.3f} {:>11.3f} {:>6.0f}% {:>11.3f}\n",
                row.op, row.world, human_bytes(row.bytes), row.iters, row.ms * 1e3, row.algbw_gbps,
-               row.busbw_gbps, 100.0 * row.busbw_gbps / result.memcpy_gbps, row.bound_busbw_gbps);
+               row.busbw_gbps, 100.0 * row.busbw_gbps / result.memcpy_gbps, row.ideal_busbw_gbps);
   }
   return 0;
 }
@@ -245,7 +246,7 @@ CLI::App* add_collectives(CLI::App& bench, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_flag("--json", flags->json,
                 "Print {memcpy_gbps, memcpy_bytes, rows: [{op, world, bytes, iters, ms, "
-                "algbw_gbps, busbw_gbps, bound_busbw_gbps}]}");
+                "algbw_gbps, busbw_gbps, ideal_busbw_gbps}]}");
   cmd->callback([&run, flags, factor] {
     if (flags->full && factor->count() == 0) flags->size_factor = 2;
     parse_worlds(flags->worlds, "--worlds");

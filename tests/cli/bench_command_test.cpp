@@ -1,5 +1,5 @@
 // bench_command_test.cpp — `zerolab bench`: the size and world parsers, nccl-tests' bus-bandwidth
-// factors and the shared-memory bound, and each benchmark end to end on sizes small enough for
+// factors and the shared-memory ideal, and each benchmark end to end on sizes small enough for
 // CI, checking the JSON's shape and its arithmetic, never its speed.
 #include "cli/bench_command.hpp"
 
@@ -48,10 +48,10 @@ TEST(BenchCollectives, BusBandwidthFactorsAreNcclTests) {
   EXPECT_DOUBLE_EQ(bench::busbw_factor("all_reduce", 8), 2.0 * 7.0 / 8.0);
   EXPECT_DOUBLE_EQ(bench::busbw_factor("reduce_scatter", 8), 7.0 / 8.0);
   EXPECT_DOUBLE_EQ(bench::busbw_factor("all_gather", 2), 0.5);
-  // The bound: 2(W-1)/W^2 for all_reduce, 2(W-1)/(W(W+1)) for the others.
-  EXPECT_DOUBLE_EQ(bench::busbw_bound_fraction("all_reduce", 2), 0.5);
-  EXPECT_DOUBLE_EQ(bench::busbw_bound_fraction("all_reduce", 8), 14.0 / 64.0);
-  EXPECT_DOUBLE_EQ(bench::busbw_bound_fraction("all_gather", 2), 1.0 / 3.0);
+  // The ideal: 2(W-1)/W^2 for all_reduce, 2(W-1)/(W(W+1)) for the others.
+  EXPECT_DOUBLE_EQ(bench::ideal_busbw_fraction("all_reduce", 2), 0.5);
+  EXPECT_DOUBLE_EQ(bench::ideal_busbw_fraction("all_reduce", 8), 14.0 / 64.0);
+  EXPECT_DOUBLE_EQ(bench::ideal_busbw_fraction("all_gather", 2), 1.0 / 3.0);
 }
 
 TEST(BenchCli, AdamJsonHasTheIssuesKeys) {
