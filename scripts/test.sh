@@ -17,7 +17,7 @@ cmake --build --preset ci -j "$jobs"
 ctest --preset ci -j "$jobs" "$@"
 
 cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j "$jobs" --target test_core test_sim test_engines test_features test_faults
+cmake --build --preset tsan -j "$jobs" --target test_core test_sim test_engines test_features test_faults test_sim_direct
 ctest --preset tsan -j "$jobs" -R '^(DType|Rng|Buffer|Sim|Equivalence|Features|Ledgers|TrainFaults|NonFinite|FaultCli)' "$@"
 
 # Peak-RSS bounds do not hold under ASan, whose shadow memory and quarantine are resident too.

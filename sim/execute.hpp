@@ -1,6 +1,7 @@
-// execute.hpp — carries out a collective once every rank has posted it: all results go into
-// scratch first (inputs may alias outputs: in-place all_reduce, broadcast and all_gather), then
-// into every rank's output. Every reduction is comm/reduce.hpp's reduce_rank_order.
+// execute.hpp — carries out a collective once every rank has posted it: tile by tile straight from
+// the inputs into every rank's output (split over threads when large), or through scratch first
+// when buffers overlap in ways other than NCCL's in-place forms. Every reduction is
+// comm/reduce.hpp's reduce_rank_order.
 #pragma once
 
 #include <span>

@@ -1,6 +1,7 @@
 // adamw.hpp — the one AdamW update, with torch.optim.AdamW semantics (decoupled weight decay,
-// bias correction, eps added outside the square root). The reference, every engine and offload
-// call this function on spans, so the same element always gets the same bits.
+// bias correction, eps added outside the square root). The reference kernel: the engines (and
+// offload) call adamw_update_fused (adamw_fused.hpp), which computes the same operations in the
+// same order per element, so the same element always gets the same bits.
 #pragma once
 
 #include <cstdint>
