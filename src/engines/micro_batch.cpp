@@ -1,7 +1,6 @@
 // micro_batch.cpp — the visit loop of one micro-batch.
 #include "engines/micro_batch.hpp"
 
-#include <algorithm>
 #include <optional>
 
 #include "engines/unit_buffers.hpp"
@@ -45,6 +44,9 @@ float run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLa
 
   // Backward visits the order reversed; a unit's gradient is complete at its last visit there,
   // which is its first position in the forward order.
+  std::vector<std::ptrdiff_t> first_visit(layout.size(), -1);
+  for (std::size_t i = order.size(); i-- > 0;)
+    first_visit[order[i]] = static_cast<std::ptrdiff_t>(i);
   std::vector<Buffer> temp(layout.size());
   std::vector<std::span<float>> grad(layout.size());
   for (auto i = static_cast<std::ptrdiff_t>(order.size()) - 1; i >= 0; --i) {
@@ -62,20 +64,17 @@ float run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLa
       const Fp32Params f32 = fp32_of(params.view, device);
       model.backward_unit(u, f32.values.first(numel), grad[u].first(numel));
       notify(options, device, "backward", u);
-    }  // the visit's parameters are released here
-    const bool complete =
-        std::find(order.begin(), order.end(), u) == order.begin() + i;
-    if (!complete) continue;
-    const TypedSpan fp32_grad{grad[u].data(), layout[u].padded_elems, DType::F32};
+    }                                   // the visit's parameters are released here
+    if (first_visit[u] != i) continue;  // the unit runs again further down: not complete yet
     if (precision == DType::F32) {
-      hooks.grad_ready(u, fp32_grad);
-    } else {
-      Buffer rounded = device.alloc(MemCategory::Grads, precision, {layout[u].padded_elems});
-      round_into(grad[u], view_of(rounded));
+      hooks.grad_ready(u, {grad[u].data(), layout[u].padded_elems, DType::F32});
       temp[u] = Buffer();
-      hooks.grad_ready(u, view_of(rounded));
+      continue;
     }
-    temp[u] = Buffer();
+    Buffer rounded = device.alloc(MemCategory::Grads, precision, {layout[u].padded_elems});
+    round_into(grad[u], view_of(rounded));
+    temp[u] = Buffer();  // the fp32 gradient goes before the engine reduces the rounded one
+    hooks.grad_ready(u, view_of(rounded));
   }
   return loss;
 }

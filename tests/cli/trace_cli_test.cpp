@@ -6,7 +6,6 @@
 // figures back, at N grows each unit's comm by the ring factor (N-1)/N over (W-1)/W and takes
 // model states from the estimator. Times are measurements: checked for structure, not values.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -15,6 +14,7 @@
 
 #include "cli/what_if.hpp"
 #include "engines/estimate.hpp"
+#include "ckpt/test_files.hpp"
 #include "support/command.hpp"
 #include "support/small_config.hpp"
 
@@ -26,17 +26,11 @@ using nlohmann::json;
 
 class TraceCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           fmt::format("zerolab_trace_cli_{}_{}", ::getpid(),
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   static CommandResult zerolab(const std::string& args) {
     return run_command(fmt::format("{} {}", ZL_BINARY, args));
   }
-  fs::path dir_;
+  test::TempDir temp_;
+  const fs::path& dir_ = temp_.path();
 };
 
 const std::string kRun =

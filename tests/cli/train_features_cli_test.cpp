@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "ckpt/safetensors.hpp"
+#include "ckpt/test_files.hpp"
 #include "support/command.hpp"
 
 namespace zl {
@@ -17,17 +18,11 @@ namespace fs = std::filesystem;
 
 class TrainFeaturesCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           fmt::format("zerolab_features_cli_{}_{}", ::getpid(),
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   static CommandResult zerolab(const std::string& args) {
     return run_command(fmt::format("{} {}", ZL_BINARY, args));
   }
-  fs::path dir_;
+  test::TempDir temp_;
+  const fs::path& dir_ = temp_.path();
 };
 
 // "loss A -> B" from the last line.
