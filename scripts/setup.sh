@@ -8,6 +8,9 @@ packages=(
   build-essential cmake g++ git
   libeigen3-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev librapidcheck-dev libbenchmark-dev time
+  libopenmpi-dev openmpi-bin
+  doxygen graphviz
+  jupyter-nbconvert python3-matplotlib python3-nbclient python3-ipykernel python3-numpy
 )
 case "${1:-}" in
   "") ;;
