@@ -27,15 +27,16 @@ inline constexpr std::int64_t kMaxUnitElems = std::int64_t{1} << 60;
 /// One file of a checkpoint as the manifest records it.
 struct FileEntry {
   std::string name;  ///< relative to the step directory, e.g. "rank-0.safetensors"
-  std::uint64_t size_bytes = 0;
+  std::uint64_t size_bytes = 0;  ///< the file's exact size, checked before it is read
   std::string sha256;  ///< 64 lowercase hex digits
 
+  /// Same name, size and digest.
   bool operator==(const FileEntry&) const = default;
 };
 
 /// The contents of manifest.json. The shards follow `units`, the partition for `world`.
 struct Manifest {
-  int format_version = kCheckpointFormatVersion;
+  int format_version = kCheckpointFormatVersion;  ///< a reader refuses any other version
   std::int64_t step = 0;  ///< completed optimizer steps
   std::int64_t adam_updates = 0;  ///< AdamW updates applied (fewer than step if steps were skipped)
   int stage = 0;          ///< ZeRO stage that wrote it (0 is DDP); any stage and world can load it
@@ -44,9 +45,9 @@ struct Manifest {
   MlpConfig mlp;                   ///< the shape when model_kind is "mlp"
   GptConfig gpt;                   ///< the shape when model_kind is "gpt"
   std::uint64_t seed = 0;  ///< parameter init and data
-  std::int64_t micro_batch = 1;
+  std::int64_t micro_batch = 1;       ///< samples per rank per micro-step
   std::int64_t grad_accum_steps = 1;  ///< micro-batches per optimizer step
-  AdamWConfig adamw;
+  AdamWConfig adamw;                  ///< the optimizer settings the state was built with
   /// fp16's dynamic loss scaler after `step` (key "loss_scaler", null when not fp16).
   std::optional<LossScalerState> loss_scaler{};
   std::vector<UnitLayout> units;  ///< laid out for `world`

@@ -20,8 +20,9 @@ struct ShardPiece {
   int rank = 0;                         ///< the old rank whose shard holds them
   std::int64_t shard_offset_elems = 0;  ///< where they start in that shard
   std::int64_t out_offset_elems = 0;    ///< where they start in the range
-  std::int64_t elems = 0;
+  std::int64_t elems = 0;               ///< length of the run, at least 1
 
+  /// All four fields equal.
   bool operator==(const ShardPiece&) const = default;
 };
 

@@ -20,16 +20,16 @@ namespace zl {
 
 /// One named tensor as stored in a file: dtype, shape and its raw little-endian bytes.
 struct TensorRecord {
-  std::string name;
-  DType dtype = DType::F32;
-  Shape shape;
-  std::vector<std::byte> bytes;
+  std::string name;              ///< unique, non-empty key of the tensor in the file's header
+  DType dtype = DType::F32;      ///< element type as stored (F32, BF16, F16, F64 or I64)
+  Shape shape;                   ///< dimensions, outermost first
+  std::vector<std::byte> bytes;  ///< numel(shape) * dtype_bytes(dtype) bytes, little-endian
 };
 
 /// A whole safetensors file: tensors in data order, and the string-to-string `__metadata__`.
 struct SafetensorsFile {
-  std::vector<TensorRecord> tensors;
-  std::map<std::string, std::string> metadata;
+  std::vector<TensorRecord> tensors;            ///< in the order of their data offsets
+  std::map<std::string, std::string> metadata;  ///< `__metadata__`; empty when the file has none
 };
 
 /// An F32 record holding a copy of `values`; throws zl::Error unless numel(shape) == values.size().
@@ -72,19 +72,19 @@ std::vector<TensorRecord> read_safetensors(const std::filesystem::path& path);
 
 /// Where one tensor lies in a safetensors file, as its header says; no data read.
 struct TensorLocation {
-  std::string name;
-  DType dtype = DType::F32;
-  Shape shape;
+  std::string name;                ///< key in the header
+  DType dtype = DType::F32;        ///< element type as stored
+  Shape shape;                     ///< dimensions, outermost first
   std::uint64_t offset_bytes = 0;  ///< from the start of the file
-  std::uint64_t size_bytes = 0;
+  std::uint64_t size_bytes = 0;    ///< numel(shape) * dtype_bytes(dtype)
 };
 
 /// A safetensors file's header: its tensors in data order and its `__metadata__`.
 struct SafetensorsIndex {
-  std::filesystem::path path;
-  std::uint64_t file_bytes = 0;
-  std::vector<TensorLocation> tensors;
-  std::map<std::string, std::string> metadata;
+  std::filesystem::path path;                   ///< the file the header was read from
+  std::uint64_t file_bytes = 0;                 ///< its size in bytes when the header was read
+  std::vector<TensorLocation> tensors;          ///< in data order
+  std::map<std::string, std::string> metadata;  ///< `__metadata__`; empty when the file has none
 };
 
 /// Reads and validates only the header of the file at `path`: everything read_safetensors_file

@@ -21,9 +21,9 @@ namespace zl {
 
 /// What a safetensors header says about one tensor, before its bytes exist.
 struct TensorInfo {
-  std::string name;
-  DType dtype = DType::F32;
-  Shape shape;
+  std::string name;          ///< unique, non-empty, not "__metadata__"
+  DType dtype = DType::F32;  ///< element type as stored
+  Shape shape;               ///< dimensions; write_tensor() must then give numel * dtype bytes
 };
 
 /// Called with every byte the writer writes, in file order (e.g. to hash the file as it goes).

@@ -12,7 +12,7 @@ namespace zl {
 struct ConsolidateFlags {
   std::filesystem::path checkpoint;  ///< checkpoint directory (follows latest) or a step directory
   std::filesystem::path out;         ///< the safetensors file to write
-  bool with_optimizer = false;       ///< also <name>.exp_avg and <name>.exp_avg_sq
+  bool with_optimizer = false;       ///< also `<name>.exp_avg` and `<name>.exp_avg_sq`
 };
 
 /// Adds the `consolidate` subcommand to `app`; `run` is set to the function that executes it.

@@ -25,8 +25,11 @@ struct EstimateFlags {
   bool gpt_sizes_given = false;    ///< any of --preset, --n-layer, --n-head, --n-embd, ...
   int world = 1;                   ///< N
   std::string precision = "bf16";  ///< fp32, bf16 or fp16 (--dtype mixed means bf16)
+  /// --grad-accum: above 1, DDP books a full gradient accumulator and ZeRO-1 a shard of one.
   std::int64_t grad_accum_steps = 1;
+  /// --persistence-threshold: ZeRO-3 units below this many elements stay whole on every rank.
   std::int64_t persistence_threshold_elems = EstimateOptions{}.persistence_threshold_elems;
+  /// True when --persistence-threshold was given; it needs --model (units), not --params.
   bool persistence_threshold_given = false;
   int optimizer_bytes = EstimateOptions{}.optimizer_bytes_per_param;  ///< beside the master
   bool json = false;  ///< print JSON instead of the table

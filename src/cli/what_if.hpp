@@ -24,11 +24,11 @@ namespace zl {
 
 /// One world's per-step figures: the mean over the run's steps, the largest over the ranks.
 struct WorldFigures {
-  int world = 1;
-  double step_ms = 0.0;  ///< simulated
-  double compute_ms = 0.0;
-  double comm_ms = 0.0;
-  double exposed_comm_ms = 0.0;
+  int world = 1;                 ///< ranks these figures are for
+  double step_ms = 0.0;          ///< simulated
+  double compute_ms = 0.0;       ///< simulated time on the compute stream
+  double comm_ms = 0.0;          ///< simulated time on the comm stream, alpha-beta priced
+  double exposed_comm_ms = 0.0;  ///< comm time not hidden behind compute
   std::int64_t sent_bytes = 0;         ///< per step, rank 0, ring volumes
   std::int64_t model_state_bytes = 0;  ///< per rank: params + grads + master + optimizer
   std::int64_t peak_bytes = 0;         ///< per rank
@@ -36,11 +36,11 @@ struct WorldFigures {
 
 /// The measured world beside the predicted one.
 struct WhatIf {
-  WorldFigures measured;
-  WorldFigures predicted;
-  std::string engine;
-  std::string link;
-  std::string device;
+  WorldFigures measured;   ///< the run as recorded, at its own world
+  WorldFigures predicted;  ///< the same program replayed at the asked world
+  std::string engine;      ///< "ddp", "zero1", "zero2" or "zero3"
+  std::string link;        ///< the link preset that prices the collectives, e.g. "h100-nvlink"
+  std::string device;      ///< the device preset that scales compute, or "cpu" (measured as is)
 };
 
 /// `program` (recorded on rank `rank` of `from_world`) as it would run on `to_world` ranks: each

@@ -29,7 +29,9 @@ class CommHandle {
   CommHandle() = default;
   /// A handle whose wait() runs `wait_fn` once.
   explicit CommHandle(std::function<void()> wait_fn) : wait_fn_(std::move(wait_fn)) {}
+  /// Takes over the pending wait; only the new handle may be waited afterwards.
   CommHandle(CommHandle&&) = default;
+  /// Takes over the pending wait; a handle still pending must be waited before it is assigned to.
   CommHandle& operator=(CommHandle&&) = default;
   CommHandle(const CommHandle&) = delete;
   CommHandle& operator=(const CommHandle&) = delete;
@@ -96,9 +98,11 @@ class Comm {
 
   /// Bytes and calls this rank has sent and received so far.
   TrafficLedger& traffic() { return traffic_; }
+  /// Read-only view of this rank's traffic ledger.
   const TrafficLedger& traffic() const { return traffic_; }
 
  protected:
+  /// Filled by the backend: one record per collective call, with its ring volume.
   TrafficLedger traffic_;
 };
 

@@ -26,8 +26,8 @@ std::string_view collective_name(CollectiveKind kind);
 
 /// Bytes rank `rank` of `world` sends and receives in one collective.
 struct RingVolume {
-  std::int64_t sent_bytes = 0;
-  std::int64_t recv_bytes = 0;
+  std::int64_t sent_bytes = 0;  ///< bytes this rank puts on its outgoing link
+  std::int64_t recv_bytes = 0;  ///< bytes this rank takes from its incoming link
 };
 
 /// Ring volume of one collective over a buffer of `elems` elements of `elem_bytes` each
@@ -41,17 +41,24 @@ class TrafficLedger {
  public:
   /// Adds one call of `kind` with the given volume.
   void record(CollectiveKind kind, RingVolume volume);
+  /// Bytes sent by every collective so far (device-host copies not included).
   std::int64_t sent_bytes() const;
+  /// Bytes received by every collective so far (device-host copies not included).
   std::int64_t recv_bytes() const;
+  /// Bytes sent by collectives of `kind` (0 for barrier).
   std::int64_t sent_bytes(CollectiveKind kind) const { return sent_[index(kind)]; }
+  /// Bytes received by collectives of `kind` (0 for barrier).
   std::int64_t recv_bytes(CollectiveKind kind) const { return recv_[index(kind)]; }
+  /// Calls of `kind` recorded, async ones included, each counted once.
   std::int64_t calls(CollectiveKind kind) const { return calls_[index(kind)]; }
 
   /// Adds a device-to-host copy of `bytes` (ZeRO-Offload's gradients going to the CPU update).
   void record_to_host(std::int64_t bytes) { to_host_bytes_ += bytes; }
   /// Adds a host-to-device copy of `bytes` (ZeRO-Offload's updated parameters coming back).
   void record_to_device(std::int64_t bytes) { to_device_bytes_ += bytes; }
+  /// Total bytes copied device to host (0 without offload).
   std::int64_t to_host_bytes() const { return to_host_bytes_; }
+  /// Total bytes copied host to device (0 without offload).
   std::int64_t to_device_bytes() const { return to_device_bytes_; }
 
  private:

@@ -15,6 +15,9 @@ namespace zl {
 /// `path` as it was. Errors are zl::Error naming the path, the reason and what to do.
 class AtomicFile {
  public:
+  /// Opens the temporary `<path>.tmp.<pid>` for writing; `path` itself is not touched until
+  /// commit(). Throws zl::Error when the temporary cannot be created (a missing or unwritable
+  /// directory).
   explicit AtomicFile(std::filesystem::path path);
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;

@@ -39,7 +39,9 @@ class Buffer {
   Buffer() = default;
   /// Allocates from `allocator` and books the bytes in `ledger` (which must outlive the buffer).
   Buffer(Allocator& allocator, MemoryLedger& ledger, MemCategory category, DType dtype, Shape shape);
+  /// Takes over `other`'s memory and its booking in the ledger; `other` is left empty.
   Buffer(Buffer&& other) noexcept;
+  /// Frees and un-books this buffer's memory, then takes over `other`'s; `other` is left empty.
   Buffer& operator=(Buffer&& other) noexcept;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -47,11 +49,17 @@ class Buffer {
 
   /// Raw pointer to the first element (nullptr when empty).
   void* data() { return data_; }
+  /// Read-only raw pointer to the first element (nullptr when empty).
   const void* data() const { return data_; }
+  /// Element type; fixed at construction.
   DType dtype() const { return dtype_; }
+  /// Dimensions, outermost first; numel(shape()) == elems().
   const Shape& shape() const { return shape_; }
+  /// Number of elements (0 for an empty or moved-from buffer).
   std::int64_t elems() const { return elems_; }
+  /// Size in bytes, elems() * dtype_bytes(dtype()): what the ledger has booked for it.
   std::int64_t bytes() const { return elems_ * static_cast<std::int64_t>(dtype_bytes(dtype_)); }
+  /// Ledger category the bytes are booked under (params, grads, optimizer, ...).
   MemCategory category() const { return category_; }
 
   /// Typed view of all elements; T must match the dtype's size (float for fp32, uint16_t for 16-bit).
@@ -61,6 +69,7 @@ class Buffer {
              dtype_name(dtype_), sizeof(T));
     return {static_cast<T*>(data_), static_cast<std::size_t>(elems_)};
   }
+  /// Read-only typed view of all elements; T must match the dtype's size, as for as().
   template <class T>
   std::span<const T> as() const {
     ZL_CHECK(sizeof(T) == dtype_bytes(dtype_), "buffer of {} viewed as a {}-byte type",

@@ -37,8 +37,8 @@ using BatchFn = std::function<Batch(std::int64_t micro_step, int rank)>;
 /// A moment inside a step, for narration: `phase` names the step ("forward", "backward",
 /// "reduce_scatter", "update", "all_gather", "gather", "release", ...), `unit` the unit or -1.
 struct EngineEvent {
-  std::string_view phase;
-  int unit = -1;
+  std::string_view phase;  ///< a string literal naming the step; valid for the program's life
+  int unit = -1;           ///< index into Model::units(), or -1 for an event of the whole model
 };
 
 /// Called on the rank's own thread at each event, with that rank's memory ledger at that moment.
@@ -88,7 +88,7 @@ void validate(const TrainingFeatures& features);
 
 /// What every engine needs besides the model, the device and (for the distributed ones) a Comm.
 struct EngineOptions {
-  AdamWConfig adamw;
+  AdamWConfig adamw;        ///< optimizer hyperparameters, the same on every rank
   std::uint64_t seed = 0;   ///< parameter init seed
   BatchFn batch;            ///< data source
   EngineObserver observer;  ///< optional narration hook (lessons); never changes results
@@ -124,18 +124,18 @@ class NonFiniteError : public Error {
 /// Full, unpadded model state, one flat vector per unit (parameters back to back, as in UnitSpec).
 /// Parameters are fp32: the master in 16-bit training.
 struct ModelState {
-  std::vector<std::vector<float>> params;
-  std::vector<std::vector<float>> exp_avg;
-  std::vector<std::vector<float>> exp_avg_sq;
+  std::vector<std::vector<float>> params;      ///< per unit: numel fp32 parameters
+  std::vector<std::vector<float>> exp_avg;     ///< per unit: Adam's first moment, same sizes
+  std::vector<std::vector<float>> exp_avg_sq;  ///< per unit: Adam's second moment, same sizes
 };
 
 /// One rank's shard of every unit under the shared partition (shard_elems each, padding
 /// included): the same elements whatever the stage and precision, which is what checkpoints
 /// store. Parameters are the fp32 master in 16-bit training (the 16-bit ones are its rounding).
 struct ShardState {
-  std::vector<std::vector<float>> params;
-  std::vector<std::vector<float>> exp_avg;
-  std::vector<std::vector<float>> exp_avg_sq;
+  std::vector<std::vector<float>> params;      ///< per unit: shard_elems fp32 parameters
+  std::vector<std::vector<float>> exp_avg;     ///< per unit: the shard of Adam's first moment
+  std::vector<std::vector<float>> exp_avg_sq;  ///< per unit: the shard of Adam's second moment
   /// AdamW updates applied so far (the same on every rank): bias correction counts these, not
   /// steps, since a step skipped for a non-finite norm does not count. Checkpoints store it.
   std::int64_t adam_updates = 0;

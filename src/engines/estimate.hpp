@@ -45,7 +45,7 @@ int default_optimizer_bytes_per_param(StateDtype dtype);
 struct EstimateConfig {
   std::int64_t params = 0;  ///< Ψ, parameters of the whole model
   int world = 1;            ///< N, data-parallel ranks
-  StateDtype dtype = StateDtype::Mixed;
+  StateDtype dtype = StateDtype::Mixed;  ///< sets the bytes of params and grads (2 or 4 each)
   int optimizer_bytes_per_param = 12;  ///< K
 };
 
@@ -55,9 +55,9 @@ void validate(const EstimateConfig& config);
 /// Model-state bytes on one rank at one stage, in the paper's view (K counts the master copy).
 struct StageEstimate {
   int stage = 0;  ///< 0 (DDP), 1, 2 or 3
-  std::int64_t params_bytes = 0;
-  std::int64_t grads_bytes = 0;
-  std::int64_t optimizer_bytes = 0;
+  std::int64_t params_bytes = 0;     ///< 2Ψ (mixed) or 4Ψ; Ψ becomes ceil(Ψ/N) at stage 3
+  std::int64_t grads_bytes = 0;      ///< 2Ψ (mixed) or 4Ψ; Ψ becomes ceil(Ψ/N) at stages 2, 3
+  std::int64_t optimizer_bytes = 0;  ///< KΨ; Ψ becomes ceil(Ψ/N) at stages 1, 2 and 3
   std::string formula;  ///< e.g. "2Ψ + 2Ψ + 12Ψ/N"
   /// params + grads + optimizer.
   std::int64_t total_bytes() const { return params_bytes + grads_bytes + optimizer_bytes; }

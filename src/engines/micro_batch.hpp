@@ -19,8 +19,8 @@ namespace zl {
 /// A unit's full (padded) parameters for one visit: a view of a buffer the engine keeps, or a
 /// gathered temporary (`owned`) that lives until the visit ends.
 struct UnitParams {
-  TypedSpan view;
-  Buffer owned;
+  TypedSpan view;  ///< the padded parameters in the training dtype; what the model reads
+  Buffer owned;    ///< the gathered buffer `view` points into (ZeRO-3), or empty for a kept one
 };
 
 /// What the engine supplies and receives during a micro-batch.

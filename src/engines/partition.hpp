@@ -16,16 +16,16 @@ namespace zl {
 
 /// Where one parameter sits inside its unit's flat buffer.
 struct ParamSlot {
-  std::string name;
-  Shape shape;
-  std::int64_t offset_elems = 0;
-  std::int64_t numel = 0;
+  std::string name;               ///< the parameter's stable name (ParamSpec::name)
+  Shape shape;                    ///< its dimensions, outermost first
+  std::int64_t offset_elems = 0;  ///< first element in the unit's flat buffer (back to back)
+  std::int64_t numel = 0;         ///< elements, numel(shape)
 };
 
 /// A unit laid out for a world of W ranks.
 struct UnitLayout {
-  std::string name;
-  std::vector<ParamSlot> params;
+  std::string name;               ///< the unit's stable name (UnitSpec::name)
+  std::vector<ParamSlot> params;  ///< in buffer order; the last ends at numel
   std::int64_t numel = 0;         ///< real elements
   std::int64_t padded_elems = 0;  ///< numel rounded up to a multiple of W * kNormBlockElems
   std::int64_t shard_elems = 0;   ///< padded_elems / W
@@ -33,8 +33,9 @@ struct UnitLayout {
 
 /// Half-open element range [begin, end) of a unit's flat buffer.
 struct ShardRange {
-  std::int64_t begin = 0;
-  std::int64_t end = 0;
+  std::int64_t begin = 0;  ///< first element, r * shard_elems for rank r
+  std::int64_t end = 0;    ///< one past the last element
+  /// Elements in the range (shard_elems for a rank's shard).
   std::int64_t size() const { return end - begin; }
 };
 

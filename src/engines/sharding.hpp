@@ -19,9 +19,11 @@ namespace zl {
 /// in order, runs `finish`, and releases the buffers. Blocking starts leave nothing to wait for
 /// but `finish`.
 struct InFlight {
-  std::vector<CommHandle> handles;
-  std::vector<Buffer> buffers;
-  std::function<void()> finish;
+  std::vector<CommHandle> handles;  ///< one per collective call started, in call order
+  std::vector<Buffer> buffers;      ///< staging buffers the calls read or write; freed by wait()
+  std::function<void()> finish;     ///< run once after the last handle completes; may be empty
+  /// Waits every handle in order, runs `finish` once, then frees the buffers; a second call
+  /// does nothing.
   void wait();
 };
 

@@ -13,14 +13,15 @@ namespace zl {
 
 /// `elems` elements of `dtype` starting at `data`.
 struct TypedSpan {
-  void* data = nullptr;
-  std::int64_t elems = 0;
-  DType dtype = DType::F32;
+  void* data = nullptr;      ///< first element; not owned (the Buffer it views outlives the span)
+  std::int64_t elems = 0;    ///< number of elements
+  DType dtype = DType::F32;  ///< element type: F32, BF16 or F16
 
   /// Elements [begin, begin + count).
   TypedSpan slice(std::int64_t begin, std::int64_t count) const;
   /// The fp32 elements; the dtype must be F32.
   std::span<float> f32() const;
+  /// Size in bytes, elems * dtype_bytes(dtype).
   std::int64_t bytes() const { return elems * static_cast<std::int64_t>(dtype_bytes(dtype)); }
 };
 

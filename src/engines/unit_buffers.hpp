@@ -46,9 +46,9 @@ void notify(const EngineOptions& options, const Device& device, std::string_view
 /// Adam's two moments for a set of unit buffers (full or sharded), booked as Optimizer, and the
 /// number of updates applied so far: bias correction uses it, so a skipped step does not count.
 struct AdamState {
-  UnitBuffers exp_avg;
-  UnitBuffers exp_avg_sq;
-  std::int64_t updates = 0;
+  UnitBuffers exp_avg;       ///< first moment m per unit, fp32, shaped like the params it updates
+  UnitBuffers exp_avg_sq;    ///< second moment v per unit, fp32, same shapes
+  std::int64_t updates = 0;  ///< AdamW steps applied (Adam's t; skipped steps excluded)
 };
 
 /// Zeroed moments shaped like alloc_units(device, layout, ..., shard), booked as `category`

@@ -12,10 +12,10 @@ namespace zl {
 
 /// The Gaussian-mixture classification task.
 struct ClassificationTask {
-  std::int64_t features = 16;
-  std::int64_t classes = 8;
-  std::uint64_t seed = 0;
-  float noise = 1.0f;
+  std::int64_t features = 16;  ///< inputs per sample (the MLP's `in`)
+  std::int64_t classes = 8;    ///< labels are uniform in [0, classes), one Gaussian center each
+  std::uint64_t seed = 0;      ///< fixes labels, centers and noise; the same for every W
+  float noise = 1.0f;          ///< standard deviation of the N(0, 1) jitter added to the center
 
   /// Samples first_sample .. first_sample + rows - 1.
   Batch batch(std::int64_t first_sample, std::int64_t rows) const;

@@ -45,6 +45,7 @@ class Gpt final : public Model {
   float loss(float grad_scale) override;
   void backward_unit(int unit, std::span<const float> params, std::span<float> grads) override;
 
+  /// The shape the model was built with (validated).
   const GptConfig& config() const { return config_; }
   /// The logits [rows, T, vocab] of the micro-batch, once the LM head has run.
   std::span<const float> logits() const;

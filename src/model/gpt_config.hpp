@@ -14,11 +14,11 @@ namespace zl {
 /// n_layer blocks of n_head heads over n_embd channels; contexts of up to block_size tokens from
 /// a vocabulary of vocab tokens.
 struct GptConfig {
-  int n_layer = 2;
-  int n_head = 2;
-  std::int64_t n_embd = 32;
-  std::int64_t block_size = 16;
-  std::int64_t vocab = 64;
+  int n_layer = 2;               ///< transformer blocks, one unit each ("h.0", ...)
+  int n_head = 2;                ///< attention heads per block; divides n_embd
+  std::int64_t n_embd = 32;      ///< channels C of the residual stream
+  std::int64_t block_size = 16;  ///< T: the longest context, rows of wpe.weight
+  std::int64_t vocab = 64;       ///< V: tokens are in [0, vocab), rows of wte.weight
 };
 
 /// Throws zl::Error with a one-line message naming the bad size (every size >= 1, n_embd a

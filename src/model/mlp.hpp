@@ -14,10 +14,10 @@ namespace zl {
 
 /// Shape of an MLP. `layers` Linear layers (1 means a single in -> classes layer).
 struct MlpConfig {
-  int layers = 3;
-  std::int64_t width = 64;
-  std::int64_t in = 16;
-  std::int64_t classes = 8;
+  int layers = 3;            ///< Linear layers, one unit each ("layers.0", ...)
+  std::int64_t width = 64;   ///< outputs of every layer but the last
+  std::int64_t in = 16;      ///< inputs of the first layer (features per sample)
+  std::int64_t classes = 8;  ///< outputs of the last layer (logits)
 };
 
 /// Throws zl::Error with a one-line message if any size is < 1.
@@ -26,6 +26,7 @@ void validate(const MlpConfig& config);
 /// The MLP. Activations are allocated on `device` (category Activations) per micro-batch.
 class Mlp final : public Model {
  public:
+  /// Builds the unit list for `config` (validated); parameters live in the engine, not here.
   Mlp(Device& device, const MlpConfig& config);
   const std::vector<UnitSpec>& units() const override { return units_; }
   /// torch.nn.Linear's default init: weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)), element e of

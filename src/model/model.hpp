@@ -14,14 +14,14 @@ namespace zl {
 
 /// One named parameter tensor (Hugging Face / PyTorch names and shapes).
 struct ParamSpec {
-  std::string name;
-  Shape shape;
+  std::string name;  ///< stable name, e.g. "layers.0.weight" or "h.1.attn.c_attn.weight"
+  Shape shape;       ///< dimensions, outermost first, as PyTorch stores the tensor
 };
 
 /// A group of parameters gathered, computed and reduced together.
 struct UnitSpec {
-  std::string name;
-  std::vector<ParamSpec> params;
+  std::string name;               ///< stable name, e.g. "layers.0" or "h.1"
+  std::vector<ParamSpec> params;  ///< in the order they lie in the unit's flat buffer
   /// Elements of all params together (the unpadded flat size).
   std::int64_t numel() const {
     std::int64_t count = 0;
@@ -34,11 +34,11 @@ struct UnitSpec {
 /// modelling (GPT): tokens [rows, features] (features is the sequence length) and next tokens
 /// y [rows, features]; x stays empty.
 struct Batch {
-  std::int64_t rows = 0;
-  std::int64_t features = 0;
-  std::vector<float> x;
-  std::vector<std::int64_t> y;
-  std::vector<std::int64_t> tokens;
+  std::int64_t rows = 0;             ///< samples (sequences for GPT) in the micro-batch
+  std::int64_t features = 0;         ///< MLP: inputs per sample; GPT: tokens per sequence
+  std::vector<float> x;              ///< MLP inputs, rows * features, row-major; empty for GPT
+  std::vector<std::int64_t> y;       ///< MLP: one label in [0, classes) per row; GPT: next tokens
+  std::vector<std::int64_t> tokens;  ///< GPT input tokens, rows * features; empty for the MLP
 };
 
 /// A model trained by the engines. Calls for one micro-batch go:

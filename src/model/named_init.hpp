@@ -13,9 +13,10 @@ namespace zl {
 
 /// Values of named parameters: name -> (shape, row-major fp32 values).
 struct NamedTensor {
-  Shape shape;
-  std::vector<float> values;
+  Shape shape;                ///< dimensions, outermost first
+  std::vector<float> values;  ///< numel(shape) values, row-major
 };
+/// Tensors by name, as read from a safetensors file.
 using NamedTensors = std::map<std::string, NamedTensor>;
 
 /// `model` with init_unit() copying from `tensors` (which must outlive it). Hugging Face GPT-2
@@ -26,6 +27,7 @@ using NamedTensors = std::map<std::string, NamedTensor>;
 /// they are ignored: --init starts the weights, not the optimizer).
 class NamedInitModel final : public Model {
  public:
+  /// Wraps `model` (which must outlive this); checks every name and shape here, before training.
   NamedInitModel(Model& model, const NamedTensors& tensors, const std::string& source);
   const std::vector<UnitSpec>& units() const override { return model_.units(); }
   void init_unit(int unit, std::span<float> flat, std::uint64_t seed) const override;

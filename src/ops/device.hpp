@@ -20,6 +20,7 @@ class Device : public Allocator {
   }
   /// Bytes in use and peak bytes per category on this device.
   MemoryLedger& ledger() { return ledger_; }
+  /// Read-only view of the ledger: current and peak bytes per category.
   const MemoryLedger& ledger() const { return ledger_; }
 
   // ---- kernels (fp32, row-major) ----

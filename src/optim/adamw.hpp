@@ -11,23 +11,23 @@ namespace zl {
 
 /// Hyperparameters, with PyTorch's defaults.
 struct AdamWConfig {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.01;
+  double lr = 1e-3;            ///< learning rate, constant (no schedule)
+  double beta1 = 0.9;          ///< decay of the first moment (exp_avg), in [0, 1)
+  double beta2 = 0.999;        ///< decay of the second moment (exp_avg_sq), in [0, 1)
+  double eps = 1e-8;           ///< added to the bias-corrected sqrt(v), outside the square root
+  double weight_decay = 0.01;  ///< decoupled: p is multiplied by 1 - lr * weight_decay
 };
 
 /// Per-step scalars, computed once in double and rounded to float as PyTorch does.
 struct AdamWScalars {
   float decay;            ///< 1 - lr * weight_decay
-  float beta1;
+  float beta1;            ///< beta1 rounded to float
   float one_minus_beta1;  ///< 1 - beta1
-  float beta2;
+  float beta2;            ///< beta2 rounded to float
   float one_minus_beta2;  ///< 1 - beta2
   float step_size;        ///< lr / (1 - beta1^t)
   float bias2_sqrt;       ///< sqrt(1 - beta2^t)
-  float eps;
+  float eps;              ///< eps rounded to float
 };
 
 /// Scalars of optimizer step `step` (1-based, as PyTorch counts).

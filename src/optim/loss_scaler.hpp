@@ -25,7 +25,7 @@ void validate(const LossScaleConfig& config);
 
 /// What a checkpoint stores to resume the scaler exactly.
 struct LossScalerState {
-  double scale = 1.0;
+  double scale = 1.0;            ///< backward multiplies the loss by this (1 when disabled)
   std::int64_t clean_steps = 0;  ///< clean steps since the last overflow or growth
   int hysteresis_left = 0;       ///< overflows still tolerated before the next halving
 };
@@ -40,11 +40,13 @@ class LossScaler {
 
   /// The scale the next backward multiplies the loss by.
   double scale() const { return state_.scale; }
+  /// True for fp16 training (constructed with a config): the scale moves with overflows.
   bool dynamic() const { return dynamic_; }
 
   /// Records the outcome of a step: `overflow` when its gradients were not finite.
   void update(bool overflow);
 
+  /// The scale and counters, for a checkpoint; load() restores them.
   LossScalerState state() const { return state_; }
   /// Restores a state from state(); throws zl::Error if it is not one a scaler could reach.
   void load(const LossScalerState& state);
