@@ -17,9 +17,11 @@ namespace zl {
 struct CallDesc {
   /// 1-based position of the call in its rank's sequence; the rendezvous key.
   std::int64_t call_number = 0;
+  /// Which collective; decides which of the fields below are compared.
   CollectiveKind kind = CollectiveKind::Barrier;
   /// all_reduce and reduce_scatter only.
   ReduceOp op = ReduceOp::Sum;
+  /// Element type of both buffers; every kind but barrier compares it.
   DType dtype = DType::F32;
   /// The count argument as passed: the buffer for all_reduce and broadcast, `recv_count` for
   /// reduce_scatter, `send_count` for all_gather.

@@ -23,11 +23,12 @@ enum class FaultKind : std::uint8_t {
 
 /// One injected fault: rank `rank` meets `kind` at its `nth` call of `collective`.
 struct FaultSpec {
-  int rank = 0;
-  CollectiveKind collective = CollectiveKind::AllReduce;
+  int rank = 0;  ///< the misbehaving rank, in [0, world)
+  CollectiveKind collective = CollectiveKind::AllReduce;  ///< the kind of call it misbehaves at
   std::int64_t nth = 1;  ///< 1-based: counts this rank's calls of `collective` only
-  FaultKind kind = FaultKind::Throw;
+  FaultKind kind = FaultKind::Throw;  ///< what it does there
 
+  /// Same rank, collective, count and kind.
   friend bool operator==(const FaultSpec&, const FaultSpec&) = default;
 };
 

@@ -48,6 +48,7 @@ class SimComm final : public Comm {
 
   /// This rank's timeline; null without a board.
   RankTimeline* timeline() { return timeline_ ? &*timeline_ : nullptr; }
+  /// Read-only view of this rank's timeline; null without a board.
   const RankTimeline* timeline() const { return timeline_ ? &*timeline_ : nullptr; }
 
   /// "rank R: fault ... never fired: ..." for the first of this rank's faults whose call it never

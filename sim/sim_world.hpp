@@ -33,6 +33,7 @@ class SimWorld {
   /// Throws zl::Error if world < 1, the timeout is not positive or a fault does not fit the world
   /// (validate_faults()).
   explicit SimWorld(int world, SimOptions options = {});
+  /// Number of simulated ranks (threads) every run() starts, >= 1.
   int size() const { return world_; }
 
   /// Runs `body(comm)` once per rank, each on its own thread, and returns when all are done.

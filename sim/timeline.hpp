@@ -29,17 +29,20 @@ namespace zl {
 /// One collective call as the timeline sees it: the same on every rank but for `sent_bytes`.
 struct CallInfo {
   std::int64_t number = 0;  ///< the call number, 1-based (the rendezvous key)
-  CollectiveKind kind = CollectiveKind::Barrier;
+  CollectiveKind kind = CollectiveKind::Barrier;  ///< which collective
   std::int64_t buffer_elems = 0;  ///< whole ring buffer (ring_buffer_elems)
-  std::int64_t elem_bytes = 0;
+  std::int64_t elem_bytes = 0;    ///< bytes per element of the call's dtype (2, 4 or 8)
   std::int64_t sent_bytes = 0;  ///< this rank's ring volume (the traffic ledger's)
   std::int64_t wire_bytes = 0;  ///< the busiest rank's (links.hpp wire_bytes): sets the time
 };
 
 /// One step of a rank's program, enough to replay its clocks with other comm costs.
 struct TimelineOp {
+  /// What the op does to the clocks: Compute advances the compute stream by compute_ms, Issue
+  /// puts a collective on the comm stream, Wait makes the compute stream wait for an async call,
+  /// BeginStep and EndStep open and close a training step.
   enum class Kind : std::uint8_t { Compute, Issue, Wait, BeginStep, EndStep };
-  Kind kind = Kind::Compute;
+  Kind kind = Kind::Compute;  ///< which of the fields below apply
   double compute_ms = 0.0;  ///< Compute: simulated duration
   std::string label{};      ///< Compute: "forward 2", "backward 0", "update", "compute"
   CallInfo call{};          ///< Issue: the call; Wait: call.number
@@ -53,10 +56,10 @@ enum class Stream : std::uint8_t { Compute, Comm };
 /// One span on a stream, for the trace. Compute spans are computation (named by their label) or
 /// waits ("wait all_gather"); comm spans are collectives (named as in the traffic ledger).
 struct TimelineEvent {
-  Stream stream = Stream::Compute;
-  std::string name{};
-  double start_ms = 0.0;
-  double dur_ms = 0.0;
+  Stream stream = Stream::Compute;  ///< the row of the trace it is drawn on
+  std::string name{};               ///< compute label, "wait all_gather", or the collective
+  double start_ms = 0.0;            ///< simulated start on the stream's clock
+  double dur_ms = 0.0;              ///< simulated duration, >= 0
   std::int64_t step = -1;   ///< -1 outside steps (set-up, checkpoints, the final gather)
   CallInfo call{};          ///< collectives and waits; number 0 for computation
   bool async = false;       ///< collectives: issued by an async call
@@ -66,7 +69,7 @@ struct TimelineEvent {
 
 /// One rank's simulated times over one step (or summed over steps).
 struct StepTimes {
-  std::int64_t step = -1;
+  std::int64_t step = -1;        ///< the 0-based step; -1 for totals
   double start_ms = 0.0;         ///< compute clock when the step began
   double compute_ms = 0.0;       ///< compute-stream time spent computing
   double comm_ms = 0.0;          ///< comm-stream time of the collectives issued in the step
@@ -81,7 +84,9 @@ class RankClocks {
   /// `record_program` keeps every op for replay(); `record_events` every span for the trace.
   RankClocks(bool record_program, bool record_events);
 
+  /// Simulated time at which the compute stream is free, from the start of the run.
   double compute_clock_ms() const { return compute_ms_; }
+  /// Simulated time at which the comm stream finishes its last collective.
   double comm_clock_ms() const { return comm_ms_; }
   /// When this rank could start its next collective: max(compute clock, comm clock).
   double ready_ms() const;
@@ -103,7 +108,9 @@ class RankClocks {
   StepTimes totals() const;
   /// Times of every closed step, in order.
   const std::vector<StepTimes>& steps() const { return steps_; }
+  /// Every op so far, in order; empty unless constructed with `record_program`.
   const std::vector<TimelineOp>& program() const { return program_; }
+  /// Every span so far, in order; empty unless constructed with `record_events`.
   const std::vector<TimelineEvent>& events() const { return events_; }
 
  private:
@@ -132,7 +139,7 @@ class RankClocks {
 
 /// One rank's timeline after a run.
 struct TimelineRecord {
-  int rank = 0;
+  int rank = 0;                       ///< the rank these times belong to
   std::vector<StepTimes> steps;       ///< every step's times
   std::vector<TimelineOp> program;    ///< with TimelineOptions::record_program
   std::vector<TimelineEvent> events;  ///< with TimelineOptions::record_events
@@ -149,6 +156,7 @@ std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& p
 
 /// How a simulated world keeps its timeline.
 struct TimelineOptions {
+  /// Prices every collective (alpha-beta); the default is kDefaultLink.
   LinkPreset link = link_preset(kDefaultLink);
   /// Simulated compute ms per measured CPU ms (1: CPU time as measured).
   double compute_scale = 1.0;
@@ -160,6 +168,7 @@ struct TimelineOptions {
 /// latest of them. Thread-safe; one per SimWorld::run().
 class TimelineBoard {
  public:
+  /// A board for `world` ranks: each call's entry is freed once all of them have read it.
   explicit TimelineBoard(int world) : world_(world) {}
   /// Rank's ready time for call `call_number`; publish before posting the call.
   void publish(std::int64_t call_number, double ready_ms);
@@ -186,6 +195,8 @@ double thread_cpu_ms();
 /// but the constructor must come from the rank's own thread.
 class RankTimeline {
  public:
+  /// A timeline for one rank of `world`; `options` sets the link, the compute scale and what is
+  /// recorded. Measuring starts at start().
   RankTimeline(int world, TimelineOptions options);
 
   /// Starts measuring (at the start of the rank's thread).
@@ -208,7 +219,9 @@ class RankTimeline {
   /// wait() on an async call: ends the compute span, then joins the clocks.
   void wait(std::int64_t call_number);
 
+  /// The clocks so far: steps, totals, and the program and events when recorded.
   const RankClocks& clocks() const { return clocks_; }
+  /// The options the timeline was made with.
   const TimelineOptions& options() const { return options_; }
 
  private:

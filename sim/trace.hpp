@@ -15,10 +15,10 @@ namespace zl {
 /// What the trace says about the run as a whole (its "otherData").
 struct TraceInfo {
   std::string engine;  ///< "zero3", ...
-  int world = 1;
+  int world = 1;       ///< number of ranks, one trace process each
   std::string link;    ///< link preset name
   std::string device;  ///< device preset name ("cpu": measured)
-  double compute_scale = 1.0;
+  double compute_scale = 1.0;  ///< simulated compute ms per measured CPU ms
 };
 
 /// Track (thread) ids inside each rank's process.

@@ -14,7 +14,7 @@ inline constexpr double kTriadBytesPerElem = 24.0;
 
 /// What to measure.
 struct AdamBenchOptions {
-  std::int64_t params_elems = 50'000'000;
+  std::int64_t params_elems = 50'000'000;  ///< fp32 parameters updated per call
   int threads = 0;            ///< 0: std::thread::hardware_concurrency()
   int repeats = 10;           ///< timed updates (after one warm-up); the median is reported
   int reference_repeats = 3;  ///< timed updates of the scalar reference on one thread; 0: skip
@@ -22,9 +22,9 @@ struct AdamBenchOptions {
 
 /// Medians of one run.
 struct AdamBenchResult {
-  std::int64_t params_elems = 0;
-  int threads = 0;
-  int repeats = 0;
+  std::int64_t params_elems = 0;  ///< the size measured
+  int threads = 0;                ///< threads used (hardware_concurrency() when asked for 0)
+  int repeats = 0;                ///< timed updates behind each median
   double ms = 0.0;            ///< adamw_update_fused, median ms per update
   double gbps = 0.0;          ///< kAdamBytesPerParam * params / ms, decimal GB/s
   double triad_gbps = 0.0;    ///< STREAM triad, same threads, kTriadBytesPerElem per element

@@ -26,14 +26,14 @@ namespace zl::bench {
 
 /// What to sweep. Sizes go min_bytes, min_bytes * size_factor, ... up to max_bytes.
 struct CollectivesBenchOptions {
-  std::vector<int> worlds{2, 3, 4, 5, 6, 7, 8};
-  std::size_t min_bytes = std::size_t{4} << 10;
-  std::size_t max_bytes = std::size_t{256} << 20;
-  std::size_t size_factor = 4;
+  std::vector<int> worlds{2, 3, 4, 5, 6, 7, 8};    ///< world sizes, each swept in full
+  std::size_t min_bytes = std::size_t{4} << 10;    ///< smallest size (nccl-tests' bytes), 4 KiB
+  std::size_t max_bytes = std::size_t{256} << 20;  ///< largest size, 256 MiB
+  std::size_t size_factor = 4;                     ///< each size is the last times this, >= 2
   /// Timed calls per point: enough to fill about budget_ms, within [min_iters, max_iters].
   double budget_ms = 150.0;
-  int min_iters = 3;
-  int max_iters = 200;
+  int min_iters = 3;    ///< timed calls per point at least, however slow
+  int max_iters = 200;  ///< timed calls per point at most, however fast
   /// Bytes of the memcpy that measures memory bandwidth (larger than the caches).
   std::size_t memcpy_bytes = std::size_t{256} << 20;
 };
@@ -41,12 +41,12 @@ struct CollectivesBenchOptions {
 /// One point of the sweep; ms is the median over the timed calls on rank 0.
 struct CollectiveRow {
   std::string op;  ///< "all_reduce", "reduce_scatter" or "all_gather"
-  int world = 0;
+  int world = 0;          ///< ranks (threads) in the SimWorld
   std::size_t bytes = 0;  ///< nccl-tests' size (see above), rounded down to whole fp32 blocks
-  int iters = 0;
-  double ms = 0.0;
-  double algbw_gbps = 0.0;
-  double busbw_gbps = 0.0;
+  int iters = 0;          ///< timed calls behind the median
+  double ms = 0.0;        ///< median time of one call on rank 0
+  double algbw_gbps = 0.0;  ///< bytes / ms, decimal GB/s
+  double busbw_gbps = 0.0;  ///< algbw_gbps * busbw_factor(op, world)
   double ideal_busbw_gbps = 0.0;  ///< the ideal above, at this run's memcpy speed
 };
 
@@ -55,7 +55,7 @@ struct CollectivesBenchResult {
   /// one thread's std::memcpy of memcpy_bytes, bytes copied / time: the median of 5 copies
   /// before each world's sweep
   double memcpy_gbps = 0.0;
-  std::size_t memcpy_bytes = 0;
+  std::size_t memcpy_bytes = 0;     ///< size of each memcpy measured
   std::vector<CollectiveRow> rows;  ///< by op, then world, then bytes
 };
 

@@ -13,11 +13,11 @@ namespace zl::bench {
 
 /// What to run. The rest of the TrainConfig keeps its defaults.
 struct StepBenchOptions {
-  ModelKind model = ModelKind::Gpt;
+  ModelKind model = ModelKind::Gpt;  ///< the model trained at every stage
   std::string preset = "tiny";  ///< GPT preset (model Gpt); ignored for the MLP
-  int world = 2;
+  int world = 2;            ///< simulated ranks
   std::int64_t steps = 20;  ///< per stage; the first is a warm-up and not in the median
-  std::int64_t micro_batch = 32;
+  std::int64_t micro_batch = 32;  ///< samples per rank per step
   /// Times the four stages are trained in turn; the median is over every round's steps, so a
   /// machine that slows down during the run slows every stage alike.
   int rounds = 2;
@@ -36,9 +36,9 @@ struct StepBenchResult {
   std::string model;              ///< "gpt" or "mlp"
   std::string preset;             ///< "" for the MLP
   std::int64_t params_elems = 0;  ///< unpadded parameter count
-  int world = 0;
-  std::int64_t steps = 0;
-  int rounds = 0;
+  int world = 0;                  ///< simulated ranks
+  std::int64_t steps = 0;         ///< steps per stage per round, warm-up included
+  int rounds = 0;                 ///< times each stage was trained
   std::vector<StepRow> rows;  ///< stages 0..3
 };
 

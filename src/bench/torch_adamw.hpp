@@ -10,7 +10,7 @@ namespace zl::bench {
 
 /// What the script measured, or why nothing was.
 struct TorchAdamResult {
-  bool ran = false;
+  bool ran = false;               ///< false: no script, no Python with torch, or the script failed
   std::string note;               ///< why not, when !ran
   std::string python;             ///< the interpreter that ran it
   std::string version;            ///< torch.__version__
