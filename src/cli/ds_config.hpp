@@ -1,6 +1,6 @@
 // ds_config.hpp — `zerolab train --config ds.json`: a DeepSpeed JSON config read into the keys
 // zerolab honours, then applied to a TrainConfig. Unknown keys are warnings; a wrong type or value
-// is a one-line zl::Error naming the key and what to use. docs/config.md lists every key.
+// is a one-line zl::Error naming the key and what to use. docs/configs.md lists every key.
 #pragma once
 
 #include <cstdint>

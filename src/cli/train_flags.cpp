@@ -251,7 +251,7 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
            args.ds_config = load_ds_config(path, args.config_warnings);
            apply_ds_config(*args.ds_config, args.config, args.outputs.steps_per_print);
          },
-         "DeepSpeed JSON config (docs/config.md); the flags given beside it override its values")
+         "DeepSpeed JSON config (docs/configs.md); the flags given beside it override its values")
       ->type_name("FILE");
   add_model_flags(cmd, args);
   auto* engine =
