@@ -1,0 +1,38 @@
+// adamw_cuda.hpp — the fused multi-tensor AdamW on the GPU: one launch updates up to
+// kAdamWTensorsPerLaunch tensors (fp32 master weights, gradients, m and v), and writes the bf16
+// training copy of each parameter as it goes. Every element goes through adamw_update()'s float
+// operations in its order (optim/adamw.hpp), each rounded as IEEE says (__fmul_rn, __fadd_rn,
+// __fdiv_rn, __fsqrt_rn: no fused multiply-add), so the GPU gives the CPU's bits.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <span>
+
+#include "optim/adamw.hpp"
+
+namespace zl {
+
+/// One tensor of a multi-tensor AdamW step; all pointers are device memory of `elems` elements.
+struct AdamWTensor {
+  float* master = nullptr;         ///< fp32 master weights, updated in place
+  const float* grads = nullptr;    ///< fp32 gradients (already reduced, unscaled and clipped)
+  float* exp_avg = nullptr;        ///< Adam's first moment m, updated in place
+  float* exp_avg_sq = nullptr;     ///< Adam's second moment v, updated in place
+  std::uint16_t* params_bf16 = nullptr;  ///< bf16 copy of the updated master (nullptr: none)
+  std::int64_t elems = 0;          ///< elements of each of the above
+};
+
+/// Tensors one kernel launch takes (their descriptors travel as the kernel's argument, which
+/// stays under the 4 KiB every CUDA version accepts).
+inline constexpr int kAdamWTensorsPerLaunch = 64;
+
+/// One AdamW step over every tensor, queued on `stream` (one launch per kAdamWTensorsPerLaunch
+/// tensors): per element, exactly adamw_update()'s operations; then params_bf16 = the new master
+/// rounded to nearest even (f32_to_bf16's bits, NaN kept quiet with its sign). Throws zl::Error
+/// naming the tensor when a pointer is null while its elems is not zero.
+void adamw_update_cuda(std::span<const AdamWTensor> tensors, const AdamWScalars& scalars,
+                       cudaStream_t stream);
+
+}  // namespace zl

@@ -1,0 +1,25 @@
+// cuda_check.cpp — the one place CUDA and cuBLAS errors become zl::Error.
+#include "ops/cuda/cuda_check.hpp"
+
+#include "core/error.hpp"
+
+namespace zl {
+
+void cuda_check(cudaError_t status, const char* call) {
+  if (status == cudaSuccess) return;
+  fail("CUDA call {} failed: {} ({})", call, cudaGetErrorString(status), cudaGetErrorName(status));
+}
+
+void cublas_check(cublasStatus_t status, const char* call) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  fail("cuBLAS call {} failed: {}", call, cublasGetStatusString(status));
+}
+
+void cuda_check_launch(const char* kernel) {
+  const cudaError_t status = cudaGetLastError();
+  if (status == cudaSuccess) return;
+  fail("CUDA kernel {} failed to launch: {} ({})", kernel, cudaGetErrorString(status),
+       cudaGetErrorName(status));
+}
+
+}  // namespace zl

@@ -1,0 +1,437 @@
+// cuda_device.cpp — CudaDevice's host side: the GPU, stream and cuBLAS handle; cudaMalloc'd
+// buffers and the ledger check against cudaMemGetInfo; the row-major GEMMs through cuBLAS; size
+// checks and launches of the kernels in cuda_kernels.cu and cuda_attention.cu.
+//
+// Row-major through column-major cuBLAS: a row-major X [r, c] is the column-major X^T with
+// leading dimension c, so C [M, N] = op(A) op(B) is computed as C^T = op(B)^T op(A)^T, cuBLAS's
+// (m, n, k) = (N, M, K) with B first.
+#include "ops/cuda/cuda_device.hpp"
+
+#include <cstdio>
+#include <limits>
+#include <vector>
+
+#include "core/error.hpp"
+#include "ops/cpu/cpu_kernel_support.hpp"
+#include "ops/cuda/cuda_check.hpp"
+#include "ops/cuda/cuda_kernels.hpp"
+
+namespace zl {
+
+using cpu::check_elems;
+
+namespace {
+
+// cuBLAS's workspace, set explicitly so the ledger check counts it (cuBLAS would otherwise take
+// its own, unseen): 32 MiB, what cuBLAS itself recommends for Hopper.
+constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
+
+std::int64_t driver_used_bytes() {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  ZL_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<std::int64_t>(total_bytes - free_bytes);
+}
+
+int as_int(std::int64_t value, const char* what) {
+  ZL_CHECK(value >= 0 && value <= std::numeric_limits<int>::max(),
+           "{} = {} does not fit cuBLAS's 32-bit sizes: split the product", what, value);
+  return static_cast<int>(value);
+}
+
+std::int64_t head_size(const char* kernel, std::int64_t channels, std::int64_t heads) {
+  ZL_CHECK(heads >= 1 && channels % heads == 0,
+           "{}: {} channels do not split into {} heads: use a multiple of the head count", kernel,
+           channels, heads);
+  return channels / heads;
+}
+
+// The attention kernels keep one row of T doubles in shared memory (cuda_attention.cu).
+void check_attention_seq_len(const char* kernel, std::int64_t seq_len, int device_index) {
+  int limit_bytes = 0;
+  ZL_CUDA_CHECK(cudaDeviceGetAttribute(&limit_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                       device_index));
+  constexpr std::int64_t kStaticSharedBytes = 32 * sizeof(double);  // the block-sum partials
+  const std::int64_t max_seq_len =
+      (limit_bytes - kStaticSharedBytes) / static_cast<std::int64_t>(sizeof(double));
+  ZL_CHECK(seq_len <= max_seq_len,
+           "{}: sequence length {} needs {} bytes of shared memory per block but CUDA device {} "
+           "has {}: use a sequence length of at most {}",
+           kernel, seq_len, seq_len * 8, device_index, limit_bytes, max_seq_len);
+}
+
+}  // namespace
+
+int CudaDevice::device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no device" so later calls start clean
+    return 0;
+  }
+  return count;
+}
+
+CudaDevice::CudaDevice(int device_index) : device_index_(device_index) {
+  const int count = device_count();
+  ZL_CHECK(device_index >= 0 && device_index < count,
+           "CUDA device {} does not exist: this process sees {} GPU(s) (check LOCAL_RANK and "
+           "CUDA_VISIBLE_DEVICES)",
+           device_index, count);
+  select();
+  ZL_CUDA_CHECK(cudaFree(nullptr));  // creates the context now, before the baseline is read
+  ZL_CUDA_CHECK(cudaStreamCreate(&stream_));
+  ZL_CUBLAS_CHECK(cublasCreate(&cublas_));
+  ZL_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  // Plain fp32 products: no TF32 tensor-core shortcut, whatever the environment says.
+  ZL_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
+  ZL_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes));
+  cublas_workspace_bytes_ = kCublasWorkspaceBytes;
+  ZL_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes_));
+  ZL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&bad_index_), sizeof(unsigned long long)));
+  ZL_CUDA_CHECK(cudaDeviceSynchronize());
+  baseline_used_bytes_ = driver_used_bytes() - static_cast<std::int64_t>(cublas_workspace_bytes_) -
+                         static_cast<std::int64_t>(sizeof(unsigned long long));
+}
+
+CudaDevice::~CudaDevice() {
+  // Destructors do not throw: failures here can only be reported.
+  cudaSetDevice(device_index_);
+  cudaStreamSynchronize(stream_);
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  cudaFree(bad_index_);
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  cudaFree(cublas_workspace_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+void CudaDevice::select() const { ZL_CUDA_CHECK(cudaSetDevice(device_index_)); }
+
+void* CudaDevice::allocate(std::size_t bytes) {
+  select();
+  void* ptr = nullptr;
+  ZL_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+  ZL_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
+  ++live_allocations_;
+  return ptr;
+}
+
+void CudaDevice::deallocate(void* ptr, std::size_t bytes) {
+  cudaSetDevice(device_index_);
+  const cudaError_t status = cudaFree(ptr);
+  --live_allocations_;
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "zerolab: cudaFree of %zu bytes on CUDA device %d failed: %s\n", bytes,
+                 device_index_, cudaGetErrorString(status));
+  }
+}
+
+void CudaDevice::synchronize() {
+  select();
+  ZL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+DeviceMemoryCheck CudaDevice::memory_check() {
+  synchronize();
+  DeviceMemoryCheck check;
+  check.ledger_bytes = ledger().total_current_bytes();
+  check.internal_bytes = static_cast<std::int64_t>(cublas_workspace_bytes_ + scratch_bytes_ +
+                                                   sizeof(unsigned long long));
+  check.allocations = live_allocations_ + 2 + (scratch_ != nullptr ? 1 : 0);
+  check.driver_used_bytes = driver_used_bytes() - baseline_used_bytes_;
+  return check;
+}
+
+void CudaDevice::check_memory_ledger() {
+  const DeviceMemoryCheck check = memory_check();
+  ZL_CHECK(check.consistent(),
+           "CUDA device {}: the memory ledger books {} bytes and the device's scratch {} bytes in "
+           "{} allocations, but cudaMemGetInfo counts {} bytes taken since the device was made: "
+           "something allocates outside the ledger (or another process shares the GPU)",
+           device_index_, check.ledger_bytes, check.internal_bytes, check.allocations,
+           check.driver_used_bytes);
+}
+
+void* CudaDevice::scratch(std::size_t bytes) {
+  if (bytes <= scratch_bytes_) return scratch_;
+  select();
+  if (scratch_ != nullptr) {
+    ZL_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier kernels may still read it
+    ZL_CUDA_CHECK(cudaFree(scratch_));
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+  }
+  ZL_CUDA_CHECK(cudaMalloc(&scratch_, bytes));
+  scratch_bytes_ = bytes;
+  return scratch_;
+}
+
+unsigned long long* CudaDevice::reset_bad_index() {
+  ZL_CUDA_CHECK(cudaMemsetAsync(bad_index_, 0xFF, sizeof(unsigned long long), stream_));
+  return bad_index_;
+}
+
+std::int64_t CudaDevice::read_bad_index() {
+  unsigned long long first_bad = 0;
+  ZL_CUDA_CHECK(cudaMemcpyAsync(&first_bad, bad_index_, sizeof(first_bad), cudaMemcpyDeviceToHost,
+                                stream_));
+  ZL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (first_bad == std::numeric_limits<unsigned long long>::max()) return -1;
+  return static_cast<std::int64_t>(first_bad);
+}
+
+// ---- GEMMs ----
+
+void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
+                      std::int64_t k, const float* a, const float* b, float* c, float beta) {
+  if (m == 0 || n == 0) return;
+  select();
+  const float alpha = 1.0f;
+  const int mi = as_int(m, "M"), ni = as_int(n, "N"), ki = as_int(k, "K");
+  // C^T [N, M] = op(B)^T op(A)^T; B stored [K, N] (or [N, K] transposed) has leading dim N (K).
+  ZL_CUBLAS_CHECK(cublasSgemm(cublas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                              transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, ni, mi, ki, &alpha, b,
+                              transpose_b ? ki : ni, a, transpose_a ? mi : ki, &beta, c, ni));
+}
+
+void CudaDevice::matmul_bf16(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
+                             std::int64_t k, const std::uint16_t* a, const std::uint16_t* b,
+                             float* c, float beta) {
+  if (m == 0 || n == 0) return;
+  select();
+  const float alpha = 1.0f;
+  const int mi = as_int(m, "M"), ni = as_int(n, "N"), ki = as_int(k, "K");
+  ZL_CUBLAS_CHECK(cublasGemmEx(cublas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                               transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, ni, mi, ki, &alpha, b,
+                               CUDA_R_16BF, transpose_b ? ki : ni, a, CUDA_R_16BF,
+                               transpose_a ? mi : ki, &beta, c, CUDA_R_32F, ni,
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void CudaDevice::linear_forward(std::span<const float> x, std::span<const float> w,
+                                std::span<const float> b, std::span<float> y, std::int64_t rows,
+                                std::int64_t in, std::int64_t out) {
+  check_elems("linear_forward", "x", x.size(), rows * in);
+  check_elems("linear_forward", "w", w.size(), out * in);
+  if (!b.empty()) check_elems("linear_forward", "b", b.size(), out);
+  check_elems("linear_forward", "y", y.size(), rows * out);
+  // y [rows, out] = x [rows, in] * w^T (w stored [out, in])
+  gemm(false, true, rows, out, in, x.data(), w.data(), y.data(), 0.0f);
+  if (!b.empty()) cuda::add_bias_rows(y.data(), b.data(), rows, out, stream_);
+}
+
+void CudaDevice::linear_backward(std::span<const float> x, std::span<const float> w,
+                                 std::span<const float> dy, std::span<float> dw,
+                                 std::span<float> db, std::span<float> dx, std::int64_t rows,
+                                 std::int64_t in, std::int64_t out) {
+  check_elems("linear_backward", "x", x.size(), rows * in);
+  check_elems("linear_backward", "w", w.size(), out * in);
+  check_elems("linear_backward", "dy", dy.size(), rows * out);
+  check_elems("linear_backward", "dw", dw.size(), out * in);
+  if (!db.empty()) check_elems("linear_backward", "db", db.size(), out);
+  if (!dx.empty()) check_elems("linear_backward", "dx", dx.size(), rows * in);
+  // dw [out, in] += dy^T (dy stored [rows, out]) * x [rows, in]
+  gemm(true, false, out, in, rows, dy.data(), x.data(), dw.data(), 1.0f);
+  if (!db.empty()) cuda::add_column_sums(dy.data(), db.data(), rows, out, stream_);
+  // dx [rows, in] = dy [rows, out] * w [out, in]
+  if (!dx.empty()) gemm(false, false, rows, in, out, dy.data(), w.data(), dx.data(), 0.0f);
+}
+
+void CudaDevice::conv1d_forward(std::span<const float> x, std::span<const float> w,
+                                std::span<const float> b, std::span<float> y, std::int64_t rows,
+                                std::int64_t in, std::int64_t out) {
+  check_elems("conv1d_forward", "x", x.size(), rows * in);
+  check_elems("conv1d_forward", "w", w.size(), in * out);
+  check_elems("conv1d_forward", "b", b.size(), out);
+  check_elems("conv1d_forward", "y", y.size(), rows * out);
+  // y [rows, out] = x [rows, in] * w [in, out]
+  gemm(false, false, rows, out, in, x.data(), w.data(), y.data(), 0.0f);
+  cuda::add_bias_rows(y.data(), b.data(), rows, out, stream_);
+}
+
+void CudaDevice::conv1d_backward(std::span<const float> x, std::span<const float> w,
+                                 std::span<const float> dy, std::span<float> dw,
+                                 std::span<float> db, std::span<float> dx, std::int64_t rows,
+                                 std::int64_t in, std::int64_t out) {
+  check_elems("conv1d_backward", "x", x.size(), rows * in);
+  check_elems("conv1d_backward", "w", w.size(), in * out);
+  check_elems("conv1d_backward", "dy", dy.size(), rows * out);
+  check_elems("conv1d_backward", "dw", dw.size(), in * out);
+  check_elems("conv1d_backward", "db", db.size(), out);
+  if (!dx.empty()) check_elems("conv1d_backward", "dx", dx.size(), rows * in);
+  // dw [in, out] += x^T (x stored [rows, in]) * dy [rows, out]
+  gemm(true, false, in, out, rows, x.data(), dy.data(), dw.data(), 1.0f);
+  cuda::add_column_sums(dy.data(), db.data(), rows, out, stream_);
+  // dx [rows, in] = dy [rows, out] * w^T (w stored [in, out])
+  if (!dx.empty()) gemm(false, true, rows, in, out, dy.data(), w.data(), dx.data(), 0.0f);
+}
+
+// ---- elementwise ----
+
+void CudaDevice::gelu_forward(std::span<const float> x, std::span<float> y) {
+  check_elems("gelu_forward", "y", y.size(), static_cast<std::int64_t>(x.size()));
+  select();
+  cuda::gelu_forward(x.data(), y.data(), static_cast<std::int64_t>(x.size()), stream_);
+}
+
+void CudaDevice::gelu_backward(std::span<const float> x, std::span<const float> dy,
+                               std::span<float> dx) {
+  check_elems("gelu_backward", "dy", dy.size(), static_cast<std::int64_t>(x.size()));
+  check_elems("gelu_backward", "dx", dx.size(), static_cast<std::int64_t>(x.size()));
+  select();
+  cuda::gelu_backward(x.data(), dy.data(), dx.data(), static_cast<std::int64_t>(x.size()),
+                      stream_);
+}
+
+void CudaDevice::gelu_tanh_forward(std::span<const float> x, std::span<float> y) {
+  check_elems("gelu_tanh_forward", "y", y.size(), static_cast<std::int64_t>(x.size()));
+  select();
+  cuda::gelu_tanh_forward(x.data(), y.data(), static_cast<std::int64_t>(x.size()), stream_);
+}
+
+void CudaDevice::gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
+                                    std::span<float> dx) {
+  check_elems("gelu_tanh_backward", "dy", dy.size(), static_cast<std::int64_t>(x.size()));
+  check_elems("gelu_tanh_backward", "dx", dx.size(), static_cast<std::int64_t>(x.size()));
+  select();
+  cuda::gelu_tanh_backward(x.data(), dy.data(), dx.data(), static_cast<std::int64_t>(x.size()),
+                           stream_);
+}
+
+// ---- loss and embeddings ----
+
+float CudaDevice::cross_entropy_forward_backward(std::span<const float> logits,
+                                                 std::span<const std::int64_t> labels,
+                                                 std::span<float> dlogits, std::int64_t rows,
+                                                 std::int64_t classes) {
+  check_elems("cross_entropy", "logits", logits.size(), rows * classes);
+  check_elems("cross_entropy", "labels", labels.size(), rows);
+  check_elems("cross_entropy", "dlogits", dlogits.size(), rows * classes);
+  ZL_CHECK(rows >= 1, "cross_entropy: a batch of {} rows has no mean loss; pass >= 1 row", rows);
+  ZL_CHECK(classes >= 1, "cross_entropy: {} classes is invalid; pass >= 1 class", classes);
+  select();
+  auto* row_losses = static_cast<double*>(scratch(static_cast<std::size_t>(rows) * sizeof(double)));
+  cuda::cross_entropy(logits.data(), labels.data(), dlogits.data(), row_losses, reset_bad_index(),
+                      rows, classes, stream_);
+  std::vector<double> host_losses(static_cast<std::size_t>(rows));
+  ZL_CUDA_CHECK(cudaMemcpyAsync(host_losses.data(), row_losses, host_losses.size() * sizeof(double),
+                                cudaMemcpyDeviceToHost, stream_));
+  const std::int64_t bad_row = read_bad_index();  // waits for the stream, so host_losses is ready
+  if (bad_row >= 0) {
+    std::int64_t label = 0;
+    ZL_CUDA_CHECK(cudaMemcpy(&label, labels.data() + bad_row, sizeof(label),
+                             cudaMemcpyDeviceToHost));
+    fail("cross_entropy: row {} has label {}, outside [0, {})", bad_row, label, classes);
+  }
+  // The row losses summed in row order in double, as CpuDevice does.
+  double loss_sum = 0.0;
+  for (const double row_loss : host_losses) loss_sum += row_loss;
+  return static_cast<float>(loss_sum / static_cast<double>(rows));
+}
+
+void CudaDevice::embedding_forward(std::span<const std::int64_t> tokens,
+                                   std::span<const float> wte, std::span<const float> wpe,
+                                   std::span<float> x, std::int64_t batch, std::int64_t seq_len,
+                                   std::int64_t channels, std::int64_t vocab) {
+  check_elems("embedding_forward", "tokens", tokens.size(), batch * seq_len);
+  check_elems("embedding_forward", "wte", wte.size(), vocab * channels);
+  check_elems("embedding_forward", "wpe", wpe.size(), seq_len * channels);
+  check_elems("embedding_forward", "x", x.size(), batch * seq_len * channels);
+  select();
+  cuda::embedding_forward(tokens.data(), wte.data(), wpe.data(), x.data(), batch, seq_len, channels,
+                          vocab, reset_bad_index(), stream_);
+  const std::int64_t bad = read_bad_index();
+  if (bad < 0) return;
+  std::int64_t token = 0;
+  ZL_CUDA_CHECK(cudaMemcpy(&token, tokens.data() + bad, sizeof(token), cudaMemcpyDeviceToHost));
+  fail("embedding_forward: token {} at row {}, position {} is outside the vocabulary [0, {}): use "
+       "token ids below --vocab",
+       token, bad / seq_len, bad % seq_len, vocab);
+}
+
+void CudaDevice::embedding_backward(std::span<const std::int64_t> tokens,
+                                    std::span<const float> dx, std::span<float> dwte,
+                                    std::span<float> dwpe, std::int64_t batch,
+                                    std::int64_t seq_len, std::int64_t channels,
+                                    std::int64_t vocab) {
+  check_elems("embedding_backward", "tokens", tokens.size(), batch * seq_len);
+  check_elems("embedding_backward", "dx", dx.size(), batch * seq_len * channels);
+  check_elems("embedding_backward", "dwte", dwte.size(), vocab * channels);
+  check_elems("embedding_backward", "dwpe", dwpe.size(), seq_len * channels);
+  select();
+  cuda::embedding_backward(tokens.data(), dx.data(), dwte.data(), dwpe.data(), batch, seq_len,
+                           channels, vocab, reset_bad_index(), stream_);
+  const std::int64_t bad = read_bad_index();
+  if (bad < 0) return;
+  std::int64_t token = 0;
+  ZL_CUDA_CHECK(cudaMemcpy(&token, tokens.data() + bad, sizeof(token), cudaMemcpyDeviceToHost));
+  fail("embedding_backward: token {} at row {}, position {} is outside the vocabulary [0, {}): "
+       "use token ids below --vocab",
+       token, bad / seq_len, bad % seq_len, vocab);
+}
+
+// ---- LayerNorm and attention ----
+
+void CudaDevice::layernorm_forward(std::span<const float> x, std::span<const float> weight,
+                                   std::span<const float> bias, std::span<float> y,
+                                   std::span<float> mean, std::span<float> rstd, std::int64_t rows,
+                                   std::int64_t channels) {
+  check_elems("layernorm_forward", "x", x.size(), rows * channels);
+  check_elems("layernorm_forward", "weight", weight.size(), channels);
+  check_elems("layernorm_forward", "bias", bias.size(), channels);
+  check_elems("layernorm_forward", "y", y.size(), rows * channels);
+  check_elems("layernorm_forward", "mean", mean.size(), rows);
+  check_elems("layernorm_forward", "rstd", rstd.size(), rows);
+  select();
+  cuda::layernorm_forward(x.data(), weight.data(), bias.data(), y.data(), mean.data(), rstd.data(),
+                          rows, channels, stream_);
+}
+
+void CudaDevice::layernorm_backward(std::span<const float> x, std::span<const float> weight,
+                                    std::span<const float> mean, std::span<const float> rstd,
+                                    std::span<const float> dy, std::span<float> dx,
+                                    std::span<float> dweight, std::span<float> dbias,
+                                    std::int64_t rows, std::int64_t channels) {
+  check_elems("layernorm_backward", "x", x.size(), rows * channels);
+  check_elems("layernorm_backward", "weight", weight.size(), channels);
+  check_elems("layernorm_backward", "mean", mean.size(), rows);
+  check_elems("layernorm_backward", "rstd", rstd.size(), rows);
+  check_elems("layernorm_backward", "dy", dy.size(), rows * channels);
+  check_elems("layernorm_backward", "dx", dx.size(), rows * channels);
+  check_elems("layernorm_backward", "dweight", dweight.size(), channels);
+  check_elems("layernorm_backward", "dbias", dbias.size(), channels);
+  select();
+  cuda::layernorm_backward(x.data(), weight.data(), mean.data(), rstd.data(), dy.data(), dx.data(),
+                           dweight.data(), dbias.data(), rows, channels, stream_);
+}
+
+void CudaDevice::attention_forward(std::span<const float> qkv, std::span<float> probs,
+                                   std::span<float> out, std::int64_t batch, std::int64_t seq_len,
+                                   std::int64_t channels, std::int64_t heads) {
+  head_size("attention_forward", channels, heads);
+  check_attention_seq_len("attention_forward", seq_len, device_index_);
+  const std::int64_t T = seq_len, C = channels;
+  check_elems("attention_forward", "qkv", qkv.size(), batch * T * 3 * C);
+  check_elems("attention_forward", "probs", probs.size(), batch * heads * T * T);
+  check_elems("attention_forward", "out", out.size(), batch * T * C);
+  select();
+  cuda::attention_forward(qkv.data(), probs.data(), out.data(), batch, T, C, heads, stream_);
+}
+
+void CudaDevice::attention_backward(std::span<const float> qkv, std::span<const float> probs,
+                                    std::span<const float> dout, std::span<float> dqkv,
+                                    std::int64_t batch, std::int64_t seq_len,
+                                    std::int64_t channels, std::int64_t heads) {
+  head_size("attention_backward", channels, heads);
+  check_attention_seq_len("attention_backward", seq_len, device_index_);
+  const std::int64_t T = seq_len, C = channels;
+  check_elems("attention_backward", "qkv", qkv.size(), batch * T * 3 * C);
+  check_elems("attention_backward", "probs", probs.size(), batch * heads * T * T);
+  check_elems("attention_backward", "dout", dout.size(), batch * T * C);
+  check_elems("attention_backward", "dqkv", dqkv.size(), batch * T * 3 * C);
+  select();
+  auto* row_terms = static_cast<double*>(
+      scratch(static_cast<std::size_t>(batch * heads * T) * sizeof(double)));
+  cuda::attention_backward(qkv.data(), probs.data(), dout.data(), dqkv.data(), row_terms, batch, T,
+                           C, heads, stream_);
+}
+
+}  // namespace zl

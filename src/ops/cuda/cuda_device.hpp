@@ -1,0 +1,168 @@
+// cuda_device.hpp — the CUDA Device: cudaMalloc'd memory booked per category in the rank's
+// ledger, GEMMs through cuBLAS (fp32, and bf16 inputs with fp32 accumulation) and every other
+// kernel of the Device table as a hand-written CUDA kernel (cuda_kernels.cu, cuda_attention.cu).
+// The spans the kernels take hold device pointers: they are passed to kernels, never read on the
+// host. All work goes, in order, on the device's one compute stream; a kernel that must answer on
+// the host (the loss, a bad token) waits for it.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "ops/device.hpp"
+
+namespace zl {
+
+/// The device bytes a MemoryLedger books, set beside what the CUDA driver reports.
+struct DeviceMemoryCheck {
+  std::int64_t ledger_bytes = 0;    ///< bytes the ledger holds now, over all categories
+  std::int64_t internal_bytes = 0;  ///< the device's own scratch (cuBLAS workspace, kernel scratch)
+  std::int64_t allocations = 0;     ///< live cudaMalloc allocations, buffers and scratch
+  /// Device bytes in use now (cudaMemGetInfo: total - free) minus those in use when this device
+  /// was made: what this device (and anything else on the GPU since) has taken.
+  std::int64_t driver_used_bytes = 0;
+  /// Bytes the driver may add to an allocation (rounding up to its page, 2 MiB).
+  static constexpr std::int64_t kPageBytes = std::int64_t{2} << 20;
+  /// Bytes the runtime may take on its own after this device was made (kernel modules loaded on
+  /// their first launch, cuBLAS handles), allowed on top of the pages.
+  static constexpr std::int64_t kRuntimeSlackBytes = std::int64_t{256} << 20;
+  /// True when the driver's count covers the ledger and the scratch, and exceeds them by no more
+  /// than one page per allocation plus the runtime's slack.
+  bool consistent() const {
+    const std::int64_t booked = ledger_bytes + internal_bytes;
+    return driver_used_bytes >= booked &&
+           driver_used_bytes <= booked + allocations * kPageBytes + kRuntimeSlackBytes;
+  }
+};
+
+/// GPU memory and kernels of one rank on one CUDA device. Not thread-safe: one CudaDevice per
+/// rank (and per host thread: the constructor and every call select its GPU).
+class CudaDevice final : public Device {
+ public:
+  /// Selects GPU `device_index`, creates the compute stream and a cuBLAS handle on it. Throws
+  /// zl::Error when there is no such GPU.
+  explicit CudaDevice(int device_index = 0);
+  ~CudaDevice() override;
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+
+  /// Number of CUDA GPUs visible to this process; 0 (never an error) when there is no driver or
+  /// no GPU, so tests can skip.
+  static int device_count();
+
+  /// `bytes` zeroed device bytes (cudaMalloc, then a memset on the compute stream).
+  void* allocate(std::size_t bytes) override;
+  /// cudaFree of what allocate returned. Never throws (it runs in destructors): a failure is
+  /// printed to stderr.
+  void deallocate(void* ptr, std::size_t bytes) override;
+
+  /// The CUDA device index this rank uses.
+  int device_index() const { return device_index_; }
+  /// The stream every kernel of this device runs on (a blocking stream: legacy default-stream
+  /// copies such as a plain cudaMemcpy are ordered with it).
+  cudaStream_t stream() const { return stream_; }
+  /// Blocks the host until all work queued on the compute stream is done.
+  void synchronize();
+  /// The ledger, the device's scratch and the driver's count of used bytes, read now (after a
+  /// synchronize).
+  DeviceMemoryCheck memory_check();
+  /// Throws zl::Error with the numbers of memory_check() unless it is consistent().
+  void check_memory_ledger();
+
+  /// Row-major C[M, N] = op(A)[M, K] op(B)[K, N] + beta C with bf16 A and B (bit patterns as
+  /// zerolab stores bf16), fp32 C and fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F).
+  /// op(A) = A [M, K] unless `transpose_a` (then A is stored [K, M]); likewise B.
+  void matmul_bf16(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
+                   std::int64_t k, const std::uint16_t* a, const std::uint16_t* b, float* c,
+                   float beta);
+
+  // ---- the Device table (semantics: ops/device.hpp). GEMMs are cuBLAS fp32 (no TF32); the
+  // other kernels compute in double where the CPU does, so results agree with CpuDevice to
+  // rounding (tests/gpu states the tolerances). ----
+
+  void linear_forward(std::span<const float> x, std::span<const float> w, std::span<const float> b,
+                      std::span<float> y, std::int64_t rows, std::int64_t in,
+                      std::int64_t out) override;
+  void linear_backward(std::span<const float> x, std::span<const float> w,
+                       std::span<const float> dy, std::span<float> dw, std::span<float> db,
+                       std::span<float> dx, std::int64_t rows, std::int64_t in,
+                       std::int64_t out) override;
+  void gelu_forward(std::span<const float> x, std::span<float> y) override;
+  void gelu_backward(std::span<const float> x, std::span<const float> dy,
+                     std::span<float> dx) override;
+  /// One block per row; the row losses come back to the host and are summed in row order in
+  /// double, as on the CPU. Waits for the stream.
+  float cross_entropy_forward_backward(std::span<const float> logits,
+                                       std::span<const std::int64_t> labels,
+                                       std::span<float> dlogits, std::int64_t rows,
+                                       std::int64_t classes) override;
+  /// Waits for the stream to check the tokens (a bad token throws, as on the CPU).
+  void embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
+                         std::span<const float> wpe, std::span<float> x, std::int64_t batch,
+                         std::int64_t seq_len, std::int64_t channels, std::int64_t vocab) override;
+  /// One thread per channel walks the rows in the order b = 0.., t = 0.., so a repeated token
+  /// gets its rows added in the CPU's order. Waits for the stream to check the tokens.
+  void embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
+                          std::span<float> dwte, std::span<float> dwpe, std::int64_t batch,
+                          std::int64_t seq_len, std::int64_t channels, std::int64_t vocab) override;
+  void layernorm_forward(std::span<const float> x, std::span<const float> weight,
+                         std::span<const float> bias, std::span<float> y, std::span<float> mean,
+                         std::span<float> rstd, std::int64_t rows, std::int64_t channels) override;
+  void layernorm_backward(std::span<const float> x, std::span<const float> weight,
+                          std::span<const float> mean, std::span<const float> rstd,
+                          std::span<const float> dy, std::span<float> dx, std::span<float> dweight,
+                          std::span<float> dbias, std::int64_t rows,
+                          std::int64_t channels) override;
+  void conv1d_forward(std::span<const float> x, std::span<const float> w, std::span<const float> b,
+                      std::span<float> y, std::int64_t rows, std::int64_t in,
+                      std::int64_t out) override;
+  void conv1d_backward(std::span<const float> x, std::span<const float> w,
+                       std::span<const float> dy, std::span<float> dw, std::span<float> db,
+                       std::span<float> dx, std::int64_t rows, std::int64_t in,
+                       std::int64_t out) override;
+  void gelu_tanh_forward(std::span<const float> x, std::span<float> y) override;
+  void gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
+                          std::span<float> dx) override;
+  /// A materialised-softmax kernel (not flash attention): one block per (b, h, t) computes the
+  /// scores q_t . k_s / sqrt(D) for s <= t in double in shared memory, the max-subtracted softmax,
+  /// writes probs [B, heads, T, T] and out_t = sum_s p_ts v_s (s in order, double).
+  void attention_forward(std::span<const float> qkv, std::span<float> probs, std::span<float> out,
+                         std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                         std::int64_t heads) override;
+  /// Two kernels: per (b, h, t) the softmax backward's row term and dq_t; per (b, h, s) dk_s and
+  /// dv_s summed over t = s.. in order (the dot products dout_t . v_s recomputed rather than
+  /// stored). Double throughout, one rounding per output.
+  void attention_backward(std::span<const float> qkv, std::span<const float> probs,
+                          std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
+                          std::int64_t seq_len, std::int64_t channels, std::int64_t heads) override;
+
+ private:
+  // Row-major C[M, N] = op(A) op(B) + beta C in fp32 (see matmul_bf16 for op()).
+  void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
+            const float* a, const float* b, float* c, float beta);
+  // At least `bytes` of device scratch, grown (never shrunk) on demand; booked as internal.
+  void* scratch(std::size_t bytes);
+  // Resets the "first bad index" word, for a kernel that validates indices.
+  unsigned long long* reset_bad_index();
+  // The first bad index a validating kernel found (after waiting for the stream), or -1.
+  std::int64_t read_bad_index();
+  // Makes this device's GPU current on the calling thread.
+  void select() const;
+
+  int device_index_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  std::size_t cublas_workspace_bytes_ = 0;
+  void* scratch_ = nullptr;
+  std::size_t scratch_bytes_ = 0;
+  unsigned long long* bad_index_ = nullptr;  // one word of device memory
+  std::int64_t live_allocations_ = 0;        // buffers handed out by allocate, not yet freed
+  std::int64_t baseline_used_bytes_ = 0;     // driver's used bytes once this device was set up
+};
+
+}  // namespace zl

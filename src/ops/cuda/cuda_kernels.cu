@@ -1,0 +1,349 @@
+// cuda_kernels.cu — the CUDA Device's kernels besides the GEMMs and attention: bias and bias
+// gradient, GELU (erf and tanh), cross-entropy, embeddings, LayerNorm. Each mirrors its CPU twin
+// (ops/cpu/*.cpp): where the CPU sums in double, so does the kernel, and elementwise results are
+// computed in double and rounded once. What differs is only the order of block-wide sums (a tree,
+// not a loop); sums that must match the CPU's order (bias, LayerNorm weight and bias gradients,
+// embedding gradients) run one thread per column, rows in order.
+#include <cstdint>
+#include <numbers>
+
+#include "ops/cuda/cuda_check.hpp"
+#include "ops/cuda/cuda_kernels.hpp"
+#include "ops/cuda/cuda_reduce_block.cuh"
+
+namespace zl::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+// The CPU kernels' constants, spelled the same way so they round to the same doubles.
+constexpr double kLayerNormEps = 1e-5;
+constexpr double kInvSqrt2 = 1.0 / std::numbers::sqrt2;
+constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
+constexpr double kGeluCoeff = 0.044715;
+constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;
+
+__device__ std::int64_t global_index() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ std::int64_t global_stride() {
+  return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+}
+
+// ---- bias ----
+
+__global__ void add_bias_rows_kernel(float* y, const float* b, std::int64_t rows,
+                                     std::int64_t cols) {
+  for (std::int64_t i = global_index(); i < rows * cols; i += global_stride()) y[i] += b[i % cols];
+}
+
+__global__ void add_column_sums_kernel(const float* dy, float* db, std::int64_t rows,
+                                       std::int64_t cols) {
+  for (std::int64_t o = global_index(); o < cols; o += global_stride()) {
+    float column_sum = 0.0f;
+    for (std::int64_t r = 0; r < rows; ++r) column_sum += dy[r * cols + o];
+    db[o] += column_sum;
+  }
+}
+
+// ---- GELU ----
+
+__global__ void gelu_forward_kernel(const float* x, float* y, std::int64_t elems) {
+  for (std::int64_t i = global_index(); i < elems; i += global_stride()) {
+    const double v = x[i];
+    y[i] = static_cast<float>(0.5 * v * (1.0 + erf(v * kInvSqrt2)));
+  }
+}
+
+__global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx,
+                                     std::int64_t elems) {
+  for (std::int64_t i = global_index(); i < elems; i += global_stride()) {
+    const double v = x[i];
+    const double cdf = 0.5 * (1.0 + erf(v * kInvSqrt2));  // Phi(x)
+    const double pdf = kInvSqrt2Pi * exp(-0.5 * v * v);   // phi(x)
+    dx[i] = static_cast<float>(static_cast<double>(dy[i]) * (cdf + v * pdf));
+  }
+}
+
+__global__ void gelu_tanh_forward_kernel(const float* x, float* y, std::int64_t elems) {
+  for (std::int64_t i = global_index(); i < elems; i += global_stride()) {
+    const double v = x[i];
+    const double u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
+    y[i] = static_cast<float>(0.5 * v * (1.0 + tanh(u)));
+  }
+}
+
+__global__ void gelu_tanh_backward_kernel(const float* x, const float* dy, float* dx,
+                                          std::int64_t elems) {
+  for (std::int64_t i = global_index(); i < elems; i += global_stride()) {
+    const double v = x[i];
+    const double th = tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v));
+    const double du_dx = kSqrt2OverPi * (1.0 + 3.0 * kGeluCoeff * v * v);
+    const double slope = 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * du_dx;
+    dx[i] = static_cast<float>(static_cast<double>(dy[i]) * slope);
+  }
+}
+
+// ---- cross-entropy: one block per row of logits [rows, classes] ----
+
+__global__ void cross_entropy_kernel(const float* logits, const std::int64_t* labels,
+                                     float* dlogits, double* row_losses,
+                                     unsigned long long* bad_index, std::int64_t rows,
+                                     std::int64_t classes) {
+  __shared__ double partials[32];
+  const std::int64_t r = blockIdx.x;
+  const std::int64_t label = labels[r];
+  if (label < 0 || label >= classes) {  // the whole block leaves together
+    if (threadIdx.x == 0) atomicMin(bad_index, static_cast<unsigned long long>(r));
+    return;
+  }
+  const float* row = logits + r * classes;
+  float* drow = dlogits + r * classes;
+  // Subtracting the row max keeps every exp in (0, 1]; a max is exact in any order.
+  double local_max = -INFINITY;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+    local_max = fmax(local_max, static_cast<double>(row[c]));
+  const double max_logit = block_max(local_max, partials);
+  double local_sum = 0.0;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+    local_sum += exp(row[c] - max_logit);
+  const double exp_sum = block_sum(local_sum, partials);
+  if (threadIdx.x == 0) row_losses[r] = log(exp_sum) - (row[label] - max_logit);
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+    const double softmax = exp(row[c] - max_logit) / exp_sum;
+    const double target = c == label ? 1.0 : 0.0;
+    drow[c] = static_cast<float>((softmax - target) / static_cast<double>(rows));
+  }
+}
+
+// ---- embeddings: tokens [B, T] (N = B*T rows), wte [vocab, C], wpe [T, C], x [N, C] ----
+
+__global__ void embedding_forward_kernel(const std::int64_t* tokens, const float* wte,
+                                         const float* wpe, float* x, std::int64_t rows,
+                                         std::int64_t seq_len, std::int64_t channels,
+                                         std::int64_t vocab, unsigned long long* bad_index) {
+  for (std::int64_t i = global_index(); i < rows * channels; i += global_stride()) {
+    const std::int64_t n = i / channels, c = i % channels;
+    const std::int64_t token = tokens[n];
+    if (token < 0 || token >= vocab) {
+      atomicMin(bad_index, static_cast<unsigned long long>(n));
+      continue;
+    }
+    x[i] = wte[token * channels + c] + wpe[(n % seq_len) * channels + c];
+  }
+}
+
+__global__ void check_tokens_kernel(const std::int64_t* tokens, std::int64_t rows,
+                                    std::int64_t vocab, unsigned long long* bad_index) {
+  for (std::int64_t n = global_index(); n < rows; n += global_stride()) {
+    if (tokens[n] < 0 || tokens[n] >= vocab) atomicMin(bad_index, static_cast<unsigned long long>(n));
+  }
+}
+
+// dwte: one thread per channel walks all N rows in order, so repeated tokens add in the CPU's
+// order (b = 0.., t = 0..). Parallel only over C: simple, and exact, not fast.
+__global__ void embedding_backward_tokens_kernel(const std::int64_t* tokens, const float* dx,
+                                                 float* dwte, std::int64_t rows,
+                                                 std::int64_t channels, std::int64_t vocab) {
+  for (std::int64_t c = global_index(); c < channels; c += global_stride()) {
+    for (std::int64_t n = 0; n < rows; ++n) {
+      const std::int64_t token = tokens[n];
+      if (token < 0 || token >= vocab) continue;
+      dwte[token * channels + c] += dx[n * channels + c];
+    }
+  }
+}
+
+// dwpe [T, C]: one thread per (t, c) adds the B rows of position t in order b = 0...
+__global__ void embedding_backward_positions_kernel(const std::int64_t* tokens, const float* dx,
+                                                    float* dwpe, std::int64_t batch,
+                                                    std::int64_t seq_len, std::int64_t channels,
+                                                    std::int64_t vocab) {
+  for (std::int64_t i = global_index(); i < seq_len * channels; i += global_stride()) {
+    const std::int64_t t = i / channels, c = i % channels;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::int64_t n = b * seq_len + t;
+      if (tokens[n] < 0 || tokens[n] >= vocab) continue;
+      dwpe[i] += dx[n * channels + c];
+    }
+  }
+}
+
+// ---- LayerNorm over rows of x [rows, C] ----
+
+__global__ void layernorm_forward_kernel(const float* x, const float* weight, const float* bias,
+                                         float* y, float* mean, float* rstd,
+                                         std::int64_t channels) {
+  __shared__ double partials[32];
+  const std::int64_t r = blockIdx.x;
+  const float* in = x + r * channels;
+  const auto count = static_cast<double>(channels);
+  // Two passes (mean, then squared deviations), as the CPU, in double.
+  double local = 0.0;
+  for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) local += in[c];
+  const double row_mean = block_sum(local, partials) / count;
+  local = 0.0;
+  for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+    const double deviation = in[c] - row_mean;
+    local += deviation * deviation;
+  }
+  const double squares = block_sum(local, partials);
+  // y uses mean and rstd rounded to float, as stored, so backward sees forward's very xhat.
+  const auto mean_f = static_cast<float>(row_mean);
+  const auto rstd_f = static_cast<float>(1.0 / sqrt(squares / count + kLayerNormEps));
+  if (threadIdx.x == 0) {
+    mean[r] = mean_f;
+    rstd[r] = rstd_f;
+  }
+  float* out = y + r * channels;
+  for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+    const double xhat = (static_cast<double>(in[c]) - mean_f) * rstd_f;
+    out[c] = static_cast<float>(xhat * weight[c] + bias[c]);
+  }
+}
+
+__global__ void layernorm_backward_dx_kernel(const float* x, const float* weight,
+                                             const float* mean, const float* rstd, const float* dy,
+                                             float* dx, std::int64_t channels) {
+  __shared__ double partials[32];
+  const std::int64_t r = blockIdx.x;
+  const float* in = x + r * channels;
+  const float* grad_out = dy + r * channels;
+  float* grad_in = dx + r * channels;
+  const double row_mean = mean[r];
+  const double row_rstd = rstd[r];
+  const auto count = static_cast<double>(channels);
+  // g = dy * weight; the two row means the formula subtracts.
+  double local_g = 0.0, local_g_xhat = 0.0;
+  for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+    const double xhat = (in[c] - row_mean) * row_rstd;
+    const double g = static_cast<double>(grad_out[c]) * weight[c];
+    local_g += g;
+    local_g_xhat += g * xhat;
+  }
+  const double g_mean = block_sum(local_g, partials) / count;
+  const double g_xhat_mean = block_sum(local_g_xhat, partials) / count;
+  for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+    const double xhat = (in[c] - row_mean) * row_rstd;
+    const double g = static_cast<double>(grad_out[c]) * weight[c];
+    grad_in[c] = static_cast<float>(grad_in[c] + (g - g_mean - xhat * g_xhat_mean) * row_rstd);
+  }
+}
+
+// dweight and dbias [C]: one thread per column, rows in order, in double: the CPU's sums exactly.
+__global__ void layernorm_backward_params_kernel(const float* x, const float* mean,
+                                                 const float* rstd, const float* dy,
+                                                 float* dweight, float* dbias, std::int64_t rows,
+                                                 std::int64_t channels) {
+  for (std::int64_t c = global_index(); c < channels; c += global_stride()) {
+    double dweight_sum = 0.0, dbias_sum = 0.0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const double xhat = (x[r * channels + c] - static_cast<double>(mean[r])) * rstd[r];
+      const float grad_out = dy[r * channels + c];
+      dweight_sum += grad_out * xhat;
+      dbias_sum += grad_out;
+    }
+    dweight[c] = static_cast<float>(dweight[c] + dweight_sum);
+    dbias[c] = static_cast<float>(dbias[c] + dbias_sum);
+  }
+}
+
+}  // namespace
+
+void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t cols,
+                   cudaStream_t stream) {
+  if (rows * cols == 0) return;
+  add_bias_rows_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, b, rows, cols);
+  cuda_check_launch("add_bias_rows");
+}
+
+void add_column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols,
+                     cudaStream_t stream) {
+  if (cols == 0) return;
+  add_column_sums_kernel<<<grid_for(cols, kThreads), kThreads, 0, stream>>>(dy, db, rows, cols);
+  cuda_check_launch("add_column_sums");
+}
+
+void gelu_forward(const float* x, float* y, std::int64_t elems, cudaStream_t stream) {
+  if (elems == 0) return;
+  gelu_forward_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, y, elems);
+  cuda_check_launch("gelu_forward");
+}
+
+void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t elems,
+                   cudaStream_t stream) {
+  if (elems == 0) return;
+  gelu_backward_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, dy, dx, elems);
+  cuda_check_launch("gelu_backward");
+}
+
+void gelu_tanh_forward(const float* x, float* y, std::int64_t elems, cudaStream_t stream) {
+  if (elems == 0) return;
+  gelu_tanh_forward_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, y, elems);
+  cuda_check_launch("gelu_tanh_forward");
+}
+
+void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::int64_t elems,
+                        cudaStream_t stream) {
+  if (elems == 0) return;
+  gelu_tanh_backward_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, dy, dx, elems);
+  cuda_check_launch("gelu_tanh_backward");
+}
+
+void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogits,
+                   double* row_losses, unsigned long long* bad_index, std::int64_t rows,
+                   std::int64_t classes, cudaStream_t stream) {
+  cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
+      logits, labels, dlogits, row_losses, bad_index, rows, classes);
+  cuda_check_launch("cross_entropy");
+}
+
+void embedding_forward(const std::int64_t* tokens, const float* wte, const float* wpe, float* x,
+                       std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                       std::int64_t vocab, unsigned long long* bad_index, cudaStream_t stream) {
+  const std::int64_t rows = batch * seq_len;
+  if (rows * channels == 0) return;
+  embedding_forward_kernel<<<grid_for(rows * channels, kThreads), kThreads, 0, stream>>>(
+      tokens, wte, wpe, x, rows, seq_len, channels, vocab, bad_index);
+  cuda_check_launch("embedding_forward");
+}
+
+void embedding_backward(const std::int64_t* tokens, const float* dx, float* dwte, float* dwpe,
+                        std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                        std::int64_t vocab, unsigned long long* bad_index, cudaStream_t stream) {
+  const std::int64_t rows = batch * seq_len;
+  if (rows == 0 || channels == 0) return;
+  check_tokens_kernel<<<grid_for(rows, kThreads), kThreads, 0, stream>>>(tokens, rows, vocab,
+                                                                        bad_index);
+  cuda_check_launch("embedding_backward (token check)");
+  embedding_backward_tokens_kernel<<<grid_for(channels, kThreads), kThreads, 0, stream>>>(
+      tokens, dx, dwte, rows, channels, vocab);
+  cuda_check_launch("embedding_backward (token rows)");
+  embedding_backward_positions_kernel<<<grid_for(seq_len * channels, kThreads), kThreads, 0,
+                                        stream>>>(tokens, dx, dwpe, batch, seq_len, channels,
+                                                  vocab);
+  cuda_check_launch("embedding_backward (position rows)");
+}
+
+void layernorm_forward(const float* x, const float* weight, const float* bias, float* y,
+                       float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
+                       cudaStream_t stream) {
+  if (rows == 0) return;
+  layernorm_forward_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
+      x, weight, bias, y, mean, rstd, channels);
+  cuda_check_launch("layernorm_forward");
+}
+
+void layernorm_backward(const float* x, const float* weight, const float* mean, const float* rstd,
+                        const float* dy, float* dx, float* dweight, float* dbias,
+                        std::int64_t rows, std::int64_t channels, cudaStream_t stream) {
+  if (rows == 0 || channels == 0) return;
+  layernorm_backward_dx_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
+      x, weight, mean, rstd, dy, dx, channels);
+  cuda_check_launch("layernorm_backward (dx)");
+  layernorm_backward_params_kernel<<<grid_for(channels, kThreads), kThreads, 0, stream>>>(
+      x, mean, rstd, dy, dweight, dbias, rows, channels);
+  cuda_check_launch("layernorm_backward (dweight, dbias)");
+}
+
+}  // namespace zl::cuda

@@ -1,0 +1,80 @@
+// cuda_kernels.hpp — host-side launchers of the CUDA Device's kernels (private to src/ops/cuda).
+// Pointers are device pointers; sizes are checked by the caller (cuda_device.cpp). Every launcher
+// queues its kernels on `stream` and checks the launch. Kernels that validate indices write the
+// smallest bad flat index into `bad_index` (atomicMin), which the caller reset to all ones.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace zl {
+struct AdamWTensor;
+struct AdamWScalars;
+}  // namespace zl
+
+namespace zl::cuda {
+
+/// y[r, o] += b[o] for every row r of y [rows, cols].
+void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t cols,
+                   cudaStream_t stream);
+
+/// db[o] += (dy[0, o] + dy[1, o] + ...), the column summed in float from row 0 down and added
+/// once: CpuDevice's bias gradient, operation for operation.
+void add_column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols,
+                     cudaStream_t stream);
+
+/// Exact-erf GELU forward and backward, in double, rounded once.
+void gelu_forward(const float* x, float* y, std::int64_t elems, cudaStream_t stream);
+void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t elems,
+                   cudaStream_t stream);
+
+/// tanh GELU forward and backward, in double, rounded once.
+void gelu_tanh_forward(const float* x, float* y, std::int64_t elems, cudaStream_t stream);
+void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::int64_t elems,
+                        cudaStream_t stream);
+
+/// One block per row: writes dlogits = (softmax - onehot) / rows and row_losses[r] (double);
+/// a label outside [0, classes) records its row in bad_index and leaves that row untouched.
+void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogits,
+                   double* row_losses, unsigned long long* bad_index, std::int64_t rows,
+                   std::int64_t classes, cudaStream_t stream);
+
+/// x[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]; a bad token records its flat index b*T + t.
+void embedding_forward(const std::int64_t* tokens, const float* wte, const float* wpe, float* x,
+                       std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                       std::int64_t vocab, unsigned long long* bad_index, cudaStream_t stream);
+
+/// dwte[token] += dx rows and dwpe[t] += dx rows in the order b = 0.., t = 0..; a bad token
+/// records its flat index and adds nothing.
+void embedding_backward(const std::int64_t* tokens, const float* dx, float* dwte, float* dwpe,
+                        std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                        std::int64_t vocab, unsigned long long* bad_index, cudaStream_t stream);
+
+/// LayerNorm forward, one block per row, sums in double (two passes).
+void layernorm_forward(const float* x, const float* weight, const float* bias, float* y,
+                       float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
+                       cudaStream_t stream);
+
+/// LayerNorm backward: dx (added into) one block per row; dweight and dbias one thread per
+/// column, rows in order, in double.
+void layernorm_backward(const float* x, const float* weight, const float* mean, const float* rstd,
+                        const float* dy, float* dx, float* dweight, float* dbias,
+                        std::int64_t rows, std::int64_t channels, cudaStream_t stream);
+
+/// Causal attention forward (materialised softmax; see CudaDevice::attention_forward).
+void attention_forward(const float* qkv, float* probs, float* out, std::int64_t batch,
+                       std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
+                       cudaStream_t stream);
+
+/// Causal attention backward; `row_terms` is scratch of batch * heads * seq_len doubles.
+void attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
+                        double* row_terms, std::int64_t batch, std::int64_t seq_len,
+                        std::int64_t channels, std::int64_t heads, cudaStream_t stream);
+
+/// One launch of the multi-tensor AdamW kernel over `count` <= kAdamWTensorsPerLaunch tensors
+/// (adamw_cuda.hpp), checked by the caller.
+void adamw_launch(const AdamWTensor* tensors, int count, const AdamWScalars& scalars,
+                  cudaStream_t stream);
+
+}  // namespace zl::cuda
