@@ -1,9 +1,9 @@
 // reduce.cpp — rank-order reduction for every dtype and op.
 #include "comm/reduce.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 #include "core/error.hpp"
 
@@ -20,12 +20,16 @@ std::string_view reduce_op_name(ReduceOp op) {
 
 namespace {
 
+// Max that returns NaN when either side is NaN.
 template <class Acc>
-Acc combine(Acc acc, Acc value, ReduceOp op) {
-  if (op != ReduceOp::Max) return acc + value;
+Acc max_or_nan(Acc acc, Acc value) {
   if (std::isnan(acc) || std::isnan(value)) return std::isnan(acc) ? acc : value;
   return value > acc ? value : acc;
 }
+
+// Elements reduced at a time: the tile's accumulators stay in L1 while every rank's slice is
+// added, so the per-element loops vectorize; each element still sees rank 0, 1, ..., W-1.
+constexpr std::size_t kTileElems = 1024;
 
 // Stored element type T, accumulated as Acc; load/store convert between them.
 template <class T, class Acc, class Load, class Store>
@@ -33,13 +37,32 @@ void reduce_typed(std::span<const void* const> inputs, void* out, std::size_t co
                   Load load, Store store) {
   const auto world = static_cast<Acc>(inputs.size());
   auto* dst = static_cast<T*>(out);
-  std::vector<const T*> src(inputs.size());
-  for (std::size_t r = 0; r < inputs.size(); ++r) src[r] = static_cast<const T*>(inputs[r]);
-  for (std::size_t i = 0; i < count; ++i) {
-    Acc acc = load(src[0][i]);
-    for (std::size_t r = 1; r < src.size(); ++r) acc = combine(acc, load(src[r][i]), op);
-    if (op == ReduceOp::Avg) acc = acc / world;
-    dst[i] = store(acc);
+  Acc acc[kTileElems];
+  for (std::size_t lo = 0; lo < count; lo += kTileElems) {
+    const std::size_t elems = std::min(kTileElems, count - lo);
+    const T* first = static_cast<const T*>(inputs[0]) + lo;
+    for (std::size_t j = 0; j < elems; ++j) acc[j] = load(first[j]);
+    std::size_t r = 1;
+    if (op != ReduceOp::Max) {  // three ranks a pass, added left to right: the order is kept
+      for (; r + 3 <= inputs.size(); r += 3) {
+        const T* a = static_cast<const T*>(inputs[r]) + lo;
+        const T* b = static_cast<const T*>(inputs[r + 1]) + lo;
+        const T* c = static_cast<const T*>(inputs[r + 2]) + lo;
+        for (std::size_t j = 0; j < elems; ++j) acc[j] = acc[j] + load(a[j]) + load(b[j]) + load(c[j]);
+      }
+    }
+    for (; r < inputs.size(); ++r) {
+      const T* src = static_cast<const T*>(inputs[r]) + lo;
+      if (op == ReduceOp::Max) {
+        for (std::size_t j = 0; j < elems; ++j) acc[j] = max_or_nan(acc[j], load(src[j]));
+      } else {
+        for (std::size_t j = 0; j < elems; ++j) acc[j] = acc[j] + load(src[j]);
+      }
+    }
+    if (op == ReduceOp::Avg) {
+      for (std::size_t j = 0; j < elems; ++j) acc[j] = acc[j] / world;
+    }
+    for (std::size_t j = 0; j < elems; ++j) dst[lo + j] = store(acc[j]);
   }
 }
 
@@ -56,7 +79,9 @@ void reduce_rank_order(std::span<const void* const> inputs, void* out, std::size
       return reduce_typed<double, double>(inputs, out, count, op, [](double x) { return x; },
                                           [](double x) { return x; });
     case DType::BF16:
-      return reduce_typed<std::uint16_t, float>(inputs, out, count, op, bf16_to_f32, f32_to_bf16);
+      return reduce_typed<std::uint16_t, float>(
+          inputs, out, count, op, [](std::uint16_t x) { return bf16_to_f32(x); },
+          [](float x) { return f32_to_bf16(x); });
     case DType::F16:
       return reduce_typed<std::uint16_t, float>(inputs, out, count, op, f16_to_f32, f32_to_f16);
     case DType::I64: break;

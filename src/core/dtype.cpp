@@ -29,20 +29,6 @@ std::string_view dtype_name(DType dtype) {
   fail("unknown dtype {}", static_cast<int>(dtype));
 }
 
-std::uint16_t f32_to_bf16(float value) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) {
-    return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);  // quiet NaN, sign kept
-  }
-  // Adding 0x7FFF plus the lowest kept bit rounds to nearest and breaks ties toward even.
-  const std::uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>((bits + rounding) >> 16);
-}
-
-float bf16_to_f32(std::uint16_t bits) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
-}
-
 namespace {
 
 // Shifts `value` right by `shift` bits, rounding to nearest with ties to even.

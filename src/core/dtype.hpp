@@ -2,6 +2,7 @@
 // fp32 and the 16-bit formats (round to nearest, ties to even, as IEEE 754 and PyTorch do).
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -17,11 +18,22 @@ std::size_t dtype_bytes(DType dtype);
 /// Short lower-case name ("fp32", "bf16", "fp16", "fp64", "int64") for messages and files.
 std::string_view dtype_name(DType dtype);
 
-/// fp32 -> bfloat16 bits, round to nearest even; NaN stays a quiet NaN with its sign.
-std::uint16_t f32_to_bf16(float value);
+/// fp32 -> bfloat16 bits, round to nearest even; NaN stays a quiet NaN with its sign. Inline,
+/// so loops over arrays (reductions, casts) vectorize.
+inline std::uint16_t f32_to_bf16(float value) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) {
+    return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);  // quiet NaN, sign kept
+  }
+  // Adding 0x7FFF plus the lowest kept bit rounds to nearest and breaks ties toward even.
+  const std::uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<std::uint16_t>((bits + rounding) >> 16);
+}
 
 /// bfloat16 bits -> fp32 (exact).
-float bf16_to_f32(std::uint16_t bits);
+inline float bf16_to_f32(std::uint16_t bits) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
 
 /// fp32 -> IEEE binary16 bits, round to nearest even, with subnormals; overflow gives infinity.
 std::uint16_t f32_to_f16(float value);
