@@ -214,7 +214,8 @@ std::string metrics_lines(const TrainResult& result) {
 }  // namespace
 
 CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
-  auto* cmd = app.add_subcommand("train", "Train a model with an engine on the sim backend");
+  auto* cmd = app.add_subcommand(
+      "train", "Train a model with an engine on the sim backend (threads) or the mpi backend");
   auto args = std::make_shared<TrainArgs>();  // kept alive by the callback, which cmd owns
   add_train_flags(*cmd, *args);
   cmd->callback([&run, args] {
@@ -222,7 +223,7 @@ CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
       fmt::print(stderr, "zerolab: warning: {}\n", warning);
     }
     finish_train_args(*args);
-    run = [args] { return run_train(args->config, args->outputs, args->checkpoints); };
+    run = [args] { return run_train(launch_config(*args), args->outputs, args->checkpoints); };
   });
   return cmd;
 }
@@ -263,6 +264,7 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
         if (!outputs.quiet && printed_step) print_step(record, config.steps);
       },
       {}, checkpoints);
+  if (!result.has_results) return 0;  // an mpi rank other than 0: rank 0's process reports
   print_summary(config, result);
   print_timeline(config, result);
   std::optional<WhatIf> what_if;

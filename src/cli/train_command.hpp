@@ -43,13 +43,14 @@ struct TrainArgs {
   TrainConfig config;
   TrainOutputs outputs;
   CheckpointPlan checkpoints;
-  std::string backend = "sim";  ///< --backend (sim is the only choice today)
   std::optional<std::string> gpt_preset;  ///< --preset; "tiny" when --model gpt names none
   GptOverrides gpt_sizes;                 ///< --n-layer, --n-head, --n-embd, --block-size, --vocab
   std::optional<DsConfig> ds_config;      ///< --config, as read from the file
   std::vector<std::string> config_warnings;  ///< --config's unknown keys, one line each
   bool steps_given = false;  ///< --steps was on the line (else --model gpt trains longer)
   bool lr_given = false;     ///< --lr was on the line (else --model gpt uses a larger one)
+  bool world_given = false;  ///< --world was on the line (else --backend mpi takes mpirun's -np)
+  bool mpi_reduce_given = false;  ///< --mpi-reduce was on the line (it needs --backend mpi)
 };
 
 /// Adds the flags of `zerolab train` to `cmd`; parsing writes them into `args`, which must outlive
@@ -73,7 +74,13 @@ CLI::App* add_train_command(CLI::App& app, std::function<int()>& run);
 /// as run_train() does it.
 TrainArgs parse_train_args(const std::vector<std::string>& args);
 
-/// Runs a parsed train command: checks outputs, trains, prints, writes files. Returns the exit code.
+/// The config a parsed command runs: with --backend mpi, the world is the number of processes
+/// mpirun started (initialising MPI) unless --world gave one, which train() then checks against
+/// it. Throws zl::Error if zerolab was built without MPI.
+TrainConfig launch_config(const TrainArgs& args);
+
+/// Runs a parsed train command: checks outputs, trains, prints, writes files. Returns the exit
+/// code. On the mpi backend only rank 0's process prints and writes; the others return 0.
 int run_train(const TrainConfig& config, const TrainOutputs& outputs,
               const CheckpointPlan& checkpoints = {});
 

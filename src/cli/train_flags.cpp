@@ -22,6 +22,12 @@ const std::map<std::string, EngineKind> kEngineNames = {{"reference", EngineKind
                                                         {"zero2", EngineKind::Zero2},
                                                         {"zero3", EngineKind::Zero3}};
 
+const std::map<std::string, Backend> kBackendNames = {{"sim", Backend::Sim},
+                                                      {"mpi", Backend::Mpi}};
+
+const std::map<std::string, MpiReduce> kMpiReduceNames = {
+    {"deterministic", MpiReduce::Deterministic}, {"native", MpiReduce::Native}};
+
 const std::map<std::string, ModelKind> kModelNames = {{"mlp", ModelKind::Mlp},
                                                       {"gpt", ModelKind::Gpt}};
 
@@ -262,10 +268,21 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
          "--stage", [&config](int stage) { config.engine = engine_of_stage(stage); },
          "ZeRO stage: 0 (DDP), 1, 2 or 3 (same choice as --engine)")
       ->excludes(engine);
-  cmd.add_option("--backend", args.backend, "Collective backend")
-      ->check(CLI::IsMember({"sim"}))
-      ->capture_default_str();
-  cmd.add_option("--world", config.world, "Number of ranks W")->capture_default_str();
+  cmd.add_option("--backend", config.backend,
+                 "sim: W ranks as threads in this process | mpi: one rank per process under "
+                 "mpirun -np W (docs/backends.md)")
+      ->transform(CLI::CheckedTransformer(kBackendNames, CLI::ignore_case))
+      ->default_str("sim");
+  cmd.add_option("--mpi-reduce", config.mpi_reduce,
+                 "--backend mpi: deterministic (rank-order sums, bitwise the sim's) | native "
+                 "(MPI's own reductions, close to the sim's)")
+      ->transform(CLI::CheckedTransformer(kMpiReduceNames, CLI::ignore_case))
+      ->default_str("deterministic")
+      ->each([&args](const std::string&) { args.mpi_reduce_given = true; });
+  cmd.add_option("--world", config.world,
+                 "Number of ranks W (--backend mpi: mpirun's -np unless given, and it must match)")
+      ->capture_default_str()
+      ->each([&args](const std::string&) { args.world_given = true; });
   cmd.add_option("--steps", config.steps, "Optimizer steps (--model gpt: 100 unless given)")
       ->capture_default_str()
       ->each([&args](const std::string&) { args.steps_given = true; });
@@ -330,7 +347,20 @@ void finish_train_args(TrainArgs& args) {
     if (sizes.vocab) config.gpt.vocab = *sizes.vocab;
     validate(config.gpt);
   }
+  ZL_CHECK(!args.mpi_reduce_given || config.backend == Backend::Mpi,
+           "--mpi-reduce needs --backend mpi: the sim backend always reduces in rank order");
+  // With --backend mpi and no --world, the world is known at launch: launch_config() checks it.
+  const bool world_at_launch = config.backend == Backend::Mpi && !args.world_given;
+  if (args.ds_config && !world_at_launch) check_train_batch_size(*args.ds_config, config);
+}
+
+TrainConfig launch_config(const TrainArgs& args) {
+  TrainConfig config = args.config;
+  const std::optional<int> launched = launched_world(config.backend);
+  if (!launched || args.world_given) return config;
+  config.world = *launched;
   if (args.ds_config) check_train_batch_size(*args.ds_config, config);
+  return config;
 }
 
 TrainArgs parse_train_args(const std::vector<std::string>& args) {

@@ -1,4 +1,6 @@
-// trainer.cpp — one training job on the sim backend or in the reference process.
+// trainer.cpp — one training job on the sim backend, the mpi backend or in the reference process.
+// Every backend runs the same per-rank body; only how the ranks are started and how their
+// reports reach the caller differ.
 #include "engines/trainer.hpp"
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/reshard.hpp"
 #include "ckpt/safetensors.hpp"
+#include "engines/rank_reports.hpp"
 #include "model/data.hpp"
 #include "model/gpt.hpp"
 #include "model/token_data.hpp"
@@ -17,11 +20,35 @@
 #include "ops/cpu/cpu_device.hpp"
 #include "sim_comm.hpp"
 #include "sim_world.hpp"
+#ifdef ZL_HAVE_MPI
+#include "comm/mpi/mpi_comm.hpp"
+#endif
 
 namespace zl {
 
 std::string_view model_name(ModelKind kind) {
   return kind == ModelKind::Gpt ? "gpt" : "mlp";
+}
+
+std::string_view backend_name(Backend backend) {
+  return backend == Backend::Mpi ? "mpi" : "sim";
+}
+
+namespace {
+
+constexpr std::string_view kNoMpi =
+    "--backend mpi: this zerolab was built without MPI: install libopenmpi-dev openmpi-bin "
+    "(scripts/setup.sh) and rebuild, or use --backend sim";
+
+}  // namespace
+
+std::optional<int> launched_world(Backend backend) {
+  if (backend == Backend::Sim) return std::nullopt;
+#ifdef ZL_HAVE_MPI
+  return mpi_world_size();
+#else
+  fail("{}", kNoMpi);
+#endif
 }
 
 void validate(const TrainConfig& config) {
@@ -49,6 +76,22 @@ void validate(const TrainConfig& config) {
            "--inject-fault needs a distributed engine (--stage 0-3): the reference makes no "
            "collective calls");
   validate_faults(config.faults, config.world, "--inject-fault");
+  if (config.backend == Backend::Mpi) {
+#ifndef ZL_HAVE_MPI
+    fail("{}", kNoMpi);
+#endif
+    ZL_CHECK(config.engine != EngineKind::Reference,
+             "--backend mpi needs a distributed engine (--stage 0-3): the reference runs in one "
+             "process");
+    ZL_CHECK(config.faults.empty(),
+             "--inject-fault is the simulator's: use --backend sim (on mpi a failing rank aborts "
+             "the job)");
+    ZL_CHECK(!config.record_timeline,
+             "--trace and --what-if-world need every rank's simulated timeline: use --backend sim");
+    ZL_CHECK(!config.record_data,
+             "--save-data needs every rank's samples in one process: use --backend sim (the data "
+             "are the same on every backend)");
+  }
   ZL_CHECK(config.link.busbw_gbps > 0.0 && config.link.alpha_us >= 0.0,
            "link {} is invalid: give a bus bandwidth > 0 GB/s and a latency >= 0 us",
            config.link.name);
@@ -206,6 +249,78 @@ class RankModel {
 
 }  // namespace
 
+namespace {
+
+// What one rank's run leaves behind.
+struct RankRun {
+  RankReport report;  // its ledgers, read right after the last step
+  std::vector<UnitLayout> layout;
+  ModelState state;     // the full state (every rank assembles it)
+  std::string stopped;  // the NonFiniteError's message when the run stopped at a non-finite norm
+};
+
+// Hands a rank's checkpoint file entry over once it has written its file; returns every rank's
+// on rank 0 (rank 0 first), after a barrier.
+using ShareFile = std::function<std::vector<FileEntry>(Comm&, FileEntry)>;
+
+// One rank's whole run on `comm`, with `clocks` its timeline.
+using RunRank = std::function<RankRun(Comm&, RankTimeline&, const ShareFile&)>;
+
+#ifdef ZL_HAVE_MPI
+// The mpi backend: this process runs its rank on an MpiComm. The per-rank reports travel to rank
+// 0's process out of band (not in the traffic ledger), so the ledgers are the sim's. A rank that
+// fails aborts the job with its message; a non-finite norm stops every rank at the same step and
+// rank 0 reports it.
+// `result` is train()'s, which the steps fill as they run; it is returned completed.
+TrainResult train_on_mpi(const TrainConfig& config, TrainResult& result,
+                         const TimelineOptions& timeline, const RunRank& run_rank) {
+  MpiComm comm(config.mpi_reduce, timeline);
+  ZL_CHECK(comm.size() == config.world,
+           "--world {} does not match the {} processes mpirun started: drop --world or run "
+           "mpirun -np {}",
+           config.world, comm.size(), config.world);
+  const ShareFile share_file = [&comm](Comm&, FileEntry entry) {
+    std::vector<FileEntry> files;
+    for (const auto& bytes : comm.gather_to_root(encode_file_entry(entry))) {
+      files.push_back(decode_file_entry(bytes));
+    }
+    comm.barrier();
+    return files;
+  };
+  RankRun run;
+  try {
+    run = run_rank(comm, comm.timeline(), share_file);
+  } catch (const std::exception& e) {
+    mpi_abort(e.what());
+  }
+  const bool is_rank0 = comm.rank() == 0;
+  if (!run.stopped.empty() && is_rank0) throw Error(run.stopped);
+  TrainResult elsewhere;  // what the other ranks' processes return
+  elsewhere.has_results = false;
+  if (!run.stopped.empty()) return elsewhere;
+  const std::vector<std::string> totals = comm.gather_to_root(
+      encode_rank_totals({.report = run.report, .steps = comm.timeline().clocks().steps()}));
+  if (!is_rank0) return elsewhere;
+  for (const auto& bytes : totals) {
+    RankTotals rank = decode_rank_totals(bytes);
+    TimelineRecord timeline_record;
+    timeline_record.rank = rank.report.rank;
+    timeline_record.steps = std::move(rank.steps);
+    result.timelines.push_back(std::move(timeline_record));
+    result.ranks.push_back(std::move(rank.report));
+  }
+  result.layout = std::move(run.layout);
+  result.final_state = std::move(run.state);
+  return std::move(result);
+}
+#else
+TrainResult train_on_mpi(const TrainConfig&, TrainResult&, const TimelineOptions&, const RunRank&) {
+  fail("{}", kNoMpi);
+}
+#endif
+
+}  // namespace
+
 double measure_cpu_gflops() {
   constexpr std::int64_t kN = 256;
   constexpr double kMinCpuMs = 30.0;
@@ -343,18 +458,16 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
     return result;
   }
 
-  SimWorld world(config.world, SimOptions{.timeout = config.collective_timeout,
-                                          .faults = config.faults,
-                                          .timeline = timeline.options});
-  result.ranks.resize(static_cast<std::size_t>(config.world));
-  std::vector<FileEntry> saved(static_cast<std::size_t>(config.world));  // one slot per rank
-  std::string stopped;  // rank 0's NonFiniteError: every rank stops at the same step
-  world.run([&](Comm& comm) {
+  // One rank's whole run, the same on every backend: its model and engine, the resumed shards,
+  // the steps with their checkpoints, then its ledgers and the full state (collective).
+  // `share_file` hands the rank's checkpoint file entry over and returns on rank 0 every rank's,
+  // rank 0 first, once all have written theirs.
+  auto run_rank = [&](Comm& comm, RankTimeline& clocks, const ShareFile& share_file) {
+    RankRun run;
     CpuDevice device;
     RankModel rank_model(device, config, init);
     Model& model = rank_model.get();
     const std::vector<UnitLayout> layout = layout_units(model.units(), config.world);
-    RankTimeline& clocks = *sim_timeline(comm);
     auto engine =
         make_engine(config.engine, model, device, comm, options_of_rank(comm.rank(), &clocks));
     if (resuming) {
@@ -369,12 +482,10 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
                        (checkpoints.every_steps > 0 && done % checkpoints.every_steps == 0);
       if (!saving || !due) return;
       const ShardState state = engine->shard_state();
-      saved[comm.rank()] =
-          write_rank_file(step_dir(checkpoints.dir, done), comm.rank(), layout, state);
-      comm.barrier();
+      const std::vector<FileEntry> files = share_file(
+          comm, write_rank_file(step_dir(checkpoints.dir, done), comm.rank(), layout, state));
       if (is_rank0) {
-        commit_checkpoint(checkpoints.dir, manifest_of(config, done, state, layout),
-                          saved);
+        commit_checkpoint(checkpoints.dir, manifest_of(config, done, state, layout), files);
       }
       comm.barrier();
     };
@@ -390,15 +501,40 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
     } catch (const NonFiniteError& e) {
       // The norm has the same bits everywhere, so all ranks leave here after the same step; a
       // rank that did not would leave the others waiting, which the simulator reports.
-      if (is_rank0) stopped = e.what();
+      run.stopped = e.what();
+      return run;
+    }
+    run.report = {comm.rank(), device.ledger(), comm.traffic()};
+    run.state = engine->full_state();
+    run.layout = layout;
+    return run;
+  };
+
+  if (config.backend == Backend::Mpi) {
+    return train_on_mpi(config, result, timeline.options, run_rank);
+  }
+
+  SimWorld world(config.world, SimOptions{.timeout = config.collective_timeout,
+                                          .faults = config.faults,
+                                          .timeline = timeline.options});
+  result.ranks.resize(static_cast<std::size_t>(config.world));
+  std::vector<FileEntry> saved(static_cast<std::size_t>(config.world));  // one slot per rank
+  std::string stopped;  // rank 0's NonFiniteError: every rank stops at the same step
+  world.run([&](Comm& comm) {
+    RankRun run = run_rank(comm, *sim_timeline(comm), [&saved](Comm& own, FileEntry entry) {
+      saved[static_cast<std::size_t>(own.rank())] = std::move(entry);
+      own.barrier();
+      return saved;
+    });
+    if (comm.rank() != 0) {
+      if (run.stopped.empty()) result.ranks[static_cast<std::size_t>(comm.rank())] = run.report;
       return;
     }
-    result.ranks[comm.rank()] = {comm.rank(), device.ledger(), comm.traffic()};
-    ModelState state = engine->full_state();
-    if (is_rank0) {
-      result.layout = layout;
-      result.final_state = std::move(state);
-    }
+    stopped = run.stopped;
+    if (!stopped.empty()) return;
+    result.ranks[0] = run.report;
+    result.layout = std::move(run.layout);
+    result.final_state = std::move(run.state);
   });
   if (!stopped.empty()) throw Error(stopped);
   for (int r = 0; r < config.world; ++r) result.timelines.push_back(world.timeline(r));

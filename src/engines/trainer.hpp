@@ -1,6 +1,7 @@
-// trainer.hpp — runs a whole training job: builds the world (the simulator's threads, or one
-// process for the reference), a device, the model and an engine per rank, steps it, averages the
-// logged loss across ranks, and collects the final state and each rank's ledgers.
+// trainer.hpp — runs a whole training job: builds the world (the simulator's threads, this
+// process's rank of an MPI job, or one process for the reference), a device, the model and an
+// engine per rank, steps it, averages the logged loss across ranks, and collects the final state
+// and each rank's ledgers.
 #pragma once
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "comm/mpi/mpi_reduce.hpp"
 #include "comm/traffic_ledger.hpp"
 #include "core/memory_ledger.hpp"
 #include "engines/engine.hpp"
@@ -28,6 +30,20 @@ enum class ModelKind { Mlp, Gpt };
 /// "mlp" or "gpt".
 std::string_view model_name(ModelKind kind);
 
+/// Where the ranks of a distributed engine run (`--backend`).
+enum class Backend : std::uint8_t {
+  Sim,  ///< W threads in this process (SimWorld): bit-exact, with the simulated timeline
+  Mpi,  ///< one rank per process under `mpirun -np W` (MpiComm); W is the number of processes
+};
+
+/// "sim" or "mpi".
+std::string_view backend_name(Backend backend);
+
+/// The number of ranks `backend` was launched with: the processes of the MPI job for Mpi
+/// (initialising MPI; 1 for a process started without mpirun), nullopt for Sim, whose world is
+/// whatever the config says. Throws zl::Error for Mpi when zerolab was built without MPI.
+std::optional<int> launched_world(Backend backend);
+
 /// Everything that defines a run. Two runs with equal configs produce identical bits.
 struct TrainConfig {
   ModelKind model = ModelKind::Mlp;
@@ -38,6 +54,10 @@ struct TrainConfig {
   /// Precision, loss scaling, accumulation, clipping, buckets, prefetch, persistence.
   TrainingFeatures features{};
   EngineKind engine = EngineKind::Ddp;
+  /// Sim, or Mpi: then `world` must be the number of processes (launched_world()) and the
+  /// results are bitwise the sim's with MpiReduce::Deterministic, close with Native.
+  Backend backend = Backend::Sim;
+  MpiReduce mpi_reduce = MpiReduce::Deterministic;  ///< how the Mpi backend reduces
   int world = 1;
   std::int64_t steps = 10;
   std::int64_t micro_batch = 32;  ///< rows per rank per micro-step (train_micro_batch_size_per_gpu)
@@ -105,6 +125,10 @@ struct TrainResult {
   std::vector<TimelineRecord> timelines;
   double compute_scale = 1.0;  ///< simulated compute ms per measured CPU ms
   double cpu_gflops = 0.0;     ///< with a device: the measured CPU GEMM rate behind the scale
+  /// False in the processes of ranks 1.. of an Mpi run, whose result is empty: rank 0's process
+  /// holds the steps, the final state and every rank's ledgers and step times (only the steps:
+  /// the Mpi backend keeps no timeline program or events).
+  bool has_results = true;
 };
 
 /// Sharded checkpoints of a run (src/ckpt/checkpoint.hpp): where to save, how often, and where
@@ -122,7 +146,7 @@ using StepCallback = std::function<void(const StepRecord&)>;
 using RankObserver = std::function<void(int rank, const EngineEvent&, const MemoryLedger&)>;
 
 /// Runs `config` to the end. Throws zl::Error on bad config or a failed rank (then every rank's
-/// thread has ended), and at the first step whose gradient norm is not finite unless
+/// thread has ended; on the Mpi backend a failing rank prints "rank R: ..." and aborts the job), and at the first step whose gradient norm is not finite unless
 /// config.nonfinite is Skip ("step 7: gradient norm is nan: ...", with no rank: all agree). The
 /// ledgers in the result are read right after the last step (before the final state is assembled).
 /// With `checkpoints.resume`, the run continues from the checkpoint's step (`config.steps` is

@@ -1,0 +1,102 @@
+// mpi_comm.hpp — the MPI backend: one rank per process under `mpirun -np W` (OpenMPI), over a
+// duplicate of MPI_COMM_WORLD. Two reduction modes (mpi_reduce.hpp):
+//   deterministic  reduce_scatter: MPI_Alltoall hands rank r every rank's block r, which it sums
+//                  with reduce_rank_order; all_reduce: the same over W near-equal chunks, then
+//                  MPI_Allgatherv. Every element is summed rank 0, 1, ..., W-1, as on the sim.
+//   native         MPI_Allreduce / MPI_Reduce_scatter_block with MPI_SUM (fp32, fp64) or a user
+//                  op that adds two 16-bit values in float (bf16, fp16); Avg is that sum, then one
+//                  division by W. Max is a user op in both modes, so a NaN on any rank reaches all.
+// all_gather, broadcast and barrier are MPI's own in both modes (they move bits, never add them).
+// Every call is recorded in the traffic ledger with the ring volume the sim records
+// (comm/traffic_ledger.hpp) and on the rank's own timeline (sim/timeline.hpp), so an MPI rank's
+// ledger equals the sim rank's. The async forms run blocking (the Comm base class).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "call_desc.hpp"
+#include "comm/comm.hpp"
+#include "comm/mpi/mpi_reduce.hpp"
+#include "timeline.hpp"
+
+namespace zl {
+
+/// Ranks in this MPI job (mpirun's -np; 1 when the process was started without mpirun).
+/// Initialises MPI on first use (MPI_Init_thread, funneled: only the main thread calls MPI) and
+/// finalizes it when the process exits normally.
+int mpi_world_size();
+
+/// This process's rank in MPI_COMM_WORLD; initialises MPI as mpi_world_size() does.
+int mpi_world_rank();
+
+/// Ends the whole job from a failing rank: prints "zerolab: error: rank R: <message>" on stderr
+/// and calls MPI_Abort, so no other rank waits for this one in a collective.
+[[noreturn]] void mpi_abort(std::string_view message);
+
+/// One process's rank of an MPI job, as a Comm.
+class MpiComm final : public Comm {
+ public:
+  /// This process's rank of MPI_COMM_WORLD (initialising MPI if needed), reducing as `mode` says,
+  /// with a timeline kept under `timeline` (started now).
+  explicit MpiComm(MpiReduce mode, const TimelineOptions& timeline = {});
+  /// Frees the duplicated communicator and the user ops.
+  ~MpiComm() override;
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return world_; }
+  /// The reduction mode given at construction.
+  MpiReduce mode() const { return mode_; }
+
+  void all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op) override;
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
+                      ReduceOp op) override;
+  void all_gather(const void* send, void* recv, std::size_t send_count, DType dtype) override;
+  void broadcast(void* data, std::size_t count, DType dtype, int root) override;
+  void barrier() override;
+
+  /// This rank's timeline: measured CPU time for compute; each collective on the comm stream for
+  /// its alpha-beta time on the link, starting when this rank is ready (the rank's own clocks:
+  /// unlike the sim, it does not wait for the slowest rank's clock).
+  RankTimeline& timeline() { return timeline_; }
+
+  /// Out of band, not a training collective: rank 0 receives every rank's `bytes` (index = rank);
+  /// the other ranks get an empty vector. Not recorded in the traffic ledger or the timeline:
+  /// it carries the run's reports (ledgers, checkpoint file entries) to the process that writes
+  /// them. Every rank must call it.
+  std::vector<std::string> gather_to_root(std::string_view bytes);
+
+ private:
+  // Checks `call`, runs `transfer`, then records the call's ring volume and timeline span.
+  void run_call(const CallDesc& call, const std::function<void()>& transfer);
+  // Deterministic mode: the rank-order reductions.
+  void all_reduce_rank_order(void* data, std::size_t count, DType dtype, ReduceOp op);
+  void reduce_scatter_rank_order(const void* send, void* recv, std::size_t recv_count, DType dtype,
+                                 ReduceOp op);
+  // Native mode: MPI's reductions, then the division of Avg.
+  void all_reduce_native(void* data, std::size_t count, DType dtype, ReduceOp op);
+  void reduce_scatter_native(const void* send, void* recv, std::size_t recv_count, DType dtype,
+                             ReduceOp op);
+  // The MPI_Op that native mode reduces `dtype` with under `op`.
+  MPI_Op native_op(DType dtype, ReduceOp op) const;
+
+  MpiReduce mode_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int world_ = 1;
+  std::int64_t calls_ = 0;  // collective calls made, the timeline's call numbers
+  std::map<std::pair<DType, ReduceOp>, MPI_Op> user_ops_;
+  RankTimeline timeline_;
+};
+
+}  // namespace zl

@@ -1,0 +1,36 @@
+// rank_reports.hpp — what the processes of an `mpi` run send to rank 0's process, which prints and
+// writes the run's reports: each rank's ledgers and step times (RankReport and its timeline's
+// steps) and each rank's checkpoint file entry, as plain bytes and back. On the sim backend the
+// ranks share one process and need none of this.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ckpt/manifest.hpp"
+#include "engines/trainer.hpp"
+
+namespace zl {
+
+/// One rank's ledgers and the times of its steps, as sent to rank 0.
+struct RankTotals {
+  RankReport report;             ///< the rank's memory and traffic ledgers
+  std::vector<StepTimes> steps;  ///< its timeline's steps
+};
+
+/// `totals` as bytes (native byte order: the processes of one run share a machine type).
+std::string encode_rank_totals(const RankTotals& totals);
+
+/// The RankTotals that encode_rank_totals() wrote into `bytes`. The memory ledger is rebuilt with
+/// the same current and peak bytes per category, the same total in use and the same total peak.
+/// Throws zl::Error if `bytes` is not such an encoding.
+RankTotals decode_rank_totals(std::string_view bytes);
+
+/// `entry` as bytes.
+std::string encode_file_entry(const FileEntry& entry);
+
+/// The FileEntry that encode_file_entry() wrote into `bytes`; throws zl::Error if it is not one.
+FileEntry decode_file_entry(std::string_view bytes);
+
+}  // namespace zl
