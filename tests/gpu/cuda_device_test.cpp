@@ -1,0 +1,271 @@
+// cuda_device_test.cpp — every kernel of the CUDA Device against the CPU Device (the answer key) on
+// seeded random inputs of odd sizes. Tolerances, relative to the largest |cpu| value:
+//   1e-5  fp32 kernels (cuBLAS's summation order differs from Eigen's; the double-precision
+//         kernels differ from the CPU only in the order of their block-wide sums)
+//   bits  sums whose order the GPU keeps (bias gradients, LayerNorm weight and bias gradients,
+//         embeddings)
+//   1e-4  the bf16 GEMM against a double reference on the same bf16-rounded inputs (fp32
+//         accumulation over K = 96)
+// Every test skips when the machine has no GPU.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "gpu_test_support.hpp"
+#include "ops/cpu/cpu_device.hpp"
+#include "ops/cuda/cuda_device.hpp"
+
+namespace zl {
+namespace {
+
+using test::cspan_of;
+using test::download;
+using test::expect_close;
+using test::expect_same_bits;
+using test::random_floats;
+using test::span_of;
+using test::upload;
+
+constexpr double kTolerance = 1e-5;
+
+class GpuDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ZL_REQUIRE_GPU();
+    gpu_ = std::make_unique<CudaDevice>(0);
+  }
+  CpuDevice cpu_;
+  std::unique_ptr<CudaDevice> gpu_;
+};
+
+TEST_F(GpuDeviceTest, LinearForwardMatchesCpu) {
+  constexpr std::int64_t kRows = 37, kIn = 70, kOut = 53;
+  const auto x = random_floats(kRows * kIn, 1), w = random_floats(kOut * kIn, 2),
+             b = random_floats(kOut, 3);
+  for (const bool with_bias : {true, false}) {
+    std::vector<float> y(kRows * kOut);
+    const std::vector<float> bias = with_bias ? b : std::vector<float>{};
+    cpu_.linear_forward(x, w, bias, y, kRows, kIn, kOut);
+    Buffer gx = upload(*gpu_, x), gw = upload(*gpu_, w), gb = upload(*gpu_, b);
+    Buffer gy = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows * kOut});
+    gpu_->linear_forward(cspan_of(gx), cspan_of(gw),
+                         with_bias ? cspan_of(gb) : std::span<const float>{}, span_of(gy), kRows,
+                         kIn, kOut);
+    expect_close(download(*gpu_, gy), y, kTolerance, with_bias ? "y (bias)" : "y (no bias)");
+  }
+}
+
+TEST_F(GpuDeviceTest, LinearBackwardMatchesCpu) {
+  constexpr std::int64_t kRows = 37, kIn = 70, kOut = 53;
+  const auto x = random_floats(kRows * kIn, 4), w = random_floats(kOut * kIn, 5),
+             dy = random_floats(kRows * kOut, 6);
+  // dw and db accumulate: start them non-zero.
+  auto dw = random_floats(kOut * kIn, 7), db = random_floats(kOut, 8);
+  std::vector<float> dx(kRows * kIn);
+  Buffer gx = upload(*gpu_, x), gw = upload(*gpu_, w), gdy = upload(*gpu_, dy),
+         gdw = upload(*gpu_, dw), gdb = upload(*gpu_, db);
+  Buffer gdx = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows * kIn});
+  cpu_.linear_backward(x, w, dy, dw, db, dx, kRows, kIn, kOut);
+  gpu_->linear_backward(cspan_of(gx), cspan_of(gw), cspan_of(gdy), span_of(gdw), span_of(gdb),
+                        span_of(gdx), kRows, kIn, kOut);
+  expect_close(download(*gpu_, gdw), dw, kTolerance, "dw");
+  expect_same_bits(download(*gpu_, gdb), db, "db");
+  expect_close(download(*gpu_, gdx), dx, kTolerance, "dx");
+}
+
+TEST_F(GpuDeviceTest, Conv1dForwardAndBackwardMatchCpu) {
+  constexpr std::int64_t kRows = 29, kIn = 48, kOut = 144;
+  const auto x = random_floats(kRows * kIn, 9), w = random_floats(kIn * kOut, 10),
+             b = random_floats(kOut, 11), dy = random_floats(kRows * kOut, 12);
+  std::vector<float> y(kRows * kOut), dx(kRows * kIn);
+  auto dw = random_floats(kIn * kOut, 13), db = random_floats(kOut, 14);
+  Buffer gx = upload(*gpu_, x), gw = upload(*gpu_, w), gb = upload(*gpu_, b),
+         gdy = upload(*gpu_, dy), gdw = upload(*gpu_, dw), gdb = upload(*gpu_, db);
+  Buffer gy = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows * kOut});
+  Buffer gdx = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows * kIn});
+  cpu_.conv1d_forward(x, w, b, y, kRows, kIn, kOut);
+  cpu_.conv1d_backward(x, w, dy, dw, db, dx, kRows, kIn, kOut);
+  gpu_->conv1d_forward(cspan_of(gx), cspan_of(gw), cspan_of(gb), span_of(gy), kRows, kIn, kOut);
+  gpu_->conv1d_backward(cspan_of(gx), cspan_of(gw), cspan_of(gdy), span_of(gdw), span_of(gdb),
+                        span_of(gdx), kRows, kIn, kOut);
+  expect_close(download(*gpu_, gy), y, kTolerance, "y");
+  expect_close(download(*gpu_, gdw), dw, kTolerance, "dw");
+  expect_same_bits(download(*gpu_, gdb), db, "db");
+  expect_close(download(*gpu_, gdx), dx, kTolerance, "dx");
+}
+
+TEST_F(GpuDeviceTest, GeluKernelsMatchCpu) {
+  constexpr std::int64_t kElems = 1000;
+  const auto x = random_floats(kElems, 15, -6.0f, 6.0f), dy = random_floats(kElems, 16);
+  Buffer gx = upload(*gpu_, x), gdy = upload(*gpu_, dy);
+  Buffer gout = gpu_->alloc(MemCategory::Activations, DType::F32, {kElems});
+  std::vector<float> out(kElems);
+  cpu_.gelu_forward(x, out);
+  gpu_->gelu_forward(cspan_of(gx), span_of(gout));
+  expect_close(download(*gpu_, gout), out, kTolerance, "gelu_forward");
+  cpu_.gelu_backward(x, dy, out);
+  gpu_->gelu_backward(cspan_of(gx), cspan_of(gdy), span_of(gout));
+  expect_close(download(*gpu_, gout), out, kTolerance, "gelu_backward");
+  cpu_.gelu_tanh_forward(x, out);
+  gpu_->gelu_tanh_forward(cspan_of(gx), span_of(gout));
+  expect_close(download(*gpu_, gout), out, kTolerance, "gelu_tanh_forward");
+  cpu_.gelu_tanh_backward(x, dy, out);
+  gpu_->gelu_tanh_backward(cspan_of(gx), cspan_of(gdy), span_of(gout));
+  expect_close(download(*gpu_, gout), out, kTolerance, "gelu_tanh_backward");
+}
+
+TEST_F(GpuDeviceTest, CrossEntropyMatchesCpu) {
+  constexpr std::int64_t kRows = 9, kClasses = 1000;  // more classes than threads per block
+  const auto logits = random_floats(kRows * kClasses, 17, -8.0f, 8.0f);
+  std::vector<std::int64_t> labels(kRows);
+  for (std::int64_t r = 0; r < kRows; ++r) labels[r] = (r * 131) % kClasses;
+  std::vector<float> dlogits(kRows * kClasses);
+  const float loss = cpu_.cross_entropy_forward_backward(logits, labels, dlogits, kRows, kClasses);
+  Buffer glogits = upload(*gpu_, logits), glabels = upload(*gpu_, labels, DType::I64);
+  Buffer gdlogits = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows * kClasses});
+  const float gpu_loss = gpu_->cross_entropy_forward_backward(
+      cspan_of(glogits), glabels.as<std::int64_t>(), span_of(gdlogits), kRows, kClasses);
+  EXPECT_NEAR(gpu_loss, loss, kTolerance * std::abs(loss));
+  expect_close(download(*gpu_, gdlogits), dlogits, kTolerance, "dlogits");
+
+  labels[3] = kClasses;  // out of range: the GPU must say which row, as the CPU does
+  Buffer bad_labels = upload(*gpu_, labels, DType::I64);
+  try {
+    gpu_->cross_entropy_forward_backward(cspan_of(glogits), bad_labels.as<std::int64_t>(),
+                                         span_of(gdlogits), kRows, kClasses);
+    ADD_FAILURE() << "a label outside [0, classes) was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("row 3 has label 1000"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST_F(GpuDeviceTest, EmbeddingsMatchCpuBitForBit) {
+  constexpr std::int64_t kBatch = 3, kSeq = 11, kChannels = 40, kVocab = 17;
+  std::vector<std::int64_t> tokens(kBatch * kSeq);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = (i * 7) % 5;  // many repeats
+  const auto wte = random_floats(kVocab * kChannels, 18), wpe = random_floats(kSeq * kChannels, 19),
+             dx = random_floats(kBatch * kSeq * kChannels, 20);
+  auto dwte = random_floats(kVocab * kChannels, 21), dwpe = random_floats(kSeq * kChannels, 22);
+  std::vector<float> x(kBatch * kSeq * kChannels);
+  Buffer gtokens = upload(*gpu_, tokens, DType::I64), gwte = upload(*gpu_, wte),
+         gwpe = upload(*gpu_, wpe), gdx = upload(*gpu_, dx), gdwte = upload(*gpu_, dwte),
+         gdwpe = upload(*gpu_, dwpe);
+  Buffer gxout = gpu_->alloc(MemCategory::Activations, DType::F32, {kBatch * kSeq * kChannels});
+  cpu_.embedding_forward(tokens, wte, wpe, x, kBatch, kSeq, kChannels, kVocab);
+  cpu_.embedding_backward(tokens, dx, dwte, dwpe, kBatch, kSeq, kChannels, kVocab);
+  const auto gtok = gtokens.as<std::int64_t>();
+  gpu_->embedding_forward(gtok, cspan_of(gwte), cspan_of(gwpe), span_of(gxout), kBatch, kSeq,
+                          kChannels, kVocab);
+  gpu_->embedding_backward(gtok, cspan_of(gdx), span_of(gdwte), span_of(gdwpe), kBatch, kSeq,
+                           kChannels, kVocab);
+  expect_same_bits(download(*gpu_, gxout), x, "x");
+  expect_same_bits(download(*gpu_, gdwte), dwte, "dwte");
+  expect_same_bits(download(*gpu_, gdwpe), dwpe, "dwpe");
+
+  tokens[kSeq + 4] = kVocab;  // row 1, position 4
+  Buffer bad_tokens = upload(*gpu_, tokens, DType::I64);
+  try {
+    gpu_->embedding_forward(bad_tokens.as<std::int64_t>(), cspan_of(gwte), cspan_of(gwpe),
+                            span_of(gxout), kBatch, kSeq, kChannels, kVocab);
+    ADD_FAILURE() << "a token outside the vocabulary was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("token 17 at row 1, position 4"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST_F(GpuDeviceTest, LayerNormMatchesCpu) {
+  constexpr std::int64_t kRows = 19, kChannels = 300;  // more channels than threads per block
+  const auto x = random_floats(kRows * kChannels, 23, -3.0f, 5.0f),
+             weight = random_floats(kChannels, 24), bias = random_floats(kChannels, 25),
+             dy = random_floats(kRows * kChannels, 26);
+  std::vector<float> y(kRows * kChannels), mean(kRows), rstd(kRows);
+  cpu_.layernorm_forward(x, weight, bias, y, mean, rstd, kRows, kChannels);
+  Buffer gx = upload(*gpu_, x), gweight = upload(*gpu_, weight), gbias = upload(*gpu_, bias);
+  Buffer gy = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows * kChannels});
+  Buffer gmean = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows});
+  Buffer grstd = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows});
+  gpu_->layernorm_forward(cspan_of(gx), cspan_of(gweight), cspan_of(gbias), span_of(gy),
+                          span_of(gmean), span_of(grstd), kRows, kChannels);
+  expect_close(download(*gpu_, gy), y, kTolerance, "y");
+  expect_close(download(*gpu_, gmean), mean, kTolerance, "mean");
+  expect_close(download(*gpu_, grstd), rstd, kTolerance, "rstd");
+
+  // Backward from the same inputs (the CPU's mean and rstd) on both devices; dx, dweight and
+  // dbias accumulate, so they start non-zero.
+  auto dx = random_floats(kRows * kChannels, 27), dweight = random_floats(kChannels, 28),
+       dbias = random_floats(kChannels, 29);
+  Buffer gmean_cpu = upload(*gpu_, mean), grstd_cpu = upload(*gpu_, rstd), gdy = upload(*gpu_, dy),
+         gdx = upload(*gpu_, dx), gdweight = upload(*gpu_, dweight), gdbias = upload(*gpu_, dbias);
+  cpu_.layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, kRows, kChannels);
+  gpu_->layernorm_backward(cspan_of(gx), cspan_of(gweight), cspan_of(gmean_cpu),
+                           cspan_of(grstd_cpu), cspan_of(gdy), span_of(gdx), span_of(gdweight),
+                           span_of(gdbias), kRows, kChannels);
+  expect_close(download(*gpu_, gdx), dx, kTolerance, "dx");
+  expect_same_bits(download(*gpu_, gdweight), dweight, "dweight");
+  expect_same_bits(download(*gpu_, gdbias), dbias, "dbias");
+}
+
+TEST_F(GpuDeviceTest, AttentionMatchesCpu) {
+  constexpr std::int64_t kBatch = 2, kSeq = 300, kChannels = 48, kHeads = 4;  // T > block size
+  const auto qkv = random_floats(kBatch * kSeq * 3 * kChannels, 30, -2.0f, 2.0f),
+             dout = random_floats(kBatch * kSeq * kChannels, 31);
+  std::vector<float> probs(kBatch * kHeads * kSeq * kSeq), out(kBatch * kSeq * kChannels),
+      dqkv(kBatch * kSeq * 3 * kChannels);
+  cpu_.attention_forward(qkv, probs, out, kBatch, kSeq, kChannels, kHeads);
+  cpu_.attention_backward(qkv, probs, dout, dqkv, kBatch, kSeq, kChannels, kHeads);
+  Buffer gqkv = upload(*gpu_, qkv), gdout = upload(*gpu_, dout);
+  Buffer gprobs = gpu_->alloc(MemCategory::Activations, DType::F32, {kBatch * kHeads * kSeq * kSeq});
+  Buffer gout = gpu_->alloc(MemCategory::Activations, DType::F32, {kBatch * kSeq * kChannels});
+  gpu_->attention_forward(cspan_of(gqkv), span_of(gprobs), span_of(gout), kBatch, kSeq, kChannels,
+                          kHeads);
+  expect_close(download(*gpu_, gprobs), probs, kTolerance, "probs");
+  expect_close(download(*gpu_, gout), out, kTolerance, "out");
+  // Backward from the CPU's probabilities, so only the backward kernels are compared.
+  Buffer gprobs_cpu = upload(*gpu_, probs);
+  Buffer gdqkv = upload(*gpu_, random_floats(dqkv.size(), 32));  // overwritten, not added to
+  gpu_->attention_backward(cspan_of(gqkv), cspan_of(gprobs_cpu), cspan_of(gdout), span_of(gdqkv),
+                           kBatch, kSeq, kChannels, kHeads);
+  expect_close(download(*gpu_, gdqkv), dqkv, kTolerance, "dqkv");
+}
+
+TEST_F(GpuDeviceTest, Bf16MatmulMatchesDoubleReferenceOnRoundedInputs) {
+  constexpr std::int64_t kM = 33, kN = 65, kK = 96;
+  const auto a = random_floats(kM * kK, 33), b = random_floats(kN * kK, 34);
+  std::vector<std::uint16_t> a16(a.size()), b16(b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) a16[i] = f32_to_bf16(a[i]);
+  for (std::size_t i = 0; i < b.size(); ++i) b16[i] = f32_to_bf16(b[i]);
+  // C [M, N] = A [M, K] * B^T (B stored [N, K], as a Linear's weight), in double.
+  std::vector<float> expected(kM * kN);
+  for (std::int64_t m = 0; m < kM; ++m) {
+    for (std::int64_t n = 0; n < kN; ++n) {
+      double sum = 0.0;
+      for (std::int64_t k = 0; k < kK; ++k) {
+        sum += static_cast<double>(bf16_to_f32(a16[m * kK + k])) * bf16_to_f32(b16[n * kK + k]);
+      }
+      expected[m * kN + n] = static_cast<float>(sum);
+    }
+  }
+  Buffer ga = upload(*gpu_, a16, DType::BF16), gb = upload(*gpu_, b16, DType::BF16);
+  Buffer gc = gpu_->alloc(MemCategory::Activations, DType::F32, {kM * kN});
+  gpu_->matmul_bf16(false, true, kM, kN, kK, ga.as<std::uint16_t>().data(),
+                    gb.as<std::uint16_t>().data(), gc.as<float>().data(), 0.0f);
+  expect_close(download(*gpu_, gc), expected, 1e-4, "bf16 C");
+}
+
+TEST_F(GpuDeviceTest, AttentionRejectsHeadsThatDoNotDivideChannels) {
+  Buffer qkv = gpu_->alloc(MemCategory::Activations, DType::F32, {1 * 2 * 3 * 10});
+  Buffer probs = gpu_->alloc(MemCategory::Activations, DType::F32, {1 * 3 * 2 * 2});
+  Buffer out = gpu_->alloc(MemCategory::Activations, DType::F32, {1 * 2 * 10});
+  EXPECT_THROW(gpu_->attention_forward(cspan_of(qkv), span_of(probs), span_of(out), 1, 2, 10, 3),
+               Error);
+}
+
+}  // namespace
+}  // namespace zl

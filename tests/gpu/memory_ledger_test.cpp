@@ -1,0 +1,76 @@
+// memory_ledger_test.cpp — the CUDA Device's memory ledger against the driver: every cudaMalloc a
+// buffer makes is booked under its category, and cudaMemGetInfo's count of used bytes covers the
+// ledger (plus the device's own scratch) to within a page per allocation and the runtime's slack.
+// The consistency rule itself is tested without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/error.hpp"
+#include "gpu_test_support.hpp"
+#include "ops/cuda/cuda_device.hpp"
+
+namespace zl {
+namespace {
+
+constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+
+TEST(GpuMemoryCheck, ConsistentOnlyWithinPagesAndSlack) {
+  DeviceMemoryCheck check{.ledger_bytes = 100 * kMiB,
+                          .internal_bytes = 32 * kMiB,
+                          .allocations = 4,
+                          .driver_used_bytes = 132 * kMiB};
+  EXPECT_TRUE(check.consistent());
+  check.driver_used_bytes = 132 * kMiB - 1;  // less than booked: something freed unbooked memory
+  EXPECT_FALSE(check.consistent());
+  check.driver_used_bytes =
+      132 * kMiB + 4 * DeviceMemoryCheck::kPageBytes + DeviceMemoryCheck::kRuntimeSlackBytes;
+  EXPECT_TRUE(check.consistent());
+  check.driver_used_bytes += 1;  // more than pages and slack explain: an allocation not booked
+  EXPECT_FALSE(check.consistent());
+}
+
+TEST(GpuMemoryLedger, BooksEveryCategoryAndAgreesWithTheDriver) {
+  ZL_REQUIRE_GPU();
+  CudaDevice device(0);
+  device.check_memory_ledger();
+  const std::int64_t before = device.memory_check().driver_used_bytes;
+  {
+    // Sizes well above the slack, so a buffer that was not really allocated would show.
+    std::vector<Buffer> buffers;
+    buffers.push_back(device.alloc(MemCategory::Params, DType::BF16, {256 * kMiB / 2}));
+    buffers.push_back(device.alloc(MemCategory::Grads, DType::F32, {512 * kMiB / 4}));
+    buffers.push_back(device.alloc(MemCategory::Optimizer, DType::F32, {2, 256 * kMiB / 4}));
+    buffers.push_back(device.alloc(MemCategory::Activations, DType::F32, {12345}));
+    EXPECT_EQ(device.ledger().current_bytes(MemCategory::Params), 256 * kMiB);
+    EXPECT_EQ(device.ledger().current_bytes(MemCategory::Grads), 512 * kMiB);
+    EXPECT_EQ(device.ledger().current_bytes(MemCategory::Optimizer), 512 * kMiB);
+    EXPECT_EQ(device.ledger().current_bytes(MemCategory::Activations), 12345 * 4);
+    const DeviceMemoryCheck check = device.memory_check();
+    EXPECT_TRUE(check.consistent())
+        << "ledger " << check.ledger_bytes << ", scratch " << check.internal_bytes << ", driver "
+        << check.driver_used_bytes << " in " << check.allocations << " allocations";
+    EXPECT_GE(check.driver_used_bytes - before, 1280 * kMiB);
+    // Buffers come zeroed, as on the CPU.
+    const auto activations = test::download(device, buffers[3]);
+    for (const float value : activations) ASSERT_EQ(value, 0.0f);
+  }
+  EXPECT_EQ(device.ledger().total_current_bytes(), 0);
+  EXPECT_EQ(device.ledger().peak_bytes(MemCategory::Grads), 512 * kMiB);
+  device.check_memory_ledger();
+  EXPECT_LT(device.memory_check().driver_used_bytes, before + 1280 * kMiB);
+}
+
+TEST(GpuMemoryLedger, MissingDeviceIsAOneLineError) {
+  ZL_REQUIRE_GPU();
+  try {
+    CudaDevice device(CudaDevice::device_count());
+    ADD_FAILURE() << "a device index past the last GPU was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("does not exist"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace zl
