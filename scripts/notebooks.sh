@@ -15,6 +15,8 @@ if [ ! -x "$ZEROLAB_BIN" ]; then
   echo "notebooks: no zerolab binary at $ZEROLAB_BIN: build it with 'cmake --preset ci && cmake --build --preset ci -j2' or set ZEROLAB_BIN" >&2
   exit 1
 fi
+# The notebooks run in notebooks/, so a relative path is made absolute here.
+ZEROLAB_BIN="$(realpath "$ZEROLAB_BIN")"
 export ZEROLAB_BIN
 command -v jupyter >/dev/null || { echo "notebooks: jupyter not found: run 'bash scripts/setup.sh'" >&2; exit 1; }
 
@@ -27,8 +29,9 @@ for notebook in "${notebooks[@]}"; do
   start=$SECONDS
   if ! jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=600 \
       --output-dir "$out" "$notebook" >"$out/log" 2>&1; then
-    echo "notebooks: $notebook failed; nbconvert says:" >&2
     tail -n 30 "$out/log" >&2
+    error="$(sed 's/\x1b\[[0-9;]*m//g' "$out/log" | grep -E '^[A-Za-z_.]*(Error|Exception|Binary)[A-Za-z]*:' | tail -n 1 || true)"
+    echo "notebooks: $notebook failed: ${error:-see the nbconvert output above}" >&2
     exit 1
   fi
   echo "notebooks: $notebook ran without error in $((SECONDS - start)) s"
