@@ -75,7 +75,6 @@ void validate(const TrainConfig& config) {
   ZL_CHECK(config.faults.empty() || config.engine != EngineKind::Reference,
            "--inject-fault needs a distributed engine (--stage 0-3): the reference makes no "
            "collective calls");
-  validate_faults(config.faults, config.world, "--inject-fault");
   if (config.backend == Backend::Mpi) {
 #ifndef ZL_HAVE_MPI
     fail("{}", kNoMpi);
@@ -92,6 +91,7 @@ void validate(const TrainConfig& config) {
              "--save-data needs every rank's samples in one process: use --backend sim (the data "
              "are the same on every backend)");
   }
+  validate_faults(config.faults, config.world, "--inject-fault");
   ZL_CHECK(config.link.busbw_gbps > 0.0 && config.link.alpha_us >= 0.0,
            "link {} is invalid: give a bus bandwidth > 0 GB/s and a latency >= 0 us",
            config.link.name);

@@ -1,0 +1,73 @@
+// rank_reports_test.cpp — what an mpi run's ranks send to rank 0 comes back as it was: the memory
+// ledger's current and peak bytes per category and its total peak, the traffic ledger's bytes and
+// calls per collective, the step times, and checkpoint file entries; damaged bytes are an error.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "engines/rank_reports.hpp"
+
+namespace zl {
+namespace {
+
+TEST(MpiReports, RankTotalsComeBackAsTheyWere) {
+  RankTotals totals;
+  totals.report.rank = 3;
+  MemoryLedger& memory = totals.report.memory;
+  // Activations peak early while little else is held; params stay; the total peak is their sum.
+  memory.book(MemCategory::Params, 400);
+  memory.book(MemCategory::Activations, 900);
+  memory.release(MemCategory::Activations, 900);
+  memory.book(MemCategory::Optimizer, 800);
+  memory.book(MemCategory::Gathered, 50);
+  memory.release(MemCategory::Gathered, 20);
+  TrafficLedger& traffic = totals.report.traffic;
+  traffic.record(CollectiveKind::AllReduce, {100, 90});
+  traffic.record(CollectiveKind::AllReduce, {7, 8});
+  traffic.record(CollectiveKind::Barrier, {});
+  traffic.record_to_host(11);
+  traffic.record_to_device(13);
+  totals.steps = {{.step = 0, .start_ms = 0.5, .compute_ms = 1.25, .comm_ms = 0.75,
+                   .exposed_comm_ms = 0.5, .step_ms = 2.0},
+                  {.step = 1, .start_ms = 2.5, .compute_ms = 1.0, .comm_ms = 0.25,
+                   .exposed_comm_ms = 0.125, .step_ms = 1.5}};
+
+  const RankTotals back = decode_rank_totals(encode_rank_totals(totals));
+  EXPECT_EQ(back.report.rank, 3);
+  for (int c = 0; c < kMemCategoryCount; ++c) {
+    const auto category = static_cast<MemCategory>(c);
+    EXPECT_EQ(back.report.memory.current_bytes(category), memory.current_bytes(category)) << c;
+    EXPECT_EQ(back.report.memory.peak_bytes(category), memory.peak_bytes(category)) << c;
+  }
+  EXPECT_EQ(back.report.memory.total_current_bytes(), memory.total_current_bytes());
+  EXPECT_EQ(back.report.memory.total_peak_bytes(), 1300);
+  EXPECT_EQ(back.report.memory.total_peak_bytes(), memory.total_peak_bytes());
+  for (int k = 0; k < kCollectiveKindCount; ++k) {
+    const auto kind = static_cast<CollectiveKind>(k);
+    EXPECT_EQ(back.report.traffic.sent_bytes(kind), traffic.sent_bytes(kind)) << k;
+    EXPECT_EQ(back.report.traffic.recv_bytes(kind), traffic.recv_bytes(kind)) << k;
+    EXPECT_EQ(back.report.traffic.calls(kind), traffic.calls(kind)) << k;
+  }
+  EXPECT_EQ(back.report.traffic.to_host_bytes(), 11);
+  EXPECT_EQ(back.report.traffic.to_device_bytes(), 13);
+  ASSERT_EQ(back.steps.size(), 2u);
+  EXPECT_EQ(back.steps[1].step, 1);
+  EXPECT_EQ(back.steps[1].exposed_comm_ms, 0.125);
+  EXPECT_EQ(back.steps[0].step_ms, 2.0);
+}
+
+TEST(MpiReports, FileEntriesComeBackAsTheyWere) {
+  const FileEntry entry{.name = "rank-2.safetensors", .size_bytes = 12345,
+                        .sha256 = std::string(64, 'a')};
+  EXPECT_EQ(decode_file_entry(encode_file_entry(entry)), entry);
+}
+
+TEST(MpiReports, DamagedBytesAreAnError) {
+  const std::string bytes = encode_file_entry({.name = "rank-0.safetensors", .size_bytes = 1,
+                                               .sha256 = "x"});
+  EXPECT_THROW(decode_file_entry(bytes.substr(0, bytes.size() - 1)), Error);
+  EXPECT_THROW(decode_file_entry(bytes + "!"), Error);
+  EXPECT_THROW(decode_rank_totals("short"), Error);
+}
+
+}  // namespace
+}  // namespace zl
