@@ -1,6 +1,7 @@
 """zerolab_nb.py — what the notebooks share: find the zerolab binary, run it, read what it writes.
 
-The binary comes from one variable, ZEROLAB_BIN; without it, ../build/release/zerolab relative to
+The binary comes from one variable, ZEROLAB_BIN (a relative path is tried from the working
+directory, then from the repository root); without it, ../build/release/zerolab relative to
 this folder, else ../build/ci/zerolab. Every file a run writes (--summary, --metrics, --trace,
 --save-final) goes to one temporary directory, removed when the kernel exits, never into the
 repository. Figures use matplotlib's Agg backend, so the notebooks run without a display.
@@ -33,13 +34,19 @@ class MissingBinary(RuntimeError):
 
 
 def find_binary():
-    """Path of the zerolab binary: $ZEROLAB_BIN, else ../build/release/zerolab, else ../build/ci/zerolab."""
+    """Path of the zerolab binary: $ZEROLAB_BIN (absolute, or relative to the working directory or
+    the repository root), else ../build/release/zerolab, else ../build/ci/zerolab."""
     chosen = os.environ.get("ZEROLAB_BIN")
     if chosen:
-        path = pathlib.Path(chosen).expanduser().resolve()
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise MissingBinary(f"ZEROLAB_BIN={chosen} is not an executable file: {BUILD_HINT}")
-        return path
+        # A relative path may be meant from the working directory or from the repository root
+        # (`ZEROLAB_BIN=build/release/zerolab jupyter notebook notebooks/` runs the kernel in here).
+        path = pathlib.Path(chosen).expanduser()
+        candidates = [path] if path.is_absolute() else [pathlib.Path.cwd() / path,
+                                                         NOTEBOOKS_DIR.parent / path]
+        for candidate in candidates:
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return candidate.resolve()
+        raise MissingBinary(f"ZEROLAB_BIN={chosen} is not an executable file: {BUILD_HINT}")
     for build in ("release", "ci"):
         path = (NOTEBOOKS_DIR / ".." / "build" / build / "zerolab").resolve()
         if path.is_file() and os.access(path, os.X_OK):
@@ -51,7 +58,8 @@ BIN = find_binary()
 
 
 def flags(**options):
-    """Command-line flags from keywords: stage=3 -> --stage 3, bf16=True -> --bf16, None/False dropped."""
+    """Command-line flags from keywords: stage=3 -> --stage 3, bf16=True -> --bf16; None and False
+    are dropped."""
     out = []
     for key, value in options.items():
         if value is None or value is False:
@@ -63,11 +71,13 @@ def flags(**options):
 
 
 def run(*args):
-    """Runs `zerolab ARGS...` and returns its stdout; a failure raises with the command and its error line."""
+    """Runs `zerolab ARGS...` and returns its stdout; a failure raises with the command and its
+    error line."""
     command = [str(BIN), *map(str, args)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"`{' '.join(command)}` exited {done.returncode}: {done.stderr.strip()}")
+        raise RuntimeError(
+            f"`{' '.join(command)}` exited {done.returncode}: {done.stderr.strip()}")
     return done.stdout
 
 
@@ -101,7 +111,8 @@ class Run:
 
 
 def train(trace=False, save_final=False, **options):
-    """Runs `zerolab train` with these flags (quiet) in the temporary directory and reads what it wrote."""
+    """Runs `zerolab train` with these flags (quiet), its files in the temporary directory, and
+    reads what it wrote."""
     global _runs
     _runs += 1
     prefix = TMP_DIR / f"run{_runs:04d}"
@@ -126,16 +137,18 @@ def train(trace=False, save_final=False, **options):
 
 
 def ring_pass_sent_bytes(elems, elem_bytes, rank, world):
-    """Bytes rank `rank` sends in one ring pass over `elems` elements (the traffic ledger's rule:
-    chunk c has floor(n/W) elements plus one for c < n mod W; rank r never forwards chunk (r+1) mod W).
-    An all_reduce is two passes; a reduce_scatter or all_gather (elems: the whole W-block buffer) one."""
+    """Bytes rank `rank` sends in one ring pass over `elems` elements, by the traffic ledger's
+    rule: chunk c has floor(n/W) elements plus one for c < n mod W, and rank r never forwards chunk
+    (r+1) mod W. An all_reduce is two passes; a reduce_scatter or all_gather (elems: the whole
+    W-block buffer) is one."""
     skipped = (rank + 1) % world
     chunk = elems // world + (1 if skipped < elems % world else 0)
     return (elems - chunk) * elem_bytes
 
 
 def show(fig):
-    """Puts a figure into the notebook's output as a PNG (drawn by Agg, so no display is needed) and closes it."""
+    """Puts a figure into the notebook's output as a PNG (drawn by Agg, so no display is needed)
+    and closes it."""
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=90, bbox_inches="tight")
     plt.close(fig)
