@@ -22,7 +22,10 @@ TEST(GpuMemoryCheck, ConsistentOnlyWithinPagesAndSlack) {
                           .allocations = 4,
                           .driver_used_bytes = 132 * kMiB};
   EXPECT_TRUE(check.consistent());
-  check.driver_used_bytes = 132 * kMiB - 1;  // less than booked: something freed unbooked memory
+  // Small buffers may land in pages the driver had already taken: up to a page each is missing.
+  check.driver_used_bytes = 132 * kMiB - 4 * DeviceMemoryCheck::kPageBytes;
+  EXPECT_TRUE(check.consistent());
+  check.driver_used_bytes -= 1;  // more missing than that: the ledger books memory never taken
   EXPECT_FALSE(check.consistent());
   check.driver_used_bytes =
       132 * kMiB + 4 * DeviceMemoryCheck::kPageBytes + DeviceMemoryCheck::kRuntimeSlackBytes;

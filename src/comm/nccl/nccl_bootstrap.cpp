@@ -4,6 +4,7 @@
 
 #include <netdb.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <array>
@@ -170,6 +171,9 @@ ncclUniqueId nccl_unique_id_over_tcp(const NcclRankInfo& info, const std::string
              std::strerror(errno));
     const int reuse = 1;
     ::setsockopt(server.fd(), SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof(reuse));
+    // accept() gives up after the timeout too, so a rank that never comes is an error, not a hang.
+    const timeval wait_limit{.tv_sec = static_cast<time_t>(timeout.count()), .tv_usec = 0};
+    ::setsockopt(server.fd(), SOL_SOCKET, SO_RCVTIMEO, &wait_limit, sizeof(wait_limit));
     ZL_CHECK(::bind(server.fd(), addresses->ai_addr, addresses->ai_addrlen) == 0 &&
                  ::listen(server.fd(), info.world) == 0,
              "rank 0: cannot listen on port {} (MASTER_PORT + 1) for the NCCL id: {}: choose "
@@ -177,8 +181,11 @@ ncclUniqueId nccl_unique_id_over_tcp(const NcclRankInfo& info, const std::string
              port, std::strerror(errno));
     for (int served = 1; served < info.world; ++served) {
       Socket peer(::accept(server.fd(), nullptr, nullptr));
-      ZL_CHECK(peer.fd() >= 0, "rank 0: accepting rank connections on port {} failed: {}", port,
-               std::strerror(errno));
+      ZL_CHECK(peer.fd() >= 0,
+               "rank 0: {} of {} ranks connected on port {} (MASTER_PORT + 1) for the NCCL id, "
+               "then: {}: check that every rank started with the same MASTER_ADDR and "
+               "MASTER_PORT, or raise ZL_NCCL_TIMEOUT_S",
+               served - 1, info.world - 1, port, std::strerror(errno));
       ZL_CHECK(send_all(peer.fd(), id.internal, sizeof(id.internal)),
                "rank 0: sending the NCCL id on port {} failed: a rank went away", port);
     }

@@ -7,6 +7,7 @@
 
 #include "ops/cuda/adamw_cuda.hpp"
 #include "ops/cuda/cuda_check.hpp"
+#include "ops/cuda/cuda_dtype.cuh"
 #include "ops/cuda/cuda_kernels.hpp"
 
 namespace zl {
@@ -21,17 +22,6 @@ struct AdamWLaunch {
   AdamWScalars scalars;
 };
 static_assert(sizeof(AdamWLaunch) <= 4096, "the launch's argument must stay under 4 KiB");
-
-// The device twin of f32_to_bf16 (core/dtype.cpp), bit for bit: round to nearest even, NaN made
-// quiet with its sign kept. tests/gpu checks the two agree.
-__device__ std::uint16_t to_bf16(float value) {
-  const std::uint32_t bits = __float_as_uint(value);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) {
-    return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);
-  }
-  const std::uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>((bits + rounding) >> 16);
-}
 
 __global__ void adamw_kernel(AdamWLaunch launch) {
   const AdamWTensor& tensor = launch.tensors[blockIdx.y];
@@ -51,7 +41,7 @@ __global__ void adamw_kernel(AdamWLaunch launch) {
     tensor.master[i] = p;
     tensor.exp_avg[i] = m;
     tensor.exp_avg_sq[i] = v;
-    if (tensor.params_bf16 != nullptr) tensor.params_bf16[i] = to_bf16(p);
+    if (tensor.params_bf16 != nullptr) tensor.params_bf16[i] = cuda::to_bf16(p);
   }
 }
 

@@ -81,8 +81,9 @@ CudaDevice::CudaDevice(int device_index) : device_index_(device_index) {
   ZL_CUDA_CHECK(cudaStreamCreate(&stream_));
   ZL_CUBLAS_CHECK(cublasCreate(&cublas_));
   ZL_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
-  // Plain fp32 products: no TF32 tensor-core shortcut, whatever the environment says.
-  ZL_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
+  // Default math keeps at least the requested precision: fp32 products never drop to TF32, and
+  // bf16 products (exact in fp32) may use the tensor cores with fp32 accumulation.
+  ZL_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
   ZL_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes));
   cublas_workspace_bytes_ = kCublasWorkspaceBytes;
   ZL_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes_));

@@ -25,17 +25,20 @@ struct DeviceMemoryCheck {
   /// Device bytes in use now (cudaMemGetInfo: total - free) minus those in use when this device
   /// was made: what this device (and anything else on the GPU since) has taken.
   std::int64_t driver_used_bytes = 0;
-  /// Bytes the driver may add to an allocation (rounding up to its page, 2 MiB).
+  /// Bytes by which one allocation may differ from the driver's count: rounded up to its 2 MiB
+  /// page, or, for a small one, placed in a page the driver had already taken (then it adds
+  /// nothing).
   static constexpr std::int64_t kPageBytes = std::int64_t{2} << 20;
   /// Bytes the runtime may take on its own after this device was made (kernel modules loaded on
   /// their first launch, cuBLAS handles), allowed on top of the pages.
   static constexpr std::int64_t kRuntimeSlackBytes = std::int64_t{256} << 20;
-  /// True when the driver's count covers the ledger and the scratch, and exceeds them by no more
-  /// than one page per allocation plus the runtime's slack.
+  /// True when the driver's count is within one page per allocation of the ledger plus the
+  /// scratch, or above it by no more than that and the runtime's slack.
   bool consistent() const {
     const std::int64_t booked = ledger_bytes + internal_bytes;
-    return driver_used_bytes >= booked &&
-           driver_used_bytes <= booked + allocations * kPageBytes + kRuntimeSlackBytes;
+    const std::int64_t pages = allocations * kPageBytes;
+    return driver_used_bytes >= booked - pages &&
+           driver_used_bytes <= booked + pages + kRuntimeSlackBytes;
   }
 };
 

@@ -8,6 +8,9 @@
 
 #include <cstdint>
 
+#include "comm/comm.hpp"
+#include "core/dtype.hpp"
+
 namespace zl {
 struct AdamWTensor;
 struct AdamWScalars;
@@ -76,5 +79,10 @@ void attention_backward(const float* qkv, const float* probs, const float* dout,
 /// (adamw_cuda.hpp), checked by the caller.
 void adamw_launch(const AdamWTensor* tensors, int count, const AdamWScalars& scalars,
                   cudaStream_t stream);
+
+/// One launch of the rank-order reduction (reduce_cuda.hpp) over `world` <= kReduceMaxRanks
+/// device arrays, checked by the caller.
+void reduce_launch(const void* const* inputs, int world, void* out, std::int64_t count,
+                   DType dtype, ReduceOp op, cudaStream_t stream);
 
 }  // namespace zl::cuda

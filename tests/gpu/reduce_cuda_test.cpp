@@ -1,0 +1,148 @@
+// reduce_cuda_test.cpp — the device rank-order reduction against comm/reduce.hpp's
+// reduce_rank_order, bit for bit, for W = 1..4 ranks, every dtype it reduces (fp32, fp64, bf16,
+// fp16) and every op, on values with ties to round, infinities and NaN (a NaN matches a NaN
+// whatever its payload). This is what a simulator on one GPU needs for its ranks' buffers.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "comm/reduce.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "gpu_test_support.hpp"
+#include "ops/cuda/reduce_cuda.hpp"
+
+namespace zl {
+namespace {
+
+// Element i of a buffer of `dtype` as a double, to tell NaN apart.
+double value_at(const std::vector<std::byte>& bytes, DType dtype, std::size_t i) {
+  switch (dtype) {
+    case DType::F32: {
+      float v;
+      std::memcpy(&v, bytes.data() + 4 * i, 4);
+      return v;
+    }
+    case DType::F64: {
+      double v;
+      std::memcpy(&v, bytes.data() + 8 * i, 8);
+      return v;
+    }
+    case DType::BF16:
+    case DType::F16: {
+      std::uint16_t v;
+      std::memcpy(&v, bytes.data() + 2 * i, 2);
+      return dtype == DType::BF16 ? bf16_to_f32(v) : f16_to_f32(v);
+    }
+    case DType::I64: break;
+  }
+  return 0.0;
+}
+
+// `elems` random values of `dtype` as bytes (some infinite, some NaN when `with_nan`).
+std::vector<std::byte> random_values(DType dtype, std::size_t elems, std::uint32_t seed,
+                                     bool with_nan) {
+  auto floats = test::random_floats(elems, seed, -70000.0f, 70000.0f);
+  if (elems > 10) {
+    floats[3] = std::numeric_limits<float>::infinity();
+    floats[5] = 1e-6f;
+    if (with_nan) floats[7] = std::numeric_limits<float>::quiet_NaN();
+  }
+  std::vector<std::byte> bytes(elems * dtype_bytes(dtype));
+  for (std::size_t i = 0; i < elems; ++i) {
+    switch (dtype) {
+      case DType::F32: std::memcpy(bytes.data() + 4 * i, &floats[i], 4); break;
+      case DType::F64: {
+        const double v = static_cast<double>(floats[i]) / 3.0;
+        std::memcpy(bytes.data() + 8 * i, &v, 8);
+        break;
+      }
+      case DType::BF16: {
+        const std::uint16_t v = f32_to_bf16(floats[i]);
+        std::memcpy(bytes.data() + 2 * i, &v, 2);
+        break;
+      }
+      case DType::F16: {
+        const std::uint16_t v = f32_to_f16(floats[i] / 8.0f);
+        std::memcpy(bytes.data() + 2 * i, &v, 2);
+        break;
+      }
+      case DType::I64: break;
+    }
+  }
+  return bytes;
+}
+
+// A device buffer of `elems` elements of `dtype` holding `bytes`.
+Buffer upload_bytes(CudaDevice& device, const std::vector<std::byte>& bytes, DType dtype,
+                    std::size_t elems) {
+  Buffer buffer =
+      device.alloc(MemCategory::CommBuffer, dtype, {static_cast<std::int64_t>(elems)});
+  ZL_CUDA_CHECK(cudaMemcpy(buffer.data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  return buffer;
+}
+
+std::vector<std::byte> download_bytes(CudaDevice& device, const Buffer& buffer) {
+  device.synchronize();
+  std::vector<std::byte> bytes(static_cast<std::size_t>(buffer.bytes()));
+  ZL_CUDA_CHECK(cudaMemcpy(bytes.data(), buffer.data(), bytes.size(), cudaMemcpyDeviceToHost));
+  return bytes;
+}
+
+TEST(GpuReduce, RankOrderKernelGivesTheHostBits) {
+  ZL_REQUIRE_GPU();
+  CudaDevice device(0);
+  constexpr std::size_t kElems = 3001;
+  for (const DType dtype : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+    for (const ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+      for (int world = 1; world <= 4; ++world) {
+        std::vector<std::vector<std::byte>> host;
+        std::vector<Buffer> ranks;
+        std::vector<const void*> host_inputs, device_inputs;
+        for (int r = 0; r < world; ++r) {
+          host.push_back(random_values(dtype, kElems, 1000 + 10 * r, op == ReduceOp::Max && r == 1));
+        }
+        for (int r = 0; r < world; ++r) {
+          ranks.push_back(upload_bytes(device, host[r], dtype, kElems));
+          host_inputs.push_back(host[r].data());
+          device_inputs.push_back(ranks.back().data());
+        }
+        std::vector<std::byte> expected(kElems * dtype_bytes(dtype));
+        reduce_rank_order(host_inputs, expected.data(), kElems, dtype, op);
+        Buffer out = device.alloc(MemCategory::CommBuffer, dtype, {kElems});
+        reduce_rank_order_cuda(device_inputs, out.data(), kElems, dtype, op, device.stream());
+        const auto actual = download_bytes(device, out);
+        for (std::size_t i = 0; i < kElems; ++i) {
+          const std::size_t width = dtype_bytes(dtype);
+          const bool same_bits =
+              std::memcmp(actual.data() + width * i, expected.data() + width * i, width) == 0;
+          const bool both_nan = std::isnan(value_at(actual, dtype, i)) &&
+                                std::isnan(value_at(expected, dtype, i));
+          ASSERT_TRUE(same_bits || both_nan)
+              << dtype_name(dtype) << " " << reduce_op_name(op) << " W=" << world << " element "
+              << i << ": gpu " << value_at(actual, dtype, i) << ", host "
+              << value_at(expected, dtype, i);
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuReduce, BadArgumentsAreOneLineErrors) {
+  // Checked on the host before any launch: needs no GPU.
+  std::vector<const void*> none;
+  EXPECT_THROW(reduce_rank_order_cuda(none, nullptr, 0, DType::F32, ReduceOp::Sum, nullptr), Error);
+  std::vector<const void*> too_many(kReduceMaxRanks + 1, nullptr);
+  EXPECT_THROW(reduce_rank_order_cuda(too_many, nullptr, 0, DType::F32, ReduceOp::Sum, nullptr),
+               Error);
+  std::vector<const void*> one(1, nullptr);
+  EXPECT_THROW(reduce_rank_order_cuda(one, nullptr, 0, DType::I64, ReduceOp::Sum, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace zl
