@@ -60,6 +60,17 @@ TEST_F(GpuDeviceTest, LinearForwardMatchesCpu) {
   }
 }
 
+TEST_F(GpuDeviceTest, LinearWithNoInputFeaturesIsTheBias) {
+  constexpr std::int64_t kRows = 3, kOut = 4;  // in = 0: an empty sum, then the bias
+  const auto b = random_floats(kOut, 40);
+  std::vector<float> y(kRows * kOut);
+  cpu_.linear_forward({}, {}, b, y, kRows, 0, kOut);
+  Buffer gb = upload(*gpu_, b);
+  Buffer gy = upload(*gpu_, random_floats(kRows * kOut, 41));  // overwritten
+  gpu_->linear_forward({}, {}, cspan_of(gb), span_of(gy), kRows, 0, kOut);
+  expect_same_bits(download(*gpu_, gy), y, "y");
+}
+
 TEST_F(GpuDeviceTest, LinearBackwardMatchesCpu) {
   constexpr std::int64_t kRows = 37, kIn = 70, kOut = 53;
   const auto x = random_floats(kRows * kIn, 4), w = random_floats(kOut * kIn, 5),

@@ -185,6 +185,12 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
                       std::int64_t k, const float* a, const float* b, float* c, float beta) {
   if (m == 0 || n == 0) return;
   select();
+  if (k == 0) {  // an empty sum (cuBLAS rejects a leading dimension of 0): C = beta C
+    if (beta == 0.0f) {
+      ZL_CUDA_CHECK(cudaMemsetAsync(c, 0, static_cast<std::size_t>(m * n) * sizeof(float), stream_));
+    }
+    return;
+  }
   const float alpha = 1.0f;
   const int mi = as_int(m, "M"), ni = as_int(n, "N"), ki = as_int(k, "K");
   // C^T [N, M] = op(B)^T op(A)^T; B stored [K, N] (or [N, K] transposed) has leading dim N (K).
@@ -196,6 +202,7 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
 void CudaDevice::matmul_bf16(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
                              std::int64_t k, const std::uint16_t* a, const std::uint16_t* b,
                              float* c, float beta) {
+  ZL_CHECK(k >= 1, "matmul_bf16: K = {} is empty: pass K >= 1", k);
   if (m == 0 || n == 0) return;
   select();
   const float alpha = 1.0f;

@@ -144,7 +144,8 @@ class CudaDevice final : public Device {
                           std::int64_t seq_len, std::int64_t channels, std::int64_t heads) override;
 
  private:
-  // Row-major C[M, N] = op(A) op(B) + beta C in fp32 (see matmul_bf16 for op()).
+  // Row-major C[M, N] = op(A) op(B) + beta C in fp32 (see matmul_bf16 for op()); beta is 0
+  // (overwrite) or 1 (accumulate).
   void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
             const float* a, const float* b, float* c, float beta);
   // At least `bytes` of device scratch, grown (never shrunk) on demand; booked as internal.
