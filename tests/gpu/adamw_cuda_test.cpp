@@ -2,6 +2,8 @@
 // adamw_update: the same bits for every element of every tensor (sizes 0, 1, odd, larger than one
 // block's stride; more tensors than one launch takes), several steps, and the bf16 copy equal to
 // f32_to_bf16 of the CPU's master. A NaN matches a NaN whatever its payload.
+#include "ops/cuda/adamw_cuda.hpp"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -12,7 +14,6 @@
 
 #include "core/dtype.hpp"
 #include "gpu_test_support.hpp"
-#include "ops/cuda/adamw_cuda.hpp"
 #include "optim/adamw.hpp"
 
 namespace zl {
@@ -41,9 +42,13 @@ TEST(GpuAdamW, MultiTensorKernelGivesTheCpuBits) {
                test::random_floats(n, 300 + t, -1e-3f, 1e-3f),
                test::random_floats(n, 400 + t, 0.0f, 1e-5f)};
     if (t == 2) {  // the edge values adamw_update must get right too
-      host[t].grads = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+      host[t].grads = {0.0f,
+                       -0.0f,
+                       std::numeric_limits<float>::infinity(),
                        std::numeric_limits<float>::quiet_NaN(),
-                       std::numeric_limits<float>::denorm_min(), 1e30f, -1e-30f};
+                       std::numeric_limits<float>::denorm_min(),
+                       1e30f,
+                       -1e-30f};
     }
     master.push_back(test::upload(device, host[t].master, DType::F32, MemCategory::Master));
     grads.push_back(test::upload(device, host[t].grads, DType::F32, MemCategory::Grads));
@@ -79,8 +84,8 @@ TEST(GpuAdamW, MultiTensorKernelGivesTheCpuBits) {
       ASSERT_TRUE(same_value(gpu_m[i], host[t].exp_avg[i])) << "tensor " << t << " m " << i;
       ASSERT_TRUE(same_value(gpu_v[i], host[t].exp_avg_sq[i])) << "tensor " << t << " v " << i;
       const std::uint16_t expected = f32_to_bf16(host[t].master[i]);
-      ASSERT_TRUE(gpu_bf16[i] == expected || (std::isnan(bf16_to_f32(gpu_bf16[i])) &&
-                                              std::isnan(bf16_to_f32(expected))))
+      ASSERT_TRUE(gpu_bf16[i] == expected ||
+                  (std::isnan(bf16_to_f32(gpu_bf16[i])) && std::isnan(bf16_to_f32(expected))))
           << "tensor " << t << " element " << i << ": bf16 gpu " << gpu_bf16[i] << ", cpu "
           << expected;
     }

@@ -7,6 +7,8 @@
 //   1e-4  the bf16 GEMM against a double reference on the same bf16-rounded inputs (fp32
 //         accumulation over K = 96)
 // Every test skips when the machine has no GPU.
+#include "ops/cuda/cuda_device.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -18,7 +20,6 @@
 #include "core/error.hpp"
 #include "gpu_test_support.hpp"
 #include "ops/cpu/cpu_device.hpp"
-#include "ops/cuda/cuda_device.hpp"
 
 namespace zl {
 namespace {
@@ -232,7 +233,8 @@ TEST_F(GpuDeviceTest, AttentionMatchesCpu) {
   cpu_.attention_forward(qkv, probs, out, kBatch, kSeq, kChannels, kHeads);
   cpu_.attention_backward(qkv, probs, dout, dqkv, kBatch, kSeq, kChannels, kHeads);
   Buffer gqkv = upload(*gpu_, qkv), gdout = upload(*gpu_, dout);
-  Buffer gprobs = gpu_->alloc(MemCategory::Activations, DType::F32, {kBatch * kHeads * kSeq * kSeq});
+  Buffer gprobs =
+      gpu_->alloc(MemCategory::Activations, DType::F32, {kBatch * kHeads * kSeq * kSeq});
   Buffer gout = gpu_->alloc(MemCategory::Activations, DType::F32, {kBatch * kSeq * kChannels});
   gpu_->attention_forward(cspan_of(gqkv), span_of(gprobs), span_of(gout), kBatch, kSeq, kChannels,
                           kHeads);

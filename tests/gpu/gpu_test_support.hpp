@@ -42,8 +42,8 @@ template <class T>
 Buffer upload(CudaDevice& device, const std::vector<T>& host, DType dtype,
               MemCategory category = MemCategory::Activations) {
   Buffer buffer = device.alloc(category, dtype, {static_cast<std::int64_t>(host.size())});
-  ZL_CUDA_CHECK(cudaMemcpy(buffer.data(), host.data(), host.size() * sizeof(T),
-                           cudaMemcpyHostToDevice));
+  ZL_CUDA_CHECK(
+      cudaMemcpy(buffer.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   return buffer;
 }
 
@@ -56,14 +56,18 @@ template <class T = float>
 std::vector<T> download(CudaDevice& device, const Buffer& buffer) {
   device.synchronize();
   std::vector<T> host(static_cast<std::size_t>(buffer.elems()));
-  ZL_CUDA_CHECK(cudaMemcpy(host.data(), buffer.data(), host.size() * sizeof(T),
-                           cudaMemcpyDeviceToHost));
+  ZL_CUDA_CHECK(
+      cudaMemcpy(host.data(), buffer.data(), host.size() * sizeof(T), cudaMemcpyDeviceToHost));
   return host;
 }
 
 /// A float buffer's device span.
-inline std::span<float> span_of(Buffer& buffer) { return buffer.as<float>(); }
-inline std::span<const float> cspan_of(const Buffer& buffer) { return buffer.as<float>(); }
+inline std::span<float> span_of(Buffer& buffer) {
+  return buffer.as<float>();
+}
+inline std::span<const float> cspan_of(const Buffer& buffer) {
+  return buffer.as<float>();
+}
 
 /// Asserts max_i |actual[i] - expected[i]| <= relative_tolerance * max_i |expected[i]|, printing
 /// the worst element with both values.

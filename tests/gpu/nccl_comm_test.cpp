@@ -2,18 +2,19 @@
 // each collective leaves the data as a world of one defines it, the async forms complete on
 // wait(), and the traffic ledger holds what the sim would record (ring_volume for W = 1).
 // The bootstrap's environment handling and id exchange need no GPU and always run.
+#include "comm/nccl/nccl_comm.hpp"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "comm/nccl/nccl_bootstrap.hpp"
-#include "comm/nccl/nccl_comm.hpp"
 #include "comm/traffic_ledger.hpp"
 #include "core/error.hpp"
 #include "gpu_test_support.hpp"
@@ -97,14 +98,16 @@ TEST(NcclBootstrap, IdFileReachesTheOtherRanks) {
   std::thread rank1([&] {
     from_rank1 = nccl_unique_id_from_file({1, 2, 1}, path, std::chrono::seconds(30));
   });
-  const ncclUniqueId from_rank0 = nccl_unique_id_from_file({0, 2, 0}, path, std::chrono::seconds(30));
+  const ncclUniqueId from_rank0 =
+      nccl_unique_id_from_file({0, 2, 0}, path, std::chrono::seconds(30));
   rank1.join();
   EXPECT_EQ(std::string(from_rank0.internal, sizeof(from_rank0.internal)),
             std::string(from_rank1.internal, sizeof(from_rank1.internal)));
   std::filesystem::remove(path);
   // No rank 0: the wait ends with an error naming the path.
-  EXPECT_NE(error_of([&] { nccl_unique_id_from_file({1, 2, 1}, path, std::chrono::seconds(1)); })
-                .find(path.string()),
+  EXPECT_NE(error_of([&] {
+              nccl_unique_id_from_file({1, 2, 1}, path, std::chrono::seconds(1));
+            }).find(path.string()),
             std::string::npos);
 }
 
@@ -184,11 +187,13 @@ TEST_F(GpuNcclTest, CollectivesOfOneRankAndTheirTraffic) {
 
 TEST_F(GpuNcclTest, ReductionOverInt64IsRefused) {
   Buffer data = device_->alloc(MemCategory::CommBuffer, DType::I64, {4});
-  EXPECT_NE(error_of([&] { comm_->all_reduce(data.data(), 4, DType::I64, ReduceOp::Sum); })
-                .find("all_reduce over int64 is not supported"),
+  EXPECT_NE(error_of([&] {
+              comm_->all_reduce(data.data(), 4, DType::I64, ReduceOp::Sum);
+            }).find("all_reduce over int64 is not supported"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { comm_->broadcast(data.data(), 4, DType::I64, 1); })
-                .find("broadcast root 1 is out of range for world size 1"),
+  EXPECT_NE(error_of([&] {
+              comm_->broadcast(data.data(), 4, DType::I64, 1);
+            }).find("broadcast root 1 is out of range for world size 1"),
             std::string::npos);
 }
 

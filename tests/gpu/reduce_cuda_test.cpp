@@ -2,6 +2,8 @@
 // reduce_rank_order, bit for bit, for W = 1..4 ranks, every dtype it reduces (fp32, fp64, bf16,
 // fp16) and every op, on values with ties to round, infinities and NaN (a NaN matches a NaN
 // whatever its payload). This is what a simulator on one GPU needs for its ranks' buffers.
+#include "ops/cuda/reduce_cuda.hpp"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -15,7 +17,6 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "gpu_test_support.hpp"
-#include "ops/cuda/reduce_cuda.hpp"
 
 namespace zl {
 namespace {
@@ -39,7 +40,8 @@ double value_at(const std::vector<std::byte>& bytes, DType dtype, std::size_t i)
       std::memcpy(&v, bytes.data() + 2 * i, 2);
       return dtype == DType::BF16 ? bf16_to_f32(v) : f16_to_f32(v);
     }
-    case DType::I64: break;
+    case DType::I64:
+      break;
   }
   return 0.0;
 }
@@ -56,7 +58,9 @@ std::vector<std::byte> random_values(DType dtype, std::size_t elems, std::uint32
   std::vector<std::byte> bytes(elems * dtype_bytes(dtype));
   for (std::size_t i = 0; i < elems; ++i) {
     switch (dtype) {
-      case DType::F32: std::memcpy(bytes.data() + 4 * i, &floats[i], 4); break;
+      case DType::F32:
+        std::memcpy(bytes.data() + 4 * i, &floats[i], 4);
+        break;
       case DType::F64: {
         const double v = static_cast<double>(floats[i]) / 3.0;
         std::memcpy(bytes.data() + 8 * i, &v, 8);
@@ -72,7 +76,8 @@ std::vector<std::byte> random_values(DType dtype, std::size_t elems, std::uint32
         std::memcpy(bytes.data() + 2 * i, &v, 2);
         break;
       }
-      case DType::I64: break;
+      case DType::I64:
+        break;
     }
   }
   return bytes;
@@ -81,8 +86,7 @@ std::vector<std::byte> random_values(DType dtype, std::size_t elems, std::uint32
 // A device buffer of `elems` elements of `dtype` holding `bytes`.
 Buffer upload_bytes(CudaDevice& device, const std::vector<std::byte>& bytes, DType dtype,
                     std::size_t elems) {
-  Buffer buffer =
-      device.alloc(MemCategory::CommBuffer, dtype, {static_cast<std::int64_t>(elems)});
+  Buffer buffer = device.alloc(MemCategory::CommBuffer, dtype, {static_cast<std::int64_t>(elems)});
   ZL_CUDA_CHECK(cudaMemcpy(buffer.data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
   return buffer;
 }
@@ -105,7 +109,8 @@ TEST(GpuReduce, RankOrderKernelGivesTheHostBits) {
         std::vector<Buffer> ranks;
         std::vector<const void*> host_inputs, device_inputs;
         for (int r = 0; r < world; ++r) {
-          host.push_back(random_values(dtype, kElems, 1000 + 10 * r, op == ReduceOp::Max && r == 1));
+          host.push_back(
+              random_values(dtype, kElems, 1000 + 10 * r, op == ReduceOp::Max && r == 1));
         }
         for (int r = 0; r < world; ++r) {
           ranks.push_back(upload_bytes(device, host[r], dtype, kElems));
@@ -121,8 +126,8 @@ TEST(GpuReduce, RankOrderKernelGivesTheHostBits) {
           const std::size_t width = dtype_bytes(dtype);
           const bool same_bits =
               std::memcmp(actual.data() + width * i, expected.data() + width * i, width) == 0;
-          const bool both_nan = std::isnan(value_at(actual, dtype, i)) &&
-                                std::isnan(value_at(expected, dtype, i));
+          const bool both_nan =
+              std::isnan(value_at(actual, dtype, i)) && std::isnan(value_at(expected, dtype, i));
           ASSERT_TRUE(same_bits || both_nan)
               << dtype_name(dtype) << " " << reduce_op_name(op) << " W=" << world << " element "
               << i << ": gpu " << value_at(actual, dtype, i) << ", host "

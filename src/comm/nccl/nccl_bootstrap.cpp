@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <array>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -116,11 +116,13 @@ NcclRankInfo nccl_rank_from_env() {
 }
 
 std::chrono::seconds nccl_bootstrap_timeout() {
-  if (env_or_null("ZL_NCCL_TIMEOUT_S") == nullptr) return std::chrono::seconds(kDefaultTimeoutSeconds);
+  if (env_or_null("ZL_NCCL_TIMEOUT_S") == nullptr)
+    return std::chrono::seconds(kDefaultTimeoutSeconds);
   const std::int64_t seconds =
       env_int("ZL_NCCL_TIMEOUT_S", "set it to a whole number of seconds, or unset it for 120");
-  ZL_CHECK(seconds >= 1, "environment variable ZL_NCCL_TIMEOUT_S={} is not positive: set it to a "
-                         "whole number of seconds, or unset it for 120",
+  ZL_CHECK(seconds >= 1,
+           "environment variable ZL_NCCL_TIMEOUT_S={} is not positive: set it to a "
+           "whole number of seconds, or unset it for 120",
            seconds);
   return std::chrono::seconds(seconds);
 }
@@ -193,7 +195,8 @@ ncclUniqueId nccl_unique_id_over_tcp(const NcclRankInfo& info, const std::string
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    for (const addrinfo* address = addresses.get(); address != nullptr; address = address->ai_next) {
+    for (const addrinfo* address = addresses.get(); address != nullptr;
+         address = address->ai_next) {
       Socket client(::socket(address->ai_family, address->ai_socktype, address->ai_protocol));
       if (client.fd() < 0 || ::connect(client.fd(), address->ai_addr, address->ai_addrlen) != 0) {
         continue;

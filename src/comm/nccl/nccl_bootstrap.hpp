@@ -41,8 +41,8 @@ ncclUniqueId nccl_unique_id_over_tcp(const NcclRankInfo& info, const std::string
 
 /// Everything an NcclComm needs to join its group.
 struct NcclBootstrap {
-  NcclRankInfo rank;          ///< who this process is
-  ncclUniqueId id{};          ///< the group's id, the same on every rank
+  NcclRankInfo rank;  ///< who this process is
+  ncclUniqueId id{};  ///< the group's id, the same on every rank
   /// The id file rank 0 wrote, to remove once the communicator exists (every rank has read it
   /// by then, so a later run never reads a stale id); empty on other ranks and other bootstraps.
   std::filesystem::path id_file_to_remove;

@@ -23,20 +23,28 @@ void nccl_check(ncclResult_t status, const char* call) {
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
-    case DType::F32: return ncclFloat32;
-    case DType::BF16: return ncclBfloat16;
-    case DType::F16: return ncclFloat16;
-    case DType::F64: return ncclFloat64;
-    case DType::I64: return ncclInt64;
+    case DType::F32:
+      return ncclFloat32;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::F16:
+      return ncclFloat16;
+    case DType::F64:
+      return ncclFloat64;
+    case DType::I64:
+      return ncclInt64;
   }
   fail("unknown dtype {}", static_cast<int>(dtype));
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Avg: return ncclAvg;
-    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Avg:
+      return ncclAvg;
+    case ReduceOp::Max:
+      return ncclMax;
   }
   fail("unknown reduce op {}", static_cast<int>(op));
 }
@@ -112,8 +120,8 @@ CommHandle NcclComm::all_reduce_async(void* data, std::size_t count, DType dtype
   check_reduction(CollectiveKind::AllReduce, dtype);
   check_buffers(CollectiveKind::AllReduce, count, data, data);
   after_compute();
-  ZL_NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(dtype), nccl_op(op), comm_,
-                              comm_stream_));
+  ZL_NCCL_CHECK(
+      ncclAllReduce(data, data, count, nccl_type(dtype), nccl_op(op), comm_, comm_stream_));
   return finish(CollectiveKind::AllReduce, static_cast<std::int64_t>(count), dtype, 0);
 }
 
@@ -125,8 +133,8 @@ CommHandle NcclComm::reduce_scatter_async(const void* send, void* recv, std::siz
   ZL_NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(dtype), nccl_op(op), comm_,
                                   comm_stream_));
   // The ring moves the whole input: world blocks of recv_count.
-  return finish(CollectiveKind::ReduceScatter,
-                static_cast<std::int64_t>(recv_count) * world_, dtype, 0);
+  return finish(CollectiveKind::ReduceScatter, static_cast<std::int64_t>(recv_count) * world_,
+                dtype, 0);
 }
 
 CommHandle NcclComm::all_gather_async(const void* send, void* recv, std::size_t send_count,

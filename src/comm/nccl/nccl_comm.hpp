@@ -45,8 +45,8 @@ class NcclComm final : public Comm {
   void barrier() override;
 
   CommHandle all_reduce_async(void* data, std::size_t count, DType dtype, ReduceOp op) override;
-  CommHandle reduce_scatter_async(const void* send, void* recv, std::size_t recv_count,
-                                  DType dtype, ReduceOp op) override;
+  CommHandle reduce_scatter_async(const void* send, void* recv, std::size_t recv_count, DType dtype,
+                                  ReduceOp op) override;
   CommHandle all_gather_async(const void* send, void* recv, std::size_t send_count,
                               DType dtype) override;
 

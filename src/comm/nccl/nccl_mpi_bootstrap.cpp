@@ -31,9 +31,9 @@ NcclBootstrap nccl_bootstrap_from_mpi(MPI_Comm comm) {
   mpi_check(MPI_Comm_rank(comm, &bootstrap.rank.rank), "MPI_Comm_rank");
   mpi_check(MPI_Comm_size(comm, &bootstrap.rank.world), "MPI_Comm_size");
   MPI_Comm node = MPI_COMM_NULL;
-  mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, bootstrap.rank.rank, MPI_INFO_NULL,
-                                &node),
-            "MPI_Comm_split_type");
+  mpi_check(
+      MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, bootstrap.rank.rank, MPI_INFO_NULL, &node),
+      "MPI_Comm_split_type");
   mpi_check(MPI_Comm_rank(node, &bootstrap.rank.local_rank), "MPI_Comm_rank (node)");
   mpi_check(MPI_Comm_free(&node), "MPI_Comm_free");
   if (bootstrap.rank.rank == 0) {

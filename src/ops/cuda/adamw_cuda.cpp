@@ -21,8 +21,7 @@ void adamw_update_cuda(std::span<const AdamWTensor> tensors, const AdamWScalars&
              i, t.elems);
   }
   for (std::size_t first = 0; first < tensors.size(); first += kAdamWTensorsPerLaunch) {
-    const std::size_t count =
-        std::min<std::size_t>(kAdamWTensorsPerLaunch, tensors.size() - first);
+    const std::size_t count = std::min<std::size_t>(kAdamWTensorsPerLaunch, tensors.size() - first);
     cuda::adamw_launch(tensors.data() + first, static_cast<int>(count), scalars, stream);
   }
 }

@@ -32,7 +32,8 @@ __global__ void adamw_kernel(AdamWLaunch launch) {
        i < tensor.elems; i += stride) {
     // adamw_update() (optim/adamw.cpp), one IEEE-rounded operation at a time.
     const float g = tensor.grads[i];
-    const float m = __fadd_rn(__fmul_rn(tensor.exp_avg[i], s.beta1), __fmul_rn(s.one_minus_beta1, g));
+    const float m =
+        __fadd_rn(__fmul_rn(tensor.exp_avg[i], s.beta1), __fmul_rn(s.one_minus_beta1, g));
     const float v = __fadd_rn(__fmul_rn(tensor.exp_avg_sq[i], s.beta2),
                               __fmul_rn(s.one_minus_beta2, __fmul_rn(g, g)));
     const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), s.bias2_sqrt), s.eps);
@@ -48,7 +49,7 @@ __global__ void adamw_kernel(AdamWLaunch launch) {
 }  // namespace
 
 void cuda::adamw_launch(const AdamWTensor* tensors, int count, const AdamWScalars& scalars,
-                  cudaStream_t stream) {
+                        cudaStream_t stream) {
   AdamWLaunch launch{};
   launch.scalars = scalars;
   std::int64_t max_elems = 0;

@@ -16,12 +16,12 @@ namespace zl {
 
 /// One tensor of a multi-tensor AdamW step; all pointers are device memory of `elems` elements.
 struct AdamWTensor {
-  float* master = nullptr;         ///< fp32 master weights, updated in place
-  const float* grads = nullptr;    ///< fp32 gradients (already reduced, unscaled and clipped)
-  float* exp_avg = nullptr;        ///< Adam's first moment m, updated in place
-  float* exp_avg_sq = nullptr;     ///< Adam's second moment v, updated in place
+  float* master = nullptr;               ///< fp32 master weights, updated in place
+  const float* grads = nullptr;          ///< fp32 gradients (already reduced, unscaled and clipped)
+  float* exp_avg = nullptr;              ///< Adam's first moment m, updated in place
+  float* exp_avg_sq = nullptr;           ///< Adam's second moment v, updated in place
   std::uint16_t* params_bf16 = nullptr;  ///< bf16 copy of the updated master (nullptr: none)
-  std::int64_t elems = 0;          ///< elements of each of the above
+  std::int64_t elems = 0;                ///< elements of each of the above
 };
 
 /// Tensors one kernel launch takes (their descriptors travel as the kernel's argument, which

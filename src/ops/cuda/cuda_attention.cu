@@ -38,7 +38,8 @@ __global__ void attention_forward_kernel(const float* qkv, float* probs, float* 
   }
   const double max_score = block_max(local_max, partials);
   double local_sum = 0.0;
-  for (std::int64_t s = threadIdx.x; s <= t; s += blockDim.x) local_sum += exp(scores[s] - max_score);
+  for (std::int64_t s = threadIdx.x; s <= t; s += blockDim.x)
+    local_sum += exp(scores[s] - max_score);
   const double exp_sum = block_sum(local_sum, partials);
   float* p = probs + row * T;
   for (std::int64_t s = threadIdx.x; s < T; s += blockDim.x) {
@@ -162,10 +163,12 @@ void attention_backward(const float* qkv, const float* probs, const float* dout,
   if (rows == 0) return;
   const double scale = 1.0 / std::sqrt(static_cast<double>(channels / heads));
   const auto shared_bytes = static_cast<std::size_t>(seq_len) * sizeof(double);
-  allow_shared_bytes(attention_backward_dq_kernel, shared_bytes,
-                     "cudaFuncSetAttribute(attention_backward_dq_kernel, max dynamic shared memory)");
-  allow_shared_bytes(attention_backward_dkv_kernel, shared_bytes,
-                     "cudaFuncSetAttribute(attention_backward_dkv_kernel, max dynamic shared memory)");
+  allow_shared_bytes(
+      attention_backward_dq_kernel, shared_bytes,
+      "cudaFuncSetAttribute(attention_backward_dq_kernel, max dynamic shared memory)");
+  allow_shared_bytes(
+      attention_backward_dkv_kernel, shared_bytes,
+      "cudaFuncSetAttribute(attention_backward_dkv_kernel, max dynamic shared memory)");
   attention_backward_dq_kernel<<<static_cast<unsigned int>(rows), kRowThreads, shared_bytes,
                                  stream>>>(qkv, probs, dout, dqkv, row_terms, seq_len, channels,
                                            heads, scale);

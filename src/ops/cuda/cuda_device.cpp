@@ -48,8 +48,8 @@ std::int64_t head_size(const char* kernel, std::int64_t channels, std::int64_t h
 // The attention kernels keep one row of T doubles in shared memory (cuda_attention.cu).
 void check_attention_seq_len(const char* kernel, std::int64_t seq_len, int device_index) {
   int limit_bytes = 0;
-  ZL_CUDA_CHECK(cudaDeviceGetAttribute(&limit_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                       device_index));
+  ZL_CUDA_CHECK(
+      cudaDeviceGetAttribute(&limit_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_index));
   constexpr std::int64_t kStaticSharedBytes = 32 * sizeof(double);  // the block-sum partials
   const std::int64_t max_seq_len =
       (limit_bytes - kStaticSharedBytes) / static_cast<std::int64_t>(sizeof(double));
@@ -104,7 +104,9 @@ CudaDevice::~CudaDevice() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-void CudaDevice::select() const { ZL_CUDA_CHECK(cudaSetDevice(device_index_)); }
+void CudaDevice::select() const {
+  ZL_CUDA_CHECK(cudaSetDevice(device_index_));
+}
 
 void* CudaDevice::allocate(std::size_t bytes) {
   select();
@@ -172,8 +174,8 @@ unsigned long long* CudaDevice::reset_bad_index() {
 
 std::int64_t CudaDevice::read_bad_index() {
   unsigned long long first_bad = 0;
-  ZL_CUDA_CHECK(cudaMemcpyAsync(&first_bad, bad_index_, sizeof(first_bad), cudaMemcpyDeviceToHost,
-                                stream_));
+  ZL_CUDA_CHECK(
+      cudaMemcpyAsync(&first_bad, bad_index_, sizeof(first_bad), cudaMemcpyDeviceToHost, stream_));
   ZL_CUDA_CHECK(cudaStreamSynchronize(stream_));
   if (first_bad == std::numeric_limits<unsigned long long>::max()) return -1;
   return static_cast<std::int64_t>(first_bad);
@@ -187,7 +189,8 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
   select();
   if (k == 0) {  // an empty sum (cuBLAS rejects a leading dimension of 0): C = beta C
     if (beta == 0.0f) {
-      ZL_CUDA_CHECK(cudaMemsetAsync(c, 0, static_cast<std::size_t>(m * n) * sizeof(float), stream_));
+      ZL_CUDA_CHECK(
+          cudaMemsetAsync(c, 0, static_cast<std::size_t>(m * n) * sizeof(float), stream_));
     }
     return;
   }
@@ -207,11 +210,10 @@ void CudaDevice::matmul_bf16(bool transpose_a, bool transpose_b, std::int64_t m,
   select();
   const float alpha = 1.0f;
   const int mi = as_int(m, "M"), ni = as_int(n, "N"), ki = as_int(k, "K");
-  ZL_CUBLAS_CHECK(cublasGemmEx(cublas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                               transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, ni, mi, ki, &alpha, b,
-                               CUDA_R_16BF, transpose_b ? ki : ni, a, CUDA_R_16BF,
-                               transpose_a ? mi : ki, &beta, c, CUDA_R_32F, ni,
-                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  ZL_CUBLAS_CHECK(cublasGemmEx(
+      cublas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, ni,
+      mi, ki, &alpha, b, CUDA_R_16BF, transpose_b ? ki : ni, a, CUDA_R_16BF, transpose_a ? mi : ki,
+      &beta, c, CUDA_R_32F, ni, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaDevice::linear_forward(std::span<const float> x, std::span<const float> w,
@@ -285,8 +287,7 @@ void CudaDevice::gelu_backward(std::span<const float> x, std::span<const float> 
   check_elems("gelu_backward", "dy", dy.size(), static_cast<std::int64_t>(x.size()));
   check_elems("gelu_backward", "dx", dx.size(), static_cast<std::int64_t>(x.size()));
   select();
-  cuda::gelu_backward(x.data(), dy.data(), dx.data(), static_cast<std::int64_t>(x.size()),
-                      stream_);
+  cuda::gelu_backward(x.data(), dy.data(), dx.data(), static_cast<std::int64_t>(x.size()), stream_);
 }
 
 void CudaDevice::gelu_tanh_forward(std::span<const float> x, std::span<float> y) {
@@ -325,8 +326,8 @@ float CudaDevice::cross_entropy_forward_backward(std::span<const float> logits,
   const std::int64_t bad_row = read_bad_index();  // waits for the stream, so host_losses is ready
   if (bad_row >= 0) {
     std::int64_t label = 0;
-    ZL_CUDA_CHECK(cudaMemcpy(&label, labels.data() + bad_row, sizeof(label),
-                             cudaMemcpyDeviceToHost));
+    ZL_CUDA_CHECK(
+        cudaMemcpy(&label, labels.data() + bad_row, sizeof(label), cudaMemcpyDeviceToHost));
     fail("cross_entropy: row {} has label {}, outside [0, {})", bad_row, label, classes);
   }
   // The row losses summed in row order in double, as CpuDevice does.
@@ -335,10 +336,10 @@ float CudaDevice::cross_entropy_forward_backward(std::span<const float> logits,
   return static_cast<float>(loss_sum / static_cast<double>(rows));
 }
 
-void CudaDevice::embedding_forward(std::span<const std::int64_t> tokens,
-                                   std::span<const float> wte, std::span<const float> wpe,
-                                   std::span<float> x, std::int64_t batch, std::int64_t seq_len,
-                                   std::int64_t channels, std::int64_t vocab) {
+void CudaDevice::embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
+                                   std::span<const float> wpe, std::span<float> x,
+                                   std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                                   std::int64_t vocab) {
   check_elems("embedding_forward", "tokens", tokens.size(), batch * seq_len);
   check_elems("embedding_forward", "wte", wte.size(), vocab * channels);
   check_elems("embedding_forward", "wpe", wpe.size(), seq_len * channels);
@@ -350,15 +351,15 @@ void CudaDevice::embedding_forward(std::span<const std::int64_t> tokens,
   if (bad < 0) return;
   std::int64_t token = 0;
   ZL_CUDA_CHECK(cudaMemcpy(&token, tokens.data() + bad, sizeof(token), cudaMemcpyDeviceToHost));
-  fail("embedding_forward: token {} at row {}, position {} is outside the vocabulary [0, {}): use "
-       "token ids below --vocab",
-       token, bad / seq_len, bad % seq_len, vocab);
+  fail(
+      "embedding_forward: token {} at row {}, position {} is outside the vocabulary [0, {}): use "
+      "token ids below --vocab",
+      token, bad / seq_len, bad % seq_len, vocab);
 }
 
-void CudaDevice::embedding_backward(std::span<const std::int64_t> tokens,
-                                    std::span<const float> dx, std::span<float> dwte,
-                                    std::span<float> dwpe, std::int64_t batch,
-                                    std::int64_t seq_len, std::int64_t channels,
+void CudaDevice::embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
+                                    std::span<float> dwte, std::span<float> dwpe,
+                                    std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                                     std::int64_t vocab) {
   check_elems("embedding_backward", "tokens", tokens.size(), batch * seq_len);
   check_elems("embedding_backward", "dx", dx.size(), batch * seq_len * channels);
@@ -371,9 +372,10 @@ void CudaDevice::embedding_backward(std::span<const std::int64_t> tokens,
   if (bad < 0) return;
   std::int64_t token = 0;
   ZL_CUDA_CHECK(cudaMemcpy(&token, tokens.data() + bad, sizeof(token), cudaMemcpyDeviceToHost));
-  fail("embedding_backward: token {} at row {}, position {} is outside the vocabulary [0, {}): "
-       "use token ids below --vocab",
-       token, bad / seq_len, bad % seq_len, vocab);
+  fail(
+      "embedding_backward: token {} at row {}, position {} is outside the vocabulary [0, {}): "
+      "use token ids below --vocab",
+      token, bad / seq_len, bad % seq_len, vocab);
 }
 
 // ---- LayerNorm and attention ----
@@ -426,8 +428,8 @@ void CudaDevice::attention_forward(std::span<const float> qkv, std::span<float> 
 
 void CudaDevice::attention_backward(std::span<const float> qkv, std::span<const float> probs,
                                     std::span<const float> dout, std::span<float> dqkv,
-                                    std::int64_t batch, std::int64_t seq_len,
-                                    std::int64_t channels, std::int64_t heads) {
+                                    std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                                    std::int64_t heads) {
   head_size("attention_backward", channels, heads);
   check_attention_seq_len("attention_backward", seq_len, device_index_);
   const std::int64_t T = seq_len, C = channels;
@@ -436,8 +438,8 @@ void CudaDevice::attention_backward(std::span<const float> qkv, std::span<const 
   check_elems("attention_backward", "dout", dout.size(), batch * T * C);
   check_elems("attention_backward", "dqkv", dqkv.size(), batch * T * 3 * C);
   select();
-  auto* row_terms = static_cast<double*>(
-      scratch(static_cast<std::size_t>(batch * heads * T) * sizeof(double)));
+  auto* row_terms =
+      static_cast<double*>(scratch(static_cast<std::size_t>(batch * heads * T) * sizeof(double)));
   cuda::attention_backward(qkv.data(), probs.data(), dout.data(), dqkv.data(), row_terms, batch, T,
                            C, heads, stream_);
 }

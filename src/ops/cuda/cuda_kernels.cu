@@ -136,7 +136,8 @@ __global__ void embedding_forward_kernel(const std::int64_t* tokens, const float
 __global__ void check_tokens_kernel(const std::int64_t* tokens, std::int64_t rows,
                                     std::int64_t vocab, unsigned long long* bad_index) {
   for (std::int64_t n = global_index(); n < rows; n += global_stride()) {
-    if (tokens[n] < 0 || tokens[n] >= vocab) atomicMin(bad_index, static_cast<unsigned long long>(n));
+    if (tokens[n] < 0 || tokens[n] >= vocab)
+      atomicMin(bad_index, static_cast<unsigned long long>(n));
   }
 }
 
@@ -202,9 +203,9 @@ __global__ void layernorm_forward_kernel(const float* x, const float* weight, co
   }
 }
 
-__global__ void layernorm_backward_dx_kernel(const float* x, const float* weight,
-                                             const float* mean, const float* rstd, const float* dy,
-                                             float* dx, std::int64_t channels) {
+__global__ void layernorm_backward_dx_kernel(const float* x, const float* weight, const float* mean,
+                                             const float* rstd, const float* dy, float* dx,
+                                             std::int64_t channels) {
   __shared__ double partials[32];
   const std::int64_t r = blockIdx.x;
   const float* in = x + r * channels;
@@ -232,8 +233,8 @@ __global__ void layernorm_backward_dx_kernel(const float* x, const float* weight
 
 // dweight and dbias [C]: one thread per column, rows in order, in double: the CPU's sums exactly.
 __global__ void layernorm_backward_params_kernel(const float* x, const float* mean,
-                                                 const float* rstd, const float* dy,
-                                                 float* dweight, float* dbias, std::int64_t rows,
+                                                 const float* rstd, const float* dy, float* dweight,
+                                                 float* dbias, std::int64_t rows,
                                                  std::int64_t channels) {
   for (std::int64_t c = global_index(); c < channels; c += global_stride()) {
     double dweight_sum = 0.0, dbias_sum = 0.0;
@@ -314,7 +315,7 @@ void embedding_backward(const std::int64_t* tokens, const float* dx, float* dwte
   const std::int64_t rows = batch * seq_len;
   if (rows == 0 || channels == 0) return;
   check_tokens_kernel<<<grid_for(rows, kThreads), kThreads, 0, stream>>>(tokens, rows, vocab,
-                                                                        bad_index);
+                                                                         bad_index);
   cuda_check_launch("embedding_backward (token check)");
   embedding_backward_tokens_kernel<<<grid_for(channels, kThreads), kThreads, 0, stream>>>(
       tokens, dx, dwte, rows, channels, vocab);
@@ -335,8 +336,8 @@ void layernorm_forward(const float* x, const float* weight, const float* bias, f
 }
 
 void layernorm_backward(const float* x, const float* weight, const float* mean, const float* rstd,
-                        const float* dy, float* dx, float* dweight, float* dbias,
-                        std::int64_t rows, std::int64_t channels, cudaStream_t stream) {
+                        const float* dy, float* dx, float* dweight, float* dbias, std::int64_t rows,
+                        std::int64_t channels, cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
   layernorm_backward_dx_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
       x, weight, mean, rstd, dy, dx, channels);

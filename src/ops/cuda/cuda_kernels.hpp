@@ -62,8 +62,8 @@ void layernorm_forward(const float* x, const float* weight, const float* bias, f
 /// LayerNorm backward: dx (added into) one block per row; dweight and dbias one thread per
 /// column, rows in order, in double.
 void layernorm_backward(const float* x, const float* weight, const float* mean, const float* rstd,
-                        const float* dy, float* dx, float* dweight, float* dbias,
-                        std::int64_t rows, std::int64_t channels, cudaStream_t stream);
+                        const float* dy, float* dx, float* dweight, float* dbias, std::int64_t rows,
+                        std::int64_t channels, cudaStream_t stream);
 
 /// Causal attention forward (materialised softmax; see CudaDevice::attention_forward).
 void attention_forward(const float* qkv, float* probs, float* out, std::int64_t batch,
@@ -82,7 +82,7 @@ void adamw_launch(const AdamWTensor* tensors, int count, const AdamWScalars& sca
 
 /// One launch of the rank-order reduction (reduce_cuda.hpp) over `world` <= kReduceMaxRanks
 /// device arrays, checked by the caller.
-void reduce_launch(const void* const* inputs, int world, void* out, std::int64_t count,
-                   DType dtype, ReduceOp op, cudaStream_t stream);
+void reduce_launch(const void* const* inputs, int world, void* out, std::int64_t count, DType dtype,
+                   ReduceOp op, cudaStream_t stream);
 
 }  // namespace zl::cuda

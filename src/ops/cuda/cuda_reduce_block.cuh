@@ -15,7 +15,8 @@ inline constexpr int kRowThreads = 256;
 /// Every thread of the block must call it.
 template <class T>
 __device__ T block_sum(T value, T* partials) {
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xFFFFFFFFu, value, offset);
+  for (int offset = 16; offset > 0; offset /= 2)
+    value += __shfl_down_sync(0xFFFFFFFFu, value, offset);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   __syncthreads();  // partials may still be read by a previous call
   if (lane == 0) partials[warp] = value;
@@ -23,7 +24,8 @@ __device__ T block_sum(T value, T* partials) {
   if (warp == 0) {
     const int warps = (blockDim.x + 31) / 32;
     value = lane < warps ? partials[lane] : T(0);
-    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xFFFFFFFFu, value, offset);
+    for (int offset = 16; offset > 0; offset /= 2)
+      value += __shfl_down_sync(0xFFFFFFFFu, value, offset);
     if (lane == 0) partials[0] = value;
   }
   __syncthreads();

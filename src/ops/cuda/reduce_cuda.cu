@@ -19,10 +19,18 @@ struct RankInputs {
   const void* data[kReduceMaxRanks];
 };
 
-__device__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
-__device__ float div_rn(float a, float b) { return __fdiv_rn(a, b); }
-__device__ double div_rn(double a, double b) { return __ddiv_rn(a, b); }
+__device__ float add_rn(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ double add_rn(double a, double b) {
+  return __dadd_rn(a, b);
+}
+__device__ float div_rn(float a, float b) {
+  return __fdiv_rn(a, b);
+}
+__device__ double div_rn(double a, double b) {
+  return __ddiv_rn(a, b);
+}
 
 // reduce.cpp's combine(): Sum and Avg add; Max keeps the first NaN it meets, else the larger.
 template <class Acc>
@@ -46,7 +54,9 @@ struct LoadF16 {
 };
 struct StoreSame {
   template <class T>
-  __device__ T operator()(T x) const { return x; }
+  __device__ T operator()(T x) const {
+    return x;
+  }
 };
 struct StoreBf16 {
   __device__ std::uint16_t operator()(float x) const { return to_bf16(x); }
@@ -61,8 +71,8 @@ __global__ void reduce_kernel(RankInputs inputs, int world, T* out, std::int64_t
   const Load load;
   const Store store;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < count; i += stride) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
     Acc acc = load(static_cast<const T*>(inputs.data[0])[i]);
     for (int r = 1; r < world; ++r) {
       acc = combine(acc, load(static_cast<const T*>(inputs.data[r])[i]), op);
@@ -82,20 +92,23 @@ void launch(const RankInputs& inputs, int world, void* out, std::int64_t count, 
 
 }  // namespace
 
-void reduce_launch(const void* const* inputs, int world, void* out, std::int64_t count,
-                   DType dtype, ReduceOp op, cudaStream_t stream) {
+void reduce_launch(const void* const* inputs, int world, void* out, std::int64_t count, DType dtype,
+                   ReduceOp op, cudaStream_t stream) {
   if (count == 0) return;
   RankInputs ranks{};
   for (int r = 0; r < world; ++r) ranks.data[r] = inputs[r];
   switch (dtype) {
-    case DType::F32: return launch<float, float, LoadF32, StoreSame>(ranks, world, out, count, op, stream);
+    case DType::F32:
+      return launch<float, float, LoadF32, StoreSame>(ranks, world, out, count, op, stream);
     case DType::F64:
       return launch<double, double, LoadF64, StoreSame>(ranks, world, out, count, op, stream);
     case DType::BF16:
-      return launch<std::uint16_t, float, LoadBf16, StoreBf16>(ranks, world, out, count, op, stream);
+      return launch<std::uint16_t, float, LoadBf16, StoreBf16>(ranks, world, out, count, op,
+                                                               stream);
     case DType::F16:
       return launch<std::uint16_t, float, LoadF16, StoreF16>(ranks, world, out, count, op, stream);
-    case DType::I64: break;
+    case DType::I64:
+      break;
   }
 }
 
