@@ -268,17 +268,24 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
          "--stage", [&config](int stage) { config.engine = engine_of_stage(stage); },
          "ZeRO stage: 0 (DDP), 1, 2 or 3 (same choice as --engine)")
       ->excludes(engine);
-  cmd.add_option("--backend", config.backend,
-                 "sim: W ranks as threads in this process | mpi: one rank per process under "
-                 "mpirun -np W (docs/backends.md)")
-      ->transform(CLI::CheckedTransformer(kBackendNames, CLI::ignore_case))
+  // Strings first, as for --precision: the enums' uint8_t would print as characters in --help.
+  cmd.add_option_function<std::string>(
+         "--backend",
+         [&config](const std::string& name) { config.backend = kBackendNames.at(name); },
+         "sim: W ranks as threads in this process | mpi: one rank per process under mpirun -np W "
+         "(docs/backends.md)")
+      ->transform(CLI::IsMember({"sim", "mpi"}, CLI::ignore_case))
       ->default_str("sim");
-  cmd.add_option("--mpi-reduce", config.mpi_reduce,
-                 "--backend mpi: deterministic (rank-order sums, bitwise the sim's) | native "
-                 "(MPI's own reductions, close to the sim's)")
-      ->transform(CLI::CheckedTransformer(kMpiReduceNames, CLI::ignore_case))
-      ->default_str("deterministic")
-      ->each([&args](const std::string&) { args.mpi_reduce_given = true; });
+  cmd.add_option_function<std::string>(
+         "--mpi-reduce",
+         [&args](const std::string& name) {
+           args.config.mpi_reduce = kMpiReduceNames.at(name);
+           args.mpi_reduce_given = true;
+         },
+         "--backend mpi: deterministic (rank-order sums, bitwise the sim's) | native (MPI's own "
+         "reductions, close to the sim's)")
+      ->transform(CLI::IsMember({"deterministic", "native"}, CLI::ignore_case))
+      ->default_str("deterministic");
   cmd.add_option("--world", config.world,
                  "Number of ranks W (--backend mpi: mpirun's -np unless given, and it must match)")
       ->capture_default_str()

@@ -24,9 +24,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Native mode's promise for fp32 (docs/backends.md): after kNativeSteps steps, the largest
-// |mpi - sim| over all parameters is at most kNativeTolerance times the largest |sim| parameter.
-constexpr double kNativeTolerance = 1e-5;
+// Native mode's promise (docs/backends.md): after kNativeSteps steps, the largest |mpi - sim| over
+// all parameters is at most the tolerance times the largest |sim| parameter: 1e-5 in fp32; 2e-2
+// in bf16, whose gradient sums MPI rounds to bf16 after every pair of ranks.
+constexpr double kNativeToleranceFp32 = 1e-5;
+constexpr double kNativeToleranceBf16 = 2e-2;
 constexpr int kNativeSteps = 10;
 
 const std::string kSmall =
@@ -135,25 +137,32 @@ TEST_F(MpiTrain, NativeReductionStaysWithinTheStatedTolerance) {
   const std::string args = fmt::format(
       "--stage 2 --layers 3 --width 64 --in 16 --classes 8 --steps {} --micro-batch 8 --quiet",
       kNativeSteps);
-  ASSERT_EQ(zerolab(fmt::format("train --world 4 {} --save-final {}", args, file("sim.st").string()))
-                .exit_code,
-            0);
-  const auto native = zerolab_mpi(
-      4, fmt::format("train --backend mpi --mpi-reduce native {} --save-final {}", args,
-                     file("native.st").string()));
-  ASSERT_EQ(native.exit_code, 0) << native.err;
-  const double native_diff = max_relative_diff(file("sim.st"), file("native.st"));
-  std::cout << "native vs sim after " << kNativeSteps << " fp32 steps: max |diff| / max |param| = "
-            << native_diff << " (tolerance " << kNativeTolerance << ")\n";
-  EXPECT_LE(native_diff, kNativeTolerance);
-  // The comparison can fail: a run that differs in one seed is far outside the tolerance.
-  ASSERT_EQ(zerolab(fmt::format("train --world 4 {} --seed 1 --save-final {}", args,
-                                file("seed1.st").string()))
-                .exit_code,
-            0);
-  const double seed_diff = max_relative_diff(file("sim.st"), file("seed1.st"));
-  std::cout << "seed 1 vs seed 0: " << seed_diff << "\n";
-  EXPECT_GT(seed_diff, 1000 * kNativeTolerance);
+  for (const auto& [precision, tolerance] :
+       {std::pair{"fp32", kNativeToleranceFp32}, std::pair{"bf16", kNativeToleranceBf16}}) {
+    SCOPED_TRACE(precision);
+    const std::string run_args = fmt::format("{} --precision {}", args, precision);
+    ASSERT_EQ(zerolab(fmt::format("train --world 4 {} --save-final {}", run_args,
+                                  file("sim.st").string()))
+                  .exit_code,
+              0);
+    const auto native = zerolab_mpi(
+        4, fmt::format("train --backend mpi --mpi-reduce native {} --save-final {}", run_args,
+                       file("native.st").string()));
+    ASSERT_EQ(native.exit_code, 0) << native.err;
+    const double native_diff = max_relative_diff(file("sim.st"), file("native.st"));
+    std::cout << precision << " native vs sim after " << kNativeSteps
+              << " steps: max |diff| / max |param| = " << native_diff << " (tolerance "
+              << tolerance << ")\n";
+    EXPECT_LE(native_diff, tolerance);
+    // The comparison can fail: a run that differs in one seed is far outside the tolerance.
+    ASSERT_EQ(zerolab(fmt::format("train --world 4 {} --seed 1 --save-final {}", run_args,
+                                  file("seed1.st").string()))
+                  .exit_code,
+              0);
+    const double seed_diff = max_relative_diff(file("sim.st"), file("seed1.st"));
+    std::cout << precision << " seed 1 vs seed 0: " << seed_diff << "\n";
+    EXPECT_GT(seed_diff, 50 * tolerance);
+  }
 }
 
 TEST_F(MpiTrain, CheckpointsMoveBetweenMpiAndSim) {
