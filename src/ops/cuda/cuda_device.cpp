@@ -15,6 +15,7 @@
 #include "ops/cpu/cpu_kernel_support.hpp"
 #include "ops/cuda/cuda_check.hpp"
 #include "ops/cuda/cuda_kernels.hpp"
+#include "optim/grad_norm.hpp"
 
 namespace zl {
 
@@ -272,6 +273,43 @@ void CudaDevice::conv1d_backward(std::span<const float> x, std::span<const float
   cuda::add_column_sums(dy.data(), db.data(), rows, out, stream_);
   // dx [rows, in] = dy [rows, out] * w^T (w stored [in, out])
   if (!dx.empty()) gemm(false, true, rows, in, out, dy.data(), w.data(), dx.data(), 0.0f);
+}
+
+// ---- a training step's elementwise work ----
+
+void CudaDevice::add_inplace(std::span<float> out, std::span<const float> addend) {
+  check_elems("add_inplace", "addend", addend.size(), static_cast<std::int64_t>(out.size()));
+  select();
+  cuda::add_inplace(out.data(), addend.data(), static_cast<std::int64_t>(out.size()), stream_);
+}
+
+void CudaDevice::scale_inplace(std::span<float> x, float factor) {
+  select();
+  cuda::scale_inplace(x.data(), factor, static_cast<std::int64_t>(x.size()), stream_);
+}
+
+void CudaDevice::cast_to_bf16(std::span<const float> x, std::span<std::uint16_t> out) {
+  check_elems("cast_to_bf16", "out", out.size(), static_cast<std::int64_t>(x.size()));
+  select();
+  cuda::cast_to_bf16(x.data(), out.data(), static_cast<std::int64_t>(x.size()), stream_);
+}
+
+void CudaDevice::append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) {
+  ZL_CHECK(grads.size() % kNormBlockElems == 0,
+           "gradient span of {} elements is not whole blocks of {}: pad units with layout_units",
+           grads.size(), kNormBlockElems);
+  const std::int64_t blocks = static_cast<std::int64_t>(grads.size()) / kNormBlockElems;
+  if (blocks == 0) return;
+  select();
+  auto* device_partials =
+      static_cast<double*>(scratch(static_cast<std::size_t>(blocks) * sizeof(double)));
+  cuda::block_sumsq(grads.data(), device_partials, blocks, kNormBlockElems, stream_);
+  const std::size_t first = partials.size();
+  partials.resize(first + static_cast<std::size_t>(blocks));
+  ZL_CUDA_CHECK(cudaMemcpyAsync(partials.data() + first, device_partials,
+                                static_cast<std::size_t>(blocks) * sizeof(double),
+                                cudaMemcpyDeviceToHost, stream_));
+  synchronize();
 }
 
 // ---- elementwise ----

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "ops/device.hpp"
 
@@ -82,6 +83,20 @@ class CudaDevice final : public Device {
   void matmul_bf16(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
                    std::int64_t k, const std::uint16_t* a, const std::uint16_t* b, float* c,
                    float beta);
+
+  // ---- a training step's elementwise work outside the Device table, on device spans, each the
+  // same bits as the host code it stands for ----
+
+  /// out[i] += addend[i]: a residual connection (the host loop in model/gpt_block.cpp).
+  void add_inplace(std::span<float> out, std::span<const float> addend);
+  /// x[i] *= factor: loss-scale and gradient scaling.
+  void scale_inplace(std::span<float> x, float factor);
+  /// out[i] = f32_to_bf16(x[i]): the bf16 training copy of fp32 values.
+  void cast_to_bf16(std::span<const float> x, std::span<std::uint16_t> out);
+  /// append_block_sumsq (optim/grad_norm.hpp) on device gradients: one fp64 sum of squares per
+  /// block of kNormBlockElems, in index order, appended to the host vector `partials` (waits for
+  /// the stream). Throws zl::Error unless `grads` is whole blocks.
+  void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials);
 
   // ---- the Device table (semantics: ops/device.hpp). GEMMs are cuBLAS fp32 (no TF32); the
   // other kernels compute in double where the CPU does, so results agree with CpuDevice to

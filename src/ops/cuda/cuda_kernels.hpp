@@ -75,6 +75,20 @@ void attention_backward(const float* qkv, const float* probs, const float* dout,
                         double* row_terms, std::int64_t batch, std::int64_t seq_len,
                         std::int64_t channels, std::int64_t heads, cudaStream_t stream);
 
+/// out[i] = out[i] + addend[i] (one float add each).
+void add_inplace(float* out, const float* addend, std::int64_t elems, cudaStream_t stream);
+
+/// x[i] = x[i] * factor (one float multiply each).
+void scale_inplace(float* x, float factor, std::int64_t elems, cudaStream_t stream);
+
+/// out[i] = the bf16 bits of x[i] (f32_to_bf16's rounding).
+void cast_to_bf16(const float* x, std::uint16_t* out, std::int64_t elems, cudaStream_t stream);
+
+/// partials[b] = sum over i in block b of (double) g[i] squared, i in order: one thread per block
+/// of `block_elems`, so each partial is append_block_sumsq's, bit for bit.
+void block_sumsq(const float* grads, double* partials, std::int64_t blocks,
+                 std::int64_t block_elems, cudaStream_t stream);
+
 /// One launch of the multi-tensor AdamW kernel over `count` <= kAdamWTensorsPerLaunch tensors
 /// (adamw_cuda.hpp), checked by the caller.
 void adamw_launch(const AdamWTensor* tensors, int count, const AdamWScalars& scalars,
