@@ -22,8 +22,7 @@ const std::map<std::string, EngineKind> kEngineNames = {{"reference", EngineKind
                                                         {"zero2", EngineKind::Zero2},
                                                         {"zero3", EngineKind::Zero3}};
 
-const std::map<std::string, Backend> kBackendNames = {{"sim", Backend::Sim},
-                                                      {"mpi", Backend::Mpi}};
+const std::map<std::string, Backend> kBackendNames = {{"sim", Backend::Sim}, {"mpi", Backend::Mpi}};
 
 const std::map<std::string, MpiReduce> kMpiReduceNames = {
     {"deterministic", MpiReduce::Deterministic}, {"native", MpiReduce::Native}};

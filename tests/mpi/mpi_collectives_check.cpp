@@ -91,9 +91,12 @@ std::vector<std::byte> expected(int world, std::size_t count, DType dtype, Reduc
 
 double tolerance(DType dtype) {
   switch (dtype) {
-    case DType::BF16: return 1.0 / 128;
-    case DType::F16: return 1.0 / 1024;
-    default: return 1e-6;
+    case DType::BF16:
+      return 1.0 / 128;
+    case DType::F16:
+      return 1.0 / 1024;
+    default:
+      return 1e-6;
   }
 }
 
@@ -102,12 +105,14 @@ double tolerance(DType dtype) {
 std::string compare(const std::vector<std::byte>& got, const std::vector<std::byte>& want,
                     std::size_t offset, std::size_t count, DType dtype, bool bitwise) {
   double scale = 0.0;
-  for (std::size_t i = 0; i < count; ++i) scale = std::max(scale, std::abs(decode(want, offset + i, dtype)));
+  for (std::size_t i = 0; i < count; ++i)
+    scale = std::max(scale, std::abs(decode(want, offset + i, dtype)));
   for (std::size_t i = 0; i < count; ++i) {
     const double a = decode(got, i, dtype), b = decode(want, offset + i, dtype);
     const std::size_t eb = dtype_bytes(dtype);
-    const bool same = bitwise ? std::memcmp(got.data() + i * eb, want.data() + (offset + i) * eb, eb) == 0
-                              : std::abs(a - b) <= tolerance(dtype) * scale;
+    const bool same =
+        bitwise ? std::memcmp(got.data() + i * eb, want.data() + (offset + i) * eb, eb) == 0
+                : std::abs(a - b) <= tolerance(dtype) * scale;
     if (!same) return fmt::format("element {}: got {} want {}", i, a, b);
   }
   return "";
@@ -118,23 +123,28 @@ void check_reductions(MpiComm& comm, bool bitwise) {
   const std::string mode(mpi_reduce_name(comm.mode()));
   for (const DType dtype : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
     for (const ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
-      for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{1000}, std::size_t{4099}}) {
+      for (const std::size_t count :
+           {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{1000}, std::size_t{4099}}) {
         const std::vector<std::byte> want = expected(world, count, dtype, op);
         std::vector<std::byte> data = rank_input(comm.rank(), count, dtype);
         comm.all_reduce(data.data(), count, dtype, op);
-        const std::string diff = compare(data, want, 0, count, dtype, bitwise || op == ReduceOp::Max);
-        report(comm, diff.empty(), fmt::format("{} all_reduce {} {} x{} {}", mode, dtype_name(dtype),
-                                               reduce_op_name(op), count, diff));
+        const std::string diff =
+            compare(data, want, 0, count, dtype, bitwise || op == ReduceOp::Max);
+        report(comm, diff.empty(),
+               fmt::format("{} all_reduce {} {} x{} {}", mode, dtype_name(dtype),
+                           reduce_op_name(op), count, diff));
         // reduce_scatter: the whole input is W blocks of `count`; rank r gets block r reduced.
         const std::size_t whole = count * static_cast<std::size_t>(world);
         const std::vector<std::byte> whole_want = expected(world, whole, dtype, op);
         const std::vector<std::byte> send = rank_input(comm.rank(), whole, dtype);
         std::vector<std::byte> recv(count * dtype_bytes(dtype));
         comm.reduce_scatter(send.data(), recv.data(), count, dtype, op);
-        const std::string rs_diff = compare(recv, whole_want, count * static_cast<std::size_t>(comm.rank()),
-                                            count, dtype, bitwise || op == ReduceOp::Max);
-        report(comm, rs_diff.empty(), fmt::format("{} reduce_scatter {} {} x{} {}", mode,
-                                                  dtype_name(dtype), reduce_op_name(op), count, rs_diff));
+        const std::string rs_diff =
+            compare(recv, whole_want, count * static_cast<std::size_t>(comm.rank()), count, dtype,
+                    bitwise || op == ReduceOp::Max);
+        report(comm, rs_diff.empty(),
+               fmt::format("{} reduce_scatter {} {} x{} {}", mode, dtype_name(dtype),
+                           reduce_op_name(op), count, rs_diff));
       }
     }
   }
@@ -152,15 +162,21 @@ void check_movers(MpiComm& comm) {
   const int world = comm.size();
   const std::size_t count = 5;
   std::vector<std::byte> whole = rank_input(0, count * static_cast<std::size_t>(world), DType::F64);
-  // all_gather: block r of the output is rank r's block; once from a separate buffer, once in place.
-  std::vector<std::byte> mine(whole.begin() + static_cast<std::ptrdiff_t>(count * 8 * static_cast<std::size_t>(comm.rank())),
-                              whole.begin() + static_cast<std::ptrdiff_t>(count * 8 * static_cast<std::size_t>(comm.rank() + 1)));
+  // all_gather: block r of the output is rank r's block; once from a separate buffer, once in
+  // place.
+  std::vector<std::byte> mine(
+      whole.begin() +
+          static_cast<std::ptrdiff_t>(count * 8 * static_cast<std::size_t>(comm.rank())),
+      whole.begin() +
+          static_cast<std::ptrdiff_t>(count * 8 * static_cast<std::size_t>(comm.rank() + 1)));
   std::vector<std::byte> out(whole.size());
   comm.all_gather(mine.data(), out.data(), count, DType::F64);
   report(comm, out == whole, "all_gather f64");
   std::vector<std::byte> in_place(whole.size());
-  std::memcpy(in_place.data() + count * 8 * static_cast<std::size_t>(comm.rank()), mine.data(), mine.size());
-  comm.all_gather(in_place.data() + count * 8 * static_cast<std::size_t>(comm.rank()), in_place.data(), count, DType::F64);
+  std::memcpy(in_place.data() + count * 8 * static_cast<std::size_t>(comm.rank()), mine.data(),
+              mine.size());
+  comm.all_gather(in_place.data() + count * 8 * static_cast<std::size_t>(comm.rank()),
+                  in_place.data(), count, DType::F64);
   report(comm, in_place == whole, "all_gather f64 in place");
   const int root = world - 1;
   std::vector<std::byte> data = rank_input(comm.rank(), 9, DType::BF16);
@@ -178,9 +194,12 @@ void check_ledger(MpiComm& comm) {
   const TrafficLedger& after = comm.traffic();
   const bool ok =
       after.calls(CollectiveKind::AllReduce) == before.calls(CollectiveKind::AllReduce) + 1 &&
-      after.sent_bytes(CollectiveKind::AllReduce) - before.sent_bytes(CollectiveKind::AllReduce) == want.sent_bytes &&
-      after.recv_bytes(CollectiveKind::AllReduce) - before.recv_bytes(CollectiveKind::AllReduce) == want.recv_bytes;
-  report(comm, ok, fmt::format("traffic ledger: all_reduce of 10 fp32 sends {} bytes", want.sent_bytes));
+      after.sent_bytes(CollectiveKind::AllReduce) - before.sent_bytes(CollectiveKind::AllReduce) ==
+          want.sent_bytes &&
+      after.recv_bytes(CollectiveKind::AllReduce) - before.recv_bytes(CollectiveKind::AllReduce) ==
+          want.recv_bytes;
+  report(comm, ok,
+         fmt::format("traffic ledger: all_reduce of 10 fp32 sends {} bytes", want.sent_bytes));
 }
 
 }  // namespace

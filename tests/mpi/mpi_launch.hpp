@@ -13,11 +13,18 @@
 
 namespace zl::test {
 
-/// "env ASAN_OPTIONS=... <mpirun> <flags> -np <ranks> " — put the program and its arguments after it.
+/// "env ASAN_OPTIONS=detect_leaks=0 ": put before any command whose processes initialise MPI,
+/// under mpirun or not (`zerolab train --backend mpi` alone is an MPI singleton).
+inline std::string without_leak_check() {
+  return "env ASAN_OPTIONS=detect_leaks=0 ";
+}
+
+/// "env ASAN_OPTIONS=... <mpirun> <flags> -np <ranks> " — put the program and its arguments after
+/// it.
 inline std::string mpirun(int ranks) {
   const std::string root = ::geteuid() == 0 ? " --allow-run-as-root" : "";
-  return fmt::format("env ASAN_OPTIONS=detect_leaks=0 {} --oversubscribe{} {} -np {} ", ZL_MPIEXEC,
-                     root, ZL_MPIRUN_FLAGS, ranks);
+  return fmt::format("{}{} --oversubscribe{} {} -np {} ", without_leak_check(), ZL_MPIEXEC, root,
+                     ZL_MPIRUN_FLAGS, ranks);
 }
 
 }  // namespace zl::test

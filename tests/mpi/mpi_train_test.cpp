@@ -38,6 +38,11 @@ CommandResult zerolab(const std::string& args) {
   return run_command(fmt::format("{} {}", ZL_BINARY, args));
 }
 
+// `zerolab` alone with --backend mpi: a world of one (an MPI singleton).
+CommandResult zerolab_singleton(const std::string& args) {
+  return run_command(fmt::format("{}{} {}", test::without_leak_check(), ZL_BINARY, args));
+}
+
 CommandResult zerolab_mpi(int ranks, const std::string& args) {
   return run_command(fmt::format("{}{} {}", test::mpirun(ranks), ZL_BINARY, args));
 }
@@ -118,14 +123,15 @@ class MpiTrain : public ::testing::Test {
 };
 
 TEST_F(MpiTrain, EveryStageMatchesTheSimBitwise) {
-  for (const int stage : {0, 1, 2, 3}) expect_same_as_sim(fmt::format("--stage {} {}", stage, kSmall));
+  for (const int stage : {0, 1, 2, 3})
+    expect_same_as_sim(fmt::format("--stage {} {}", stage, kSmall));
 }
 
 TEST_F(MpiTrain, MixedPrecisionAndTrainingFeaturesMatchTheSimBitwise) {
   expect_same_as_sim("--stage 1 --bf16 " + kSmall);
   expect_same_as_sim("--stage 3 --fp16 " + kSmall);
-  expect_same_as_sim("--stage 2 --bf16 --grad-accum 2 --clip 0.05 --overlap-comm --reduce-bucket 50 " +
-                     kSmall);
+  expect_same_as_sim(
+      "--stage 2 --bf16 --grad-accum 2 --clip 0.05 --overlap-comm --reduce-bucket 50 " + kSmall);
 }
 
 TEST_F(MpiTrain, GptTinyMatchesTheSimBitwise) {
@@ -145,14 +151,14 @@ TEST_F(MpiTrain, NativeReductionStaysWithinTheStatedTolerance) {
                                   file("sim.st").string()))
                   .exit_code,
               0);
-    const auto native = zerolab_mpi(
-        4, fmt::format("train --backend mpi --mpi-reduce native {} --save-final {}", run_args,
-                       file("native.st").string()));
+    const auto native =
+        zerolab_mpi(4, fmt::format("train --backend mpi --mpi-reduce native {} --save-final {}",
+                                   run_args, file("native.st").string()));
     ASSERT_EQ(native.exit_code, 0) << native.err;
     const double native_diff = max_relative_diff(file("sim.st"), file("native.st"));
     std::cout << precision << " native vs sim after " << kNativeSteps
-              << " steps: max |diff| / max |param| = " << native_diff << " (tolerance "
-              << tolerance << ")\n";
+              << " steps: max |diff| / max |param| = " << native_diff << " (tolerance " << tolerance
+              << ")\n";
     EXPECT_LE(native_diff, tolerance);
     // The comparison can fail: a run that differs in one seed is far outside the tolerance.
     ASSERT_EQ(zerolab(fmt::format("train --world 4 {} --seed 1 --save-final {}", run_args,
@@ -166,31 +172,33 @@ TEST_F(MpiTrain, NativeReductionStaysWithinTheStatedTolerance) {
 }
 
 TEST_F(MpiTrain, CheckpointsMoveBetweenMpiAndSim) {
-  const std::string args = "--stage 3 --layers 3 --width 12 --in 5 --classes 4 --micro-batch 3 --quiet";
+  const std::string args =
+      "--stage 3 --layers 3 --width 12 --in 5 --classes 4 --micro-batch 3 --quiet";
   const std::string ckpt = file("ckpt").string();
   const auto saved = zerolab_mpi(
       4, fmt::format("train --backend mpi {} --steps 2 --checkpoint-dir {}", args, ckpt));
   ASSERT_EQ(saved.exit_code, 0) << saved.err;
-  const auto straight =
-      zerolab(fmt::format("train --world 4 {} --steps 4 --save-final {}", args, file("straight.st").string()));
+  const auto straight = zerolab(fmt::format("train --world 4 {} --steps 4 --save-final {}", args,
+                                            file("straight.st").string()));
   ASSERT_EQ(straight.exit_code, 0) << straight.err;
-  const auto on_sim = zerolab(fmt::format("train --world 4 {} --steps 4 --resume {} --save-final {}",
-                                          args, ckpt, file("sim_resumed.st").string()));
+  const auto on_sim =
+      zerolab(fmt::format("train --world 4 {} --steps 4 --resume {} --save-final {}", args, ckpt,
+                          file("sim_resumed.st").string()));
   ASSERT_EQ(on_sim.exit_code, 0) << on_sim.err;
-  const auto on_mpi = zerolab_mpi(
-      4, fmt::format("train --backend mpi {} --steps 4 --resume {} --save-final {}", args, ckpt,
-                     file("mpi_resumed.st").string()));
+  const auto on_mpi =
+      zerolab_mpi(4, fmt::format("train --backend mpi {} --steps 4 --resume {} --save-final {}",
+                                 args, ckpt, file("mpi_resumed.st").string()));
   ASSERT_EQ(on_mpi.exit_code, 0) << on_mpi.err;
   EXPECT_EQ(slurp(file("straight.st")), slurp(file("sim_resumed.st")));
   EXPECT_EQ(slurp(file("straight.st")), slurp(file("mpi_resumed.st")));
 }
 
 TEST_F(MpiTrain, WithoutMpirunItIsAWorldOfOne) {
-  const auto sim = zerolab(fmt::format("train --world 1 --stage 1 {} --save-final {}", kSmall,
-                                       file("sim.st").string()));
+  const auto sim = zerolab(
+      fmt::format("train --world 1 --stage 1 {} --save-final {}", kSmall, file("sim.st").string()));
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
-  const auto mpi = zerolab(fmt::format("train --backend mpi --stage 1 {} --save-final {}", kSmall,
-                                       file("mpi.st").string()));
+  const auto mpi = zerolab_singleton(fmt::format("train --backend mpi --stage 1 {} --save-final {}",
+                                                 kSmall, file("mpi.st").string()));
   ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
   EXPECT_EQ(slurp(file("sim.st")), slurp(file("mpi.st")));
 }
@@ -205,7 +213,8 @@ TEST_F(MpiTrain, AWorldThatDisagreesWithMpirunIsAnError) {
 
 TEST_F(MpiTrain, SimOnlyFlagsAndBadValuesAreOneLineErrors) {
   const std::pair<std::string, std::string> cases[] = {
-      {"--backend mpi --stage 1 --inject-fault rank=1,at=all_reduce:1,kind=throw", "--inject-fault is the simulator's"},
+      {"--backend mpi --stage 1 --inject-fault rank=1,at=all_reduce:1,kind=throw",
+       "--inject-fault is the simulator's"},
       {"--backend mpi --what-if-world 8", "--trace and --what-if-world need every rank's"},
       {"--backend mpi --trace " + file("t.json").string(), "--trace and --what-if-world"},
       {"--backend mpi --save-data " + file("d.st").string(), "--save-data needs every rank's"},
@@ -215,7 +224,7 @@ TEST_F(MpiTrain, SimOnlyFlagsAndBadValuesAreOneLineErrors) {
       {"--backend gloo", "--backend"},
   };
   for (const auto& [args, message] : cases) {
-    const auto run = zerolab("train " + args + " " + kSmall);
+    const auto run = zerolab_singleton("train " + args + " " + kSmall);
     EXPECT_NE(run.exit_code, 0) << args;
     EXPECT_NE(run.err.find(message), std::string::npos) << args << "\n" << run.err;
     EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << args << "\n" << run.err;

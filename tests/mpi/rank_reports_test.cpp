@@ -1,10 +1,11 @@
 // rank_reports_test.cpp — what an mpi run's ranks send to rank 0 comes back as it was: the memory
 // ledger's current and peak bytes per category and its total peak, the traffic ledger's bytes and
 // calls per collective, the step times, and checkpoint file entries; damaged bytes are an error.
+#include "engines/rank_reports.hpp"
+
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
-#include "engines/rank_reports.hpp"
 
 namespace zl {
 namespace {
@@ -26,10 +27,18 @@ TEST(MpiReports, RankTotalsComeBackAsTheyWere) {
   traffic.record(CollectiveKind::Barrier, {});
   traffic.record_to_host(11);
   traffic.record_to_device(13);
-  totals.steps = {{.step = 0, .start_ms = 0.5, .compute_ms = 1.25, .comm_ms = 0.75,
-                   .exposed_comm_ms = 0.5, .step_ms = 2.0},
-                  {.step = 1, .start_ms = 2.5, .compute_ms = 1.0, .comm_ms = 0.25,
-                   .exposed_comm_ms = 0.125, .step_ms = 1.5}};
+  totals.steps = {{.step = 0,
+                   .start_ms = 0.5,
+                   .compute_ms = 1.25,
+                   .comm_ms = 0.75,
+                   .exposed_comm_ms = 0.5,
+                   .step_ms = 2.0},
+                  {.step = 1,
+                   .start_ms = 2.5,
+                   .compute_ms = 1.0,
+                   .comm_ms = 0.25,
+                   .exposed_comm_ms = 0.125,
+                   .step_ms = 1.5}};
 
   const RankTotals back = decode_rank_totals(encode_rank_totals(totals));
   EXPECT_EQ(back.report.rank, 3);
@@ -56,14 +65,14 @@ TEST(MpiReports, RankTotalsComeBackAsTheyWere) {
 }
 
 TEST(MpiReports, FileEntriesComeBackAsTheyWere) {
-  const FileEntry entry{.name = "rank-2.safetensors", .size_bytes = 12345,
-                        .sha256 = std::string(64, 'a')};
+  const FileEntry entry{
+      .name = "rank-2.safetensors", .size_bytes = 12345, .sha256 = std::string(64, 'a')};
   EXPECT_EQ(decode_file_entry(encode_file_entry(entry)), entry);
 }
 
 TEST(MpiReports, DamagedBytesAreAnError) {
-  const std::string bytes = encode_file_entry({.name = "rank-0.safetensors", .size_bytes = 1,
-                                               .sha256 = "x"});
+  const std::string bytes =
+      encode_file_entry({.name = "rank-0.safetensors", .size_bytes = 1, .sha256 = "x"});
   EXPECT_THROW(decode_file_entry(bytes.substr(0, bytes.size() - 1)), Error);
   EXPECT_THROW(decode_file_entry(bytes + "!"), Error);
   EXPECT_THROW(decode_rank_totals("short"), Error);

@@ -42,11 +42,15 @@ void ensure_initialized() {
 
 MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {
-    case DType::F32: return MPI_FLOAT;
-    case DType::F64: return MPI_DOUBLE;
+    case DType::F32:
+      return MPI_FLOAT;
+    case DType::F64:
+      return MPI_DOUBLE;
     case DType::BF16:
-    case DType::F16: return MPI_UINT16_T;  // moved as bits; only the reductions read them
-    case DType::I64: return MPI_INT64_T;
+    case DType::F16:
+      return MPI_UINT16_T;  // moved as bits; only the reductions read them
+    case DType::I64:
+      return MPI_INT64_T;
   }
   fail("unknown dtype {}", static_cast<int>(dtype));
 }
@@ -123,7 +127,8 @@ void divide_by_world(void* data, std::size_t count, DType dtype, int world) {
       }
       return;
     }
-    case DType::I64: break;
+    case DType::I64:
+      break;
   }
   fail("avg over {} is not supported", dtype_name(dtype));
 }
@@ -242,7 +247,8 @@ void MpiComm::all_gather(const void* send, void* recv, std::size_t send_count, D
     }
     std::vector<std::byte> copy;  // MPI forbids a send buffer inside the receive buffer
     if (overlaps(send, block_bytes, recv, block_bytes * static_cast<std::size_t>(world_))) {
-      copy.assign(static_cast<const std::byte*>(send), static_cast<const std::byte*>(send) + block_bytes);
+      copy.assign(static_cast<const std::byte*>(send),
+                  static_cast<const std::byte*>(send) + block_bytes);
       send = copy.data();
     }
     MPI_Allgather(send, count, mpi_type(dtype), recv, count, mpi_type(dtype), comm_);
@@ -285,11 +291,12 @@ void MpiComm::all_reduce_rank_order(void* data, std::size_t count, DType dtype, 
   for (std::size_t r = 0; r < world; ++r) {
     inputs[r] = own_chunks.data() + r * static_cast<std::size_t>(own) * elem_bytes;
   }
-  auto* own_chunk = static_cast<std::byte*>(data) +
-                    static_cast<std::size_t>(chunk_displs[static_cast<std::size_t>(rank_)]) * elem_bytes;
+  auto* own_chunk =
+      static_cast<std::byte*>(data) +
+      static_cast<std::size_t>(chunk_displs[static_cast<std::size_t>(rank_)]) * elem_bytes;
   reduce_rank_order(inputs, own_chunk, static_cast<std::size_t>(own), dtype, op);
-  MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, chunk_counts.data(),
-                 chunk_displs.data(), type, comm_);
+  MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, chunk_counts.data(), chunk_displs.data(),
+                 type, comm_);
 }
 
 // Block r of every rank's `send` goes to rank r, which sums the W blocks in rank order.
@@ -312,8 +319,8 @@ MPI_Op MpiComm::native_op(DType dtype, ReduceOp op) const {
 }
 
 void MpiComm::all_reduce_native(void* data, std::size_t count, DType dtype, ReduceOp op) {
-  MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), mpi_type(dtype),
-                native_op(dtype, op), comm_);
+  MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), mpi_type(dtype), native_op(dtype, op),
+                comm_);
   if (op == ReduceOp::Avg) divide_by_world(data, count, dtype, world_);
 }
 
@@ -322,7 +329,8 @@ void MpiComm::reduce_scatter_native(const void* send, void* recv, std::size_t re
   const std::size_t send_bytes = recv_count * dtype_bytes(dtype) * static_cast<std::size_t>(world_);
   std::vector<std::byte> copy;  // MPI forbids overlapping buffers
   if (overlaps(send, send_bytes, recv, recv_count * dtype_bytes(dtype))) {
-    copy.assign(static_cast<const std::byte*>(send), static_cast<const std::byte*>(send) + send_bytes);
+    copy.assign(static_cast<const std::byte*>(send),
+                static_cast<const std::byte*>(send) + send_bytes);
     send = copy.data();
   }
   MPI_Reduce_scatter_block(send, recv, static_cast<int>(recv_count), mpi_type(dtype),
@@ -349,7 +357,8 @@ std::vector<std::string> MpiComm::gather_to_root(std::string_view bytes) {
               0, comm_);
   std::vector<std::string> per_rank;
   for (std::size_t r = 0; r < sizes.size(); ++r) {
-    per_rank.push_back(all.substr(static_cast<std::size_t>(displs[r]), static_cast<std::size_t>(sizes[r])));
+    per_rank.push_back(
+        all.substr(static_cast<std::size_t>(displs[r]), static_cast<std::size_t>(sizes[r])));
   }
   return per_rank;
 }
