@@ -31,18 +31,18 @@ struct TrainOutputs {
 
 /// GPT sizes given by flags (--n-layer, ...), applied over the preset; empty when not given.
 struct GptOverrides {
-  std::optional<int> n_layer;
-  std::optional<int> n_head;
-  std::optional<std::int64_t> n_embd;
-  std::optional<std::int64_t> block_size;
-  std::optional<std::int64_t> vocab;
+  std::optional<int> n_layer;              ///< --n-layer: transformer blocks
+  std::optional<int> n_head;               ///< --n-head: attention heads per block
+  std::optional<std::int64_t> n_embd;      ///< --n-embd: channels C
+  std::optional<std::int64_t> block_size;  ///< --block-size: tokens per sequence T
+  std::optional<std::int64_t> vocab;       ///< --vocab: vocabulary size V
 };
 
 /// A parsed `zerolab train` command line.
 struct TrainArgs {
-  TrainConfig config;
-  TrainOutputs outputs;
-  CheckpointPlan checkpoints;
+  TrainConfig config;          ///< the run itself (what decides the bits)
+  TrainOutputs outputs;        ///< files to write and what to print
+  CheckpointPlan checkpoints;  ///< --checkpoint-dir, --checkpoint-every, --resume
   std::optional<std::string> gpt_preset;  ///< --preset; "tiny" when --model gpt names none
   GptOverrides gpt_sizes;                 ///< --n-layer, --n-head, --n-embd, --block-size, --vocab
   std::optional<DsConfig> ds_config;      ///< --config, as read from the file

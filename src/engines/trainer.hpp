@@ -46,24 +46,25 @@ std::optional<int> launched_world(Backend backend);
 
 /// Everything that defines a run. Two runs with equal configs produce identical bits.
 struct TrainConfig {
-  ModelKind model = ModelKind::Mlp;
+  ModelKind model = ModelKind::Mlp;  ///< which model trains (--model)
   MlpConfig mlp;  ///< the MLP's shape (model Mlp)
   GptConfig gpt;  ///< the GPT's shape (model Gpt)
   /// GPT only: train on this uint16 token file (nanoGPT's .bin) instead of the synthetic task.
   std::filesystem::path data_file{};
   /// Precision, loss scaling, accumulation, clipping, buckets, prefetch, persistence.
   TrainingFeatures features{};
-  EngineKind engine = EngineKind::Ddp;
+  EngineKind engine = EngineKind::Ddp;  ///< the reference or a stage's engine (--stage, --engine)
   /// Sim, or Mpi: then `world` must be the number of processes (launched_world()) and the
   /// results are bitwise the sim's with MpiReduce::Deterministic, close with Native.
   Backend backend = Backend::Sim;
   MpiReduce mpi_reduce = MpiReduce::Deterministic;  ///< how the Mpi backend reduces
-  int world = 1;
-  std::int64_t steps = 10;
+  int world = 1;           ///< ranks W (the reference plays all W in one process)
+  std::int64_t steps = 10;  ///< optimizer steps, counted from the run's start (also when resuming)
   std::int64_t micro_batch = 32;  ///< rows per rank per micro-step (train_micro_batch_size_per_gpu)
-  AdamWConfig adamw;
+  AdamWConfig adamw;  ///< learning rate, betas, eps, weight decay (torch.optim.AdamW's meaning)
   std::uint64_t seed = 0;    ///< parameter init and data
   bool record_data = false;  ///< keep every sample the engines were given (for --save-data)
+  /// Sim only: the longest a rank waits in one collective before the run fails naming it.
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(120)};
   /// Steps whose gradient norm is NaN or infinite stop the run (Stop) or are skipped (Skip).
   NonFinitePolicy nonfinite = NonFinitePolicy::Stop;
@@ -75,7 +76,7 @@ struct TrainConfig {
   /// compute is each rank's measured CPU time, scaled to `device` when one other than "cpu" is
   /// given. Never changes results.
   LinkPreset link = link_preset(kDefaultLink);
-  std::optional<DevicePreset> device{};
+  std::optional<DevicePreset> device{};  ///< scale compute to this device (--device); none: CPU time
   /// Keep every rank's timeline program and events (for --trace and --what-if-world).
   bool record_timeline = false;
 };
@@ -87,37 +88,37 @@ void validate(const TrainConfig& config);
 struct StepRecord {
   std::int64_t step = 0;  ///< 0-based
   float loss = 0.0f;      ///< mean over the W micro-batches
-  double grad_norm = 0.0;
+  double grad_norm = 0.0;  ///< global L2 norm of the averaged gradient, before clipping
   double step_ms = 0.0;  ///< wall time of engine.step() on rank 0
   bool skipped = false;  ///< the norm was not finite and NonFinitePolicy::Skip skipped the update
   /// Rank 0's simulated timeline over the step (the logged loss's all_reduce included).
   double compute_ms = 0.0;
-  double comm_ms = 0.0;
+  double comm_ms = 0.0;  ///< simulated time the comm stream was busy
   double exposed_comm_ms = 0.0;  ///< the compute stream's wait while comm was busy
   double sim_step_ms = 0.0;      ///< simulated time of the step
 };
 
 /// One rank's measured ledgers at the end of the run.
 struct RankReport {
-  int rank = 0;
-  MemoryLedger memory;
-  TrafficLedger traffic;
+  int rank = 0;           ///< the rank these ledgers belong to
+  MemoryLedger memory;    ///< bytes held and peak bytes per category, read after the last step
+  TrafficLedger traffic;  ///< bytes sent and received and calls per collective over the steps
 };
 
 /// The samples a run used, micro-step-major, then rank, then row (micro-step m, rank r uses rows
 /// (m*W + r)*B ... + B-1; step t's k-th accumulated micro-batch is micro-step t*k_total + k).
 /// MLP: x [rows, features] and labels y [rows]. GPT: tokens [rows, T] and next tokens y [rows, T].
 struct UsedData {
-  std::vector<float> x;
-  std::vector<std::int64_t> y;
-  std::vector<std::int64_t> tokens;
+  std::vector<float> x;               ///< MLP inputs [rows, features]; empty for the GPT
+  std::vector<std::int64_t> y;        ///< MLP labels [rows], or GPT next tokens [rows, T]
+  std::vector<std::int64_t> tokens;   ///< GPT input tokens [rows, T]; empty for the MLP
 };
 
 /// Everything a run produced.
 struct TrainResult {
   std::vector<UnitLayout> layout;  ///< units laid out for the run's world
   std::vector<StepRecord> steps;   ///< the steps this run made (from the resumed step on)
-  ModelState final_state;
+  ModelState final_state;  ///< full parameters and Adam moments after the last step (unpadded)
   std::vector<RankReport> ranks;  ///< one per rank (one in total for the reference)
   UsedData data;                  ///< filled when config.record_data
   /// One per rank: the simulated times of every step; with config.record_timeline also the
