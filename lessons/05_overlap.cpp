@@ -30,9 +30,12 @@ constexpr std::string_view kModel =
 constexpr std::string_view kGap =
     "What ZeRO-1 still exposes: the reduce-scatter of the first unit, which backward finishes\n"
     "last; the gradient norm, which needs every shard's partials before the update; and the\n"
-    "logged loss, whose all-reduce waits behind the parameter all-gathers on the one comm stream.";
+    "first unit's all-gather, which the next forward needs before it can start. The logged\n"
+    "loss is averaged right after backward, ahead of the all-gathers on the one comm stream.";
 
 constexpr double kFlopsPerMs = 1e9;  // 1 TFLOP/s
+// "Close to DDP": ZeRO-1 with overlap within 10% of DDP's step time (DDP overlapping too).
+constexpr double kCloseToDdp = 1.10;
 
 struct Run {
   std::string name;
@@ -146,7 +149,7 @@ int main(int argc, char** argv) {
         const double zero1 = runs[2].last_step.step_ms;     // ZeRO-1, blocking
         const double zero1_ov = runs[3].last_step.step_ms;  // ZeRO-1 with overlap
         const bool slower = ddp < zero1;
-        const bool closer = zero1_ov < zero1;
+        const bool closer = zero1_ov < zero1 && zero1_ov <= kCloseToDdp * ddp;
         bool hidden = true;
         for (std::size_t i = 0; i + 1 < runs.size(); i += 2) {
           hidden =
@@ -156,8 +159,8 @@ int main(int argc, char** argv) {
             "{}: DDP with overlap ({:.4f} ms) is faster than ZeRO-1 without ({:.4f} ms, "
             "{:.2f}x)\n",
             slower ? "ok" : "UNEXPECTED", ddp, zero1, zero1 / ddp);
-        fmt::print("{}: ZeRO-1 with overlap ({:.4f} ms, {:.2f}x DDP) closes part of the gap\n",
-                   closer ? "ok" : "UNEXPECTED", zero1_ov, zero1_ov / ddp);
+        fmt::print("{}: ZeRO-1 with overlap ({:.4f} ms) is close to DDP: {:.2f}x, within {:.2f}x\n",
+                   closer ? "ok" : "UNEXPECTED", zero1_ov, zero1_ov / ddp, kCloseToDdp);
         fmt::print("{}: overlap lowers the exposed comm of every stage\n\n",
                    hidden ? "ok" : "UNEXPECTED");
         fmt::print("{}\n", kGap);

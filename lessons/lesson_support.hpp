@@ -103,7 +103,7 @@ void print_model(const TrainConfig& config, const TrainResult& result);
 std::vector<CategoryBytes> final_holdings(const TrainResult& result);
 
 /// Bytes rank `rank` sent for model states: its measured total less the run's small bookkeeping
-/// collectives — the logged loss average (trainer.hpp: one fp32 all_reduce per step) and, on
+/// collectives — the logged loss average (sharding.hpp: one fp32 all_reduce per step) and, on
 /// ZeRO stages, the gradient-norm partials (sharding.hpp: one fp64 per kNormBlockElems padded
 /// elements, all-gathered once per step) — priced with the ledger's own ring_volume.
 std::int64_t model_state_sent_bytes(const TrainConfig& config, const TrainResult& result, int rank);

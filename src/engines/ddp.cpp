@@ -58,6 +58,8 @@ class DdpEngine final : public Engine {
       }
       if (micro_steps > 1) accumulate(k == 0);
     }
+    // the logged loss, averaged over the ranks now that backward's reductions are done
+    const float loss = mean_loss_over_ranks(comm_, loss_sum / static_cast<float>(micro_steps));
     // 4. update the whole model, identically everywhere
     const std::vector<TypedSpan> grads = whole(micro_steps > 1 ? accum_ : grads_);
     const double grad_norm =
@@ -65,7 +67,7 @@ class DdpEngine final : public Engine {
     const bool update =
         optimizer_step(grad_norm, step, whole(params_), grads, opt_, options_, device_);
     if (update) notify(options_, device_, "update");
-    return {.loss = loss_sum / static_cast<float>(micro_steps),
+    return {.loss = loss,
             .grad_norm = grad_norm,
             .skipped = !update};
   }

@@ -98,8 +98,9 @@ struct EngineOptions {
 
 /// What one optimizer step reports.
 struct StepStats {
-  /// Loss this engine computed: its own micro-batch's on a distributed rank (the trainer averages
-  /// them with one all_reduce, as nanoGPT does); already the mean over W in the reference.
+  /// The logged loss: the mean over the W ranks (and the accumulated micro-batches) of the
+  /// micro-batch losses, the same on every rank. Distributed engines average it with one
+  /// all_reduce after backward (mean_loss_over_ranks); the reference averages its W losses.
   float loss = 0.0f;
   /// Canonical L2 norm of the averaged gradients (optim/grad_norm.hpp); the same on every rank.
   double grad_norm = 0.0;

@@ -184,6 +184,11 @@ void all_reduce_unit(Comm& comm, TypedSpan grad, std::int64_t bucket_elems) {
   start_all_reduce(comm, grad, bucket_elems, /*async=*/false).wait();
 }
 
+float mean_loss_over_ranks(Comm& comm, float local_loss) {
+  comm.all_reduce(&local_loss, 1, DType::F32, ReduceOp::Avg);
+  return local_loss;
+}
+
 double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
                          const std::vector<double>& own_partials) {
   // Mine: [unit 0 blocks][unit 1 blocks]...; gathered: rank-major copies of that.

@@ -79,6 +79,11 @@ void reduce_scatter_unit(Comm& comm, Device& device, TypedSpan full, TypedSpan s
 /// elements (reduce_bucket_size). Collective.
 void all_reduce_unit(Comm& comm, TypedSpan grad, std::int64_t bucket_elems);
 
+/// The logged loss: the mean of every rank's `local_loss`, one 4-byte all_reduce (avg), as nanoGPT
+/// logs it. Engines call it once backward's reductions are complete and before the gradient norm,
+/// so it never waits behind the step's parameter all_gathers. Collective.
+float mean_loss_over_ranks(Comm& comm, float local_loss);
+
 /// The canonical global gradient norm from each rank's block partials of its own gradient shards
 /// (unit after unit): every rank shares them (one all_gather of Psi_padded / kNormBlockElems
 /// doubles in all), then all ranks sum them in the unsharded model's block order, so the norm

@@ -411,20 +411,18 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
     return own;
   };
 
-  // Runs the step loop for one engine; `mean_loss` turns the engine's loss into the logged one;
-  // `after_step` gets the number of completed steps.
+  // Runs the step loop for one engine (whose loss is already the mean over ranks); `after_step`
+  // gets the number of completed steps.
   auto run_steps = [&](Engine& engine, bool is_rank0, RankTimeline& clocks,
-                       const std::function<float(float)>& mean_loss,
                        const std::function<void(std::int64_t)>& after_step) {
     for (std::int64_t step = start.step; step < config.steps; ++step) {
       const auto started = std::chrono::steady_clock::now();
       clocks.begin_step(step);
       const StepStats stats = engine.step(step);
       const double step_ms = ms_since(started);
-      const float loss = mean_loss(stats.loss);
       const StepTimes times = clocks.end_step();
       const StepRecord record{.step = step,
-                              .loss = loss,
+                              .loss = stats.loss,
                               .grad_norm = stats.grad_norm,
                               .step_ms = step_ms,
                               .skipped = stats.skipped,
@@ -447,8 +445,7 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
     RankTimeline clocks(1, timeline.options);  // one process: compute only
     clocks.start();
     auto engine = make_reference_engine(model, device, config.world, options_of_rank(0, &clocks));
-    run_steps(
-        *engine, true, clocks, [](float loss) { return loss; }, [](std::int64_t) {});
+    run_steps(*engine, true, clocks, [](std::int64_t) {});
     result.ranks.push_back({0, device.ledger(), TrafficLedger{}});
     result.timelines.push_back({.rank = 0,
                                 .steps = clocks.clocks().steps(),
@@ -490,14 +487,7 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
       comm.barrier();
     };
     try {
-      run_steps(
-          *engine, is_rank0, clocks,
-          [&comm](float loss) {
-            comm.all_reduce(&loss, 1, DType::F32,
-                            ReduceOp::Avg);  // the logged loss, as nanoGPT does
-            return loss;
-          },
-          save);
+      run_steps(*engine, is_rank0, clocks, save);
     } catch (const NonFiniteError& e) {
       // The norm has the same bits everywhere, so all ranks leave here after the same step; a
       // rank that did not would leave the others waiting, which the simulator reports.

@@ -1,7 +1,7 @@
 // trainer.hpp — runs a whole training job: builds the world (the simulator's threads, this
 // process's rank of an MPI job, or one process for the reference), a device, the model and an
-// engine per rank, steps it, averages the logged loss across ranks, and collects the final state
-// and each rank's ledgers.
+// engine per rank, steps it (each engine averages the logged loss across ranks), and collects the
+// final state and each rank's ledgers.
 #pragma once
 
 #include <chrono>

@@ -71,6 +71,8 @@ class Zero1Engine final : public Engine {
         }
       }
     }
+    // the logged loss, averaged over the ranks now that backward's reductions are done
+    const float loss = mean_loss_over_ranks(comm_, loss_sum / static_cast<float>(micro_steps));
     const std::vector<TypedSpan> grads =
         micro_steps > 1 ? owned_spans(accum_, layout_, false, 0, 1) : own(grads_);
     const double grad_norm = sharded_grad_norm(
@@ -81,7 +83,7 @@ class Zero1Engine final : public Engine {
     if (update) notify(options_, device_, "update");
     // 5. all_gather: every rank's parameters are whole again
     gathers_ = all_gather_params(comm_, params_, layout_, options_, device_);
-    return {.loss = loss_sum / static_cast<float>(micro_steps),
+    return {.loss = loss,
             .grad_norm = grad_norm,
             .skipped = !update};
   }

@@ -50,6 +50,8 @@ class Zero2Engine final : public Engine {
                                             options_, device_);
       wait_all(in_flight_);
     }
+    // the logged loss, averaged over the ranks now that backward's reductions are done
+    const float loss = mean_loss_over_ranks(comm_, loss_sum / static_cast<float>(micro_steps));
     const std::vector<TypedSpan> grads = owned_spans(grad_shards_, layout_, false, 0, 1);
     const double grad_norm = sharded_grad_norm(
         comm_, device_, layout_, unscaled_partials(grads, opt_.scaler.scale(), device_));
@@ -59,7 +61,7 @@ class Zero2Engine final : public Engine {
     if (update) notify(options_, device_, "update");
     // 4. all_gather: every rank's parameters are whole again
     gathers_ = all_gather_params(comm_, params_, layout_, options_, device_);
-    return {.loss = loss_sum / static_cast<float>(micro_steps),
+    return {.loss = loss,
             .grad_norm = grad_norm,
             .skipped = !update};
   }
