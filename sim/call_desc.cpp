@@ -1,7 +1,9 @@
-// call_desc.cpp — printing and comparing collective call descriptors.
+// call_desc.cpp — printing, checking and comparing collective call descriptors.
 #include "call_desc.hpp"
 
 #include <fmt/format.h>
+
+#include "core/error.hpp"
 
 namespace zl {
 
@@ -48,6 +50,19 @@ std::int64_t ring_buffer_elems(const CallDesc& call, int world) {
       break;
   }
   return 0;
+}
+
+void check_call_arguments(const CallDesc& call, int world) {
+  if (call.kind == CollectiveKind::Barrier) return;
+  const auto name = collective_name(call.kind);
+  ZL_CHECK(!is_reduction(call.kind) || call.dtype != DType::I64,
+           "{} over {} is not supported: reduce fp32, bf16, fp16 or fp64", name,
+           dtype_name(call.dtype));
+  ZL_CHECK(call.count == 0 || (call.send != nullptr && call.recv != nullptr),
+           "{} of {} elems got a null buffer: pass the buffers to communicate", name, call.count);
+  ZL_CHECK(call.kind != CollectiveKind::Broadcast || (call.root >= 0 && call.root < world),
+           "broadcast root {} is out of range for world size {}: use 0..{}", call.root, world,
+           world - 1);
 }
 
 }  // namespace zl

@@ -45,6 +45,11 @@ std::string describe(const CallDesc& call);
 /// count and root (each only where the kind uses it).
 bool same_signature(const CallDesc& a, const CallDesc& b);
 
+/// This rank's own argument errors, thrown before the call meets the other ranks: a reduction
+/// over int64, a null buffer in a non-empty call, a broadcast root outside 0..world-1. The sim and
+/// mpi backends both check with it, so their messages are the same.
+void check_call_arguments(const CallDesc& call, int world);
+
 /// Elements of the whole buffer the ring moves, the `elems` of ring_volume(): the reduce_scatter
 /// input and the all_gather output are `world` blocks of `count`.
 std::int64_t ring_buffer_elems(const CallDesc& call, int world);

@@ -9,24 +9,6 @@
 
 namespace zl {
 
-namespace {
-
-// Argument errors are this rank's own, so they are thrown before the call is posted.
-void check_arguments(const CallDesc& call, int world) {
-  if (call.kind == CollectiveKind::Barrier) return;
-  const auto name = collective_name(call.kind);
-  ZL_CHECK(!is_reduction(call.kind) || call.dtype != DType::I64,
-           "{} over {} is not supported: reduce fp32, bf16, fp16 or fp64", name,
-           dtype_name(call.dtype));
-  ZL_CHECK(call.count == 0 || (call.send != nullptr && call.recv != nullptr),
-           "{} of {} elems got a null buffer: pass the buffers to communicate", name, call.count);
-  ZL_CHECK(call.kind != CollectiveKind::Broadcast || (call.root >= 0 && call.root < world),
-           "broadcast root {} is out of range for world size {}: use 0..{}", call.root, world,
-           world - 1);
-}
-
-}  // namespace
-
 SimComm::SimComm(int rank, int world, Rendezvous& rendezvous, const std::vector<FaultSpec>& faults,
                  TimelineBoard* board, const TimelineOptions& timeline)
     : rank_(rank), world_(world), rendezvous_(rendezvous), board_(board) {
@@ -153,7 +135,7 @@ std::int64_t SimComm::run_call(const CallDesc& call, bool async) {
   for (const auto& fault : faults_) {
     if (fault.collective == call.kind && fault.nth == nth && !inject(fault, call, nth)) return 0;
   }
-  check_arguments(call, world_);
+  check_call_arguments(call, world_);  // this rank's own errors, before the call is posted
   // The rendezvous numbers this rank's calls 1, 2, ...: the ready time goes up under that number
   // before the call does, so every rank finds all W of them once the call is complete.
   const std::int64_t number = calls_posted_ + 1;

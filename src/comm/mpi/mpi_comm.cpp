@@ -64,18 +64,6 @@ int mpi_count(std::size_t elems, const CallDesc& call) {
   return static_cast<int>(elems);
 }
 
-// This rank's own errors, thrown before any rank is waited for.
-void check_call(const CallDesc& call, int world) {
-  if (call.kind == CollectiveKind::Barrier) return;
-  ZL_CHECK(!is_reduction(call.kind) || call.dtype != DType::I64,
-           "{} is not supported: reduce fp32, bf16, fp16 or fp64", describe(call));
-  ZL_CHECK(call.count == 0 || (call.send != nullptr && call.recv != nullptr),
-           "{} got a null buffer: pass the buffers to communicate", describe(call));
-  ZL_CHECK(call.kind != CollectiveKind::Broadcast || (call.root >= 0 && call.root < world),
-           "{}: the root is out of range for world size {}: use 0..{}", describe(call), world,
-           world - 1);
-}
-
 bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
   const auto* pa = static_cast<const std::byte*>(a);
   const auto* pb = static_cast<const std::byte*>(b);
@@ -179,7 +167,7 @@ MpiComm::~MpiComm() {
 }
 
 void MpiComm::run_call(const CallDesc& call, const std::function<void()>& transfer) {
-  check_call(call, world_);
+  check_call_arguments(call, world_);  // this rank's own errors, before any rank is waited for
   const double ready_ms = timeline_.before_call();
   transfer();
   const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(call.dtype));

@@ -49,7 +49,8 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   fail("unknown reduce op {}", static_cast<int>(op));
 }
 
-// The sim's argument checks (sim/sim_comm.cpp), with the same messages.
+// The sim's and mpi's argument checks (check_call_arguments in sim/call_desc.cpp), with the same
+// messages, without a CallDesc.
 void check_reduction(CollectiveKind kind, DType dtype) {
   ZL_CHECK(dtype != DType::I64, "{} over {} is not supported: reduce fp32, bf16, fp16 or fp64",
            collective_name(kind), dtype_name(dtype));
