@@ -12,10 +12,10 @@
 
 #include "core/error.hpp"
 #include "ops/cpu/cpu_kernel_support.hpp"
+#include "ops/check_elems.hpp"
 
 namespace zl {
 
-using cpu::check_elems;
 using cpu::matrix;
 
 namespace {

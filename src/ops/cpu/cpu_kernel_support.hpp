@@ -1,5 +1,5 @@
 // cpu_kernel_support.hpp — what the CPU kernel files share (private to src/ops/cpu): Eigen set up
-// for bit-reproducible products, row-major maps over spans, and the size check every kernel runs.
+// for bit-reproducible products, row-major maps over spans (the size check every kernel runs is ops/check_elems.hpp).
 //
 // Same inputs must give the same bits at any address. Eigen's blocked products keep that promise:
 // GEMM packs its operands into its own blocks and GEMV loads unaligned in a fixed order. Two other
@@ -37,14 +37,6 @@ inline ConstMatrix matrix(std::span<const float> data, std::int64_t rows, std::i
 }
 inline MutMatrix matrix(std::span<float> data, std::int64_t rows, std::int64_t cols) {
   return MutMatrix(data.data(), rows, cols);
-}
-
-/// Throws zl::Error unless a kernel's argument `what` has the elements its shapes need.
-inline void check_elems(const char* kernel, const char* what, std::size_t actual_elems,
-                        std::int64_t expected_elems) {
-  ZL_CHECK(static_cast<std::int64_t>(actual_elems) == expected_elems,
-           "{}: {} has {} elements but the shapes need {}", kernel, what, actual_elems,
-           expected_elems);
 }
 
 }  // namespace zl::cpu

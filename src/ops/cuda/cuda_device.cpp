@@ -12,14 +12,13 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "ops/cpu/cpu_kernel_support.hpp"
+#include "ops/check_elems.hpp"
 #include "ops/cuda/cuda_check.hpp"
 #include "ops/cuda/cuda_kernels.hpp"
 #include "optim/grad_norm.hpp"
 
 namespace zl {
 
-using cpu::check_elems;
 
 namespace {
 
