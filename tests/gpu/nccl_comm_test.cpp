@@ -1,6 +1,7 @@
 // nccl_comm_test.cpp — NcclComm with one rank on one GPU (NCCL refuses two ranks on one device):
 // each collective leaves the data as a world of one defines it, the async forms complete on
-// wait(), and the traffic ledger holds what the sim would record (ring_volume for W = 1).
+// wait(), host buffers are staged through the device, and the traffic ledger holds what the sim
+// would record (ring_volume for W = 1).
 // The bootstrap's environment handling and id exchange need no GPU and always run.
 #include "comm/nccl/nccl_comm.hpp"
 
@@ -183,6 +184,27 @@ TEST_F(GpuNcclTest, CollectivesOfOneRankAndTheirTraffic) {
   EXPECT_EQ(traffic.recv_bytes(CollectiveKind::AllReduce), 3 * all_reduce.recv_bytes);
   EXPECT_EQ(traffic.sent_bytes(), 0);
   EXPECT_EQ(traffic.recv_bytes(), 0);
+}
+
+TEST_F(GpuNcclTest, HostBuffersAreStagedThroughTheDevice) {
+  // The engines' small host collectives: the loss (one float) and the norm's fp64 partials.
+  float loss = 2.5f;
+  comm_->all_reduce(&loss, 1, DType::F32, ReduceOp::Avg);
+  EXPECT_EQ(loss, 2.5f);
+  const std::vector<double> partials = {1.0, 0.25, 1e-300};
+  std::vector<double> gathered(partials.size());
+  comm_->all_gather_async(partials.data(), gathered.data(), partials.size(), DType::F64).wait();
+  EXPECT_EQ(gathered, partials);
+  // Host on one side, device on the other, both ways.
+  constexpr std::size_t kElems = 257;
+  const auto values = test::random_floats(kElems, 52);
+  Buffer on_device = device_->alloc(MemCategory::CommBuffer, DType::F32, {kElems});
+  comm_->reduce_scatter(values.data(), on_device.data(), kElems, DType::F32, ReduceOp::Sum);
+  test::expect_same_bits(test::download(*device_, on_device), values, "host -> device");
+  std::vector<float> back(kElems);
+  comm_->all_gather(on_device.data(), back.data(), kElems, DType::F32);
+  test::expect_same_bits(back, values, "device -> host");
+  EXPECT_EQ(comm_->traffic().calls(CollectiveKind::AllGather), 2);
 }
 
 TEST_F(GpuNcclTest, ReductionOverInt64IsRefused) {

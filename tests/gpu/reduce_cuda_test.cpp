@@ -6,11 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "comm/reduce.hpp"
@@ -21,82 +19,10 @@
 namespace zl {
 namespace {
 
-// Element i of a buffer of `dtype` as a double, to tell NaN apart.
-double value_at(const std::vector<std::byte>& bytes, DType dtype, std::size_t i) {
-  switch (dtype) {
-    case DType::F32: {
-      float v;
-      std::memcpy(&v, bytes.data() + 4 * i, 4);
-      return v;
-    }
-    case DType::F64: {
-      double v;
-      std::memcpy(&v, bytes.data() + 8 * i, 8);
-      return v;
-    }
-    case DType::BF16:
-    case DType::F16: {
-      std::uint16_t v;
-      std::memcpy(&v, bytes.data() + 2 * i, 2);
-      return dtype == DType::BF16 ? bf16_to_f32(v) : f16_to_f32(v);
-    }
-    case DType::I64:
-      break;
-  }
-  return 0.0;
-}
-
-// `elems` random values of `dtype` as bytes (some infinite, some NaN when `with_nan`).
-std::vector<std::byte> random_values(DType dtype, std::size_t elems, std::uint32_t seed,
-                                     bool with_nan) {
-  auto floats = test::random_floats(elems, seed, -70000.0f, 70000.0f);
-  if (elems > 10) {
-    floats[3] = std::numeric_limits<float>::infinity();
-    floats[5] = 1e-6f;
-    if (with_nan) floats[7] = std::numeric_limits<float>::quiet_NaN();
-  }
-  std::vector<std::byte> bytes(elems * dtype_bytes(dtype));
-  for (std::size_t i = 0; i < elems; ++i) {
-    switch (dtype) {
-      case DType::F32:
-        std::memcpy(bytes.data() + 4 * i, &floats[i], 4);
-        break;
-      case DType::F64: {
-        const double v = static_cast<double>(floats[i]) / 3.0;
-        std::memcpy(bytes.data() + 8 * i, &v, 8);
-        break;
-      }
-      case DType::BF16: {
-        const std::uint16_t v = f32_to_bf16(floats[i]);
-        std::memcpy(bytes.data() + 2 * i, &v, 2);
-        break;
-      }
-      case DType::F16: {
-        const std::uint16_t v = f32_to_f16(floats[i] / 8.0f);
-        std::memcpy(bytes.data() + 2 * i, &v, 2);
-        break;
-      }
-      case DType::I64:
-        break;
-    }
-  }
-  return bytes;
-}
-
-// A device buffer of `elems` elements of `dtype` holding `bytes`.
-Buffer upload_bytes(CudaDevice& device, const std::vector<std::byte>& bytes, DType dtype,
-                    std::size_t elems) {
-  Buffer buffer = device.alloc(MemCategory::CommBuffer, dtype, {static_cast<std::int64_t>(elems)});
-  ZL_CUDA_CHECK(cudaMemcpy(buffer.data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
-  return buffer;
-}
-
-std::vector<std::byte> download_bytes(CudaDevice& device, const Buffer& buffer) {
-  device.synchronize();
-  std::vector<std::byte> bytes(static_cast<std::size_t>(buffer.bytes()));
-  ZL_CUDA_CHECK(cudaMemcpy(bytes.data(), buffer.data(), bytes.size(), cudaMemcpyDeviceToHost));
-  return bytes;
-}
+using test::download_bytes;
+using test::random_values;
+using test::upload_bytes;
+using test::value_at;
 
 TEST(GpuReduce, RankOrderKernelGivesTheHostBits) {
   ZL_REQUIRE_GPU();

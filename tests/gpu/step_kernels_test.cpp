@@ -1,81 +1,246 @@
-// step_kernels_test.cpp — the CUDA Device's elementwise step kernels against the host code they
-// stand for, bit for bit: the residual add and scaling loops, f32_to_bf16, and the gradient norm's
-// block sums of squares (append_block_sumsq), on random values with infinities and NaN mixed in
-// (a NaN matches a NaN whatever its payload).
+// step_kernels_test.cpp — the CUDA Device's memory calls and step work (ops/device.hpp) against the
+// CPU Device, bit for bit: copies round trip, fill_zero, convert between every pair of training
+// dtypes on every 16-bit pattern and on fp32 specials (NaN payloads, infinities, subnormals, ties),
+// add in each dtype, scale, divide, the gradient norm's block sums of squares and AdamW. Results of
+// arithmetic on NaN match any NaN (the GPU makes NaN canonical); conversions match every bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
-#include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "gpu_test_support.hpp"
+#include "ops/cpu/cpu_device.hpp"
+#include "optim/adamw.hpp"
 #include "optim/grad_norm.hpp"
 
 namespace zl {
 namespace {
 
-constexpr std::int64_t kElems = 64 * 101;  // whole gradient-norm blocks, an odd count of them
+using test::download_bytes;
+using test::first_difference;
+using test::upload_bytes;
+using test::value_at;
 
-std::vector<float> values_with_specials(std::uint32_t seed) {
-  auto values = test::random_floats(kElems, seed, -1e4f, 1e4f);
-  values[10] = std::numeric_limits<float>::infinity();
-  values[20] = -0.0f;
-  values[30] = std::numeric_limits<float>::denorm_min();
-  values[40] = 3.0e38f;
-  values[50] = 1.00390625f;  // exactly halfway between two bf16 values: ties to even
-  values[60] = std::numeric_limits<float>::quiet_NaN();
+constexpr DType kTrainingDtypes[] = {DType::F32, DType::BF16, DType::F16};
+
+// fp32 values that exercise every rounding rule: random magnitudes and bit patterns, NaN with
+// payloads and signs, infinities, zeros, fp32 and fp16 subnormals, bf16 and fp16 ties, overflow.
+std::vector<float> float_specials(std::uint32_t seed) {
+  std::vector<float> values = test::random_floats(4000, seed, -1e5f, 1e5f);
+  std::mt19937 engine(seed);
+  for (int i = 0; i < 4000; ++i) values.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(engine())));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const float value :
+       {inf, -inf, 0.0f, -0.0f, std::numeric_limits<float>::quiet_NaN(),
+        std::bit_cast<float>(0xFFC00001u), std::bit_cast<float>(0x7F800001u),  // payloads, sNaN
+        std::numeric_limits<float>::denorm_min(), -1e-40f, std::numeric_limits<float>::min(),
+        std::numeric_limits<float>::max(), -3.0e38f,
+        1.00390625f,                 // halfway between two bf16 values: ties to even
+        65504.0f, 65519.0f, 65520.0f,  // fp16's largest, the last below the tie, the tie to inf
+        5.9604645e-8f, 2.9802322e-8f, 4.4703484e-8f,  // fp16's smallest subnormal, half, 1.5x
+        6.097555e-5f, 1e-6f, 1.0009765625f}) {       // fp16 subnormal range, an fp16 tie
+    values.push_back(value);
+  }
   return values;
 }
 
-bool same_value(float a, float b) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-  return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+// Every bit pattern of a 16-bit dtype (all NaN payloads, subnormals and infinities included).
+std::vector<std::byte> every_16_bit_pattern() {
+  std::vector<std::byte> bytes(std::size_t{65536} * 2);
+  for (std::uint32_t v = 0; v < 65536; ++v) {
+    const auto bits = static_cast<std::uint16_t>(v);
+    std::memcpy(bytes.data() + 2 * v, &bits, 2);
+  }
+  return bytes;
 }
 
-TEST(GpuStepKernels, AddScaleAndCastGiveTheHostBits) {
-  ZL_REQUIRE_GPU();
-  CudaDevice device(0);
-  const auto x = values_with_specials(60), y = values_with_specials(61);
-  Buffer gx = test::upload(device, x), gy = test::upload(device, y);
-  Buffer bf16 = device.alloc(MemCategory::Params, DType::BF16, {kElems});
-  device.cast_to_bf16(gx.as<float>(), bf16.as<std::uint16_t>());
-  device.add_inplace(gx.as<float>(), gy.as<float>());
-  device.scale_inplace(gx.as<float>(), 0.37f);
-  std::vector<float> expected = x;
-  for (std::size_t i = 0; i < expected.size(); ++i) expected[i] += y[i];
-  for (float& value : expected) value = value * 0.37f;
-  const auto actual = test::download(device, gx);
-  const auto actual_bf16 = test::download<std::uint16_t>(device, bf16);
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    ASSERT_TRUE(same_value(actual[i], expected[i]))
-        << "element " << i << ": gpu " << actual[i] << ", cpu " << expected[i];
-    const std::uint16_t want = f32_to_bf16(x[i]);
-    ASSERT_TRUE(actual_bf16[i] == want ||
-                (std::isnan(bf16_to_f32(actual_bf16[i])) && std::isnan(bf16_to_f32(want))))
-        << "bf16 element " << i << ": gpu " << actual_bf16[i] << ", cpu " << want;
+// `values` stored as `dtype` (the host's rounding).
+std::vector<std::byte> stored_as(const std::vector<float>& values, DType dtype) {
+  CpuDevice cpu;
+  std::vector<std::byte> bytes(values.size() * dtype_bytes(dtype));
+  cpu.convert(values.data(), DType::F32, bytes.data(), dtype, static_cast<std::int64_t>(values.size()));
+  return bytes;
+}
+
+// Inputs of `dtype` for convert and add: every pattern of a 16-bit dtype, fp32 specials else.
+std::vector<std::byte> inputs_of(DType dtype, std::uint32_t seed) {
+  if (dtype == DType::F32) return stored_as(float_specials(seed), DType::F32);
+  auto bytes = every_16_bit_pattern();
+  // A second input differs from the first: a seeded shuffle of the patterns.
+  std::mt19937 engine(seed);
+  for (std::size_t i = bytes.size() / 2 - 1; i > 0; --i) {
+    const std::size_t j = std::uniform_int_distribution<std::size_t>(0, i)(engine);
+    std::swap(bytes[2 * i], bytes[2 * j]);
+    std::swap(bytes[2 * i + 1], bytes[2 * j + 1]);
+  }
+  return bytes;
+}
+
+std::size_t elems_of(const std::vector<std::byte>& bytes, DType dtype) {
+  return bytes.size() / dtype_bytes(dtype);
+}
+
+// Asserts that the device bytes equal the CPU's, printing the first differing element.
+void expect_same(const std::vector<std::byte>& gpu, const std::vector<std::byte>& cpu, DType dtype,
+                 bool any_nan, const std::string& what) {
+  const std::int64_t i = first_difference(gpu, cpu, dtype, any_nan);
+  if (i < 0) return;
+  const auto index = static_cast<std::size_t>(i);
+  ADD_FAILURE() << what << ": first different element " << i << " (gpu "
+                << (gpu.size() == cpu.size() ? value_at(gpu, dtype, index) : 0.0) << ", cpu "
+                << value_at(cpu, dtype, index) << ", sizes " << gpu.size() << " and "
+                << cpu.size() << " bytes)";
+}
+
+class GpuStepWork : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ZL_REQUIRE_GPU();
+    gpu_ = std::make_unique<CudaDevice>(0);
+  }
+  CpuDevice cpu_;
+  std::unique_ptr<CudaDevice> gpu_;
+};
+
+TEST_F(GpuStepWork, CopiesRoundTripAndFillZeroClearsItsRangeOnly) {
+  constexpr std::size_t kBytes = 1001;  // odd: no alignment assumed
+  std::vector<std::byte> host(kBytes);
+  std::mt19937 engine(70);
+  for (auto& byte : host) byte = static_cast<std::byte>(engine() & 0xFFu);
+  Buffer a = gpu_->alloc(MemCategory::CommBuffer, DType::F32, {300});
+  Buffer b = gpu_->alloc(MemCategory::CommBuffer, DType::F32, {300});
+  gpu_->copy_from_host(a.data(), host.data(), kBytes);
+  gpu_->copy(static_cast<std::byte*>(b.data()) + 3, a.data(), kBytes);  // queued, not waited
+  gpu_->copy(b.data(), b.data(), kBytes);                                // same buffer: nothing
+  std::vector<std::byte> back(kBytes);
+  gpu_->copy_to_host(back.data(), static_cast<const std::byte*>(b.data()) + 3, kBytes);
+  EXPECT_EQ(back, host) << "host -> a -> b (+3 bytes) -> host";
+
+  gpu_->fill_zero(static_cast<std::byte*>(b.data()) + 10, 100);
+  std::vector<std::byte> expected(300 * 4, std::byte{0});
+  std::memcpy(expected.data() + 3, host.data(), kBytes);
+  std::fill(expected.begin() + 10, expected.begin() + 110, std::byte{0});
+  EXPECT_EQ(download_bytes(*gpu_, b), expected) << "fill_zero of bytes [10, 110)";
+
+  // Zero bytes touch nothing, even through null pointers.
+  gpu_->copy_from_host(nullptr, nullptr, 0);
+  gpu_->copy_to_host(nullptr, nullptr, 0);
+  gpu_->copy(nullptr, nullptr, 0);
+  gpu_->fill_zero(nullptr, 0);
+  gpu_->synchronize();
+}
+
+TEST_F(GpuStepWork, ConvertGivesTheHostBitsForEveryPair) {
+  for (const DType from : kTrainingDtypes) {
+    const auto in = inputs_of(from, 71);
+    const std::size_t elems = elems_of(in, from);
+    Buffer g_in = upload_bytes(*gpu_, in, from, elems);
+    for (const DType to : kTrainingDtypes) {
+      std::vector<std::byte> cpu_out(elems * dtype_bytes(to));
+      cpu_.convert(in.data(), from, cpu_out.data(), to, static_cast<std::int64_t>(elems));
+      Buffer g_out = gpu_->alloc(MemCategory::CommBuffer, to, {static_cast<std::int64_t>(elems)});
+      gpu_->convert(g_in.data(), from, g_out.data(), to, static_cast<std::int64_t>(elems));
+      expect_same(download_bytes(*gpu_, g_out), cpu_out, to, false,
+                  std::string("convert ") + std::string(dtype_name(from)) + " -> " +
+                      std::string(dtype_name(to)));
+    }
   }
 }
 
-TEST(GpuStepKernels, BlockSumsOfSquaresAreTheHostPartials) {
-  ZL_REQUIRE_GPU();
-  CudaDevice device(0);
-  auto grads = test::random_floats(kElems, 62);
+TEST_F(GpuStepWork, AddGivesTheHostBitsInEachDtype) {
+  for (const DType dtype : kTrainingDtypes) {
+    const auto acc = inputs_of(dtype, 72), addend = inputs_of(dtype, 73);
+    const std::size_t elems = elems_of(acc, dtype);
+    Buffer g_acc = upload_bytes(*gpu_, acc, dtype, elems);
+    Buffer g_addend = upload_bytes(*gpu_, addend, dtype, elems);
+    auto cpu_acc = acc;
+    cpu_.add(cpu_acc.data(), addend.data(), dtype, static_cast<std::int64_t>(elems));
+    gpu_->add(g_acc.data(), g_addend.data(), dtype, static_cast<std::int64_t>(elems));
+    expect_same(download_bytes(*gpu_, g_acc), cpu_acc, dtype, true,
+                std::string("add ") + std::string(dtype_name(dtype)));
+  }
+}
+
+TEST_F(GpuStepWork, ScaleAndDivideGiveTheHostBits) {
+  const auto values = float_specials(74);
+  for (const float factor : {0.37f, 1.0f / 65536.0f, 3.0e-39f, 1e30f, -2.0f}) {
+    std::vector<float> cpu_x = values;
+    cpu_.scale(cpu_x, factor);
+    Buffer g = test::upload(*gpu_, values);
+    gpu_->scale(g.as<float>(), factor);
+    expect_same(download_bytes(*gpu_, g), stored_as(cpu_x, DType::F32), DType::F32, true,
+                "scale by " + std::to_string(factor));
+  }
+  for (const float divisor : {3.0f, 65536.0f, 1e-30f, 7e37f, 0.0f}) {
+    std::vector<float> cpu_x = values;
+    cpu_.divide(cpu_x, divisor);
+    Buffer g = test::upload(*gpu_, values);
+    gpu_->divide(g.as<float>(), divisor);
+    expect_same(download_bytes(*gpu_, g), stored_as(cpu_x, DType::F32), DType::F32, true,
+                "divide by " + std::to_string(divisor));
+  }
+}
+
+TEST_F(GpuStepWork, BlockSumsOfSquaresAreTheHostPartials) {
+  constexpr std::int64_t kElems = kNormBlockElems * 101;  // an odd count of whole blocks
+  auto grads = test::random_floats(kElems, 75);
   grads[100] = std::numeric_limits<float>::infinity();  // one block's partial is infinite
-  Buffer g = test::upload(device, grads);
+  grads[300] = std::numeric_limits<float>::denorm_min();
+  Buffer g = test::upload(*gpu_, grads);
   std::vector<double> expected = {1.5}, actual = {1.5};  // both append after what is there
-  append_block_sumsq(grads, expected);
-  device.append_block_sumsq(g.as<float>(), actual);
+  cpu_.append_block_sumsq(grads, expected);
+  gpu_->append_block_sumsq(g.as<float>(), actual);
   ASSERT_EQ(actual.size(), expected.size());
   for (std::size_t b = 0; b < expected.size(); ++b) {
     EXPECT_EQ(std::bit_cast<std::uint64_t>(actual[b]), std::bit_cast<std::uint64_t>(expected[b]))
         << "partial " << b << ": gpu " << actual[b] << ", cpu " << expected[b];
   }
-  Buffer ragged = device.alloc(MemCategory::Grads, DType::F32, {kNormBlockElems + 1});
-  EXPECT_THROW(device.append_block_sumsq(ragged.as<float>(), actual), Error);
+  Buffer ragged = gpu_->alloc(MemCategory::Grads, DType::F32, {kNormBlockElems + 1});
+  EXPECT_THROW(gpu_->append_block_sumsq(ragged.as<float>(), actual), Error);
+}
+
+TEST_F(GpuStepWork, AdamWGivesTheHostBits) {
+  constexpr std::int64_t kElems = 70001;  // several threads' worth on the CPU, odd
+  auto params = test::random_floats(kElems, 76), grads = test::random_floats(kElems, 77, -1e-2f, 1e-2f);
+  std::vector<float> m(kElems, 0.0f), v(kElems, 0.0f);
+  grads[5] = 0.0f;
+  grads[6] = 1e-30f;  // v underflows to subnormals
+  Buffer gp = test::upload(*gpu_, params), gg = test::upload(*gpu_, grads),
+         gm = test::upload(*gpu_, m), gv = test::upload(*gpu_, v);
+  const AdamWConfig config{.lr = 3e-4, .weight_decay = 0.1};
+  for (std::int64_t step = 1; step <= 3; ++step) {
+    const AdamWScalars scalars = adamw_scalars(config, step);
+    cpu_.adamw_update(params, grads, m, v, scalars);
+    gpu_->adamw_update(gp.as<float>(), gg.as<float>(), gm.as<float>(), gv.as<float>(), scalars);
+  }
+  test::expect_same_bits(test::download(*gpu_, gp), params, "params after 3 steps");
+  test::expect_same_bits(test::download(*gpu_, gm), m, "exp_avg after 3 steps");
+  test::expect_same_bits(test::download(*gpu_, gv), v, "exp_avg_sq after 3 steps");
+
+  Buffer short_m = gpu_->alloc(MemCategory::Optimizer, DType::F32, {kElems - 1});
+  EXPECT_THROW(gpu_->adamw_update(gp.as<float>(), gg.as<float>(), short_m.as<float>(),
+                                  gv.as<float>(), adamw_scalars(config, 4)),
+               Error);
+}
+
+TEST_F(GpuStepWork, OtherDtypesAreOneLineErrors) {
+  Buffer a = gpu_->alloc(MemCategory::CommBuffer, DType::F64, {4});
+  Buffer b = gpu_->alloc(MemCategory::CommBuffer, DType::F64, {4});
+  EXPECT_THROW(gpu_->convert(a.data(), DType::F64, b.data(), DType::F32, 4), Error);
+  EXPECT_THROW(gpu_->convert(a.data(), DType::F32, b.data(), DType::I64, 4), Error);
+  EXPECT_THROW(gpu_->add(a.data(), b.data(), DType::F64, 4), Error);
+  EXPECT_THROW(gpu_->add(a.data(), b.data(), DType::I64, 4), Error);
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
-// nccl_comm.cpp — NcclComm: argument checks, then per collective: the comm stream waits for the
-// compute stream (an event), NCCL runs on the comm stream, its traffic is recorded with the ring
-// volume the sim records, and a handle carries the completion event back to the compute stream.
+// nccl_comm.cpp — NcclComm: the sim's argument checks, then per collective: the comm stream waits
+// for the compute stream (an event), host buffers are copied into the staging buffer, NCCL runs on
+// the comm stream (and staged results are copied back and waited for), its traffic is recorded
+// with the ring volume the sim records, and a handle carries the completion event back to the
+// compute stream.
 #include "comm/nccl/nccl_comm.hpp"
 
+#include <cstddef>
 #include <cstdio>
 #include <system_error>
 
@@ -49,17 +52,22 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   fail("unknown reduce op {}", static_cast<int>(op));
 }
 
-// The sim's and mpi's argument checks (check_call_arguments in sim/call_desc.cpp), with the same
-// messages, without a CallDesc.
-void check_reduction(CollectiveKind kind, DType dtype) {
-  ZL_CHECK(dtype != DType::I64, "{} over {} is not supported: reduce fp32, bf16, fp16 or fp64",
-           collective_name(kind), dtype_name(dtype));
+// True when NCCL can use `ptr` as it is: device or managed memory. Host memory (pageable,
+// pinned or unknown to CUDA) gives false; a failed query's error is cleared.
+bool nccl_can_use(const void* ptr) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
 }
 
-void check_buffers(CollectiveKind kind, std::size_t count, const void* send, const void* recv) {
-  ZL_CHECK(count == 0 || (send != nullptr && recv != nullptr),
-           "{} of {} elems got a null buffer: pass the buffers to communicate",
-           collective_name(kind), count);
+// Offsets into the staging buffer keep NCCL's buffers aligned as cudaMalloc's are.
+constexpr std::size_t kStagingAlignBytes = 256;
+
+std::size_t align_up(std::size_t bytes) {
+  return (bytes + kStagingAlignBytes - 1) / kStagingAlignBytes * kStagingAlignBytes;
 }
 
 }  // namespace
@@ -117,35 +125,88 @@ CommHandle NcclComm::finish(CollectiveKind kind, std::int64_t buffer_elems, DTyp
   });
 }
 
-CommHandle NcclComm::all_reduce_async(void* data, std::size_t count, DType dtype, ReduceOp op) {
-  check_reduction(CollectiveKind::AllReduce, dtype);
-  check_buffers(CollectiveKind::AllReduce, count, data, data);
+std::byte* NcclComm::host_staging(std::size_t bytes) {
+  if (bytes > static_cast<std::size_t>(host_staging_.bytes())) {
+    // Every staged call waited for the comm stream before returning: the old buffer is idle.
+    const auto elems = static_cast<std::int64_t>((bytes + sizeof(double) - 1) / sizeof(double));
+    host_staging_ = device_.alloc(MemCategory::CommBuffer, DType::F64, {elems});
+  }
+  return static_cast<std::byte*>(host_staging_.data());
+}
+
+CommHandle NcclComm::collective(const CallDesc& call) {
+  check_call_arguments(call, world_);
+  const std::size_t elem_bytes = dtype_bytes(call.dtype);
+  const std::size_t send_bytes =
+      call.count * elem_bytes * (call.kind == CollectiveKind::ReduceScatter ? world_ : 1);
+  const std::size_t recv_bytes =
+      call.count * elem_bytes * (call.kind == CollectiveKind::AllGather ? world_ : 1);
+  const bool stage_send = call.count > 0 && !nccl_can_use(call.send);
+  const bool stage_recv = call.count > 0 && !nccl_can_use(call.recv);
+  // Allocated (and zeroed on the compute stream) before the comm stream waits for compute.
+  std::byte* staging =
+      stage_send || stage_recv ? host_staging(align_up(send_bytes) + recv_bytes) : nullptr;
+  const void* send = stage_send ? staging : call.send;
+  void* recv = stage_recv ? staging + align_up(send_bytes) : call.recv;
   after_compute();
-  ZL_NCCL_CHECK(
-      ncclAllReduce(data, data, count, nccl_type(dtype), nccl_op(op), comm_, comm_stream_));
-  return finish(CollectiveKind::AllReduce, static_cast<std::int64_t>(count), dtype, 0);
+  if (stage_send) {
+    ZL_CUDA_CHECK(
+        cudaMemcpyAsync(staging, call.send, send_bytes, cudaMemcpyHostToDevice, comm_stream_));
+  }
+  const ncclDataType_t type = nccl_type(call.dtype);
+  switch (call.kind) {
+    case CollectiveKind::AllReduce:
+      ZL_NCCL_CHECK(
+          ncclAllReduce(send, recv, call.count, type, nccl_op(call.op), comm_, comm_stream_));
+      break;
+    case CollectiveKind::ReduceScatter:
+      ZL_NCCL_CHECK(
+          ncclReduceScatter(send, recv, call.count, type, nccl_op(call.op), comm_, comm_stream_));
+      break;
+    case CollectiveKind::AllGather:
+      ZL_NCCL_CHECK(ncclAllGather(send, recv, call.count, type, comm_, comm_stream_));
+      break;
+    case CollectiveKind::Broadcast:
+      ZL_NCCL_CHECK(ncclBroadcast(send, recv, call.count, type, call.root, comm_, comm_stream_));
+      break;
+    case CollectiveKind::Barrier:
+      fail("NcclComm::collective got a barrier: call barrier()");
+  }
+  if (stage_recv) {
+    ZL_CUDA_CHECK(
+        cudaMemcpyAsync(call.recv, recv, recv_bytes, cudaMemcpyDeviceToHost, comm_stream_));
+  }
+  // Staged host buffers are complete on return, and the staging buffer is free for the next call.
+  if (stage_send || stage_recv) ZL_CUDA_CHECK(cudaStreamSynchronize(comm_stream_));
+  return finish(call.kind, ring_buffer_elems(call, world_), call.dtype, call.root);
+}
+
+CommHandle NcclComm::all_reduce_async(void* data, std::size_t count, DType dtype, ReduceOp op) {
+  return collective({.kind = CollectiveKind::AllReduce,
+                     .op = op,
+                     .dtype = dtype,
+                     .count = count,
+                     .send = data,
+                     .recv = data});
 }
 
 CommHandle NcclComm::reduce_scatter_async(const void* send, void* recv, std::size_t recv_count,
                                           DType dtype, ReduceOp op) {
-  check_reduction(CollectiveKind::ReduceScatter, dtype);
-  check_buffers(CollectiveKind::ReduceScatter, recv_count, send, recv);
-  after_compute();
-  ZL_NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(dtype), nccl_op(op), comm_,
-                                  comm_stream_));
-  // The ring moves the whole input: world blocks of recv_count.
-  return finish(CollectiveKind::ReduceScatter, static_cast<std::int64_t>(recv_count) * world_,
-                dtype, 0);
+  return collective({.kind = CollectiveKind::ReduceScatter,
+                     .op = op,
+                     .dtype = dtype,
+                     .count = recv_count,
+                     .send = send,
+                     .recv = recv});
 }
 
 CommHandle NcclComm::all_gather_async(const void* send, void* recv, std::size_t send_count,
                                       DType dtype) {
-  check_buffers(CollectiveKind::AllGather, send_count, send, recv);
-  after_compute();
-  ZL_NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(dtype), comm_, comm_stream_));
-  // The ring moves the whole output: world blocks of send_count.
-  return finish(CollectiveKind::AllGather, static_cast<std::int64_t>(send_count) * world_, dtype,
-                0);
+  return collective({.kind = CollectiveKind::AllGather,
+                     .dtype = dtype,
+                     .count = send_count,
+                     .send = send,
+                     .recv = recv});
 }
 
 void NcclComm::all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op) {
@@ -162,13 +223,13 @@ void NcclComm::all_gather(const void* send, void* recv, std::size_t send_count, 
 }
 
 void NcclComm::broadcast(void* data, std::size_t count, DType dtype, int root) {
-  check_buffers(CollectiveKind::Broadcast, count, data, data);
-  ZL_CHECK(root >= 0 && root < world_,
-           "broadcast root {} is out of range for world size {}: use 0..{}", root, world_,
-           world_ - 1);
-  after_compute();
-  ZL_NCCL_CHECK(ncclBroadcast(data, data, count, nccl_type(dtype), root, comm_, comm_stream_));
-  finish(CollectiveKind::Broadcast, static_cast<std::int64_t>(count), dtype, root).wait();
+  collective({.kind = CollectiveKind::Broadcast,
+              .dtype = dtype,
+              .count = count,
+              .root = root,
+              .send = data,
+              .recv = data})
+      .wait();
 }
 
 void NcclComm::barrier() {

@@ -2,7 +2,8 @@
 // ordered after the compute stream's work by an event and before later compute by another, so
 // communication overlaps the kernels queued meanwhile. Traffic is recorded as the sim records it
 // (ring volumes, comm/traffic_ledger.hpp). NCCL's reduction order is its own, so results are
-// close to, not bitwise equal to, the sim's rank-order sums.
+// close to, not bitwise equal to, the sim's rank-order sums. Small collectives on host memory (the
+// engines' loss and gradient-norm partials) are staged through a device buffer of the comm.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "call_desc.hpp"
 #include "comm/comm.hpp"
 #include "comm/nccl/nccl_bootstrap.hpp"
 #include "ops/cuda/cuda_device.hpp"
@@ -19,10 +21,17 @@
 namespace zl {
 
 /// One rank's NCCL communicator, on the GPU of its CudaDevice. Buffers are device memory of that
-/// GPU. Blocking calls return when the result is in device memory (the host waits for the comm
+/// GPU (or managed memory), or host memory: NCCL reads and writes only device memory, so a host
+/// buffer (cudaPointerGetAttributes says neither device nor managed) is copied into a staging
+/// buffer of the comm on the comm stream, the collective runs there and the result is copied
+/// back; such a call, async or not, is complete on return. The staging buffer grows to the
+/// largest staged call and is booked as CommBuffer in the device's ledger: it is meant for the
+/// engines' small host collectives (the loss, the gradient norm's partials), not for tensors.
+/// Blocking calls return when the result is in device memory (the host waits for the comm
 /// stream); async calls return a handle whose wait() orders the compute stream after the
 /// collective and then waits for it on the host. ReduceOp::Max is ncclMax, which NCCL does not
-/// promise to propagate NaN through (the sim does). Not thread-safe: one NcclComm per process.
+/// promise to propagate NaN through (the sim does). Arguments are checked as the sim checks them
+/// (check_call_arguments, sim/call_desc.hpp). Not thread-safe: one NcclComm per process.
 class NcclComm final : public Comm {
  public:
   /// Joins the group `bootstrap` describes (ncclCommInitRank: blocks until every rank has
@@ -54,6 +63,10 @@ class NcclComm final : public Comm {
   cudaStream_t comm_stream() const { return comm_stream_; }
 
  private:
+  // Checks `call`, stages host buffers, queues the collective on the comm stream and records it.
+  CommHandle collective(const CallDesc& call);
+  // At least `bytes` of device memory for staging host buffers (host_staging_, grown on demand).
+  std::byte* host_staging(std::size_t bytes);
   // Orders the comm stream after the compute stream's queued work.
   void after_compute();
   // Records the collective's traffic and returns the handle that orders compute after it.
@@ -66,6 +79,7 @@ class NcclComm final : public Comm {
   cudaStream_t comm_stream_ = nullptr;
   cudaEvent_t compute_ready_ = nullptr;  // re-recorded before every collective
   Buffer barrier_word_;                  // one float of device memory for barrier() (CommBuffer)
+  Buffer host_staging_;                  // device copies of host buffers (CommBuffer, fp64 elems)
 };
 
 }  // namespace zl

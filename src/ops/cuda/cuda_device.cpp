@@ -1,6 +1,7 @@
 // cuda_device.cpp — CudaDevice's host side: the GPU, stream and cuBLAS handle; cudaMalloc'd
-// buffers and the ledger check against cudaMemGetInfo; the row-major GEMMs through cuBLAS; size
-// checks and launches of the kernels in cuda_kernels.cu and cuda_attention.cu.
+// buffers and the ledger check against cudaMemGetInfo; copies between host and device; the
+// row-major GEMMs through cuBLAS; size checks and launches of the kernels in cuda_kernels.cu,
+// cuda_attention.cu, cuda_step_kernels.cu and adamw_cuda.cu.
 //
 // Row-major through column-major cuBLAS: a row-major X [r, c] is the column-major X^T with
 // leading dimension c, so C [M, N] = op(A) op(B) is computed as C^T = op(B)^T op(A)^T, cuBLAS's
@@ -13,12 +14,12 @@
 
 #include "core/error.hpp"
 #include "ops/check_elems.hpp"
+#include "ops/cuda/adamw_cuda.hpp"
 #include "ops/cuda/cuda_check.hpp"
 #include "ops/cuda/cuda_kernels.hpp"
 #include "optim/grad_norm.hpp"
 
 namespace zl {
-
 
 namespace {
 
@@ -36,6 +37,12 @@ int as_int(std::int64_t value, const char* what) {
   ZL_CHECK(value >= 0 && value <= std::numeric_limits<int>::max(),
            "{} = {} does not fit cuBLAS's 32-bit sizes: split the product", what, value);
   return static_cast<int>(value);
+}
+
+// The step work runs on the training dtypes only, as on the CPU.
+void check_training_dtype(const char* kernel, DType dtype) {
+  ZL_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
+           "{}: {} is not a training dtype: use fp32, bf16 or fp16", kernel, dtype_name(dtype));
 }
 
 std::int64_t head_size(const char* kernel, std::int64_t channels, std::int64_t heads) {
@@ -274,23 +281,77 @@ void CudaDevice::conv1d_backward(std::span<const float> x, std::span<const float
   if (!dx.empty()) gemm(false, true, rows, in, out, dy.data(), w.data(), dx.data(), 0.0f);
 }
 
+// ---- memory ----
+
+void CudaDevice::copy_from_host(void* device, const void* host, std::size_t bytes) {
+  if (bytes == 0) return;
+  select();
+  ZL_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
+  synchronize();  // the copy has read `host`: the caller may reuse it
+}
+
+void CudaDevice::copy_to_host(void* host, const void* device, std::size_t bytes) {
+  if (bytes == 0) return;
+  select();
+  ZL_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
+  synchronize();  // complete on return
+}
+
+void CudaDevice::copy(void* to, const void* from, std::size_t bytes) {
+  if (bytes == 0 || to == from) return;
+  select();
+  ZL_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaDevice::fill_zero(void* device, std::size_t bytes) {
+  if (bytes == 0) return;
+  select();
+  ZL_CUDA_CHECK(cudaMemsetAsync(device, 0, bytes, stream_));
+}
+
 // ---- a training step's elementwise work ----
 
-void CudaDevice::add_inplace(std::span<float> out, std::span<const float> addend) {
-  check_elems("add_inplace", "addend", addend.size(), static_cast<std::int64_t>(out.size()));
+void CudaDevice::convert(const void* in, DType in_dtype, void* out, DType out_dtype,
+                         std::int64_t elems) {
+  check_training_dtype("convert", in_dtype);
+  check_training_dtype("convert", out_dtype);
+  ZL_CHECK(elems >= 0, "convert of {} elements: pass a count >= 0", elems);
+  if (in_dtype == out_dtype) {
+    return copy(out, in, static_cast<std::size_t>(elems) * dtype_bytes(in_dtype));
+  }
   select();
-  cuda::add_inplace(out.data(), addend.data(), static_cast<std::int64_t>(out.size()), stream_);
+  cuda::convert(in, in_dtype, out, out_dtype, elems, stream_);
 }
 
-void CudaDevice::scale_inplace(std::span<float> x, float factor) {
+void CudaDevice::add(void* acc, const void* addend, DType dtype, std::int64_t elems) {
+  check_training_dtype("add", dtype);
+  ZL_CHECK(elems >= 0, "add of {} elements: pass a count >= 0", elems);
   select();
-  cuda::scale_inplace(x.data(), factor, static_cast<std::int64_t>(x.size()), stream_);
+  cuda::add(acc, addend, dtype, elems, stream_);
 }
 
-void CudaDevice::cast_to_bf16(std::span<const float> x, std::span<std::uint16_t> out) {
-  check_elems("cast_to_bf16", "out", out.size(), static_cast<std::int64_t>(x.size()));
+void CudaDevice::scale(std::span<float> x, float factor) {
   select();
-  cuda::cast_to_bf16(x.data(), out.data(), static_cast<std::int64_t>(x.size()), stream_);
+  cuda::scale(x.data(), factor, static_cast<std::int64_t>(x.size()), stream_);
+}
+
+void CudaDevice::divide(std::span<float> x, float divisor) {
+  select();
+  cuda::divide(x.data(), divisor, static_cast<std::int64_t>(x.size()), stream_);
+}
+
+void CudaDevice::adamw_update(std::span<float> params, std::span<const float> grads,
+                              std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                              const AdamWScalars& scalars) {
+  const auto elems = static_cast<std::int64_t>(params.size());
+  check_elems("adamw_update", "grads", grads.size(), elems);
+  check_elems("adamw_update", "exp_avg", exp_avg.size(), elems);
+  check_elems("adamw_update", "exp_avg_sq", exp_avg_sq.size(), elems);
+  if (elems == 0) return;
+  select();
+  const AdamWTensor tensor{params.data(), grads.data(), exp_avg.data(), exp_avg_sq.data(),
+                           nullptr, elems};
+  adamw_update_cuda(std::span<const AdamWTensor>(&tensor, 1), scalars, stream_);
 }
 
 void CudaDevice::append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) {

@@ -1,6 +1,7 @@
 // cuda_device.hpp — the CUDA Device: cudaMalloc'd memory booked per category in the rank's
 // ledger, GEMMs through cuBLAS (fp32, and bf16 inputs with fp32 accumulation) and every other
-// kernel of the Device table as a hand-written CUDA kernel (cuda_kernels.cu, cuda_attention.cu).
+// kernel of the Device table as a hand-written CUDA kernel (cuda_kernels.cu, cuda_attention.cu,
+// and the step work's cuda_step_kernels.cu and adamw_cuda.cu).
 // The spans the kernels take hold device pointers: they are passed to kernels, never read on the
 // host. All work goes, in order, on the device's one compute stream; a kernel that must answer on
 // the host (the loss, a bad token) waits for it.
@@ -70,7 +71,7 @@ class CudaDevice final : public Device {
   /// copies such as a plain cudaMemcpy are ordered with it).
   cudaStream_t stream() const { return stream_; }
   /// Blocks the host until all work queued on the compute stream is done.
-  void synchronize();
+  void synchronize() override;
   /// The ledger, the device's scratch and the driver's count of used bytes, read now (after a
   /// synchronize).
   DeviceMemoryCheck memory_check();
@@ -84,19 +85,35 @@ class CudaDevice final : public Device {
                    std::int64_t k, const std::uint16_t* a, const std::uint16_t* b, float* c,
                    float beta);
 
-  // ---- a training step's elementwise work outside the Device table, on device spans, each the
-  // same bits as the host code it stands for ----
+  // ---- memory and step work (semantics: ops/device.hpp), queued in order on the compute
+  // stream. Copies are cudaMemcpyAsync / cudaMemsetAsync; the step kernels are
+  // cuda_step_kernels.cu, one IEEE-rounded operation per element, so they give CpuDevice's bits
+  // (a NaN produced by arithmetic may carry another payload than the host's). ----
 
-  /// out[i] += addend[i]: a residual connection (the host loop in model/gpt_block.cpp).
-  void add_inplace(std::span<float> out, std::span<const float> addend);
-  /// x[i] *= factor: loss-scale and gradient scaling.
-  void scale_inplace(std::span<float> x, float factor);
-  /// out[i] = f32_to_bf16(x[i]): the bf16 training copy of fp32 values.
-  void cast_to_bf16(std::span<const float> x, std::span<std::uint16_t> out);
-  /// append_block_sumsq (optim/grad_norm.hpp) on device gradients: one fp64 sum of squares per
-  /// block of kNormBlockElems, in index order, appended to the host vector `partials` (waits for
-  /// the stream). Throws zl::Error unless `grads` is whole blocks.
-  void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials);
+  /// Copies on the compute stream and waits for it, so `host` may be reused on return.
+  void copy_from_host(void* device, const void* host, std::size_t bytes) override;
+  /// Copies on the compute stream (after the work queued before) and waits for it.
+  void copy_to_host(void* host, const void* device, std::size_t bytes) override;
+  /// A device-to-device copy queued on the compute stream.
+  void copy(void* to, const void* from, std::size_t bytes) override;
+  /// A memset queued on the compute stream.
+  void fill_zero(void* device, std::size_t bytes) override;
+  /// A kernel between fp32, bf16 and fp16 (core/dtype.hpp's bits, NaN included), or a copy for
+  /// the same dtype. Throws zl::Error for any other dtype.
+  void convert(const void* in, DType in_dtype, void* out, DType out_dtype,
+               std::int64_t elems) override;
+  /// fp32, bf16 or fp16 (throws zl::Error for another dtype).
+  void add(void* acc, const void* addend, DType dtype, std::int64_t elems) override;
+  void scale(std::span<float> x, float factor) override;
+  void divide(std::span<float> x, float divisor) override;
+  /// One thread per block sums in the host's order; the partials come back to the host (waits
+  /// for the stream). Throws zl::Error unless `grads` is whole blocks.
+  void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) override;
+  /// adamw_update_cuda (adamw_cuda.hpp) on one tensor, without a bf16 copy. Throws zl::Error
+  /// unless the four spans have the same size.
+  void adamw_update(std::span<float> params, std::span<const float> grads,
+                    std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                    const AdamWScalars& scalars) override;
 
   // ---- the Device table (semantics: ops/device.hpp). GEMMs are cuBLAS fp32 (no TF32); the
   // other kernels compute in double where the CPU does, so results agree with CpuDevice to

@@ -75,14 +75,19 @@ void attention_backward(const float* qkv, const float* probs, const float* dout,
                         double* row_terms, std::int64_t batch, std::int64_t seq_len,
                         std::int64_t channels, std::int64_t heads, cudaStream_t stream);
 
-/// out[i] = out[i] + addend[i] (one float add each).
-void add_inplace(float* out, const float* addend, std::int64_t elems, cudaStream_t stream);
+/// out[i] = in[i] converted between training dtypes (fp32, bf16, fp16; checked by the caller):
+/// widened to fp32 exactly, rounded to nearest even (core/dtype.hpp's bits, NaN included).
+void convert(const void* in, DType in_dtype, void* out, DType out_dtype, std::int64_t elems,
+             cudaStream_t stream);
+
+/// acc[i] = acc[i] + addend[i] in a training dtype: widened to fp32, one float add, rounded once.
+void add(void* acc, const void* addend, DType dtype, std::int64_t elems, cudaStream_t stream);
 
 /// x[i] = x[i] * factor (one float multiply each).
-void scale_inplace(float* x, float factor, std::int64_t elems, cudaStream_t stream);
+void scale(float* x, float factor, std::int64_t elems, cudaStream_t stream);
 
-/// out[i] = the bf16 bits of x[i] (f32_to_bf16's rounding).
-void cast_to_bf16(const float* x, std::uint16_t* out, std::int64_t elems, cudaStream_t stream);
+/// x[i] = x[i] / divisor (one IEEE float division each).
+void divide(float* x, float divisor, std::int64_t elems, cudaStream_t stream);
 
 /// partials[b] = sum over i in block b of (double) g[i] squared, i in order: one thread per block
 /// of `block_elems`, so each partial is append_block_sumsq's, bit for bit.

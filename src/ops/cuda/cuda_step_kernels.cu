@@ -1,7 +1,7 @@
-// cuda_step_kernels.cu — the elementwise kernels a training step needs around the Device table:
-// residual adds, gradient scaling, bf16 casts and the gradient norm's block sums of squares. Each
-// is its host twin's arithmetic, one IEEE-rounded operation per element (no contraction), so the
-// GPU gives the same bits as the CPU code it replaces.
+// cuda_step_kernels.cu — the elementwise kernels of a training step (the Device's step work):
+// dtype conversions, accumulation, scaling, unscaling and the gradient norm's block sums of
+// squares. Each is its host twin's arithmetic (ops/cpu/cpu_step_ops.cpp), one IEEE-rounded
+// operation per element (no contraction), so the GPU gives the same bits as the CPU.
 #include <cstdint>
 
 #include "ops/cuda/cuda_check.hpp"
@@ -22,18 +22,53 @@ __device__ std::int64_t stride() {
   return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
 }
 
-__global__ void add_inplace_kernel(float* out, const float* addend, std::int64_t elems) {
-  for (std::int64_t i = first_index(); i < elems; i += stride()) {
-    out[i] = __fadd_rn(out[i], addend[i]);
+// Element i of a training-dtype array widened to fp32 (exact), as the host's load().
+__device__ float load_f32(const void* data, DType dtype, std::int64_t i) {
+  switch (dtype) {
+    case DType::BF16:
+      return from_bf16(static_cast<const std::uint16_t*>(data)[i]);
+    case DType::F16:
+      return from_f16(static_cast<const std::uint16_t*>(data)[i]);
+    default:
+      return static_cast<const float*>(data)[i];
   }
 }
 
-__global__ void scale_inplace_kernel(float* x, float factor, std::int64_t elems) {
+// Element i of a training-dtype array set to `value` rounded to nearest even, as the host's
+// store().
+__device__ void store_f32(void* data, DType dtype, std::int64_t i, float value) {
+  switch (dtype) {
+    case DType::BF16:
+      static_cast<std::uint16_t*>(data)[i] = to_bf16(value);
+      return;
+    case DType::F16:
+      static_cast<std::uint16_t*>(data)[i] = to_f16(value);
+      return;
+    default:
+      static_cast<float*>(data)[i] = value;
+  }
+}
+
+// The dtypes are the same for every thread, so the switches do not diverge.
+__global__ void convert_kernel(const void* in, DType in_dtype, void* out, DType out_dtype,
+                               std::int64_t elems) {
+  for (std::int64_t i = first_index(); i < elems; i += stride()) {
+    store_f32(out, out_dtype, i, load_f32(in, in_dtype, i));
+  }
+}
+
+__global__ void add_kernel(void* acc, const void* addend, DType dtype, std::int64_t elems) {
+  for (std::int64_t i = first_index(); i < elems; i += stride()) {
+    store_f32(acc, dtype, i, __fadd_rn(load_f32(acc, dtype, i), load_f32(addend, dtype, i)));
+  }
+}
+
+__global__ void scale_kernel(float* x, float factor, std::int64_t elems) {
   for (std::int64_t i = first_index(); i < elems; i += stride()) x[i] = __fmul_rn(x[i], factor);
 }
 
-__global__ void cast_to_bf16_kernel(const float* x, std::uint16_t* out, std::int64_t elems) {
-  for (std::int64_t i = first_index(); i < elems; i += stride()) out[i] = to_bf16(x[i]);
+__global__ void divide_kernel(float* x, float divisor, std::int64_t elems) {
+  for (std::int64_t i = first_index(); i < elems; i += stride()) x[i] = __fdiv_rn(x[i], divisor);
 }
 
 // optim/grad_norm.cpp's append_block_sumsq, one block of the gradient per thread.
@@ -51,22 +86,30 @@ __global__ void block_sumsq_kernel(const float* grads, double* partials, std::in
 
 }  // namespace
 
-void add_inplace(float* out, const float* addend, std::int64_t elems, cudaStream_t stream) {
+void convert(const void* in, DType in_dtype, void* out, DType out_dtype, std::int64_t elems,
+             cudaStream_t stream) {
   if (elems == 0) return;
-  add_inplace_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(out, addend, elems);
-  cuda_check_launch("add_inplace");
+  convert_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(in, in_dtype, out, out_dtype,
+                                                                     elems);
+  cuda_check_launch("convert");
 }
 
-void scale_inplace(float* x, float factor, std::int64_t elems, cudaStream_t stream) {
+void add(void* acc, const void* addend, DType dtype, std::int64_t elems, cudaStream_t stream) {
   if (elems == 0) return;
-  scale_inplace_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, factor, elems);
-  cuda_check_launch("scale_inplace");
+  add_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(acc, addend, dtype, elems);
+  cuda_check_launch("add");
 }
 
-void cast_to_bf16(const float* x, std::uint16_t* out, std::int64_t elems, cudaStream_t stream) {
+void scale(float* x, float factor, std::int64_t elems, cudaStream_t stream) {
   if (elems == 0) return;
-  cast_to_bf16_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, out, elems);
-  cuda_check_launch("cast_to_bf16");
+  scale_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, factor, elems);
+  cuda_check_launch("scale");
+}
+
+void divide(float* x, float divisor, std::int64_t elems, cudaStream_t stream) {
+  if (elems == 0) return;
+  divide_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, divisor, elems);
+  cuda_check_launch("divide");
 }
 
 void block_sumsq(const float* grads, double* partials, std::int64_t blocks,
