@@ -16,7 +16,9 @@
 namespace zl {
 
 /// CUDA device memory, as the simulator sees it. execute() is serialized by a mutex (the scratch
-/// is shared), so one instance serves every SimWorld of the process.
+/// is shared), so one instance serves every SimWorld of the process. The scratch grows to the
+/// largest collective's result (W blocks for reduce_scatter and all_gather) and belongs to no
+/// rank: no CudaDevice's ledger books it.
 class CudaCollectiveMemory final : public CollectiveMemory {
  public:
   CudaCollectiveMemory() = default;
