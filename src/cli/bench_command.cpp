@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "bench/adam_bench.hpp"
+#include "bench/adam_bench_cuda.hpp"
 #include "bench/collectives_bench.hpp"
 #include "bench/step_bench.hpp"
 #include "bench/timing.hpp"
@@ -35,9 +36,11 @@ using nlohmann::ordered_json;
 // ---- adam -----------------------------------------------------------------------------------
 
 struct AdamFlags {
+  std::string accelerator = "cpu";
   std::string params = "50000000";
+  bool params_given = false;  // cuda: otherwise the 124M preset's parameters
   bench::AdamBenchOptions options;
-  std::string torch_script = std::string(ZL_SOURCE_DIR) + "/scripts/bench_torch_adamw.py";
+  std::string torch_script;  // empty: the accelerator's script
   std::string python;
   bool no_torch = false;
   bool json = false;
@@ -65,15 +68,19 @@ int run_adam(const AdamFlags& flags) {
   if (flags.no_torch) {
     torch.note = "no PyTorch comparison: --no-torch";
   } else {
-    torch = bench::run_torch_adamw(flags.torch_script, flags.python, result.params_elems,
-                                   result.threads, result.repeats);
+    const std::string script = flags.torch_script.empty()
+                                   ? std::string(ZL_SOURCE_DIR) + "/scripts/bench_torch_adamw.py"
+                                   : flags.torch_script;
+    torch = bench::run_torch_adamw(script, flags.python, result.params_elems, result.threads,
+                                   result.repeats);
   }
   // The faster of PyTorch's two CPU paths is the one to beat.
   const double torch_ms = torch.ran ? std::min(torch.single_tensor_ms, torch.foreach_ms) : 0.0;
   const double speedup_vs_torch = torch.ran && result.ms > 0.0 ? torch_ms / result.ms : 0.0;
   const double triad_fraction = result.triad_gbps > 0.0 ? result.gbps / result.triad_gbps : 0.0;
   if (flags.json) {
-    ordered_json out = {{"params", result.params_elems},
+    ordered_json out = {{"accelerator", "cpu"},
+                        {"params", result.params_elems},
                         {"threads", result.threads},
                         {"repeats", result.repeats},
                         {"ms", result.ms},
@@ -120,37 +127,127 @@ int run_adam(const AdamFlags& flags) {
   return 0;
 }
 
+// --accelerator cuda: the multi-tensor kernel against the GPU's copy bandwidth and, when Python
+// can import torch with CUDA, torch.optim.AdamW(fused=True) on the same tensors.
+int run_adam_cuda(const AdamFlags& flags) {
+  bench::AdamCudaBenchOptions options;
+  options.params_elems = flags.params_given ? flags.options.params_elems : 0;
+  options.repeats = flags.options.repeats;
+  const bench::AdamCudaBenchResult result = bench::run_adam_bench_cuda(options);
+  bench::TorchCudaAdamResult torch;
+  if (flags.no_torch) {
+    torch.note = "no PyTorch comparison: --no-torch";
+  } else {
+    const std::string script = flags.torch_script.empty()
+                                   ? std::string(ZL_SOURCE_DIR) + "/scripts/torch_adamw_bench.py"
+                                   : flags.torch_script;
+    torch = bench::run_torch_adamw_cuda(script, flags.python, result.tensor_elems, result.warmup,
+                                        result.repeats);
+  }
+  const double copy_fraction = result.copy_gbps > 0.0 ? result.gbps / result.copy_gbps : 0.0;
+  const double speedup_vs_torch = torch.ran && result.ms > 0.0 ? torch.ms / result.ms : 0.0;
+  if (flags.json) {
+    ordered_json out = {{"accelerator", "cuda"},         {"device", result.device},
+                        {"params", result.params_elems}, {"tensors", result.tensor_elems.size()},
+                        {"split", "gpt2-124M"},          {"warmup", result.warmup},
+                        {"repeats", result.repeats},     {"ms", result.ms},
+                        {"best_ms", result.best_ms},     {"gbps", result.gbps},
+                        {"best_gbps", result.best_gbps}, {"copy_bytes", result.copy_bytes},
+                        {"copy_ms", result.copy_ms},     {"copy_gbps", result.copy_gbps},
+                        {"copy_fraction", copy_fraction}};
+    if (torch.ran) {
+      out["torch"] = {{"version", torch.version},
+                      {"python", torch.python},
+                      {"fused", true},
+                      {"ms", torch.ms},
+                      {"best_ms", torch.best_ms},
+                      {"gbps", torch.gbps},
+                      {"copy_gbps", torch.copy_gbps},
+                      {"copy_fraction", torch.copy_gbps > 0.0 ? torch.gbps / torch.copy_gbps : 0.0},
+                      {"speedup", speedup_vs_torch}};
+    } else {
+      out["torch"] = nullptr;
+      out["torch_note"] = torch.note;
+    }
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  fmt::print(
+      "AdamW on {} fp32 parameters in {} tensors (GPT-2 124M's sizes), {}, CUDA events, median "
+      "and best of {} updates after {} untimed\n",
+      result.params_elems, result.tensor_elems.size(), result.device, result.repeats,
+      result.warmup);
+  fmt::print(
+      "  {:<44} {:>9.3f} ms  {:>8.1f} GB/s at 28 B/param  ({:.0f}% of copy; best {:.3f} ms)\n",
+      "adamw_update_cuda (multi-tensor)", result.ms, result.gbps, 100.0 * copy_fraction,
+      result.best_ms);
+  fmt::print("  {:<44} {:>9.3f} ms  {:>8.1f} GB/s read + write, same run\n",
+             fmt::format("cudaMemcpyAsync D2D, {} bytes", result.copy_bytes), result.copy_ms,
+             result.copy_gbps);
+  if (!torch.ran) {
+    fmt::print("  {}\n", torch.note);
+    return 0;
+  }
+  fmt::print("  {:<44} {:>9.3f} ms  {:>8.1f} GB/s at 28 B/param  (zerolab is {:.2f}x faster)\n",
+             fmt::format("torch {} AdamW(fused=True)", torch.version), torch.ms, torch.gbps,
+             speedup_vs_torch);
+  return 0;
+}
+
 CLI::App* add_adam(CLI::App& bench, std::function<int()>& run) {
   auto* cmd = bench.add_subcommand(
       "adam",
       "Fused AdamW: ms per update, GB/s at 28 B/param, against the STREAM triad and "
-      "torch.optim.AdamW with the same threads");
+      "torch.optim.AdamW with the same threads (cpu), or against the GPU's copy bandwidth and "
+      "torch's fused CUDA AdamW (cuda)");
   auto flags = std::make_shared<AdamFlags>();
   flags->options.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  cmd->add_option("--params", flags->params, "fp32 parameters: 50000000 or 5e7")
+  cmd->add_option("--accelerator", flags->accelerator,
+                  "cpu: the fused CPU kernel | cuda: the multi-tensor kernel on GPU 0, built "
+                  "with CUDA only")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--threads", flags->options.threads, "Threads for the kernel, triad and torch")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
+  auto* params = cmd->add_option("--params", flags->params,
+                                 "fp32 parameters: 50000000 or 5e7 (cuda: default 124439808, the "
+                                 "124M preset's, in its tensors' sizes)")
+                     ->capture_default_str();
+  auto* threads = cmd->add_option("--threads", flags->options.threads,
+                                  "Threads for the kernel, triad and torch (cpu only)")
+                      ->check(CLI::Range(1, 1024))
+                      ->capture_default_str();
   cmd->add_option("--repeats", flags->options.repeats, "Timed updates (the median is reported)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  cmd->add_option("--reference-repeats", flags->options.reference_repeats,
-                  "Timed updates of the scalar reference kernel on one thread (0: skip)")
-      ->check(CLI::Range(0, 100000))
-      ->capture_default_str();
-  cmd->add_option("--torch-script", flags->torch_script, "The PyTorch benchmark script")
-      ->capture_default_str();
+  auto* reference_repeats =
+      cmd->add_option(
+             "--reference-repeats", flags->options.reference_repeats,
+             "Timed updates of the scalar reference kernel on one thread (0: skip; cpu only)")
+          ->check(CLI::Range(0, 100000))
+          ->capture_default_str();
+  cmd->add_option("--torch-script", flags->torch_script,
+                  "The PyTorch benchmark script (default: scripts/bench_torch_adamw.py for cpu, "
+                  "scripts/torch_adamw_bench.py for cuda)");
   cmd->add_option("--python", flags->python,
                   "Interpreter for the script (default: python3, else /usr/bin/python3, the first "
                   "that imports torch)");
   cmd->add_flag("--no-torch", flags->no_torch, "Skip the PyTorch comparison");
   cmd->add_flag("--json", flags->json,
-                "Print {params, threads, repeats, ms, gbps, triad_gbps, triad_fraction, "
-                "reference_ms, torch: {version, python, single_tensor_ms, foreach_ms, speedup} "
-                "or null with torch_note}");
-  cmd->callback([&run, flags] {
+                "Print {accelerator, params, threads, repeats, ms, gbps, triad_gbps, "
+                "triad_fraction, reference_ms, torch: {version, python, single_tensor_ms, "
+                "foreach_ms, speedup} or null with torch_note}; cuda: {accelerator, device, "
+                "params, tensors, split, warmup, repeats, ms, best_ms, gbps, best_gbps, "
+                "copy_bytes, copy_ms, copy_gbps, copy_fraction, torch: {version, python, fused, "
+                "ms, best_ms, gbps, copy_gbps, copy_fraction, speedup} or null with torch_note}");
+  cmd->callback([&run, flags, params, threads, reference_repeats] {
     flags->options.params_elems = parse_count(flags->params, "--params");
+    flags->params_given = params->count() > 0;
+    if (flags->accelerator == "cuda") {
+      ZL_CHECK(threads->count() == 0 && reference_repeats->count() == 0,
+               "--threads and --reference-repeats are for --accelerator cpu: the GPU benchmark "
+               "has no threads and no reference run");
+      run = [flags] { return run_adam_cuda(*flags); };
+      return;
+    }
     run = [flags] { return run_adam(*flags); };
   });
   return cmd;
