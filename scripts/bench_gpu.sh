@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# bench_gpu.sh — every GPU measurement of docs/performance.md in one command, on one GPU (W = 1):
+# the multi-tensor AdamW against the copy bandwidth and torch's fused AdamW (`zerolab bench adam
+# --accelerator cuda`, which runs scripts/torch_adamw_bench.py in the same run), GPT-2 124M in
+# bf16 with `zerolab train --backend nccl` at ZeRO stages 0-3, and the same model in PyTorch eager
+# (scripts/torch_gpt_bench.py). Builds nothing.
+#
+#   scripts/bench_gpu.sh [--zerolab build/gpu/zerolab] [--steps 20] [--warmup 5]
+#                        [--micro-batch 8] [--peak-flops 989e12] LOG_DIR
+#
+# Writes every command's raw output to LOG_DIR, and two files for notebooks/05_performance.ipynb:
+# notebooks/data/gpu-<date>-adam.json (the bench command's JSON, unedited) and
+# notebooks/data/gpu-<date>-gpt124m.json (the four train runs as `bench step` rows, with tokens/s,
+# MFU and peak memory per category, and the torch row). It prints the rows to add to
+# notebooks/data/README.md, which the notebook needs to label them. Stops at the first failure.
+set -euo pipefail
+
+usage() {
+  sed -n '8,9p' "$0" | sed 's/^# //' >&2
+  exit 2
+}
+die() {
+  echo "bench_gpu.sh: $*" >&2
+  exit 1
+}
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+zerolab=$root/build/gpu/zerolab
+steps=20
+warmup=5
+micro_batch=8
+peak_flops=989e12  # H100 SXM, dense bf16
+log_dir=
+while (($#)); do
+  case "$1" in
+    --zerolab) zerolab=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --micro-batch) micro_batch=$2; shift 2 ;;
+    --peak-flops) peak_flops=$2; shift 2 ;;
+    -h | --help) usage ;;
+    -*) echo "bench_gpu.sh: unknown option $1" >&2; usage ;;
+    *) [[ -z $log_dir ]] || usage; log_dir=$1; shift ;;
+  esac
+done
+[[ -n $log_dir ]] || usage
+((steps > warmup)) || die "--steps $steps must be more than --warmup $warmup: the first $warmup are not timed"
+
+# ---- what must be there: a GPU, the binary, a Python whose torch sees the GPU ----------------
+command -v nvidia-smi >/dev/null || die "no GPU: nvidia-smi is not installed (run this on a GPU machine)"
+nvidia-smi -L 2>/dev/null | grep -q '^GPU ' || die "no GPU: nvidia-smi lists none ($(nvidia-smi -L 2>&1 | head -1))"
+[[ -x $zerolab ]] || die "$zerolab is not an executable: build it first (docs/performance.md, GPU), or pass --zerolab"
+zerolab=$(cd "$(dirname "$zerolab")" && pwd)/$(basename "$zerolab")
+python=
+for candidate in python3 /usr/bin/python3; do
+  if "$candidate" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    python=$candidate
+    break
+  fi
+done
+[[ -n $python ]] || die "no Python whose torch sees a CUDA GPU (python3, /usr/bin/python3): install torch with CUDA"
+train_help=$("$zerolab" train --help)
+grep -q 'nccl' <<<"$train_help" || die "$zerolab train has no --backend nccl: build a zerolab with the nccl backend wired into train"
+train_device_flags=(--backend nccl)
+if grep -q -- '--accelerator' <<<"$train_help"; then train_device_flags+=(--accelerator cuda); fi
+
+mkdir -p "$log_dir"
+log_dir=$(cd "$log_dir" && pwd)
+date=$(date -u +%Y-%m-%d)
+cd "$root"
+{
+  echo "date (UTC): $(date -u '+%Y-%m-%d %H:%M')"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "zerolab: $zerolab"
+  echo "python: $python, torch $("$python" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv
+  uname -a
+} | tee "$log_dir/machine.txt"
+
+# Runs "$@" with stdout to $log_dir/$1.out and stderr to .err (name first), and says how long.
+run_logged() {
+  local name=$1
+  shift
+  echo "== $name: $*" | tee -a "$log_dir/commands.txt"
+  local started=$SECONDS
+  if ! "$@" >"$log_dir/$name.out" 2>"$log_dir/$name.err"; then
+    tail -5 "$log_dir/$name.err" >&2
+    die "$name failed: $* (logs in $log_dir/$name.out, .err)"
+  fi
+  echo "$name $((SECONDS - started))" >>"$log_dir/seconds.txt"
+}
+
+# ---- AdamW: zerolab's multi-tensor kernel, the copy bandwidth, torch fused, one run ----------
+run_logged adam "$zerolab" bench adam --accelerator cuda --repeats 20 --python "$python" --json
+
+# ---- GPT-2 124M, W = 1, bf16: zerolab at stages 0-3, then torch eager ------------------------
+# One process is the whole world; RANK, WORLD_SIZE and LOCAL_RANK are what torchrun would set.
+for stage in 0 1 2 3; do
+  RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 run_logged "train-s$stage" "$zerolab" train --model gpt \
+    --preset 124M "${train_device_flags[@]}" --stage "$stage" --bf16 --steps "$steps" \
+    --micro-batch "$micro_batch" --metrics "$log_dir/train-s$stage.metrics.jsonl" \
+    --summary "$log_dir/train-s$stage.summary.json"
+done
+run_logged torch-gpt "$python" scripts/torch_gpt_bench.py --micro-batch "$micro_batch" \
+  --seq-len 1024 --steps $((steps - warmup)) --warmup "$warmup" --peak-flops "$peak_flops"
+
+# ---- the notebook's files ---------------------------------------------------------------------
+"$python" - "$log_dir" "$root/notebooks/data" "$date" "$warmup" "$micro_batch" "$peak_flops" \
+  "$steps" <<'PY'
+import json, pathlib, shutil, statistics, sys
+sys.path.insert(0, "scripts")
+from torch_gpt_bench import flops_per_token  # one definition of the FLOPs per token
+
+log, data, date = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+warmup, micro_batch, peak_flops, steps = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
+seq_len, n_layer, n_embd = 1024, 12, 768  # the 124M preset
+seconds = dict(line.split() for line in (log / "seconds.txt").read_text().splitlines())
+adam = json.loads((log / "adam.out").read_text())
+torch_gpt = json.loads((log / "torch-gpt.out").read_text())
+rows = []
+for stage in range(4):
+    summary = json.loads((log / f"train-s{stage}.summary.json").read_text())
+    metrics = [json.loads(line) for line in (log / f"train-s{stage}.metrics.jsonl").read_text().splitlines()]
+    ms = statistics.median(m["step_ms"] for m in metrics[warmup:])
+    tokens_per_s = micro_batch * seq_len / (ms / 1e3)
+    per_token = flops_per_token(summary["params"], n_layer, n_embd, seq_len)
+    memory = summary["ranks"][0]["bytes"]
+    rows.append({"stage": stage, "engine": summary["engine"], "ms": ms,
+                 "tokens_per_s": tokens_per_s, "mfu": per_token * tokens_per_s / peak_flops,
+                 "peak_bytes": memory["total_peak"], "peak_bytes_by_category": memory["peak"]})
+for row in rows:
+    row["overhead_vs_ddp"] = row["ms"] / rows[0]["ms"]
+gpt = {"model": "gpt", "preset": "124M", "params": json.loads((log / "train-s0.summary.json").read_text())["params"],
+       "world": 1, "steps": steps, "rounds": 1, "accelerator": "cuda", "device": adam["device"],
+       "backend": "nccl", "precision": "bf16", "micro_batch": micro_batch, "seq_len": seq_len,
+       "warmup": warmup, "flops_per_token": flops_per_token(torch_gpt["params"], n_layer, n_embd, seq_len),
+       "peak_flops": peak_flops, "rows": rows, "torch": torch_gpt}
+shutil.copyfile(log / "adam.out", data / f"gpu-{date}-adam.json")
+(data / f"gpu-{date}-gpt124m.json").write_text(json.dumps(gpt, indent=2) + "\n")
+train_seconds = sum(int(seconds[f"train-s{s}"]) for s in range(4)) + int(seconds["torch-gpt"])
+print(f"\nwrote {data}/gpu-{date}-adam.json and gpu-{date}-gpt124m.json; add to notebooks/data/README.md:")
+print(f"| gpu-{date}-adam.json | `zerolab bench adam --accelerator cuda --repeats 20 --json` | {date} | {adam['device']} | {seconds['adam']} |")
+print(f"| gpu-{date}-gpt124m.json | `scripts/bench_gpu.sh --steps {steps} --warmup {warmup} --micro-batch {micro_batch}` | {date} | {adam['device']} | {train_seconds} |")
+print(f"\nAdamW: zerolab {adam['gbps']:.0f} GB/s, copy {adam['copy_gbps']:.0f} GB/s ({adam['copy_fraction']:.0%})"
+      + (f", torch fused {adam['torch']['gbps']:.0f} GB/s" if adam.get("torch") else f"; {adam.get('torch_note')}"))
+for row in rows:
+    print(f"stage {row['stage']} {row['engine']:6} {row['ms']:8.1f} ms {row['tokens_per_s']:9.0f} tok/s "
+          f"MFU {row['mfu']:.1%} peak {row['peak_bytes'] / 2**30:.2f} GiB")
+print(f"torch    {torch_gpt['step_ms']:8.1f} ms {torch_gpt['tokens_per_s']:9.0f} tok/s "
+      f"MFU {torch_gpt['mfu']:.1%} peak {torch_gpt['peak_bytes'] / 2**30:.2f} GiB")
+PY
