@@ -32,8 +32,8 @@ class CudaCollectiveMemory final : public CollectiveMemory {
   /// failed query's error is cleared, never thrown.
   bool holds(const void* ptr) const override;
 
-  /// On the GPU of the buffers (every buffer must be on the same one): waits for all work on that GPU
-  /// (the ranks' streams may still be writing their send buffers), computes the result into the
+  /// On the GPU of the buffers (every buffer must be on the same one): waits for all work on that
+  /// GPU (the ranks' streams may still be writing their send buffers), computes the result into the
   /// scratch (all_reduce: reduce_rank_order_cuda of every send; reduce_scatter: block b of every
   /// send into scratch block b; all_gather: send r into scratch block r; broadcast: the root's
   /// send), copies it to every recv (reduce_scatter: scratch block r to rank r), and waits for

@@ -3,8 +3,6 @@
 // out of place and in NCCL's in-place forms, compared with comm/reduce.hpp's reduce_rank_order and
 // plain copies of the same inputs. Reductions match bit for bit (a NaN matches any NaN), copies
 // match every bit; the rest of each rank's buffer must be left as it was.
-#include "cuda_collective_memory.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -17,6 +15,7 @@
 #include "comm/reduce.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "cuda_collective_memory.hpp"
 #include "execute.hpp"
 #include "gpu_test_support.hpp"
 
@@ -88,11 +87,11 @@ std::vector<std::byte> expected_recv(const std::vector<std::vector<std::byte>>& 
 
 // Runs one collective over `world` ranks' device buffers through `space` and checks every rank's
 // whole allocation against the host's answer.
-void check_collective(CollectiveMemory& space, CudaDevice& device, CallDesc call,
-                      std::size_t world, bool in_place) {
+void check_collective(CollectiveMemory& space, CudaDevice& device, CallDesc call, std::size_t world,
+                      bool in_place) {
   const std::size_t width = dtype_bytes(call.dtype);
-  const std::string what = describe(call) + " W=" + std::to_string(world) +
-                           (in_place ? " in place" : " out of place");
+  const std::string what =
+      describe(call) + " W=" + std::to_string(world) + (in_place ? " in place" : " out of place");
   std::vector<Layout> layouts;
   std::vector<std::vector<std::byte>> memory;
   std::vector<Buffer> staged, buffers;

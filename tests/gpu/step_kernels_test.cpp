@@ -39,19 +39,21 @@ constexpr DType kTrainingDtypes[] = {DType::F32, DType::BF16, DType::F16};
 std::vector<float> float_specials(std::uint32_t seed) {
   std::vector<float> values = test::random_floats(4000, seed, -1e5f, 1e5f);
   std::mt19937 engine(seed);
-  for (int i = 0; i < 4000; ++i) values.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(engine())));
-  const float inf = std::numeric_limits<float>::infinity();
-  for (const float value :
-       {inf, -inf, 0.0f, -0.0f, std::numeric_limits<float>::quiet_NaN(),
-        std::bit_cast<float>(0xFFC00001u), std::bit_cast<float>(0x7F800001u),  // payloads, sNaN
-        std::numeric_limits<float>::denorm_min(), -1e-40f, std::numeric_limits<float>::min(),
-        std::numeric_limits<float>::max(), -3.0e38f,
-        1.00390625f,                 // halfway between two bf16 values: ties to even
-        65504.0f, 65519.0f, 65520.0f,  // fp16's largest, the last below the tie, the tie to inf
-        5.9604645e-8f, 2.9802322e-8f, 4.4703484e-8f,  // fp16's smallest subnormal, half, 1.5x
-        6.097555e-5f, 1e-6f, 1.0009765625f}) {       // fp16 subnormal range, an fp16 tie
-    values.push_back(value);
-  }
+  for (int i = 0; i < 4000; ++i)
+    values.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(engine())));
+  using limits = std::numeric_limits<float>;
+  // Infinities, signed zeros, NaN: quiet, negative with a payload, signalling.
+  values.insert(values.end(),
+                {limits::infinity(), -limits::infinity(), 0.0f, -0.0f, limits::quiet_NaN(),
+                 std::bit_cast<float>(0xFFC00001u), std::bit_cast<float>(0x7F800001u)});
+  // fp32 subnormals, the smallest normal, the largest float (bf16 rounds it to infinity), -3e38.
+  values.insert(values.end(),
+                {limits::denorm_min(), -1e-40f, limits::min(), limits::max(), -3.0e38f});
+  // A bf16 tie (1 + 2^-8) and an fp16 tie (1 + 2^-11), both to even; fp16's largest value, the
+  // last value below the tie that rounds to infinity, and that tie.
+  values.insert(values.end(), {1.00390625f, 1.00048828125f, 65504.0f, 65519.0f, 65520.0f});
+  // fp16 subnormals: the smallest, half of it (a tie to zero), 1.5 times it, the largest, 1e-6.
+  values.insert(values.end(), {5.9604645e-8f, 2.9802322e-8f, 8.940697e-8f, 6.097555e-5f, 1e-6f});
   return values;
 }
 
@@ -69,7 +71,8 @@ std::vector<std::byte> every_16_bit_pattern() {
 std::vector<std::byte> stored_as(const std::vector<float>& values, DType dtype) {
   CpuDevice cpu;
   std::vector<std::byte> bytes(values.size() * dtype_bytes(dtype));
-  cpu.convert(values.data(), DType::F32, bytes.data(), dtype, static_cast<std::int64_t>(values.size()));
+  cpu.convert(values.data(), DType::F32, bytes.data(), dtype,
+              static_cast<std::int64_t>(values.size()));
   return bytes;
 }
 
@@ -99,8 +102,8 @@ void expect_same(const std::vector<std::byte>& gpu, const std::vector<std::byte>
   const auto index = static_cast<std::size_t>(i);
   ADD_FAILURE() << what << ": first different element " << i << " (gpu "
                 << (gpu.size() == cpu.size() ? value_at(gpu, dtype, index) : 0.0) << ", cpu "
-                << value_at(cpu, dtype, index) << ", sizes " << gpu.size() << " and "
-                << cpu.size() << " bytes)";
+                << value_at(cpu, dtype, index) << ", sizes " << gpu.size() << " and " << cpu.size()
+                << " bytes)";
 }
 
 class GpuStepWork : public ::testing::Test {
@@ -122,7 +125,7 @@ TEST_F(GpuStepWork, CopiesRoundTripAndFillZeroClearsItsRangeOnly) {
   Buffer b = gpu_->alloc(MemCategory::CommBuffer, DType::F32, {300});
   gpu_->copy_from_host(a.data(), host.data(), kBytes);
   gpu_->copy(static_cast<std::byte*>(b.data()) + 3, a.data(), kBytes);  // queued, not waited
-  gpu_->copy(b.data(), b.data(), kBytes);                                // same buffer: nothing
+  gpu_->copy(b.data(), b.data(), kBytes);                               // same buffer: nothing
   std::vector<std::byte> back(kBytes);
   gpu_->copy_to_host(back.data(), static_cast<const std::byte*>(b.data()) + 3, kBytes);
   EXPECT_EQ(back, host) << "host -> a -> b (+3 bytes) -> host";
@@ -212,7 +215,8 @@ TEST_F(GpuStepWork, BlockSumsOfSquaresAreTheHostPartials) {
 
 TEST_F(GpuStepWork, AdamWGivesTheHostBits) {
   constexpr std::int64_t kElems = 70001;  // several threads' worth on the CPU, odd
-  auto params = test::random_floats(kElems, 76), grads = test::random_floats(kElems, 77, -1e-2f, 1e-2f);
+  auto params = test::random_floats(kElems, 76),
+       grads = test::random_floats(kElems, 77, -1e-2f, 1e-2f);
   std::vector<float> m(kElems, 0.0f), v(kElems, 0.0f);
   grads[5] = 0.0f;
   grads[6] = 1e-30f;  // v underflows to subnormals

@@ -349,8 +349,12 @@ void CudaDevice::adamw_update(std::span<float> params, std::span<const float> gr
   check_elems("adamw_update", "exp_avg_sq", exp_avg_sq.size(), elems);
   if (elems == 0) return;
   select();
-  const AdamWTensor tensor{params.data(), grads.data(), exp_avg.data(), exp_avg_sq.data(),
-                           nullptr, elems};
+  const AdamWTensor tensor{.master = params.data(),
+                           .grads = grads.data(),
+                           .exp_avg = exp_avg.data(),
+                           .exp_avg_sq = exp_avg_sq.data(),
+                           .params_bf16 = nullptr,  // no bf16 copy: engines convert themselves
+                           .elems = elems};
   adamw_update_cuda(std::span<const AdamWTensor>(&tensor, 1), scalars, stream_);
 }
 

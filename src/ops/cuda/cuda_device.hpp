@@ -111,9 +111,8 @@ class CudaDevice final : public Device {
   void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) override;
   /// adamw_update_cuda (adamw_cuda.hpp) on one tensor, without a bf16 copy. Throws zl::Error
   /// unless the four spans have the same size.
-  void adamw_update(std::span<float> params, std::span<const float> grads,
-                    std::span<float> exp_avg, std::span<float> exp_avg_sq,
-                    const AdamWScalars& scalars) override;
+  void adamw_update(std::span<float> params, std::span<const float> grads, std::span<float> exp_avg,
+                    std::span<float> exp_avg_sq, const AdamWScalars& scalars) override;
 
   // ---- the Device table (semantics: ops/device.hpp). GEMMs are cuBLAS fp32 (no TF32); the
   // other kernels compute in double where the CPU does, so results agree with CpuDevice to
