@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "collective_memory.hpp"
 #include "comm/reduce.hpp"
 
 namespace zl {
@@ -268,6 +269,7 @@ void execute_staged(std::span<const CallDesc> calls, std::size_t block_bytes) {
 void execute_collective(std::span<const CallDesc> calls) {
   const CallDesc& call = calls.front();
   if (call.kind == CollectiveKind::Barrier) return;
+  if (CollectiveMemory* space = collective_memory_of(calls)) return space->execute(calls);
   const std::size_t block_bytes = call.count * dtype_bytes(call.dtype);
   // Empty reductions stay staged, where reduce_rank_order still rejects an unsupported dtype.
   const bool empty_reduction = call.count == 0 && is_reduction(call.kind);

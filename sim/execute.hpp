@@ -1,7 +1,8 @@
 // execute.hpp — carries out a collective once every rank has posted it: tile by tile straight from
 // the inputs into every rank's output (split over threads when large), or through scratch first
 // when buffers overlap in ways other than NCCL's in-place forms. Every reduction is
-// comm/reduce.hpp's reduce_rank_order.
+// comm/reduce.hpp's reduce_rank_order. Buffers in a registered CollectiveMemory (a GPU's) are
+// handed to that space.
 #pragma once
 
 #include <span>

@@ -35,7 +35,7 @@ class DdpEngine final : public Engine {
       accum_ = alloc_units(device, layout_, MemCategory::Grads, false, features_.precision);
     }
     init_params(model_, layout_, params_, options_.seed, device_);
-    master_from_params(opt_, whole(params_));
+    master_from_params(opt_, whole(params_), device_);
   }
 
   StepStats step(std::int64_t step) override {
@@ -43,7 +43,7 @@ class DdpEngine final : public Engine {
     float loss_sum = 0.0f;
     for (std::int64_t k = 0; k < micro_steps; ++k) {
       // 1. forward and 2. backward this rank's micro-batch into full per-unit gradients
-      zero_units(grads_);
+      zero_units(device_, grads_);
       loss_sum = loss_sum + run_micro_batch(model_, options_.batch(step * micro_steps + k,
                                                                    comm_.rank()),
                                             layout_, features_.precision,
@@ -79,19 +79,20 @@ class DdpEngine final : public Engine {
 
   ShardState shard_state() override {
     const int rank = comm_.rank(), world = comm_.size();
-    ShardState state = owned_shard_state(opt_, whole(params_));
+    ShardState state = owned_shard_state(opt_, whole(params_), device_);
     state.params = own_slices(fp32_params(opt_, whole(params_)));
-    state.exp_avg = copy_shards(own_shards(opt_.adam.exp_avg, layout_, rank, world));
-    state.exp_avg_sq = copy_shards(own_shards(opt_.adam.exp_avg_sq, layout_, rank, world));
+    state.exp_avg = copy_shards(device_, own_shards(opt_.adam.exp_avg, layout_, rank, world));
+    state.exp_avg_sq =
+        copy_shards(device_, own_shards(opt_.adam.exp_avg_sq, layout_, rank, world));
     return state;
   }
 
   void load_shard_state(const ShardState& state) override {
-    load_full_from_shards(comm_, opt_.master.empty() ? params_ : opt_.master, layout_,
+    load_full_from_shards(comm_, device_, opt_.master.empty() ? params_ : opt_.master, layout_,
                           state.params);
-    params_from_master(opt_, whole(params_));
-    load_full_from_shards(comm_, opt_.adam.exp_avg, layout_, state.exp_avg);
-    load_full_from_shards(comm_, opt_.adam.exp_avg_sq, layout_, state.exp_avg_sq);
+    params_from_master(opt_, whole(params_), device_);
+    load_full_from_shards(comm_, device_, opt_.adam.exp_avg, layout_, state.exp_avg);
+    load_full_from_shards(comm_, device_, opt_.adam.exp_avg_sq, layout_, state.exp_avg_sq);
     opt_.adam.updates = state.adam_updates;
     if (state.scaler && opt_.scaler.dynamic()) opt_.scaler.load(*state.scaler);
   }
@@ -108,7 +109,7 @@ class DdpEngine final : public Engine {
       hooks.direct_grad = [this](int u) { return grads_[u].as<float>(); };
     }
     hooks.grad_ready = [this](int u, TypedSpan grad) {
-      copy_into(grad, view_of(grads_[u]));
+      copy_into(device_, grad, view_of(grads_[u]));
       if (!features_.overlap_comm) return;
       in_flight_.push_back(
           start_all_reduce(comm_, view_of(grads_[u]), features_.reduce_bucket_elems, true));
@@ -127,31 +128,29 @@ class DdpEngine final : public Engine {
   void accumulate(bool first) {
     for (std::size_t u = 0; u < layout_.size(); ++u) {
       if (first) {
-        copy_into(view_of(grads_[u]), view_of(accum_[u]));
+        copy_into(device_, view_of(grads_[u]), view_of(accum_[u]));
       } else {
-        add_into(view_of(accum_[u]), view_of(grads_[u]));
+        add_into(device_, view_of(accum_[u]), view_of(grads_[u]));
       }
     }
   }
 
   std::vector<std::vector<float>> unpadded(const UnitSpans& spans) const {
-    std::vector<std::vector<float>> copies;
+    UnitSpans real;
     for (std::size_t u = 0; u < layout_.size(); ++u) {
-      const auto real = spans[u].first(static_cast<std::size_t>(layout_[u].numel));
-      copies.emplace_back(real.begin(), real.end());
+      real.push_back(spans[u].first(static_cast<std::size_t>(layout_[u].numel)));
     }
-    return copies;
+    return copy_shards(device_, real);
   }
 
   std::vector<std::vector<float>> own_slices(const UnitSpans& spans) const {
-    std::vector<std::vector<float>> copies;
+    UnitSpans slices;
     for (std::size_t u = 0; u < layout_.size(); ++u) {
       const ShardRange shard = shard_of(layout_[u], comm_.rank(), comm_.size());
-      const auto slice = spans[u].subspan(static_cast<std::size_t>(shard.begin),
-                                          static_cast<std::size_t>(shard.size()));
-      copies.emplace_back(slice.begin(), slice.end());
+      slices.push_back(spans[u].subspan(static_cast<std::size_t>(shard.begin),
+                                        static_cast<std::size_t>(shard.size())));
     }
-    return copies;
+    return copy_shards(device_, slices);
   }
 
   Model& model_;

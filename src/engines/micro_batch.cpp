@@ -18,7 +18,7 @@ struct Fp32Params {
 Fp32Params fp32_of(TypedSpan params, Device& device) {
   if (params.dtype == DType::F32) return {params.f32(), {}};
   Fp32Params out{{}, device.alloc(MemCategory::Gathered, DType::F32, {params.elems})};
-  widen(params, out.copy.as<float>());
+  widen(device, params, out.copy.as<float>());
   out.values = out.copy.as<float>();
   return out;
 }
@@ -72,7 +72,7 @@ float run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLa
       continue;
     }
     Buffer rounded = device.alloc(MemCategory::Grads, precision, {layout[u].padded_elems});
-    round_into(grad[u], view_of(rounded));
+    round_into(device, grad[u], view_of(rounded));
     temp[u] = Buffer();  // the fp32 gradient goes before the engine reduces the rounded one
     hooks.grad_ready(u, view_of(rounded));
   }

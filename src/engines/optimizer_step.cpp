@@ -5,8 +5,6 @@
 #include <cmath>
 
 #include "optim/adamw.hpp"
-#include "optim/adamw_fused.hpp"
-#include "optim/grad_norm.hpp"
 
 namespace zl {
 
@@ -27,13 +25,10 @@ std::span<float> unscaled(TypedSpan grad, double loss_scale, OptimizerState& sta
     scratch = device.alloc(state.offload ? MemCategory::HostGrads : MemCategory::Grads,
                            DType::F32, {grad.elems});
     out = scratch.as<float>();
-    widen(grad, out);
+    widen(device, grad, out);
     if (state.offload && state.transfers != nullptr) state.transfers->record_to_host(grad.bytes());
   }
-  if (loss_scale != 1.0) {
-    const auto scale = static_cast<float>(loss_scale);
-    for (float& g : out) g = g / scale;
-  }
+  if (loss_scale != 1.0) device.divide(out, static_cast<float>(loss_scale));
   return out;
 }
 
@@ -88,17 +83,19 @@ UnitSpans fp32_params(OptimizerState& state, const std::vector<TypedSpan>& owned
   return spans;
 }
 
-void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& owned_params) {
+void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
+                        Device& device) {
   if (!mixed(state)) return;
   for (std::size_t u = 0; u < owned_params.size(); ++u) {
-    round_into(state.master[u].as<float>(), owned_params[u]);
+    round_into(device, state.master[u].as<float>(), owned_params[u]);
   }
 }
 
-void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params) {
+void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
+                        Device& device) {
   if (!mixed(state)) return;
   for (std::size_t u = 0; u < owned_params.size(); ++u) {
-    widen(owned_params[u], state.master[u].as<float>());
+    widen(device, owned_params[u], state.master[u].as<float>());
   }
 }
 
@@ -107,15 +104,14 @@ std::vector<double> unscaled_partials(const std::vector<TypedSpan>& grads, doubl
   std::vector<double> partials;
   for (const TypedSpan& grad : grads) {
     if (grad.dtype == DType::F32 && loss_scale == 1.0) {
-      append_block_sumsq(grad.f32(), partials);
+      device.append_block_sumsq(grad.f32(), partials);
       continue;
     }
     // Unscale a copy: the gradients themselves are unscaled once, in optimizer_step.
     Buffer copy = device.alloc(MemCategory::Grads, DType::F32, {grad.elems});
-    widen(grad, copy.as<float>());
-    const auto scale = static_cast<float>(loss_scale);
-    for (float& g : copy.as<float>()) g = g / scale;
-    append_block_sumsq(copy.as<float>(), partials);
+    widen(device, grad, copy.as<float>());
+    if (loss_scale != 1.0) device.divide(copy.as<float>(), static_cast<float>(loss_scale));
+    device.append_block_sumsq(copy.as<float>(), partials);
   }
   return partials;
 }
@@ -142,13 +138,11 @@ bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<Typed
   for (std::size_t u = 0; u < grads.size(); ++u) {
     Buffer scratch;
     const std::span<float> g = unscaled(grads[u], state.scaler.scale(), state, device, scratch);
-    if (clip != 1.0f) {
-      for (float& value : g) value = value * clip;
-    }
-    adamw_update_fused(targets[u], g, state.adam.exp_avg[u].as<float>(),
-                       state.adam.exp_avg_sq[u].as<float>(), scalars, adam_threads());
+    if (clip != 1.0f) device.scale(g, clip);
+    device.adamw_update(targets[u], g, state.adam.exp_avg[u].as<float>(),
+                        state.adam.exp_avg_sq[u].as<float>(), scalars);
     if (!mixed(state)) continue;
-    round_into(state.master[u].as<float>(), params[u]);
+    round_into(device, state.master[u].as<float>(), params[u]);
     if (state.offload && state.transfers != nullptr) {
       state.transfers->record_to_device(params[u].bytes());
     }

@@ -52,10 +52,12 @@ std::vector<TypedSpan> owned_spans(UnitBuffers& buffers, const std::vector<UnitL
 UnitSpans fp32_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params);
 
 /// Sets the owned parameters to the master, rounded (nothing to do without a master).
-void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& owned_params);
+void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
+                        Device& device);
 
 /// Sets the master to the owned parameters, widened (after init; nothing to do without one).
-void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params);
+void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
+                        Device& device);
 
 /// Block partials (optim/grad_norm.hpp) of the unscaled fp32 gradients, unit after unit.
 std::vector<double> unscaled_partials(const std::vector<TypedSpan>& grads, double loss_scale,

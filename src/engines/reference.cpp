@@ -12,6 +12,7 @@
 #include "engines/engine.hpp"
 #include "engines/micro_batch.hpp"
 #include "engines/optimizer_step.hpp"
+#include "engines/sharding.hpp"
 #include "optim/grad_norm.hpp"
 
 namespace zl {
@@ -37,7 +38,7 @@ class ReferenceEngine final : public Engine {
           alloc_units(device, layout_, MemCategory::Grads, false, features_.precision));
     }
     init_params(model_, layout_, params_, options_.seed, device_);
-    master_from_params(opt_, owned());
+    master_from_params(opt_, owned(), device_);
   }
 
   StepStats step(std::int64_t step) override {
@@ -61,17 +62,8 @@ class ReferenceEngine final : public Engine {
   }
 
   ModelState full_state() override {
-    const UnitSpans params = fp32_params(opt_, owned());
-    ModelState state;
-    for (std::size_t u = 0; u < layout_.size(); ++u) {
-      const auto real = static_cast<std::size_t>(layout_[u].numel);
-      state.params.emplace_back(params[u].begin(), params[u].begin() + real);
-      const auto m = opt_.adam.exp_avg[u].as<float>().first(real);
-      const auto v = opt_.adam.exp_avg_sq[u].as<float>().first(real);
-      state.exp_avg.emplace_back(m.begin(), m.end());
-      state.exp_avg_sq.emplace_back(v.begin(), v.end());
-    }
-    return state;
+    return {unpadded(fp32_params(opt_, owned())), unpadded(spans_of(opt_.adam.exp_avg)),
+            unpadded(spans_of(opt_.adam.exp_avg_sq))};
   }
 
   ShardState shard_state() override {
@@ -83,6 +75,15 @@ class ReferenceEngine final : public Engine {
   }
 
  private:
+  // Host copies of the real (unpadded) elements of each unit.
+  std::vector<std::vector<float>> unpadded(const UnitSpans& spans) {
+    UnitSpans real;
+    for (std::size_t u = 0; u < layout_.size(); ++u) {
+      real.push_back(spans[u].first(static_cast<std::size_t>(layout_[u].numel)));
+    }
+    return copy_shards(device_, real);
+  }
+
   std::vector<TypedSpan> owned() { return owned_spans(params_, layout_, false, 0, 1); }
   std::vector<TypedSpan> owned_grads() { return owned_spans(grads_, layout_, false, 0, 1); }
 
@@ -91,7 +92,7 @@ class ReferenceEngine final : public Engine {
     MicroBatchHooks hooks;
     hooks.params = [this](int u, bool) { return UnitParams{view_of(params_[u]), {}}; };
     hooks.grad_ready = [this, r](int u, TypedSpan grad) {
-      copy_into(grad, view_of(rank_grads_[r][u]));
+      copy_into(device_, grad, view_of(rank_grads_[r][u]));
     };
     return run_micro_batch(model_, options_.batch(micro_step, r), layout_, features_.precision,
                            grad_scale_of(opt_, features_), hooks, options_, device_);
@@ -108,9 +109,9 @@ class ReferenceEngine final : public Engine {
       reduce_rank_order(inputs, average.data(), static_cast<std::size_t>(layout_[u].padded_elems),
                         features_.precision, ReduceOp::Avg);
       if (first) {
-        copy_into(view_of(average), view_of(grads_[u]));
+        copy_into(device_, view_of(average), view_of(grads_[u]));
       } else {
-        add_into(view_of(grads_[u]), view_of(average));
+        add_into(device_, view_of(grads_[u]), view_of(average));
       }
     }
   }

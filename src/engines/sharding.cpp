@@ -17,10 +17,10 @@ std::int64_t piece_elems(std::int64_t bucket_elems, int world) {
 }
 
 // Rank r's `count` elements of a packed gather go to [r * shard_elems + begin, ...) of `full`.
-void unpack_gathered(TypedSpan packed, TypedSpan full, std::int64_t shard_elems,
+void unpack_gathered(Device& device, TypedSpan packed, TypedSpan full, std::int64_t shard_elems,
                      std::int64_t begin, std::int64_t count, int world) {
   for (int r = 0; r < world; ++r) {
-    copy_into(packed.slice(r * count, count), full.slice(r * shard_elems + begin, count));
+    copy_into(device, packed.slice(r * count, count), full.slice(r * shard_elems + begin, count));
   }
 }
 
@@ -50,7 +50,7 @@ InFlight reduce_into_shard(Comm& comm, Device& device, TypedSpan grad, TypedSpan
   Buffer bucket;
   if (async) {
     bucket = device.alloc(MemCategory::CommBuffer, grad.dtype, {grad.elems});
-    copy_into(grad, view_of(bucket));
+    copy_into(device, grad, view_of(bucket));
     grad = view_of(bucket);
   }
   Buffer reduced;
@@ -62,7 +62,9 @@ InFlight reduce_into_shard(Comm& comm, Device& device, TypedSpan grad, TypedSpan
   InFlight flight = start_reduce_scatter(comm, device, grad, target, bucket_elems, async);
   flight.buffers.push_back(std::move(bucket));
   flight.buffers.push_back(std::move(reduced));
-  if (!first_micro_batch) flight.finish = [shard, target] { add_into(shard, target); };
+  if (!first_micro_batch) {
+    flight.finish = [&device, shard, target] { add_into(device, shard, target); };
+  }
   if (!async) flight.wait();
   return flight;
 }
@@ -102,16 +104,16 @@ InFlight start_all_gather(Comm& comm, Device& device, TypedSpan shard, TypedSpan
       continue;
     }
     comm.all_gather(send, packed.data(), static_cast<std::size_t>(count), shard.dtype);
-    unpack_gathered(view_of(packed), full, shard.elems, begin, count, world);
+    unpack_gathered(device, view_of(packed), full, shard.elems, begin, count, world);
   }
   if (async) {
     // The packed buffers stay in `flight` until the finish step has unpacked them.
     std::vector<TypedSpan> packed_views;
     for (Buffer& buffer : flight.buffers) packed_views.push_back(view_of(buffer));
-    flight.finish = [packed_views, pieces, full, shard_elems = shard.elems, world] {
+    flight.finish = [&device, packed_views, pieces, full, shard_elems = shard.elems, world] {
       for (std::size_t i = 0; i < pieces.size(); ++i) {
-        unpack_gathered(packed_views[i], full, shard_elems, pieces[i].first, pieces[i].second,
-                        world);
+        unpack_gathered(device, packed_views[i], full, shard_elems, pieces[i].first,
+                        pieces[i].second, world);
       }
     };
   }
@@ -144,7 +146,7 @@ InFlight start_reduce_scatter(Comm& comm, Device& device, TypedSpan full, TypedS
     const std::int64_t count = std::min(piece, shard.elems - begin);
     Buffer packed = device.alloc(MemCategory::CommBuffer, shard.dtype, {count * world});
     for (int r = 0; r < world; ++r) {
-      copy_into(full.slice(r * shard.elems + begin, count),
+      copy_into(device, full.slice(r * shard.elems + begin, count),
                 view_of(packed).slice(r * count, count));
     }
     void* recv = shard.slice(begin, count).data;
@@ -196,9 +198,10 @@ double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayou
   const auto count = static_cast<std::int64_t>(own_partials.size());
   Buffer send = device.alloc(MemCategory::CommBuffer, DType::F64, {count});
   Buffer recv = device.alloc(MemCategory::CommBuffer, DType::F64, {count * world});
-  std::ranges::copy(own_partials, send.as<double>().begin());
+  device.copy_from_host(send.data(), own_partials.data(), static_cast<std::size_t>(send.bytes()));
   comm.all_gather(send.data(), recv.data(), own_partials.size(), DType::F64);
-  const std::span<const double> gathered = recv.as<double>();
+  std::vector<double> gathered(static_cast<std::size_t>(recv.elems()));
+  device.copy_to_host(gathered.data(), recv.data(), static_cast<std::size_t>(recv.bytes()));
   // The unsharded model's order: unit by unit, and within a unit rank 0's blocks, rank 1's, ...
   std::vector<double> ordered;
   ordered.reserve(gathered.size());
@@ -238,19 +241,23 @@ std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,
     const TypedSpan shard{shards[u].data(), static_cast<std::int64_t>(shards[u].size()),
                           DType::F32};
     const Buffer full = gather_unit(comm, device, layout[u], shard, layout[u].padded_elems);
-    const auto real = full.as<float>().first(static_cast<std::size_t>(layout[u].numel));
-    copies.emplace_back(real.begin(), real.end());
+    copies.emplace_back(static_cast<std::size_t>(layout[u].numel));
+    device.copy_to_host(copies.back().data(), full.data(), copies.back().size() * sizeof(float));
   }
   return copies;
 }
 
-std::vector<std::vector<float>> copy_shards(const UnitSpans& shards) {
+std::vector<std::vector<float>> copy_shards(Device& device, const UnitSpans& shards) {
   std::vector<std::vector<float>> copies;
-  for (const auto shard : shards) copies.emplace_back(shard.begin(), shard.end());
+  for (const auto shard : shards) {
+    copies.emplace_back(shard.size());
+    device.copy_to_host(copies.back().data(), shard.data(), shard.size_bytes());
+  }
   return copies;
 }
 
-void assign_shards(const UnitSpans& shards, const std::vector<std::vector<float>>& values) {
+void assign_shards(Device& device, const UnitSpans& shards,
+                   const std::vector<std::vector<float>>& values) {
   ZL_CHECK(values.size() == shards.size(),
            "state has {} units but the model has {}: load a checkpoint of this model",
            values.size(), shards.size());
@@ -259,31 +266,34 @@ void assign_shards(const UnitSpans& shards, const std::vector<std::vector<float>
         values[u].size() == shards[u].size(),
         "unit {} shard has {} elements but this engine's shard has {}: reshard for this world size",
         u, values[u].size(), shards[u].size());
-    std::ranges::copy(values[u], shards[u].begin());
+    device.copy_from_host(shards[u].data(), values[u].data(), shards[u].size_bytes());
   }
 }
 
-void load_full_from_shards(Comm& comm, UnitBuffers& full, const std::vector<UnitLayout>& layout,
+void load_full_from_shards(Comm& comm, Device& device, UnitBuffers& full,
+                           const std::vector<UnitLayout>& layout,
                            const std::vector<std::vector<float>>& values) {
   const UnitSpans shards = own_shards(full, layout, comm.rank(), comm.size());
-  assign_shards(shards, values);
+  assign_shards(device, shards, values);
   for (std::size_t u = 0; u < layout.size(); ++u) {
     comm.all_gather(shards[u].data(), full[u].data(), shards[u].size(), DType::F32);
   }
 }
 
-ShardState owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>& owned_params) {
-  return {copy_shards(fp32_params(state, owned_params)), copy_shards(spans_of(state.adam.exp_avg)),
-          copy_shards(spans_of(state.adam.exp_avg_sq)), state.adam.updates,
+ShardState owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
+                             Device& device) {
+  return {copy_shards(device, fp32_params(state, owned_params)),
+          copy_shards(device, spans_of(state.adam.exp_avg)),
+          copy_shards(device, spans_of(state.adam.exp_avg_sq)), state.adam.updates,
           state.scaler.state()};
 }
 
 void load_owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
-                            const ShardState& shards) {
-  assign_shards(fp32_params(state, owned_params), shards.params);
-  params_from_master(state, owned_params);
-  assign_shards(spans_of(state.adam.exp_avg), shards.exp_avg);
-  assign_shards(spans_of(state.adam.exp_avg_sq), shards.exp_avg_sq);
+                            const ShardState& shards, Device& device) {
+  assign_shards(device, fp32_params(state, owned_params), shards.params);
+  params_from_master(state, owned_params, device);
+  assign_shards(device, spans_of(state.adam.exp_avg), shards.exp_avg);
+  assign_shards(device, spans_of(state.adam.exp_avg_sq), shards.exp_avg_sq);
   state.adam.updates = shards.adam_updates;
   if (shards.scaler && state.scaler.dynamic()) state.scaler.load(*shards.scaler);
 }

@@ -105,26 +105,30 @@ std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,
                                                 const std::vector<UnitLayout>& layout,
                                                 const UnitSpans& shards);
 
-/// Copies of `shards` (one span per unit).
-std::vector<std::vector<float>> copy_shards(const UnitSpans& shards);
+/// Host copies of `shards` (one span per unit of `device`'s memory).
+std::vector<std::vector<float>> copy_shards(Device& device, const UnitSpans& shards);
 
-/// Writes `values[u]` into `shards[u]` for every unit; sizes must match.
-void assign_shards(const UnitSpans& shards, const std::vector<std::vector<float>>& values);
+/// Writes the host `values[u]` into `shards[u]` (`device`'s memory) for every unit; sizes must
+/// match.
+void assign_shards(Device& device, const UnitSpans& shards,
+                   const std::vector<std::vector<float>>& values);
 
 /// Fills whole fp32 unit buffers from `values` (this rank's shards): writes the own slice, then
 /// all-gathers the rest in place. Collective.
-void load_full_from_shards(Comm& comm, UnitBuffers& full, const std::vector<UnitLayout>& layout,
+void load_full_from_shards(Comm& comm, Device& device, UnitBuffers& full,
+                           const std::vector<UnitLayout>& layout,
                            const std::vector<std::vector<float>>& values);
 
 /// This rank's ShardState from an optimizer that owns shards (ZeRO-1, -2, -3): the fp32
 /// parameters (master, or the owned parameters in fp32), the moments, the update count and the
 /// loss scaler.
-ShardState owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>& owned_params);
+ShardState owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
+                             Device& device);
 
 /// Loads `shards` into an optimizer that owns shards: master (rounded into the owned 16-bit
 /// parameters) or the fp32 parameters, moments, update count, scaler. No communication.
 void load_owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
-                            const ShardState& shards);
+                            const ShardState& shards, Device& device);
 
 /// Full state of an engine whose optimizer owns shards. Collective.
 ModelState gather_model_state(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,

@@ -1,13 +1,15 @@
 // typed_span.hpp — a view of elements of any training dtype (fp32, bf16, fp16): a unit buffer or
-// a shard of one. Mixed precision holds parameters and gradients in 16 bits; these helpers are
-// the only places that widen them to fp32 (exact) or round fp32 to them (nearest even), so every
-// engine and the reference convert the same way.
+// a shard of one, in a device's memory. Mixed precision holds parameters and gradients in 16
+// bits; these helpers are the only places that widen them to fp32 (exact) or round fp32 to them
+// (nearest even), so every engine and the reference convert the same way. They check sizes and
+// hand the work to the Device (ops/device.hpp), whose memory the host may not reach.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
 #include "core/buffer.hpp"
+#include "ops/device.hpp"
 
 namespace zl {
 
@@ -28,17 +30,18 @@ struct TypedSpan {
 /// All of `buffer`.
 TypedSpan view_of(Buffer& buffer);
 
-/// out[i] = in[i] widened to fp32 (exact). Sizes must match.
-void widen(TypedSpan in, std::span<float> out);
+/// out[i] = in[i] widened to fp32 (exact), on `device`. Sizes must match.
+void widen(Device& device, TypedSpan in, std::span<float> out);
 
-/// out[i] = in[i] rounded to out's dtype (nearest even; a copy for fp32). Sizes must match.
-void round_into(std::span<const float> in, TypedSpan out);
+/// out[i] = in[i] rounded to out's dtype (nearest even; a copy for fp32), on `device`. Sizes must
+/// match.
+void round_into(Device& device, std::span<const float> in, TypedSpan out);
 
-/// to[i] = from[i]; same dtype and size.
-void copy_into(TypedSpan from, TypedSpan to);
+/// to[i] = from[i] on `device`; same dtype and size.
+void copy_into(Device& device, TypedSpan from, TypedSpan to);
 
 /// acc[i] = acc[i] + add[i], summed in fp32 and rounded once to the dtype: exactly what a
-/// two-input rank-order Sum (comm/reduce.hpp) computes. Same dtype and size.
-void add_into(TypedSpan acc, TypedSpan add);
+/// two-input rank-order Sum (comm/reduce.hpp) computes. On `device`; same dtype and size.
+void add_into(Device& device, TypedSpan acc, TypedSpan add);
 
 }  // namespace zl

@@ -42,20 +42,21 @@ UnitSpans own_shards(UnitBuffers& full, const std::vector<UnitLayout>& layout, i
 void init_params(const Model& model, const std::vector<UnitLayout>& layout, UnitBuffers& params,
                  std::uint64_t seed, Device& device) {
   for (std::size_t u = 0; u < layout.size(); ++u) {
-    const auto real = static_cast<std::size_t>(layout[u].numel);
+    std::vector<float> init(static_cast<std::size_t>(layout[u].numel));
+    model.init_unit(static_cast<int>(u), init, seed);
     if (params[u].dtype() == DType::F32) {
-      model.init_unit(static_cast<int>(u), params[u].as<float>().first(real), seed);
+      device.copy_from_host(params[u].data(), init.data(), init.size() * sizeof(float));
       continue;
     }
     Buffer fp32 = device.alloc(MemCategory::Gathered, DType::F32, {layout[u].numel});
-    model.init_unit(static_cast<int>(u), fp32.as<float>(), seed);
-    round_into(fp32.as<float>(), view_of(params[u]).slice(0, layout[u].numel));
+    device.copy_from_host(fp32.data(), init.data(), init.size() * sizeof(float));
+    round_into(device, fp32.as<float>(), view_of(params[u]).slice(0, layout[u].numel));
   }
 }
 
-void zero_units(UnitBuffers& buffers) {
+void zero_units(Device& device, UnitBuffers& buffers) {
   for (auto& buffer : buffers) {
-    if (buffer.bytes() > 0) std::memset(buffer.data(), 0, static_cast<std::size_t>(buffer.bytes()));
+    device.fill_zero(buffer.data(), static_cast<std::size_t>(buffer.bytes()));
   }
 }
 

@@ -36,8 +36,8 @@ UnitSpans own_shards(UnitBuffers& full, const std::vector<UnitLayout>& layout, i
 void init_params(const Model& model, const std::vector<UnitLayout>& layout, UnitBuffers& params,
                  std::uint64_t seed, Device& device);
 
-/// Sets every element of every buffer to +0.
-void zero_units(UnitBuffers& buffers);
+/// Sets every element of every buffer (of `device`) to +0.
+void zero_units(Device& device, UnitBuffers& buffers);
 
 /// Calls options.observer, if set, with the event and the device's ledger now.
 void notify(const EngineOptions& options, const Device& device, std::string_view phase,

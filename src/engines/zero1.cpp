@@ -39,7 +39,7 @@ class Zero1Engine final : public Engine {
                            features_.precision);
     }
     init_params(model_, layout_, params_, options_.seed, device_);
-    master_from_params(opt_, own(params_));
+    master_from_params(opt_, own(params_), device_);
   }
 
   StepStats step(std::int64_t step) override {
@@ -47,7 +47,7 @@ class Zero1Engine final : public Engine {
     float loss_sum = 0.0f;
     for (std::int64_t k = 0; k < micro_steps; ++k) {
       // 1. forward and 2. backward this rank's micro-batch into full per-unit gradients
-      zero_units(grads_);
+      zero_units(device_, grads_);
       loss_sum = loss_sum + run_micro_batch(model_, options_.batch(step * micro_steps + k,
                                                                    comm_.rank()),
                                             layout_, features_.precision,
@@ -65,9 +65,9 @@ class Zero1Engine final : public Engine {
         }
         if (micro_steps == 1) continue;
         if (k == 0) {
-          copy_into(grad_shards[u], view_of(accum_[u]));
+          copy_into(device_, grad_shards[u], view_of(accum_[u]));
         } else {
-          add_into(view_of(accum_[u]), grad_shards[u]);
+          add_into(device_, view_of(accum_[u]), grad_shards[u]);
         }
       }
     }
@@ -95,11 +95,11 @@ class Zero1Engine final : public Engine {
 
   ShardState shard_state() override {
     wait_all(gathers_);
-    return owned_shard_state(opt_, own(params_));
+    return owned_shard_state(opt_, own(params_), device_);
   }
 
   void load_shard_state(const ShardState& state) override {
-    load_owned_shard_state(opt_, own(params_), state);
+    load_owned_shard_state(opt_, own(params_), state, device_);
     wait_all(gathers_);
     all_gather_params(comm_, params_, layout_, {}, device_);
   }
@@ -119,7 +119,7 @@ class Zero1Engine final : public Engine {
       hooks.direct_grad = [this](int u) { return grads_[u].as<float>(); };
     }
     hooks.grad_ready = [this](int u, TypedSpan grad) {
-      copy_into(grad, view_of(grads_[u]));
+      copy_into(device_, grad, view_of(grads_[u]));
       if (!features_.overlap_comm) return;
       in_flight_.push_back(start_reduce_scatter(comm_, device_, view_of(grads_[u]),
                                                 own(grads_)[u], features_.reduce_bucket_elems,

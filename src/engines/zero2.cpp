@@ -35,7 +35,7 @@ class Zero2Engine final : public Engine {
     validate(features_);
     opt_.transfers = &comm.traffic();
     init_params(model_, layout_, params_, options_.seed, device_);
-    master_from_params(opt_, own_params());
+    master_from_params(opt_, own_params(), device_);
   }
 
   StepStats step(std::int64_t step) override {
@@ -73,11 +73,11 @@ class Zero2Engine final : public Engine {
 
   ShardState shard_state() override {
     wait_all(gathers_);
-    return owned_shard_state(opt_, own_params());
+    return owned_shard_state(opt_, own_params(), device_);
   }
 
   void load_shard_state(const ShardState& state) override {
-    load_owned_shard_state(opt_, own_params(), state);
+    load_owned_shard_state(opt_, own_params(), state, device_);
     wait_all(gathers_);
     all_gather_params(comm_, params_, layout_, {}, device_);
   }

@@ -50,7 +50,7 @@ class Zero3Engine final : public Engine {
     visits_ = order;
     visits_.insert(visits_.end(), order.rbegin(), order.rend());
     init_own_params();
-    master_from_params(opt_, own_params());
+    master_from_params(opt_, own_params(), device_);
   }
 
   StepStats step(std::int64_t step) override {
@@ -85,10 +85,12 @@ class Zero3Engine final : public Engine {
     return gather_model_state(comm_, device_, layout_, opt_, own_params());
   }
 
-  ShardState shard_state() override { return owned_shard_state(opt_, own_params()); }
+  ShardState shard_state() override {
+    return owned_shard_state(opt_, own_params(), device_);
+  }
 
   void load_shard_state(const ShardState& state) override {
-    load_owned_shard_state(opt_, own_params(), state);
+    load_owned_shard_state(opt_, own_params(), state, device_);
     gather_persistent({});
   }
 
@@ -187,14 +189,15 @@ class Zero3Engine final : public Engine {
   void init_own_params() {
     for (std::size_t u = 0; u < layout_.size(); ++u) {
       Buffer full = device_.alloc(MemCategory::Gathered, DType::F32, {layout_[u].padded_elems});
-      model_.init_unit(static_cast<int>(u), full.as<float>().first(layout_[u].numel),
-                       options_.seed);
+      std::vector<float> init(static_cast<std::size_t>(layout_[u].numel));
+      model_.init_unit(static_cast<int>(u), init, options_.seed);
+      device_.copy_from_host(full.data(), init.data(), init.size() * sizeof(float));
       const ShardRange shard = shard_of(layout_[u], comm_.rank(), comm_.size());
       const auto values = persistent_[u] ? full.as<float>()
                                          : full.as<float>().subspan(
                                                static_cast<std::size_t>(shard.begin),
                                                static_cast<std::size_t>(shard.size()));
-      round_into(values, view_of(params_[u]));
+      round_into(device_, values, view_of(params_[u]));
     }
   }
 

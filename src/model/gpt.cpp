@@ -83,15 +83,20 @@ void Gpt::begin(const Batch& batch) {
   }
   // Release the last micro-batch before booking this one, so the ledger's peak is one batch.
   blocks_.clear();
-  for (Buffer* buffer : {&embedded_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_, &dlogits_,
-                         &dresidual_, &dln_, &dqkv_, &dattn_, &dfc_, &dfc_gelu_})
+  for (Buffer* buffer : {&tokens_, &targets_, &embedded_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_,
+                         &dlogits_, &dresidual_, &dln_, &dqkv_, &dattn_, &dfc_, &dfc_gelu_})
     *buffer = Buffer();
 
   rows_ = batch.rows;
   seq_len_ = T;
-  tokens_ = batch.tokens;
-  targets_ = batch.y;
   const std::int64_t N = token_rows(), C = config_.n_embd;
+  // The ids go to the device once per micro-batch, booked with the activations.
+  tokens_ = device_.alloc(MemCategory::Activations, DType::I64, {rows_, T});
+  targets_ = device_.alloc(MemCategory::Activations, DType::I64, {rows_, T});
+  device_.copy_from_host(tokens_.data(), batch.tokens.data(),
+                         static_cast<std::size_t>(tokens_.bytes()));
+  device_.copy_from_host(targets_.data(), batch.y.data(),
+                         static_cast<std::size_t>(targets_.bytes()));
   embedded_ = activation({N, C});
   for (int l = 0; l < config_.n_layer; ++l) {
     BlockActivations block;
@@ -162,7 +167,7 @@ void Gpt::forward_unit(int unit, std::span<const float> params) {
   if (unit == 0 && !head) {
     // x [N, C] = wte[token] + wpe[t]: wte [V, C], then wpe [block_size, C] of which T rows are
     // used.
-    device_.embedding_forward(tokens_, params.first(V * C), params.subspan(V * C, seq_len_ * C),
+    device_.embedding_forward(tokens_.as<std::int64_t>(), params.first(V * C), params.subspan(V * C, seq_len_ * C),
                               embedded_.as<float>(), rows_, seq_len_, C, V);
   } else if (unit == 0) {
     // The tied LM head: logits [N, V] = ln_f(x) [N, C] * wte^T [C, V], no bias.
@@ -190,11 +195,10 @@ float Gpt::loss(float grad_scale) {
   if (loss_done_) return loss_;
   // Mean over all N = rows * T tokens; dlogits = (softmax - onehot) / N, then scaled.
   auto dlogits = dlogits_.as<float>();
-  loss_ = device_.cross_entropy_forward_backward(logits_.as<float>(), targets_, dlogits,
+  loss_ = device_.cross_entropy_forward_backward(logits_.as<float>(),
+                                                 targets_.as<std::int64_t>(), dlogits,
                                                  token_rows(), config_.vocab);
-  if (grad_scale != 1.0f) {
-    for (float& g : dlogits) g = g * grad_scale;
-  }
+  if (grad_scale != 1.0f) device_.scale(dlogits, grad_scale);
   loss_done_ = true;
   return loss_;
 }
@@ -213,12 +217,12 @@ void Gpt::backward_unit(int unit, std::span<const float> params, std::span<float
                             grads.first(V * C), {}, dln_.as<float>(), N, C, V);
   } else if (unit == 0) {
     // dresidual now holds d loss / d (wte[token] + wpe[t]).
-    device_.embedding_backward(tokens_, dresidual_.as<float>(), grads.first(V * C),
+    device_.embedding_backward(tokens_.as<std::int64_t>(), dresidual_.as<float>(), grads.first(V * C),
                                grads.subspan(V * C, seq_len_ * C), rows_, seq_len_, C, V);
   } else if (unit == last_unit()) {
     // The residual stream's gradient starts here: ln_f's input gets only ln_f's part.
     auto dresidual = dresidual_.as<float>();
-    std::fill(dresidual.begin(), dresidual.end(), 0.0f);
+    device_.fill_zero(dresidual.data(), dresidual.size_bytes());
     device_.layernorm_backward(blocks_.back().out.as<float>(), params.first(C),
                                lnf_mean_.as<float>(), lnf_rstd_.as<float>(), dln_.as<float>(),
                                dresidual, grads.first(C), grads.subspan(C, C), N, C);

@@ -84,8 +84,8 @@ class Gpt final : public Model {
   // Per micro-batch, allocated in begin() (see gpt.cpp).
   std::int64_t rows_ = 0;
   std::int64_t seq_len_ = 0;
-  std::vector<std::int64_t> tokens_;   // [rows, T]
-  std::vector<std::int64_t> targets_;  // [rows, T]
+  Buffer tokens_;   // [rows, T] int64 input ids, on the device
+  Buffer targets_;  // [rows, T] int64 next-token ids, on the device
   Buffer embedded_;                    // wte[token] + wpe[t] [N, C]
   std::vector<BlockActivations> blocks_;
   Buffer lnf_, lnf_mean_, lnf_rstd_;  // ln_f(last block's out) [N, C], [N], [N]

@@ -40,11 +40,6 @@ std::array<std::span<T>, kBlockParams> block_tensors(std::span<T> flat, std::int
   return tensors;
 }
 
-// out [N, C] += residual [N, C]: the skip connection.
-void add_residual(std::span<float> out, std::span<const float> residual) {
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] += residual[i];
-}
-
 }  // namespace
 
 void Gpt::forward_block(int layer, std::span<const float> params) {
@@ -62,7 +57,7 @@ void Gpt::forward_block(int layer, std::span<const float> params) {
                             seq_len_, C, H);
   device_.conv1d_forward(a.attn.as<float>(), p[kAttnProjWeight], p[kAttnProjBias],
                          a.mid.as<float>(), N, C, C);
-  add_residual(a.mid.as<float>(), x);
+  device_.add(a.mid.data(), x.data(), DType::F32, a.mid.elems());  // the skip connection
   // MLP: fc [N, 4C] = ln_2(mid) c_fc; out = mid + GELU(fc) c_proj.
   device_.layernorm_forward(a.mid.as<float>(), p[kLn2Weight], p[kLn2Bias], a.ln2.as<float>(),
                             a.ln2_mean.as<float>(), a.ln2_rstd.as<float>(), N, C);
@@ -71,7 +66,7 @@ void Gpt::forward_block(int layer, std::span<const float> params) {
   device_.gelu_tanh_forward(a.fc.as<float>(), a.fc_gelu.as<float>());
   device_.conv1d_forward(a.fc_gelu.as<float>(), p[kMlpProjWeight], p[kMlpProjBias],
                          a.out.as<float>(), N, 4 * C, C);
-  add_residual(a.out.as<float>(), a.mid.as<float>());
+  device_.add(a.out.data(), a.mid.data(), DType::F32, a.out.elems());  // the skip connection
 }
 
 void Gpt::backward_block(int layer, std::span<const float> params, std::span<float> grads) {

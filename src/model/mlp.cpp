@@ -83,13 +83,15 @@ void Mlp::begin(const Batch& batch) {
   pre_.clear();
   post_.clear();
   input_ = Buffer();
+  labels_ = Buffer();
   grad_pre_ = Buffer();
   grad_post_ = Buffer();
 
   rows_ = batch.rows;
-  labels_ = batch.y;
   input_ = device_.alloc(MemCategory::Activations, DType::F32, {rows_, config_.in});
-  std::copy(batch.x.begin(), batch.x.end(), input_.as<float>().begin());
+  device_.copy_from_host(input_.data(), batch.x.data(), static_cast<std::size_t>(input_.bytes()));
+  labels_ = device_.alloc(MemCategory::Activations, DType::I64, {rows_});
+  device_.copy_from_host(labels_.data(), batch.y.data(), static_cast<std::size_t>(labels_.bytes()));
   std::int64_t widest = 0;
   for (int i = 0; i < config_.layers; ++i) {
     pre_.push_back(device_.alloc(MemCategory::Activations, DType::F32, {rows_, out_of(i)}));
@@ -133,12 +135,10 @@ float Mlp::loss(float grad_scale) {
            config_.layers);
   if (loss_done_) return loss_;
   // The logits are the last layer's output [rows, classes]; their gradient seeds backward.
-  loss_ = device_.cross_entropy_forward_backward(floats(pre_[last()]), labels_,
-                                                 floats(grad_pre_, rows_ * config_.classes), rows_,
-                                                 config_.classes);
-  if (grad_scale != 1.0f) {
-    for (float& g : floats(grad_pre_, rows_ * config_.classes)) g = g * grad_scale;
-  }
+  loss_ = device_.cross_entropy_forward_backward(
+      floats(pre_[last()]), labels_.as<std::int64_t>(), floats(grad_pre_, rows_ * config_.classes),
+      rows_, config_.classes);
+  if (grad_scale != 1.0f) device_.scale(floats(grad_pre_, rows_ * config_.classes), grad_scale);
   loss_done_ = true;
   return loss_;
 }

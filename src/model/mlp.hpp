@@ -49,8 +49,8 @@ class Mlp final : public Model {
   std::vector<UnitSpec> units_;
   // Per micro-batch, allocated in begin() and kept until the next begin() (see mlp.cpp).
   std::int64_t rows_ = 0;
-  std::vector<std::int64_t> labels_;
-  Buffer input_;              // x [rows, in], copied so the caller's Batch may go away
+  Buffer input_;   // x [rows, in], copied to the device so the caller's Batch may go away
+  Buffer labels_;  // y [rows] int64, on the device
   std::vector<Buffer> pre_;   // pre_[i]: layer i's output before GELU [rows, out_i]
   std::vector<Buffer> post_;  // post_[i]: GELU(pre_[i]) [rows, out_i] (empty for the last layer)
   Buffer grad_pre_;           // d loss / d pre_[i] of the layer being run backward

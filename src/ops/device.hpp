@@ -3,15 +3,23 @@
 // device implements the same table. Kernels take raw spans in row-major layout.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/buffer.hpp"
 #include "core/memory_ledger.hpp"
+#include "optim/adamw.hpp"
 
 namespace zl {
 
 /// Memory and kernels of one rank. Not thread-safe: one Device per rank.
+///
+/// A device's memory may be out of the host's reach (a GPU's): engines and models never read or
+/// write a Buffer's elements themselves. They move bytes with the copy calls below and do the
+/// training step's elementwise work (casts, accumulation, unscaling, the norm's partials, AdamW)
+/// with the step calls, which every device implements with the CPU's bits.
 class Device : public Allocator {
  public:
   /// Allocates a zeroed buffer booked under `category` in this device's ledger.
@@ -22,6 +30,44 @@ class Device : public Allocator {
   MemoryLedger& ledger() { return ledger_; }
   /// Read-only view of the ledger: current and peak bytes per category.
   const MemoryLedger& ledger() const { return ledger_; }
+
+  // ---- memory: pointers named `device` are this device's memory, `host` the host's ----
+
+  /// Copies `bytes` bytes of host memory into device memory; `host` may be reused on return.
+  virtual void copy_from_host(void* device, const void* host, std::size_t bytes) = 0;
+  /// Copies `bytes` bytes of device memory into host memory, complete on return.
+  virtual void copy_to_host(void* host, const void* device, std::size_t bytes) = 0;
+  /// Copies `bytes` bytes between two device buffers that do not overlap (or are the same one,
+  /// which copies nothing).
+  virtual void copy(void* to, const void* from, std::size_t bytes) = 0;
+  /// Sets `bytes` bytes of device memory to zero.
+  virtual void fill_zero(void* device, std::size_t bytes) = 0;
+  /// Blocks the host until all work queued on this device is done (a CPU device has none).
+  virtual void synchronize() = 0;
+
+  // ---- the training step's elementwise work, on device memory; every device gives the bits of
+  // the host code named (core/dtype.hpp's conversions, float arithmetic without contraction) ----
+
+  /// out[i] = in[i] converted between training dtypes (fp32, bf16, fp16): widening to fp32 is
+  /// exact, rounding to 16 bits is to nearest even (f32_to_bf16, f32_to_f16), and the same dtype
+  /// is a copy. `in` and `out` do not overlap unless they are the same pointer and dtype.
+  virtual void convert(const void* in, DType in_dtype, void* out, DType out_dtype,
+                       std::int64_t elems) = 0;
+  /// acc[i] = acc[i] + addend[i], widened to fp32, added once and rounded once to `dtype`: what a
+  /// two-input rank-order Sum computes (comm/reduce.hpp).
+  virtual void add(void* acc, const void* addend, DType dtype, std::int64_t elems) = 0;
+  /// x[i] = x[i] * factor (one float multiply each).
+  virtual void scale(std::span<float> x, float factor) = 0;
+  /// x[i] = x[i] / divisor (one IEEE float division each; loss unscaling).
+  virtual void divide(std::span<float> x, float divisor) = 0;
+  /// optim/grad_norm.hpp's append_block_sumsq on device gradients: one fp64 sum of squares per
+  /// block of kNormBlockElems, in index order, appended to the host vector `partials`.
+  virtual void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) = 0;
+  /// One AdamW step (optim/adamw.hpp's adamw_update, element for element) on device spans of
+  /// equal size: fp32 parameters (or master), gradients, and the two moments.
+  virtual void adamw_update(std::span<float> params, std::span<const float> grads,
+                            std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                            const AdamWScalars& scalars) = 0;
 
   // ---- kernels (fp32, row-major) ----
 

@@ -212,8 +212,9 @@ TEST(Mlp, ActivationsAreBookedWhileAMicroBatchIsInFlight) {
     const Batch batch = ClassificationTask{.features = 4, .classes = 3}.batch(0, 6);
     model.begin(batch);
     // 6 rows of fp32: input [6, 4], pre-activations [6, 5] [6, 5] [6, 3], GELU outputs [6, 5]
-    // [6, 5], and two gradient scratch buffers of the widest layer [6, 5].
-    const std::int64_t expected_bytes = std::int64_t{4} * 6 * (4 + (5 + 5 + 3) + (5 + 5) + 2 * 5);
+    // [6, 5], and two gradient scratch buffers of the widest layer [6, 5]; and the 6 int64 labels.
+    const std::int64_t expected_bytes =
+        std::int64_t{4} * 6 * (4 + (5 + 5 + 3) + (5 + 5) + 2 * 5) + std::int64_t{8} * 6;
     EXPECT_EQ(activation_bytes(), expected_bytes);
     for (int u = 0; u < 3; ++u) model.forward_unit(u, params[u]);
     model.loss();

@@ -11,7 +11,7 @@
 namespace zl {
 
 /// Host memory and fp32 kernels of one rank. Not thread-safe: one CpuDevice per rank.
-class CpuDevice final : public Device {
+class CpuDevice : public Device {
  public:
   CpuDevice() = default;
   CpuDevice(const CpuDevice&) = delete;
@@ -21,6 +21,25 @@ class CpuDevice final : public Device {
   void* allocate(std::size_t bytes) override;
   /// Frees what allocate returned.
   void deallocate(void* ptr, std::size_t bytes) override;
+
+  // ---- memory and step work (ops/device.hpp): host memory, so copies are memcpy and the step
+  // work is plain loops (cpu_step_ops.cpp); AdamW is optim/adamw_fused.hpp's kernel ----
+
+  void copy_from_host(void* device, const void* host, std::size_t bytes) override;
+  void copy_to_host(void* host, const void* device, std::size_t bytes) override;
+  void copy(void* to, const void* from, std::size_t bytes) override;
+  void fill_zero(void* device, std::size_t bytes) override;
+  /// Nothing to wait for: every call is complete on return.
+  void synchronize() override {}
+  void convert(const void* in, DType in_dtype, void* out, DType out_dtype,
+               std::int64_t elems) override;
+  void add(void* acc, const void* addend, DType dtype, std::int64_t elems) override;
+  void scale(std::span<float> x, float factor) override;
+  void divide(std::span<float> x, float divisor) override;
+  void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) override;
+  void adamw_update(std::span<float> params, std::span<const float> grads,
+                    std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                    const AdamWScalars& scalars) override;
 
   /// y[rows, out] = x[rows, in] * w[out, in]^T, then + b[out] added row by row (unless b is
   /// empty).

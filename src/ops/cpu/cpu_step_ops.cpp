@@ -1,0 +1,102 @@
+// cpu_step_ops.cpp — CpuDevice's memory calls and step work (ops/device.hpp) on host memory:
+// copies are memcpy, conversions are core/dtype.hpp's, AdamW is the fused host kernel.
+#include <cstring>
+
+#include "core/error.hpp"
+#include "ops/cpu/cpu_device.hpp"
+#include "optim/adamw_fused.hpp"
+#include "optim/grad_norm.hpp"
+
+namespace zl {
+
+namespace {
+
+void check_training_dtype(DType dtype) {
+  ZL_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
+           "{} is not a training dtype: use fp32, bf16 or fp16", dtype_name(dtype));
+}
+
+float load(DType dtype, const void* data, std::size_t i) {
+  switch (dtype) {
+    case DType::BF16:
+      return bf16_to_f32(static_cast<const std::uint16_t*>(data)[i]);
+    case DType::F16:
+      return f16_to_f32(static_cast<const std::uint16_t*>(data)[i]);
+    default:
+      return static_cast<const float*>(data)[i];
+  }
+}
+
+void store(DType dtype, void* data, std::size_t i, float value) {
+  switch (dtype) {
+    case DType::BF16:
+      static_cast<std::uint16_t*>(data)[i] = f32_to_bf16(value);
+      return;
+    case DType::F16:
+      static_cast<std::uint16_t*>(data)[i] = f32_to_f16(value);
+      return;
+    default:
+      static_cast<float*>(data)[i] = value;
+  }
+}
+
+}  // namespace
+
+void CpuDevice::copy_from_host(void* device, const void* host, std::size_t bytes) {
+  if (bytes > 0 && device != host) std::memcpy(device, host, bytes);
+}
+
+void CpuDevice::copy_to_host(void* host, const void* device, std::size_t bytes) {
+  if (bytes > 0 && device != host) std::memcpy(host, device, bytes);
+}
+
+void CpuDevice::copy(void* to, const void* from, std::size_t bytes) {
+  if (bytes > 0 && to != from) std::memcpy(to, from, bytes);
+}
+
+void CpuDevice::fill_zero(void* device, std::size_t bytes) {
+  if (bytes > 0) std::memset(device, 0, bytes);
+}
+
+void CpuDevice::convert(const void* in, DType in_dtype, void* out, DType out_dtype,
+                        std::int64_t elems) {
+  check_training_dtype(in_dtype);
+  check_training_dtype(out_dtype);
+  const auto count = static_cast<std::size_t>(elems);
+  if (in_dtype == out_dtype) return CpuDevice::copy(out, in, count * dtype_bytes(in_dtype));
+  for (std::size_t i = 0; i < count; ++i) store(out_dtype, out, i, load(in_dtype, in, i));
+}
+
+void CpuDevice::add(void* acc, const void* addend, DType dtype, std::int64_t elems) {
+  check_training_dtype(dtype);
+  const auto count = static_cast<std::size_t>(elems);
+  if (dtype == DType::F32) {
+    auto* a = static_cast<float*>(acc);
+    const auto* b = static_cast<const float*>(addend);
+    for (std::size_t i = 0; i < count; ++i) a[i] = a[i] + b[i];
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    store(dtype, acc, i, load(dtype, acc, i) + load(dtype, addend, i));
+  }
+}
+
+void CpuDevice::scale(std::span<float> x, float factor) {
+  for (float& value : x) value = value * factor;
+}
+
+void CpuDevice::divide(std::span<float> x, float divisor) {
+  for (float& value : x) value = value / divisor;
+}
+
+void CpuDevice::append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) {
+  zl::append_block_sumsq(grads, partials);
+}
+
+void CpuDevice::adamw_update(std::span<float> params, std::span<const float> grads,
+                             std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                             const AdamWScalars& scalars) {
+  adamw_update_fused(params, grads, exp_avg, exp_avg_sq, scalars, adam_threads());
+}
+
+}  // namespace zl
