@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/nccl/nccl_bootstrap.hpp"
+#include "comm/nccl/nccl_library.hpp"
 #include "comm/traffic_ledger.hpp"
 #include "core/error.hpp"
 #include "gpu_test_support.hpp"
@@ -137,7 +138,7 @@ class GpuNcclTest : public ::testing::Test {
     device_ = std::make_unique<CudaDevice>(0);
     NcclBootstrap bootstrap;
     bootstrap.rank = {0, 1, 0};
-    ASSERT_EQ(ncclGetUniqueId(&bootstrap.id), ncclSuccess);
+    ASSERT_EQ(nccl().GetUniqueId(&bootstrap.id), ncclSuccess);
     comm_ = std::make_unique<NcclComm>(*device_, bootstrap);
   }
   std::unique_ptr<CudaDevice> device_;

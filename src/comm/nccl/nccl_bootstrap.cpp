@@ -18,6 +18,7 @@
 #include <string_view>
 #include <thread>
 
+#include "comm/nccl/nccl_library.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
@@ -47,9 +48,9 @@ std::int64_t env_int(const char* name, const char* what_to_do) {
 
 ncclUniqueId new_unique_id() {
   ncclUniqueId id{};
-  const ncclResult_t status = ncclGetUniqueId(&id);
+  const ncclResult_t status = nccl().GetUniqueId(&id);
   ZL_CHECK(status == ncclSuccess, "NCCL call ncclGetUniqueId failed: {}",
-           ncclGetErrorString(status));
+           nccl().GetErrorString(status));
   return id;
 }
 

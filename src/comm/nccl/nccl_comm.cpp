@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <system_error>
 
+#include "comm/nccl/nccl_library.hpp"
 #include "comm/traffic_ledger.hpp"
 #include "core/error.hpp"
 #include "ops/cuda/cuda_check.hpp"
@@ -19,7 +20,7 @@ namespace {
 
 void nccl_check(ncclResult_t status, const char* call) {
   if (status == ncclSuccess) return;
-  fail("NCCL call {} failed: {}", call, ncclGetErrorString(status));
+  fail("NCCL call {} failed: {}", call, nccl().GetErrorString(status));
 }
 
 #define ZL_NCCL_CHECK(call) nccl_check((call), #call)
@@ -78,7 +79,7 @@ NcclComm::NcclComm(CudaDevice& device, const NcclBootstrap& bootstrap)
   ZL_CUDA_CHECK(cudaStreamCreate(&comm_stream_));
   ZL_CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
   barrier_word_ = device_.alloc(MemCategory::CommBuffer, DType::F32, {1});
-  ZL_NCCL_CHECK(ncclCommInitRank(&comm_, world_, bootstrap.id, rank_));
+  ZL_NCCL_CHECK(nccl().CommInitRank(&comm_, world_, bootstrap.id, rank_));
   if (!bootstrap.id_file_to_remove.empty()) {
     std::error_code ignored;  // a file already gone is fine
     std::filesystem::remove(bootstrap.id_file_to_remove, ignored);
@@ -90,10 +91,10 @@ NcclComm::~NcclComm() {
   cudaSetDevice(device_.device_index());
   cudaStreamSynchronize(comm_stream_);
   if (comm_ != nullptr) {
-    const ncclResult_t status = ncclCommDestroy(comm_);
+    const ncclResult_t status = nccl().CommDestroy(comm_);
     if (status != ncclSuccess) {
       std::fprintf(stderr, "zerolab: ncclCommDestroy on rank %d failed: %s\n", rank_,
-                   ncclGetErrorString(status));
+                   nccl().GetErrorString(status));
     }
   }
   cudaEventDestroy(compute_ready_);
@@ -157,17 +158,17 @@ CommHandle NcclComm::collective(const CallDesc& call) {
   switch (call.kind) {
     case CollectiveKind::AllReduce:
       ZL_NCCL_CHECK(
-          ncclAllReduce(send, recv, call.count, type, nccl_op(call.op), comm_, comm_stream_));
+          nccl().AllReduce(send, recv, call.count, type, nccl_op(call.op), comm_, comm_stream_));
       break;
     case CollectiveKind::ReduceScatter:
-      ZL_NCCL_CHECK(
-          ncclReduceScatter(send, recv, call.count, type, nccl_op(call.op), comm_, comm_stream_));
+      ZL_NCCL_CHECK(nccl().ReduceScatter(send, recv, call.count, type, nccl_op(call.op), comm_,
+                                         comm_stream_));
       break;
     case CollectiveKind::AllGather:
-      ZL_NCCL_CHECK(ncclAllGather(send, recv, call.count, type, comm_, comm_stream_));
+      ZL_NCCL_CHECK(nccl().AllGather(send, recv, call.count, type, comm_, comm_stream_));
       break;
     case CollectiveKind::Broadcast:
-      ZL_NCCL_CHECK(ncclBroadcast(send, recv, call.count, type, call.root, comm_, comm_stream_));
+      ZL_NCCL_CHECK(nccl().Broadcast(send, recv, call.count, type, call.root, comm_, comm_stream_));
       break;
     case CollectiveKind::Barrier:
       fail("NcclComm::collective got a barrier: call barrier()");
@@ -234,8 +235,8 @@ void NcclComm::broadcast(void* data, std::size_t count, DType dtype, int root) {
 
 void NcclComm::barrier() {
   after_compute();
-  ZL_NCCL_CHECK(ncclAllReduce(barrier_word_.data(), barrier_word_.data(), 1, ncclFloat32, ncclSum,
-                              comm_, comm_stream_));
+  ZL_NCCL_CHECK(nccl().AllReduce(barrier_word_.data(), barrier_word_.data(), 1, ncclFloat32,
+                                 ncclSum, comm_, comm_stream_));
   finish(CollectiveKind::Barrier, 0, DType::F32, 0).wait();
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "comm/nccl/nccl_library.hpp"
 #include "core/error.hpp"
 
 namespace zl {
@@ -37,9 +38,9 @@ NcclBootstrap nccl_bootstrap_from_mpi(MPI_Comm comm) {
   mpi_check(MPI_Comm_rank(node, &bootstrap.rank.local_rank), "MPI_Comm_rank (node)");
   mpi_check(MPI_Comm_free(&node), "MPI_Comm_free");
   if (bootstrap.rank.rank == 0) {
-    const ncclResult_t status = ncclGetUniqueId(&bootstrap.id);
+    const ncclResult_t status = nccl().GetUniqueId(&bootstrap.id);
     ZL_CHECK(status == ncclSuccess, "NCCL call ncclGetUniqueId failed: {}",
-             ncclGetErrorString(status));
+             nccl().GetErrorString(status));
   }
   mpi_check(MPI_Bcast(bootstrap.id.internal, sizeof(bootstrap.id.internal), MPI_BYTE, 0, comm),
             "MPI_Bcast");

@@ -2,6 +2,7 @@
 #include "ops/cuda/cuda_check.hpp"
 
 #include "core/error.hpp"
+#include "ops/cuda/cublas_library.hpp"
 
 namespace zl {
 
@@ -12,7 +13,7 @@ void cuda_check(cudaError_t status, const char* call) {
 
 void cublas_check(cublasStatus_t status, const char* call) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  fail("cuBLAS call {} failed: {}", call, cublasGetStatusString(status));
+  fail("cuBLAS call {} failed: {}", call, cublas().GetStatusString(status));
 }
 
 void cuda_check_launch(const char* kernel) {

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "ops/check_elems.hpp"
 #include "ops/cuda/adamw_cuda.hpp"
+#include "ops/cuda/cublas_library.hpp"
 #include "ops/cuda/cuda_check.hpp"
 #include "ops/cuda/cuda_kernels.hpp"
 #include "optim/grad_norm.hpp"
@@ -86,14 +87,14 @@ CudaDevice::CudaDevice(int device_index) : device_index_(device_index) {
   select();
   ZL_CUDA_CHECK(cudaFree(nullptr));  // creates the context now, before the baseline is read
   ZL_CUDA_CHECK(cudaStreamCreate(&stream_));
-  ZL_CUBLAS_CHECK(cublasCreate(&cublas_));
-  ZL_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  ZL_CUBLAS_CHECK(cublas().Create(&cublas_));
+  ZL_CUBLAS_CHECK(cublas().SetStream(cublas_, stream_));
   // Default math keeps at least the requested precision: fp32 products never drop to TF32, and
   // bf16 products (exact in fp32) may use the tensor cores with fp32 accumulation.
-  ZL_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+  ZL_CUBLAS_CHECK(cublas().SetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
   ZL_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes));
   cublas_workspace_bytes_ = kCublasWorkspaceBytes;
-  ZL_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes_));
+  ZL_CUBLAS_CHECK(cublas().SetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes_));
   ZL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&bad_index_), sizeof(unsigned long long)));
   ZL_CUDA_CHECK(cudaDeviceSynchronize());
   baseline_used_bytes_ = driver_used_bytes() - static_cast<std::int64_t>(cublas_workspace_bytes_) -
@@ -106,7 +107,7 @@ CudaDevice::~CudaDevice() {
   cudaStreamSynchronize(stream_);
   if (scratch_ != nullptr) cudaFree(scratch_);
   cudaFree(bad_index_);
-  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cublas_ != nullptr) cublas().Destroy(cublas_);
   cudaFree(cublas_workspace_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
@@ -204,9 +205,9 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
   const float alpha = 1.0f;
   const int mi = as_int(m, "M"), ni = as_int(n, "N"), ki = as_int(k, "K");
   // C^T [N, M] = op(B)^T op(A)^T; B stored [K, N] (or [N, K] transposed) has leading dim N (K).
-  ZL_CUBLAS_CHECK(cublasSgemm(cublas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                              transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, ni, mi, ki, &alpha, b,
-                              transpose_b ? ki : ni, a, transpose_a ? mi : ki, &beta, c, ni));
+  ZL_CUBLAS_CHECK(cublas().Sgemm(cublas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, ni, mi, ki, &alpha, b,
+                                 transpose_b ? ki : ni, a, transpose_a ? mi : ki, &beta, c, ni));
 }
 
 void CudaDevice::matmul_bf16(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
@@ -217,7 +218,7 @@ void CudaDevice::matmul_bf16(bool transpose_a, bool transpose_b, std::int64_t m,
   select();
   const float alpha = 1.0f;
   const int mi = as_int(m, "M"), ni = as_int(n, "N"), ki = as_int(k, "K");
-  ZL_CUBLAS_CHECK(cublasGemmEx(
+  ZL_CUBLAS_CHECK(cublas().GemmEx(
       cublas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, ni,
       mi, ki, &alpha, b, CUDA_R_16BF, transpose_b ? ki : ni, a, CUDA_R_16BF, transpose_a ? mi : ki,
       &beta, c, CUDA_R_32F, ni, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
