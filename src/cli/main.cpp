@@ -1,17 +1,33 @@
 // main.cpp — the zerolab command: parses the subcommand, runs it, and turns every error into one
-// line on stderr with a non-zero exit (2 for usage errors, 1 for failures while running).
+// line on stderr with a non-zero exit (2 for usage errors, 1 for failures while running). Under
+// mpirun every process reads the same command line, so only rank 0's process prints what this
+// catches; a rank that fails during training prints its own line, naming itself, before it
+// aborts the job (mpi_abort).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
+#include <string_view>
 
 #include "cli/bench_command.hpp"
 #include "cli/consolidate_command.hpp"
 #include "cli/estimate_command.hpp"
 #include "cli/train_command.hpp"
 #include "core/error.hpp"
+
+namespace {
+
+// False in the processes of ranks 1.. of an mpirun job (OpenMPI's OMPI_COMM_WORLD_RANK), whose
+// error would repeat rank 0's.
+bool prints_errors() {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  return rank == nullptr || std::string_view(rank) == "0";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"zerolab: data-parallel training with ZeRO, from DDP to ZeRO-3"};
@@ -25,17 +41,18 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() == 0) return app.exit(error);
+    if (!prints_errors()) return 2;
     fmt::print(stderr, "zerolab: {}: run 'zerolab {} --help' for the options\n", error.what(),
                app.get_subcommands().empty() ? std::string() : app.get_subcommands().front()->get_name());
     return 2;
   } catch (const zl::Error& error) {  // a flag's own check, e.g. --stage 4
-    fmt::print(stderr, "zerolab: error: {}\n", error.what());
+    if (prints_errors()) fmt::print(stderr, "zerolab: error: {}\n", error.what());
     return 2;
   }
   try {
     return run();
   } catch (const std::exception& error) {
-    fmt::print(stderr, "zerolab: error: {}\n", error.what());
+    if (prints_errors()) fmt::print(stderr, "zerolab: error: {}\n", error.what());
     return 1;
   }
 }

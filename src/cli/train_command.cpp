@@ -15,6 +15,8 @@
 #include "ckpt/safetensors.hpp"
 #include "cli/what_if.hpp"
 #include "core/atomic_file.hpp"
+#include "engines/estimate.hpp"
+#include "model/gpt_config.hpp"
 #include "trace.hpp"
 
 namespace zl {
@@ -54,6 +56,44 @@ void write_used_data(const std::filesystem::path& path, const TrainConfig& confi
 // Six decimals; NaN as "nan" whatever its sign bit.
 std::string six_decimals(double value) {
   return std::isnan(value) ? "nan" : fmt::format("{:.6f}", value);
+}
+
+// Training FLOPs per token (GPT) or row (MLP): 6N for the parameters' GEMMs forward and backward,
+// plus, for the GPT, 6 L C T for attention's scores and weighted sums (the issue's, nanoGPT's
+// and PaLM's convention, with T the trained sequence length).
+double flops_per_token(const TrainConfig& config) {
+  if (config.model == ModelKind::Mlp) return 6.0 * static_cast<double>(mlp_param_count(config.mlp));
+  std::int64_t params = 0;
+  for (const UnitSpec& unit : gpt_units(config.gpt)) params += unit.numel();
+  const GptConfig& gpt = config.gpt;
+  return 6.0 * static_cast<double>(params) +
+         6.0 * static_cast<double>(gpt.n_layer) * static_cast<double>(gpt.n_embd) *
+             static_cast<double>(gpt.block_size);
+}
+
+// What the device line of a step prints: throughput against the device's peak.
+struct DeviceRate {
+  AcceleratorInfo info;       // the device's name and bf16 peak (0: unknown)
+  double flops_per_token = 0.0;
+  int devices = 1;            // GPUs the ranks run on: W with nccl, one for the sim
+};
+
+// The device line under a step (accelerators other than the CPU): tokens/s, MFU, step ms and
+// rank 0's peak device memory per category.
+void print_device_line(const StepRecord& record, const DeviceRate& rate) {
+  const double tokens_per_s = static_cast<double>(record.tokens) / (record.step_ms / 1e3);
+  const double peak_flops = rate.info.bf16_tflops * 1e12 * rate.devices;
+  const std::string mfu =
+      peak_flops > 0.0 ? fmt::format("{:.1f}%", 100.0 * tokens_per_s * rate.flops_per_token / peak_flops)
+                       : std::string("n/a (peak of this device unknown)");
+  std::string peaks;
+  for (int c = 0; c < kMemCategoryCount; ++c) {
+    const auto category = static_cast<MemCategory>(c);
+    const std::int64_t peak = record.memory.peak_bytes(category);
+    if (peak > 0) peaks += fmt::format(" {} {:.1f}", mem_category_name(category), peak / 1048576.0);
+  }
+  fmt::print("      {}: {:.0f} tokens/s  MFU {}  step {:.2f} ms  peak MiB:{}\n", rate.info.name,
+             tokens_per_s, mfu, record.step_ms, peaks);
 }
 
 // The measured wall time, then the simulated timeline's step: compute, comm, exposed comm.
@@ -256,12 +296,20 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
   config.record_timeline =
       config.record_timeline || !outputs.trace.empty() || outputs.what_if_world > 0;
 
+  std::optional<DeviceRate> rate;
+  if (config.accelerator != Accelerator::Cpu) {
+    rate = DeviceRate{.info = accelerator_info(config.accelerator, 0),
+                      .flops_per_token = flops_per_token(config),
+                      .devices = config.backend == Backend::Nccl ? config.world : 1};
+  }
   const TrainResult result = train(
       config,
       [&](const StepRecord& record) {
         const bool printed_step = (record.step + 1) % outputs.steps_per_print == 0 ||
                                   record.step + 1 == config.steps;
-        if (!outputs.quiet && printed_step) print_step(record, config.steps);
+        if (outputs.quiet || !printed_step) return;
+        print_step(record, config.steps);
+        if (rate) print_device_line(record, *rate);
       },
       {}, checkpoints);
   if (!result.has_results) return 0;  // an mpi rank other than 0: rank 0's process reports

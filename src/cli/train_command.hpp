@@ -51,6 +51,7 @@ struct TrainArgs {
   bool lr_given = false;     ///< --lr was on the line (else --model gpt uses a larger one)
   bool world_given = false;  ///< --world was on the line (else --backend mpi takes mpirun's -np)
   bool mpi_reduce_given = false;  ///< --mpi-reduce was on the line (it needs --backend mpi)
+  bool accelerator_given = false;  ///< --accelerator was on the line (else nccl implies cuda)
 };
 
 /// Adds the flags of `zerolab train` to `cmd`; parsing writes them into `args`, which must outlive

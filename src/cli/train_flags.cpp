@@ -22,7 +22,11 @@ const std::map<std::string, EngineKind> kEngineNames = {{"reference", EngineKind
                                                         {"zero2", EngineKind::Zero2},
                                                         {"zero3", EngineKind::Zero3}};
 
-const std::map<std::string, Backend> kBackendNames = {{"sim", Backend::Sim}, {"mpi", Backend::Mpi}};
+const std::map<std::string, Backend> kBackendNames = {
+    {"sim", Backend::Sim}, {"mpi", Backend::Mpi}, {"nccl", Backend::Nccl}};
+
+const std::map<std::string, Accelerator> kAcceleratorNames = {
+    {"cpu", Accelerator::Cpu}, {"cuda", Accelerator::Cuda}, {"cpu-detached", Accelerator::CpuDetached}};
 
 const std::map<std::string, MpiReduce> kMpiReduceNames = {
     {"deterministic", MpiReduce::Deterministic}, {"native", MpiReduce::Native}};
@@ -272,9 +276,21 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
          "--backend",
          [&config](const std::string& name) { config.backend = kBackendNames.at(name); },
          "sim: W ranks as threads in this process | mpi: one rank per process under mpirun -np W "
-         "(docs/backends.md)")
-      ->transform(CLI::IsMember({"sim", "mpi"}, CLI::ignore_case))
+         "| nccl: one rank per process and GPU, under mpirun or torchrun-style RANK, WORLD_SIZE, "
+         "LOCAL_RANK (docs/backends.md)")
+      ->transform(CLI::IsMember({"sim", "mpi", "nccl"}, CLI::ignore_case))
       ->default_str("sim");
+  cmd.add_option_function<std::string>(
+         "--accelerator",
+         [&args](const std::string& name) {
+           args.config.accelerator = kAcceleratorNames.at(name);
+           args.accelerator_given = true;
+         },
+         "Where ranks compute: cpu | cuda (GPU memory and kernels; the sim's ranks share GPU 0, "
+         "nccl's use GPU LOCAL_RANK) | cpu-detached (the CPU kernels on memory the host may not "
+         "touch: checks that a run never reads device memory on the host)")
+      ->transform(CLI::IsMember({"cpu", "cuda", "cpu-detached"}, CLI::ignore_case))
+      ->default_str("cpu (cuda with --backend nccl)");
   cmd.add_option_function<std::string>(
          "--mpi-reduce",
          [&args](const std::string& name) {
@@ -355,8 +371,12 @@ void finish_train_args(TrainArgs& args) {
   }
   ZL_CHECK(!args.mpi_reduce_given || config.backend == Backend::Mpi,
            "--mpi-reduce needs --backend mpi: the sim backend always reduces in rank order");
-  // With --backend mpi and no --world, the world is known at launch: launch_config() checks it.
-  const bool world_at_launch = config.backend == Backend::Mpi && !args.world_given;
+  if (config.backend == Backend::Nccl && !args.accelerator_given) {
+    config.accelerator = Accelerator::Cuda;
+  }
+  // With --backend mpi or nccl and no --world, the world is known at launch: launch_config()
+  // checks it.
+  const bool world_at_launch = config.backend != Backend::Sim && !args.world_given;
   if (args.ds_config && !world_at_launch) check_train_batch_size(*args.ds_config, config);
 }
 

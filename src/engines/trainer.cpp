@@ -1,9 +1,11 @@
-// trainer.cpp — one training job on the sim backend, the mpi backend or in the reference process.
+// trainer.cpp — one training job on the sim, mpi or nccl backend, or in the reference process.
 // Every backend runs the same per-rank body; only how the ranks are started and how their
 // reports reach the caller differ.
 #include "engines/trainer.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,6 +25,14 @@
 #ifdef ZL_HAVE_MPI
 #include "comm/mpi/mpi_comm.hpp"
 #endif
+#ifdef ZL_HAVE_NCCL
+#include "comm/nccl/nccl_bootstrap.hpp"
+#include "comm/nccl/nccl_comm.hpp"
+#include "ops/cuda/cuda_device.hpp"
+#ifdef ZL_NCCL_WITH_MPI
+#include "comm/nccl/nccl_mpi_bootstrap.hpp"
+#endif
+#endif
 
 namespace zl {
 
@@ -31,7 +41,14 @@ std::string_view model_name(ModelKind kind) {
 }
 
 std::string_view backend_name(Backend backend) {
-  return backend == Backend::Mpi ? "mpi" : "sim";
+  switch (backend) {
+    case Backend::Mpi:
+      return "mpi";
+    case Backend::Nccl:
+      return "nccl";
+    default:
+      return "sim";
+  }
 }
 
 namespace {
@@ -40,10 +57,43 @@ constexpr std::string_view kNoMpi =
     "--backend mpi: this zerolab was built without MPI: install libopenmpi-dev openmpi-bin "
     "(scripts/setup.sh) and rebuild, or use --backend sim";
 
+constexpr std::string_view kNoNccl =
+    "--backend nccl: this zerolab was built without CUDA and NCCL: install the CUDA toolkit with "
+    "NCCL and rebuild, or use --backend sim";
+
+#ifdef ZL_HAVE_NCCL
+// True under mpirun (OpenMPI sets OMPI_COMM_WORLD_SIZE), where MPI hands out the NCCL id.
+bool under_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+}
+
+// How this process joins the NCCL group: by MPI under mpirun, by the torchrun-style variables
+// when WORLD_SIZE is set, else alone (W = 1).
+NcclBootstrap nccl_bootstrap() {
+#ifdef ZL_NCCL_WITH_MPI
+  if (under_mpirun()) return nccl_bootstrap_from_mpi();
+#endif
+  ZL_CHECK(!under_mpirun(),
+           "--backend nccl under mpirun needs a zerolab built with MPI: install libopenmpi-dev "
+           "and rebuild, or launch with RANK, WORLD_SIZE and LOCAL_RANK set");
+  if (std::getenv("WORLD_SIZE") != nullptr) return nccl_bootstrap_from_env();
+  return nccl_bootstrap_single();
+}
+#endif
+
 }  // namespace
 
 std::optional<int> launched_world(Backend backend) {
   if (backend == Backend::Sim) return std::nullopt;
+  if (backend == Backend::Nccl) {
+#ifdef ZL_HAVE_NCCL
+    if (under_mpirun()) return std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE"));
+    if (std::getenv("WORLD_SIZE") != nullptr) return nccl_rank_from_env().world;
+    return 1;
+#else
+    fail("{}", kNoNccl);
+#endif
+  }
 #ifdef ZL_HAVE_MPI
   return mpi_world_size();
 #else
@@ -75,21 +125,41 @@ void validate(const TrainConfig& config) {
   ZL_CHECK(config.faults.empty() || config.engine != EngineKind::Reference,
            "--inject-fault needs a distributed engine (--stage 0-3): the reference makes no "
            "collective calls");
-  if (config.backend == Backend::Mpi) {
+  if (config.backend != Backend::Sim) {
+    const std::string_view name = backend_name(config.backend);
 #ifndef ZL_HAVE_MPI
-    fail("{}", kNoMpi);
+    if (config.backend == Backend::Mpi) fail("{}", kNoMpi);
+#endif
+#ifndef ZL_HAVE_NCCL
+    if (config.backend == Backend::Nccl) fail("{}", kNoNccl);
 #endif
     ZL_CHECK(config.engine != EngineKind::Reference,
-             "--backend mpi needs a distributed engine (--stage 0-3): the reference runs in one "
-             "process");
+             "--backend {} needs a distributed engine (--stage 0-3): the reference runs in one "
+             "process",
+             name);
     ZL_CHECK(config.faults.empty(),
-             "--inject-fault is the simulator's: use --backend sim (on mpi a failing rank aborts "
-             "the job)");
+             "--inject-fault is the simulator's: use --backend sim (on {} a failing rank aborts "
+             "the job)",
+             name);
     ZL_CHECK(!config.record_timeline,
              "--trace and --what-if-world need every rank's simulated timeline: use --backend sim");
     ZL_CHECK(!config.record_data,
              "--save-data needs every rank's samples in one process: use --backend sim (the data "
              "are the same on every backend)");
+  }
+  ZL_CHECK(config.backend != Backend::Mpi || config.accelerator == Accelerator::Cpu,
+           "--backend mpi runs on the CPU: drop --accelerator {} (GPUs use --backend nccl)",
+           accelerator_name(config.accelerator));
+  ZL_CHECK(config.backend != Backend::Nccl || config.accelerator == Accelerator::Cuda,
+           "--backend nccl runs on GPUs: use --accelerator cuda (the default with nccl)");
+  if (config.accelerator != Accelerator::Cpu) {
+    ZL_CHECK(config.engine != EngineKind::Reference,
+             "--engine reference runs on the CPU: drop --accelerator {}, or train a stage "
+             "(--stage 0-3) on it",
+             accelerator_name(config.accelerator));
+    ZL_CHECK(!config.features.offload_optimizer,
+             "--offload-optimizer keeps the optimizer in host memory, which only --accelerator "
+             "cpu has: drop one of them");
   }
   validate_faults(config.faults, config.world, "--inject-fault");
   ZL_CHECK(config.link.busbw_gbps > 0.0 && config.link.alpha_us >= 0.0,
@@ -263,8 +333,8 @@ struct RankRun {
 // on rank 0 (rank 0 first), after a barrier.
 using ShareFile = std::function<std::vector<FileEntry>(Comm&, FileEntry)>;
 
-// One rank's whole run on `comm`, with `clocks` its timeline.
-using RunRank = std::function<RankRun(Comm&, RankTimeline&, const ShareFile&)>;
+// One rank's whole run on `comm` and `device`, with `clocks` its timeline.
+using RunRank = std::function<RankRun(Comm&, Device&, RankTimeline&, const ShareFile&)>;
 
 #ifdef ZL_HAVE_MPI
 // The mpi backend: this process runs its rank on an MpiComm. The per-rank reports travel to rank
@@ -289,7 +359,8 @@ TrainResult train_on_mpi(const TrainConfig& config, TrainResult& result,
   };
   RankRun run;
   try {
-    run = run_rank(comm, comm.timeline(), share_file);
+    CpuDevice device;
+    run = run_rank(comm, device, comm.timeline(), share_file);
   } catch (const std::exception& e) {
     mpi_abort(e.what());
   }
@@ -316,6 +387,77 @@ TrainResult train_on_mpi(const TrainConfig& config, TrainResult& result,
 #else
 TrainResult train_on_mpi(const TrainConfig&, TrainResult&, const TimelineOptions&, const RunRank&) {
   fail("{}", kNoMpi);
+}
+#endif
+
+#ifdef ZL_HAVE_NCCL
+// Every rank's `bytes`, rank order, over `comm`: their sizes, then the bytes padded to the
+// longest, in 8-byte words (host buffers: NcclComm stages them through the device). Counted in
+// the rank's traffic ledger like any collective. Collective.
+std::vector<std::string> all_gather_bytes(Comm& comm, const std::string& bytes) {
+  const auto world = static_cast<std::size_t>(comm.size());
+  std::vector<std::int64_t> sizes(world);
+  auto own_size = static_cast<std::int64_t>(bytes.size());
+  comm.all_gather(&own_size, sizes.data(), 1, DType::I64);
+  const std::int64_t words = (*std::ranges::max_element(sizes) + 7) / 8;
+  std::vector<std::int64_t> send(static_cast<std::size_t>(words), 0);
+  std::vector<std::int64_t> recv(static_cast<std::size_t>(words) * world);
+  std::memcpy(send.data(), bytes.data(), bytes.size());
+  comm.all_gather(send.data(), recv.data(), static_cast<std::size_t>(words), DType::I64);
+  std::vector<std::string> all;
+  for (std::size_t r = 0; r < world; ++r) {
+    const auto* first = reinterpret_cast<const char*>(recv.data() + r * static_cast<std::size_t>(words));
+    all.emplace_back(first, static_cast<std::size_t>(sizes[r]));
+  }
+  return all;
+}
+
+// The nccl backend: this process runs its rank on its GPU (LOCAL_RANK) through an NcclComm. The
+// per-rank reports and checkpoint file entries travel by all_gather_bytes. A rank that fails
+// prints its message and exits, and NCCL has no timeout: the other ranks then wait in their next
+// collective until the launcher ends them.
+TrainResult train_on_nccl(const TrainConfig& config, TrainResult& result,
+                          const TimelineOptions& timeline, const RunRank& run_rank) {
+  const NcclBootstrap bootstrap = nccl_bootstrap();
+  ZL_CHECK(bootstrap.rank.world == config.world,
+           "--world {} does not match the {} processes launched: drop --world or launch {}",
+           config.world, bootstrap.rank.world, config.world);
+  std::unique_ptr<Device> device = make_rank_device(Accelerator::Cuda, bootstrap.rank.local_rank);
+  NcclComm comm(static_cast<CudaDevice&>(*device), bootstrap);
+  RankTimeline clocks(config.world, timeline);
+  clocks.start();
+  const ShareFile share_file = [](Comm& own, FileEntry entry) {
+    std::vector<FileEntry> files;
+    for (const auto& bytes : all_gather_bytes(own, encode_file_entry(entry))) {
+      files.push_back(decode_file_entry(bytes));
+    }
+    return files;
+  };
+  RankRun run = run_rank(comm, *device, clocks, share_file);
+  const bool is_rank0 = comm.rank() == 0;
+  if (!run.stopped.empty() && is_rank0) throw Error(run.stopped);
+  TrainResult elsewhere;  // what the other ranks' processes return
+  elsewhere.has_results = false;
+  if (!run.stopped.empty()) return elsewhere;
+  const std::vector<std::string> totals = all_gather_bytes(
+      comm, encode_rank_totals({.report = run.report, .steps = clocks.clocks().steps()}));
+  if (!is_rank0) return elsewhere;
+  for (const auto& bytes : totals) {
+    RankTotals rank = decode_rank_totals(bytes);
+    TimelineRecord timeline_record;
+    timeline_record.rank = rank.report.rank;
+    timeline_record.steps = std::move(rank.steps);
+    result.timelines.push_back(std::move(timeline_record));
+    result.ranks.push_back(std::move(rank.report));
+  }
+  result.layout = std::move(run.layout);
+  result.final_state = std::move(run.state);
+  return std::move(result);
+}
+#else
+TrainResult train_on_nccl(const TrainConfig&, TrainResult&, const TimelineOptions&,
+                          const RunRank&) {
+  fail("{}", kNoNccl);
 }
 #endif
 
@@ -413,12 +555,16 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
 
   // Runs the step loop for one engine (whose loss is already the mean over ranks); `after_step`
   // gets the number of completed steps.
-  auto run_steps = [&](Engine& engine, bool is_rank0, RankTimeline& clocks,
+  const std::int64_t step_tokens =
+      config.world * config.features.grad_accum_steps * config.micro_batch *
+      (config.model == ModelKind::Gpt ? config.gpt.block_size : 1);
+  auto run_steps = [&](Engine& engine, Device& device, bool is_rank0, RankTimeline& clocks,
                        const std::function<void(std::int64_t)>& after_step) {
     for (std::int64_t step = start.step; step < config.steps; ++step) {
       const auto started = std::chrono::steady_clock::now();
       clocks.begin_step(step);
       const StepStats stats = engine.step(step);
+      device.synchronize();  // a GPU's step has ended when its queued work has
       const double step_ms = ms_since(started);
       const StepTimes times = clocks.end_step();
       const StepRecord record{.step = step,
@@ -429,7 +575,9 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
                               .compute_ms = times.compute_ms,
                               .comm_ms = times.comm_ms,
                               .exposed_comm_ms = times.exposed_comm_ms,
-                              .sim_step_ms = times.step_ms};
+                              .sim_step_ms = times.step_ms,
+                              .tokens = step_tokens,
+                              .memory = device.ledger()};
       after_step(step + 1);
       if (!is_rank0) continue;
       result.steps.push_back(record);
@@ -445,7 +593,7 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
     RankTimeline clocks(1, timeline.options);  // one process: compute only
     clocks.start();
     auto engine = make_reference_engine(model, device, config.world, options_of_rank(0, &clocks));
-    run_steps(*engine, true, clocks, [](std::int64_t) {});
+    run_steps(*engine, device, true, clocks, [](std::int64_t) {});
     result.ranks.push_back({0, device.ledger(), TrafficLedger{}});
     result.timelines.push_back({.rank = 0,
                                 .steps = clocks.clocks().steps(),
@@ -459,9 +607,9 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
   // the steps with their checkpoints, then its ledgers and the full state (collective).
   // `share_file` hands the rank's checkpoint file entry over and returns on rank 0 every rank's,
   // rank 0 first, once all have written theirs.
-  auto run_rank = [&](Comm& comm, RankTimeline& clocks, const ShareFile& share_file) {
+  auto run_rank = [&](Comm& comm, Device& device, RankTimeline& clocks,
+                      const ShareFile& share_file) {
     RankRun run;
-    CpuDevice device;
     RankModel rank_model(device, config, init);
     Model& model = rank_model.get();
     const std::vector<UnitLayout> layout = layout_units(model.units(), config.world);
@@ -487,7 +635,7 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
       comm.barrier();
     };
     try {
-      run_steps(*engine, is_rank0, clocks, save);
+      run_steps(*engine, device, is_rank0, clocks, save);
     } catch (const NonFiniteError& e) {
       // The norm has the same bits everywhere, so all ranks leave here after the same step; a
       // rank that did not would leave the others waiting, which the simulator reports.
@@ -503,6 +651,9 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
   if (config.backend == Backend::Mpi) {
     return train_on_mpi(config, result, timeline.options, run_rank);
   }
+  if (config.backend == Backend::Nccl) {
+    return train_on_nccl(config, result, timeline.options, run_rank);
+  }
 
   SimWorld world(config.world, SimOptions{.timeout = config.collective_timeout,
                                           .faults = config.faults,
@@ -511,7 +662,10 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
   std::vector<FileEntry> saved(static_cast<std::size_t>(config.world));  // one slot per rank
   std::string stopped;  // rank 0's NonFiniteError: every rank stops at the same step
   world.run([&](Comm& comm) {
-    RankRun run = run_rank(comm, *sim_timeline(comm), [&saved](Comm& own, FileEntry entry) {
+    // Every rank of the sim shares GPU 0 (the simulator's collectives run on one GPU's memory).
+    const std::unique_ptr<Device> device = make_rank_device(config.accelerator, 0);
+    RankRun run = run_rank(comm, *device, *sim_timeline(comm), [&saved](Comm& own,
+                                                                        FileEntry entry) {
       saved[static_cast<std::size_t>(own.rank())] = std::move(entry);
       own.barrier();
       return saved;

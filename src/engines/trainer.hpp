@@ -1,6 +1,6 @@
 // trainer.hpp — runs a whole training job: builds the world (the simulator's threads, this
-// process's rank of an MPI job, or one process for the reference), a device, the model and an
-// engine per rank, steps it (each engine averages the logged loss across ranks), and collects the
+// process's rank of an MPI or NCCL job, or one process for the reference), a device, the model
+// and an engine per rank, steps it (each engine averages the logged loss across ranks), and collects the
 // final state and each rank's ledgers.
 #pragma once
 
@@ -16,6 +16,7 @@
 #include "core/memory_ledger.hpp"
 #include "engines/engine.hpp"
 #include "engines/partition.hpp"
+#include "engines/rank_device.hpp"
 #include "fault_injection.hpp"
 #include "links.hpp"
 #include "model/gpt_config.hpp"
@@ -34,14 +35,18 @@ std::string_view model_name(ModelKind kind);
 enum class Backend : std::uint8_t {
   Sim,  ///< W threads in this process (SimWorld): bit-exact, with the simulated timeline
   Mpi,  ///< one rank per process under `mpirun -np W` (MpiComm); W is the number of processes
+  /// one rank per process and GPU (NcclComm on a CudaDevice), launched by mpirun or torchrun-style
+  /// variables (RANK, WORLD_SIZE, LOCAL_RANK); a single process without them is W = 1
+  Nccl,
 };
 
-/// "sim" or "mpi".
+/// "sim", "mpi" or "nccl".
 std::string_view backend_name(Backend backend);
 
 /// The number of ranks `backend` was launched with: the processes of the MPI job for Mpi
-/// (initialising MPI; 1 for a process started without mpirun), nullopt for Sim, whose world is
-/// whatever the config says. Throws zl::Error for Mpi when zerolab was built without MPI.
+/// (initialising MPI; 1 for a process started without mpirun), WORLD_SIZE (or mpirun's size, or
+/// 1) for Nccl, nullopt for Sim, whose world is whatever the config says. Throws zl::Error for
+/// Mpi when zerolab was built without MPI.
 std::optional<int> launched_world(Backend backend);
 
 /// Everything that defines a run. Two runs with equal configs produce identical bits.
@@ -58,6 +63,9 @@ struct TrainConfig {
   /// results are bitwise the sim's with MpiReduce::Deterministic, close with Native.
   Backend backend = Backend::Sim;
   MpiReduce mpi_reduce = MpiReduce::Deterministic;  ///< how the Mpi backend reduces
+  /// Where each rank computes (--accelerator): Cpu; Cuda (the Nccl backend's, or the sim's ranks
+  /// sharing GPU 0); CpuDetached (tests: bitwise Cpu, with memory the host may not touch).
+  Accelerator accelerator = Accelerator::Cpu;
   int world = 1;           ///< ranks W (the reference plays all W in one process)
   std::int64_t steps = 10;  ///< optimizer steps, counted from the run's start (also when resuming)
   std::int64_t micro_batch = 32;  ///< rows per rank per micro-step (train_micro_batch_size_per_gpu)
@@ -96,6 +104,10 @@ struct StepRecord {
   double comm_ms = 0.0;  ///< simulated time the comm stream was busy
   double exposed_comm_ms = 0.0;  ///< the compute stream's wait while comm was busy
   double sim_step_ms = 0.0;      ///< simulated time of the step
+  /// Tokens (GPT) or rows (MLP) the step trained on over all ranks and micro-batches.
+  std::int64_t tokens = 0;
+  /// Rank 0's device memory after the step: bytes held and peak bytes per category.
+  MemoryLedger memory;
 };
 
 /// One rank's measured ledgers at the end of the run.

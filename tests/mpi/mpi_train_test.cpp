@@ -211,6 +211,21 @@ TEST_F(MpiTrain, AWorldThatDisagreesWithMpirunIsAnError) {
       << run.err;
 }
 
+// Every process reads the same command line: its error is printed once, by rank 0, not once per
+// rank (mpirun adds its own note that a process failed).
+TEST_F(MpiTrain, ACommandLineErrorIsPrintedOnceNotOncePerRank) {
+  for (const std::string args : {"--backend mpi --stage 4", "--backend mpi --lr 0"}) {
+    const auto run = zerolab_mpi(4, "train " + args + " " + kSmall);
+    EXPECT_NE(run.exit_code, 0) << args;
+    std::size_t ours = 0;
+    for (std::size_t at = run.err.find("zerolab: "); at != std::string::npos;
+         at = run.err.find("zerolab: ", at + 1)) {
+      ++ours;
+    }
+    EXPECT_EQ(ours, 1u) << args << "\n" << run.err;
+  }
+}
+
 TEST_F(MpiTrain, SimOnlyFlagsAndBadValuesAreOneLineErrors) {
   const std::pair<std::string, std::string> cases[] = {
       {"--backend mpi --stage 1 --inject-fault rank=1,at=all_reduce:1,kind=throw",

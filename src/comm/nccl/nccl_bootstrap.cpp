@@ -214,6 +214,13 @@ ncclUniqueId nccl_unique_id_over_tcp(const NcclRankInfo& info, const std::string
   }
 }
 
+NcclBootstrap nccl_bootstrap_single() {
+  NcclBootstrap bootstrap;
+  bootstrap.rank = {.rank = 0, .world = 1, .local_rank = 0};
+  bootstrap.id = new_unique_id();
+  return bootstrap;
+}
+
 NcclBootstrap nccl_bootstrap_from_env() {
   NcclBootstrap bootstrap;
   bootstrap.rank = nccl_rank_from_env();

@@ -55,4 +55,8 @@ struct NcclBootstrap {
 /// is set, or a port is not a number in 1..65534.
 NcclBootstrap nccl_bootstrap_from_env();
 
+/// A group of one: this process is rank 0 of 1 on GPU 0, with a fresh id (a single process
+/// started without a launcher).
+NcclBootstrap nccl_bootstrap_single();
+
 }  // namespace zl

@@ -1,0 +1,39 @@
+// rank_device.hpp — the device a rank computes on (`--accelerator`): the CPU, a CUDA GPU, or the
+// detached CPU device, a stand-in for a GPU whose memory the host cannot touch (tests). Making
+// one also registers its memory with the simulator, so the sim backend's collectives run there.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "ops/device.hpp"
+
+namespace zl {
+
+/// Where a rank's buffers live and its kernels run.
+enum class Accelerator : std::uint8_t {
+  Cpu,          ///< CpuDevice: host memory, the bit-exact CPU kernels
+  Cuda,         ///< CudaDevice: GPU memory, CUDA kernels and cuBLAS
+  CpuDetached,  ///< DetachedCpuDevice: the CPU kernels on memory the host may not touch
+};
+
+/// "cpu", "cuda" or "cpu-detached".
+std::string_view accelerator_name(Accelerator accelerator);
+
+/// The device of one rank: a CudaDevice on GPU `device_index`, else a CPU device (the index is
+/// unused). Registers the device's memory with the simulator (sim/collective_memory.hpp) on
+/// first use. Throws zl::Error when zerolab was built without CUDA or there is no such GPU.
+std::unique_ptr<Device> make_rank_device(Accelerator accelerator, int device_index);
+
+/// What the step lines report about the device: its name, and its dense bf16 peak for MFU.
+struct AcceleratorInfo {
+  std::string name;          ///< "CPU", the detached CPU, or the GPU's name (cudaDeviceProp)
+  double bf16_tflops = 0.0;  ///< dense bf16 peak (the device preset of an H100 or H200); 0: unknown
+};
+
+/// The device GPU `device_index` (or the CPU) is, for the step lines.
+AcceleratorInfo accelerator_info(Accelerator accelerator, int device_index);
+
+}  // namespace zl

@@ -1,0 +1,132 @@
+// accelerator_test.cpp — the engines on the detached CPU device (--accelerator cpu-detached): its
+// memory crashes the host on any read or write, so a run that finishes touched device memory only
+// through the Device, as a GPU requires, with the simulator's collectives on that memory. Its
+// bits and ledgers are the CPU device's, for every stage and feature, and checkpoints move
+// between the two.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "engines/compare.hpp"
+#include "support/arbitrary.hpp"
+#include "support/small_config.hpp"
+
+namespace zl {
+namespace {
+
+namespace fs = std::filesystem;
+
+TrainResult run_on(TrainConfig config, Accelerator accelerator, const CheckpointPlan& plan = {}) {
+  config.accelerator = accelerator;
+  return train(config, {}, {}, plan);
+}
+
+// Empty when every rank's memory ledger has the same current and peak bytes per category.
+std::optional<std::string> ledger_difference(const TrainResult& a, const TrainResult& b) {
+  if (a.ranks.size() != b.ranks.size()) return "different numbers of ranks";
+  for (std::size_t r = 0; r < a.ranks.size(); ++r) {
+    for (int c = 0; c < kMemCategoryCount; ++c) {
+      const auto category = static_cast<MemCategory>(c);
+      const MemoryLedger& x = a.ranks[r].memory;
+      const MemoryLedger& y = b.ranks[r].memory;
+      if (x.peak_bytes(category) != y.peak_bytes(category) ||
+          x.current_bytes(category) != y.current_bytes(category)) {
+        return fmt::format("rank {} {}: peak {} vs {}", r, mem_category_name(category),
+                           x.peak_bytes(category), y.peak_bytes(category));
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void check_detached_is_cpu(const TrainConfig& config) {
+  const TrainResult cpu = run_on(config, Accelerator::Cpu);
+  const TrainResult detached = run_on(config, Accelerator::CpuDetached);
+  if (const auto diff = first_difference(detached, cpu)) RC_FAIL(*diff);
+  if (const auto diff = ledger_difference(detached, cpu)) RC_FAIL(*diff);
+}
+
+RC_GTEST_PROP(Accelerator, prop_every_stage_on_detached_memory_is_bitwise_the_cpu,
+              (TrainConfig config)) {
+  config.features = *rc::gen_features();
+  config.features.offload_optimizer = false;  // the optimizer in host memory: the CPU's only
+  config.engine =
+      *rc::gen::element(EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3);
+  RC_TAG(engine_name(config.engine));
+  check_detached_is_cpu(config);
+}
+
+RC_GTEST_PROP(Accelerator, prop_gpt_on_detached_memory_is_bitwise_the_cpu, ()) {
+  TrainConfig config;
+  config.model = ModelKind::Gpt;
+  const int heads = *rc::gen::inRange(1, 3);
+  config.gpt = {.n_layer = *rc::gen::inRange(1, 3),
+                .n_head = heads,
+                .n_embd = heads * *rc::gen::element<std::int64_t>(2, 4, 8),
+                .block_size = *rc::gen::inRange<std::int64_t>(1, 9),
+                .vocab = *rc::gen::inRange<std::int64_t>(2, 40)};
+  config.world = *rc::gen::inRange(1, 5);
+  config.steps = *rc::gen::inRange(1, 4);
+  config.micro_batch = *rc::gen::inRange(1, 4);
+  config.adamw.lr = 1e-2;
+  config.seed = *rc::gen::arbitrary<unsigned>();
+  config.features = *rc::gen_features();
+  config.features.offload_optimizer = false;
+  config.engine =
+      *rc::gen::element(EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3);
+  check_detached_is_cpu(config);
+}
+
+// The property can fail: another seed on the detached device is a different run.
+TEST(Accelerator, DetachedRunsDifferWhenTheirInputsDo) {
+  TrainConfig config = small_config();
+  config.engine = EngineKind::Zero3;
+  const TrainResult cpu = run_on(config, Accelerator::Cpu);
+  config.seed = 18;
+  EXPECT_TRUE(first_difference(run_on(config, Accelerator::CpuDetached), cpu));
+}
+
+class TempDir {
+ public:
+  TempDir() : dir_(fs::temp_directory_path() / fmt::format("zl_accel_{}", ::getpid())) {
+    fs::remove_all(dir_);
+  }
+  ~TempDir() { fs::remove_all(dir_); }
+  const fs::path& path() const { return dir_; }
+
+ private:
+  fs::path dir_;
+};
+
+// A checkpoint saved from detached memory resumes on the CPU in another stage as if the run had
+// never stopped, and resumes in another world on either device with the same bits.
+TEST(Accelerator, CheckpointsMoveBetweenDetachedMemoryAndTheCpu) {
+  TempDir dir;
+  TrainConfig config = small_config();
+  config.steps = 4;
+  config.features.precision = DType::BF16;
+  config.engine = EngineKind::Zero3;
+  CheckpointPlan save;
+  save.dir = dir.path();
+  save.every_steps = 2;
+  run_on(config, Accelerator::CpuDetached, save);
+  CheckpointPlan resume;
+  resume.resume = dir.path() / "step-00000002";
+
+  TrainConfig other_stage = config;
+  other_stage.engine = EngineKind::Zero1;
+  const TrainResult straight = run_on(other_stage, Accelerator::Cpu);
+  const TrainResult resumed = run_on(other_stage, Accelerator::Cpu, resume);
+  EXPECT_FALSE(first_difference("params", resumed.final_state.params,
+                                straight.final_state.params));
+
+  TrainConfig other_world = other_stage;
+  other_world.world = 2;
+  EXPECT_FALSE(first_difference(run_on(other_world, Accelerator::CpuDetached, resume),
+                                run_on(other_world, Accelerator::Cpu, resume)));
+}
+
+}  // namespace
+}  // namespace zl
