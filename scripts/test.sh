@@ -23,8 +23,8 @@ cmake --build --preset ci --target docs
 ZEROLAB_BIN="build/ci/zerolab" bash scripts/notebooks.sh
 
 cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j "$jobs" --target test_core test_sim test_engines test_features test_faults test_sim_direct
-ctest --preset tsan -j "$jobs" -R '^(DType|Rng|Buffer|Sim|Equivalence|Features|Ledgers|TrainFaults|NonFinite|FaultCli)' "$@"
+cmake --build --preset tsan -j "$jobs" --target test_core test_sim test_engines test_features test_faults test_sim_direct test_detached
+ctest --preset tsan -j "$jobs" -R '^(DType|Rng|Buffer|Sim|Equivalence|Features|Accelerator|Detached|Ledgers|TrainFaults|NonFinite|FaultCli)' "$@"
 
 # Peak-RSS bounds do not hold under ASan, whose shadow memory and quarantine are resident too.
 cmake --preset asan >/dev/null

@@ -68,7 +68,7 @@ bool under_mpirun() {
 }
 
 // How this process joins the NCCL group: by MPI under mpirun, by the torchrun-style variables
-// when WORLD_SIZE is set, else alone (W = 1).
+// when WORLD_SIZE is above 1, else alone (W = 1, on GPU LOCAL_RANK when it is set).
 NcclBootstrap nccl_bootstrap() {
 #ifdef ZL_NCCL_WITH_MPI
   if (under_mpirun()) return nccl_bootstrap_from_mpi();
@@ -76,8 +76,12 @@ NcclBootstrap nccl_bootstrap() {
   ZL_CHECK(!under_mpirun(),
            "--backend nccl under mpirun needs a zerolab built with MPI: install libopenmpi-dev "
            "and rebuild, or launch with RANK, WORLD_SIZE and LOCAL_RANK set");
-  if (std::getenv("WORLD_SIZE") != nullptr) return nccl_bootstrap_from_env();
-  return nccl_bootstrap_single();
+  if (std::getenv("WORLD_SIZE") == nullptr) return nccl_bootstrap_single();
+  const NcclRankInfo info = nccl_rank_from_env();
+  if (info.world > 1) return nccl_bootstrap_from_env();
+  NcclBootstrap alone = nccl_bootstrap_single();  // WORLD_SIZE=1 needs no id exchange
+  alone.rank = info;
+  return alone;
 }
 #endif
 
@@ -327,6 +331,7 @@ struct RankRun {
   std::vector<UnitLayout> layout;
   ModelState state;     // the full state (every rank assembles it)
   std::string stopped;  // the NonFiniteError's message when the run stopped at a non-finite norm
+  std::vector<StepTimes> step_times;  // its timeline's times of every step
 };
 
 // Hands a rank's checkpoint file entry over once it has written its file; returns every rank's
@@ -335,6 +340,33 @@ using ShareFile = std::function<std::vector<FileEntry>(Comm&, FileEntry)>;
 
 // One rank's whole run on `comm` and `device`, with `clocks` its timeline.
 using RunRank = std::function<RankRun(Comm&, Device&, RankTimeline&, const ShareFile&)>;
+
+// The end of a run with one rank per process (mpi, nccl): a non-finite stop is rank 0's error;
+// otherwise every rank's ledgers and step times reach rank 0 through `gather` (collective:
+// every rank's encoded totals, in rank order, at least on rank 0), whose result is completed
+// and returned; other ranks return an empty result.
+TrainResult finish_process_run(
+    TrainResult& result, RankRun& run, bool is_rank0,
+    const std::function<std::vector<std::string>(const std::string&)>& gather) {
+  if (!run.stopped.empty() && is_rank0) throw Error(run.stopped);
+  TrainResult elsewhere;  // what the other ranks' processes return
+  elsewhere.has_results = false;
+  if (!run.stopped.empty()) return elsewhere;
+  const std::vector<std::string> totals =
+      gather(encode_rank_totals({.report = run.report, .steps = run.step_times}));
+  if (!is_rank0) return elsewhere;
+  for (const auto& bytes : totals) {
+    RankTotals rank = decode_rank_totals(bytes);
+    TimelineRecord timeline_record;
+    timeline_record.rank = rank.report.rank;
+    timeline_record.steps = std::move(rank.steps);
+    result.timelines.push_back(std::move(timeline_record));
+    result.ranks.push_back(std::move(rank.report));
+  }
+  result.layout = std::move(run.layout);
+  result.final_state = std::move(run.state);
+  return std::move(result);
+}
 
 #ifdef ZL_HAVE_MPI
 // The mpi backend: this process runs its rank on an MpiComm. The per-rank reports travel to rank
@@ -364,25 +396,9 @@ TrainResult train_on_mpi(const TrainConfig& config, TrainResult& result,
   } catch (const std::exception& e) {
     mpi_abort(e.what());
   }
-  const bool is_rank0 = comm.rank() == 0;
-  if (!run.stopped.empty() && is_rank0) throw Error(run.stopped);
-  TrainResult elsewhere;  // what the other ranks' processes return
-  elsewhere.has_results = false;
-  if (!run.stopped.empty()) return elsewhere;
-  const std::vector<std::string> totals = comm.gather_to_root(
-      encode_rank_totals({.report = run.report, .steps = comm.timeline().clocks().steps()}));
-  if (!is_rank0) return elsewhere;
-  for (const auto& bytes : totals) {
-    RankTotals rank = decode_rank_totals(bytes);
-    TimelineRecord timeline_record;
-    timeline_record.rank = rank.report.rank;
-    timeline_record.steps = std::move(rank.steps);
-    result.timelines.push_back(std::move(timeline_record));
-    result.ranks.push_back(std::move(rank.report));
-  }
-  result.layout = std::move(run.layout);
-  result.final_state = std::move(run.state);
-  return std::move(result);
+  return finish_process_run(result, run, comm.rank() == 0, [&comm](const std::string& bytes) {
+    return comm.gather_to_root(bytes);
+  });
 }
 #else
 TrainResult train_on_mpi(const TrainConfig&, TrainResult&, const TimelineOptions&, const RunRank&) {
@@ -434,25 +450,9 @@ TrainResult train_on_nccl(const TrainConfig& config, TrainResult& result,
     return files;
   };
   RankRun run = run_rank(comm, *device, clocks, share_file);
-  const bool is_rank0 = comm.rank() == 0;
-  if (!run.stopped.empty() && is_rank0) throw Error(run.stopped);
-  TrainResult elsewhere;  // what the other ranks' processes return
-  elsewhere.has_results = false;
-  if (!run.stopped.empty()) return elsewhere;
-  const std::vector<std::string> totals = all_gather_bytes(
-      comm, encode_rank_totals({.report = run.report, .steps = clocks.clocks().steps()}));
-  if (!is_rank0) return elsewhere;
-  for (const auto& bytes : totals) {
-    RankTotals rank = decode_rank_totals(bytes);
-    TimelineRecord timeline_record;
-    timeline_record.rank = rank.report.rank;
-    timeline_record.steps = std::move(rank.steps);
-    result.timelines.push_back(std::move(timeline_record));
-    result.ranks.push_back(std::move(rank.report));
-  }
-  result.layout = std::move(run.layout);
-  result.final_state = std::move(run.state);
-  return std::move(result);
+  return finish_process_run(result, run, comm.rank() == 0, [&comm](const std::string& bytes) {
+    return all_gather_bytes(comm, bytes);
+  });
 }
 #else
 TrainResult train_on_nccl(const TrainConfig&, TrainResult&, const TimelineOptions&,
@@ -643,6 +643,7 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
       return run;
     }
     run.report = {comm.rank(), device.ledger(), comm.traffic()};
+    run.step_times = clocks.clocks().steps();
     run.state = engine->full_state();
     run.layout = layout;
     return run;

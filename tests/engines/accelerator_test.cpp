@@ -59,20 +59,7 @@ RC_GTEST_PROP(Accelerator, prop_every_stage_on_detached_memory_is_bitwise_the_cp
 }
 
 RC_GTEST_PROP(Accelerator, prop_gpt_on_detached_memory_is_bitwise_the_cpu, ()) {
-  TrainConfig config;
-  config.model = ModelKind::Gpt;
-  const int heads = *rc::gen::inRange(1, 3);
-  config.gpt = {.n_layer = *rc::gen::inRange(1, 3),
-                .n_head = heads,
-                .n_embd = heads * *rc::gen::element<std::int64_t>(2, 4, 8),
-                .block_size = *rc::gen::inRange<std::int64_t>(1, 9),
-                .vocab = *rc::gen::inRange<std::int64_t>(2, 40)};
-  config.world = *rc::gen::inRange(1, 5);
-  config.steps = *rc::gen::inRange(1, 4);
-  config.micro_batch = *rc::gen::inRange(1, 4);
-  config.adamw.lr = 1e-2;
-  config.seed = *rc::gen::arbitrary<unsigned>();
-  config.features = *rc::gen_features();
+  TrainConfig config = *rc::gen_gpt_config();
   config.features.offload_optimizer = false;
   config.engine =
       *rc::gen::element(EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3);

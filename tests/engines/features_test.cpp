@@ -55,20 +55,7 @@ RC_GTEST_PROP(Features, prop_every_stage_is_bitwise_the_reference_with_every_fea
 }
 
 RC_GTEST_PROP(Features, prop_gpt_every_stage_is_bitwise_the_reference, ()) {
-  TrainConfig config;
-  config.model = ModelKind::Gpt;
-  const int heads = *rc::gen::inRange(1, 3);
-  config.gpt = {.n_layer = *rc::gen::inRange(1, 3),
-                .n_head = heads,
-                .n_embd = heads * *rc::gen::element<std::int64_t>(2, 4, 8),
-                .block_size = *rc::gen::inRange<std::int64_t>(1, 9),
-                .vocab = *rc::gen::inRange<std::int64_t>(2, 40)};
-  config.world = *rc::gen::inRange(1, 6);
-  config.steps = *rc::gen::inRange(1, 4);
-  config.micro_batch = *rc::gen::inRange(1, 4);
-  config.adamw.lr = *rc::gen::element(1e-3, 3e-2);
-  config.seed = *rc::gen::arbitrary<unsigned>();
-  config.features = *rc::gen_features();
+  const TrainConfig config = *rc::gen_gpt_config();
   RC_LOG() << fmt::format("gpt L={} H={} C={} T={} V={} W={} steps={} B={} ", config.gpt.n_layer,
                           config.gpt.n_head, config.gpt.n_embd, config.gpt.block_size,
                           config.gpt.vocab, config.world, config.steps, config.micro_batch)

@@ -80,4 +80,26 @@ inline Gen<zl::TrainingFeatures> gen_features() {
       gen::arbitrary<bool>());
 }
 
+/// A small GPT run: 1-2 blocks of 1-2 heads, 2-16 channels, 1-8 tokens, a vocabulary of 2-39,
+/// W 1..5, 1-3 steps of 1-3 sequences, any seed and any training features (gen_features).
+inline Gen<zl::TrainConfig> gen_gpt_config() {
+  return gen::exec([] {
+    zl::TrainConfig config;
+    config.model = zl::ModelKind::Gpt;
+    const int heads = *gen::inRange(1, 3);
+    config.gpt = {.n_layer = *gen::inRange(1, 3),
+                  .n_head = heads,
+                  .n_embd = heads * *gen::element<std::int64_t>(2, 4, 8),
+                  .block_size = *gen::inRange<std::int64_t>(1, 9),
+                  .vocab = *gen::inRange<std::int64_t>(2, 40)};
+    config.world = *gen::inRange(1, 6);
+    config.steps = *gen::inRange(1, 4);
+    config.micro_batch = *gen::inRange(1, 4);
+    config.adamw.lr = *gen::element(1e-3, 3e-2);
+    config.seed = *gen::arbitrary<unsigned>();
+    config.features = *gen_features();
+    return config;
+  });
+}
+
 }  // namespace rc
