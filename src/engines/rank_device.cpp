@@ -36,7 +36,8 @@ std::string_view accelerator_name(Accelerator accelerator) {
   }
 }
 
-std::unique_ptr<Device> make_rank_device(Accelerator accelerator, int device_index) {
+std::unique_ptr<Device> make_rank_device(Accelerator accelerator, int device_index,
+                                         DType precision) {
   switch (accelerator) {
     case Accelerator::Cpu:
       return std::make_unique<CpuDevice>();
@@ -49,10 +50,15 @@ std::unique_ptr<Device> make_rank_device(Accelerator accelerator, int device_ind
                "--accelerator cuda: GPU {} is not there ({} visible): run on a machine with a "
                "CUDA GPU, or use --accelerator cpu",
                device_index, CudaDevice::device_count());
-      cuda_collective_memory();
-      return std::make_unique<CudaDevice>(device_index);
+      {
+        cuda_collective_memory();
+        auto device = std::make_unique<CudaDevice>(device_index);
+        device->set_bf16_gemms(precision == DType::BF16);
+        return device;
+      }
 #else
       (void)device_index;
+      (void)precision;
       no_cuda();
 #endif
   }

@@ -438,7 +438,8 @@ TrainResult train_on_nccl(const TrainConfig& config, TrainResult& result,
   ZL_CHECK(bootstrap.rank.world == config.world,
            "--world {} does not match the {} processes launched: drop --world or launch {}",
            config.world, bootstrap.rank.world, config.world);
-  std::unique_ptr<Device> device = make_rank_device(Accelerator::Cuda, bootstrap.rank.local_rank);
+  std::unique_ptr<Device> device = make_rank_device(Accelerator::Cuda, bootstrap.rank.local_rank,
+                                                    config.features.precision);
   NcclComm comm(static_cast<CudaDevice&>(*device), bootstrap);
   RankTimeline clocks(config.world, timeline);
   clocks.start();
@@ -664,7 +665,8 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step,
   std::string stopped;  // rank 0's NonFiniteError: every rank stops at the same step
   world.run([&](Comm& comm) {
     // Every rank of the sim shares GPU 0 (the simulator's collectives run on one GPU's memory).
-    const std::unique_ptr<Device> device = make_rank_device(config.accelerator, 0);
+    const std::unique_ptr<Device> device =
+        make_rank_device(config.accelerator, 0, config.features.precision);
     RankRun run = run_rank(comm, *device, *sim_timeline(comm), [&saved](Comm& own,
                                                                         FileEntry entry) {
       saved[static_cast<std::size_t>(own.rank())] = std::move(entry);

@@ -272,6 +272,35 @@ TEST_F(GpuDeviceTest, Bf16MatmulMatchesDoubleReferenceOnRoundedInputs) {
   expect_close(download(*gpu_, gc), expected, 1e-4, "bf16 C");
 }
 
+// With bf16 GEMMs on, a Linear is the double-precision product of the bf16-rounded operands,
+// plus the bias; off again, it is the fp32 GEMM.
+TEST_F(GpuDeviceTest, Bf16GemmsRoundTheOperandsOfEveryLinear) {
+  constexpr std::int64_t kRows = 17, kIn = 40, kOut = 24;
+  const auto x = random_floats(kRows * kIn, 41), w = random_floats(kOut * kIn, 42);
+  const auto bias = random_floats(kOut, 43);
+  std::vector<float> expected(kRows * kOut);
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    for (std::int64_t o = 0; o < kOut; ++o) {
+      double sum = 0.0;
+      for (std::int64_t i = 0; i < kIn; ++i) {
+        sum += static_cast<double>(bf16_to_f32(f32_to_bf16(x[r * kIn + i]))) *
+               bf16_to_f32(f32_to_bf16(w[o * kIn + i]));
+      }
+      expected[r * kOut + o] = static_cast<float>(sum) + bias[o];
+    }
+  }
+  Buffer gx = upload(*gpu_, x), gw = upload(*gpu_, w), gb = upload(*gpu_, bias);
+  Buffer gy = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows * kOut});
+  gpu_->set_bf16_gemms(true);
+  gpu_->linear_forward(cspan_of(gx), cspan_of(gw), cspan_of(gb), span_of(gy), kRows, kIn, kOut);
+  gpu_->set_bf16_gemms(false);
+  expect_close(download(*gpu_, gy), expected, 1e-4, "bf16 linear");
+  std::vector<float> fp32(kRows * kOut);
+  cpu_.linear_forward(x, w, bias, fp32, kRows, kIn, kOut);
+  gpu_->linear_forward(cspan_of(gx), cspan_of(gw), cspan_of(gb), span_of(gy), kRows, kIn, kOut);
+  expect_close(download(*gpu_, gy), fp32, 1e-5, "fp32 linear");
+}
+
 TEST_F(GpuDeviceTest, AttentionRejectsHeadsThatDoNotDivideChannels) {
   Buffer qkv = gpu_->alloc(MemCategory::Activations, DType::F32, {1 * 2 * 3 * 10});
   Buffer probs = gpu_->alloc(MemCategory::Activations, DType::F32, {1 * 3 * 2 * 2});

@@ -38,11 +38,14 @@ TrainConfig tiny_gpt(int world, DType precision) {
   return config;
 }
 
-// After 3 steps at lr 3e-3 the parameters differ from the CPU's by rounding only: fp32 within
-// 1e-5 of the largest parameter, bf16 (whose parameters round to 8 bits) within 1e-2. A wrong
-// kernel or a lost reduction moves them by the learning rate's order, 1e-3 or more.
+// After 3 steps at lr 3e-3 the fp32 parameters differ from the CPU's by rounding only, within
+// 1e-5 of the largest parameter; a wrong kernel or a lost reduction moves them by the learning
+// rate's order, 1e-3 or more. In bf16 the GPU also rounds the GEMMs' operands to bf16 (as
+// autocast does) and Adam's early updates are about +-lr whatever a gradient's size, so an
+// element whose tiny gradient changes sign moves by up to 2 lr per step: 3 steps, 1.8e-2 of a
+// largest parameter of 1 (the LayerNorm weights), is the bound.
 constexpr double kFp32Tolerance = 1e-5;
-constexpr double kBf16Tolerance = 1e-2;
+constexpr double kBf16Tolerance = 2e-2;
 
 TEST(GpuTrain, EveryStageOnOneGpuIsTheCpuReferenceWithinTolerance) {
   ZL_REQUIRE_GPU();

@@ -202,6 +202,18 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
     }
     return;
   }
+  if (bf16_gemms_) {
+    // Both operands rounded to bf16 side by side in scratch, B at a 16-byte boundary (tensor
+    // cores want aligned operands).
+    const std::int64_t a_elems = m * k, b_elems = k * n;
+    const std::int64_t b_offset = (a_elems + 7) / 8 * 8;
+    auto* a16 = static_cast<std::uint16_t*>(
+        scratch(static_cast<std::size_t>(b_offset + b_elems) * sizeof(std::uint16_t)));
+    std::uint16_t* b16 = a16 + b_offset;
+    convert(a, DType::F32, a16, DType::BF16, a_elems);
+    convert(b, DType::F32, b16, DType::BF16, b_elems);
+    return matmul_bf16(transpose_a, transpose_b, m, n, k, a16, b16, c, beta);
+  }
   const float alpha = 1.0f;
   const int mi = as_int(m, "M"), ni = as_int(n, "N"), ki = as_int(k, "K");
   // C^T [N, M] = op(B)^T op(A)^T; B stored [K, N] (or [N, K] transposed) has leading dim N (K).

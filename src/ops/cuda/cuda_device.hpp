@@ -78,6 +78,15 @@ class CudaDevice final : public Device {
   /// Throws zl::Error with the numbers of memory_check() unless it is consistent().
   void check_memory_ledger();
 
+  /// With `on`, every GEMM of the Device table (Linear, Conv1D, the LM head) rounds its fp32
+  /// operands to bf16 (nearest even, into device scratch) and multiplies them with matmul_bf16:
+  /// tensor cores with fp32 accumulation, as torch.autocast(dtype=torch.bfloat16) runs them.
+  /// Off (the default), GEMMs are fp32 without TF32. Results differ from the CPU's by bf16's
+  /// rounding of the operands.
+  void set_bf16_gemms(bool on) { bf16_gemms_ = on; }
+  /// True when GEMMs run in bf16 (set_bf16_gemms).
+  bool bf16_gemms() const { return bf16_gemms_; }
+
   /// Row-major C[M, N] = op(A)[M, K] op(B)[K, N] + beta C with bf16 A and B (bit patterns as
   /// zerolab stores bf16), fp32 C and fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F).
   /// op(A) = A [M, K] unless `transpose_a` (then A is stored [K, M]); likewise B.
@@ -198,6 +207,7 @@ class CudaDevice final : public Device {
   unsigned long long* bad_index_ = nullptr;  // one word of device memory
   std::int64_t live_allocations_ = 0;        // buffers handed out by allocate, not yet freed
   std::int64_t baseline_used_bytes_ = 0;     // driver's used bytes once this device was set up
+  bool bf16_gemms_ = false;                  // set_bf16_gemms
 };
 
 }  // namespace zl
