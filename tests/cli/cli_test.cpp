@@ -252,6 +252,49 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
   }
 }
 
+// --accelerator and --backend nccl: wrong combinations fail in one line before anything runs
+// (built without MPI, NCCL or CUDA, the line says that instead, naming the same flag).
+TEST_F(CliTest, AcceleratorAndNcclCombinationsFailInOneLine) {
+  const BadInput cases[] = {
+      {"train --accelerator tpu", "--accelerator"},
+      {"train --backend nccl --accelerator cpu", "--backend nccl"},
+      {"train --backend nccl --engine reference", "--backend nccl"},
+      {"train --backend mpi --accelerator cpu-detached", "--backend mpi"},
+      {"train --accelerator cpu-detached --engine reference", "--engine reference runs on the CPU"},
+      {"train --accelerator cpu-detached --offload-optimizer", "--offload-optimizer keeps"},
+  };
+  for (const auto& bad : cases) {
+    const auto run = zerolab(bad.args + " " + kSmall);
+    EXPECT_NE(run.exit_code, 0) << bad.args;
+    EXPECT_NE(run.err.find(bad.expected), std::string::npos) << bad.args << " printed: " << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1)
+        << bad.args << " printed: " << run.err;
+  }
+  // Without a GPU (or without CUDA built in) --accelerator cuda is one line naming it.
+  const auto cuda = zerolab("train --accelerator cuda " + kSmall);
+  if (cuda.exit_code != 0) {
+    EXPECT_NE(cuda.err.find("--accelerator cuda"), std::string::npos) << cuda.err;
+    EXPECT_EQ(std::count(cuda.err.begin(), cuda.err.end(), '\n'), 1) << cuda.err;
+  }
+}
+
+// The detached device prints a device line under each step; its bits are the CPU's.
+TEST_F(CliTest, DetachedMemoryPrintsTheDeviceLineAndTheCpusBits) {
+  const std::string args = "train --stage 3 --world 2 --layers 3 --width 12 --in 5 --classes 4 "
+                           "--steps 2 --micro-batch 3 --save-final ";
+  const auto cpu = zerolab(args + (dir_ / "cpu.st").string());
+  const auto detached =
+      zerolab(args + (dir_ / "detached.st").string() + " --accelerator cpu-detached");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  ASSERT_EQ(detached.exit_code, 0) << detached.err;
+  EXPECT_EQ(slurp(dir_ / "cpu.st"), slurp(dir_ / "detached.st"));
+  EXPECT_EQ(cpu.out.find("tokens/s"), std::string::npos);
+  // MFU needs the device's peak, which a CPU has none of here.
+  EXPECT_NE(detached.out.find("CPU (detached memory): "), std::string::npos) << detached.out;
+  EXPECT_NE(detached.out.find("MFU n/a"), std::string::npos) << detached.out;
+  EXPECT_NE(detached.out.find("peak MiB: params "), std::string::npos) << detached.out;
+}
+
 // A run killed at any moment, also while it saves, leaves the last committed checkpoint intact:
 // `latest` names a step whose manifest and rank files all verify, and training resumes from it.
 TEST_F(CliTest, KilledWhileSavingLeavesTheLastCheckpointLoadable) {

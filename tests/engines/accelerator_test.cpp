@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "engines/compare.hpp"
+#include "model/gpt_config.hpp"
 #include "support/arbitrary.hpp"
 #include "support/small_config.hpp"
 
@@ -73,6 +74,28 @@ TEST(Accelerator, DetachedRunsDifferWhenTheirInputsDo) {
   const TrainResult cpu = run_on(config, Accelerator::Cpu);
   config.seed = 18;
   EXPECT_TRUE(first_difference(run_on(config, Accelerator::CpuDetached), cpu));
+}
+
+// Each step reports the tokens it trained on over all ranks and micro-batches, and rank 0's
+// device memory after it, on every device.
+TEST(Accelerator, StepsReportTheirTokensAndRank0sMemory) {
+  TrainConfig config;
+  config.model = ModelKind::Gpt;
+  config.gpt = gpt_preset("tiny");
+  config.world = 3;
+  config.steps = 2;
+  config.micro_batch = 2;
+  config.features.grad_accum_steps = 2;
+  config.engine = EngineKind::Zero2;
+  const TrainResult cpu = run_on(config, Accelerator::Cpu);
+  const TrainResult detached = run_on(config, Accelerator::CpuDetached);
+  for (const TrainResult* result : {&cpu, &detached}) {
+    ASSERT_EQ(result->steps.size(), 2u);
+    EXPECT_EQ(result->steps[0].tokens, 3 * 2 * 2 * config.gpt.block_size);
+    EXPECT_EQ(result->steps[1].memory.peak_bytes(MemCategory::Optimizer),
+              result->ranks[0].memory.peak_bytes(MemCategory::Optimizer));
+    EXPECT_GT(result->steps[0].memory.peak_bytes(MemCategory::Activations), 0);
+  }
 }
 
 class TempDir {
