@@ -1,5 +1,5 @@
-// check_elems.hpp — the size check every Device kernel runs on its arguments, shared by the CPU
-// and CUDA devices so both reject a mis-sized span with the same one-line message.
+// check_elems.hpp — the size check every Device kernel runs on its arguments (ops/device.cpp,
+// once for every device, so all reject a mis-sized span with the same one-line message).
 #pragma once
 
 #include <cstddef>

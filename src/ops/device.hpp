@@ -1,6 +1,7 @@
 // device.hpp — the Device interface: tagged allocation (feeding the rank's memory ledger) and
 // the kernels models and optimizers need. cpu/ implements it with Eigen and plain loops; a CUDA
-// device implements the same table. Kernels take raw spans in row-major layout.
+// device implements the same table. Kernels take raw spans in row-major layout and check them
+// once, in device.cpp, before the device's own code runs.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +21,13 @@ namespace zl {
 /// write a Buffer's elements themselves. They move bytes with the copy calls below and do the
 /// training step's elementwise work (casts, accumulation, unscaling, the norm's partials, AdamW)
 /// with the step calls, which every device implements with the CPU's bits.
+///
+/// The kernels are non-virtual and check their arguments once for every device, with the same
+/// messages (device.cpp: every span has the elements its shapes need, the sizes make sense).
+/// Then each calls the protected virtual of its name with a `do_` prefix (linear_forward ->
+/// do_linear_forward) with the same arguments. A device implements the `do_` kernels and checks
+/// only what is its own: cuBLAS's 32-bit sizes, a GPU's launch limits, the tokens and labels it
+/// reads.
 class Device : public Allocator {
  public:
   /// Allocates a zeroed buffer booked under `category` in this device's ledger.
@@ -73,30 +81,27 @@ class Device : public Allocator {
 
   /// y[rows, out] = x[rows, in] * w[out, in]^T + b[out]; b may be empty (no bias, as GPT-2's
   /// LM head: logits[rows, vocab] = x[rows, C] * wte[vocab, C]^T).
-  virtual void linear_forward(std::span<const float> x, std::span<const float> w,
-                              std::span<const float> b, std::span<float> y, std::int64_t rows,
-                              std::int64_t in, std::int64_t out) = 0;
+  void linear_forward(std::span<const float> x, std::span<const float> w, std::span<const float> b,
+                      std::span<float> y, std::int64_t rows, std::int64_t in, std::int64_t out);
 
   /// Given dy[rows, out]: dw[out, in] += dy^T x, db[out] += sum over rows of dy (rows in order),
   /// dx[rows, in] = dy w (db may be empty when there is no bias, dx when the input needs no
   /// gradient).
-  virtual void linear_backward(std::span<const float> x, std::span<const float> w,
-                               std::span<const float> dy, std::span<float> dw, std::span<float> db,
-                               std::span<float> dx, std::int64_t rows, std::int64_t in,
-                               std::int64_t out) = 0;
+  void linear_backward(std::span<const float> x, std::span<const float> w,
+                       std::span<const float> dy, std::span<float> dw, std::span<float> db,
+                       std::span<float> dx, std::int64_t rows, std::int64_t in, std::int64_t out);
 
   /// y = x * Phi(x) with the exact erf form, as torch.nn.GELU().
-  virtual void gelu_forward(std::span<const float> x, std::span<float> y) = 0;
+  void gelu_forward(std::span<const float> x, std::span<float> y);
 
   /// dx = dy * d/dx[x * Phi(x)].
-  virtual void gelu_backward(std::span<const float> x, std::span<const float> dy,
-                             std::span<float> dx) = 0;
+  void gelu_backward(std::span<const float> x, std::span<const float> dy, std::span<float> dx);
 
   /// Mean cross-entropy of logits[rows, classes] against labels[rows]; writes d(loss)/d(logits).
-  virtual float cross_entropy_forward_backward(std::span<const float> logits,
-                                               std::span<const std::int64_t> labels,
-                                               std::span<float> dlogits, std::int64_t rows,
-                                               std::int64_t classes) = 0;
+  float cross_entropy_forward_backward(std::span<const float> logits,
+                                       std::span<const std::int64_t> labels,
+                                       std::span<float> dlogits, std::int64_t rows,
+                                       std::int64_t classes);
 
   // ---- GPT-2 kernels (fp32, row-major; cpu/cpu_gpt_kernels.cpp and cpu/cpu_attention.cpp).
   // B is the batch, T the sequence length, C the channels (n_embd), N = B*T the rows of the
@@ -105,76 +110,138 @@ class Device : public Allocator {
   /// Token plus position embedding: x[b, t, :] = wte[tokens[b, t], :] + wpe[t, :], with
   /// tokens [B, T], wte [vocab, C], wpe [T, C] (the first T rows of the model's position table),
   /// x [B, T, C]. Throws zl::Error naming the row and position of a token outside [0, vocab).
-  virtual void embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
-                                 std::span<const float> wpe, std::span<float> x, std::int64_t batch,
-                                 std::int64_t seq_len, std::int64_t channels,
-                                 std::int64_t vocab) = 0;
+  void embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
+                         std::span<const float> wpe, std::span<float> x, std::int64_t batch,
+                         std::int64_t seq_len, std::int64_t channels, std::int64_t vocab);
 
   /// Given dx [B, T, C]: dwte[tokens[b, t], :] += dx[b, t, :] and dwpe[t, :] += dx[b, t, :], in
   /// the order b = 0.., t = 0.. (a token seen twice gets its two rows added in that order).
-  virtual void embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
-                                  std::span<float> dwte, std::span<float> dwpe, std::int64_t batch,
-                                  std::int64_t seq_len, std::int64_t channels,
-                                  std::int64_t vocab) = 0;
+  void embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
+                          std::span<float> dwte, std::span<float> dwpe, std::int64_t batch,
+                          std::int64_t seq_len, std::int64_t channels, std::int64_t vocab);
 
   /// LayerNorm over the last axis of x [rows, C] (eps 1e-5, biased variance, as torch):
   /// mean[r] = sum_c x[r, c] / C, rstd[r] = 1 / sqrt(sum_c (x[r, c] - mean[r])^2 / C + eps),
   /// y[r, c] = (x[r, c] - mean[r]) * rstd[r] * weight[c] + bias[c]. mean and rstd [rows] are kept
   /// for the backward pass.
-  virtual void layernorm_forward(std::span<const float> x, std::span<const float> weight,
-                                 std::span<const float> bias, std::span<float> y,
-                                 std::span<float> mean, std::span<float> rstd, std::int64_t rows,
-                                 std::int64_t channels) = 0;
+  void layernorm_forward(std::span<const float> x, std::span<const float> weight,
+                         std::span<const float> bias, std::span<float> y, std::span<float> mean,
+                         std::span<float> rstd, std::int64_t rows, std::int64_t channels);
 
   /// Given dy [rows, C], with xhat = (x - mean) * rstd and g = dy * weight:
   /// dx[r, c] += rstd[r] * (g[r, c] - mean_c(g[r, :]) - xhat[r, c] * mean_c(g[r, :] * xhat[r, :])),
   /// dweight[c] += sum_r dy[r, c] * xhat[r, c], dbias[c] += sum_r dy[r, c] (rows in order).
   /// dx is ADDED into: in a pre-LN block the LayerNorm's input is the residual stream, whose
   /// gradient already holds the skip connection's part.
-  virtual void layernorm_backward(std::span<const float> x, std::span<const float> weight,
-                                  std::span<const float> mean, std::span<const float> rstd,
-                                  std::span<const float> dy, std::span<float> dx,
-                                  std::span<float> dweight, std::span<float> dbias,
-                                  std::int64_t rows, std::int64_t channels) = 0;
+  void layernorm_backward(std::span<const float> x, std::span<const float> weight,
+                          std::span<const float> mean, std::span<const float> rstd,
+                          std::span<const float> dy, std::span<float> dx, std::span<float> dweight,
+                          std::span<float> dbias, std::int64_t rows, std::int64_t channels);
 
   /// Hugging Face's Conv1D, a Linear that stores its weight [in, out]:
   /// y[rows, out] = x[rows, in] * w[in, out] + b[out].
-  virtual void conv1d_forward(std::span<const float> x, std::span<const float> w,
-                              std::span<const float> b, std::span<float> y, std::int64_t rows,
-                              std::int64_t in, std::int64_t out) = 0;
+  void conv1d_forward(std::span<const float> x, std::span<const float> w, std::span<const float> b,
+                      std::span<float> y, std::int64_t rows, std::int64_t in, std::int64_t out);
 
   /// Given dy [rows, out]: dw[in, out] += x^T dy, db[out] += sum over rows of dy (rows in order),
   /// dx[rows, in] = dy w^T (overwritten; dx may be empty when the input needs no gradient).
-  virtual void conv1d_backward(std::span<const float> x, std::span<const float> w,
-                               std::span<const float> dy, std::span<float> dw, std::span<float> db,
-                               std::span<float> dx, std::int64_t rows, std::int64_t in,
-                               std::int64_t out) = 0;
+  void conv1d_backward(std::span<const float> x, std::span<const float> w,
+                       std::span<const float> dy, std::span<float> dw, std::span<float> db,
+                       std::span<float> dx, std::int64_t rows, std::int64_t in, std::int64_t out);
 
   /// GPT-2's GELU, the tanh approximation (torch GELU(approximate="tanh")):
   /// y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-  virtual void gelu_tanh_forward(std::span<const float> x, std::span<float> y) = 0;
+  void gelu_tanh_forward(std::span<const float> x, std::span<float> y);
 
   /// dx = dy * dy/dx of gelu_tanh: with u = sqrt(2/pi) (x + 0.044715 x^3),
   /// dy/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2).
-  virtual void gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
-                                  std::span<float> dx) = 0;
+  void gelu_tanh_backward(std::span<const float> x, std::span<const float> dy, std::span<float> dx);
 
   /// Causal multi-head self-attention on qkv [B, T, 3C] (q, k, v side by side, as c_attn writes
   /// them; head h is channels [h*D, (h+1)*D) of each, D = C / heads):
   /// probs[b, h, t, s] = softmax over s <= t of q_t . k_s / sqrt(D), 0 for s > t (kept for the
   /// backward pass, [B, heads, T, T]); out[b, t, h*D + d] = sum_s probs[b, h, t, s] v_s[d]
   /// (out [B, T, C], heads side by side, ready for c_proj).
-  virtual void attention_forward(std::span<const float> qkv, std::span<float> probs,
-                                 std::span<float> out, std::int64_t batch, std::int64_t seq_len,
-                                 std::int64_t channels, std::int64_t heads) = 0;
+  void attention_forward(std::span<const float> qkv, std::span<float> probs, std::span<float> out,
+                         std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                         std::int64_t heads);
 
   /// Given dout [B, T, C], writes dqkv [B, T, 3C] (overwritten): with dp_ts = dout_t . v_s and
   /// ds_ts = probs_ts (dp_ts - sum_s' probs_ts' dp_ts'), dq_t = sum_s ds_ts k_s / sqrt(D),
   /// dk_s = sum_t ds_ts q_t / sqrt(D), dv_s = sum_t probs_ts dout_t.
-  virtual void attention_backward(std::span<const float> qkv, std::span<const float> probs,
-                                  std::span<const float> dout, std::span<float> dqkv,
-                                  std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                                  std::int64_t heads) = 0;
+  void attention_backward(std::span<const float> qkv, std::span<const float> probs,
+                          std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
+                          std::int64_t seq_len, std::int64_t channels, std::int64_t heads);
+
+ protected:
+  // ---- the kernels' implementations, called by the kernels above once their arguments have
+  // passed the checks; the semantics are the public kernel's ----
+
+  /// linear_forward after its checks.
+  virtual void do_linear_forward(std::span<const float> x, std::span<const float> w,
+                                 std::span<const float> b, std::span<float> y, std::int64_t rows,
+                                 std::int64_t in, std::int64_t out) = 0;
+  /// linear_backward after its checks.
+  virtual void do_linear_backward(std::span<const float> x, std::span<const float> w,
+                                  std::span<const float> dy, std::span<float> dw,
+                                  std::span<float> db, std::span<float> dx, std::int64_t rows,
+                                  std::int64_t in, std::int64_t out) = 0;
+  /// gelu_forward after its checks.
+  virtual void do_gelu_forward(std::span<const float> x, std::span<float> y) = 0;
+  /// gelu_backward after its checks.
+  virtual void do_gelu_backward(std::span<const float> x, std::span<const float> dy,
+                                std::span<float> dx) = 0;
+  /// cross_entropy_forward_backward after its checks (rows >= 1, classes >= 1); the labels'
+  /// range is the device's to check.
+  virtual float do_cross_entropy_forward_backward(std::span<const float> logits,
+                                                  std::span<const std::int64_t> labels,
+                                                  std::span<float> dlogits, std::int64_t rows,
+                                                  std::int64_t classes) = 0;
+  /// embedding_forward after its checks; the tokens' range is the device's to check.
+  virtual void do_embedding_forward(std::span<const std::int64_t> tokens,
+                                    std::span<const float> wte, std::span<const float> wpe,
+                                    std::span<float> x, std::int64_t batch, std::int64_t seq_len,
+                                    std::int64_t channels, std::int64_t vocab) = 0;
+  /// embedding_backward after its checks; the tokens' range is the device's to check.
+  virtual void do_embedding_backward(std::span<const std::int64_t> tokens,
+                                     std::span<const float> dx, std::span<float> dwte,
+                                     std::span<float> dwpe, std::int64_t batch,
+                                     std::int64_t seq_len, std::int64_t channels,
+                                     std::int64_t vocab) = 0;
+  /// layernorm_forward after its checks.
+  virtual void do_layernorm_forward(std::span<const float> x, std::span<const float> weight,
+                                    std::span<const float> bias, std::span<float> y,
+                                    std::span<float> mean, std::span<float> rstd, std::int64_t rows,
+                                    std::int64_t channels) = 0;
+  /// layernorm_backward after its checks.
+  virtual void do_layernorm_backward(std::span<const float> x, std::span<const float> weight,
+                                     std::span<const float> mean, std::span<const float> rstd,
+                                     std::span<const float> dy, std::span<float> dx,
+                                     std::span<float> dweight, std::span<float> dbias,
+                                     std::int64_t rows, std::int64_t channels) = 0;
+  /// conv1d_forward after its checks.
+  virtual void do_conv1d_forward(std::span<const float> x, std::span<const float> w,
+                                 std::span<const float> b, std::span<float> y, std::int64_t rows,
+                                 std::int64_t in, std::int64_t out) = 0;
+  /// conv1d_backward after its checks.
+  virtual void do_conv1d_backward(std::span<const float> x, std::span<const float> w,
+                                  std::span<const float> dy, std::span<float> dw,
+                                  std::span<float> db, std::span<float> dx, std::int64_t rows,
+                                  std::int64_t in, std::int64_t out) = 0;
+  /// gelu_tanh_forward after its checks.
+  virtual void do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) = 0;
+  /// gelu_tanh_backward after its checks.
+  virtual void do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
+                                     std::span<float> dx) = 0;
+  /// attention_forward after its checks (heads >= 1 divide the channels).
+  virtual void do_attention_forward(std::span<const float> qkv, std::span<float> probs,
+                                    std::span<float> out, std::int64_t batch, std::int64_t seq_len,
+                                    std::int64_t channels, std::int64_t heads) = 0;
+  /// attention_backward after its checks (heads >= 1 divide the channels).
+  virtual void do_attention_backward(std::span<const float> qkv, std::span<const float> probs,
+                                     std::span<const float> dout, std::span<float> dqkv,
+                                     std::int64_t batch, std::int64_t seq_len,
+                                     std::int64_t channels, std::int64_t heads) = 0;
 
  private:
   MemoryLedger ledger_;

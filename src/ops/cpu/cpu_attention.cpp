@@ -8,34 +8,15 @@
 #include <limits>
 #include <vector>
 
-#include "core/error.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "ops/cpu/cpu_kernel_support.hpp"
-#include "ops/check_elems.hpp"
 
 namespace zl {
 
-
-namespace {
-
-// The attention kernels' checks, shared by forward and backward.
-std::int64_t head_size(const char* kernel, std::int64_t channels, std::int64_t heads) {
-  ZL_CHECK(heads >= 1 && channels % heads == 0,
-           "{}: {} channels do not split into {} heads: use a multiple of the head count", kernel,
-           channels, heads);
-  return channels / heads;
-}
-
-}  // namespace
-
-void CpuDevice::attention_forward(std::span<const float> qkv, std::span<float> probs,
-                                  std::span<float> out, std::int64_t batch, std::int64_t seq_len,
-                                  std::int64_t channels, std::int64_t heads) {
-  const std::int64_t D = head_size("attention_forward", channels, heads);
-  const std::int64_t T = seq_len, C = channels;
-  check_elems("attention_forward", "qkv", qkv.size(), batch * T * 3 * C);
-  check_elems("attention_forward", "probs", probs.size(), batch * heads * T * T);
-  check_elems("attention_forward", "out", out.size(), batch * T * C);
+void CpuDevice::do_attention_forward(std::span<const float> qkv, std::span<float> probs,
+                                     std::span<float> out, std::int64_t batch, std::int64_t seq_len,
+                                     std::int64_t channels, std::int64_t heads) {
+  const std::int64_t T = seq_len, C = channels, D = C / heads;  // heads divide C: Device checked
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   std::vector<double> scores(static_cast<std::size_t>(T));
   std::vector<double> acc(static_cast<std::size_t>(D));
@@ -72,16 +53,11 @@ void CpuDevice::attention_forward(std::span<const float> qkv, std::span<float> p
   }
 }
 
-void CpuDevice::attention_backward(std::span<const float> qkv, std::span<const float> probs,
-                                   std::span<const float> dout, std::span<float> dqkv,
-                                   std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                                   std::int64_t heads) {
-  const std::int64_t D = head_size("attention_backward", channels, heads);
-  const std::int64_t T = seq_len, C = channels;
-  check_elems("attention_backward", "qkv", qkv.size(), batch * T * 3 * C);
-  check_elems("attention_backward", "probs", probs.size(), batch * heads * T * T);
-  check_elems("attention_backward", "dout", dout.size(), batch * T * C);
-  check_elems("attention_backward", "dqkv", dqkv.size(), batch * T * 3 * C);
+void CpuDevice::do_attention_backward(std::span<const float> qkv, std::span<const float> probs,
+                                      std::span<const float> dout, std::span<float> dqkv,
+                                      std::int64_t batch, std::int64_t seq_len,
+                                      std::int64_t channels, std::int64_t heads) {
+  const std::int64_t T = seq_len, C = channels, D = C / heads;  // heads divide C: Device checked
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   std::vector<double> dprobs(static_cast<std::size_t>(T));
   std::vector<double> dq(static_cast<std::size_t>(D));

@@ -12,7 +12,6 @@
 
 #include "core/error.hpp"
 #include "ops/cpu/cpu_kernel_support.hpp"
-#include "ops/check_elems.hpp"
 
 namespace zl {
 
@@ -35,13 +34,9 @@ void CpuDevice::deallocate(void* ptr, std::size_t /*bytes*/) {
   ::operator delete(ptr, kAlignment);
 }
 
-void CpuDevice::linear_forward(std::span<const float> x, std::span<const float> w,
-                               std::span<const float> b, std::span<float> y, std::int64_t rows,
-                               std::int64_t in, std::int64_t out) {
-  check_elems("linear_forward", "x", x.size(), rows * in);
-  check_elems("linear_forward", "w", w.size(), out * in);
-  if (!b.empty()) check_elems("linear_forward", "b", b.size(), out);
-  check_elems("linear_forward", "y", y.size(), rows * out);
+void CpuDevice::do_linear_forward(std::span<const float> x, std::span<const float> w,
+                                  std::span<const float> b, std::span<float> y, std::int64_t rows,
+                                  std::int64_t in, std::int64_t out) {
   // y is [rows, out] = x [rows, in] * w^T [in, out]
   matrix(y, rows, out).noalias() = matrix(x, rows, in) * matrix(w, out, in).transpose();
   if (b.empty()) return;
@@ -50,17 +45,10 @@ void CpuDevice::linear_forward(std::span<const float> x, std::span<const float> 
   }
 }
 
-void CpuDevice::linear_backward(std::span<const float> x, std::span<const float> w,
-                                std::span<const float> dy, std::span<float> dw, std::span<float> db,
-                                std::span<float> dx, std::int64_t rows, std::int64_t in,
-                                std::int64_t out) {
-  check_elems("linear_backward", "x", x.size(), rows * in);
-  check_elems("linear_backward", "w", w.size(), out * in);
-  check_elems("linear_backward", "dy", dy.size(), rows * out);
-  check_elems("linear_backward", "dw", dw.size(), out * in);
-  if (!db.empty()) check_elems("linear_backward", "db", db.size(), out);
-  if (!dx.empty()) check_elems("linear_backward", "dx", dx.size(), rows * in);
-
+void CpuDevice::do_linear_backward(std::span<const float> x, std::span<const float> w,
+                                   std::span<const float> dy, std::span<float> dw,
+                                   std::span<float> db, std::span<float> dx, std::int64_t rows,
+                                   std::int64_t in, std::int64_t out) {
   // dw is [out, in] += dy^T [out, rows] * x [rows, in]
   matrix(dw, out, in).noalias() += matrix(dy, rows, out).transpose() * matrix(x, rows, in);
 
@@ -77,8 +65,7 @@ void CpuDevice::linear_backward(std::span<const float> x, std::span<const float>
   if (!dx.empty()) matrix(dx, rows, in).noalias() = matrix(dy, rows, out) * matrix(w, out, in);
 }
 
-void CpuDevice::gelu_forward(std::span<const float> x, std::span<float> y) {
-  check_elems("gelu_forward", "y", y.size(), static_cast<std::int64_t>(x.size()));
+void CpuDevice::do_gelu_forward(std::span<const float> x, std::span<float> y) {
   constexpr double kInvSqrt2 = 1.0 / std::numbers::sqrt2;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double v = x[i];
@@ -86,10 +73,8 @@ void CpuDevice::gelu_forward(std::span<const float> x, std::span<float> y) {
   }
 }
 
-void CpuDevice::gelu_backward(std::span<const float> x, std::span<const float> dy,
-                              std::span<float> dx) {
-  check_elems("gelu_backward", "dy", dy.size(), static_cast<std::int64_t>(x.size()));
-  check_elems("gelu_backward", "dx", dx.size(), static_cast<std::int64_t>(x.size()));
+void CpuDevice::do_gelu_backward(std::span<const float> x, std::span<const float> dy,
+                                 std::span<float> dx) {
   constexpr double kInvSqrt2 = 1.0 / std::numbers::sqrt2;
   constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
   for (std::size_t i = 0; i < x.size(); ++i) {
@@ -100,15 +85,10 @@ void CpuDevice::gelu_backward(std::span<const float> x, std::span<const float> d
   }
 }
 
-float CpuDevice::cross_entropy_forward_backward(std::span<const float> logits,
-                                                std::span<const std::int64_t> labels,
-                                                std::span<float> dlogits, std::int64_t rows,
-                                                std::int64_t classes) {
-  check_elems("cross_entropy", "logits", logits.size(), rows * classes);
-  check_elems("cross_entropy", "labels", labels.size(), rows);
-  check_elems("cross_entropy", "dlogits", dlogits.size(), rows * classes);
-  ZL_CHECK(rows >= 1, "cross_entropy: a batch of {} rows has no mean loss; pass >= 1 row", rows);
-  ZL_CHECK(classes >= 1, "cross_entropy: {} classes is invalid; pass >= 1 class", classes);
+float CpuDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
+                                                   std::span<const std::int64_t> labels,
+                                                   std::span<float> dlogits, std::int64_t rows,
+                                                   std::int64_t classes) {
   double loss_sum = 0.0;
   for (std::int64_t r = 0; r < rows; ++r) {
     // logits row r is [classes]

@@ -37,80 +37,86 @@ class CpuDevice : public Device {
   void scale(std::span<float> x, float factor) override;
   void divide(std::span<float> x, float divisor) override;
   void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) override;
-  void adamw_update(std::span<float> params, std::span<const float> grads,
-                    std::span<float> exp_avg, std::span<float> exp_avg_sq,
-                    const AdamWScalars& scalars) override;
+  void adamw_update(std::span<float> params, std::span<const float> grads, std::span<float> exp_avg,
+                    std::span<float> exp_avg_sq, const AdamWScalars& scalars) override;
+
+ protected:
+  // ---- the kernels (ops/device.hpp), called once Device has checked their arguments ----
 
   /// y[rows, out] = x[rows, in] * w[out, in]^T, then + b[out] added row by row (unless b is
   /// empty).
-  void linear_forward(std::span<const float> x, std::span<const float> w, std::span<const float> b,
-                      std::span<float> y, std::int64_t rows, std::int64_t in,
-                      std::int64_t out) override;
+  void do_linear_forward(std::span<const float> x, std::span<const float> w,
+                         std::span<const float> b, std::span<float> y, std::int64_t rows,
+                         std::int64_t in, std::int64_t out) override;
   /// dw[out, in] += dy^T x; db[out] += (dy[0, :] + dy[1, :] + ...) summed in row order unless db
   /// is empty; dx[rows, in] = dy w unless dx is empty.
-  void linear_backward(std::span<const float> x, std::span<const float> w,
-                       std::span<const float> dy, std::span<float> dw, std::span<float> db,
-                       std::span<float> dx, std::int64_t rows, std::int64_t in,
-                       std::int64_t out) override;
+  void do_linear_backward(std::span<const float> x, std::span<const float> w,
+                          std::span<const float> dy, std::span<float> dw, std::span<float> db,
+                          std::span<float> dx, std::int64_t rows, std::int64_t in,
+                          std::int64_t out) override;
   /// y = 0.5 x (1 + erf(x / sqrt 2)), evaluated in double and rounded once to float.
-  void gelu_forward(std::span<const float> x, std::span<float> y) override;
+  void do_gelu_forward(std::span<const float> x, std::span<float> y) override;
   /// dx = dy * (Phi(x) + x phi(x)), evaluated in double and rounded once to float.
-  void gelu_backward(std::span<const float> x, std::span<const float> dy,
-                     std::span<float> dx) override;
+  void do_gelu_backward(std::span<const float> x, std::span<const float> dy,
+                        std::span<float> dx) override;
   /// Per row: max-subtracted log-sum-exp in double; loss = (sum of row losses) / rows and
   /// dlogits = (softmax - onehot) / rows.
-  float cross_entropy_forward_backward(std::span<const float> logits,
-                                       std::span<const std::int64_t> labels,
-                                       std::span<float> dlogits, std::int64_t rows,
-                                       std::int64_t classes) override;
+  float do_cross_entropy_forward_backward(std::span<const float> logits,
+                                          std::span<const std::int64_t> labels,
+                                          std::span<float> dlogits, std::int64_t rows,
+                                          std::int64_t classes) override;
 
   // ---- GPT-2 kernels (cpu_gpt_kernels.cpp, cpu_attention.cpp): plain loops in a fixed order,
   // sums in double and rounded once to float, except the Conv1D products, which go through
   // Eigen. ----
 
   /// x[b, t, :] = wte[token, :] + wpe[t, :], one float add per element.
-  void embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
-                         std::span<const float> wpe, std::span<float> x, std::int64_t batch,
-                         std::int64_t seq_len, std::int64_t channels, std::int64_t vocab) override;
+  void do_embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
+                            std::span<const float> wpe, std::span<float> x, std::int64_t batch,
+                            std::int64_t seq_len, std::int64_t channels,
+                            std::int64_t vocab) override;
   /// Adds dx's rows into dwte and dwpe in the order b = 0.., t = 0.., one float add each.
-  void embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
-                          std::span<float> dwte, std::span<float> dwpe, std::int64_t batch,
-                          std::int64_t seq_len, std::int64_t channels, std::int64_t vocab) override;
+  void do_embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
+                             std::span<float> dwte, std::span<float> dwpe, std::int64_t batch,
+                             std::int64_t seq_len, std::int64_t channels,
+                             std::int64_t vocab) override;
   /// Mean and variance (two passes) in double; mean and rstd rounded to float and used as stored
   /// for y, which is evaluated in double and rounded once.
-  void layernorm_forward(std::span<const float> x, std::span<const float> weight,
-                         std::span<const float> bias, std::span<float> y, std::span<float> mean,
-                         std::span<float> rstd, std::int64_t rows, std::int64_t channels) override;
+  void do_layernorm_forward(std::span<const float> x, std::span<const float> weight,
+                            std::span<const float> bias, std::span<float> y, std::span<float> mean,
+                            std::span<float> rstd, std::int64_t rows,
+                            std::int64_t channels) override;
   /// Row means and the dweight/dbias column sums in double (rows in order), each result rounded
   /// once (dx: its old value plus the double term).
-  void layernorm_backward(std::span<const float> x, std::span<const float> weight,
-                          std::span<const float> mean, std::span<const float> rstd,
-                          std::span<const float> dy, std::span<float> dx, std::span<float> dweight,
-                          std::span<float> dbias, std::int64_t rows,
-                          std::int64_t channels) override;
+  void do_layernorm_backward(std::span<const float> x, std::span<const float> weight,
+                             std::span<const float> mean, std::span<const float> rstd,
+                             std::span<const float> dy, std::span<float> dx,
+                             std::span<float> dweight, std::span<float> dbias, std::int64_t rows,
+                             std::int64_t channels) override;
   /// y = x * w through Eigen, then + b[out] added row by row.
-  void conv1d_forward(std::span<const float> x, std::span<const float> w, std::span<const float> b,
-                      std::span<float> y, std::int64_t rows, std::int64_t in,
-                      std::int64_t out) override;
+  void do_conv1d_forward(std::span<const float> x, std::span<const float> w,
+                         std::span<const float> b, std::span<float> y, std::int64_t rows,
+                         std::int64_t in, std::int64_t out) override;
   /// dw += x^T dy and dx = dy w^T through Eigen; db += the columns of dy summed in row order.
-  void conv1d_backward(std::span<const float> x, std::span<const float> w,
-                       std::span<const float> dy, std::span<float> dw, std::span<float> db,
-                       std::span<float> dx, std::int64_t rows, std::int64_t in,
-                       std::int64_t out) override;
+  void do_conv1d_backward(std::span<const float> x, std::span<const float> w,
+                          std::span<const float> dy, std::span<float> dw, std::span<float> db,
+                          std::span<float> dx, std::int64_t rows, std::int64_t in,
+                          std::int64_t out) override;
   /// Evaluated in double and rounded once to float.
-  void gelu_tanh_forward(std::span<const float> x, std::span<float> y) override;
+  void do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) override;
   /// Evaluated in double and rounded once to float.
-  void gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
-                          std::span<float> dx) override;
+  void do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
+                             std::span<float> dx) override;
   /// Per (b, h, t): scores, the max-subtracted softmax and the weighted sum of values in double;
   /// probs and out rounded once to float.
-  void attention_forward(std::span<const float> qkv, std::span<float> probs, std::span<float> out,
-                         std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                         std::int64_t heads) override;
+  void do_attention_forward(std::span<const float> qkv, std::span<float> probs,
+                            std::span<float> out, std::int64_t batch, std::int64_t seq_len,
+                            std::int64_t channels, std::int64_t heads) override;
   /// Per (b, h): dq, dk, dv accumulated in double over t = 0.. and rounded once to float.
-  void attention_backward(std::span<const float> qkv, std::span<const float> probs,
-                          std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
-                          std::int64_t seq_len, std::int64_t channels, std::int64_t heads) override;
+  void do_attention_backward(std::span<const float> qkv, std::span<const float> probs,
+                             std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
+                             std::int64_t seq_len, std::int64_t channels,
+                             std::int64_t heads) override;
 };
 
 }  // namespace zl

@@ -1,5 +1,6 @@
 // cpu_kernel_support.hpp — what the CPU kernel files share (private to src/ops/cpu): Eigen set up
-// for bit-reproducible products, row-major maps over spans (the size check every kernel runs is ops/check_elems.hpp).
+// for bit-reproducible products, row-major maps over spans (the kernels' arguments are checked
+// before they run: ops/device.cpp).
 //
 // Same inputs must give the same bits at any address. Eigen's blocked products keep that promise:
 // GEMM packs its operands into its own blocks and GEMV loads unaligned in a fixed order. Two other

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <iterator>
 #include <mutex>
+#include <string>
 #include <string_view>
 
 #include "core/error.hpp"
@@ -42,13 +43,17 @@ Arenas& arenas() {
   return instance;
 }
 
-// "DetachedCpuDevice::linear_forward" out of the compiler's full signature of an override.
-std::string_view call_name(const std::source_location& where) {
+// "DetachedCpuDevice::linear_forward" out of the compiler's full signature of an override: a
+// kernel's override is do_linear_forward (ops/device.hpp), named as the caller called it.
+std::string call_name(const std::source_location& where) {
   const std::string_view name = where.function_name();
   const std::size_t end = name.find('(');
   const std::size_t begin = name.rfind("DetachedCpuDevice::", end);
-  if (end == std::string_view::npos || begin == std::string_view::npos) return name;
-  return name.substr(begin, end - begin);
+  if (end == std::string_view::npos || begin == std::string_view::npos) return std::string(name);
+  std::string call(name.substr(begin, end - begin));
+  const std::size_t method = std::string_view("DetachedCpuDevice::").size();
+  if (call.compare(method, 3, "do_") == 0) call.erase(method, 3);
+  return call;
 }
 
 }  // namespace
@@ -241,108 +246,111 @@ void DetachedCpuDevice::adamw_update(std::span<float> params, std::span<const fl
 
 // ---- kernels ----
 
-void DetachedCpuDevice::linear_forward(std::span<const float> x, std::span<const float> w,
-                                       std::span<const float> b, std::span<float> y,
-                                       std::int64_t rows, std::int64_t in, std::int64_t out) {
-  CpuDevice::linear_forward(view(x), view(w), view(b), view(y), rows, in, out);
+void DetachedCpuDevice::do_linear_forward(std::span<const float> x, std::span<const float> w,
+                                          std::span<const float> b, std::span<float> y,
+                                          std::int64_t rows, std::int64_t in, std::int64_t out) {
+  CpuDevice::do_linear_forward(view(x), view(w), view(b), view(y), rows, in, out);
 }
 
-void DetachedCpuDevice::linear_backward(std::span<const float> x, std::span<const float> w,
-                                        std::span<const float> dy, std::span<float> dw,
-                                        std::span<float> db, std::span<float> dx, std::int64_t rows,
-                                        std::int64_t in, std::int64_t out) {
-  CpuDevice::linear_backward(view(x), view(w), view(dy), view(dw), view(db), view(dx), rows, in,
-                             out);
+void DetachedCpuDevice::do_linear_backward(std::span<const float> x, std::span<const float> w,
+                                           std::span<const float> dy, std::span<float> dw,
+                                           std::span<float> db, std::span<float> dx,
+                                           std::int64_t rows, std::int64_t in, std::int64_t out) {
+  CpuDevice::do_linear_backward(view(x), view(w), view(dy), view(dw), view(db), view(dx), rows, in,
+                                out);
 }
 
-void DetachedCpuDevice::gelu_forward(std::span<const float> x, std::span<float> y) {
-  CpuDevice::gelu_forward(view(x), view(y));
+void DetachedCpuDevice::do_gelu_forward(std::span<const float> x, std::span<float> y) {
+  CpuDevice::do_gelu_forward(view(x), view(y));
 }
 
-void DetachedCpuDevice::gelu_backward(std::span<const float> x, std::span<const float> dy,
-                                      std::span<float> dx) {
-  CpuDevice::gelu_backward(view(x), view(dy), view(dx));
+void DetachedCpuDevice::do_gelu_backward(std::span<const float> x, std::span<const float> dy,
+                                         std::span<float> dx) {
+  CpuDevice::do_gelu_backward(view(x), view(dy), view(dx));
 }
 
-float DetachedCpuDevice::cross_entropy_forward_backward(std::span<const float> logits,
-                                                        std::span<const std::int64_t> labels,
-                                                        std::span<float> dlogits, std::int64_t rows,
-                                                        std::int64_t classes) {
-  return CpuDevice::cross_entropy_forward_backward(view(logits), view(labels), view(dlogits), rows,
-                                                   classes);
+float DetachedCpuDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
+                                                           std::span<const std::int64_t> labels,
+                                                           std::span<float> dlogits,
+                                                           std::int64_t rows,
+                                                           std::int64_t classes) {
+  return CpuDevice::do_cross_entropy_forward_backward(view(logits), view(labels), view(dlogits),
+                                                      rows, classes);
 }
 
-void DetachedCpuDevice::embedding_forward(std::span<const std::int64_t> tokens,
-                                          std::span<const float> wte, std::span<const float> wpe,
-                                          std::span<float> x, std::int64_t batch,
-                                          std::int64_t seq_len, std::int64_t channels,
-                                          std::int64_t vocab) {
-  CpuDevice::embedding_forward(view(tokens), view(wte), view(wpe), view(x), batch, seq_len,
-                               channels, vocab);
+void DetachedCpuDevice::do_embedding_forward(std::span<const std::int64_t> tokens,
+                                             std::span<const float> wte, std::span<const float> wpe,
+                                             std::span<float> x, std::int64_t batch,
+                                             std::int64_t seq_len, std::int64_t channels,
+                                             std::int64_t vocab) {
+  CpuDevice::do_embedding_forward(view(tokens), view(wte), view(wpe), view(x), batch, seq_len,
+                                  channels, vocab);
 }
 
-void DetachedCpuDevice::embedding_backward(std::span<const std::int64_t> tokens,
-                                           std::span<const float> dx, std::span<float> dwte,
-                                           std::span<float> dwpe, std::int64_t batch,
-                                           std::int64_t seq_len, std::int64_t channels,
-                                           std::int64_t vocab) {
-  CpuDevice::embedding_backward(view(tokens), view(dx), view(dwte), view(dwpe), batch, seq_len,
-                                channels, vocab);
+void DetachedCpuDevice::do_embedding_backward(std::span<const std::int64_t> tokens,
+                                              std::span<const float> dx, std::span<float> dwte,
+                                              std::span<float> dwpe, std::int64_t batch,
+                                              std::int64_t seq_len, std::int64_t channels,
+                                              std::int64_t vocab) {
+  CpuDevice::do_embedding_backward(view(tokens), view(dx), view(dwte), view(dwpe), batch, seq_len,
+                                   channels, vocab);
 }
 
-void DetachedCpuDevice::layernorm_forward(std::span<const float> x, std::span<const float> weight,
-                                          std::span<const float> bias, std::span<float> y,
-                                          std::span<float> mean, std::span<float> rstd,
-                                          std::int64_t rows, std::int64_t channels) {
-  CpuDevice::layernorm_forward(view(x), view(weight), view(bias), view(y), view(mean), view(rstd),
-                               rows, channels);
+void DetachedCpuDevice::do_layernorm_forward(std::span<const float> x,
+                                             std::span<const float> weight,
+                                             std::span<const float> bias, std::span<float> y,
+                                             std::span<float> mean, std::span<float> rstd,
+                                             std::int64_t rows, std::int64_t channels) {
+  CpuDevice::do_layernorm_forward(view(x), view(weight), view(bias), view(y), view(mean),
+                                  view(rstd), rows, channels);
 }
 
-void DetachedCpuDevice::layernorm_backward(std::span<const float> x, std::span<const float> weight,
-                                           std::span<const float> mean, std::span<const float> rstd,
-                                           std::span<const float> dy, std::span<float> dx,
-                                           std::span<float> dweight, std::span<float> dbias,
-                                           std::int64_t rows, std::int64_t channels) {
-  CpuDevice::layernorm_backward(view(x), view(weight), view(mean), view(rstd), view(dy), view(dx),
-                                view(dweight), view(dbias), rows, channels);
+void DetachedCpuDevice::do_layernorm_backward(
+    std::span<const float> x, std::span<const float> weight, std::span<const float> mean,
+    std::span<const float> rstd, std::span<const float> dy, std::span<float> dx,
+    std::span<float> dweight, std::span<float> dbias, std::int64_t rows, std::int64_t channels) {
+  CpuDevice::do_layernorm_backward(view(x), view(weight), view(mean), view(rstd), view(dy),
+                                   view(dx), view(dweight), view(dbias), rows, channels);
 }
 
-void DetachedCpuDevice::conv1d_forward(std::span<const float> x, std::span<const float> w,
-                                       std::span<const float> b, std::span<float> y,
-                                       std::int64_t rows, std::int64_t in, std::int64_t out) {
-  CpuDevice::conv1d_forward(view(x), view(w), view(b), view(y), rows, in, out);
+void DetachedCpuDevice::do_conv1d_forward(std::span<const float> x, std::span<const float> w,
+                                          std::span<const float> b, std::span<float> y,
+                                          std::int64_t rows, std::int64_t in, std::int64_t out) {
+  CpuDevice::do_conv1d_forward(view(x), view(w), view(b), view(y), rows, in, out);
 }
 
-void DetachedCpuDevice::conv1d_backward(std::span<const float> x, std::span<const float> w,
-                                        std::span<const float> dy, std::span<float> dw,
-                                        std::span<float> db, std::span<float> dx, std::int64_t rows,
-                                        std::int64_t in, std::int64_t out) {
-  CpuDevice::conv1d_backward(view(x), view(w), view(dy), view(dw), view(db), view(dx), rows, in,
-                             out);
+void DetachedCpuDevice::do_conv1d_backward(std::span<const float> x, std::span<const float> w,
+                                           std::span<const float> dy, std::span<float> dw,
+                                           std::span<float> db, std::span<float> dx,
+                                           std::int64_t rows, std::int64_t in, std::int64_t out) {
+  CpuDevice::do_conv1d_backward(view(x), view(w), view(dy), view(dw), view(db), view(dx), rows, in,
+                                out);
 }
 
-void DetachedCpuDevice::gelu_tanh_forward(std::span<const float> x, std::span<float> y) {
-  CpuDevice::gelu_tanh_forward(view(x), view(y));
+void DetachedCpuDevice::do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) {
+  CpuDevice::do_gelu_tanh_forward(view(x), view(y));
 }
 
-void DetachedCpuDevice::gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
-                                           std::span<float> dx) {
-  CpuDevice::gelu_tanh_backward(view(x), view(dy), view(dx));
+void DetachedCpuDevice::do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
+                                              std::span<float> dx) {
+  CpuDevice::do_gelu_tanh_backward(view(x), view(dy), view(dx));
 }
 
-void DetachedCpuDevice::attention_forward(std::span<const float> qkv, std::span<float> probs,
-                                          std::span<float> out, std::int64_t batch,
-                                          std::int64_t seq_len, std::int64_t channels,
-                                          std::int64_t heads) {
-  CpuDevice::attention_forward(view(qkv), view(probs), view(out), batch, seq_len, channels, heads);
+void DetachedCpuDevice::do_attention_forward(std::span<const float> qkv, std::span<float> probs,
+                                             std::span<float> out, std::int64_t batch,
+                                             std::int64_t seq_len, std::int64_t channels,
+                                             std::int64_t heads) {
+  CpuDevice::do_attention_forward(view(qkv), view(probs), view(out), batch, seq_len, channels,
+                                  heads);
 }
 
-void DetachedCpuDevice::attention_backward(std::span<const float> qkv, std::span<const float> probs,
-                                           std::span<const float> dout, std::span<float> dqkv,
-                                           std::int64_t batch, std::int64_t seq_len,
-                                           std::int64_t channels, std::int64_t heads) {
-  CpuDevice::attention_backward(view(qkv), view(probs), view(dout), view(dqkv), batch, seq_len,
-                                channels, heads);
+void DetachedCpuDevice::do_attention_backward(std::span<const float> qkv,
+                                              std::span<const float> probs,
+                                              std::span<const float> dout, std::span<float> dqkv,
+                                              std::int64_t batch, std::int64_t seq_len,
+                                              std::int64_t channels, std::int64_t heads) {
+  CpuDevice::do_attention_backward(view(qkv), view(probs), view(dout), view(dqkv), batch, seq_len,
+                                   channels, heads);
 }
 
 }  // namespace zl

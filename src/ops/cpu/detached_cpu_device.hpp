@@ -72,68 +72,74 @@ class DetachedCpuDevice final : public CpuDevice {
   void adamw_update(std::span<float> params, std::span<const float> grads, std::span<float> exp_avg,
                     std::span<float> exp_avg_sq, const AdamWScalars& scalars) override;
 
-  // ---- kernels: every span is device memory, labels and tokens included ----
+ protected:
+  // ---- kernels, once Device has checked their arguments: every span is device memory, labels
+  // and tokens included ----
 
   /// CpuDevice::linear_forward on this device's memory.
-  void linear_forward(std::span<const float> x, std::span<const float> w, std::span<const float> b,
-                      std::span<float> y, std::int64_t rows, std::int64_t in,
-                      std::int64_t out) override;
+  void do_linear_forward(std::span<const float> x, std::span<const float> w,
+                         std::span<const float> b, std::span<float> y, std::int64_t rows,
+                         std::int64_t in, std::int64_t out) override;
   /// CpuDevice::linear_backward on this device's memory.
-  void linear_backward(std::span<const float> x, std::span<const float> w,
-                       std::span<const float> dy, std::span<float> dw, std::span<float> db,
-                       std::span<float> dx, std::int64_t rows, std::int64_t in,
-                       std::int64_t out) override;
+  void do_linear_backward(std::span<const float> x, std::span<const float> w,
+                          std::span<const float> dy, std::span<float> dw, std::span<float> db,
+                          std::span<float> dx, std::int64_t rows, std::int64_t in,
+                          std::int64_t out) override;
   /// CpuDevice::gelu_forward on this device's memory.
-  void gelu_forward(std::span<const float> x, std::span<float> y) override;
+  void do_gelu_forward(std::span<const float> x, std::span<float> y) override;
   /// CpuDevice::gelu_backward on this device's memory.
-  void gelu_backward(std::span<const float> x, std::span<const float> dy,
-                     std::span<float> dx) override;
+  void do_gelu_backward(std::span<const float> x, std::span<const float> dy,
+                        std::span<float> dx) override;
   /// CpuDevice::cross_entropy_forward_backward on this device's memory; the loss comes back to
   /// the host.
-  float cross_entropy_forward_backward(std::span<const float> logits,
-                                       std::span<const std::int64_t> labels,
-                                       std::span<float> dlogits, std::int64_t rows,
-                                       std::int64_t classes) override;
+  float do_cross_entropy_forward_backward(std::span<const float> logits,
+                                          std::span<const std::int64_t> labels,
+                                          std::span<float> dlogits, std::int64_t rows,
+                                          std::int64_t classes) override;
   /// CpuDevice::embedding_forward on this device's memory.
-  void embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
-                         std::span<const float> wpe, std::span<float> x, std::int64_t batch,
-                         std::int64_t seq_len, std::int64_t channels, std::int64_t vocab) override;
+  void do_embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
+                            std::span<const float> wpe, std::span<float> x, std::int64_t batch,
+                            std::int64_t seq_len, std::int64_t channels,
+                            std::int64_t vocab) override;
   /// CpuDevice::embedding_backward on this device's memory.
-  void embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
-                          std::span<float> dwte, std::span<float> dwpe, std::int64_t batch,
-                          std::int64_t seq_len, std::int64_t channels, std::int64_t vocab) override;
+  void do_embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
+                             std::span<float> dwte, std::span<float> dwpe, std::int64_t batch,
+                             std::int64_t seq_len, std::int64_t channels,
+                             std::int64_t vocab) override;
   /// CpuDevice::layernorm_forward on this device's memory.
-  void layernorm_forward(std::span<const float> x, std::span<const float> weight,
-                         std::span<const float> bias, std::span<float> y, std::span<float> mean,
-                         std::span<float> rstd, std::int64_t rows, std::int64_t channels) override;
+  void do_layernorm_forward(std::span<const float> x, std::span<const float> weight,
+                            std::span<const float> bias, std::span<float> y, std::span<float> mean,
+                            std::span<float> rstd, std::int64_t rows,
+                            std::int64_t channels) override;
   /// CpuDevice::layernorm_backward on this device's memory.
-  void layernorm_backward(std::span<const float> x, std::span<const float> weight,
-                          std::span<const float> mean, std::span<const float> rstd,
-                          std::span<const float> dy, std::span<float> dx, std::span<float> dweight,
-                          std::span<float> dbias, std::int64_t rows,
-                          std::int64_t channels) override;
+  void do_layernorm_backward(std::span<const float> x, std::span<const float> weight,
+                             std::span<const float> mean, std::span<const float> rstd,
+                             std::span<const float> dy, std::span<float> dx,
+                             std::span<float> dweight, std::span<float> dbias, std::int64_t rows,
+                             std::int64_t channels) override;
   /// CpuDevice::conv1d_forward on this device's memory.
-  void conv1d_forward(std::span<const float> x, std::span<const float> w, std::span<const float> b,
-                      std::span<float> y, std::int64_t rows, std::int64_t in,
-                      std::int64_t out) override;
+  void do_conv1d_forward(std::span<const float> x, std::span<const float> w,
+                         std::span<const float> b, std::span<float> y, std::int64_t rows,
+                         std::int64_t in, std::int64_t out) override;
   /// CpuDevice::conv1d_backward on this device's memory.
-  void conv1d_backward(std::span<const float> x, std::span<const float> w,
-                       std::span<const float> dy, std::span<float> dw, std::span<float> db,
-                       std::span<float> dx, std::int64_t rows, std::int64_t in,
-                       std::int64_t out) override;
+  void do_conv1d_backward(std::span<const float> x, std::span<const float> w,
+                          std::span<const float> dy, std::span<float> dw, std::span<float> db,
+                          std::span<float> dx, std::int64_t rows, std::int64_t in,
+                          std::int64_t out) override;
   /// CpuDevice::gelu_tanh_forward on this device's memory.
-  void gelu_tanh_forward(std::span<const float> x, std::span<float> y) override;
+  void do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) override;
   /// CpuDevice::gelu_tanh_backward on this device's memory.
-  void gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
-                          std::span<float> dx) override;
+  void do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
+                             std::span<float> dx) override;
   /// CpuDevice::attention_forward on this device's memory.
-  void attention_forward(std::span<const float> qkv, std::span<float> probs, std::span<float> out,
-                         std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                         std::int64_t heads) override;
+  void do_attention_forward(std::span<const float> qkv, std::span<float> probs,
+                            std::span<float> out, std::int64_t batch, std::int64_t seq_len,
+                            std::int64_t channels, std::int64_t heads) override;
   /// CpuDevice::attention_backward on this device's memory.
-  void attention_backward(std::span<const float> qkv, std::span<const float> probs,
-                          std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
-                          std::int64_t seq_len, std::int64_t channels, std::int64_t heads) override;
+  void do_attention_backward(std::span<const float> qkv, std::span<const float> probs,
+                             std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
+                             std::int64_t seq_len, std::int64_t channels,
+                             std::int64_t heads) override;
 
  private:
   // The read-write address of `bytes` bytes at `device` (which must all lie in this arena), for

@@ -1,7 +1,9 @@
 // cuda_device.cpp — CudaDevice's host side: the GPU, stream and cuBLAS handle; cudaMalloc'd
 // buffers and the ledger check against cudaMemGetInfo; copies between host and device; the
-// row-major GEMMs through cuBLAS; size checks and launches of the kernels in cuda_kernels.cu,
-// cuda_attention.cu, cuda_step_kernels.cu and adamw_cuda.cu.
+// row-major GEMMs through cuBLAS; launches of the kernels in cuda_kernels.cu, cuda_attention.cu,
+// cuda_step_kernels.cu and adamw_cuda.cu, with the checks that are CUDA's own (cuBLAS's 32-bit
+// sizes, shared memory per block, tokens and labels read on the GPU); the checks every device
+// runs are ops/device.cpp's.
 //
 // Row-major through column-major cuBLAS: a row-major X [r, c] is the column-major X^T with
 // leading dimension c, so C [M, N] = op(A) op(B) is computed as C^T = op(B)^T op(A)^T, cuBLAS's
@@ -44,13 +46,6 @@ int as_int(std::int64_t value, const char* what) {
 void check_training_dtype(const char* kernel, DType dtype) {
   ZL_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
            "{}: {} is not a training dtype: use fp32, bf16 or fp16", kernel, dtype_name(dtype));
-}
-
-std::int64_t head_size(const char* kernel, std::int64_t channels, std::int64_t heads) {
-  ZL_CHECK(heads >= 1 && channels % heads == 0,
-           "{}: {} channels do not split into {} heads: use a multiple of the head count", kernel,
-           channels, heads);
-  return channels / heads;
 }
 
 // The attention kernels keep one row of T doubles in shared memory (cuda_attention.cu).
@@ -236,28 +231,18 @@ void CudaDevice::matmul_bf16(bool transpose_a, bool transpose_b, std::int64_t m,
       &beta, c, CUDA_R_32F, ni, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-void CudaDevice::linear_forward(std::span<const float> x, std::span<const float> w,
-                                std::span<const float> b, std::span<float> y, std::int64_t rows,
-                                std::int64_t in, std::int64_t out) {
-  check_elems("linear_forward", "x", x.size(), rows * in);
-  check_elems("linear_forward", "w", w.size(), out * in);
-  if (!b.empty()) check_elems("linear_forward", "b", b.size(), out);
-  check_elems("linear_forward", "y", y.size(), rows * out);
+void CudaDevice::do_linear_forward(std::span<const float> x, std::span<const float> w,
+                                   std::span<const float> b, std::span<float> y, std::int64_t rows,
+                                   std::int64_t in, std::int64_t out) {
   // y [rows, out] = x [rows, in] * w^T (w stored [out, in])
   gemm(false, true, rows, out, in, x.data(), w.data(), y.data(), 0.0f);
   if (!b.empty()) cuda::add_bias_rows(y.data(), b.data(), rows, out, stream_);
 }
 
-void CudaDevice::linear_backward(std::span<const float> x, std::span<const float> w,
-                                 std::span<const float> dy, std::span<float> dw,
-                                 std::span<float> db, std::span<float> dx, std::int64_t rows,
-                                 std::int64_t in, std::int64_t out) {
-  check_elems("linear_backward", "x", x.size(), rows * in);
-  check_elems("linear_backward", "w", w.size(), out * in);
-  check_elems("linear_backward", "dy", dy.size(), rows * out);
-  check_elems("linear_backward", "dw", dw.size(), out * in);
-  if (!db.empty()) check_elems("linear_backward", "db", db.size(), out);
-  if (!dx.empty()) check_elems("linear_backward", "dx", dx.size(), rows * in);
+void CudaDevice::do_linear_backward(std::span<const float> x, std::span<const float> w,
+                                    std::span<const float> dy, std::span<float> dw,
+                                    std::span<float> db, std::span<float> dx, std::int64_t rows,
+                                    std::int64_t in, std::int64_t out) {
   // dw [out, in] += dy^T (dy stored [rows, out]) * x [rows, in]
   gemm(true, false, out, in, rows, dy.data(), x.data(), dw.data(), 1.0f);
   if (!db.empty()) cuda::add_column_sums(dy.data(), db.data(), rows, out, stream_);
@@ -265,28 +250,18 @@ void CudaDevice::linear_backward(std::span<const float> x, std::span<const float
   if (!dx.empty()) gemm(false, false, rows, in, out, dy.data(), w.data(), dx.data(), 0.0f);
 }
 
-void CudaDevice::conv1d_forward(std::span<const float> x, std::span<const float> w,
-                                std::span<const float> b, std::span<float> y, std::int64_t rows,
-                                std::int64_t in, std::int64_t out) {
-  check_elems("conv1d_forward", "x", x.size(), rows * in);
-  check_elems("conv1d_forward", "w", w.size(), in * out);
-  check_elems("conv1d_forward", "b", b.size(), out);
-  check_elems("conv1d_forward", "y", y.size(), rows * out);
+void CudaDevice::do_conv1d_forward(std::span<const float> x, std::span<const float> w,
+                                   std::span<const float> b, std::span<float> y, std::int64_t rows,
+                                   std::int64_t in, std::int64_t out) {
   // y [rows, out] = x [rows, in] * w [in, out]
   gemm(false, false, rows, out, in, x.data(), w.data(), y.data(), 0.0f);
   cuda::add_bias_rows(y.data(), b.data(), rows, out, stream_);
 }
 
-void CudaDevice::conv1d_backward(std::span<const float> x, std::span<const float> w,
-                                 std::span<const float> dy, std::span<float> dw,
-                                 std::span<float> db, std::span<float> dx, std::int64_t rows,
-                                 std::int64_t in, std::int64_t out) {
-  check_elems("conv1d_backward", "x", x.size(), rows * in);
-  check_elems("conv1d_backward", "w", w.size(), in * out);
-  check_elems("conv1d_backward", "dy", dy.size(), rows * out);
-  check_elems("conv1d_backward", "dw", dw.size(), in * out);
-  check_elems("conv1d_backward", "db", db.size(), out);
-  if (!dx.empty()) check_elems("conv1d_backward", "dx", dx.size(), rows * in);
+void CudaDevice::do_conv1d_backward(std::span<const float> x, std::span<const float> w,
+                                    std::span<const float> dy, std::span<float> dw,
+                                    std::span<float> db, std::span<float> dx, std::int64_t rows,
+                                    std::int64_t in, std::int64_t out) {
   // dw [in, out] += x^T (x stored [rows, in]) * dy [rows, out]
   gemm(true, false, in, out, rows, x.data(), dy.data(), dw.data(), 1.0f);
   cuda::add_column_sums(dy.data(), db.data(), rows, out, stream_);
@@ -391,30 +366,24 @@ void CudaDevice::append_block_sumsq(std::span<const float> grads, std::vector<do
 
 // ---- elementwise ----
 
-void CudaDevice::gelu_forward(std::span<const float> x, std::span<float> y) {
-  check_elems("gelu_forward", "y", y.size(), static_cast<std::int64_t>(x.size()));
+void CudaDevice::do_gelu_forward(std::span<const float> x, std::span<float> y) {
   select();
   cuda::gelu_forward(x.data(), y.data(), static_cast<std::int64_t>(x.size()), stream_);
 }
 
-void CudaDevice::gelu_backward(std::span<const float> x, std::span<const float> dy,
-                               std::span<float> dx) {
-  check_elems("gelu_backward", "dy", dy.size(), static_cast<std::int64_t>(x.size()));
-  check_elems("gelu_backward", "dx", dx.size(), static_cast<std::int64_t>(x.size()));
+void CudaDevice::do_gelu_backward(std::span<const float> x, std::span<const float> dy,
+                                  std::span<float> dx) {
   select();
   cuda::gelu_backward(x.data(), dy.data(), dx.data(), static_cast<std::int64_t>(x.size()), stream_);
 }
 
-void CudaDevice::gelu_tanh_forward(std::span<const float> x, std::span<float> y) {
-  check_elems("gelu_tanh_forward", "y", y.size(), static_cast<std::int64_t>(x.size()));
+void CudaDevice::do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) {
   select();
   cuda::gelu_tanh_forward(x.data(), y.data(), static_cast<std::int64_t>(x.size()), stream_);
 }
 
-void CudaDevice::gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
-                                    std::span<float> dx) {
-  check_elems("gelu_tanh_backward", "dy", dy.size(), static_cast<std::int64_t>(x.size()));
-  check_elems("gelu_tanh_backward", "dx", dx.size(), static_cast<std::int64_t>(x.size()));
+void CudaDevice::do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
+                                       std::span<float> dx) {
   select();
   cuda::gelu_tanh_backward(x.data(), dy.data(), dx.data(), static_cast<std::int64_t>(x.size()),
                            stream_);
@@ -422,15 +391,10 @@ void CudaDevice::gelu_tanh_backward(std::span<const float> x, std::span<const fl
 
 // ---- loss and embeddings ----
 
-float CudaDevice::cross_entropy_forward_backward(std::span<const float> logits,
-                                                 std::span<const std::int64_t> labels,
-                                                 std::span<float> dlogits, std::int64_t rows,
-                                                 std::int64_t classes) {
-  check_elems("cross_entropy", "logits", logits.size(), rows * classes);
-  check_elems("cross_entropy", "labels", labels.size(), rows);
-  check_elems("cross_entropy", "dlogits", dlogits.size(), rows * classes);
-  ZL_CHECK(rows >= 1, "cross_entropy: a batch of {} rows has no mean loss; pass >= 1 row", rows);
-  ZL_CHECK(classes >= 1, "cross_entropy: {} classes is invalid; pass >= 1 class", classes);
+float CudaDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
+                                                    std::span<const std::int64_t> labels,
+                                                    std::span<float> dlogits, std::int64_t rows,
+                                                    std::int64_t classes) {
   select();
   auto* row_losses = static_cast<double*>(scratch(static_cast<std::size_t>(rows) * sizeof(double)));
   cuda::cross_entropy(logits.data(), labels.data(), dlogits.data(), row_losses, reset_bad_index(),
@@ -451,14 +415,10 @@ float CudaDevice::cross_entropy_forward_backward(std::span<const float> logits,
   return static_cast<float>(loss_sum / static_cast<double>(rows));
 }
 
-void CudaDevice::embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
-                                   std::span<const float> wpe, std::span<float> x,
-                                   std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                                   std::int64_t vocab) {
-  check_elems("embedding_forward", "tokens", tokens.size(), batch * seq_len);
-  check_elems("embedding_forward", "wte", wte.size(), vocab * channels);
-  check_elems("embedding_forward", "wpe", wpe.size(), seq_len * channels);
-  check_elems("embedding_forward", "x", x.size(), batch * seq_len * channels);
+void CudaDevice::do_embedding_forward(std::span<const std::int64_t> tokens,
+                                      std::span<const float> wte, std::span<const float> wpe,
+                                      std::span<float> x, std::int64_t batch, std::int64_t seq_len,
+                                      std::int64_t channels, std::int64_t vocab) {
   select();
   cuda::embedding_forward(tokens.data(), wte.data(), wpe.data(), x.data(), batch, seq_len, channels,
                           vocab, reset_bad_index(), stream_);
@@ -472,14 +432,11 @@ void CudaDevice::embedding_forward(std::span<const std::int64_t> tokens, std::sp
       token, bad / seq_len, bad % seq_len, vocab);
 }
 
-void CudaDevice::embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
-                                    std::span<float> dwte, std::span<float> dwpe,
-                                    std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                                    std::int64_t vocab) {
-  check_elems("embedding_backward", "tokens", tokens.size(), batch * seq_len);
-  check_elems("embedding_backward", "dx", dx.size(), batch * seq_len * channels);
-  check_elems("embedding_backward", "dwte", dwte.size(), vocab * channels);
-  check_elems("embedding_backward", "dwpe", dwpe.size(), seq_len * channels);
+void CudaDevice::do_embedding_backward(std::span<const std::int64_t> tokens,
+                                       std::span<const float> dx, std::span<float> dwte,
+                                       std::span<float> dwpe, std::int64_t batch,
+                                       std::int64_t seq_len, std::int64_t channels,
+                                       std::int64_t vocab) {
   select();
   cuda::embedding_backward(tokens.data(), dx.data(), dwte.data(), dwpe.data(), batch, seq_len,
                            channels, vocab, reset_bad_index(), stream_);
@@ -495,63 +452,41 @@ void CudaDevice::embedding_backward(std::span<const std::int64_t> tokens, std::s
 
 // ---- LayerNorm and attention ----
 
-void CudaDevice::layernorm_forward(std::span<const float> x, std::span<const float> weight,
-                                   std::span<const float> bias, std::span<float> y,
-                                   std::span<float> mean, std::span<float> rstd, std::int64_t rows,
-                                   std::int64_t channels) {
-  check_elems("layernorm_forward", "x", x.size(), rows * channels);
-  check_elems("layernorm_forward", "weight", weight.size(), channels);
-  check_elems("layernorm_forward", "bias", bias.size(), channels);
-  check_elems("layernorm_forward", "y", y.size(), rows * channels);
-  check_elems("layernorm_forward", "mean", mean.size(), rows);
-  check_elems("layernorm_forward", "rstd", rstd.size(), rows);
+void CudaDevice::do_layernorm_forward(std::span<const float> x, std::span<const float> weight,
+                                      std::span<const float> bias, std::span<float> y,
+                                      std::span<float> mean, std::span<float> rstd,
+                                      std::int64_t rows, std::int64_t channels) {
   select();
   cuda::layernorm_forward(x.data(), weight.data(), bias.data(), y.data(), mean.data(), rstd.data(),
                           rows, channels, stream_);
 }
 
-void CudaDevice::layernorm_backward(std::span<const float> x, std::span<const float> weight,
-                                    std::span<const float> mean, std::span<const float> rstd,
-                                    std::span<const float> dy, std::span<float> dx,
-                                    std::span<float> dweight, std::span<float> dbias,
-                                    std::int64_t rows, std::int64_t channels) {
-  check_elems("layernorm_backward", "x", x.size(), rows * channels);
-  check_elems("layernorm_backward", "weight", weight.size(), channels);
-  check_elems("layernorm_backward", "mean", mean.size(), rows);
-  check_elems("layernorm_backward", "rstd", rstd.size(), rows);
-  check_elems("layernorm_backward", "dy", dy.size(), rows * channels);
-  check_elems("layernorm_backward", "dx", dx.size(), rows * channels);
-  check_elems("layernorm_backward", "dweight", dweight.size(), channels);
-  check_elems("layernorm_backward", "dbias", dbias.size(), channels);
+void CudaDevice::do_layernorm_backward(std::span<const float> x, std::span<const float> weight,
+                                       std::span<const float> mean, std::span<const float> rstd,
+                                       std::span<const float> dy, std::span<float> dx,
+                                       std::span<float> dweight, std::span<float> dbias,
+                                       std::int64_t rows, std::int64_t channels) {
   select();
   cuda::layernorm_backward(x.data(), weight.data(), mean.data(), rstd.data(), dy.data(), dx.data(),
                            dweight.data(), dbias.data(), rows, channels, stream_);
 }
 
-void CudaDevice::attention_forward(std::span<const float> qkv, std::span<float> probs,
-                                   std::span<float> out, std::int64_t batch, std::int64_t seq_len,
-                                   std::int64_t channels, std::int64_t heads) {
-  head_size("attention_forward", channels, heads);
+void CudaDevice::do_attention_forward(std::span<const float> qkv, std::span<float> probs,
+                                      std::span<float> out, std::int64_t batch,
+                                      std::int64_t seq_len, std::int64_t channels,
+                                      std::int64_t heads) {
   check_attention_seq_len("attention_forward", seq_len, device_index_);
   const std::int64_t T = seq_len, C = channels;
-  check_elems("attention_forward", "qkv", qkv.size(), batch * T * 3 * C);
-  check_elems("attention_forward", "probs", probs.size(), batch * heads * T * T);
-  check_elems("attention_forward", "out", out.size(), batch * T * C);
   select();
   cuda::attention_forward(qkv.data(), probs.data(), out.data(), batch, T, C, heads, stream_);
 }
 
-void CudaDevice::attention_backward(std::span<const float> qkv, std::span<const float> probs,
-                                    std::span<const float> dout, std::span<float> dqkv,
-                                    std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                                    std::int64_t heads) {
-  head_size("attention_backward", channels, heads);
+void CudaDevice::do_attention_backward(std::span<const float> qkv, std::span<const float> probs,
+                                       std::span<const float> dout, std::span<float> dqkv,
+                                       std::int64_t batch, std::int64_t seq_len,
+                                       std::int64_t channels, std::int64_t heads) {
   check_attention_seq_len("attention_backward", seq_len, device_index_);
   const std::int64_t T = seq_len, C = channels;
-  check_elems("attention_backward", "qkv", qkv.size(), batch * T * 3 * C);
-  check_elems("attention_backward", "probs", probs.size(), batch * heads * T * T);
-  check_elems("attention_backward", "dout", dout.size(), batch * T * C);
-  check_elems("attention_backward", "dqkv", dqkv.size(), batch * T * 3 * C);
   select();
   auto* row_terms =
       static_cast<double*>(scratch(static_cast<std::size_t>(batch * heads * T) * sizeof(double)));

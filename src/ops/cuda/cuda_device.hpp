@@ -123,65 +123,70 @@ class CudaDevice final : public Device {
   void adamw_update(std::span<float> params, std::span<const float> grads, std::span<float> exp_avg,
                     std::span<float> exp_avg_sq, const AdamWScalars& scalars) override;
 
-  // ---- the Device table (semantics: ops/device.hpp). GEMMs are cuBLAS fp32 (no TF32); the
-  // other kernels compute in double where the CPU does, so results agree with CpuDevice to
-  // rounding (tests/gpu states the tolerances). ----
+ protected:
+  // ---- the Device table (semantics: ops/device.hpp), called once Device has checked the
+  // arguments. GEMMs are cuBLAS fp32 (no TF32); the other kernels compute in double where the CPU
+  // does, so results agree with CpuDevice to rounding (tests/gpu states the tolerances). ----
 
-  void linear_forward(std::span<const float> x, std::span<const float> w, std::span<const float> b,
-                      std::span<float> y, std::int64_t rows, std::int64_t in,
-                      std::int64_t out) override;
-  void linear_backward(std::span<const float> x, std::span<const float> w,
-                       std::span<const float> dy, std::span<float> dw, std::span<float> db,
-                       std::span<float> dx, std::int64_t rows, std::int64_t in,
-                       std::int64_t out) override;
-  void gelu_forward(std::span<const float> x, std::span<float> y) override;
-  void gelu_backward(std::span<const float> x, std::span<const float> dy,
-                     std::span<float> dx) override;
+  void do_linear_forward(std::span<const float> x, std::span<const float> w,
+                         std::span<const float> b, std::span<float> y, std::int64_t rows,
+                         std::int64_t in, std::int64_t out) override;
+  void do_linear_backward(std::span<const float> x, std::span<const float> w,
+                          std::span<const float> dy, std::span<float> dw, std::span<float> db,
+                          std::span<float> dx, std::int64_t rows, std::int64_t in,
+                          std::int64_t out) override;
+  void do_gelu_forward(std::span<const float> x, std::span<float> y) override;
+  void do_gelu_backward(std::span<const float> x, std::span<const float> dy,
+                        std::span<float> dx) override;
   /// One block per row; the row losses come back to the host and are summed in row order in
   /// double, as on the CPU. Waits for the stream.
-  float cross_entropy_forward_backward(std::span<const float> logits,
-                                       std::span<const std::int64_t> labels,
-                                       std::span<float> dlogits, std::int64_t rows,
-                                       std::int64_t classes) override;
+  float do_cross_entropy_forward_backward(std::span<const float> logits,
+                                          std::span<const std::int64_t> labels,
+                                          std::span<float> dlogits, std::int64_t rows,
+                                          std::int64_t classes) override;
   /// Waits for the stream to check the tokens (a bad token throws, as on the CPU).
-  void embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
-                         std::span<const float> wpe, std::span<float> x, std::int64_t batch,
-                         std::int64_t seq_len, std::int64_t channels, std::int64_t vocab) override;
+  void do_embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
+                            std::span<const float> wpe, std::span<float> x, std::int64_t batch,
+                            std::int64_t seq_len, std::int64_t channels,
+                            std::int64_t vocab) override;
   /// One thread per channel walks the rows in the order b = 0.., t = 0.., so a repeated token
   /// gets its rows added in the CPU's order. Waits for the stream to check the tokens.
-  void embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
-                          std::span<float> dwte, std::span<float> dwpe, std::int64_t batch,
-                          std::int64_t seq_len, std::int64_t channels, std::int64_t vocab) override;
-  void layernorm_forward(std::span<const float> x, std::span<const float> weight,
-                         std::span<const float> bias, std::span<float> y, std::span<float> mean,
-                         std::span<float> rstd, std::int64_t rows, std::int64_t channels) override;
-  void layernorm_backward(std::span<const float> x, std::span<const float> weight,
-                          std::span<const float> mean, std::span<const float> rstd,
-                          std::span<const float> dy, std::span<float> dx, std::span<float> dweight,
-                          std::span<float> dbias, std::int64_t rows,
-                          std::int64_t channels) override;
-  void conv1d_forward(std::span<const float> x, std::span<const float> w, std::span<const float> b,
-                      std::span<float> y, std::int64_t rows, std::int64_t in,
-                      std::int64_t out) override;
-  void conv1d_backward(std::span<const float> x, std::span<const float> w,
-                       std::span<const float> dy, std::span<float> dw, std::span<float> db,
-                       std::span<float> dx, std::int64_t rows, std::int64_t in,
-                       std::int64_t out) override;
-  void gelu_tanh_forward(std::span<const float> x, std::span<float> y) override;
-  void gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
-                          std::span<float> dx) override;
+  void do_embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
+                             std::span<float> dwte, std::span<float> dwpe, std::int64_t batch,
+                             std::int64_t seq_len, std::int64_t channels,
+                             std::int64_t vocab) override;
+  void do_layernorm_forward(std::span<const float> x, std::span<const float> weight,
+                            std::span<const float> bias, std::span<float> y, std::span<float> mean,
+                            std::span<float> rstd, std::int64_t rows,
+                            std::int64_t channels) override;
+  void do_layernorm_backward(std::span<const float> x, std::span<const float> weight,
+                             std::span<const float> mean, std::span<const float> rstd,
+                             std::span<const float> dy, std::span<float> dx,
+                             std::span<float> dweight, std::span<float> dbias, std::int64_t rows,
+                             std::int64_t channels) override;
+  void do_conv1d_forward(std::span<const float> x, std::span<const float> w,
+                         std::span<const float> b, std::span<float> y, std::int64_t rows,
+                         std::int64_t in, std::int64_t out) override;
+  void do_conv1d_backward(std::span<const float> x, std::span<const float> w,
+                          std::span<const float> dy, std::span<float> dw, std::span<float> db,
+                          std::span<float> dx, std::int64_t rows, std::int64_t in,
+                          std::int64_t out) override;
+  void do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) override;
+  void do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
+                             std::span<float> dx) override;
   /// A materialised-softmax kernel (not flash attention): one block per (b, h, t) computes the
   /// scores q_t . k_s / sqrt(D) for s <= t in double in shared memory, the max-subtracted softmax,
   /// writes probs [B, heads, T, T] and out_t = sum_s p_ts v_s (s in order, double).
-  void attention_forward(std::span<const float> qkv, std::span<float> probs, std::span<float> out,
-                         std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                         std::int64_t heads) override;
+  void do_attention_forward(std::span<const float> qkv, std::span<float> probs,
+                            std::span<float> out, std::int64_t batch, std::int64_t seq_len,
+                            std::int64_t channels, std::int64_t heads) override;
   /// Two kernels: per (b, h, t) the softmax backward's row term and dq_t; per (b, h, s) dk_s and
   /// dv_s summed over t = s.. in order (the dot products dout_t . v_s recomputed rather than
   /// stored). Double throughout, one rounding per output.
-  void attention_backward(std::span<const float> qkv, std::span<const float> probs,
-                          std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
-                          std::int64_t seq_len, std::int64_t channels, std::int64_t heads) override;
+  void do_attention_backward(std::span<const float> qkv, std::span<const float> probs,
+                             std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
+                             std::int64_t seq_len, std::int64_t channels,
+                             std::int64_t heads) override;
 
  private:
   // Row-major C[M, N] = op(A) op(B) + beta C in fp32 (see matmul_bf16 for op()); beta is 0
