@@ -139,10 +139,17 @@ bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<Typed
     Buffer scratch;
     const std::span<float> g = unscaled(grads[u], state.scaler.scale(), state, device, scratch);
     if (clip != 1.0f) device.scale(g, clip);
-    device.adamw_update(targets[u], g, state.adam.exp_avg[u].as<float>(),
-                        state.adam.exp_avg_sq[u].as<float>(), scalars);
-    if (!mixed(state)) continue;
-    round_into(device, state.master[u].as<float>(), params[u]);
+    const std::span<float> m = state.adam.exp_avg[u].as<float>();
+    const std::span<float> v = state.adam.exp_avg_sq[u].as<float>();
+    if (!mixed(state)) {
+      device.adamw_update(targets[u], g, m, v, scalars);
+      continue;
+    }
+    // The 16-bit parameters are the new master rounded, in the update's pass where the device
+    // fuses them (round_into's bits).
+    ZL_CHECK(params[u].elems == static_cast<std::int64_t>(targets[u].size()),
+             "unit {}: {} parameters for a master of {}", u, params[u].elems, targets[u].size());
+    device.adamw_update_rounded(targets[u], g, m, v, scalars, params[u].data, params[u].dtype);
     if (state.offload && state.transfers != nullptr) {
       state.transfers->record_to_device(params[u].bytes());
     }

@@ -53,11 +53,11 @@ std::string_view backend_name(Backend backend) {
 
 namespace {
 
-constexpr std::string_view kNoMpi =
+[[maybe_unused]] constexpr std::string_view kNoMpi =
     "--backend mpi: this zerolab was built without MPI: install libopenmpi-dev openmpi-bin "
     "(scripts/setup.sh) and rebuild, or use --backend sim";
 
-constexpr std::string_view kNoNccl =
+[[maybe_unused]] constexpr std::string_view kNoNccl =
     "--backend nccl: this zerolab was built without CUDA and NCCL: install the CUDA toolkit with "
     "NCCL and rebuild, or use --backend sim";
 

@@ -19,6 +19,15 @@ void check_heads(const char* kernel, std::int64_t channels, std::int64_t heads) 
 
 }  // namespace
 
+void Device::adamw_update_rounded(std::span<float> master, std::span<const float> grads,
+                                  std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                                  const AdamWScalars& scalars, void* rounded,
+                                  DType rounded_dtype) {
+  adamw_update(master, grads, exp_avg, exp_avg_sq, scalars);
+  convert(master.data(), DType::F32, rounded, rounded_dtype,
+          static_cast<std::int64_t>(master.size()));
+}
+
 void Device::linear_forward(std::span<const float> x, std::span<const float> w,
                             std::span<const float> b, std::span<float> y, std::int64_t rows,
                             std::int64_t in, std::int64_t out) {

@@ -76,6 +76,14 @@ class Device : public Allocator {
   virtual void adamw_update(std::span<float> params, std::span<const float> grads,
                             std::span<float> exp_avg, std::span<float> exp_avg_sq,
                             const AdamWScalars& scalars) = 0;
+  /// adamw_update on the fp32 master `master`, then the training copy `rounded` (params.size()
+  /// elements of `rounded_dtype`, bf16 or fp16) set to the new master rounded to nearest even:
+  /// the bits of the two calls adamw_update and convert, which is what this default does. A
+  /// device may fuse them into one pass (CudaDevice does for bf16, writing the copy as it goes).
+  virtual void adamw_update_rounded(std::span<float> master, std::span<const float> grads,
+                                    std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                                    const AdamWScalars& scalars, void* rounded,
+                                    DType rounded_dtype);
 
   // ---- kernels (fp32, row-major) ----
 

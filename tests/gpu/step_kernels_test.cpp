@@ -238,6 +238,31 @@ TEST_F(GpuStepWork, AdamWGivesTheHostBits) {
                Error);
 }
 
+// The fused bf16 pass and the two-call fp16 path give the CPU's master, moments and rounded copy.
+TEST_F(GpuStepWork, AdamWWithARoundedCopyGivesTheHostBits) {
+  constexpr std::int64_t kElems = 5003;
+  for (const DType dtype : {DType::BF16, DType::F16}) {
+    auto master = test::random_floats(kElems, 81), grads = test::random_floats(kElems, 82);
+    std::vector<float> m(kElems, 0.0f), v(kElems, 0.0f);
+    std::vector<std::uint16_t> rounded(kElems, 0);
+    Buffer gp = test::upload(*gpu_, master), gg = test::upload(*gpu_, grads),
+           gm = test::upload(*gpu_, m), gv = test::upload(*gpu_, v);
+    Buffer gr = gpu_->alloc(MemCategory::Params, dtype, {kElems});
+    const AdamWConfig config{.lr = 1e-3, .weight_decay = 0.01};
+    for (std::int64_t step = 1; step <= 2; ++step) {
+      const AdamWScalars scalars = adamw_scalars(config, step);
+      cpu_.adamw_update_rounded(master, grads, m, v, scalars, rounded.data(), dtype);
+      gpu_->adamw_update_rounded(gp.as<float>(), gg.as<float>(), gm.as<float>(), gv.as<float>(),
+                                 scalars, gr.data(), dtype);
+    }
+    test::expect_same_bits(test::download(*gpu_, gp), master, "master");
+    test::expect_same_bits(test::download(*gpu_, gv), v, "exp_avg_sq");
+    std::vector<std::uint16_t> actual(kElems);
+    gpu_->copy_to_host(actual.data(), gr.data(), actual.size() * sizeof(std::uint16_t));
+    EXPECT_EQ(actual, rounded) << dtype_name(dtype);
+  }
+}
+
 TEST_F(GpuStepWork, OtherDtypesAreOneLineErrors) {
   Buffer a = gpu_->alloc(MemCategory::CommBuffer, DType::F64, {4});
   Buffer b = gpu_->alloc(MemCategory::CommBuffer, DType::F64, {4});

@@ -43,17 +43,13 @@ Arenas& arenas() {
   return instance;
 }
 
-// "DetachedCpuDevice::linear_forward" out of the compiler's full signature of an override: a
-// kernel's override is do_linear_forward (ops/device.hpp), named as the caller called it.
-std::string call_name(const std::source_location& where) {
-  const std::string_view name = where.function_name();
-  const std::size_t end = name.find('(');
-  const std::size_t begin = name.rfind("DetachedCpuDevice::", end);
-  if (end == std::string_view::npos || begin == std::string_view::npos) return std::string(name);
-  std::string call(name.substr(begin, end - begin));
-  const std::size_t method = std::string_view("DetachedCpuDevice::").size();
-  if (call.compare(method, 3, "do_") == 0) call.erase(method, 3);
-  return call;
+// "DetachedCpuDevice::linear_forward" from the calling member's name (__builtin_FUNCTION, which
+// GCC and Clang both give): a kernel's override is do_linear_forward (ops/device.hpp), named as
+// the caller called it.
+std::string call_name(const char* where) {
+  std::string_view name(where);
+  if (name.starts_with("do_")) name.remove_prefix(3);
+  return fmt::format("DetachedCpuDevice::{}", name);
 }
 
 }  // namespace
@@ -163,7 +159,7 @@ std::optional<std::size_t> DetachedCpuDevice::offset_of(const void* ptr,
 }
 
 void* DetachedCpuDevice::translate(const void* device, std::size_t bytes,
-                                   const std::source_location& where) const {
+                                   const char* where) const {
   if (bytes == 0) return nullptr;
   // A pointer already in the read-write view comes from CpuDevice's own calls, which may call
   // others through the virtual table (convert copies when the dtypes match).
@@ -186,7 +182,7 @@ void* DetachedCpuDevice::translate(const void* device, std::size_t bytes,
 }
 
 void DetachedCpuDevice::check_host(const void* host, std::size_t bytes,
-                                   const std::source_location& where) {
+                                   const char* where) {
   ZL_CHECK(bytes == 0 || host_view(host) == nullptr,
            "{} was given device memory at {} as its host buffer: use copy() between device "
            "buffers",

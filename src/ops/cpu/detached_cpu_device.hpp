@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <source_location>
 #include <span>
 #include <vector>
 
@@ -145,12 +144,12 @@ class DetachedCpuDevice final : public CpuDevice {
   // The read-write address of `bytes` bytes at `device` (which must all lie in this arena), for
   // the call named by `where`; nullptr for zero bytes. Throws zl::Error naming the call otherwise.
   void* translate(const void* device, std::size_t bytes,
-                  const std::source_location& where = std::source_location::current()) const;
+                  const char* where = __builtin_FUNCTION()) const;
 
   // `device` as a span of the read-write view (empty spans stay empty, whatever their pointer).
   template <class T>
   std::span<T> view(std::span<T> device,
-                    const std::source_location& where = std::source_location::current()) const {
+                    const char* where = __builtin_FUNCTION()) const {
     if (device.empty()) return {};
     return {static_cast<T*>(translate(device.data(), device.size_bytes(), where)), device.size()};
   }
@@ -160,7 +159,7 @@ class DetachedCpuDevice final : public CpuDevice {
 
   // Throws zl::Error when `host`, passed to the call `where` as host memory, is device memory.
   static void check_host(const void* host, std::size_t bytes,
-                         const std::source_location& where = std::source_location::current());
+                         const char* where = __builtin_FUNCTION());
 
   int fd_ = -1;
   std::size_t arena_bytes_ = 0;

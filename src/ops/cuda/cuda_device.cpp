@@ -328,6 +328,29 @@ void CudaDevice::divide(std::span<float> x, float divisor) {
   cuda::divide(x.data(), divisor, static_cast<std::int64_t>(x.size()), stream_);
 }
 
+void CudaDevice::adamw_update_rounded(std::span<float> master, std::span<const float> grads,
+                                      std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                                      const AdamWScalars& scalars, void* rounded,
+                                      DType rounded_dtype) {
+  if (rounded_dtype != DType::BF16) {
+    return Device::adamw_update_rounded(master, grads, exp_avg, exp_avg_sq, scalars, rounded,
+                                        rounded_dtype);
+  }
+  const auto elems = static_cast<std::int64_t>(master.size());
+  check_elems("adamw_update_rounded", "grads", grads.size(), elems);
+  check_elems("adamw_update_rounded", "exp_avg", exp_avg.size(), elems);
+  check_elems("adamw_update_rounded", "exp_avg_sq", exp_avg_sq.size(), elems);
+  if (elems == 0) return;
+  select();
+  const AdamWTensor tensor{.master = master.data(),
+                           .grads = grads.data(),
+                           .exp_avg = exp_avg.data(),
+                           .exp_avg_sq = exp_avg_sq.data(),
+                           .params_bf16 = static_cast<std::uint16_t*>(rounded),
+                           .elems = elems};
+  adamw_update_cuda(std::span<const AdamWTensor>(&tensor, 1), scalars, stream_);
+}
+
 void CudaDevice::adamw_update(std::span<float> params, std::span<const float> grads,
                               std::span<float> exp_avg, std::span<float> exp_avg_sq,
                               const AdamWScalars& scalars) {
@@ -341,7 +364,7 @@ void CudaDevice::adamw_update(std::span<float> params, std::span<const float> gr
                            .grads = grads.data(),
                            .exp_avg = exp_avg.data(),
                            .exp_avg_sq = exp_avg_sq.data(),
-                           .params_bf16 = nullptr,  // no bf16 copy: engines convert themselves
+                           .params_bf16 = nullptr,  // no bf16 copy (adamw_update_rounded)
                            .elems = elems};
   adamw_update_cuda(std::span<const AdamWTensor>(&tensor, 1), scalars, stream_);
 }

@@ -120,6 +120,12 @@ class CudaDevice final : public Device {
   void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) override;
   /// adamw_update_cuda (adamw_cuda.hpp) on one tensor, without a bf16 copy. Throws zl::Error
   /// unless the four spans have the same size.
+  /// For a bf16 copy, one pass of adamw_update_cuda that writes the copy as it updates (its
+  /// params_bf16); other dtypes take Device's two calls.
+  void adamw_update_rounded(std::span<float> master, std::span<const float> grads,
+                            std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                            const AdamWScalars& scalars, void* rounded,
+                            DType rounded_dtype) override;
   void adamw_update(std::span<float> params, std::span<const float> grads, std::span<float> exp_avg,
                     std::span<float> exp_avg_sq, const AdamWScalars& scalars) override;
 
