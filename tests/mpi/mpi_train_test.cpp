@@ -234,6 +234,7 @@ TEST_F(MpiTrain, SimOnlyFlagsAndBadValuesAreOneLineErrors) {
       {"--backend mpi --trace " + file("t.json").string(), "--trace and --what-if-world"},
       {"--backend mpi --save-data " + file("d.st").string(), "--save-data needs every rank's"},
       {"--backend mpi --engine reference", "--backend mpi needs a distributed engine"},
+      {"--backend mpi --accelerator cpu-detached", "--backend mpi runs on the CPU"},
       {"--mpi-reduce native", "--mpi-reduce needs --backend mpi"},
       {"--backend mpi --mpi-reduce fastest", "--mpi-reduce"},
       {"--backend gloo", "--backend"},
