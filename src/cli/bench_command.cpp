@@ -62,16 +62,19 @@ std::int64_t parse_count(const std::string& text, const std::string& flag) {
   return static_cast<std::int64_t>(value);
 }
 
+// --torch-script, or the repository's `default_name` under scripts/.
+std::string torch_script(const AdamFlags& flags, const char* default_name) {
+  if (!flags.torch_script.empty()) return flags.torch_script;
+  return std::string(ZL_SOURCE_DIR) + "/scripts/" + default_name;
+}
+
 int run_adam(const AdamFlags& flags) {
   const bench::AdamBenchResult result = bench::run_adam_bench(flags.options);
   bench::TorchAdamResult torch;
   if (flags.no_torch) {
     torch.note = "no PyTorch comparison: --no-torch";
   } else {
-    const std::string script = flags.torch_script.empty()
-                                   ? std::string(ZL_SOURCE_DIR) + "/scripts/bench_torch_adamw.py"
-                                   : flags.torch_script;
-    torch = bench::run_torch_adamw(script, flags.python, result.params_elems, result.threads,
+    torch = bench::run_torch_adamw(torch_script(flags, "bench_torch_adamw.py"), flags.python, result.params_elems, result.threads,
                                    result.repeats);
   }
   // The faster of PyTorch's two CPU paths is the one to beat.
@@ -138,10 +141,7 @@ int run_adam_cuda(const AdamFlags& flags) {
   if (flags.no_torch) {
     torch.note = "no PyTorch comparison: --no-torch";
   } else {
-    const std::string script = flags.torch_script.empty()
-                                   ? std::string(ZL_SOURCE_DIR) + "/scripts/torch_adamw_bench.py"
-                                   : flags.torch_script;
-    torch = bench::run_torch_adamw_cuda(script, flags.python, result.tensor_elems, result.warmup,
+    torch = bench::run_torch_adamw_cuda(torch_script(flags, "torch_adamw_bench.py"), flags.python, result.tensor_elems, result.warmup,
                                         result.repeats);
   }
   const double copy_fraction = result.copy_gbps > 0.0 ? result.gbps / result.copy_gbps : 0.0;

@@ -73,8 +73,7 @@ class DdpEngine final : public Engine {
   }
 
   ModelState full_state() override {
-    return {unpadded(fp32_params(opt_, whole(params_))), unpadded(spans_of(opt_.adam.exp_avg)),
-            unpadded(spans_of(opt_.adam.exp_avg_sq))};
+    return whole_model_state(device_, layout_, opt_, whole(params_));
   }
 
   ShardState shard_state() override {
@@ -133,14 +132,6 @@ class DdpEngine final : public Engine {
         add_into(device_, view_of(accum_[u]), view_of(grads_[u]));
       }
     }
-  }
-
-  std::vector<std::vector<float>> unpadded(const UnitSpans& spans) const {
-    UnitSpans real;
-    for (std::size_t u = 0; u < layout_.size(); ++u) {
-      real.push_back(spans[u].first(static_cast<std::size_t>(layout_[u].numel)));
-    }
-    return copy_shards(device_, real);
   }
 
   std::vector<std::vector<float>> own_slices(const UnitSpans& spans) const {

@@ -62,8 +62,7 @@ class ReferenceEngine final : public Engine {
   }
 
   ModelState full_state() override {
-    return {unpadded(fp32_params(opt_, owned())), unpadded(spans_of(opt_.adam.exp_avg)),
-            unpadded(spans_of(opt_.adam.exp_avg_sq))};
+    return whole_model_state(device_, layout_, opt_, owned());
   }
 
   ShardState shard_state() override {
@@ -75,15 +74,6 @@ class ReferenceEngine final : public Engine {
   }
 
  private:
-  // Host copies of the real (unpadded) elements of each unit.
-  std::vector<std::vector<float>> unpadded(const UnitSpans& spans) {
-    UnitSpans real;
-    for (std::size_t u = 0; u < layout_.size(); ++u) {
-      real.push_back(spans[u].first(static_cast<std::size_t>(layout_[u].numel)));
-    }
-    return copy_shards(device_, real);
-  }
-
   std::vector<TypedSpan> owned() { return owned_spans(params_, layout_, false, 0, 1); }
   std::vector<TypedSpan> owned_grads() { return owned_spans(grads_, layout_, false, 0, 1); }
 

@@ -298,6 +298,19 @@ void load_owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>&
   if (shards.scaler && state.scaler.dynamic()) state.scaler.load(*shards.scaler);
 }
 
+ModelState whole_model_state(Device& device, const std::vector<UnitLayout>& layout,
+                             OptimizerState& state, const std::vector<TypedSpan>& params) {
+  const auto real = [&](const UnitSpans& spans) {
+    UnitSpans first;
+    for (std::size_t u = 0; u < layout.size(); ++u) {
+      first.push_back(spans[u].first(static_cast<std::size_t>(layout[u].numel)));
+    }
+    return copy_shards(device, first);
+  };
+  return {real(fp32_params(state, params)), real(spans_of(state.adam.exp_avg)),
+          real(spans_of(state.adam.exp_avg_sq))};
+}
+
 ModelState gather_model_state(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
                               OptimizerState& state, const std::vector<TypedSpan>& owned_params) {
   return {gather_unpadded(comm, device, layout, fp32_params(state, owned_params)),

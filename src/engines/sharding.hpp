@@ -130,6 +130,11 @@ ShardState owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>
 void load_owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
                             const ShardState& shards, Device& device);
 
+/// Full state, on the host, of an engine that holds whole units (DDP, the reference): the real
+/// (unpadded) elements of the fp32 parameters (master, or `params` themselves) and the moments.
+ModelState whole_model_state(Device& device, const std::vector<UnitLayout>& layout,
+                             OptimizerState& state, const std::vector<TypedSpan>& params);
+
 /// Full state of an engine whose optimizer owns shards. Collective.
 ModelState gather_model_state(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
                               OptimizerState& state, const std::vector<TypedSpan>& owned_params);

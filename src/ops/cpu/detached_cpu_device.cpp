@@ -161,15 +161,11 @@ std::optional<std::size_t> DetachedCpuDevice::offset_of(const void* ptr,
 void* DetachedCpuDevice::translate(const void* device, std::size_t bytes,
                                    const char* where) const {
   if (bytes == 0) return nullptr;
-  // A pointer already in the read-write view comes from CpuDevice's own calls, which may call
-  // others through the virtual table (convert copies when the dtypes match).
-  for (std::byte* view : {handed_out_, kernel_view_}) {
-    if (const std::optional<std::size_t> at = offset_of(device, view)) {
-      ZL_CHECK(bytes <= arena_bytes_ - *at,
-               "{} was given {} bytes at {}, past the end of this device's memory",
-               call_name(where), bytes, device);
-      return kernel_view_ + *at;
-    }
+  if (const std::optional<std::size_t> at = offset_of(device, handed_out_)) {
+    ZL_CHECK(bytes <= arena_bytes_ - *at,
+             "{} was given {} bytes at {}, past the end of this device's memory", call_name(where),
+             bytes, device);
+    return kernel_view_ + *at;
   }
   ZL_CHECK(host_view(device) == nullptr,
            "{} was given another device's memory at {}: every buffer of a call must be this "
