@@ -1,16 +1,19 @@
 // main.cpp — the zerolab command: parses the subcommand, runs it, and turns every error into one
 // line on stderr with a non-zero exit (2 for usage errors, 1 for failures while running). Under
 // mpirun every process reads the same command line, so only rank 0's process prints what this
-// catches; a rank that fails during training prints its own line, naming itself, before it
-// aborts the job (mpi_abort).
+// catches, and the other ranks wait before they exit (mpirun ends the whole job at the first
+// non-zero exit, which would otherwise race rank 0's line); a rank that fails during training
+// prints its own line, naming itself, before it aborts the job (mpi_abort).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <functional>
 #include <string_view>
+#include <thread>
 
 #include "cli/bench_command.hpp"
 #include "cli/consolidate_command.hpp"
@@ -27,6 +30,15 @@ bool prints_errors() {
   return rank == nullptr || std::string_view(rank) == "0";
 }
 
+// How a rank that does not print ends after an error: it waits, so that rank 0 prints its line
+// and exits first and mpirun, ending the job, stops this process too. The wait is bounded, so a
+// rank 0 that somehow did not fail cannot leave this one running forever.
+int quiet_exit(int exit_code) {
+  constexpr auto kRankZeroFirst = std::chrono::seconds(5);
+  std::this_thread::sleep_for(kRankZeroFirst);
+  return exit_code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -41,18 +53,20 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() == 0) return app.exit(error);
-    if (!prints_errors()) return 2;
+    if (!prints_errors()) return quiet_exit(2);
     fmt::print(stderr, "zerolab: {}: run 'zerolab {} --help' for the options\n", error.what(),
                app.get_subcommands().empty() ? std::string() : app.get_subcommands().front()->get_name());
     return 2;
   } catch (const zl::Error& error) {  // a flag's own check, e.g. --stage 4
-    if (prints_errors()) fmt::print(stderr, "zerolab: error: {}\n", error.what());
+    if (!prints_errors()) return quiet_exit(2);
+    fmt::print(stderr, "zerolab: error: {}\n", error.what());
     return 2;
   }
   try {
     return run();
   } catch (const std::exception& error) {
-    if (prints_errors()) fmt::print(stderr, "zerolab: error: {}\n", error.what());
+    if (!prints_errors()) return quiet_exit(1);
+    fmt::print(stderr, "zerolab: error: {}\n", error.what());
     return 1;
   }
 }
