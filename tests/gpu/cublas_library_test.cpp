@@ -39,6 +39,7 @@ TEST(CublasLibrary, ResolvesEveryFunctionFromTheInstalledLibrary) {
   EXPECT_NE(table.SetStream, nullptr);
   EXPECT_NE(table.SetWorkspace, nullptr);
   EXPECT_NE(table.Sgemm, nullptr);
+  EXPECT_NE(table.SgemmStridedBatched, nullptr);
   EXPECT_EQ(&cublas(), &table) << "the table is loaded once per process";
   // A call that needs no GPU: the pointers reach the real library.
   EXPECT_STRNE(table.GetStatusString(CUBLAS_STATUS_NOT_INITIALIZED), "");

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "engines/trainer.hpp"
 #include "gpu/gpu_test_support.hpp"
@@ -13,16 +15,20 @@
 namespace zl {
 namespace {
 
-// The largest |a - b| over every parameter, relative to the largest |b|.
-double relative_difference(const ModelState& a, const ModelState& b) {
-  double largest = 0.0, worst = 0.0;
+// The `fraction` quantile of |a - b| over every parameter (1.0: the largest), relative to the
+// largest |b|.
+double relative_difference_quantile(const ModelState& a, const ModelState& b, double fraction) {
+  std::vector<double> differences;
+  double largest = 0.0;
   for (std::size_t u = 0; u < b.params.size(); ++u) {
     for (std::size_t i = 0; i < b.params[u].size(); ++i) {
       largest = std::max(largest, std::abs(static_cast<double>(b.params[u][i])));
-      worst = std::max(worst, std::abs(static_cast<double>(a.params[u][i]) - b.params[u][i]));
+      differences.push_back(std::abs(static_cast<double>(a.params[u][i]) - b.params[u][i]));
     }
   }
-  return worst / largest;
+  std::sort(differences.begin(), differences.end());
+  const auto at = static_cast<std::size_t>(fraction * static_cast<double>(differences.size() - 1));
+  return differences[at] / largest;
 }
 
 TrainConfig tiny_gpt(int world, DType precision) {
@@ -38,14 +44,21 @@ TrainConfig tiny_gpt(int world, DType precision) {
   return config;
 }
 
-// After 3 steps at lr 3e-3 the fp32 parameters differ from the CPU's by rounding only, within
-// 1e-5 of the largest parameter; a wrong kernel or a lost reduction moves them by the learning
-// rate's order, 1e-3 or more. In bf16 the GPU also rounds the GEMMs' operands to bf16 (as
-// autocast does) and Adam's early updates are about +-lr whatever a gradient's size, so an
-// element whose tiny gradient changes sign moves by up to 2 lr per step: 3 steps, 1.8e-2 of a
-// largest parameter of 1 (the LayerNorm weights), is the bound.
-constexpr double kFp32Tolerance = 1e-5;
-constexpr double kBf16Tolerance = 2e-2;
+// The GPU's sums are not the CPU's (cuBLAS, the tree-ordered block sums), so its gradients differ
+// by rounding: in fp32 each step's loss within 1e-6 and gradient norm within 1e-5 of the CPU's.
+// Adam then divides each gradient by its own running size, which turns a rounding difference in
+// a gradient near its eps (1e-8) into a large one in the update, up to the +-lr of a flipped
+// sign: an element may move by up to 2 lr per step, 3 steps at lr 3e-3 = 1.8e-2 of a largest
+// parameter of 1 (the LayerNorm weights), in fp32 as in bf16. (Seen in fp32 at W = 4: 4 of the
+// 28 032 parameters, whose first gradient was of eps's order, 8.5e-5 apart.) The bulk of the
+// parameters is where a wrong kernel or a lost reduction shows, by the learning rate's order,
+// 1e-3 or more: in fp32 99.9% of them lie within 1e-5 of the largest. In bf16 the GPU also rounds
+// the GEMMs' operands to bf16 (as autocast does), and only the bound holds.
+constexpr double kAdamBound = 2 * 3 * 3e-3;
+constexpr double kFp32BulkFraction = 0.999;
+constexpr double kFp32BulkTolerance = 1e-5;
+constexpr double kFp32LossTolerance = 1e-6;
+constexpr double kFp32GradNormTolerance = 1e-5;
 
 TEST(GpuTrain, EveryStageOnOneGpuIsTheCpuReferenceWithinTolerance) {
   ZL_REQUIRE_GPU();
@@ -59,9 +72,26 @@ TEST(GpuTrain, EveryStageOnOneGpuIsTheCpuReferenceWithinTolerance) {
            {EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3}) {
         config.engine = stage;
         const TrainResult gpu = train(config);
-        const double diff = relative_difference(gpu.final_state, reference.final_state);
-        EXPECT_LE(diff, precision == DType::F32 ? kFp32Tolerance : kBf16Tolerance)
-            << engine_name(stage) << " W=" << world << " " << dtype_name(precision);
+        const std::string what = std::string(engine_name(stage)) + " W=" + std::to_string(world) +
+                                 " " + std::string(dtype_name(precision));
+        EXPECT_LE(relative_difference_quantile(gpu.final_state, reference.final_state, 1.0),
+                  kAdamBound)
+            << what;
+        if (precision == DType::F32) {
+          EXPECT_LE(relative_difference_quantile(gpu.final_state, reference.final_state,
+                                                 kFp32BulkFraction),
+                    kFp32BulkTolerance)
+              << what;
+          ASSERT_EQ(gpu.steps.size(), reference.steps.size()) << what;
+          for (std::size_t s = 0; s < gpu.steps.size(); ++s) {
+            EXPECT_NEAR(gpu.steps[s].loss, reference.steps[s].loss,
+                        kFp32LossTolerance * reference.steps[s].loss)
+                << what << " step " << s;
+            EXPECT_NEAR(gpu.steps[s].grad_norm, reference.steps[s].grad_norm,
+                        kFp32GradNormTolerance * reference.steps[s].grad_norm)
+                << what << " step " << s;
+          }
+        }
         EXPECT_NEAR(gpu.steps.back().loss, reference.steps.back().loss, 1e-3)
             << engine_name(stage) << " W=" << world;
       }
@@ -79,7 +109,7 @@ TEST(GpuTrain, StagesOnOneGpuAgreeBitwise) {
   const TrainResult ddp = train(config);
   for (const EngineKind stage : {EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3}) {
     config.engine = stage;
-    EXPECT_EQ(relative_difference(train(config).final_state, ddp.final_state), 0.0)
+    EXPECT_EQ(relative_difference_quantile(train(config).final_state, ddp.final_state, 1.0), 0.0)
         << engine_name(stage);
   }
 }
@@ -93,7 +123,7 @@ TEST(GpuTrain, NcclWithOneRankIsTheSimOnTheGpu) {
   config.backend = Backend::Nccl;
   const TrainResult nccl = train(config);
   ASSERT_TRUE(nccl.has_results);
-  EXPECT_EQ(relative_difference(nccl.final_state, sim.final_state), 0.0);
+  EXPECT_EQ(relative_difference_quantile(nccl.final_state, sim.final_state, 1.0), 0.0);
   ASSERT_EQ(nccl.ranks.size(), 1u);
   EXPECT_EQ(nccl.ranks[0].memory.peak_bytes(MemCategory::Params),
             sim.ranks[0].memory.peak_bytes(MemCategory::Params));

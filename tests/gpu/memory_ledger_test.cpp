@@ -58,9 +58,22 @@ TEST(GpuMemoryLedger, BooksEveryCategoryAndAgreesWithTheDriver) {
     // Buffers come zeroed, as on the CPU.
     const auto activations = test::download(device, buffers[3]);
     for (const float value : activations) ASSERT_EQ(value, 0.0f);
+    const std::vector<float> ones(12345, 1.0f);
+    device.copy_from_host(buffers[3].data(), ones.data(), ones.size() * sizeof(float));
   }
   EXPECT_EQ(device.ledger().total_current_bytes(), 0);
   EXPECT_EQ(device.ledger().peak_bytes(MemCategory::Grads), 512 * kMiB);
+  // The freed blocks stay cached, counted as the device's own, and the check still holds.
+  EXPECT_EQ(device.cached_bytes(), 1280 * kMiB + 12345 * 4);
+  device.check_memory_ledger();
+  {
+    // The same size again is the cached block, zeroed again.
+    const Buffer again = device.alloc(MemCategory::Activations, DType::F32, {12345});
+    EXPECT_EQ(device.cached_bytes(), 1280 * kMiB);
+    for (const float value : test::download(device, again)) ASSERT_EQ(value, 0.0f);
+  }
+  device.release_cache();
+  EXPECT_EQ(device.cached_bytes(), 0);
   device.check_memory_ledger();
   EXPECT_LT(device.memory_check().driver_used_bytes, before + 1280 * kMiB);
 }

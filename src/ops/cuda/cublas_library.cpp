@@ -28,6 +28,7 @@ CublasLibrary load_cublas(const std::string& soname) {
   library.resolve(table.SetStream, "cublasSetStream_v2");
   library.resolve(table.SetWorkspace, "cublasSetWorkspace_v2");
   library.resolve(table.Sgemm, "cublasSgemm_v2");
+  library.resolve(table.SgemmStridedBatched, "cublasSgemmStridedBatched");
   table.path = library.path();
   return table;
 }

@@ -37,6 +37,8 @@ struct CublasLibrary {
   decltype(&::cublasSetWorkspace_v2) SetWorkspace = nullptr;
   /// cublasSgemm (exported as cublasSgemm_v2).
   decltype(&::cublasSgemm_v2) Sgemm = nullptr;
+  /// cublasSgemmStridedBatched.
+  decltype(&::cublasSgemmStridedBatched) SgemmStridedBatched = nullptr;
   /// The file the library was loaded from (SharedLibrary::path).
   std::string path;
 };

@@ -2,14 +2,14 @@
 // buffers and the ledger check against cudaMemGetInfo; copies between host and device; the
 // row-major GEMMs through cuBLAS; launches of the kernels in cuda_kernels.cu, cuda_attention.cu,
 // cuda_step_kernels.cu and adamw_cuda.cu, with the checks that are CUDA's own (cuBLAS's 32-bit
-// sizes, shared memory per block, tokens and labels read on the GPU); the checks every device
-// runs are ops/device.cpp's.
+// sizes, tokens and labels read on the GPU); the checks every device runs are ops/device.cpp's.
 //
 // Row-major through column-major cuBLAS: a row-major X [r, c] is the column-major X^T with
 // leading dimension c, so C [M, N] = op(A) op(B) is computed as C^T = op(B)^T op(A)^T, cuBLAS's
 // (m, n, k) = (N, M, K) with B first.
 #include "ops/cuda/cuda_device.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <vector>
@@ -46,20 +46,6 @@ int as_int(std::int64_t value, const char* what) {
 void check_training_dtype(const char* kernel, DType dtype) {
   ZL_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
            "{}: {} is not a training dtype: use fp32, bf16 or fp16", kernel, dtype_name(dtype));
-}
-
-// The attention kernels keep one row of T doubles in shared memory (cuda_attention.cu).
-void check_attention_seq_len(const char* kernel, std::int64_t seq_len, int device_index) {
-  int limit_bytes = 0;
-  ZL_CUDA_CHECK(
-      cudaDeviceGetAttribute(&limit_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_index));
-  constexpr std::int64_t kStaticSharedBytes = 32 * sizeof(double);  // the block-sum partials
-  const std::int64_t max_seq_len =
-      (limit_bytes - kStaticSharedBytes) / static_cast<std::int64_t>(sizeof(double));
-  ZL_CHECK(seq_len <= max_seq_len,
-           "{}: sequence length {} needs {} bytes of shared memory per block but CUDA device {} "
-           "has {}: use a sequence length of at most {}",
-           kernel, seq_len, seq_len * 8, device_index, limit_bytes, max_seq_len);
 }
 
 }  // namespace
@@ -100,6 +86,7 @@ CudaDevice::~CudaDevice() {
   // Destructors do not throw: failures here can only be reported.
   cudaSetDevice(device_index_);
   cudaStreamSynchronize(stream_);
+  for (const auto& [bytes, ptr] : cache_) cudaFree(ptr);
   if (scratch_ != nullptr) cudaFree(scratch_);
   cudaFree(bad_index_);
   if (cublas_ != nullptr) cublas().Destroy(cublas_);
@@ -114,7 +101,15 @@ void CudaDevice::select() const {
 void* CudaDevice::allocate(std::size_t bytes) {
   select();
   void* ptr = nullptr;
-  ZL_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+  if (const auto cached = cache_.find(bytes); cached != cache_.end()) {
+    ptr = cached->second;
+    cache_.erase(cached);
+    cached_bytes_ -= static_cast<std::int64_t>(bytes);
+  } else if (cudaMalloc(&ptr, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();  // the failed cudaMalloc's error is not sticky; clear it anyway
+    release_cache();
+    ZL_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+  }
   ZL_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
   ++live_allocations_;
   return ptr;
@@ -122,12 +117,24 @@ void* CudaDevice::allocate(std::size_t bytes) {
 
 void CudaDevice::deallocate(void* ptr, std::size_t bytes) {
   cudaSetDevice(device_index_);
-  const cudaError_t status = cudaFree(ptr);
   --live_allocations_;
+  const cudaError_t status = cudaDeviceSynchronize();
   if (status != cudaSuccess) {
-    std::fprintf(stderr, "zerolab: cudaFree of %zu bytes on CUDA device %d failed: %s\n", bytes,
-                 device_index_, cudaGetErrorString(status));
+    std::fprintf(stderr, "zerolab: waiting for CUDA device %d to free %zu bytes failed: %s\n",
+                 device_index_, bytes, cudaGetErrorString(status));
+    cudaFree(ptr);
+    return;
   }
+  cache_.emplace(bytes, ptr);
+  cached_bytes_ += static_cast<std::int64_t>(bytes);
+}
+
+void CudaDevice::release_cache() {
+  select();
+  ZL_CUDA_CHECK(cudaDeviceSynchronize());
+  for (const auto& [bytes, ptr] : cache_) ZL_CUDA_CHECK(cudaFree(ptr));
+  cache_.clear();
+  cached_bytes_ = 0;
 }
 
 void CudaDevice::synchronize() {
@@ -140,8 +147,10 @@ DeviceMemoryCheck CudaDevice::memory_check() {
   DeviceMemoryCheck check;
   check.ledger_bytes = ledger().total_current_bytes();
   check.internal_bytes = static_cast<std::int64_t>(cublas_workspace_bytes_ + scratch_bytes_ +
-                                                   sizeof(unsigned long long));
-  check.allocations = live_allocations_ + 2 + (scratch_ != nullptr ? 1 : 0);
+                                                   sizeof(unsigned long long)) +
+                         cached_bytes_;
+  check.allocations = live_allocations_ + static_cast<std::int64_t>(cache_.size()) + 2 +
+                      (scratch_ != nullptr ? 1 : 0);
   check.driver_used_bytes = driver_used_bytes() - baseline_used_bytes_;
   return check;
 }
@@ -494,27 +503,70 @@ void CudaDevice::do_layernorm_backward(std::span<const float> x, std::span<const
                            dweight.data(), dbias.data(), rows, channels, stream_);
 }
 
+void CudaDevice::gemm_heads(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
+                            std::int64_t k, float alpha, const float* a, std::int64_t lda,
+                            std::int64_t stride_a, const float* b, std::int64_t ldb,
+                            std::int64_t stride_b, float* c, std::int64_t ldc,
+                            std::int64_t stride_c, std::int64_t batch) {
+  const float beta = 0.0f;
+  ZL_CUBLAS_CHECK(cublas().SgemmStridedBatched(
+      cublas_, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+      as_int(m, "M"), as_int(n, "N"), as_int(k, "K"), &alpha, a, as_int(lda, "lda"), stride_a, b,
+      as_int(ldb, "ldb"), stride_b, &beta, c, as_int(ldc, "ldc"), stride_c,
+      as_int(batch, "heads")));
+}
+
+// In cuBLAS's column-major view a row-major [T, D] head of q (rows 3C floats apart) is a D x T
+// matrix with leading dimension 3C, and a row-major [T, T] probs block is its transpose, T x T
+// with leading dimension T: each row-major product below is written as the column-major one of
+// the transposes, heads batched D floats apart in qkv and out and T * T apart in probs.
 void CudaDevice::do_attention_forward(std::span<const float> qkv, std::span<float> probs,
                                       std::span<float> out, std::int64_t batch,
                                       std::int64_t seq_len, std::int64_t channels,
                                       std::int64_t heads) {
-  check_attention_seq_len("attention_forward", seq_len, device_index_);
-  const std::int64_t T = seq_len, C = channels;
+  const std::int64_t T = seq_len, C = channels, D = channels / heads;
+  if (batch * T == 0) return;
   select();
-  cuda::attention_forward(qkv.data(), probs.data(), out.data(), batch, T, C, heads, stream_);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const float* q = qkv.data() + b * T * 3 * C;
+    float* p = probs.data() + b * heads * T * T;
+    // scoresᵀ (s, t) = k_s . q_t * scale
+    gemm_heads(true, false, T, T, D, scale, q + C, 3 * C, D, q, 3 * C, D, p, T, T * T, heads);
+    cuda::causal_softmax(p, heads * T, T, stream_);
+    // outᵀ (d, t) = sum_s v_s[d] p_ts
+    gemm_heads(false, false, D, T, T, 1.0f, q + 2 * C, 3 * C, D, p, T, T * T,
+               out.data() + b * T * C, C, D, heads);
+  }
 }
 
 void CudaDevice::do_attention_backward(std::span<const float> qkv, std::span<const float> probs,
                                        std::span<const float> dout, std::span<float> dqkv,
                                        std::int64_t batch, std::int64_t seq_len,
                                        std::int64_t channels, std::int64_t heads) {
-  check_attention_seq_len("attention_backward", seq_len, device_index_);
-  const std::int64_t T = seq_len, C = channels;
+  const std::int64_t T = seq_len, C = channels, D = channels / heads;
+  if (batch * T == 0) return;
   select();
-  auto* row_terms =
-      static_cast<double*>(scratch(static_cast<std::size_t>(batch * heads * T) * sizeof(double)));
-  cuda::attention_backward(qkv.data(), probs.data(), dout.data(), dqkv.data(), row_terms, batch, T,
-                           C, heads, stream_);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  auto* dscores =
+      static_cast<float*>(scratch(static_cast<std::size_t>(heads * T * T) * sizeof(float)));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const float* q = qkv.data() + b * T * 3 * C;
+    const float* p = probs.data() + b * heads * T * T;
+    const float* dy = dout.data() + b * T * C;
+    float* dq = dqkv.data() + b * T * 3 * C;
+    // dprobsᵀ (s, t) = v_s . dout_t, then dscores in place
+    gemm_heads(true, false, T, T, D, 1.0f, q + 2 * C, 3 * C, D, dy, C, D, dscores, T, T * T, heads);
+    cuda::causal_softmax_backward(p, dscores, heads * T, T, stream_);
+    // dqᵀ (d, t) = scale * sum_s k_s[d] dscores_ts
+    gemm_heads(false, false, D, T, T, scale, q + C, 3 * C, D, dscores, T, T * T, dq, 3 * C, D,
+               heads);
+    // dkᵀ (d, s) = scale * sum_t q_t[d] dscores_ts
+    gemm_heads(false, true, D, T, T, scale, q, 3 * C, D, dscores, T, T * T, dq + C, 3 * C, D,
+               heads);
+    // dvᵀ (d, s) = sum_t dout_t[d] p_ts
+    gemm_heads(false, true, D, T, T, 1.0f, dy, C, D, p, T, T * T, dq + 2 * C, 3 * C, D, heads);
+  }
 }
 
 }  // namespace zl

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <span>
 #include <vector>
 
@@ -21,9 +22,10 @@ namespace zl {
 
 /// The device bytes a MemoryLedger books, set beside what the CUDA driver reports.
 struct DeviceMemoryCheck {
-  std::int64_t ledger_bytes = 0;    ///< bytes the ledger holds now, over all categories
-  std::int64_t internal_bytes = 0;  ///< the device's own scratch (cuBLAS workspace, kernel scratch)
-  std::int64_t allocations = 0;     ///< live cudaMalloc allocations, buffers and scratch
+  std::int64_t ledger_bytes = 0;  ///< bytes the ledger holds now, over all categories
+  /// The device's own bytes: cuBLAS workspace, kernel scratch, cached blocks.
+  std::int64_t internal_bytes = 0;
+  std::int64_t allocations = 0;  ///< live cudaMalloc allocations: buffers, cached blocks, scratch
   /// Device bytes in use now (cudaMemGetInfo: total - free) minus those in use when this device
   /// was made: what this device (and anything else on the GPU since) has taken.
   std::int64_t driver_used_bytes = 0;
@@ -59,11 +61,19 @@ class CudaDevice final : public Device {
   /// no GPU, so tests can skip.
   static int device_count();
 
-  /// `bytes` zeroed device bytes (cudaMalloc, then a memset on the compute stream).
+  /// `bytes` zeroed device bytes (a memset on the compute stream): a cached block of exactly that
+  /// size when deallocate kept one, else a new cudaMalloc (after giving the cache back to the
+  /// driver, when the GPU is full). A model books the same activation sizes every micro-batch,
+  /// so after the first one no step calls cudaMalloc or cudaFree.
   void* allocate(std::size_t bytes) override;
-  /// cudaFree of what allocate returned. Never throws (it runs in destructors): a failure is
-  /// printed to stderr.
+  /// Keeps the block for the next allocate of the same size (as PyTorch's caching allocator
+  /// does), after waiting for the whole device, as cudaFree would: no kernel or copy on any stream
+  /// still uses it. Never throws (it runs in destructors): a failure is printed to stderr.
   void deallocate(void* ptr, std::size_t bytes) override;
+  /// Gives every cached block back to the driver (torch.cuda.empty_cache()).
+  void release_cache();
+  /// Bytes in cached blocks: held from the driver, booked in no ledger category.
+  std::int64_t cached_bytes() const { return cached_bytes_; }
 
   /// The CUDA device index this rank uses.
   int device_index() const { return device_index_; }
@@ -180,15 +190,16 @@ class CudaDevice final : public Device {
   void do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) override;
   void do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
                              std::span<float> dx) override;
-  /// A materialised-softmax kernel (not flash attention): one block per (b, h, t) computes the
-  /// scores q_t . k_s / sqrt(D) for s <= t in double in shared memory, the max-subtracted softmax,
-  /// writes probs [B, heads, T, T] and out_t = sum_s p_ts v_s (s in order, double).
+  /// A materialised-softmax attention (not flash attention), per batch element b: the scores
+  /// q kᵀ / sqrt(D) of every head by one strided-batched fp32 cuBLAS GEMM straight into probs,
+  /// the causal softmax in place (one warp per row, sums in double, cuda_attention.cu), then
+  /// out = probs v by a second batched GEMM into the heads' channels of out.
   void do_attention_forward(std::span<const float> qkv, std::span<float> probs,
                             std::span<float> out, std::int64_t batch, std::int64_t seq_len,
                             std::int64_t channels, std::int64_t heads) override;
-  /// Two kernels: per (b, h, t) the softmax backward's row term and dq_t; per (b, h, s) dk_s and
-  /// dv_s summed over t = s.. in order (the dot products dout_t . v_s recomputed rather than
-  /// stored). Double throughout, one rounding per output.
+  /// Per batch element b, in device scratch of heads * T * T floats: dprobs = dout vᵀ (batched
+  /// GEMM), the softmax backward in place into dscores, then dq = dscores k / sqrt(D),
+  /// dk = dscoresᵀ q / sqrt(D) and dv = probsᵀ dout by three batched GEMMs into dqkv.
   void do_attention_backward(std::span<const float> qkv, std::span<const float> probs,
                              std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t channels,
@@ -199,6 +210,12 @@ class CudaDevice final : public Device {
   // (overwrite) or 1 (accumulate).
   void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
             const float* a, const float* b, float* c, float beta);
+  // Column-major, cuBLAS's own convention: for each of `batch` heads i, C_i [m, n] =
+  // alpha op(A_i) op(B_i) (beta 0), the heads `stride_*` floats apart; lda/ldb/ldc as cuBLAS's.
+  void gemm_heads(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
+                  std::int64_t k, float alpha, const float* a, std::int64_t lda,
+                  std::int64_t stride_a, const float* b, std::int64_t ldb, std::int64_t stride_b,
+                  float* c, std::int64_t ldc, std::int64_t stride_c, std::int64_t batch);
   // At least `bytes` of device scratch, grown (never shrunk) on demand; booked as internal.
   void* scratch(std::size_t bytes);
   // Resets the "first bad index" word, for a kernel that validates indices.
@@ -217,6 +234,8 @@ class CudaDevice final : public Device {
   std::size_t scratch_bytes_ = 0;
   unsigned long long* bad_index_ = nullptr;  // one word of device memory
   std::int64_t live_allocations_ = 0;        // buffers handed out by allocate, not yet freed
+  std::multimap<std::size_t, void*> cache_;  // deallocated blocks by size, for allocate
+  std::int64_t cached_bytes_ = 0;            // their bytes
   std::int64_t baseline_used_bytes_ = 0;     // driver's used bytes once this device was set up
   bool bf16_gemms_ = false;                  // set_bf16_gemms
 };

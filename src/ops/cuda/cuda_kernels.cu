@@ -37,13 +37,48 @@ __global__ void add_bias_rows_kernel(float* y, const float* b, std::int64_t rows
   for (std::int64_t i = global_index(); i < rows * cols; i += global_stride()) y[i] += b[i % cols];
 }
 
+// Column sums keep the CPU's order, rows 0, 1, ... one after another, so their bits are the
+// CPU's: each column is one thread's running sum. What makes them fast is that the whole block
+// loads the next kTileRows rows of its kTileCols columns (one 32-byte sector per row) into shared
+// memory at once, and one lane per column then adds them in order from there.
+constexpr int kTileCols = 8;
+constexpr int kTileRows = 256;
+constexpr int kTileThreads = 256;
+constexpr int kTileRowLanes = kTileThreads / kTileCols;
+
+unsigned int column_blocks(std::int64_t cols) {
+  return static_cast<unsigned int>((cols + kTileCols - 1) / kTileCols);
+}
+
+// Copies rows [first_row, first_row + kTileRows) of columns [first_col, first_col + kTileCols)
+// of `in` [rows, cols] into `tile` (0 past the edges); every thread of the block calls it.
+__device__ void load_tile(const float* in, std::int64_t rows, std::int64_t cols,
+                          std::int64_t first_row, std::int64_t first_col,
+                          float (&tile)[kTileRows][kTileCols]) {
+  const int col = static_cast<int>(threadIdx.x) % kTileCols;
+  const std::int64_t c = first_col + col;
+  for (int i = static_cast<int>(threadIdx.x) / kTileCols; i < kTileRows; i += kTileRowLanes) {
+    const std::int64_t r = first_row + i;
+    tile[i][col] = r < rows && c < cols ? in[r * cols + c] : 0.0f;
+  }
+}
+
 __global__ void add_column_sums_kernel(const float* dy, float* db, std::int64_t rows,
                                        std::int64_t cols) {
-  for (std::int64_t o = global_index(); o < cols; o += global_stride()) {
-    float column_sum = 0.0f;
-    for (std::int64_t r = 0; r < rows; ++r) column_sum += dy[r * cols + o];
-    db[o] += column_sum;
+  __shared__ float tile[kTileRows][kTileCols];
+  const std::int64_t first_col = static_cast<std::int64_t>(blockIdx.x) * kTileCols;
+  const auto col = static_cast<int>(threadIdx.x);  // the summing lanes: threads 0 .. kTileCols-1
+  float column_sum = 0.0f;
+  for (std::int64_t first_row = 0; first_row < rows; first_row += kTileRows) {
+    load_tile(dy, rows, cols, first_row, first_col, tile);
+    __syncthreads();
+    if (col < kTileCols) {
+      const std::int64_t count = min(static_cast<std::int64_t>(kTileRows), rows - first_row);
+      for (std::int64_t i = 0; i < count; ++i) column_sum += tile[i][col];
+    }
+    __syncthreads();
   }
+  if (col < kTileCols && first_col + col < cols) db[first_col + col] += column_sum;
 }
 
 // ---- GELU ----
@@ -236,14 +271,32 @@ __global__ void layernorm_backward_params_kernel(const float* x, const float* me
                                                  const float* rstd, const float* dy, float* dweight,
                                                  float* dbias, std::int64_t rows,
                                                  std::int64_t channels) {
-  for (std::int64_t c = global_index(); c < channels; c += global_stride()) {
-    double dweight_sum = 0.0, dbias_sum = 0.0;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const double xhat = (x[r * channels + c] - static_cast<double>(mean[r])) * rstd[r];
-      const float grad_out = dy[r * channels + c];
-      dweight_sum += grad_out * xhat;
-      dbias_sum += grad_out;
+  __shared__ float x_tile[kTileRows][kTileCols], dy_tile[kTileRows][kTileCols];
+  __shared__ float mean_tile[kTileRows], rstd_tile[kTileRows];
+  const std::int64_t first_col = static_cast<std::int64_t>(blockIdx.x) * kTileCols;
+  const auto col = static_cast<int>(threadIdx.x);  // the summing lanes: threads 0 .. kTileCols-1
+  double dweight_sum = 0.0, dbias_sum = 0.0;
+  for (std::int64_t first_row = 0; first_row < rows; first_row += kTileRows) {
+    load_tile(x, rows, channels, first_row, first_col, x_tile);
+    load_tile(dy, rows, channels, first_row, first_col, dy_tile);
+    for (int i = static_cast<int>(threadIdx.x); i < kTileRows; i += kTileThreads) {
+      mean_tile[i] = first_row + i < rows ? mean[first_row + i] : 0.0f;
+      rstd_tile[i] = first_row + i < rows ? rstd[first_row + i] : 0.0f;
     }
+    __syncthreads();
+    if (col < kTileCols) {
+      const std::int64_t count = min(static_cast<std::int64_t>(kTileRows), rows - first_row);
+      for (std::int64_t i = 0; i < count; ++i) {
+        const double xhat = (x_tile[i][col] - static_cast<double>(mean_tile[i])) * rstd_tile[i];
+        const float grad_out = dy_tile[i][col];
+        dweight_sum += grad_out * xhat;
+        dbias_sum += grad_out;
+      }
+    }
+    __syncthreads();
+  }
+  if (col < kTileCols && first_col + col < channels) {
+    const std::int64_t c = first_col + col;
     dweight[c] = static_cast<float>(dweight[c] + dweight_sum);
     dbias[c] = static_cast<float>(dbias[c] + dbias_sum);
   }
@@ -261,7 +314,7 @@ void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t col
 void add_column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols,
                      cudaStream_t stream) {
   if (cols == 0) return;
-  add_column_sums_kernel<<<grid_for(cols, kThreads), kThreads, 0, stream>>>(dy, db, rows, cols);
+  add_column_sums_kernel<<<column_blocks(cols), kTileThreads, 0, stream>>>(dy, db, rows, cols);
   cuda_check_launch("add_column_sums");
 }
 
@@ -342,7 +395,7 @@ void layernorm_backward(const float* x, const float* weight, const float* mean, 
   layernorm_backward_dx_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
       x, weight, mean, rstd, dy, dx, channels);
   cuda_check_launch("layernorm_backward (dx)");
-  layernorm_backward_params_kernel<<<grid_for(channels, kThreads), kThreads, 0, stream>>>(
+  layernorm_backward_params_kernel<<<column_blocks(channels), kTileThreads, 0, stream>>>(
       x, mean, rstd, dy, dweight, dbias, rows, channels);
   cuda_check_launch("layernorm_backward (dweight, dbias)");
 }

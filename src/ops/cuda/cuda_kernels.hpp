@@ -65,15 +65,14 @@ void layernorm_backward(const float* x, const float* weight, const float* mean, 
                         const float* dy, float* dx, float* dweight, float* dbias, std::int64_t rows,
                         std::int64_t channels, cudaStream_t stream);
 
-/// Causal attention forward (materialised softmax; see CudaDevice::attention_forward).
-void attention_forward(const float* qkv, float* probs, float* out, std::int64_t batch,
-                       std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
-                       cudaStream_t stream);
+/// Causal softmax of each row of scores [rows, T] in place: row r is query position t = r % T;
+/// entries s <= t become exp(score - max) / sum (in double), entries s > t become 0.
+void causal_softmax(float* scores, std::int64_t rows, std::int64_t seq_len, cudaStream_t stream);
 
-/// Causal attention backward; `row_terms` is scratch of batch * heads * seq_len doubles.
-void attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
-                        double* row_terms, std::int64_t batch, std::int64_t seq_len,
-                        std::int64_t channels, std::int64_t heads, cudaStream_t stream);
+/// Its backward in place: with w = sum_{s <= t} probs_s dprobs_s (in double), dprobs_s becomes
+/// probs_s (dprobs_s - w) for s <= t and 0 for s > t.
+void causal_softmax_backward(const float* probs, float* dprobs, std::int64_t rows,
+                             std::int64_t seq_len, cudaStream_t stream);
 
 /// out[i] = in[i] converted between training dtypes (fp32, bf16, fp16; checked by the caller):
 /// widened to fp32 exactly, rounded to nearest even (core/dtype.hpp's bits, NaN included).
