@@ -34,7 +34,7 @@ constexpr Case kCases[] = {
      "Rank 2 leaves its 5th all_gather out, so its next call is a reduce_scatter while the others\n"
      "are still in the all_gather: the rendezvous sees two different calls under one number."},
     {"a rank is late", "rank=2,at=all_gather:5,kind=slow",
-     "Rank 2 arrives after the others have waited the whole timeout (200 ms here)."},
+     "Rank 2 arrives after the others have waited the whole timeout (one second here)."},
 };
 
 // Which of the waiting ranks notices first depends on the threads, so the lesson shows that
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
           config.world = 4;
           config.steps = 2;
           config.micro_batch = 4;
-          config.collective_timeout = std::chrono::milliseconds(200);
+          config.collective_timeout = std::chrono::milliseconds(1000);
           config.faults = {parse_fault_spec(c.spec)};
           const auto start = std::chrono::steady_clock::now();
           std::string error;

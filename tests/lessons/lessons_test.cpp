@@ -183,7 +183,7 @@ TEST(Lessons, FaultsBecomeOneErrorNamingTheRankAndTheCall) {
                          "elems) but rank 2 called reduce_scatter(fp32, 320 elems, avg)"),
             std::string::npos)
       << run.out;
-  EXPECT_NE(run.out.find("then another rank: timeout after 200 ms: a rank waits in call #6 "
+  EXPECT_NE(run.out.find("then another rank: timeout after 1000 ms: a rank waits in call #6 "
                          "all_gather(fp32, 320 elems); rank 2 never arrived"),
             std::string::npos)
       << run.out;
@@ -253,8 +253,7 @@ TEST_P(LessonSteps, UnknownFlagFailsInOneLine) {
 
 INSTANTIATE_TEST_SUITE_P(AllLessons, LessonSteps,
                          ::testing::Values("00_memory_math", "01_ddp", "02_zero1", "03_zero2",
-                                           "04_zero3", "05_overlap", "06_offload",
-                                           "07_checkpoints", "08_mixed_precision",
-                                           "09_faults"));
+                                           "04_zero3", "05_overlap", "06_offload", "07_checkpoints",
+                                           "08_mixed_precision", "09_faults"));
 
 }  // namespace

@@ -7,11 +7,10 @@
 #include <thread>
 
 #include "sim_test_support.hpp"
+#include "support/fault_timing.hpp"
 
 namespace zl::simtest {
 namespace {
-
-constexpr double kBoundSeconds = 5.0;
 
 // Runs `call(comm)` as call #3 of every rank (after two barriers) on a world of 4 and checks that
 // every rank, and run(), fail with a mismatch error that contains `expected`.
@@ -31,7 +30,7 @@ void expect_mismatch(const std::function<void(Comm&)>& call, const std::string& 
       }
     });
   });
-  EXPECT_LT(seconds, kBoundSeconds);
+  EXPECT_LT(seconds, kFaultBoundSeconds);
   EXPECT_TRUE(contains(error, expected));
   for (const auto& message : messages)
     EXPECT_EQ(message, messages[0]) << "every rank gets the same error";
@@ -121,7 +120,7 @@ TEST(SimFailures, throwing_rank_fails_run_with_its_message) {
       }
     });
   });
-  EXPECT_LT(seconds, kBoundSeconds);
+  EXPECT_LT(seconds, kFaultBoundSeconds);
   EXPECT_EQ(error, "rank 1: loss is NaN at step 2");
   EXPECT_EQ(
       messages[0],
@@ -165,25 +164,24 @@ TEST(SimFailures, rank_returning_early_is_named) {
       for (int i = 0; i < calls; ++i) comm.all_reduce(data.data(), 10, DType::F32, ReduceOp::Sum);
     });
   });
-  EXPECT_LT(seconds, kBoundSeconds);
+  EXPECT_LT(seconds, kFaultBoundSeconds);
   EXPECT_TRUE(contains(error,
                        "waits in call #4 all_reduce(fp32, 10 elems, sum) but rank 1 "
                        "returned after 3 collectives"));
 }
 
 TEST(SimFailures, rank_that_never_arrives_times_out) {
-  SimWorld sim(4, SimOptions{.timeout = std::chrono::milliseconds(200)});
+  SimWorld sim(4, SimOptions{.timeout = kFaultTimeout});
   std::string error;
   const double seconds = seconds_taken([&] {
     error = run_error(sim, [](Comm& comm) {
       comm.barrier();
-      if (comm.rank() == 1 || comm.rank() == 3)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+      if (comm.rank() == 1 || comm.rank() == 3) std::this_thread::sleep_for(3 * kFaultTimeout);
       comm.barrier();
     });
   });
-  EXPECT_LT(seconds, kBoundSeconds);
-  EXPECT_TRUE(contains(error, "timeout after 200 ms: rank "));
+  EXPECT_LT(seconds, kFaultBoundSeconds);
+  EXPECT_TRUE(contains(error, fmt::format("timeout after {} ms: rank ", kFaultTimeoutMs)));
   EXPECT_TRUE(contains(error, " waits in call #2 barrier; ranks 1, 3 never arrived"));
   EXPECT_TRUE(error.starts_with("rank 0: ") || error.starts_with("rank 2: ")) << error;
 }

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "support/fault_timing.hpp"
+
 namespace zl {
 namespace {
 
@@ -101,8 +103,8 @@ TEST_F(FaultCli, EveryKindAtEveryStageFailsInOneLineNamingTheCall) {
     for (const std::string kind : {"throw", "skip", "slow"}) {
       const std::string spec = fmt::format("rank=2,at={},kind={}", site, kind);
       const std::string args = fmt::format(
-          "train --stage {} --world 4 {} --collective-timeout-ms 200 --inject-fault {}{}", stage,
-          kSmall, spec, all_outputs());
+          "train --stage {} --world 4 {} --collective-timeout-ms {} --inject-fault {}{}", stage,
+          kSmall, kFaultTimeoutMs, spec, all_outputs());
       const auto run = zerolab(args);
       const std::string collective = site.substr(0, site.find(':'));
       const std::string nth = site.substr(site.find(':') + 1);
@@ -110,7 +112,7 @@ TEST_F(FaultCli, EveryKindAtEveryStageFailsInOneLineNamingTheCall) {
           run, 1,
           fmt::format("zerolab: error: rank 2: injected fault at {} #{} (call #", collective, nth),
           args);
-      EXPECT_LT(run.seconds, 3.0) << args;
+      EXPECT_LT(run.seconds, kFaultBoundSeconds) << args;
     }
   }
 }

@@ -7,12 +7,10 @@
 #include <thread>
 
 #include "sim_test_support.hpp"
+#include "support/fault_timing.hpp"
 
 namespace zl::simtest {
 namespace {
-
-constexpr double kBoundSeconds = 5.0;
-constexpr auto kShortTimeout = std::chrono::milliseconds(200);
 
 // Four ranks, each making `steps` rounds of all_reduce, reduce_scatter, all_gather, broadcast and
 // barrier: collective k of each kind is call 5 (k - 1) + 1 + position of the kind.
@@ -31,12 +29,12 @@ void five_kinds(Comm& comm, int steps = 3) {
 // Runs five_kinds on 4 ranks with `fault` and returns run()'s error, checking the time it took
 // and that no thread outlives the run.
 std::string fault_error(const FaultSpec& fault) {
-  SimWorld sim(4, SimOptions{.timeout = kShortTimeout, .faults = {fault}});
+  SimWorld sim(4, SimOptions{.timeout = kFaultTimeout, .faults = {fault}});
   const int threads_before = baseline_thread_count();
   std::string error;
   const double seconds =
       seconds_taken([&] { error = run_error(sim, [](Comm& c) { five_kinds(c); }); });
-  EXPECT_LT(seconds, kBoundSeconds) << to_string(fault);
+  EXPECT_LT(seconds, kFaultBoundSeconds) << to_string(fault);
   EXPECT_LE(settled_thread_count(threads_before), threads_before) << to_string(fault);
   EXPECT_EQ(error.find('\n'), std::string::npos) << error;
   return error;
@@ -164,10 +162,11 @@ TEST(SimFaults, skip_of_the_last_call_is_an_early_return) {
 TEST(SimFaults, slow_rank_makes_the_others_time_out) {
   const std::string error = fault_error(parse_fault_spec("rank=2,at=broadcast:2,kind=slow"));
   EXPECT_TRUE(
-      error.starts_with("rank 2: injected fault at broadcast #2 (call #9): held back for "
-                        "twice the 200 ms collective timeout; then rank "))
+      error.starts_with(fmt::format("rank 2: injected fault at broadcast #2 (call #9): held back "
+                                    "for twice the {} ms collective timeout; then rank ",
+                                    kFaultTimeoutMs)))
       << error;
-  EXPECT_TRUE(contains(error, "timeout after 200 ms: rank "));
+  EXPECT_TRUE(contains(error, fmt::format("timeout after {} ms: rank ", kFaultTimeoutMs)));
   EXPECT_TRUE(contains(error, "waits in call #9 broadcast(fp32, 8 elems, root 0); rank"));
   EXPECT_TRUE(contains(error, "2 never arrived"));
 }
@@ -175,12 +174,12 @@ TEST(SimFaults, slow_rank_makes_the_others_time_out) {
 // The slow rank stops sleeping once the others have failed: the run ends about one timeout after
 // the call, not two.
 TEST(SimFaults, slow_rank_wakes_when_the_others_give_up) {
-  const auto timeout = std::chrono::milliseconds(1000);
-  SimWorld sim(3, SimOptions{.timeout = timeout,
+  SimWorld sim(3, SimOptions{.timeout = kFaultTimeout,
                              .faults = {parse_fault_spec("rank=1,at=barrier:1,kind=slow")}});
   const double seconds = seconds_taken([&] { run_error(sim, [](Comm& comm) { comm.barrier(); }); });
-  EXPECT_GE(seconds, 1.0);
-  EXPECT_LT(seconds, 1.9);  // sleeping on would take 2 s
+  const double timeout_seconds = std::chrono::duration<double>(kFaultTimeout).count();
+  EXPECT_GE(seconds, timeout_seconds);
+  EXPECT_LT(seconds, 1.9 * timeout_seconds);  // sleeping on would take twice the timeout
 }
 
 // Every kind at every collective ends in bounded time with the rank and the call named.
@@ -224,7 +223,7 @@ TEST(SimFaults, only_the_named_rank_is_faulty) {
 // The other failure modes, too, leave no thread behind.
 TEST(SimFaults, no_thread_is_left_running_after_any_failure) {
   const int threads_before = baseline_thread_count();
-  SimWorld sim(6, SimOptions{.timeout = kShortTimeout});
+  SimWorld sim(6, SimOptions{.timeout = kFaultTimeout});
   const std::function<void(Comm&)> bodies[] = {
       [](Comm& comm) {  // throws mid-run while the others wait in a collective
         comm.barrier();
@@ -236,7 +235,7 @@ TEST(SimFaults, no_thread_is_left_running_after_any_failure) {
         comm.all_reduce(data.data(), comm.rank() == 5 ? 7 : 8, DType::F32, ReduceOp::Sum);
       },
       [](Comm& comm) {  // arrives after the timeout
-        if (comm.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+        if (comm.rank() == 0) std::this_thread::sleep_for(2 * kFaultTimeout);
         comm.barrier();
       },
       [](Comm& comm) {  // returns early
@@ -246,7 +245,7 @@ TEST(SimFaults, no_thread_is_left_running_after_any_failure) {
   };
   for (const auto& body : bodies) {
     const double seconds = seconds_taken([&] { run_error(sim, body); });
-    EXPECT_LT(seconds, kBoundSeconds);
+    EXPECT_LT(seconds, kFaultBoundSeconds);
     EXPECT_LE(settled_thread_count(threads_before), threads_before);
   }
 }

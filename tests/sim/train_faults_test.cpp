@@ -16,6 +16,7 @@
 #include "model/data.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "sim/sim_test_support.hpp"
+#include "support/fault_timing.hpp"
 #include "support/small_config.hpp"
 
 namespace zl {
@@ -26,12 +27,11 @@ using simtest::settled_thread_count;
 
 constexpr EngineKind kStages[] = {EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2,
                                   EngineKind::Zero3};
-constexpr double kBoundSeconds = 3.0;
 
 TrainConfig small_config(EngineKind engine) {
   TrainConfig config = ::zl::small_config();
   config.engine = engine;
-  config.collective_timeout = std::chrono::milliseconds(200);
+  config.collective_timeout = kFaultTimeout;
   return config;
 }
 
@@ -66,7 +66,7 @@ TEST(TrainFaults, every_kind_at_every_stage_ends_with_the_call_named) {
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         const std::string at = fmt::format("{} {}", engine_name(engine), spec);
-        EXPECT_LT(seconds, kBoundSeconds) << at;
+        EXPECT_LT(seconds, kFaultBoundSeconds) << at;
         EXPECT_LE(settled_thread_count(threads_before), threads_before) << at;
         const std::string collective = site.substr(0, site.find(':'));
         const std::string nth = site.substr(site.find(':') + 1);
@@ -80,7 +80,9 @@ TEST(TrainFaults, every_kind_at_every_stage_ends_with_the_call_named) {
               << at << ": " << error;
         }
         if (kind == "slow") {
-          EXPECT_NE(error.find("timeout after 200 ms"), std::string::npos) << at << ": " << error;
+          EXPECT_NE(error.find(fmt::format("timeout after {} ms", kFaultTimeoutMs)),
+                    std::string::npos)
+              << at << ": " << error;
         }
       }
     }
