@@ -21,8 +21,7 @@ void check_heads(const char* kernel, std::int64_t channels, std::int64_t heads) 
 
 void Device::adamw_update_rounded(std::span<float> master, std::span<const float> grads,
                                   std::span<float> exp_avg, std::span<float> exp_avg_sq,
-                                  const AdamWScalars& scalars, void* rounded,
-                                  DType rounded_dtype) {
+                                  const AdamWScalars& scalars, void* rounded, DType rounded_dtype) {
   adamw_update(master, grads, exp_avg, exp_avg_sq, scalars);
   convert(master.data(), DType::F32, rounded, rounded_dtype,
           static_cast<std::int64_t>(master.size()));
@@ -167,6 +166,7 @@ void Device::attention_forward(std::span<const float> qkv, std::span<float> prob
   check_elems("attention_forward", "qkv", qkv.size(), batch * T * 3 * C);
   check_elems("attention_forward", "probs", probs.size(), batch * heads * T * T);
   check_elems("attention_forward", "out", out.size(), batch * T * C);
+  if (batch * T == 0) return;
   do_attention_forward(qkv, probs, out, batch, seq_len, channels, heads);
 }
 
@@ -180,6 +180,7 @@ void Device::attention_backward(std::span<const float> qkv, std::span<const floa
   check_elems("attention_backward", "probs", probs.size(), batch * heads * T * T);
   check_elems("attention_backward", "dout", dout.size(), batch * T * C);
   check_elems("attention_backward", "dqkv", dqkv.size(), batch * T * 3 * C);
+  if (batch * T == 0) return;
   do_attention_backward(qkv, probs, dout, dqkv, batch, seq_len, channels, heads);
 }
 

@@ -4,6 +4,7 @@
 // once, in device.cpp, before the device's own code runs.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -14,6 +15,12 @@
 #include "optim/adamw.hpp"
 
 namespace zl {
+
+/// The scale of attention's scores, 1 / sqrt(head_dim), in double (every device rounds it the
+/// same way from here).
+inline double attention_scale(std::int64_t head_dim) {
+  return 1.0 / std::sqrt(static_cast<double>(head_dim));
+}
 
 /// Memory and kernels of one rank. Not thread-safe: one Device per rank.
 ///
@@ -241,11 +248,13 @@ class Device : public Allocator {
   /// gelu_tanh_backward after its checks.
   virtual void do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
                                      std::span<float> dx) = 0;
-  /// attention_forward after its checks (heads >= 1 divide the channels).
+  /// attention_forward after its checks (heads >= 1 divide the channels; batch and seq_len are
+  /// not 0: with nothing to compute, attention_forward returns before it).
   virtual void do_attention_forward(std::span<const float> qkv, std::span<float> probs,
                                     std::span<float> out, std::int64_t batch, std::int64_t seq_len,
                                     std::int64_t channels, std::int64_t heads) = 0;
-  /// attention_backward after its checks (heads >= 1 divide the channels).
+  /// attention_backward after its checks (heads >= 1 divide the channels; batch and seq_len are
+  /// not 0).
   virtual void do_attention_backward(std::span<const float> qkv, std::span<const float> probs,
                                      std::span<const float> dout, std::span<float> dqkv,
                                      std::int64_t batch, std::int64_t seq_len,

@@ -17,7 +17,7 @@ void CpuDevice::do_attention_forward(std::span<const float> qkv, std::span<float
                                      std::span<float> out, std::int64_t batch, std::int64_t seq_len,
                                      std::int64_t channels, std::int64_t heads) {
   const std::int64_t T = seq_len, C = channels, D = C / heads;  // heads divide C: Device checked
-  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const double scale = attention_scale(D);
   std::vector<double> scores(static_cast<std::size_t>(T));
   std::vector<double> acc(static_cast<std::size_t>(D));
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -58,7 +58,7 @@ void CpuDevice::do_attention_backward(std::span<const float> qkv, std::span<cons
                                       std::int64_t batch, std::int64_t seq_len,
                                       std::int64_t channels, std::int64_t heads) {
   const std::int64_t T = seq_len, C = channels, D = C / heads;  // heads divide C: Device checked
-  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const double scale = attention_scale(D);
   std::vector<double> dprobs(static_cast<std::size_t>(T));
   std::vector<double> dq(static_cast<std::size_t>(D));
   // dk and dv of this head [T, D]: every later query adds to them, so they are summed over t

@@ -18,7 +18,6 @@ namespace zl::cuda {
 
 namespace {
 
-constexpr int kWarpThreads = 32;
 constexpr int kRowsPerBlock = 8;  // warps per block
 
 // Row r of `scores` [rows, T] is query position t = r % T: entries s <= t become
@@ -58,24 +57,21 @@ __global__ void causal_softmax_backward_kernel(const float* probs, float* dprobs
     dp[s] = s <= t ? static_cast<float>(p[s] * (dp[s] - weighted)) : 0.0f;
 }
 
-unsigned int row_blocks(std::int64_t rows) {
-  return static_cast<unsigned int>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-}
-
 }  // namespace
 
 void causal_softmax(float* scores, std::int64_t rows, std::int64_t seq_len, cudaStream_t stream) {
   if (rows == 0 || seq_len == 0) return;
-  causal_softmax_kernel<<<row_blocks(rows), kRowsPerBlock * kWarpThreads, 0, stream>>>(scores, rows,
-                                                                                       seq_len);
+  causal_softmax_kernel<<<blocks_covering(rows, kRowsPerBlock), kRowsPerBlock * kWarpThreads, 0,
+                          stream>>>(scores, rows, seq_len);
   cuda_check_launch("causal_softmax");
 }
 
 void causal_softmax_backward(const float* probs, float* dprobs, std::int64_t rows,
                              std::int64_t seq_len, cudaStream_t stream) {
   if (rows == 0 || seq_len == 0) return;
-  causal_softmax_backward_kernel<<<row_blocks(rows), kRowsPerBlock * kWarpThreads, 0, stream>>>(
-      probs, dprobs, rows, seq_len);
+  causal_softmax_backward_kernel<<<blocks_covering(rows, kRowsPerBlock),
+                                   kRowsPerBlock * kWarpThreads, 0, stream>>>(probs, dprobs, rows,
+                                                                              seq_len);
   cuda_check_launch("causal_softmax_backward");
 }
 

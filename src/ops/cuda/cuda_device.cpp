@@ -9,7 +9,6 @@
 // (m, n, k) = (N, M, K) with B first.
 #include "ops/cuda/cuda_device.hpp"
 
-#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <vector>
@@ -104,7 +103,6 @@ void* CudaDevice::allocate(std::size_t bytes) {
   if (const auto cached = cache_.find(bytes); cached != cache_.end()) {
     ptr = cached->second;
     cache_.erase(cached);
-    cached_bytes_ -= static_cast<std::int64_t>(bytes);
   } else if (cudaMalloc(&ptr, bytes) != cudaSuccess) {
     (void)cudaGetLastError();  // the failed cudaMalloc's error is not sticky; clear it anyway
     release_cache();
@@ -126,7 +124,6 @@ void CudaDevice::deallocate(void* ptr, std::size_t bytes) {
     return;
   }
   cache_.emplace(bytes, ptr);
-  cached_bytes_ += static_cast<std::int64_t>(bytes);
 }
 
 void CudaDevice::release_cache() {
@@ -134,7 +131,12 @@ void CudaDevice::release_cache() {
   ZL_CUDA_CHECK(cudaDeviceSynchronize());
   for (const auto& [bytes, ptr] : cache_) ZL_CUDA_CHECK(cudaFree(ptr));
   cache_.clear();
-  cached_bytes_ = 0;
+}
+
+std::int64_t CudaDevice::cached_bytes() const {
+  std::int64_t bytes = 0;
+  for (const auto& [block_bytes, ptr] : cache_) bytes += static_cast<std::int64_t>(block_bytes);
+  return bytes;
 }
 
 void CudaDevice::synchronize() {
@@ -148,7 +150,7 @@ DeviceMemoryCheck CudaDevice::memory_check() {
   check.ledger_bytes = ledger().total_current_bytes();
   check.internal_bytes = static_cast<std::int64_t>(cublas_workspace_bytes_ + scratch_bytes_ +
                                                    sizeof(unsigned long long)) +
-                         cached_bytes_;
+                         cached_bytes();
   check.allocations = live_allocations_ + static_cast<std::int64_t>(cache_.size()) + 2 +
                       (scratch_ != nullptr ? 1 : 0);
   check.driver_used_bytes = driver_used_bytes() - baseline_used_bytes_;
@@ -525,9 +527,8 @@ void CudaDevice::do_attention_forward(std::span<const float> qkv, std::span<floa
                                       std::int64_t seq_len, std::int64_t channels,
                                       std::int64_t heads) {
   const std::int64_t T = seq_len, C = channels, D = channels / heads;
-  if (batch * T == 0) return;
   select();
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  const auto scale = static_cast<float>(attention_scale(D));
   for (std::int64_t b = 0; b < batch; ++b) {
     const float* q = qkv.data() + b * T * 3 * C;
     float* p = probs.data() + b * heads * T * T;
@@ -545,9 +546,8 @@ void CudaDevice::do_attention_backward(std::span<const float> qkv, std::span<con
                                        std::int64_t batch, std::int64_t seq_len,
                                        std::int64_t channels, std::int64_t heads) {
   const std::int64_t T = seq_len, C = channels, D = channels / heads;
-  if (batch * T == 0) return;
   select();
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  const auto scale = static_cast<float>(attention_scale(D));
   auto* dscores =
       static_cast<float*>(scratch(static_cast<std::size_t>(heads * T * T) * sizeof(float)));
   for (std::int64_t b = 0; b < batch; ++b) {

@@ -73,7 +73,7 @@ class CudaDevice final : public Device {
   /// Gives every cached block back to the driver (torch.cuda.empty_cache()).
   void release_cache();
   /// Bytes in cached blocks: held from the driver, booked in no ledger category.
-  std::int64_t cached_bytes() const { return cached_bytes_; }
+  std::int64_t cached_bytes() const;
 
   /// The CUDA device index this rank uses.
   int device_index() const { return device_index_; }
@@ -235,7 +235,6 @@ class CudaDevice final : public Device {
   unsigned long long* bad_index_ = nullptr;  // one word of device memory
   std::int64_t live_allocations_ = 0;        // buffers handed out by allocate, not yet freed
   std::multimap<std::size_t, void*> cache_;  // deallocated blocks by size, for allocate
-  std::int64_t cached_bytes_ = 0;            // their bytes
   std::int64_t baseline_used_bytes_ = 0;     // driver's used bytes once this device was set up
   bool bf16_gemms_ = false;                  // set_bf16_gemms
 };

@@ -46,10 +46,6 @@ constexpr int kTileRows = 256;
 constexpr int kTileThreads = 256;
 constexpr int kTileRowLanes = kTileThreads / kTileCols;
 
-unsigned int column_blocks(std::int64_t cols) {
-  return static_cast<unsigned int>((cols + kTileCols - 1) / kTileCols);
-}
-
 // Copies rows [first_row, first_row + kTileRows) of columns [first_col, first_col + kTileCols)
 // of `in` [rows, cols] into `tile` (0 past the edges); every thread of the block calls it.
 __device__ void load_tile(const float* in, std::int64_t rows, std::int64_t cols,
@@ -314,7 +310,8 @@ void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t col
 void add_column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols,
                      cudaStream_t stream) {
   if (cols == 0) return;
-  add_column_sums_kernel<<<column_blocks(cols), kTileThreads, 0, stream>>>(dy, db, rows, cols);
+  add_column_sums_kernel<<<blocks_covering(cols, kTileCols), kTileThreads, 0, stream>>>(dy, db,
+                                                                                        rows, cols);
   cuda_check_launch("add_column_sums");
 }
 
@@ -395,8 +392,8 @@ void layernorm_backward(const float* x, const float* weight, const float* mean, 
   layernorm_backward_dx_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
       x, weight, mean, rstd, dy, dx, channels);
   cuda_check_launch("layernorm_backward (dx)");
-  layernorm_backward_params_kernel<<<column_blocks(channels), kTileThreads, 0, stream>>>(
-      x, mean, rstd, dy, dweight, dbias, rows, channels);
+  layernorm_backward_params_kernel<<<blocks_covering(channels, kTileCols), kTileThreads, 0,
+                                     stream>>>(x, mean, rstd, dy, dweight, dbias, rows, channels);
   cuda_check_launch("layernorm_backward (dweight, dbias)");
 }
 

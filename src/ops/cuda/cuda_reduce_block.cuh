@@ -9,7 +9,10 @@
 
 namespace zl::cuda {
 
-/// Threads per block of the row kernels (LayerNorm, cross-entropy): a multiple of 32.
+/// Threads per warp.
+inline constexpr int kWarpThreads = 32;
+
+/// Threads per block of the row kernels (LayerNorm, cross-entropy): a multiple of kWarpThreads.
 inline constexpr int kRowThreads = 256;
 
 /// Sum over the warp of each lane's `value`, every lane getting it: a butterfly whose order is
@@ -38,12 +41,12 @@ __device__ T warp_max(T value) {
 template <class T>
 __device__ T block_sum(T value, T* partials) {
   value = warp_sum(value);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % kWarpThreads, warp = threadIdx.x / kWarpThreads;
   __syncthreads();  // partials may still be read by a previous call
   if (lane == 0) partials[warp] = value;
   __syncthreads();
   if (warp == 0) {
-    const int warps = (blockDim.x + 31) / 32;
+    const int warps = (blockDim.x + kWarpThreads - 1) / kWarpThreads;
     value = warp_sum(lane < warps ? partials[lane] : T(0));
     __syncwarp();  // every lane has read its partial before lane 0 overwrites partials[0]
     if (lane == 0) partials[0] = value;
@@ -57,12 +60,12 @@ __device__ T block_sum(T value, T* partials) {
 template <class T>
 __device__ T block_max(T value, T* partials) {
   value = warp_max(value);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % kWarpThreads, warp = threadIdx.x / kWarpThreads;
   __syncthreads();
   if (lane == 0) partials[warp] = value;
   __syncthreads();
   if (warp == 0) {
-    const int warps = (blockDim.x + 31) / 32;
+    const int warps = (blockDim.x + kWarpThreads - 1) / kWarpThreads;
     value = warp_max(lane < warps ? partials[lane] : partials[0]);
     __syncwarp();  // every lane has read its partial before lane 0 overwrites partials[0]
     if (lane == 0) partials[0] = value;
@@ -71,12 +74,17 @@ __device__ T block_max(T value, T* partials) {
   return partials[0];
 }
 
+/// Blocks of `per_block` items each that cover `items` (at least one block).
+inline unsigned int blocks_covering(long long items, long long per_block) {
+  const long long blocks = (items + per_block - 1) / per_block;
+  return static_cast<unsigned int>(blocks < 1 ? 1 : blocks);
+}
+
 /// Blocks for a grid-stride loop over `elems` elements with `threads` per block (capped: the
 /// loop covers the rest).
 inline unsigned int grid_for(long long elems, int threads) {
-  const long long blocks = (elems + threads - 1) / threads;
-  constexpr long long kMaxBlocks = 65536;
-  return static_cast<unsigned int>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
+  const long long max_elems = 65536LL * threads;  // at most 65536 blocks
+  return blocks_covering(elems < max_elems ? elems : max_elems, threads);
 }
 
 }  // namespace zl::cuda
