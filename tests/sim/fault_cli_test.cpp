@@ -104,7 +104,7 @@ TEST_F(FaultCli, EveryKindAtEveryStageFailsInOneLineNamingTheCall) {
       const std::string spec = fmt::format("rank=2,at={},kind={}", site, kind);
       const std::string args = fmt::format(
           "train --stage {} --world 4 {} --collective-timeout-ms {} --inject-fault {}{}", stage,
-          kSmall, kFaultTimeoutMs, spec, all_outputs());
+          kSmall, kFaultTimeout.count(), spec, all_outputs());
       const auto run = zerolab(args);
       const std::string collective = site.substr(0, site.find(':'));
       const std::string nth = site.substr(site.find(':') + 1);

@@ -80,7 +80,7 @@ TEST(TrainFaults, every_kind_at_every_stage_ends_with_the_call_named) {
               << at << ": " << error;
         }
         if (kind == "slow") {
-          EXPECT_NE(error.find(fmt::format("timeout after {} ms", kFaultTimeoutMs)),
+          EXPECT_NE(error.find(fmt::format("timeout after {} ms", kFaultTimeout.count())),
                     std::string::npos)
               << at << ": " << error;
         }
