@@ -6,7 +6,7 @@
 
 #include <array>
 
-#include "engines/compare.hpp"
+#include "run/compare.hpp"
 #include "lesson_support.hpp"
 
 using namespace zl;

@@ -11,7 +11,7 @@
 
 #include "ckpt/consolidate.hpp"
 #include "ckpt/safetensors.hpp"
-#include "engines/compare.hpp"
+#include "run/compare.hpp"
 #include "lesson_support.hpp"
 
 using namespace zl;

@@ -12,7 +12,7 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "engines/compare.hpp"
+#include "run/compare.hpp"
 #include "engines/estimate.hpp"
 #include "optim/grad_norm.hpp"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/memory_ledger.hpp"
-#include "engines/trainer.hpp"
+#include "run/train.hpp"
 
 namespace zl::lessons {
 

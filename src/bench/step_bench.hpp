@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engines/trainer.hpp"
+#include "run/train.hpp"
 
 namespace zl::bench {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engines/trainer.hpp"
+#include "run/train.hpp"
 
 namespace zl {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cli/ds_config.hpp"
-#include "engines/trainer.hpp"
+#include "run/train.hpp"
 
 namespace zl {
 

@@ -9,7 +9,7 @@
 
 #include <filesystem>
 
-#include "engines/compare.hpp"
+#include "run/compare.hpp"
 #include "model/gpt_config.hpp"
 #include "support/arbitrary.hpp"
 #include "support/small_config.hpp"

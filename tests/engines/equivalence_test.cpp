@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "engines/compare.hpp"
+#include "run/compare.hpp"
 #include "support/arbitrary.hpp"
 #include "support/small_config.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "engines/compare.hpp"
+#include "run/compare.hpp"
 #include "engines/optimizer_step.hpp"
 #include "engines/sharding.hpp"
 #include "ops/cpu/cpu_device.hpp"

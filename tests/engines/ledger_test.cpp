@@ -15,7 +15,7 @@
 #include <mutex>
 
 #include "engines/estimate.hpp"
-#include "engines/trainer.hpp"
+#include "run/train.hpp"
 
 namespace zl {
 namespace {

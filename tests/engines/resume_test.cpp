@@ -9,8 +9,8 @@
 
 #include "ckpt/consolidate.hpp"
 #include "ckpt/safetensors.hpp"
-#include "engines/compare.hpp"
-#include "engines/trainer.hpp"
+#include "run/compare.hpp"
+#include "run/train.hpp"
 
 namespace zl {
 namespace {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "engines/estimate.hpp"
-#include "engines/trainer.hpp"
+#include "run/train.hpp"
 
 namespace zl {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engines/trainer.hpp"
+#include "run/train.hpp"
 #include "gpu/gpu_test_support.hpp"
 
 namespace zl {

@@ -1,7 +1,7 @@
 // rank_reports_test.cpp — what an mpi run's ranks send to rank 0 comes back as it was: the memory
 // ledger's current and peak bytes per category and its total peak, the traffic ledger's bytes and
 // calls per collective, the step times, and checkpoint file entries; damaged bytes are an error.
-#include "engines/rank_reports.hpp"
+#include "run/rank_reports.hpp"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 #include <limits>
 #include <optional>
 
-#include "engines/compare.hpp"
+#include "run/compare.hpp"
 #include "model/data.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "sim/sim_test_support.hpp"

@@ -7,7 +7,7 @@
 
 #include <ostream>
 
-#include "engines/trainer.hpp"
+#include "run/train.hpp"
 
 namespace zl {
 

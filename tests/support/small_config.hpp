@@ -1,7 +1,7 @@
 // small_config.hpp — the small training run many tests use: 3 ranks, 3 steps, a 3-layer MLP.
 #pragma once
 
-#include "engines/trainer.hpp"
+#include "run/train.hpp"
 
 namespace zl {
 

@@ -1,96 +1,23 @@
-// trainer.hpp — runs a whole training job: builds the world (the simulator's threads, this
-// process's rank of an MPI or NCCL job, or one process for the reference), a device, the model
-// and an engine per rank, steps it (each engine averages the logged loss across ranks), and collects the
-// final state and each rank's ledgers.
+// train.hpp — runs a whole training job: the run layer's one entry point for the command, the
+// lessons and the tests. train() builds the world (the simulator's threads, this process's rank of
+// an MPI or NCCL job, or one process for the reference), a device, the model and an engine per
+// rank, steps it (each engine averages the logged loss across ranks), and collects the final state
+// and each rank's ledgers.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <optional>
 #include <vector>
 
-#include "comm/mpi/mpi_reduce.hpp"
 #include "comm/traffic_ledger.hpp"
 #include "core/memory_ledger.hpp"
 #include "engines/engine.hpp"
 #include "engines/partition.hpp"
-#include "engines/rank_device.hpp"
-#include "fault_injection.hpp"
-#include "links.hpp"
-#include "model/gpt_config.hpp"
-#include "model/mlp.hpp"
+#include "run/train_config.hpp"
 #include "timeline.hpp"
 
 namespace zl {
-
-/// The models `zerolab train --model` offers.
-enum class ModelKind { Mlp, Gpt };
-
-/// "mlp" or "gpt".
-std::string_view model_name(ModelKind kind);
-
-/// Where the ranks of a distributed engine run (`--backend`).
-enum class Backend : std::uint8_t {
-  Sim,  ///< W threads in this process (SimWorld): bit-exact, with the simulated timeline
-  Mpi,  ///< one rank per process under `mpirun -np W` (MpiComm); W is the number of processes
-  /// one rank per process and GPU (NcclComm on a CudaDevice), launched by mpirun or torchrun-style
-  /// variables (RANK, WORLD_SIZE, LOCAL_RANK); a single process without them is W = 1
-  Nccl,
-};
-
-/// "sim", "mpi" or "nccl".
-std::string_view backend_name(Backend backend);
-
-/// The number of ranks `backend` was launched with: the processes of the MPI job for Mpi
-/// (initialising MPI; 1 for a process started without mpirun), WORLD_SIZE (or mpirun's size, or
-/// 1) for Nccl, nullopt for Sim, whose world is whatever the config says. Throws zl::Error for
-/// Mpi when zerolab was built without MPI.
-std::optional<int> launched_world(Backend backend);
-
-/// Everything that defines a run. Two runs with equal configs produce identical bits.
-struct TrainConfig {
-  ModelKind model = ModelKind::Mlp;  ///< which model trains (--model)
-  MlpConfig mlp;  ///< the MLP's shape (model Mlp)
-  GptConfig gpt;  ///< the GPT's shape (model Gpt)
-  /// GPT only: train on this uint16 token file (nanoGPT's .bin) instead of the synthetic task.
-  std::filesystem::path data_file{};
-  /// Precision, loss scaling, accumulation, clipping, buckets, prefetch, persistence.
-  TrainingFeatures features{};
-  EngineKind engine = EngineKind::Ddp;  ///< the reference or a stage's engine (--stage, --engine)
-  /// Sim, or Mpi: then `world` must be the number of processes (launched_world()) and the
-  /// results are bitwise the sim's with MpiReduce::Deterministic, close with Native.
-  Backend backend = Backend::Sim;
-  MpiReduce mpi_reduce = MpiReduce::Deterministic;  ///< how the Mpi backend reduces
-  /// Where each rank computes (--accelerator): Cpu; Cuda (the Nccl backend's, or the sim's ranks
-  /// sharing GPU 0); CpuDetached (tests: bitwise Cpu, with memory the host may not touch).
-  Accelerator accelerator = Accelerator::Cpu;
-  int world = 1;           ///< ranks W (the reference plays all W in one process)
-  std::int64_t steps = 10;  ///< optimizer steps, counted from the run's start (also when resuming)
-  std::int64_t micro_batch = 32;  ///< rows per rank per micro-step (train_micro_batch_size_per_gpu)
-  AdamWConfig adamw;  ///< learning rate, betas, eps, weight decay (torch.optim.AdamW's meaning)
-  std::uint64_t seed = 0;    ///< parameter init and data
-  bool record_data = false;  ///< keep every sample the engines were given (for --save-data)
-  /// Sim only: the longest a rank waits in one collective before the run fails naming it.
-  std::chrono::milliseconds collective_timeout{std::chrono::seconds(120)};
-  /// Steps whose gradient norm is NaN or infinite stop the run (Stop) or are skipped (Skip).
-  NonFinitePolicy nonfinite = NonFinitePolicy::Stop;
-  std::vector<FaultSpec> faults{};  ///< injected into the simulated ranks (--inject-fault)
-  /// Start from these parameters (fp32 safetensors with the model's names, e.g. written by
-  /// `zerolab consolidate` or --save-final) instead of the random init; empty: random init.
-  std::filesystem::path init_file{};
-  /// The simulated timeline (docs/timeline.md): collectives cost alpha + bytes / busbw on `link`;
-  /// compute is each rank's measured CPU time, scaled to `device` when one other than "cpu" is
-  /// given. Never changes results.
-  LinkPreset link = link_preset(kDefaultLink);
-  std::optional<DevicePreset> device{};  ///< scale compute to this device (--device); none: CPU time
-  /// Keep every rank's timeline program and events (for --trace and --what-if-world).
-  bool record_timeline = false;
-};
-
-/// Throws zl::Error with a one-line message naming the bad setting and what to use instead.
-void validate(const TrainConfig& config);
 
 /// What one step reports, as the command prints it.
 struct StepRecord {

@@ -1,6 +1,6 @@
 // rank_reports.cpp — RankTotals and FileEntry to bytes and back: fixed-size numbers copied in
 // order, strings as a length and their characters.
-#include "engines/rank_reports.hpp"
+#include "run/rank_reports.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,5 +1,5 @@
 // rank_device.cpp — makes each rank's device and registers its memory with the simulator.
-#include "engines/rank_device.hpp"
+#include "run/rank_device.hpp"
 
 #include "core/error.hpp"
 #include "detached_collective_memory.hpp"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ckpt/manifest.hpp"
-#include "engines/trainer.hpp"
+#include "run/train.hpp"
 
 namespace zl {
 

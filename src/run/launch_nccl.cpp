@@ -1,0 +1,96 @@
+// launch_nccl.cpp — the nccl backend: this process runs its rank on its GPU (LOCAL_RANK) through
+// an NcclComm, joining the group by MPI under mpirun, by torchrun-style variables, or alone. The
+// per-rank reports and checkpoint file entries travel by all_gather_bytes. A rank that fails
+// prints its message and exits, and NCCL has no timeout: the other ranks then wait in their next
+// collective until the launcher ends them.
+#include "run/launch.hpp"
+#ifdef ZL_HAVE_NCCL
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "comm/nccl/nccl_bootstrap.hpp"
+#include "comm/nccl/nccl_comm.hpp"
+#include "ops/cuda/cuda_device.hpp"
+#include "run/rank_reports.hpp"
+#ifdef ZL_NCCL_WITH_MPI
+#include "comm/nccl/nccl_mpi_bootstrap.hpp"
+#endif
+#endif
+
+namespace zl {
+
+#ifdef ZL_HAVE_NCCL
+namespace {
+
+// How this process joins the NCCL group: by MPI under mpirun, by the torchrun-style variables
+// when WORLD_SIZE is above 1, else alone (W = 1, on GPU LOCAL_RANK when it is set).
+NcclBootstrap nccl_bootstrap() {
+#ifdef ZL_NCCL_WITH_MPI
+  if (under_mpirun()) return nccl_bootstrap_from_mpi();
+#endif
+  ZL_CHECK(!under_mpirun(),
+           "--backend nccl under mpirun needs a zerolab built with MPI: install libopenmpi-dev "
+           "and rebuild, or launch with RANK, WORLD_SIZE and LOCAL_RANK set");
+  if (std::getenv("WORLD_SIZE") == nullptr) return nccl_bootstrap_single();
+  const NcclRankInfo info = nccl_rank_from_env();
+  if (info.world > 1) return nccl_bootstrap_from_env();
+  NcclBootstrap alone = nccl_bootstrap_single();  // WORLD_SIZE=1 needs no id exchange
+  alone.rank = info;
+  return alone;
+}
+
+// Every rank's `bytes`, rank order, over `comm`: their sizes, then the bytes padded to the
+// longest, in 8-byte words (host buffers: NcclComm stages them through the device). Counted in
+// the rank's traffic ledger like any collective. Collective.
+std::vector<std::string> all_gather_bytes(Comm& comm, const std::string& bytes) {
+  const auto world = static_cast<std::size_t>(comm.size());
+  std::vector<std::int64_t> sizes(world);
+  auto own_size = static_cast<std::int64_t>(bytes.size());
+  comm.all_gather(&own_size, sizes.data(), 1, DType::I64);
+  const std::int64_t words = (*std::ranges::max_element(sizes) + 7) / 8;
+  std::vector<std::int64_t> send(static_cast<std::size_t>(words), 0);
+  std::vector<std::int64_t> recv(static_cast<std::size_t>(words) * world);
+  std::memcpy(send.data(), bytes.data(), bytes.size());
+  comm.all_gather(send.data(), recv.data(), static_cast<std::size_t>(words), DType::I64);
+  std::vector<std::string> all;
+  for (std::size_t r = 0; r < world; ++r) {
+    const auto* first =
+        reinterpret_cast<const char*>(recv.data() + r * static_cast<std::size_t>(words));
+    all.emplace_back(first, static_cast<std::size_t>(sizes[r]));
+  }
+  return all;
+}
+
+}  // namespace
+
+void launch_on_nccl(const RunPlan& plan, const RankCallbacks& callbacks, TrainResult& result) {
+  const TrainConfig& config = plan.config;
+  const NcclBootstrap bootstrap = nccl_bootstrap();
+  ZL_CHECK(bootstrap.rank.world == config.world,
+           "--world {} does not match the {} processes launched: drop --world or launch {}",
+           config.world, bootstrap.rank.world, config.world);
+  std::unique_ptr<Device> device = make_rank_device(Accelerator::Cuda, bootstrap.rank.local_rank,
+                                                    config.features.precision);
+  NcclComm comm(static_cast<CudaDevice&>(*device), bootstrap);
+  RankTimeline clocks(config.world, plan.timeline.options);
+  clocks.start();
+  const ShareFile share_file = [](Comm& own, FileEntry entry) {
+    std::vector<FileEntry> files;
+    for (const auto& bytes : all_gather_bytes(own, encode_file_entry(entry))) {
+      files.push_back(decode_file_entry(bytes));
+    }
+    return files;
+  };
+  RankRun run = run_rank(plan, comm, *device, clocks, share_file, callbacks);
+  finish_process_run(result, run, comm.rank() == 0,
+                     [&comm](const std::string& bytes) { return all_gather_bytes(comm, bytes); });
+}
+#else
+void launch_on_nccl(const RunPlan&, const RankCallbacks&, TrainResult&) {
+  fail("{}", kNoNccl);
+}
+#endif
+
+}  // namespace zl

@@ -1,0 +1,142 @@
+// rank_loop.cpp — a rank's engine stepped from the plan's start to its last step: each step timed
+// (wall and simulated), recorded on rank 0, and followed by a checkpoint save when one is due.
+#include "run/rank_loop.hpp"
+
+#include <chrono>
+#include <optional>
+
+#include "ckpt/checkpoint.hpp"
+#include "ckpt/reshard.hpp"
+#include "ops/cpu/cpu_device.hpp"
+#include "run/rank_model.hpp"
+
+namespace zl {
+
+namespace {
+
+// The engine phases that end a span of computation, and the span's name on the timeline.
+std::optional<std::string> compute_label(const EngineEvent& event) {
+  if (event.phase != "forward" && event.phase != "backward" && event.phase != "update") {
+    return std::nullopt;
+  }
+  return event.unit >= 0 ? fmt::format("{} {}", event.phase, event.unit) : std::string(event.phase);
+}
+
+// Rank `rank`'s engine options: its events name the compute spans of its timeline and reach the
+// observer, whose own work is not counted as the step's.
+EngineOptions options_of_rank(const RunPlan& plan, int rank, RankTimeline& clocks,
+                              const RankObserver& observer) {
+  EngineOptions own = plan.options;
+  own.observer = [&observer, rank, clocks = &clocks](const EngineEvent& event,
+                                                     const MemoryLedger& ledger) {
+    if (auto label = compute_label(event)) clocks->mark(*label);
+    if (!observer) return;
+    observer(rank, event, ledger);
+    clocks->discard();
+  };
+  return own;
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// Makes the plan's steps on `engine` (whose loss is already the mean over ranks); `after_step`
+// gets the number of completed steps. Rank 0 records each step.
+void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank0,
+               RankTimeline& clocks, const RankCallbacks& callbacks,
+               const std::function<void(std::int64_t)>& after_step) {
+  for (std::int64_t step = plan.start.step; step < plan.config.steps; ++step) {
+    const auto started = std::chrono::steady_clock::now();
+    clocks.begin_step(step);
+    const StepStats stats = engine.step(step);
+    device.synchronize();  // a GPU's step has ended when its queued work has
+    const double step_ms = ms_since(started);
+    const StepTimes times = clocks.end_step();
+    const StepRecord record{.step = step,
+                            .loss = stats.loss,
+                            .grad_norm = stats.grad_norm,
+                            .step_ms = step_ms,
+                            .skipped = stats.skipped,
+                            .compute_ms = times.compute_ms,
+                            .comm_ms = times.comm_ms,
+                            .exposed_comm_ms = times.exposed_comm_ms,
+                            .sim_step_ms = times.step_ms,
+                            .tokens = plan.step_tokens,
+                            .memory = device.ledger()};
+    after_step(step + 1);
+    if (!is_rank0) continue;
+    callbacks.steps.push_back(record);
+    if (callbacks.on_step) callbacks.on_step(record);
+  }
+}
+
+// After `done` steps, when a save is due: every rank writes its file; once all have (share_file),
+// rank 0 commits the manifest and `latest`, and all wait for it.
+void save_if_due(const RunPlan& plan, Engine& engine, Comm& comm,
+                 const std::vector<UnitLayout>& layout, const ShareFile& share_file,
+                 std::int64_t done) {
+  const CheckpointPlan& checkpoints = plan.checkpoints;
+  const bool due = done == plan.config.steps ||
+                   (checkpoints.every_steps > 0 && done % checkpoints.every_steps == 0);
+  if (!plan.saving() || !due) return;
+  const ShardState state = engine.shard_state();
+  const std::vector<FileEntry> files = share_file(
+      comm, write_rank_file(step_dir(checkpoints.dir, done), comm.rank(), layout, state));
+  if (comm.rank() == 0) {
+    commit_checkpoint(checkpoints.dir, manifest_of(plan.config, done, state, layout), files);
+  }
+  comm.barrier();
+}
+
+}  // namespace
+
+RankRun run_rank(const RunPlan& plan, Comm& comm, Device& device, RankTimeline& clocks,
+                 const ShareFile& share_file, const RankCallbacks& callbacks) {
+  RankRun run;
+  RankModel rank_model(device, plan.config, plan.init);
+  Model& model = rank_model.get();
+  const std::vector<UnitLayout> layout = layout_units(model.units(), plan.config.world);
+  auto engine = make_engine(plan.config.engine, model, device, comm,
+                            options_of_rank(plan, comm.rank(), clocks, callbacks.observer));
+  if (plan.resuming()) {
+    ShardState shards = load_rank_shards(plan.resumed, layout, comm.rank(), plan.config.world);
+    shards.scaler = plan.resumed.loss_scaler;
+    engine->load_shard_state(shards);
+  }
+  try {
+    run_steps(plan, *engine, device, comm.rank() == 0, clocks, callbacks,
+              [&](std::int64_t done) { save_if_due(plan, *engine, comm, layout, share_file, done); });
+  } catch (const NonFiniteError& e) {
+    // The norm has the same bits everywhere, so all ranks leave here after the same step; a
+    // rank that did not would leave the others waiting, which the simulator reports.
+    run.stopped = e.what();
+    return run;
+  }
+  run.report = {comm.rank(), device.ledger(), comm.traffic()};
+  run.step_times = clocks.clocks().steps();
+  run.state = engine->full_state();
+  run.layout = layout;
+  return run;
+}
+
+void run_reference(const RunPlan& plan, const RankCallbacks& callbacks, TrainResult& result) {
+  CpuDevice device;
+  RankModel rank_model(device, plan.config, plan.init);
+  Model& model = rank_model.get();
+  result.layout = layout_units(model.units(), plan.config.world);
+  RankTimeline clocks(1, plan.timeline.options);  // one process: compute only
+  clocks.start();
+  auto engine = make_reference_engine(model, device, plan.config.world,
+                                      options_of_rank(plan, 0, clocks, callbacks.observer));
+  run_steps(plan, *engine, device, true, clocks, callbacks, [](std::int64_t) {});
+  result.ranks.push_back({0, device.ledger(), TrafficLedger{}});
+  result.timelines.push_back({.rank = 0,
+                              .steps = clocks.clocks().steps(),
+                              .program = clocks.clocks().program(),
+                              .events = clocks.clocks().events()});
+  result.final_state = engine->full_state();
+}
+
+}  // namespace zl

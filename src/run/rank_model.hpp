@@ -1,0 +1,33 @@
+// rank_model.hpp — the model one rank trains (the MLP or the GPT of the config), starting from
+// --init's tensors when the run has them.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "model/model.hpp"
+#include "model/named_init.hpp"
+#include "ops/device.hpp"
+#include "run/train_config.hpp"
+
+namespace zl {
+
+/// The tensors of config.init_file, read once for all ranks (empty without --init).
+NamedTensors init_tensors(const TrainConfig& config);
+
+/// The model one rank trains: the MLP or the GPT of the config.
+class RankModel {
+ public:
+  /// Builds the config's model on `device`, starting from `init` when the config names an --init
+  /// file (then `init` must outlive the model). Throws zl::Error when the file's tensors do not
+  /// fit the model, naming the file.
+  RankModel(Device& device, const TrainConfig& config, const NamedTensors& init);
+  /// The model the engine trains.
+  Model& get() { return from_file_ ? static_cast<Model&>(*from_file_) : *model_; }
+
+ private:
+  std::unique_ptr<Model> model_;
+  std::optional<NamedInitModel> from_file_;
+};
+
+}  // namespace zl

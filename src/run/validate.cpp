@@ -1,0 +1,89 @@
+// validate.cpp — TrainConfig's checks: every bad setting, or one that needs another backend or
+// engine, is refused with a one-line message naming it and what to use instead.
+#include "run/launch.hpp"
+#include "run/train_config.hpp"
+
+namespace zl {
+
+std::string_view model_name(ModelKind kind) {
+  return kind == ModelKind::Gpt ? "gpt" : "mlp";
+}
+
+std::string_view backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::Mpi:
+      return "mpi";
+    case Backend::Nccl:
+      return "nccl";
+    default:
+      return "sim";
+  }
+}
+
+void validate(const TrainConfig& config) {
+  if (config.model == ModelKind::Gpt) {
+    validate(config.gpt);
+  } else {
+    validate(config.mlp);
+    ZL_CHECK(config.data_file.empty(),
+             "--data {} needs --model gpt: the MLP trains on its synthetic task",
+             config.data_file.string());
+  }
+  validate(config.features);
+  ZL_CHECK(config.world >= 1, "--world {} is invalid: use 1 or more ranks", config.world);
+  ZL_CHECK(config.steps >= 1, "--steps {} is invalid: train at least 1 step", config.steps);
+  ZL_CHECK(config.micro_batch >= 1, "--micro-batch {} is invalid: use 1 or more rows per rank",
+           config.micro_batch);
+  ZL_CHECK(config.adamw.lr > 0.0, "--lr {} is invalid: the learning rate must be > 0",
+           config.adamw.lr);
+  ZL_CHECK(config.adamw.weight_decay >= 0.0, "--weight-decay {} is invalid: use 0 or more",
+           config.adamw.weight_decay);
+  ZL_CHECK(config.collective_timeout.count() > 0,
+           "--collective-timeout-ms {} is invalid: use a positive number of milliseconds",
+           config.collective_timeout.count());
+  ZL_CHECK(config.faults.empty() || config.engine != EngineKind::Reference,
+           "--inject-fault needs a distributed engine (--stage 0-3): the reference makes no "
+           "collective calls");
+  if (config.backend != Backend::Sim) {
+    const std::string_view name = backend_name(config.backend);
+#ifndef ZL_HAVE_MPI
+    if (config.backend == Backend::Mpi) fail("{}", kNoMpi);
+#endif
+#ifndef ZL_HAVE_NCCL
+    if (config.backend == Backend::Nccl) fail("{}", kNoNccl);
+#endif
+    ZL_CHECK(config.engine != EngineKind::Reference,
+             "--backend {} needs a distributed engine (--stage 0-3): the reference runs in one "
+             "process",
+             name);
+    ZL_CHECK(config.faults.empty(),
+             "--inject-fault is the simulator's: use --backend sim (on {} a failing rank aborts "
+             "the job)",
+             name);
+    ZL_CHECK(!config.record_timeline,
+             "--trace and --what-if-world need every rank's simulated timeline: use --backend sim");
+    ZL_CHECK(!config.record_data,
+             "--save-data needs every rank's samples in one process: use --backend sim (the data "
+             "are the same on every backend)");
+  }
+  ZL_CHECK(config.backend != Backend::Mpi || config.accelerator == Accelerator::Cpu,
+           "--backend mpi runs on the CPU: drop --accelerator {} (GPUs use --backend nccl)",
+           accelerator_name(config.accelerator));
+  ZL_CHECK(config.backend != Backend::Nccl || config.accelerator == Accelerator::Cuda,
+           "--backend nccl runs on GPUs: use --accelerator cuda (the default with nccl)");
+  if (config.accelerator != Accelerator::Cpu) {
+    ZL_CHECK(config.engine != EngineKind::Reference,
+             "--engine reference runs on the CPU: drop --accelerator {}, or train a stage "
+             "(--stage 0-3) on it",
+             accelerator_name(config.accelerator));
+    ZL_CHECK(!config.features.offload_optimizer,
+             "--offload-optimizer keeps the optimizer in host memory, which only --accelerator "
+             "cpu has: drop one of them");
+  }
+  validate_faults(config.faults, config.world, "--inject-fault");
+  ZL_CHECK(config.link.busbw_gbps > 0.0 && config.link.alpha_us >= 0.0,
+           "link {} is invalid: give a bus bandwidth > 0 GB/s and a latency >= 0 us",
+           config.link.name);
+}
+
+}  // namespace zl
