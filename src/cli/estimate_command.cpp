@@ -1,7 +1,8 @@
 // estimate_command.cpp — `zerolab estimate`: read Ψ from --params or the units of a model (MLP or
 // GPT-2), compute the four stages with engines/estimate.hpp in the engines' view (padding, master
-// copy, accumulator, persistent units) beside the same stages on the unpadded Ψ, and print a table
-// in decimal GB (or JSON in bytes). Every check runs while parsing, so a bad flag exits 2.
+// copy, accumulator, persistent units) beside the same stages on the unpadded Ψ, with --micro-batch
+// the model's activations (engines/estimate_activations.hpp), and print a table in decimal GB (or
+// JSON in bytes). Every check runs while parsing, so a bad flag exits 2.
 #include "cli/estimate_command.hpp"
 
 #include <fmt/format.h>
@@ -33,6 +34,9 @@ struct Report {
   StateElems elems;
   std::vector<LedgerEstimate> stages;    // the engines' view
   std::vector<LedgerEstimate> unpadded;  // the same options on the bare Ψ
+  std::int64_t micro_batch = 0;          // B; 0: no activation term
+  std::int64_t seq_len = 0;              // T of the GPT (0 for the MLP)
+  ActivationEstimate activations;        // one micro-batch's, when micro_batch > 0
 };
 
 // "7000000000" or "7e9": an integer, or a double that is whole and small enough to be exact.
@@ -122,10 +126,49 @@ Report make_report(const EstimateFlags& flags) {
                          {"vocab", gpt.vocab}};
     report.elems = state_elems(checked_units(gpt), flags.world, report.options);
   }
+  if (flags.micro_batch) {
+    ZL_CHECK(!flags.model.empty(),
+             "--micro-batch needs the model's shapes for its activations: give --model mlp|gpt "
+             "instead of --params");
+    report.micro_batch = *flags.micro_batch;
+    if (flags.model == "mlp") {
+      report.activations = estimate_activations(flags.mlp, report.micro_batch);
+    } else {
+      report.seq_len = flags.gpt.block_size;
+      report.activations = estimate_activations(flags.gpt, report.micro_batch, report.seq_len);
+    }
+  }
   report.stages = estimate_ledgers(report.elems, report.options);
   report.unpadded =
       estimate_ledgers(state_elems(report.elems.params, report.elems.world), report.options);
   return report;
+}
+
+// The activation term: one micro-batch's bytes by kind with the formula, then each stage's model
+// states plus activations. No stage shards activations, so the term is the same at every stage.
+void print_activations(const Report& report) {
+  const ActivationEstimate& activations = report.activations;
+  const std::string batch =
+      report.seq_len > 0 ? fmt::format("B = {} sequences of T = {} tokens", report.micro_batch,
+                                       report.seq_len)
+                         : fmt::format("B = {} rows", report.micro_batch);
+  fmt::print(
+      "\nactivations per GPU for a micro-batch of {} (fp32 at every precision; no stage shards "
+      "them): {} = {} bytes\n",
+      batch, activations.formula, activations.total_bytes());
+  for (int k = 0; k < kActivationKindCount; ++k) {
+    const auto kind = static_cast<ActivationKind>(k);
+    if (activations.bytes_of(kind) == 0) continue;
+    fmt::print("  {:<11} {:>16} bytes  {:>12} GB\n", activation_kind_name(kind),
+               activations.bytes_of(kind), gb(activations.bytes_of(kind)));
+  }
+  fmt::print("\n{:<8} {:>16} {:>14} {:>12} {:>16}\n", "stage", "model_states_GB", "activations_GB",
+             "total_GB", "total_bytes");
+  for (const LedgerEstimate& stage : report.stages) {
+    const std::int64_t total = stage.total_bytes() + activations.total_bytes();
+    fmt::print("{:<8} {:>16} {:>14} {:>12} {:>16}\n", stage_name(stage.stage),
+               gb(stage.total_bytes()), gb(activations.total_bytes()), gb(total), total);
+  }
 }
 
 void print_table(const Report& report) {
@@ -194,6 +237,7 @@ void print_table(const Report& report) {
                stage.total_bytes(), unpadded, stage.total_bytes() - unpadded, stage.formula,
                stage.total_formula);
   }
+  if (report.micro_batch > 0) print_activations(report);
 }
 
 void print_json(const Report& report) {
@@ -221,6 +265,9 @@ void print_json(const Report& report) {
       {"optimizer_bytes_per_param", options.optimizer_bytes_per_param},
       {"stages", nlohmann::ordered_json::array()},
   };
+  const nlohmann::ordered_json activation_bytes =
+      report.micro_batch > 0 ? nlohmann::ordered_json(report.activations.total_bytes())
+                             : nlohmann::ordered_json();
   for (std::size_t s = 0; s < report.stages.size(); ++s) {
     const LedgerEstimate& stage = report.stages[s];
     const std::int64_t unpadded = report.unpadded[s].total_bytes();
@@ -235,7 +282,26 @@ void print_json(const Report& report) {
                              {"unpadded_total_bytes", unpadded},
                              {"extra_bytes", stage.total_bytes() - unpadded},
                              {"formula", stage.formula},
-                             {"total_formula", stage.total_formula}});
+                             {"total_formula", stage.total_formula},
+                             {"activation_bytes", activation_bytes},
+                             {"total_with_activations_bytes",
+                              report.micro_batch > 0
+                                  ? nlohmann::ordered_json(stage.total_bytes() +
+                                                           report.activations.total_bytes())
+                                  : nlohmann::ordered_json()}});
+  }
+  if (report.micro_batch > 0) {
+    nlohmann::ordered_json by_kind;
+    for (int k = 0; k < kActivationKindCount; ++k) {
+      const auto kind = static_cast<ActivationKind>(k);
+      by_kind[std::string(activation_kind_name(kind))] = report.activations.bytes_of(kind);
+    }
+    out["activations"] = {{"micro_batch", report.micro_batch},
+                          {"seq_len", report.seq_len > 0 ? nlohmann::ordered_json(report.seq_len)
+                                                         : nlohmann::ordered_json()},
+                          {"bytes", report.activations.total_bytes()},
+                          {"formula", report.activations.formula},
+                          {"by_kind", by_kind}};
   }
   fmt::print("{}\n", out.dump(2));
 }
@@ -308,12 +374,17 @@ CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--optimizer-bytes", flags->optimizer_bytes,
                   "Optimizer state bytes per parameter besides the master copy (AdamW's m and v)")
       ->capture_default_str();
+  cmd->add_option("--micro-batch", flags->micro_batch,
+                  "Add the activations of a micro-batch of this many rows (MLP) or sequences of "
+                  "--block-size tokens (GPT) per rank (train_micro_batch_size_per_gpu)");
   cmd->add_flag(
       "--json", flags->json,
       "Print one JSON object: the model, Ψ, N, the options, the padded, shard and persistent "
       "element counts, bytes per parameter, and \"stages\", an array of {stage, name, "
       "params_bytes, grads_bytes, grad_accum_bytes, master_bytes, optimizer_bytes, total_bytes, "
-      "unpadded_total_bytes, extra_bytes, formula, total_formula}");
+      "unpadded_total_bytes, extra_bytes, formula, total_formula, activation_bytes, "
+      "total_with_activations_bytes}; with --micro-batch also \"activations\": {micro_batch, "
+      "seq_len, bytes, formula, by_kind}");
   const std::vector<CLI::Option*> gpt_flags = {preset, n_layer, n_head, n_embd, block_size, vocab};
   cmd->callback([&run, flags, gpt_sizes, mlp_sizes, gpt_flags, n_layer, n_head, n_embd, block_size,
                  vocab, threshold] {

@@ -1,14 +1,17 @@
 // estimate_command.hpp — `zerolab estimate`: per-GPU model-state memory of DDP and ZeRO-1/2/3 for
 // a parameter count or a model (MLP or GPT-2) in fp32, bf16 or fp16, with gradient accumulation and
-// ZeRO-3 persistence, as a table with the formulas or as JSON.
+// ZeRO-3 persistence, and with --micro-batch the model's activations, as a table with the formulas
+// or as JSON.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "engines/estimate.hpp"
+#include "engines/estimate_activations.hpp"
 #include "model/gpt_config.hpp"
 #include "model/mlp.hpp"
 
@@ -32,6 +35,9 @@ struct EstimateFlags {
   /// True when --persistence-threshold was given; it needs --model (units), not --params.
   bool persistence_threshold_given = false;
   int optimizer_bytes = EstimateOptions{}.optimizer_bytes_per_param;  ///< beside the master
+  /// --micro-batch: rows (MLP) or sequences of block_size tokens (GPT) per rank; not given: no
+  /// activation term.
+  std::optional<std::int64_t> micro_batch;
   bool json = false;  ///< print JSON instead of the table
 };
 

@@ -133,6 +133,17 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
                memory.peak_bytes(MemCategory::Activations), memory.total_peak_bytes(),
                rank.traffic.sent_bytes(), rank.traffic.recv_bytes(), total_calls(rank.traffic));
   }
+  fmt::print("\nactivations at their peak, by kind (bytes)\n{:>4}", "rank");
+  for (int k = 0; k < kActivationKindCount; ++k) {
+    fmt::print(" {:>11}", activation_kind_name(static_cast<ActivationKind>(k)));
+  }
+  for (const auto& rank : result.ranks) {
+    fmt::print("\n{:>4}", rank.rank);
+    for (int k = 0; k < kActivationKindCount; ++k) {
+      fmt::print(" {:>11}", rank.memory.activation_bytes_at_peak(static_cast<ActivationKind>(k)));
+    }
+  }
+  fmt::print("\n");
 }
 
 std::string_view device_name(const TrainConfig& config) {
@@ -181,11 +192,16 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& rank : result.ranks) {
     const MemoryLedger& memory = rank.memory;
-    nlohmann::json current, peaks, calls, sent, recv;
+    nlohmann::json current, peaks, activations_at_peak, calls, sent, recv;
     for (int c = 0; c < kMemCategoryCount; ++c) {
       const auto category = static_cast<MemCategory>(c);
       current[std::string(mem_category_name(category))] = memory.current_bytes(category);
       peaks[std::string(mem_category_name(category))] = memory.peak_bytes(category);
+    }
+    for (int k = 0; k < kActivationKindCount; ++k) {
+      const auto kind = static_cast<ActivationKind>(k);
+      activations_at_peak[std::string(activation_kind_name(kind))] =
+          memory.activation_bytes_at_peak(kind);
     }
     for (int k = 0; k < kCollectiveKindCount; ++k) {
       const auto kind = static_cast<CollectiveKind>(k);
@@ -202,7 +218,8 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
                        {"gathered_peak", memory.peak_bytes(MemCategory::Gathered)},
                        {"total_peak", memory.total_peak_bytes()},
                        {"current", current},
-                       {"peak", peaks}}},
+                       {"peak", peaks},
+                       {"activations_at_peak", activations_at_peak}}},
                      {"comm",
                       {{"sent", rank.traffic.sent_bytes()},
                        {"recv", rank.traffic.recv_bytes()},

@@ -16,14 +16,20 @@ std::int64_t numel(const Shape& shape) {
 
 std::string shape_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-Buffer::Buffer(Allocator& allocator, MemoryLedger& ledger, MemCategory category, DType dtype, Shape shape)
-    : allocator_(&allocator), ledger_(&ledger), category_(category), dtype_(dtype), shape_(std::move(shape)) {
+Buffer::Buffer(Allocator& allocator, MemoryLedger& ledger, MemCategory category, DType dtype, Shape shape,
+               ActivationKind kind)
+    : allocator_(&allocator),
+      ledger_(&ledger),
+      category_(category),
+      kind_(kind),
+      dtype_(dtype),
+      shape_(std::move(shape)) {
   for (const auto dim : shape_) {
     ZL_CHECK(dim >= 0, "buffer shape {} has a negative dimension", shape_string(shape_));
   }
   elems_ = numel(shape_);
   if (elems_ > 0) data_ = allocator_->allocate(static_cast<std::size_t>(bytes()));
-  ledger_->book(category_, bytes());
+  ledger_->book(category_, bytes(), kind_);
 }
 
 Buffer::Buffer(Buffer&& other) noexcept { *this = std::move(other); }
@@ -35,6 +41,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     ledger_ = std::exchange(other.ledger_, nullptr);
     data_ = std::exchange(other.data_, nullptr);
     category_ = other.category_;
+    kind_ = other.kind_;
     dtype_ = other.dtype_;
     shape_ = std::move(other.shape_);
     elems_ = std::exchange(other.elems_, 0);
@@ -47,7 +54,7 @@ Buffer::~Buffer() { reset(); }
 void Buffer::reset() {
   if (ledger_ == nullptr) return;
   if (data_ != nullptr) allocator_->deallocate(data_, static_cast<std::size_t>(bytes()));
-  ledger_->release(category_, bytes());
+  ledger_->release(category_, bytes(), kind_);
   ledger_ = nullptr;
   allocator_ = nullptr;
   data_ = nullptr;

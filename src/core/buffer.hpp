@@ -37,8 +37,10 @@ class Allocator {
 class Buffer {
  public:
   Buffer() = default;
-  /// Allocates from `allocator` and books the bytes in `ledger` (which must outlive the buffer).
-  Buffer(Allocator& allocator, MemoryLedger& ledger, MemCategory category, DType dtype, Shape shape);
+  /// Allocates from `allocator` and books the bytes in `ledger` (which must outlive the buffer),
+  /// as activations of kind `kind` when `category` is Activations.
+  Buffer(Allocator& allocator, MemoryLedger& ledger, MemCategory category, DType dtype, Shape shape,
+         ActivationKind kind = ActivationKind::Scratch);
   /// Takes over `other`'s memory and its booking in the ledger; `other` is left empty.
   Buffer(Buffer&& other) noexcept;
   /// Frees and un-books this buffer's memory, then takes over `other`'s; `other` is left empty.
@@ -61,6 +63,8 @@ class Buffer {
   std::int64_t bytes() const { return elems_ * static_cast<std::int64_t>(dtype_bytes(dtype_)); }
   /// Ledger category the bytes are booked under (params, grads, optimizer, ...).
   MemCategory category() const { return category_; }
+  /// What an Activations buffer holds (Scratch unless allocated with a kind).
+  ActivationKind activation_kind() const { return kind_; }
 
   /// Typed view of all elements; T must match the dtype's size (float for fp32, uint16_t for 16-bit).
   template <class T>
@@ -83,6 +87,7 @@ class Buffer {
   MemoryLedger* ledger_ = nullptr;
   void* data_ = nullptr;
   MemCategory category_ = MemCategory::Params;
+  ActivationKind kind_ = ActivationKind::Scratch;
   DType dtype_ = DType::F32;
   Shape shape_;
   std::int64_t elems_ = 0;

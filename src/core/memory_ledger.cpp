@@ -23,18 +23,43 @@ std::string_view mem_category_name(MemCategory category) {
   fail("unknown memory category {}", static_cast<int>(category));
 }
 
-void MemoryLedger::book(MemCategory category, std::int64_t bytes) {
+std::string_view activation_kind_name(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::Inputs: return "inputs";
+    case ActivationKind::Block: return "block";
+    case ActivationKind::Attention: return "attention";
+    case ActivationKind::MlpHidden: return "mlp_hidden";
+    case ActivationKind::Logits: return "logits";
+    case ActivationKind::Scratch: return "scratch";
+    case ActivationKind::Checkpoint: return "checkpoint";
+    case ActivationKind::Recompute: return "recompute";
+  }
+  fail("unknown activation kind {}", static_cast<int>(kind));
+}
+
+void MemoryLedger::book(MemCategory category, std::int64_t bytes, ActivationKind kind) {
   auto& current = current_[index(category)];
   current += bytes;
+  if (category == MemCategory::Activations) {
+    activations_[static_cast<int>(kind)] += bytes;
+    if (current > peak_[index(category)]) activations_at_peak_ = activations_;
+  }
   peak_[index(category)] = std::max(peak_[index(category)], current);
   total_current_ += bytes;
   total_peak_ = std::max(total_peak_, total_current_);
 }
 
-void MemoryLedger::release(MemCategory category, std::int64_t bytes) {
+void MemoryLedger::release(MemCategory category, std::int64_t bytes, ActivationKind kind) {
   auto& current = current_[index(category)];
   ZL_CHECK(current >= bytes, "memory ledger: releasing {} bytes of {} but only {} are booked",
            bytes, mem_category_name(category), current);
+  if (category == MemCategory::Activations) {
+    auto& of_kind = activations_[static_cast<int>(kind)];
+    ZL_CHECK(of_kind >= bytes,
+             "memory ledger: releasing {} bytes of {} activations but only {} are booked", bytes,
+             activation_kind_name(kind), of_kind);
+    of_kind -= bytes;
+  }
   current -= bytes;
   total_current_ -= bytes;
 }

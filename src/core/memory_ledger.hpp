@@ -25,6 +25,24 @@ enum class MemCategory : std::uint8_t {
 /// Number of MemCategory values.
 inline constexpr int kMemCategoryCount = 10;
 
+/// What an Activations buffer holds, for the ledger's breakdown of activation bytes.
+enum class ActivationKind : std::uint8_t {
+  Inputs,      ///< token ids and targets, or inputs and labels; the GPT's embedding output
+  Block,       ///< saved per block or layer: LayerNorm outputs and statistics, qkv, residuals
+  Attention,   ///< the attention probabilities (B x H x T x T per block)
+  MlpHidden,   ///< the GPT MLP's 4C-wide values before and after GELU
+  Logits,      ///< the final LayerNorm's output, the logits and their gradient
+  Scratch,     ///< gradient scratch reused by every block or layer (and unlabelled buffers)
+  Checkpoint,  ///< block inputs kept by activation checkpointing
+  Recompute,   ///< tensors a checkpointed block rebuilds for its backward
+};
+
+/// Number of ActivationKind values.
+inline constexpr int kActivationKindCount = 8;
+
+/// Lower-case name of an activation kind as it appears in summaries ("inputs", "attention", ...).
+std::string_view activation_kind_name(ActivationKind kind);
+
 /// True for the categories that live in host memory (ZeRO-Offload); the rest are device memory.
 /// On the sim backend both are the same RAM, booked apart so the ledgers show the split.
 inline bool is_host(MemCategory category) {
@@ -38,14 +56,25 @@ std::string_view mem_category_name(MemCategory category);
 /// Current and peak bytes per category for one rank. Not thread-safe: one ledger per rank.
 class MemoryLedger {
  public:
-  /// Records `bytes` more in use under `category`.
-  void book(MemCategory category, std::int64_t bytes);
-  /// Records `bytes` released under `category`.
-  void release(MemCategory category, std::int64_t bytes);
+  /// Records `bytes` more in use under `category` (of kind `kind` when it is Activations).
+  void book(MemCategory category, std::int64_t bytes,
+            ActivationKind kind = ActivationKind::Scratch);
+  /// Records `bytes` released under `category` (of kind `kind` when it is Activations).
+  void release(MemCategory category, std::int64_t bytes,
+               ActivationKind kind = ActivationKind::Scratch);
   /// Bytes in use now under `category`.
   std::int64_t current_bytes(MemCategory category) const { return current_[index(category)]; }
   /// Highest bytes ever in use under `category`.
   std::int64_t peak_bytes(MemCategory category) const { return peak_[index(category)]; }
+  /// Activation bytes of `kind` in use now.
+  std::int64_t activation_bytes(ActivationKind kind) const {
+    return activations_[static_cast<int>(kind)];
+  }
+  /// Activation bytes of `kind` in use when the Activations category first reached its peak:
+  /// the kinds add up to peak_bytes(MemCategory::Activations).
+  std::int64_t activation_bytes_at_peak(ActivationKind kind) const {
+    return activations_at_peak_[static_cast<int>(kind)];
+  }
   /// Bytes in use now over all categories.
   std::int64_t total_current_bytes() const { return total_current_; }
   /// Highest total bytes in use at any moment.
@@ -55,6 +84,8 @@ class MemoryLedger {
   static int index(MemCategory category) { return static_cast<int>(category); }
   std::array<std::int64_t, kMemCategoryCount> current_{};
   std::array<std::int64_t, kMemCategoryCount> peak_{};
+  std::array<std::int64_t, kActivationKindCount> activations_{};
+  std::array<std::int64_t, kActivationKindCount> activations_at_peak_{};
   std::int64_t total_current_ = 0;
   std::int64_t total_peak_ = 0;
 };

@@ -57,8 +57,8 @@ void Gpt::init_unit(int unit, std::span<float> flat, std::uint64_t seed) const {
   }
 }
 
-Buffer Gpt::activation(Shape shape) {
-  return device_.alloc(MemCategory::Activations, DType::F32, std::move(shape));
+Buffer Gpt::activation(ActivationKind kind, Shape shape) {
+  return device_.alloc_activation(kind, DType::F32, std::move(shape));
 }
 
 void Gpt::begin(const Batch& batch) {
@@ -91,41 +91,41 @@ void Gpt::begin(const Batch& batch) {
   seq_len_ = T;
   const std::int64_t N = token_rows(), C = config_.n_embd;
   // The ids go to the device once per micro-batch, booked with the activations.
-  tokens_ = device_.alloc(MemCategory::Activations, DType::I64, {rows_, T});
-  targets_ = device_.alloc(MemCategory::Activations, DType::I64, {rows_, T});
+  tokens_ = device_.alloc_activation(ActivationKind::Inputs, DType::I64, {rows_, T});
+  targets_ = device_.alloc_activation(ActivationKind::Inputs, DType::I64, {rows_, T});
   device_.copy_from_host(tokens_.data(), batch.tokens.data(),
                          static_cast<std::size_t>(tokens_.bytes()));
   device_.copy_from_host(targets_.data(), batch.y.data(),
                          static_cast<std::size_t>(targets_.bytes()));
-  embedded_ = activation({N, C});
+  embedded_ = activation(ActivationKind::Inputs, {N, C});
   for (int l = 0; l < config_.n_layer; ++l) {
     BlockActivations block;
-    block.ln1 = activation({N, C});
-    block.ln1_mean = activation({N});
-    block.ln1_rstd = activation({N});
-    block.qkv = activation({N, 3 * C});
-    block.probs = activation({rows_, config_.n_head, T, T});
-    block.attn = activation({N, C});
-    block.mid = activation({N, C});
-    block.ln2 = activation({N, C});
-    block.ln2_mean = activation({N});
-    block.ln2_rstd = activation({N});
-    block.fc = activation({N, 4 * C});
-    block.fc_gelu = activation({N, 4 * C});
-    block.out = activation({N, C});
+    block.ln1 = activation(ActivationKind::Block, {N, C});
+    block.ln1_mean = activation(ActivationKind::Block, {N});
+    block.ln1_rstd = activation(ActivationKind::Block, {N});
+    block.qkv = activation(ActivationKind::Block, {N, 3 * C});
+    block.probs = activation(ActivationKind::Attention, {rows_, config_.n_head, T, T});
+    block.attn = activation(ActivationKind::Block, {N, C});
+    block.mid = activation(ActivationKind::Block, {N, C});
+    block.ln2 = activation(ActivationKind::Block, {N, C});
+    block.ln2_mean = activation(ActivationKind::Block, {N});
+    block.ln2_rstd = activation(ActivationKind::Block, {N});
+    block.fc = activation(ActivationKind::MlpHidden, {N, 4 * C});
+    block.fc_gelu = activation(ActivationKind::MlpHidden, {N, 4 * C});
+    block.out = activation(ActivationKind::Block, {N, C});
     blocks_.push_back(std::move(block));
   }
-  lnf_ = activation({N, C});
-  lnf_mean_ = activation({N});
-  lnf_rstd_ = activation({N});
-  logits_ = activation({N, config_.vocab});
-  dlogits_ = activation({N, config_.vocab});
-  dresidual_ = activation({N, C});
-  dln_ = activation({N, C});
-  dqkv_ = activation({N, 3 * C});
-  dattn_ = activation({N, C});
-  dfc_ = activation({N, 4 * C});
-  dfc_gelu_ = activation({N, 4 * C});
+  lnf_ = activation(ActivationKind::Logits, {N, C});
+  lnf_mean_ = activation(ActivationKind::Logits, {N});
+  lnf_rstd_ = activation(ActivationKind::Logits, {N});
+  logits_ = activation(ActivationKind::Logits, {N, config_.vocab});
+  dlogits_ = activation(ActivationKind::Logits, {N, config_.vocab});
+  dresidual_ = activation(ActivationKind::Scratch, {N, C});
+  dln_ = activation(ActivationKind::Scratch, {N, C});
+  dqkv_ = activation(ActivationKind::Scratch, {N, 3 * C});
+  dattn_ = activation(ActivationKind::Scratch, {N, C});
+  dfc_ = activation(ActivationKind::Scratch, {N, 4 * C});
+  dfc_gelu_ = activation(ActivationKind::Scratch, {N, 4 * C});
   forward_visits_ = 0;
   loss_done_ = false;
   next_backward_visit_ = static_cast<int>(order_.size()) - 1;

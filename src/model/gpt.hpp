@@ -75,7 +75,7 @@ class Gpt final : public Model {
   std::span<const float> block_input(int layer) const;
   void forward_block(int layer, std::span<const float> params);
   void backward_block(int layer, std::span<const float> params, std::span<float> grads);
-  Buffer activation(Shape shape);
+  Buffer activation(ActivationKind kind, Shape shape);
 
   Device& device_;
   GptConfig config_;

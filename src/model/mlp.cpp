@@ -88,21 +88,21 @@ void Mlp::begin(const Batch& batch) {
   grad_post_ = Buffer();
 
   rows_ = batch.rows;
-  input_ = device_.alloc(MemCategory::Activations, DType::F32, {rows_, config_.in});
+  input_ = device_.alloc_activation(ActivationKind::Inputs, DType::F32, {rows_, config_.in});
   device_.copy_from_host(input_.data(), batch.x.data(), static_cast<std::size_t>(input_.bytes()));
-  labels_ = device_.alloc(MemCategory::Activations, DType::I64, {rows_});
+  labels_ = device_.alloc_activation(ActivationKind::Inputs, DType::I64, {rows_});
   device_.copy_from_host(labels_.data(), batch.y.data(), static_cast<std::size_t>(labels_.bytes()));
   std::int64_t widest = 0;
   for (int i = 0; i < config_.layers; ++i) {
-    pre_.push_back(device_.alloc(MemCategory::Activations, DType::F32, {rows_, out_of(i)}));
+    pre_.push_back(device_.alloc_activation(ActivationKind::Block, DType::F32, {rows_, out_of(i)}));
     post_.push_back(i == last()
                         ? Buffer()
-                        : device_.alloc(MemCategory::Activations, DType::F32, {rows_, out_of(i)}));
+                        : device_.alloc_activation(ActivationKind::Block, DType::F32, {rows_, out_of(i)}));
     widest = std::max(widest, out_of(i));
   }
   // A layer's dx is [rows, in_i] and in_i is the previous layer's out, so `widest` fits both.
-  grad_pre_ = device_.alloc(MemCategory::Activations, DType::F32, {rows_, widest});
-  grad_post_ = device_.alloc(MemCategory::Activations, DType::F32, {rows_, widest});
+  grad_pre_ = device_.alloc_activation(ActivationKind::Scratch, DType::F32, {rows_, widest});
+  grad_post_ = device_.alloc_activation(ActivationKind::Scratch, DType::F32, {rows_, widest});
   forwarded_units_ = 0;
   loss_done_ = false;
   next_backward_unit_ = last();

@@ -41,6 +41,10 @@ class Device : public Allocator {
   Buffer alloc(MemCategory category, DType dtype, Shape shape) {
     return Buffer(*this, ledger_, category, dtype, std::move(shape));
   }
+  /// Allocates a zeroed buffer booked as Activations of kind `kind` in this device's ledger.
+  Buffer alloc_activation(ActivationKind kind, DType dtype, Shape shape) {
+    return Buffer(*this, ledger_, MemCategory::Activations, dtype, std::move(shape), kind);
+  }
   /// Bytes in use and peak bytes per category on this device.
   MemoryLedger& ledger() { return ledger_; }
   /// Read-only view of the ledger: current and peak bytes per category.

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <type_traits>
 #include <utility>
 
@@ -62,30 +63,66 @@ class Reader {
 constexpr std::string_view kTotalsWhat = "rank totals sent to rank 0";
 constexpr std::string_view kEntryWhat = "checkpoint file entry sent to rank 0";
 
-// A ledger with the given current and peak bytes per category and total peak. Bookings that reach
-// the total peak come first (each category at most its peak, filled in order: the peaks add up to
-// at least the total peak), are released, then each category reaches its peak alone (never more
-// than the total peak) and is released, and last each category's current bytes are booked.
-MemoryLedger rebuild_ledger(const std::array<std::int64_t, kMemCategoryCount>& current,
-                            const std::array<std::int64_t, kMemCategoryCount>& peak,
-                            std::int64_t total_peak) {
+using CategoryBytes = std::array<std::int64_t, kMemCategoryCount>;
+using KindBytes = std::array<std::int64_t, kActivationKindCount>;
+
+// What a ledger's totals are made of, as sent: bytes per category and per activation kind.
+struct LedgerTotals {
+  CategoryBytes current{}, peak{};
+  std::int64_t total_peak = 0;
+  KindBytes activations{}, activations_at_peak{};
+};
+
+// Books `bytes` under `category`, or releases them; activations are split over the kinds of
+// `kinds` in kind order, each kind at most its bytes there.
+void book_split(MemoryLedger& ledger, MemCategory category, std::int64_t bytes,
+                const KindBytes& kinds, bool release) {
+  if (category != MemCategory::Activations) {
+    release ? ledger.release(category, bytes) : ledger.book(category, bytes);
+    return;
+  }
+  for (int k = 0; k < kActivationKindCount; ++k) {
+    const std::int64_t share = std::min(bytes, kinds[k]);
+    const auto kind = static_cast<ActivationKind>(k);
+    release ? ledger.release(category, share, kind) : ledger.book(category, share, kind);
+    bytes -= share;
+  }
+  ZL_CHECK(bytes == 0, "{}: activation kinds add up to less than their category", kTotalsWhat);
+}
+
+// A ledger with the totals of `sent`. Bookings that reach the total peak come first (each
+// category at most its peak, filled in order: the peaks add up to at least the total peak), are
+// released, then each category reaches its peak alone (never more than the total peak) and is
+// released, and last each category's current bytes are booked. Activations are booked by kind as
+// they were at their peak, so the peak's breakdown is rebuilt too, and the current ones by kind.
+MemoryLedger rebuild_ledger(const LedgerTotals& sent) {
+  const auto activations = static_cast<std::size_t>(MemCategory::Activations);
+  ZL_CHECK(std::accumulate(sent.activations.begin(), sent.activations.end(), std::int64_t{0}) ==
+                   sent.current[activations] &&
+               std::accumulate(sent.activations_at_peak.begin(), sent.activations_at_peak.end(),
+                               std::int64_t{0}) == sent.peak[activations],
+           "{}: the activation kinds do not add up to the activations' bytes", kTotalsWhat);
   MemoryLedger ledger;
   auto category = [](int c) { return static_cast<MemCategory>(c); };
-  std::int64_t left = total_peak;
-  std::array<std::int64_t, kMemCategoryCount> at_total_peak{};
+  std::int64_t left = sent.total_peak;
+  CategoryBytes at_total_peak{};
   for (int c = 0; c < kMemCategoryCount; ++c) {
-    at_total_peak[c] = std::min(peak[c], left);
+    at_total_peak[c] = std::min(sent.peak[c], left);
     left -= at_total_peak[c];
-    ledger.book(category(c), at_total_peak[c]);
+    book_split(ledger, category(c), at_total_peak[c], sent.activations_at_peak, false);
   }
   ZL_CHECK(left == 0, "{}: a total peak of {} bytes is above the categories' peaks", kTotalsWhat,
-           total_peak);
-  for (int c = 0; c < kMemCategoryCount; ++c) ledger.release(category(c), at_total_peak[c]);
+           sent.total_peak);
   for (int c = 0; c < kMemCategoryCount; ++c) {
-    ledger.book(category(c), peak[c]);
-    ledger.release(category(c), peak[c]);
+    book_split(ledger, category(c), at_total_peak[c], sent.activations_at_peak, true);
   }
-  for (int c = 0; c < kMemCategoryCount; ++c) ledger.book(category(c), current[c]);
+  for (int c = 0; c < kMemCategoryCount; ++c) {
+    book_split(ledger, category(c), sent.peak[c], sent.activations_at_peak, false);
+    book_split(ledger, category(c), sent.peak[c], sent.activations_at_peak, true);
+  }
+  for (int c = 0; c < kMemCategoryCount; ++c) {
+    book_split(ledger, category(c), sent.current[c], sent.activations, false);
+  }
   return ledger;
 }
 
@@ -100,6 +137,10 @@ std::string encode_rank_totals(const RankTotals& totals) {
     out.put(memory.peak_bytes(static_cast<MemCategory>(c)));
   }
   out.put(memory.total_peak_bytes());
+  for (int k = 0; k < kActivationKindCount; ++k) {
+    out.put(memory.activation_bytes(static_cast<ActivationKind>(k)));
+    out.put(memory.activation_bytes_at_peak(static_cast<ActivationKind>(k)));
+  }
   const TrafficLedger& traffic = totals.report.traffic;
   for (int k = 0; k < kCollectiveKindCount; ++k) {
     const auto kind = static_cast<CollectiveKind>(k);
@@ -118,12 +159,17 @@ RankTotals decode_rank_totals(std::string_view bytes) {
   Reader in(bytes, kTotalsWhat);
   RankTotals totals;
   totals.report.rank = in.get<std::int32_t>();
-  std::array<std::int64_t, kMemCategoryCount> current{}, peak{};
+  LedgerTotals sent;
   for (int c = 0; c < kMemCategoryCount; ++c) {
-    current[c] = in.get<std::int64_t>();
-    peak[c] = in.get<std::int64_t>();
+    sent.current[c] = in.get<std::int64_t>();
+    sent.peak[c] = in.get<std::int64_t>();
   }
-  totals.report.memory = rebuild_ledger(current, peak, in.get<std::int64_t>());
+  sent.total_peak = in.get<std::int64_t>();
+  for (int k = 0; k < kActivationKindCount; ++k) {
+    sent.activations[k] = in.get<std::int64_t>();
+    sent.activations_at_peak[k] = in.get<std::int64_t>();
+  }
+  totals.report.memory = rebuild_ledger(sent);
   TrafficLedger& traffic = totals.report.traffic;
   for (int k = 0; k < kCollectiveKindCount; ++k) {
     const auto kind = static_cast<CollectiveKind>(k);

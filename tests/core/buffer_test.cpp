@@ -56,6 +56,32 @@ TEST(Buffer, PeakIsTheHighestMoment) {
   EXPECT_EQ(ledger.peak_bytes(MemCategory::Gathered), 400);  // one at a time, never 1200
 }
 
+// The activations' breakdown is the one of their highest moment: a checkpoint kept after the
+// peak does not enter it, and a moved buffer keeps its kind.
+TEST(Buffer, ActivationKindsAreReadAtTheActivationsPeak) {
+  TestAllocator allocator;
+  MemoryLedger ledger;
+  Buffer kept(allocator, ledger, MemCategory::Activations, DType::F32, {10},
+              ActivationKind::Checkpoint);
+  {
+    Buffer probs(allocator, ledger, MemCategory::Activations, DType::F32, {100},
+                 ActivationKind::Attention);
+    Buffer moved = std::move(probs);
+    Buffer scratch(allocator, ledger, MemCategory::Activations, DType::F32, {5});
+    EXPECT_EQ(ledger.activation_bytes(ActivationKind::Attention), 400);
+  }
+  Buffer recompute(allocator, ledger, MemCategory::Activations, DType::F32, {50},
+                   ActivationKind::Recompute);
+  EXPECT_EQ(ledger.peak_bytes(MemCategory::Activations), 40 + 400 + 20);
+  EXPECT_EQ(ledger.activation_bytes_at_peak(ActivationKind::Checkpoint), 40);
+  EXPECT_EQ(ledger.activation_bytes_at_peak(ActivationKind::Attention), 400);
+  EXPECT_EQ(ledger.activation_bytes_at_peak(ActivationKind::Scratch), 20);
+  EXPECT_EQ(ledger.activation_bytes_at_peak(ActivationKind::Recompute), 0);
+  EXPECT_EQ(ledger.activation_bytes(ActivationKind::Attention), 0);
+  EXPECT_EQ(ledger.activation_bytes(ActivationKind::Recompute), 200);
+  EXPECT_THROW(ledger.release(MemCategory::Activations, 200, ActivationKind::Block), Error);
+}
+
 TEST(Buffer, RejectsNegativeShapes) {
   TestAllocator allocator;
   MemoryLedger ledger;

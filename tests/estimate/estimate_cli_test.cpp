@@ -132,6 +132,41 @@ TEST(EstimateCli, JsonHasEveryStageInBytes) {
   EXPECT_EQ(stages[3].at("total_formula").get<std::string>(), "16Ψ/N");
 }
 
+// GPT-2 124M at micro-batch 12 x 1024 (the ZeRO-1 article's run), by hand with N = BT = 12288:
+// inputs 16N + 4NC; per block 4(8NC + 4N) + 4BHT² (attention) + 32NC (MLP hidden);
+// logits 4(NC + 2N + 2NV); scratch 56NC.
+TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
+  const auto run = zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto json = nlohmann::json::parse(run.out);
+  const auto& activations = json.at("activations");
+  EXPECT_EQ(activations.at("micro_batch").get<std::int64_t>(), 12);
+  EXPECT_EQ(activations.at("seq_len").get<std::int64_t>(), 1024);
+  const auto& by_kind = activations.at("by_kind");
+  EXPECT_EQ(by_kind.at("inputs").get<std::int64_t>(), 37'945'344);
+  EXPECT_EQ(by_kind.at("block").get<std::int64_t>(), 3'626'237'952);
+  EXPECT_EQ(by_kind.at("attention").get<std::int64_t>(), 7'247'757'312);
+  EXPECT_EQ(by_kind.at("mlp_hidden").get<std::int64_t>(), 3'623'878'656);
+  EXPECT_EQ(by_kind.at("logits").get<std::int64_t>(), 4'978'311'168);
+  EXPECT_EQ(by_kind.at("scratch").get<std::int64_t>(), 528'482'304);
+  EXPECT_EQ(by_kind.at("checkpoint").get<std::int64_t>(), 0);
+  constexpr std::int64_t kTotal = 20'042'612'736;
+  EXPECT_EQ(activations.at("bytes").get<std::int64_t>(), kTotal);
+  for (const auto& stage : json.at("stages")) {
+    EXPECT_EQ(stage.at("activation_bytes").get<std::int64_t>(), kTotal);
+    EXPECT_EQ(stage.at("total_with_activations_bytes").get<std::int64_t>(),
+              stage.at("total_bytes").get<std::int64_t>() + kTotal);
+  }
+  const auto table = zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_TRUE(has(table.out, "= 20042612736 bytes")) << table.out;
+  EXPECT_TRUE(has(table.out, "attention         7247757312 bytes")) << table.out;
+  // Without --micro-batch there is no activation term.
+  const auto states = nlohmann::json::parse(zerolab("estimate --model gpt --world 8 --json").out);
+  EXPECT_FALSE(states.contains("activations"));
+  EXPECT_TRUE(states.at("stages")[0].at("activation_bytes").is_null());
+}
+
 TEST(EstimateCli, OptimizerBytesReplaceAdamsMoments) {
   const auto run =
       zerolab("estimate --params 7e9 --world 8 --precision fp32 --optimizer-bytes 12 --json");
@@ -281,6 +316,11 @@ TEST(EstimateCli, BadFlagsFailWithOneLineAndExit2) {
       "estimate --model mlp --width 0 --world 8",
       "estimate --params 1e15 --world 8 --optimizer-bytes 2000000000",
       "estimate --params 99999999999999999999 --world 8",
+      "estimate --params 7e9 --world 8 --micro-batch 4",
+      "estimate --model gpt --world 8 --micro-batch 0",
+      "estimate --model mlp --world 8 --micro-batch -1",
+      "estimate --model gpt --world 8 --micro-batch x",
+      "estimate --model gpt --preset 124M --world 8 --micro-batch 4000000000000",
   };
   for (const auto& args : bad) {
     const auto run = zerolab(args);

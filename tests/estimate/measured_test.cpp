@@ -1,11 +1,12 @@
 // measured_test.cpp — the estimate is what the engines allocate: after a real run on the sim
 // backend, every rank's memory ledger holds exactly LedgerEstimate's params, grads, master and
 // optimizer bytes, for every stage, precision, accumulation and persistence threshold, on the MLP
-// and on GPT-2.
+// and on GPT-2; and its activations peaked at exactly ActivationEstimate's bytes, kind by kind.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "engines/estimate.hpp"
+#include "engines/estimate_activations.hpp"
 #include "run/train.hpp"
 
 namespace zl {
@@ -32,6 +33,25 @@ TrainConfig small_run(ModelKind model, EngineKind engine, int world, const Train
   return config;
 }
 
+// Every rank's activations at their peak, kind by kind, are the estimate's.
+void expect_activations(const TrainResult& result, const ActivationEstimate& estimate) {
+  for (const auto& rank : result.ranks) {
+    SCOPED_TRACE(fmt::format("rank {}", rank.rank));
+    EXPECT_EQ(rank.memory.peak_bytes(MemCategory::Activations), estimate.total_bytes());
+    for (int k = 0; k < kActivationKindCount; ++k) {
+      const auto kind = static_cast<ActivationKind>(k);
+      EXPECT_EQ(rank.memory.activation_bytes_at_peak(kind), estimate.bytes_of(kind))
+          << activation_kind_name(kind);
+    }
+  }
+}
+
+ActivationEstimate activations_of(const TrainConfig& config) {
+  return config.model == ModelKind::Mlp
+             ? estimate_activations(config.mlp, config.micro_batch)
+             : estimate_activations(config.gpt, config.micro_batch, config.gpt.block_size);
+}
+
 void expect_ledgers_equal_the_estimate(ModelKind model, std::int64_t threshold) {
   const auto units =
       model == ModelKind::Mlp ? checked_units(kMlp) : checked_units(gpt_preset(kGptPreset));
@@ -45,8 +65,10 @@ void expect_ledgers_equal_the_estimate(ModelKind model, std::int64_t threshold) 
         const EstimateOptions options = estimate_options(features);
         const StateElems elems = state_elems(units, world, options);
         for (const EngineKind engine : kEngines) {
-          const TrainResult result = train(small_run(model, engine, world, features));
+          const TrainConfig config = small_run(model, engine, world, features);
+          const TrainResult result = train(config);
           const LedgerEstimate estimate = estimate_ledger(elems, options, stage_of(engine));
+          expect_activations(result, activations_of(config));
           for (const auto& rank : result.ranks) {
             SCOPED_TRACE(fmt::format("{} {} W={} {} accum {} threshold {} rank {}",
                                      model_name(model), engine_name(engine), world,
@@ -70,6 +92,24 @@ TEST(EstimateMeasured, MlpLedgersEqualTheEstimate) {
 TEST(EstimateMeasured, GptLedgersEqualTheEstimate) {
   expect_ledgers_equal_the_estimate(ModelKind::Gpt, 0);
   expect_ledgers_equal_the_estimate(ModelKind::Gpt, 3'000);  // embeddings and ln_f persist
+}
+
+// Activations depend on the micro-batch and the context, not on the engine: the reference and
+// every stage at several B and T.
+TEST(EstimateMeasured, ActivationsEqualTheEstimateAtEveryMicroBatchAndContext) {
+  for (const std::int64_t micro_batch : {1, 3}) {
+    for (const std::int64_t block_size : {5, 16}) {
+      for (const EngineKind engine : {EngineKind::Reference, EngineKind::Ddp, EngineKind::Zero3}) {
+        TrainConfig config = small_run(ModelKind::Gpt, engine, 2, TrainingFeatures{});
+        config.micro_batch = micro_batch;
+        config.gpt.block_size = block_size;
+        SCOPED_TRACE(fmt::format("gpt B={} T={} {}", micro_batch, block_size, engine_name(engine)));
+        expect_activations(train(config), activations_of(config));
+        config.model = ModelKind::Mlp;
+        expect_activations(train(config), activations_of(config));
+      }
+    }
+  }
 }
 
 }  // namespace

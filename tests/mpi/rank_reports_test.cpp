@@ -15,9 +15,13 @@ TEST(MpiReports, RankTotalsComeBackAsTheyWere) {
   totals.report.rank = 3;
   MemoryLedger& memory = totals.report.memory;
   // Activations peak early while little else is held; params stay; the total peak is their sum.
+  // At their peak they are attention and logits; afterwards a checkpoint stays.
   memory.book(MemCategory::Params, 400);
-  memory.book(MemCategory::Activations, 900);
-  memory.release(MemCategory::Activations, 900);
+  memory.book(MemCategory::Activations, 600, ActivationKind::Attention);
+  memory.book(MemCategory::Activations, 300, ActivationKind::Logits);
+  memory.release(MemCategory::Activations, 600, ActivationKind::Attention);
+  memory.release(MemCategory::Activations, 300, ActivationKind::Logits);
+  memory.book(MemCategory::Activations, 40, ActivationKind::Checkpoint);
   memory.book(MemCategory::Optimizer, 800);
   memory.book(MemCategory::Gathered, 50);
   memory.release(MemCategory::Gathered, 20);
@@ -49,6 +53,15 @@ TEST(MpiReports, RankTotalsComeBackAsTheyWere) {
   }
   EXPECT_EQ(back.report.memory.total_current_bytes(), memory.total_current_bytes());
   EXPECT_EQ(back.report.memory.total_peak_bytes(), 1300);
+  for (int k = 0; k < kActivationKindCount; ++k) {
+    const auto kind = static_cast<ActivationKind>(k);
+    EXPECT_EQ(back.report.memory.activation_bytes(kind), memory.activation_bytes(kind)) << k;
+    EXPECT_EQ(back.report.memory.activation_bytes_at_peak(kind),
+              memory.activation_bytes_at_peak(kind))
+        << k;
+  }
+  EXPECT_EQ(back.report.memory.activation_bytes_at_peak(ActivationKind::Attention), 600);
+  EXPECT_EQ(back.report.memory.activation_bytes(ActivationKind::Checkpoint), 40);
   EXPECT_EQ(back.report.memory.total_peak_bytes(), memory.total_peak_bytes());
   for (int k = 0; k < kCollectiveKindCount; ++k) {
     const auto kind = static_cast<CollectiveKind>(k);

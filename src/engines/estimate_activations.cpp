@@ -1,0 +1,94 @@
+// estimate_activations.cpp — the activation bytes the models book per micro-batch, shape by shape
+// as Gpt::begin and Mlp::begin allocate them (fp32 values, int64 ids), summed by kind.
+#include "engines/estimate_activations.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.hpp"
+
+namespace zl {
+
+namespace {
+
+constexpr std::int64_t kF32 = 4;  // bytes of an fp32 activation
+constexpr std::int64_t kI64 = 8;  // bytes of a token id, target or label
+
+// Products and sums that fail in one line instead of wrapping.
+std::int64_t mul(std::int64_t a, std::int64_t b) {
+  std::int64_t product = 0;
+  ZL_CHECK(!__builtin_mul_overflow(a, b, &product),
+           "activations of {} x {} elements overflow int64 bytes: use a smaller --micro-batch or "
+           "--block-size",
+           a, b);
+  return product;
+}
+
+std::int64_t mul(std::int64_t a, std::int64_t b, std::int64_t c) { return mul(mul(a, b), c); }
+
+std::int64_t add(std::int64_t a, std::int64_t b) {
+  std::int64_t sum = 0;
+  ZL_CHECK(!__builtin_add_overflow(a, b, &sum),
+           "activations of {} + {} bytes overflow int64: use a smaller --micro-batch or "
+           "--block-size",
+           a, b);
+  return sum;
+}
+
+void check_micro_batch(std::int64_t micro_batch) {
+  ZL_CHECK(micro_batch >= 1, "--micro-batch {} is invalid: use 1 or more rows per rank",
+           micro_batch);
+}
+
+std::int64_t& at(ActivationEstimate& estimate, ActivationKind kind) {
+  return estimate.bytes[static_cast<int>(kind)];
+}
+
+}  // namespace
+
+std::int64_t ActivationEstimate::total_bytes() const {
+  return std::accumulate(bytes.begin(), bytes.end(), std::int64_t{0}, add);
+}
+
+ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t micro_batch,
+                                        std::int64_t seq_len) {
+  validate(config);
+  check_micro_batch(micro_batch);
+  ZL_CHECK(seq_len >= 1 && seq_len <= config.block_size,
+           "a sequence of {} tokens does not fit the GPT: use 1 .. --block-size {}", seq_len,
+           config.block_size);
+  const std::int64_t L = config.n_layer, H = config.n_head, C = config.n_embd, V = config.vocab;
+  const std::int64_t N = mul(micro_batch, seq_len);  // token rows, B*T
+  const std::int64_t NC = mul(N, C);
+  ActivationEstimate out;
+  // tokens and targets [B, T] in int64; embedded [N, C], block 0's input.
+  at(out, ActivationKind::Inputs) = add(mul(2 * kI64, N), mul(kF32, NC));
+  // ln1, attn, mid, ln2, out [N, C] and qkv [N, 3C]: 8NC; ln1's and ln2's mean and rstd: 4N.
+  at(out, ActivationKind::Block) = mul(L, kF32, add(mul(8, NC), mul(4, N)));
+  at(out, ActivationKind::Attention) = mul(L, kF32, mul(mul(micro_batch, H), mul(seq_len, seq_len)));
+  at(out, ActivationKind::MlpHidden) = mul(L, kF32, mul(8, NC));  // fc and fc_gelu [N, 4C]
+  // lnf [N, C] with its mean and rstd [N]; logits and dlogits [N, V].
+  at(out, ActivationKind::Logits) = mul(kF32, add(add(NC, mul(2, N)), mul(2, mul(N, V))));
+  // dresidual, dln, dattn [N, C], dqkv [N, 3C], dfc and dfc_gelu [N, 4C]: 14NC.
+  at(out, ActivationKind::Scratch) = mul(kF32, mul(14, NC));
+  out.formula = "16BT + 4[L(16BTC + 4BT + BHT²) + 16BTC + 2BT + 2BTV]";
+  return out;
+}
+
+ActivationEstimate estimate_activations(const MlpConfig& config, std::int64_t micro_batch) {
+  validate(config);
+  check_micro_batch(micro_batch);
+  const std::int64_t L = config.layers, W = config.width, K = config.classes;
+  const std::int64_t R = micro_batch;
+  // The widest layer output: the scratch gradients hold any layer's dx and dy.
+  const std::int64_t widest = L > 1 ? std::max(W, K) : K;
+  ActivationEstimate out;
+  at(out, ActivationKind::Inputs) = add(mul(kF32, R, config.in), mul(kI64, R));  // x [R, in], labels [R]
+  // Every layer's pre-activation [R, out]; every hidden layer's post-activation [R, W].
+  at(out, ActivationKind::Block) = mul(kF32, R, add(mul(2 * (L - 1), W), K));
+  at(out, ActivationKind::Scratch) = mul(2 * kF32, R, widest);  // grad_pre and grad_post [R, widest]
+  out.formula = L > 1 ? "4B·in + 8B + 4B[2(L-1)W + K] + 8B·max(W, K)" : "4B·in + 8B + 4BK + 8BK";
+  return out;
+}
+
+}  // namespace zl

@@ -1,0 +1,41 @@
+// estimate_activations.hpp — one rank's activation bytes for one micro-batch, counted from the
+// shapes the models book as Activations when a micro-batch begins (Gpt::begin, Mlp::begin), by
+// what they hold. Activations are not sharded by any stage and the models keep them in fp32 at
+// every precision, so the bytes depend only on the model, the micro-batch and the context.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "core/memory_ledger.hpp"
+#include "model/gpt_config.hpp"
+#include "model/mlp.hpp"
+
+namespace zl {
+
+/// Activation bytes of one micro-batch on one rank, by kind: the ledger's
+/// MemoryLedger::activation_bytes_at_peak, kind by kind; total_bytes() is the Activations
+/// category's peak (`--summary`'s ranks[i].bytes.peak.activations).
+struct ActivationEstimate {
+  /// Bytes of each ActivationKind (indexed by its value).
+  std::array<std::int64_t, kActivationKindCount> bytes{};
+  /// The sum in the model's symbols, e.g. "16BT + 4[L(16BTC + 4BT + BHT²) + 16BTC + 2BT + 2BTV]".
+  std::string formula;
+  /// Bytes of `kind`.
+  std::int64_t bytes_of(ActivationKind kind) const { return bytes[static_cast<int>(kind)]; }
+  /// Every kind added up.
+  std::int64_t total_bytes() const;
+};
+
+/// The GPT's activations for a micro-batch of `micro_batch` sequences of `seq_len` tokens
+/// (B and T; T <= config.block_size). Throws zl::Error naming the size if B or T is out of range
+/// or the bytes overflow int64.
+ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t micro_batch,
+                                        std::int64_t seq_len);
+
+/// The MLP's activations for a micro-batch of `micro_batch` rows. Throws zl::Error if B < 1 or
+/// the bytes overflow int64.
+ActivationEstimate estimate_activations(const MlpConfig& config, std::int64_t micro_batch);
+
+}  // namespace zl
