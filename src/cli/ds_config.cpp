@@ -145,6 +145,11 @@ class Checker {
     fail("{}: {} is {}: {}", source_, path, shown(value), use);
   }
 
+  // A key that is honoured but does nothing in zerolab, and why.
+  void warn(const std::string& path, std::string_view why) const {
+    warnings_.push_back(fmt::format("{}: {} {}", source_, path, why));
+  }
+
   // Runs the reader of each key of the object at `path`; other keys are warnings.
   void section(const json& object, const std::string& path, const Readers& readers) const {
     if (!object.is_object()) bad(path, object, "use an object");
@@ -348,6 +353,34 @@ AdamWConfig read_optimizer(const Checker& check, const json& value, const std::s
   return adamw;
 }
 
+// activation_checkpointing.*: the section turns on full checkpointing of every block; CPU
+// checkpointing is refused, and the keys about DeepSpeed's buffers and model parallelism have
+// nothing to act on here.
+Readers activation_readers(const Checker& check) {
+  const auto accepted = [&check](const json& v, const std::string& p) { check.boolean(v, p); };
+  return {
+      {"partition_activations",
+       [&check](const json& v, const std::string& p) {
+         if (check.boolean(v, p)) {
+           check.warn(p, "is true: zerolab has no model parallelism to partition across; ignored");
+         }
+       }},
+      {"cpu_checkpointing",
+       [&check](const json& v, const std::string& p) {
+         if (check.boolean(v, p)) {
+           check.bad(p, v, "keeping checkpoints in host memory is not built yet: set it to false");
+         }
+       }},
+      {"contiguous_memory_optimization", accepted},
+      {"synchronize_checkpoint_boundary", accepted},
+      {"profile", accepted},
+      {"number_checkpoints",
+       [&check](const json& v, const std::string& p) {
+         if (!v.is_null()) check.at_least(v, p, 1, "use 1 or more checkpoints, or null");
+       }},
+  };
+}
+
 }  // namespace
 
 DsConfig parse_ds_config(std::string_view text, std::string_view source,
@@ -400,6 +433,11 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
        [&](const json& v, const std::string& p) { check.section(v, p, zero_readers(check, ds)); }},
       {"optimizer",
        [&](const json& v, const std::string& p) { ds.adamw = read_optimizer(check, v, p); }},
+      {"activation_checkpointing",
+       [&](const json& v, const std::string& p) {
+         check.section(v, p, activation_readers(check));
+         ds.activations = ActivationPolicy{.recompute = Recompute::Full};
+       }},
   };
   check.section(root, "", top);
 
@@ -448,6 +486,7 @@ void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& step
     features.persistence_threshold_elems = *ds.persistence_threshold_elems;
   }
   if (ds.adamw) config.adamw = *ds.adamw;
+  if (ds.activations) config.activations = *ds.activations;
 }
 
 void check_train_batch_size(const DsConfig& ds, const TrainConfig& config) {

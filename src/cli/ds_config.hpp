@@ -47,6 +47,11 @@ struct DsConfig {
   /// zero_optimization.offload_optimizer.device: "none" or "cpu" (ZeRO-Offload).
   std::optional<std::string> offload_optimizer_device;
 
+  /// activation_checkpointing: the section checkpoints every GPT block (full), as a DeepSpeed
+  /// model that calls deepspeed.checkpointing per block does; --activation-checkpointing
+  /// overrides it.
+  std::optional<ActivationPolicy> activations;
+
   /// optimizer.{type, params}: AdamW (or Adam with adam_w_mode). When the file has an optimizer,
   /// every field is set, the ones its params leave out to DeepSpeed's defaults (weight_decay 0).
   std::optional<AdamWConfig> adamw;

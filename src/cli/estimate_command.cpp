@@ -37,6 +37,7 @@ struct Report {
   std::int64_t micro_batch = 0;          // B; 0: no activation term
   std::int64_t seq_len = 0;              // T of the GPT (0 for the MLP)
   ActivationEstimate activations;        // one micro-batch's, when micro_batch > 0
+  ActivationPolicy activation_policy;    // what the GPT's blocks keep
 };
 
 // "7000000000" or "7e9": an integer, or a double that is whole and small enough to be exact.
@@ -131,11 +132,17 @@ Report make_report(const EstimateFlags& flags) {
              "--micro-batch needs the model's shapes for its activations: give --model mlp|gpt "
              "instead of --params");
     report.micro_batch = *flags.micro_batch;
+    report.activation_policy = flags.activations;
+    ZL_CHECK(flags.model == "gpt" || flags.activations.recompute == Recompute::None,
+             "--activation-checkpointing {} recomputes GPT blocks, which the MLP has none of: "
+             "drop it or use --model gpt",
+             activation_policy_name(flags.activations));
     if (flags.model == "mlp") {
       report.activations = estimate_activations(flags.mlp, report.micro_batch);
     } else {
       report.seq_len = flags.gpt.block_size;
-      report.activations = estimate_activations(flags.gpt, report.micro_batch, report.seq_len);
+      report.activations =
+          estimate_activations(flags.gpt, report.micro_batch, report.seq_len, flags.activations);
     }
   }
   report.stages = estimate_ledgers(report.elems, report.options);
@@ -153,9 +160,10 @@ void print_activations(const Report& report) {
                                        report.seq_len)
                          : fmt::format("B = {} rows", report.micro_batch);
   fmt::print(
-      "\nactivations per GPU for a micro-batch of {} (fp32 at every precision; no stage shards "
-      "them): {} = {} bytes\n",
-      batch, activations.formula, activations.total_bytes());
+      "\nactivations per GPU for a micro-batch of {}, activation checkpointing {} (fp32 at every "
+      "precision; no stage shards them): {} = {} bytes\n",
+      batch, activation_policy_name(report.activation_policy), activations.formula,
+      activations.total_bytes());
   for (int k = 0; k < kActivationKindCount; ++k) {
     const auto kind = static_cast<ActivationKind>(k);
     if (activations.bytes_of(kind) == 0) continue;
@@ -297,6 +305,7 @@ void print_json(const Report& report) {
       by_kind[std::string(activation_kind_name(kind))] = report.activations.bytes_of(kind);
     }
     out["activations"] = {{"micro_batch", report.micro_batch},
+                          {"checkpointing", activation_policy_name(report.activation_policy)},
                           {"seq_len", report.seq_len > 0 ? nlohmann::ordered_json(report.seq_len)
                                                          : nlohmann::ordered_json()},
                           {"bytes", report.activations.total_bytes()},
@@ -377,6 +386,14 @@ CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--micro-batch", flags->micro_batch,
                   "Add the activations of a micro-batch of this many rows (MLP) or sequences of "
                   "--block-size tokens (GPT) per rank (train_micro_batch_size_per_gpu)");
+  auto* checkpointing = cmd->add_option_function<std::string>(
+                               "--activation-checkpointing",
+                               [flags](const std::string& text) {
+                                 flags->activations = parse_activation_policy(text);
+                               },
+                               "With --micro-batch: none | full | every:K | selective, as train "
+                               "takes it")
+                           ->type_name("POLICY");
   cmd->add_flag(
       "--json", flags->json,
       "Print one JSON object: the model, Ψ, N, the options, the padded, shard and persistent "
@@ -384,14 +401,16 @@ CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
       "params_bytes, grads_bytes, grad_accum_bytes, master_bytes, optimizer_bytes, total_bytes, "
       "unpadded_total_bytes, extra_bytes, formula, total_formula, activation_bytes, "
       "total_with_activations_bytes}; with --micro-batch also \"activations\": {micro_batch, "
-      "seq_len, bytes, formula, by_kind}");
+      "checkpointing, seq_len, bytes, formula, by_kind}");
   const std::vector<CLI::Option*> gpt_flags = {preset, n_layer, n_head, n_embd, block_size, vocab};
   cmd->callback([&run, flags, gpt_sizes, mlp_sizes, gpt_flags, n_layer, n_head, n_embd, block_size,
-                 vocab, threshold] {
+                 vocab, threshold, checkpointing] {
     const auto given = [](CLI::Option* option) { return option->count() > 0; };
     flags->mlp_sizes_given = std::ranges::any_of(mlp_sizes, given);
     flags->gpt_sizes_given = std::ranges::any_of(gpt_flags, given);
     flags->persistence_threshold_given = given(threshold);
+    ZL_CHECK(!given(checkpointing) || flags->micro_batch,
+             "--activation-checkpointing changes the activations: give --micro-batch B too");
     if (flags->model == "gpt") {
       // The preset's shape (GptConfig's defaults without one), then each size flag given.
       GptConfig gpt = flags->preset.empty() ? GptConfig{} : gpt_preset(flags->preset);

@@ -38,6 +38,8 @@ struct EstimateFlags {
   /// --micro-batch: rows (MLP) or sequences of block_size tokens (GPT) per rank; not given: no
   /// activation term.
   std::optional<std::int64_t> micro_batch;
+  /// --activation-checkpointing: what the GPT's blocks keep (with --micro-batch).
+  ActivationPolicy activations;
   bool json = false;  ///< print JSON instead of the table
 };
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 
 namespace zl {
@@ -51,27 +53,57 @@ std::int64_t ActivationEstimate::total_bytes() const {
 }
 
 ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t micro_batch,
-                                        std::int64_t seq_len) {
+                                        std::int64_t seq_len, const ActivationPolicy& policy) {
   validate(config);
   check_micro_batch(micro_batch);
   ZL_CHECK(seq_len >= 1 && seq_len <= config.block_size,
            "a sequence of {} tokens does not fit the GPT: use 1 .. --block-size {}", seq_len,
            config.block_size);
-  const std::int64_t L = config.n_layer, H = config.n_head, C = config.n_embd, V = config.vocab;
+  ZL_CHECK(policy.every_blocks >= 1,
+           "activation checkpointing every:{} is invalid: checkpoint every K >= 1 blocks",
+           policy.every_blocks);
+  const std::int64_t H = config.n_head, C = config.n_embd, V = config.vocab;
   const std::int64_t N = mul(micro_batch, seq_len);  // token rows, B*T
   const std::int64_t NC = mul(N, C);
+  const std::int64_t BHTT = mul(mul(micro_batch, H), mul(seq_len, seq_len));
+  // Blocks that keep everything, and blocks that rebuild in backward (0, K, 2K, ...).
+  std::int64_t rebuilt = 0;
+  for (int l = 0; l < config.n_layer; ++l) rebuilt += policy.recomputes(l) ? 1 : 0;
+  const std::int64_t kept = config.n_layer - rebuilt;
+  const bool selective = policy.recompute == Recompute::Selective;
   ActivationEstimate out;
   // tokens and targets [B, T] in int64; embedded [N, C], block 0's input.
   at(out, ActivationKind::Inputs) = add(mul(2 * kI64, N), mul(kF32, NC));
-  // ln1, attn, mid, ln2, out [N, C] and qkv [N, 3C]: 8NC; ln1's and ln2's mean and rstd: 4N.
-  at(out, ActivationKind::Block) = mul(L, kF32, add(mul(8, NC), mul(4, N)));
-  at(out, ActivationKind::Attention) = mul(L, kF32, mul(mul(micro_batch, H), mul(seq_len, seq_len)));
-  at(out, ActivationKind::MlpHidden) = mul(L, kF32, mul(8, NC));  // fc and fc_gelu [N, 4C]
+  // A whole block: ln1, attn, mid, ln2, out [N, C] and qkv [N, 3C]: 8NC; both LayerNorms' mean
+  // and rstd: 4N. A selective one keeps qkv, mid and out: 5NC.
+  at(out, ActivationKind::Block) =
+      add(mul(kept, kF32, add(mul(8, NC), mul(4, N))), selective ? mul(rebuilt, kF32, mul(5, NC)) : 0);
+  at(out, ActivationKind::Attention) = mul(kept, kF32, BHTT);
+  // fc and fc_gelu [N, 4C]; a selective block keeps fc.
+  at(out, ActivationKind::MlpHidden) =
+      add(mul(kept, kF32, mul(8, NC)), selective ? mul(rebuilt, kF32, mul(4, NC)) : 0);
   // lnf [N, C] with its mean and rstd [N]; logits and dlogits [N, V].
   at(out, ActivationKind::Logits) = mul(kF32, add(add(NC, mul(2, N)), mul(2, mul(N, V))));
   // dresidual, dln, dattn [N, C], dqkv [N, 3C], dfc and dfc_gelu [N, 4C]: 14NC.
   at(out, ActivationKind::Scratch) = mul(kF32, mul(14, NC));
-  out.formula = "16BT + 4[L(16BTC + 4BT + BHT²) + 16BTC + 2BT + 2BTV]";
+  // A fully checkpointed block keeps its output [N, C], the next block's input.
+  if (!selective) at(out, ActivationKind::Checkpoint) = mul(rebuilt, kF32, NC);
+  // One block's worth of what rebuilt blocks do not keep: everything but the output (15NC + 4N
+  // + BHT²), or the LayerNorms, attention's core and GELU (ln1, attn, ln2 and fc_gelu: 7NC).
+  if (rebuilt > 0) {
+    at(out, ActivationKind::Recompute) =
+        mul(kF32, add(add(mul(selective ? 7 : 15, NC), mul(4, N)), BHTT));
+  }
+  const std::string whole = "(16BTC + 4BT + BHT²)";
+  std::string blocks = kept == 0 ? "" : fmt::format("{}{} + ", kept == 1 ? "" : fmt::format("{}·", kept), whole);
+  if (rebuilt > 0 && selective) {
+    blocks += fmt::format("{}·9BTC + (7BTC + 4BT + BHT²) + ", rebuilt);
+  } else if (rebuilt > 0) {
+    blocks += fmt::format("{}·BTC + (15BTC + 4BT + BHT²) + ", rebuilt);
+  }
+  out.formula = policy.recompute == Recompute::None
+                    ? "16BT + 4[L(16BTC + 4BT + BHT²) + 16BTC + 2BT + 2BTV]"
+                    : fmt::format("16BT + 4[{}16BTC + 2BT + 2BTV]", blocks);
   return out;
 }
 

@@ -1,7 +1,8 @@
 // estimate_activations.hpp — one rank's activation bytes for one micro-batch, counted from the
 // shapes the models book as Activations when a micro-batch begins (Gpt::begin, Mlp::begin), by
 // what they hold. Activations are not sharded by any stage and the models keep them in fp32 at
-// every precision, so the bytes depend only on the model, the micro-batch and the context.
+// every precision, so the bytes depend only on the model, the micro-batch, the context and the
+// activation checkpointing policy.
 #pragma once
 
 #include <array>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "core/memory_ledger.hpp"
+#include "model/activation_policy.hpp"
 #include "model/gpt_config.hpp"
 #include "model/mlp.hpp"
 
@@ -29,10 +31,12 @@ struct ActivationEstimate {
 };
 
 /// The GPT's activations for a micro-batch of `micro_batch` sequences of `seq_len` tokens
-/// (B and T; T <= config.block_size). Throws zl::Error naming the size if B or T is out of range
-/// or the bytes overflow int64.
+/// (B and T; T <= config.block_size), its blocks checkpointed as `policy` says: a rebuilt
+/// block keeps its output (Checkpoint) or, selective, its matrix products' outputs, and one
+/// block's worth of the rest is booked as Recompute. Throws zl::Error naming the size if B or T
+/// is out of range or the bytes overflow int64.
 ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t micro_batch,
-                                        std::int64_t seq_len);
+                                        std::int64_t seq_len, const ActivationPolicy& policy = {});
 
 /// The MLP's activations for a micro-batch of `micro_batch` rows. Throws zl::Error if B < 1 or
 /// the bytes overflow int64.

@@ -22,8 +22,11 @@ constexpr double kInitStd = 0.02;  // GPT2Config.initializer_range
 
 }  // namespace
 
-Gpt::Gpt(Device& device, const GptConfig& config)
-    : device_(device), config_(config), units_(gpt_units(config)) {
+Gpt::Gpt(Device& device, const GptConfig& config, ActivationPolicy policy)
+    : device_(device), config_(config), policy_(policy), units_(gpt_units(config)) {
+  ZL_CHECK(policy.every_blocks >= 1,
+           "activation checkpointing every:{} is invalid: checkpoint every K >= 1 blocks",
+           policy.every_blocks);
   for (int u = 0; u <= last_unit(); ++u) order_.push_back(u);
   order_.push_back(0);
 }
@@ -83,6 +86,7 @@ void Gpt::begin(const Batch& batch) {
   }
   // Release the last micro-batch before booking this one, so the ledger's peak is one batch.
   blocks_.clear();
+  recompute_ = BlockActivations();
   for (Buffer* buffer : {&tokens_, &targets_, &embedded_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_,
                          &dlogits_, &dresidual_, &dln_, &dqkv_, &dattn_, &dfc_, &dfc_gelu_})
     *buffer = Buffer();
@@ -98,23 +102,7 @@ void Gpt::begin(const Batch& batch) {
   device_.copy_from_host(targets_.data(), batch.y.data(),
                          static_cast<std::size_t>(targets_.bytes()));
   embedded_ = activation(ActivationKind::Inputs, {N, C});
-  for (int l = 0; l < config_.n_layer; ++l) {
-    BlockActivations block;
-    block.ln1 = activation(ActivationKind::Block, {N, C});
-    block.ln1_mean = activation(ActivationKind::Block, {N});
-    block.ln1_rstd = activation(ActivationKind::Block, {N});
-    block.qkv = activation(ActivationKind::Block, {N, 3 * C});
-    block.probs = activation(ActivationKind::Attention, {rows_, config_.n_head, T, T});
-    block.attn = activation(ActivationKind::Block, {N, C});
-    block.mid = activation(ActivationKind::Block, {N, C});
-    block.ln2 = activation(ActivationKind::Block, {N, C});
-    block.ln2_mean = activation(ActivationKind::Block, {N});
-    block.ln2_rstd = activation(ActivationKind::Block, {N});
-    block.fc = activation(ActivationKind::MlpHidden, {N, 4 * C});
-    block.fc_gelu = activation(ActivationKind::MlpHidden, {N, 4 * C});
-    block.out = activation(ActivationKind::Block, {N, C});
-    blocks_.push_back(std::move(block));
-  }
+  book_block_activations();
   lnf_ = activation(ActivationKind::Logits, {N, C});
   lnf_mean_ = activation(ActivationKind::Logits, {N});
   lnf_rstd_ = activation(ActivationKind::Logits, {N});
@@ -129,6 +117,49 @@ void Gpt::begin(const Batch& batch) {
   forward_visits_ = 0;
   loss_done_ = false;
   next_backward_visit_ = static_cast<int>(order_.size()) - 1;
+}
+
+void Gpt::book_block_activations() {
+  const std::int64_t N = token_rows(), C = config_.n_embd, T = seq_len_;
+  struct Tensor {
+    Buffer BlockActivations::*member;
+    ActivationKind kind;
+    Shape shape;
+    bool kept_by_selective;  // a matrix product's output (or the block's): selective keeps it
+  };
+  using A = BlockActivations;
+  using K = ActivationKind;
+  const Tensor tensors[] = {
+      {&A::ln1, K::Block, {N, C}, false},      {&A::ln1_mean, K::Block, {N}, false},
+      {&A::ln1_rstd, K::Block, {N}, false},    {&A::qkv, K::Block, {N, 3 * C}, true},
+      {&A::probs, K::Attention, {rows_, config_.n_head, T, T}, false},
+      {&A::attn, K::Block, {N, C}, false},     {&A::mid, K::Block, {N, C}, true},
+      {&A::ln2, K::Block, {N, C}, false},      {&A::ln2_mean, K::Block, {N}, false},
+      {&A::ln2_rstd, K::Block, {N}, false},    {&A::fc, K::MlpHidden, {N, 4 * C}, true},
+      {&A::fc_gelu, K::MlpHidden, {N, 4 * C}, false}, {&A::out, K::Block, {N, C}, true},
+  };
+  // What a checkpointed block keeps: its output only (full), or the products' outputs too.
+  auto kept_when_checkpointed = [&](const Tensor& tensor) {
+    return tensor.member == &A::out ||
+           (policy_.recompute == Recompute::Selective && tensor.kept_by_selective);
+  };
+  for (int l = 0; l < config_.n_layer; ++l) {
+    BlockActivations block;
+    const bool checkpointed = policy_.recomputes(l);
+    for (const Tensor& tensor : tensors) {
+      if (checkpointed && !kept_when_checkpointed(tensor)) continue;
+      // A fully checkpointed block's output is the checkpoint the next block restarts from.
+      const bool checkpoint = checkpointed && policy_.recompute == Recompute::Full;
+      block.*tensor.member = activation(checkpoint ? K::Checkpoint : tensor.kind, tensor.shape);
+    }
+    blocks_.push_back(std::move(block));
+  }
+  if (policy_.recompute == Recompute::None) return;
+  for (const Tensor& tensor : tensors) {  // one block's worth of what checkpointed blocks rebuild
+    if (!kept_when_checkpointed(tensor)) {
+      recompute_.*tensor.member = activation(K::Recompute, tensor.shape);
+    }
+  }
 }
 
 void Gpt::check_params(const char* pass, int unit, std::span<const float> params,
@@ -176,7 +207,7 @@ void Gpt::forward_unit(int unit, std::span<const float> params) {
     device_.layernorm_forward(blocks_.back().out.as<float>(), params.first(C), params.subspan(C, C),
                               lnf_.as<float>(), lnf_mean_.as<float>(), lnf_rstd_.as<float>(), N, C);
   } else {
-    forward_block(unit - 1, params);
+    forward_block(unit - 1, params, false);
   }
   ++forward_visits_;
 }

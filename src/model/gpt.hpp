@@ -17,16 +17,18 @@
 
 #include "model/gpt_config.hpp"
 #include "model/model.hpp"
+#include "model/activation_policy.hpp"
 #include "ops/device.hpp"
 
 namespace zl {
 
 /// GPT-2 on a Device. Activations are allocated on `device` (category Activations) per micro-batch
-/// in begin() and kept until the next begin() or the model's end.
+/// in begin() and kept until the next begin() or the model's end; the blocks `policy` checkpoints
+/// keep less and rebuild the rest in their backward, with bitwise the same results.
 class Gpt final : public Model {
  public:
-  /// Throws zl::Error (see validate(GptConfig)) for a bad shape.
-  Gpt(Device& device, const GptConfig& config);
+  /// Throws zl::Error (see validate(GptConfig)) for a bad shape or an every:K policy with K < 1.
+  Gpt(Device& device, const GptConfig& config, ActivationPolicy policy = {});
   const std::vector<UnitSpec>& units() const override { return units_; }
   /// [0, 1, ..., n_layer + 1, 0]: unit 0 runs again last, as the tied LM head.
   std::vector<int> forward_order() const override { return order_; }
@@ -63,6 +65,12 @@ class Gpt final : public Model {
     Buffer fc_gelu;                  // GELU(fc) [N, 4C]
     Buffer out;                      // mid + mlp(ln_2(mid)) [N, C]: the block's output
   };
+  // A block's tensors wherever they are held: its own buffers, or the recompute workspace for
+  // those a checkpointed block does not keep.
+  struct BlockTensors {
+    std::span<float> ln1, ln1_mean, ln1_rstd, qkv, probs, attn, mid, ln2, ln2_mean, ln2_rstd, fc,
+        fc_gelu, out;
+  };
 
   int last_unit() const { return config_.n_layer + 1; }
   std::int64_t token_rows() const { return rows_ * seq_len_; }
@@ -73,12 +81,18 @@ class Gpt final : public Model {
   std::string backward_hint() const;
   // The residual stream entering block `layer`.
   std::span<const float> block_input(int layer) const;
-  void forward_block(int layer, std::span<const float> params);
+  BlockTensors block_tensors_of(int layer);
+  // Forward through block `layer`; with `rebuild_only`, only the steps whose outputs the block did
+  // not keep (backward's recompute).
+  void forward_block(int layer, std::span<const float> params, bool rebuild_only);
+  // Books block `layer`'s tensors as the policy keeps them, and the recompute workspace.
+  void book_block_activations();
   void backward_block(int layer, std::span<const float> params, std::span<float> grads);
   Buffer activation(ActivationKind kind, Shape shape);
 
   Device& device_;
   GptConfig config_;
+  ActivationPolicy policy_;
   std::vector<UnitSpec> units_;
   std::vector<int> order_;
   // Per micro-batch, allocated in begin() (see gpt.cpp).
@@ -88,6 +102,7 @@ class Gpt final : public Model {
   Buffer targets_;  // [rows, T] int64 next-token ids, on the device
   Buffer embedded_;                    // wte[token] + wpe[t] [N, C]
   std::vector<BlockActivations> blocks_;
+  BlockActivations recompute_;  // what checkpointed blocks rebuild, one block's worth, shared
   Buffer lnf_, lnf_mean_, lnf_rstd_;  // ln_f(last block's out) [N, C], [N], [N]
   Buffer logits_;                     // [N, vocab]
   Buffer dlogits_;                    // grad_scale * d loss / d logits [N, vocab]

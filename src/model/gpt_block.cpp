@@ -1,5 +1,7 @@
 // gpt_block.cpp — one GPT-2 block forward and backward: x + attn(ln_1(x)), then + mlp(ln_2(.)).
-// Shapes: N = rows * T token rows, C channels; every activation is [N, C] unless noted.
+// Shapes: N = rows * T token rows, C channels; every activation is [N, C] unless noted. A block
+// that activation checkpointing recomputes writes what it did not keep into the shared recompute
+// workspace, and rebuilds it there at the start of its backward.
 #include <array>
 #include <cstddef>
 
@@ -42,59 +44,83 @@ std::array<std::span<T>, kBlockParams> block_tensors(std::span<T> flat, std::int
 
 }  // namespace
 
-void Gpt::forward_block(int layer, std::span<const float> params) {
+Gpt::BlockTensors Gpt::block_tensors_of(int layer) {
+  BlockActivations& own = blocks_[static_cast<std::size_t>(layer)];
+  // A tensor the block did not keep lives in the recompute workspace.
+  auto held = [&](Buffer BlockActivations::*tensor) {
+    Buffer& kept = own.*tensor;
+    return (kept.elems() > 0 ? kept : recompute_.*tensor).as<float>();
+  };
+  return {held(&BlockActivations::ln1),      held(&BlockActivations::ln1_mean),
+          held(&BlockActivations::ln1_rstd), held(&BlockActivations::qkv),
+          held(&BlockActivations::probs),    held(&BlockActivations::attn),
+          held(&BlockActivations::mid),      held(&BlockActivations::ln2),
+          held(&BlockActivations::ln2_mean), held(&BlockActivations::ln2_rstd),
+          held(&BlockActivations::fc),       held(&BlockActivations::fc_gelu),
+          held(&BlockActivations::out)};
+}
+
+void Gpt::forward_block(int layer, std::span<const float> params, bool rebuild_only) {
   const std::int64_t N = token_rows(), C = config_.n_embd, H = config_.n_head;
   const auto p = block_tensors(params, C);
-  auto& a = blocks_[static_cast<std::size_t>(layer)];
+  const BlockActivations& own = blocks_[static_cast<std::size_t>(layer)];
+  const BlockTensors a = block_tensors_of(layer);
   const auto x = block_input(layer);
+  // In backward's rebuild, a step runs only if the block did not keep what it writes: the same
+  // kernels on the same inputs, so the rebuilt tensors are bitwise forward's.
+  auto runs = [&](const Buffer& written) { return !rebuild_only || written.elems() == 0; };
   // Attention: qkv [N, 3C] = ln_1(x) c_attn; attn [N, C] = heads side by side; mid = x + attn
   // c_proj.
-  device_.layernorm_forward(x, p[kLn1Weight], p[kLn1Bias], a.ln1.as<float>(),
-                            a.ln1_mean.as<float>(), a.ln1_rstd.as<float>(), N, C);
-  device_.conv1d_forward(a.ln1.as<float>(), p[kAttnWeight], p[kAttnBias], a.qkv.as<float>(), N, C,
-                         3 * C);
-  device_.attention_forward(a.qkv.as<float>(), a.probs.as<float>(), a.attn.as<float>(), rows_,
-                            seq_len_, C, H);
-  device_.conv1d_forward(a.attn.as<float>(), p[kAttnProjWeight], p[kAttnProjBias],
-                         a.mid.as<float>(), N, C, C);
-  device_.add(a.mid.data(), x.data(), DType::F32, a.mid.elems());  // the skip connection
+  if (runs(own.ln1)) {
+    device_.layernorm_forward(x, p[kLn1Weight], p[kLn1Bias], a.ln1, a.ln1_mean, a.ln1_rstd, N, C);
+  }
+  if (runs(own.qkv)) {
+    device_.conv1d_forward(a.ln1, p[kAttnWeight], p[kAttnBias], a.qkv, N, C, 3 * C);
+  }
+  if (runs(own.probs)) {
+    device_.attention_forward(a.qkv, a.probs, a.attn, rows_, seq_len_, C, H);
+  }
+  if (runs(own.mid)) {
+    device_.conv1d_forward(a.attn, p[kAttnProjWeight], p[kAttnProjBias], a.mid, N, C, C);
+    device_.add(a.mid.data(), x.data(), DType::F32, static_cast<std::int64_t>(a.mid.size()));  // the skip connection
+  }
   // MLP: fc [N, 4C] = ln_2(mid) c_fc; out = mid + GELU(fc) c_proj.
-  device_.layernorm_forward(a.mid.as<float>(), p[kLn2Weight], p[kLn2Bias], a.ln2.as<float>(),
-                            a.ln2_mean.as<float>(), a.ln2_rstd.as<float>(), N, C);
-  device_.conv1d_forward(a.ln2.as<float>(), p[kFcWeight], p[kFcBias], a.fc.as<float>(), N, C,
-                         4 * C);
-  device_.gelu_tanh_forward(a.fc.as<float>(), a.fc_gelu.as<float>());
-  device_.conv1d_forward(a.fc_gelu.as<float>(), p[kMlpProjWeight], p[kMlpProjBias],
-                         a.out.as<float>(), N, 4 * C, C);
-  device_.add(a.out.data(), a.mid.data(), DType::F32, a.out.elems());  // the skip connection
+  if (runs(own.ln2)) {
+    device_.layernorm_forward(a.mid, p[kLn2Weight], p[kLn2Bias], a.ln2, a.ln2_mean, a.ln2_rstd, N,
+                              C);
+  }
+  if (runs(own.fc)) device_.conv1d_forward(a.ln2, p[kFcWeight], p[kFcBias], a.fc, N, C, 4 * C);
+  if (runs(own.fc_gelu)) device_.gelu_tanh_forward(a.fc, a.fc_gelu);
+  if (rebuild_only) return;  // backward needs nothing past GELU, and the output is always kept
+  device_.conv1d_forward(a.fc_gelu, p[kMlpProjWeight], p[kMlpProjBias], a.out, N, 4 * C, C);
+  device_.add(a.out.data(), a.mid.data(), DType::F32, static_cast<std::int64_t>(a.out.size()));  // the skip connection
 }
 
 void Gpt::backward_block(int layer, std::span<const float> params, std::span<float> grads) {
+  if (policy_.recomputes(layer)) forward_block(layer, params, true);
   const std::int64_t N = token_rows(), C = config_.n_embd, H = config_.n_head;
   const auto p = block_tensors(params, C);
   const auto g = block_tensors(grads, C);
-  const auto& a = blocks_[static_cast<std::size_t>(layer)];
+  const BlockTensors a = block_tensors_of(layer);
   // On entry dresidual = d loss / d out. The skip connection passes it to mid unchanged; the MLP
   // branch adds its part through ln_2's backward.
   const auto dresidual = dresidual_.as<float>();
-  device_.conv1d_backward(a.fc_gelu.as<float>(), p[kMlpProjWeight], dresidual, g[kMlpProjWeight],
+  device_.conv1d_backward(a.fc_gelu, p[kMlpProjWeight], dresidual, g[kMlpProjWeight],
                           g[kMlpProjBias], dfc_gelu_.as<float>(), N, 4 * C, C);
-  device_.gelu_tanh_backward(a.fc.as<float>(), dfc_gelu_.as<float>(), dfc_.as<float>());
-  device_.conv1d_backward(a.ln2.as<float>(), p[kFcWeight], dfc_.as<float>(), g[kFcWeight],
-                          g[kFcBias], dln_.as<float>(), N, C, 4 * C);
-  device_.layernorm_backward(a.mid.as<float>(), p[kLn2Weight], a.ln2_mean.as<float>(),
-                             a.ln2_rstd.as<float>(), dln_.as<float>(), dresidual, g[kLn2Weight],
-                             g[kLn2Bias], N, C);
+  device_.gelu_tanh_backward(a.fc, dfc_gelu_.as<float>(), dfc_.as<float>());
+  device_.conv1d_backward(a.ln2, p[kFcWeight], dfc_.as<float>(), g[kFcWeight], g[kFcBias],
+                          dln_.as<float>(), N, C, 4 * C);
+  device_.layernorm_backward(a.mid, p[kLn2Weight], a.ln2_mean, a.ln2_rstd, dln_.as<float>(),
+                             dresidual, g[kLn2Weight], g[kLn2Bias], N, C);
   // Now dresidual = d loss / d mid; the same again for the attention branch, down to d x.
-  device_.conv1d_backward(a.attn.as<float>(), p[kAttnProjWeight], dresidual, g[kAttnProjWeight],
+  device_.conv1d_backward(a.attn, p[kAttnProjWeight], dresidual, g[kAttnProjWeight],
                           g[kAttnProjBias], dattn_.as<float>(), N, C, C);
-  device_.attention_backward(a.qkv.as<float>(), a.probs.as<float>(), dattn_.as<float>(),
-                             dqkv_.as<float>(), rows_, seq_len_, C, H);
-  device_.conv1d_backward(a.ln1.as<float>(), p[kAttnWeight], dqkv_.as<float>(), g[kAttnWeight],
-                          g[kAttnBias], dln_.as<float>(), N, C, 3 * C);
-  device_.layernorm_backward(block_input(layer), p[kLn1Weight], a.ln1_mean.as<float>(),
-                             a.ln1_rstd.as<float>(), dln_.as<float>(), dresidual, g[kLn1Weight],
-                             g[kLn1Bias], N, C);
+  device_.attention_backward(a.qkv, a.probs, dattn_.as<float>(), dqkv_.as<float>(), rows_,
+                             seq_len_, C, H);
+  device_.conv1d_backward(a.ln1, p[kAttnWeight], dqkv_.as<float>(), g[kAttnWeight], g[kAttnBias],
+                          dln_.as<float>(), N, C, 3 * C);
+  device_.layernorm_backward(block_input(layer), p[kLn1Weight], a.ln1_mean, a.ln1_rstd,
+                             dln_.as<float>(), dresidual, g[kLn1Weight], g[kLn1Bias], N, C);
 }
 
 }  // namespace zl

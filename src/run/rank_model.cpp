@@ -20,7 +20,7 @@ NamedTensors init_tensors(const TrainConfig& config) {
 
 RankModel::RankModel(Device& device, const TrainConfig& config, const NamedTensors& init) {
   if (config.model == ModelKind::Gpt) {
-    model_ = std::make_unique<Gpt>(device, config.gpt);
+    model_ = std::make_unique<Gpt>(device, config.gpt, config.activations);
   } else {
     model_ = std::make_unique<Mlp>(device, config.mlp);
   }

@@ -14,6 +14,7 @@
 #include "engines/engine.hpp"
 #include "fault_injection.hpp"
 #include "links.hpp"
+#include "model/activation_policy.hpp"
 #include "model/gpt_config.hpp"
 #include "model/mlp.hpp"
 #include "run/rank_device.hpp"
@@ -51,6 +52,9 @@ struct TrainConfig {
   GptConfig gpt;  ///< the GPT's shape (model Gpt)
   /// GPT only: train on this uint16 token file (nanoGPT's .bin) instead of the synthetic task.
   std::filesystem::path data_file{};
+  /// GPT only: which blocks recompute their activations in backward (--activation-checkpointing).
+  /// Changes memory and time, never a bit of the results.
+  ActivationPolicy activations{};
   /// Precision, loss scaling, accumulation, clipping, buckets, prefetch, persistence.
   TrainingFeatures features{};
   EngineKind engine = EngineKind::Ddp;  ///< the reference or a stage's engine (--stage, --engine)

@@ -25,6 +25,10 @@ void validate(const TrainConfig& config) {
     validate(config.gpt);
   } else {
     validate(config.mlp);
+    ZL_CHECK(config.activations.recompute == Recompute::None,
+             "--activation-checkpointing {} recomputes GPT blocks, which the MLP has none of: "
+             "drop it or use --model gpt",
+             activation_policy_name(config.activations));
     ZL_CHECK(config.data_file.empty(),
              "--data {} needs --model gpt: the MLP trains on its synthetic task",
              config.data_file.string());

@@ -76,6 +76,28 @@ TEST_F(CliTest, EveryStageAndTheReferenceWriteByteIdenticalFinalParameters) {
   EXPECT_EQ(tensors[5].shape, (Shape{4}));
 }
 
+// Activation checkpointing changes no byte of the trained parameters, at ZeRO-3 with bf16,
+// accumulation and overlap; the summary shows the checkpoints and the recompute workspace.
+TEST_F(CliTest, ActivationCheckpointingWritesByteIdenticalParameters) {
+  const std::string gpt =
+      "train --model gpt --preset tiny --stage 3 --world 3 --steps 3 --micro-batch 2 --bf16 "
+      "--grad-accum 2 --overlap-comm --quiet";
+  const auto none = zerolab(gpt + " --save-final " + (dir_ / "none.st").string());
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  for (const char* policy : {"full", "every:2", "selective"}) {
+    const fs::path file = dir_ / fmt::format("{}.st", policy);
+    const fs::path summary = dir_ / fmt::format("{}.json", policy);
+    const auto run = zerolab(fmt::format("{} --activation-checkpointing {} --save-final {} "
+                                         "--summary {}",
+                                         gpt, policy, file.string(), summary.string()));
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(slurp(file), slurp(dir_ / "none.st")) << policy;
+    const auto at_peak = nlohmann::json::parse(slurp(summary))["ranks"][0]["bytes"]
+                                                              ["activations_at_peak"];
+    EXPECT_GT(at_peak["recompute"].get<std::int64_t>(), 0) << policy;
+  }
+}
+
 TEST_F(CliTest, ProgressLinesAndMetricsPerStep) {
   const auto run =
       zerolab("train --world 2 --layers 2 --width 8 --in 4 --classes 3 --steps 5 --metrics " +
@@ -239,6 +261,10 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --n-layer 2", "--n-layer needs --model gpt"},
       {"train --model gpt --preset huge", "huge"},
       {"train --config /nonexistent-dir/ds.json", "/nonexistent-dir/ds.json"},
+      {"train --activation-checkpointing full", "the MLP has none of"},
+      {"train --model gpt --activation-checkpointing some", "--activation-checkpointing some is not known"},
+      {"train --model gpt --activation-checkpointing every:0", "every:K needs a whole number"},
+      {"train --model gpt --activation-checkpointing every:x", "every:K needs a whole number"},
       {"", "subcommand"},
   };
   for (const auto& bad : cases) {

@@ -103,6 +103,23 @@ TEST(DsConfig, EveryKeyMapsToItsField) {
 }
 
 // A key the file leaves out leaves its field as it was (zerolab's defaults are DeepSpeed's).
+// DeepSpeed's section turns on checkpointing of every block (a DeepSpeed model calls
+// deepspeed.checkpointing per block); its buffer keys are accepted, partitioning is a warning.
+TEST(DsConfig, ActivationCheckpointingSectionCheckpointsEveryBlock) {
+  const Applied plain = apply(R"({"activation_checkpointing": {}})");
+  EXPECT_EQ(plain.config.activations, ActivationPolicy{.recompute = Recompute::Full});
+  EXPECT_TRUE(plain.warnings.empty());
+  const Applied full = apply(R"({"activation_checkpointing": {"partition_activations": true,
+      "cpu_checkpointing": false, "contiguous_memory_optimization": true,
+      "number_checkpoints": null, "synchronize_checkpoint_boundary": false, "profile": false}})");
+  EXPECT_EQ(full.config.activations, ActivationPolicy{.recompute = Recompute::Full});
+  ASSERT_EQ(full.warnings.size(), 1u);
+  EXPECT_EQ(full.warnings[0],
+            "ds.json: activation_checkpointing.partition_activations is true: zerolab has no "
+            "model parallelism to partition across; ignored");
+  EXPECT_EQ(apply("{}").config.activations, ActivationPolicy{});
+}
+
 TEST(DsConfig, AbsentKeysLeaveTheConfigAlone) {
   const Applied a = apply("{}");
   const TrainConfig defaults;
@@ -215,6 +232,14 @@ TEST(DsConfig, WrongTypesAndValuesFailInOneLineNamingTheKey) {
       {R"({"optimizer": {"type": "AdamW", "params": {"weight_decay": -0.1}}})",
        "ds.json: optimizer.params.weight_decay is -0.1: use a number >= 0"},
       {R"([1, 2])", "ds.json: the config is [1,2]: use a JSON object"},
+      {R"({"activation_checkpointing": {"cpu_checkpointing": true}})",
+       "ds.json: activation_checkpointing.cpu_checkpointing is true: keeping checkpoints in host "
+       "memory is not built yet: set it to false"},
+      {R"({"activation_checkpointing": {"number_checkpoints": 0}})",
+       "ds.json: activation_checkpointing.number_checkpoints is 0: use 1 or more checkpoints, or "
+       "null"},
+      {R"({"activation_checkpointing": true})",
+       "ds.json: activation_checkpointing is true: use an object"},
       {R"({"train_batch_size": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})",
        R"(ds.json: train_batch_size is "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...: use 1 or more samples)"},
   };

@@ -1,6 +1,7 @@
 // features_test.cpp — the exactness promise with every training feature on: bf16 and fp16
 // (with forced overflows, skipped steps and scale changes), gradient accumulation, clipping,
-// ZeRO-3 prefetch and persistence. Every stage stays bitwise the reference, for the MLP and the
+// ZeRO-3 prefetch and persistence, and activation checkpointing (each stage with a policy against
+// the reference without one). Every stage stays bitwise the reference, for the MLP and the
 // GPT. The canonical norm and the clipped update are the same for every world size.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -27,8 +28,12 @@ TrainResult run(TrainConfig config, EngineKind engine) {
   return train(config);
 }
 
+// Every stage against the reference trained without activation checkpointing: a policy changes
+// no bit, and neither does the engine.
 void check_every_stage(const TrainConfig& config) {
-  const auto reference = run(config, EngineKind::Reference);
+  TrainConfig unchecked = config;
+  unchecked.activations = {};
+  const auto reference = run(unchecked, EngineKind::Reference);
   for (const EngineKind stage : kStages) {
     if (const auto diff = first_difference(run(config, stage), reference)) {
       RC_FAIL(fmt::format("{}: {}", engine_name(stage), *diff));
@@ -56,11 +61,52 @@ RC_GTEST_PROP(Features, prop_every_stage_is_bitwise_the_reference_with_every_fea
 
 RC_GTEST_PROP(Features, prop_gpt_every_stage_is_bitwise_the_reference, ()) {
   const TrainConfig config = *rc::gen_gpt_config();
-  RC_LOG() << fmt::format("gpt L={} H={} C={} T={} V={} W={} steps={} B={} ", config.gpt.n_layer,
-                          config.gpt.n_head, config.gpt.n_embd, config.gpt.block_size,
-                          config.gpt.vocab, config.world, config.steps, config.micro_batch)
+  RC_LOG() << fmt::format("gpt L={} H={} C={} T={} V={} W={} steps={} B={} checkpointing={} ",
+                          config.gpt.n_layer, config.gpt.n_head, config.gpt.n_embd,
+                          config.gpt.block_size, config.gpt.vocab, config.world, config.steps,
+                          config.micro_batch, activation_policy_name(config.activations))
            << describe(config.features) << "\n";
+  RC_TAG(activation_policy_name(config.activations));
   check_every_stage(config);
+  // The reference with the policy too: the single-process answer key recomputes the same way.
+  TrainConfig unchecked = config;
+  unchecked.activations = {};
+  if (const auto diff = first_difference(run(config, EngineKind::Reference),
+                                         run(unchecked, EngineKind::Reference))) {
+    RC_FAIL(fmt::format("reference with checkpointing: {}", *diff));
+  }
+}
+
+// Recompute runs inside a block's backward, with the parameters the engine hands it there (under
+// ZeRO-3 the ones gathered for that backward): no collective is added, so every rank's traffic
+// ledger is the same with and without checkpointing, 3Ψ at ZeRO-3 included, while the
+// activations' peak drops.
+TEST(Features, ActivationCheckpointingAddsNoTraffic) {
+  TrainConfig config;
+  config.model = ModelKind::Gpt;
+  config.gpt = gpt_preset("tiny");
+  config.gpt.n_layer = 4;
+  config.world = 3;
+  config.steps = 2;
+  config.micro_batch = 2;
+  for (const EngineKind stage : kStages) {
+    const TrainResult none = run(config, stage);
+    for (const char* policy : {"full", "every:3", "selective"}) {
+      TrainConfig checkpointed = config;
+      checkpointed.activations = parse_activation_policy(policy);
+      const TrainResult result = run(checkpointed, stage);
+      for (std::size_t r = 0; r < result.ranks.size(); ++r) {
+        SCOPED_TRACE(fmt::format("{} {} rank {}", engine_name(stage), policy, r));
+        for (int k = 0; k < kCollectiveKindCount; ++k) {
+          const auto kind = static_cast<CollectiveKind>(k);
+          EXPECT_EQ(result.ranks[r].traffic.sent_bytes(kind), none.ranks[r].traffic.sent_bytes(kind));
+          EXPECT_EQ(result.ranks[r].traffic.calls(kind), none.ranks[r].traffic.calls(kind));
+        }
+        EXPECT_LT(result.ranks[r].memory.peak_bytes(MemCategory::Activations),
+                  none.ranks[r].memory.peak_bytes(MemCategory::Activations));
+      }
+    }
+  }
 }
 
 // fp16 from a scale of 2^40: the first steps overflow and are skipped by every stage alike while

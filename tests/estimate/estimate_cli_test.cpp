@@ -161,6 +161,16 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_TRUE(has(table.out, "= 20042612736 bytes")) << table.out;
   EXPECT_TRUE(has(table.out, "attention         7247757312 bytes")) << table.out;
+  // Full checkpointing at the same shapes: 12 block outputs (4NC each) and one block's workspace
+  // (4(15NC + 4N + BHT²)) replace the blocks' 4·12(16NC + 4N + BHT²).
+  const auto full = nlohmann::json::parse(
+      zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12 "
+              "--activation-checkpointing full --json")
+          .out);
+  EXPECT_EQ(full.at("activations").at("checkpointing").get<std::string>(), "full");
+  EXPECT_EQ(full.at("activations").at("by_kind").at("checkpoint").get<std::int64_t>(),
+            12 * 4 * 12'288 * 768);
+  EXPECT_EQ(full.at("activations").at("bytes").get<std::int64_t>(), 7'168'131'072);
   // Without --micro-batch there is no activation term.
   const auto states = nlohmann::json::parse(zerolab("estimate --model gpt --world 8 --json").out);
   EXPECT_FALSE(states.contains("activations"));
@@ -320,6 +330,9 @@ TEST(EstimateCli, BadFlagsFailWithOneLineAndExit2) {
       "estimate --model gpt --world 8 --micro-batch 0",
       "estimate --model mlp --world 8 --micro-batch -1",
       "estimate --model gpt --world 8 --micro-batch x",
+      "estimate --model gpt --world 8 --activation-checkpointing full",
+      "estimate --model mlp --world 8 --micro-batch 4 --activation-checkpointing full",
+      "estimate --model gpt --world 8 --micro-batch 4 --activation-checkpointing every:0",
       "estimate --model gpt --preset 124M --world 8 --micro-batch 4000000000000",
   };
   for (const auto& args : bad) {

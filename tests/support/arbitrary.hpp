@@ -80,14 +80,25 @@ inline Gen<zl::TrainingFeatures> gen_features() {
       gen::arbitrary<bool>());
 }
 
-/// A small GPT run: 1-2 blocks of 1-2 heads, 2-16 channels, 1-8 tokens, a vocabulary of 2-39,
-/// W 1..5, 1-3 steps of 1-3 sequences, any seed and any training features (gen_features).
+/// Activation checkpointing: none first (so failures shrink to it), full, every:2, every:3 or
+/// selective.
+inline Gen<zl::ActivationPolicy> gen_activation_policy() {
+  return gen::element(zl::ActivationPolicy{},
+                      zl::ActivationPolicy{.recompute = zl::Recompute::Full},
+                      zl::ActivationPolicy{.recompute = zl::Recompute::Full, .every_blocks = 2},
+                      zl::ActivationPolicy{.recompute = zl::Recompute::Full, .every_blocks = 3},
+                      zl::ActivationPolicy{.recompute = zl::Recompute::Selective});
+}
+
+/// A small GPT run: 1-3 blocks of 1-2 heads, 2-16 channels, 1-8 tokens, a vocabulary of 2-39,
+/// W 1..5, 1-3 steps of 1-3 sequences, any seed, any training features (gen_features) and any
+/// activation checkpointing (gen_activation_policy).
 inline Gen<zl::TrainConfig> gen_gpt_config() {
   return gen::exec([] {
     zl::TrainConfig config;
     config.model = zl::ModelKind::Gpt;
     const int heads = *gen::inRange(1, 3);
-    config.gpt = {.n_layer = *gen::inRange(1, 3),
+    config.gpt = {.n_layer = *gen::inRange(1, 4),
                   .n_head = heads,
                   .n_embd = heads * *gen::element<std::int64_t>(2, 4, 8),
                   .block_size = *gen::inRange<std::int64_t>(1, 9),
@@ -98,6 +109,7 @@ inline Gen<zl::TrainConfig> gen_gpt_config() {
     config.adamw.lr = *gen::element(1e-3, 3e-2);
     config.seed = *gen::arbitrary<unsigned>();
     config.features = *gen_features();
+    config.activations = *gen_activation_policy();
     return config;
   });
 }
