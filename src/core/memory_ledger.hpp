@@ -29,7 +29,7 @@ inline constexpr int kMemCategoryCount = 10;
 enum class ActivationKind : std::uint8_t {
   Inputs,      ///< token ids and targets, or inputs and labels; the GPT's embedding output
   Block,       ///< saved per block or layer: LayerNorm outputs and statistics, qkv, residuals
-  Attention,   ///< the attention probabilities (B x H x T x T per block)
+  Attention,   ///< attention's per-row statistics (B x H x T x 2 per block), not its T x T probabilities
   MlpHidden,   ///< the GPT MLP's 4C-wide values before and after GELU
   Logits,      ///< the final LayerNorm's output, the logits and their gradient
   Scratch,     ///< gradient scratch reused by every block or layer (and unlabelled buffers)

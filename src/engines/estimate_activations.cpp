@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "ops/device.hpp"
 
 namespace zl {
 
@@ -65,7 +66,8 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
   const std::int64_t H = config.n_head, C = config.n_embd, V = config.vocab;
   const std::int64_t N = mul(micro_batch, seq_len);  // token rows, B*T
   const std::int64_t NC = mul(N, C);
-  const std::int64_t BHTT = mul(mul(micro_batch, H), mul(seq_len, seq_len));
+  // Attention keeps two floats per query row and head (its largest score and sum of exps).
+  const std::int64_t BHT2 = mul(mul(micro_batch, H), mul(seq_len, kAttentionStatsPerRow));
   // Blocks that keep everything, and blocks that rebuild in backward (0, K, 2K, ...).
   std::int64_t rebuilt = 0;
   for (int l = 0; l < config.n_layer; ++l) rebuilt += policy.recomputes(l) ? 1 : 0;
@@ -78,7 +80,7 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
   // and rstd: 4N. A selective one keeps qkv, mid and out: 5NC.
   at(out, ActivationKind::Block) =
       add(mul(kept, kF32, add(mul(8, NC), mul(4, N))), selective ? mul(rebuilt, kF32, mul(5, NC)) : 0);
-  at(out, ActivationKind::Attention) = mul(kept, kF32, BHTT);
+  at(out, ActivationKind::Attention) = mul(kept, kF32, BHT2);
   // fc and fc_gelu [N, 4C]; a selective block keeps fc.
   at(out, ActivationKind::MlpHidden) =
       add(mul(kept, kF32, mul(8, NC)), selective ? mul(rebuilt, kF32, mul(4, NC)) : 0);
@@ -89,20 +91,20 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
   // A fully checkpointed block keeps its output [N, C], the next block's input.
   if (!selective) at(out, ActivationKind::Checkpoint) = mul(rebuilt, kF32, NC);
   // One block's worth of what rebuilt blocks do not keep: everything but the output (15NC + 4N
-  // + BHT²), or the LayerNorms, attention's core and GELU (ln1, attn, ln2 and fc_gelu: 7NC).
+  // + 2BHT), or the LayerNorms, attention's core and GELU (ln1, attn, ln2 and fc_gelu: 7NC).
   if (rebuilt > 0) {
     at(out, ActivationKind::Recompute) =
-        mul(kF32, add(add(mul(selective ? 7 : 15, NC), mul(4, N)), BHTT));
+        mul(kF32, add(add(mul(selective ? 7 : 15, NC), mul(4, N)), BHT2));
   }
-  const std::string whole = "(16BTC + 4BT + BHT²)";
+  const std::string whole = "(16BTC + 4BT + 2BHT)";
   std::string blocks = kept == 0 ? "" : fmt::format("{}{} + ", kept == 1 ? "" : fmt::format("{}·", kept), whole);
   if (rebuilt > 0 && selective) {
-    blocks += fmt::format("{}·9BTC + (7BTC + 4BT + BHT²) + ", rebuilt);
+    blocks += fmt::format("{}·9BTC + (7BTC + 4BT + 2BHT) + ", rebuilt);
   } else if (rebuilt > 0) {
-    blocks += fmt::format("{}·BTC + (15BTC + 4BT + BHT²) + ", rebuilt);
+    blocks += fmt::format("{}·BTC + (15BTC + 4BT + 2BHT) + ", rebuilt);
   }
   out.formula = policy.recompute == Recompute::None
-                    ? "16BT + 4[L(16BTC + 4BT + BHT²) + 16BTC + 2BT + 2BTV]"
+                    ? "16BT + 4[L(16BTC + 4BT + 2BHT) + 16BTC + 2BT + 2BTV]"
                     : fmt::format("16BT + 4[{}16BTC + 2BT + 2BTV]", blocks);
   return out;
 }

@@ -132,7 +132,7 @@ void Gpt::book_block_activations() {
   const Tensor tensors[] = {
       {&A::ln1, K::Block, {N, C}, false},      {&A::ln1_mean, K::Block, {N}, false},
       {&A::ln1_rstd, K::Block, {N}, false},    {&A::qkv, K::Block, {N, 3 * C}, true},
-      {&A::probs, K::Attention, {rows_, config_.n_head, T, T}, false},
+      {&A::att_stats, K::Attention, {rows_, config_.n_head, T, kAttentionStatsPerRow}, false},
       {&A::attn, K::Block, {N, C}, false},     {&A::mid, K::Block, {N, C}, true},
       {&A::ln2, K::Block, {N, C}, false},      {&A::ln2_mean, K::Block, {N}, false},
       {&A::ln2_rstd, K::Block, {N}, false},    {&A::fc, K::MlpHidden, {N, 4 * C}, true},

@@ -57,7 +57,7 @@ class Gpt final : public Model {
   struct BlockActivations {
     Buffer ln1, ln1_mean, ln1_rstd;  // ln_1(x) [N, C]; its row mean and 1/std [N]
     Buffer qkv;                      // c_attn output [N, 3C]
-    Buffer probs;                    // attention probabilities [rows, n_head, T, T]
+    Buffer att_stats;                // attention rows' max score and sum of exps [rows, n_head, T, 2]
     Buffer attn;                     // attention output before c_proj [N, C]
     Buffer mid;                      // x + attn(ln_1(x)) [N, C]
     Buffer ln2, ln2_mean, ln2_rstd;  // ln_2(mid) [N, C], [N], [N]
@@ -68,7 +68,7 @@ class Gpt final : public Model {
   // A block's tensors wherever they are held: its own buffers, or the recompute workspace for
   // those a checkpointed block does not keep.
   struct BlockTensors {
-    std::span<float> ln1, ln1_mean, ln1_rstd, qkv, probs, attn, mid, ln2, ln2_mean, ln2_rstd, fc,
+    std::span<float> ln1, ln1_mean, ln1_rstd, qkv, att_stats, attn, mid, ln2, ln2_mean, ln2_rstd, fc,
         fc_gelu, out;
   };
 

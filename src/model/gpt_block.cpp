@@ -53,7 +53,7 @@ Gpt::BlockTensors Gpt::block_tensors_of(int layer) {
   };
   return {held(&BlockActivations::ln1),      held(&BlockActivations::ln1_mean),
           held(&BlockActivations::ln1_rstd), held(&BlockActivations::qkv),
-          held(&BlockActivations::probs),    held(&BlockActivations::attn),
+          held(&BlockActivations::att_stats),   held(&BlockActivations::attn),
           held(&BlockActivations::mid),      held(&BlockActivations::ln2),
           held(&BlockActivations::ln2_mean), held(&BlockActivations::ln2_rstd),
           held(&BlockActivations::fc),       held(&BlockActivations::fc_gelu),
@@ -77,8 +77,8 @@ void Gpt::forward_block(int layer, std::span<const float> params, bool rebuild_o
   if (runs(own.qkv)) {
     device_.conv1d_forward(a.ln1, p[kAttnWeight], p[kAttnBias], a.qkv, N, C, 3 * C);
   }
-  if (runs(own.probs)) {
-    device_.attention_forward(a.qkv, a.probs, a.attn, rows_, seq_len_, C, H);
+  if (runs(own.att_stats)) {
+    device_.attention_forward(a.qkv, a.att_stats, a.attn, rows_, seq_len_, C, H);
   }
   if (runs(own.mid)) {
     device_.conv1d_forward(a.attn, p[kAttnProjWeight], p[kAttnProjBias], a.mid, N, C, C);
@@ -115,7 +115,7 @@ void Gpt::backward_block(int layer, std::span<const float> params, std::span<flo
   // Now dresidual = d loss / d mid; the same again for the attention branch, down to d x.
   device_.conv1d_backward(a.attn, p[kAttnProjWeight], dresidual, g[kAttnProjWeight],
                           g[kAttnProjBias], dattn_.as<float>(), N, C, C);
-  device_.attention_backward(a.qkv, a.probs, dattn_.as<float>(), dqkv_.as<float>(), rows_,
+  device_.attention_backward(a.qkv, a.att_stats, dattn_.as<float>(), dqkv_.as<float>(), rows_,
                              seq_len_, C, H);
   device_.conv1d_backward(a.ln1, p[kAttnWeight], dqkv_.as<float>(), g[kAttnWeight], g[kAttnBias],
                           dln_.as<float>(), N, C, 3 * C);

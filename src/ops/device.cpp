@@ -158,30 +158,31 @@ void Device::gelu_tanh_backward(std::span<const float> x, std::span<const float>
   do_gelu_tanh_backward(x, dy, dx);
 }
 
-void Device::attention_forward(std::span<const float> qkv, std::span<float> probs,
+void Device::attention_forward(std::span<const float> qkv, std::span<float> stats,
                                std::span<float> out, std::int64_t batch, std::int64_t seq_len,
                                std::int64_t channels, std::int64_t heads) {
   check_heads("attention_forward", channels, heads);
   const std::int64_t T = seq_len, C = channels;
   check_elems("attention_forward", "qkv", qkv.size(), batch * T * 3 * C);
-  check_elems("attention_forward", "probs", probs.size(), batch * heads * T * T);
+  check_elems("attention_forward", "stats", stats.size(), batch * heads * T * kAttentionStatsPerRow);
   check_elems("attention_forward", "out", out.size(), batch * T * C);
   if (batch * T == 0) return;
-  do_attention_forward(qkv, probs, out, batch, seq_len, channels, heads);
+  do_attention_forward(qkv, stats, out, batch, seq_len, channels, heads);
 }
 
-void Device::attention_backward(std::span<const float> qkv, std::span<const float> probs,
+void Device::attention_backward(std::span<const float> qkv, std::span<const float> stats,
                                 std::span<const float> dout, std::span<float> dqkv,
                                 std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                                 std::int64_t heads) {
   check_heads("attention_backward", channels, heads);
   const std::int64_t T = seq_len, C = channels;
   check_elems("attention_backward", "qkv", qkv.size(), batch * T * 3 * C);
-  check_elems("attention_backward", "probs", probs.size(), batch * heads * T * T);
+  check_elems("attention_backward", "stats", stats.size(),
+              batch * heads * T * kAttentionStatsPerRow);
   check_elems("attention_backward", "dout", dout.size(), batch * T * C);
   check_elems("attention_backward", "dqkv", dqkv.size(), batch * T * 3 * C);
   if (batch * T == 0) return;
-  do_attention_backward(qkv, probs, dout, dqkv, batch, seq_len, channels, heads);
+  do_attention_backward(qkv, stats, dout, dqkv, batch, seq_len, channels, heads);
 }
 
 }  // namespace zl

@@ -16,6 +16,10 @@
 
 namespace zl {
 
+/// Floats attention keeps per query row and head: the row's largest score and its sum of
+/// exponentials (Device::attention_forward).
+inline constexpr std::int64_t kAttentionStatsPerRow = 2;
+
 /// The scale of attention's scores, 1 / sqrt(head_dim), in double (every device rounds it the
 /// same way from here).
 inline double attention_scale(std::int64_t head_dim) {
@@ -177,18 +181,22 @@ class Device : public Allocator {
   void gelu_tanh_backward(std::span<const float> x, std::span<const float> dy, std::span<float> dx);
 
   /// Causal multi-head self-attention on qkv [B, T, 3C] (q, k, v side by side, as c_attn writes
-  /// them; head h is channels [h*D, (h+1)*D) of each, D = C / heads):
-  /// probs[b, h, t, s] = softmax over s <= t of q_t . k_s / sqrt(D), 0 for s > t (kept for the
-  /// backward pass, [B, heads, T, T]); out[b, t, h*D + d] = sum_s probs[b, h, t, s] v_s[d]
-  /// (out [B, T, C], heads side by side, ready for c_proj).
-  void attention_forward(std::span<const float> qkv, std::span<float> probs, std::span<float> out,
+  /// them; head h is channels [h*D, (h+1)*D) of each, D = C / heads), with no T x T tensor kept:
+  /// for query row (b, h, t), the scores z_s = q_t . k_s / sqrt(D) over s <= t give
+  /// m = the largest score rounded to float and l = sum_s exp(z_s - m) rounded to float, kept in
+  /// stats [B, heads, T, 2] as {m, l} (kAttentionStatsPerRow floats a row); the probabilities
+  /// p_ts = float(exp(z_s - m) / l) are rebuilt from q, k and the stats whenever they are needed,
+  /// the same bits in forward and backward; out[b, t, h*D + d] = sum_s p_ts v_s[d] (out [B, T, C],
+  /// heads side by side, ready for c_proj).
+  void attention_forward(std::span<const float> qkv, std::span<float> stats, std::span<float> out,
                          std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                          std::int64_t heads);
 
-  /// Given dout [B, T, C], writes dqkv [B, T, 3C] (overwritten): with dp_ts = dout_t . v_s and
-  /// ds_ts = probs_ts (dp_ts - sum_s' probs_ts' dp_ts'), dq_t = sum_s ds_ts k_s / sqrt(D),
-  /// dk_s = sum_t ds_ts q_t / sqrt(D), dv_s = sum_t probs_ts dout_t.
-  void attention_backward(std::span<const float> qkv, std::span<const float> probs,
+  /// Given dout [B, T, C] and forward's stats, writes dqkv [B, T, 3C] (overwritten): with p_ts
+  /// rebuilt as forward defines it, dp_ts = dout_t . v_s and ds_ts = p_ts (dp_ts - sum_s' p_ts'
+  /// dp_ts'), dq_t = sum_s ds_ts k_s / sqrt(D), dk_s = sum_t ds_ts q_t / sqrt(D),
+  /// dv_s = sum_t p_ts dout_t.
+  void attention_backward(std::span<const float> qkv, std::span<const float> stats,
                           std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
                           std::int64_t seq_len, std::int64_t channels, std::int64_t heads);
 
@@ -254,12 +262,12 @@ class Device : public Allocator {
                                      std::span<float> dx) = 0;
   /// attention_forward after its checks (heads >= 1 divide the channels; batch and seq_len are
   /// not 0: with nothing to compute, attention_forward returns before it).
-  virtual void do_attention_forward(std::span<const float> qkv, std::span<float> probs,
+  virtual void do_attention_forward(std::span<const float> qkv, std::span<float> stats,
                                     std::span<float> out, std::int64_t batch, std::int64_t seq_len,
                                     std::int64_t channels, std::int64_t heads) = 0;
   /// attention_backward after its checks (heads >= 1 divide the channels; batch and seq_len are
   /// not 0).
-  virtual void do_attention_backward(std::span<const float> qkv, std::span<const float> probs,
+  virtual void do_attention_backward(std::span<const float> qkv, std::span<const float> stats,
                                      std::span<const float> dout, std::span<float> dqkv,
                                      std::int64_t batch, std::int64_t seq_len,
                                      std::int64_t channels, std::int64_t heads) = 0;

@@ -119,6 +119,22 @@ TEST(EstimateMeasured, ActivationsEqualTheEstimateAtEveryMicroBatchContextAndPol
   }
 }
 
+// Attention keeps two floats per query row and head, never the T x T probabilities, so every
+// activation is linear in T: doubling the context exactly doubles the peak (it was about 4x).
+TEST(EstimateMeasured, ActivationsGrowLinearlyInTheContext) {
+  std::int64_t previous = 0;
+  for (const std::int64_t block_size : {128, 256, 512}) {
+    TrainConfig config = small_run(ModelKind::Gpt, EngineKind::Zero1, 2, TrainingFeatures{});
+    config.gpt.block_size = block_size;
+    config.micro_batch = 1;
+    const std::int64_t peak = train(config).ranks[0].memory.peak_bytes(MemCategory::Activations);
+    if (previous > 0) {
+      EXPECT_EQ(peak, 2 * previous) << "T = " << block_size;
+    }
+    previous = peak;
+  }
+}
+
 // Full checkpointing keeps one [N, C] tensor per block and one block's worth of workspace: a
 // 12-block GPT holds at most a third of the activations it holds without (measured: 21%).
 TEST(EstimateMeasured, FullCheckpointingOfTwelveBlocksHoldsAThirdOrLess) {

@@ -228,22 +228,22 @@ TEST_F(GpuDeviceTest, AttentionMatchesCpu) {
   constexpr std::int64_t kBatch = 2, kSeq = 300, kChannels = 48, kHeads = 4;  // T > block size
   const auto qkv = random_floats(kBatch * kSeq * 3 * kChannels, 30, -2.0f, 2.0f),
              dout = random_floats(kBatch * kSeq * kChannels, 31);
-  std::vector<float> probs(kBatch * kHeads * kSeq * kSeq), out(kBatch * kSeq * kChannels),
-      dqkv(kBatch * kSeq * 3 * kChannels);
-  cpu_.attention_forward(qkv, probs, out, kBatch, kSeq, kChannels, kHeads);
-  cpu_.attention_backward(qkv, probs, dout, dqkv, kBatch, kSeq, kChannels, kHeads);
+  std::vector<float> stats(kBatch * kHeads * kSeq * kAttentionStatsPerRow),
+      out(kBatch * kSeq * kChannels), dqkv(kBatch * kSeq * 3 * kChannels);
+  cpu_.attention_forward(qkv, stats, out, kBatch, kSeq, kChannels, kHeads);
+  cpu_.attention_backward(qkv, stats, dout, dqkv, kBatch, kSeq, kChannels, kHeads);
   Buffer gqkv = upload(*gpu_, qkv), gdout = upload(*gpu_, dout);
-  Buffer gprobs =
-      gpu_->alloc(MemCategory::Activations, DType::F32, {kBatch * kHeads * kSeq * kSeq});
+  Buffer gstats = gpu_->alloc(MemCategory::Activations, DType::F32,
+                              {kBatch * kHeads * kSeq * kAttentionStatsPerRow});
   Buffer gout = gpu_->alloc(MemCategory::Activations, DType::F32, {kBatch * kSeq * kChannels});
-  gpu_->attention_forward(cspan_of(gqkv), span_of(gprobs), span_of(gout), kBatch, kSeq, kChannels,
+  gpu_->attention_forward(cspan_of(gqkv), span_of(gstats), span_of(gout), kBatch, kSeq, kChannels,
                           kHeads);
-  expect_close(download(*gpu_, gprobs), probs, kTolerance, "probs");
+  expect_close(download(*gpu_, gstats), stats, kTolerance, "stats");
   expect_close(download(*gpu_, gout), out, kTolerance, "out");
-  // Backward from the CPU's probabilities, so only the backward kernels are compared.
-  Buffer gprobs_cpu = upload(*gpu_, probs);
+  // Backward from the CPU's stats, so only the backward kernels (and the rebuild) are compared.
+  Buffer gstats_cpu = upload(*gpu_, stats);
   Buffer gdqkv = upload(*gpu_, random_floats(dqkv.size(), 32));  // overwritten, not added to
-  gpu_->attention_backward(cspan_of(gqkv), cspan_of(gprobs_cpu), cspan_of(gdout), span_of(gdqkv),
+  gpu_->attention_backward(cspan_of(gqkv), cspan_of(gstats_cpu), cspan_of(gdout), span_of(gdqkv),
                            kBatch, kSeq, kChannels, kHeads);
   expect_close(download(*gpu_, gdqkv), dqkv, kTolerance, "dqkv");
 }
@@ -303,9 +303,9 @@ TEST_F(GpuDeviceTest, Bf16GemmsRoundTheOperandsOfEveryLinear) {
 
 TEST_F(GpuDeviceTest, AttentionRejectsHeadsThatDoNotDivideChannels) {
   Buffer qkv = gpu_->alloc(MemCategory::Activations, DType::F32, {1 * 2 * 3 * 10});
-  Buffer probs = gpu_->alloc(MemCategory::Activations, DType::F32, {1 * 3 * 2 * 2});
+  Buffer stats = gpu_->alloc(MemCategory::Activations, DType::F32, {1 * 3 * 2 * 2});
   Buffer out = gpu_->alloc(MemCategory::Activations, DType::F32, {1 * 2 * 10});
-  EXPECT_THROW(gpu_->attention_forward(cspan_of(qkv), span_of(probs), span_of(out), 1, 2, 10, 3),
+  EXPECT_THROW(gpu_->attention_forward(cspan_of(qkv), span_of(stats), span_of(out), 1, 2, 10, 3),
                Error);
 }
 

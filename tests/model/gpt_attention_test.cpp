@@ -1,9 +1,12 @@
 // gpt_attention_test.cpp — CpuDevice's causal attention and embedding kernels: attention
-// against the double reference and double central differences, its softmax rows and causality;
+// against the double reference and double central differences, the per-row stats it keeps
+// instead of probabilities, and causality;
 // the embedding's exact sums, in the documented order, and its message for a bad token.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "ckpt/test_files.hpp"
@@ -30,29 +33,40 @@ constexpr std::int64_t kB = 2, kT = 5, kC = 6, kHeads = 2;
 TEST(GptOps, AttentionForwardIsCausalSoftmaxAttention) {
   CpuDevice device;
   auto qkv = random_normals(1, kB * kT * 3 * kC);
-  std::vector<float> probs(kB * kHeads * kT * kT, 7.0f), out(kB * kT * kC);
-  device.attention_forward(qkv, probs, out, kB, kT, kC, kHeads);
+  std::vector<float> stats(kB * kHeads * kT * kAttentionStatsPerRow, 7.0f), out(kB * kT * kC);
+  device.attention_forward(qkv, stats, out, kB, kT, kC, kHeads);
   const auto expected = test::ref_attention(to_double(qkv), kB, kT, kC, kHeads);
   for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-6) << i;
-  // Every row of probabilities sums to 1 over s <= t and is exactly 0 above the diagonal.
-  for (std::int64_t row = 0; row < kB * kHeads * kT; ++row) {
-    const std::int64_t t = row % kT;
-    double sum = 0.0;
-    for (std::int64_t s = 0; s < kT; ++s) {
-      const float p = probs[row * kT + s];
-      if (s > t) {
-        EXPECT_EQ(p, 0.0f);
+  // Each row keeps its largest score m and l = sum over s <= t of exp(score - m), and nothing of
+  // the T x T probabilities.
+  const std::int64_t D = kC / kHeads;
+  for (std::int64_t b = 0; b < kB; ++b) {
+    for (std::int64_t h = 0; h < kHeads; ++h) {
+      for (std::int64_t t = 0; t < kT; ++t) {
+        std::vector<double> scores;
+        for (std::int64_t s = 0; s <= t; ++s) {
+          double dot = 0.0;
+          for (std::int64_t d = 0; d < D; ++d) {
+            dot += static_cast<double>(qkv[(b * kT + t) * 3 * kC + h * D + d]) *
+                   qkv[(b * kT + s) * 3 * kC + kC + h * D + d];
+          }
+          scores.push_back(dot / std::sqrt(static_cast<double>(D)));
+        }
+        const double m = *std::max_element(scores.begin(), scores.end());
+        double l = 0.0;
+        for (const double z : scores) l += std::exp(z - m);
+        const float* row = stats.data() + ((b * kHeads + h) * kT + t) * kAttentionStatsPerRow;
+        EXPECT_NEAR(row[0], m, 1e-6) << b << " " << h << " " << t;
+        EXPECT_NEAR(row[1], l, 1e-6 * l) << b << " " << h << " " << t;
       }
-      sum += p;
     }
-    EXPECT_NEAR(sum, 1.0, 1e-6);
   }
   // Changing the last position's k and v leaves every earlier output bit for bit.
   const auto before = out;
   for (std::int64_t b = 0; b < kB; ++b) {
     for (std::int64_t c = kC; c < 3 * kC; ++c) qkv[(b * kT + kT - 1) * 3 * kC + c] += 1.5f;
   }
-  device.attention_forward(qkv, probs, out, kB, kT, kC, kHeads);
+  device.attention_forward(qkv, stats, out, kB, kT, kC, kHeads);
   for (std::int64_t b = 0; b < kB; ++b) {
     for (std::int64_t i = 0; i < (kT - 1) * kC; ++i)
       EXPECT_EQ(out[b * kT * kC + i], before[b * kT * kC + i]) << "b " << b << " element " << i;
@@ -62,10 +76,10 @@ TEST(GptOps, AttentionForwardIsCausalSoftmaxAttention) {
 TEST(GptOps, AttentionBackwardMatchesFiniteDifferences) {
   CpuDevice device;
   const auto qkv = random_normals(1, kB * kT * 3 * kC), dout = random_normals(2, kB * kT * kC);
-  std::vector<float> probs(kB * kHeads * kT * kT), out(kB * kT * kC);
-  device.attention_forward(qkv, probs, out, kB, kT, kC, kHeads);
+  std::vector<float> stats(kB * kHeads * kT * kAttentionStatsPerRow), out(kB * kT * kC);
+  device.attention_forward(qkv, stats, out, kB, kT, kC, kHeads);
   std::vector<float> dqkv(qkv.size(), 99.0f);  // overwritten
-  device.attention_backward(qkv, probs, dout, dqkv, kB, kT, kC, kHeads);
+  device.attention_backward(qkv, stats, dout, dqkv, kB, kT, kC, kHeads);
   const auto numeric = central_differences(
       [&](std::span<const double> v) {
         return weighted_sum(dout, test::ref_attention(v, kB, kT, kC, kHeads));

@@ -196,9 +196,12 @@ TEST(GptOps, KernelsRejectBadShapesWithAMessage) {
               HasSubstr("conv1d_forward: b has 4 elements but the shapes need 3"));
   EXPECT_THAT(error_of([&] { device.layernorm_forward(x, b, b, x, stats, y, 3, 4); }),
               HasSubstr("layernorm_forward: rstd has 5 elements but the shapes need 3"));
-  std::vector<float> qkv(2 * 3 * 6), probs(2 * 4 * 4), out(2 * 3 * 2);
-  EXPECT_THAT(error_of([&] { device.attention_forward(qkv, probs, out, 1, 2, 6, 4); }),
+  std::vector<float> qkv(2 * 3 * 6), att_stats(4 * 2 * 2), out(2 * 3 * 2);
+  EXPECT_THAT(error_of([&] { device.attention_forward(qkv, att_stats, out, 1, 2, 6, 4); }),
               HasSubstr("6 channels do not split into 4 heads"));
+  std::vector<float> qkv_ok(2 * 3 * 6), too_many(2 * 2 * 2 * 2), out_ok(2 * 6);
+  EXPECT_THAT(error_of([&] { device.attention_forward(qkv_ok, too_many, out_ok, 1, 2, 6, 2); }),
+              HasSubstr("attention_forward: stats has 16 elements but the shapes need 8"));
 }
 
 // Conv1D's products through Eigen, with every tensor `offset_elems` floats into its own 64-byte

@@ -158,12 +158,12 @@ TEST(Gpt, ActivationsAreBookedWhileAMicroBatchIsInFlight) {
     auto grads = zeros_like(params);
     const std::int64_t B = 3, T = 10, C = config.n_embd, V = config.vocab, H = config.n_head;
     const std::int64_t N = B * T;
-    // Per block: ln_1 and ln_2 outputs with their mean and rstd, qkv, probabilities, attention
-    // output, mid, fc, GELU(fc), out. Besides: the embedding, ln_f, logits and their gradient, and
-    // the backward scratch (dresidual, dln, dqkv, dattn, dfc, dfc_gelu); and the int64 token ids
-    // and targets [B, T] each.
+    // Per block: ln_1 and ln_2 outputs with their mean and rstd, qkv, attention's two stats per
+    // row and head (never the T x T probabilities), attention output, mid, fc, GELU(fc), out.
+    // Besides: the embedding, ln_f, logits and their gradient, and the backward scratch
+    // (dresidual, dln, dqkv, dattn, dfc, dfc_gelu); and the int64 token ids and targets [B, T].
     const std::int64_t per_block =
-        2 * (N * C + 2 * N) + 3 * N * C + B * H * T * T + 2 * N * C + 2 * 4 * N * C + N * C;
+        2 * (N * C + 2 * N) + 3 * N * C + B * H * T * 2 + 2 * N * C + 2 * 4 * N * C + N * C;
     const std::int64_t rest =
         N * C + (N * C + 2 * N) + 2 * N * V + (N * C + N * C + 3 * N * C + N * C + 2 * 4 * N * C);
     const std::int64_t expected_bytes = 4 * (config.n_layer * per_block + rest) + 8 * 2 * N;

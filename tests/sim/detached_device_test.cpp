@@ -189,11 +189,12 @@ std::vector<Bytes> kernels(Device& device) {
 
   Buffer qkv = upload(device, DType::F32, mixed_values(9, kBatch * kSeq * 3 * kChannels));
   device.scale(qkv.as<float>(), 1e-3f);
-  Buffer probs = device.alloc(MemCategory::Activations, DType::F32, {kBatch, kHeads, kSeq, kSeq});
+  Buffer stats = device.alloc(MemCategory::Activations, DType::F32,
+                              {kBatch, kHeads, kSeq, kAttentionStatsPerRow});
   Buffer attended = device.alloc(MemCategory::Activations, DType::F32, {kBatch, kSeq, kChannels});
-  device.attention_forward(qkv.as<float>(), probs.as<float>(), attended.as<float>(), kBatch, kSeq,
+  device.attention_forward(qkv.as<float>(), stats.as<float>(), attended.as<float>(), kBatch, kSeq,
                            kChannels, kHeads);
-  return download_all(device, {&y, &loss_bytes, &dy, &dw, &db, &dx, &embedded, &probs, &attended});
+  return download_all(device, {&y, &loss_bytes, &dy, &dw, &db, &dx, &embedded, &stats, &attended});
 }
 
 TEST(DetachedDevice, KernelsGiveCpuDeviceBits) {
@@ -201,7 +202,7 @@ TEST(DetachedDevice, KernelsGiveCpuDeviceBits) {
   DetachedCpuDevice detached;
   expect_same_bits(
       kernels(cpu), kernels(detached),
-      {"linear y", "loss", "dlogits", "dw", "db", "dx", "embedding", "probs", "attention out"});
+      {"linear y", "loss", "dlogits", "dw", "db", "dx", "embedding", "attention stats", "attention out"});
 }
 
 // ---- host memory given as device memory ------------------------------------------------------

@@ -108,12 +108,13 @@ class CpuDevice : public Device {
   void do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
                              std::span<float> dx) override;
   /// Per (b, h, t): scores, the max-subtracted softmax and the weighted sum of values in double;
-  /// probs and out rounded once to float.
-  void do_attention_forward(std::span<const float> qkv, std::span<float> probs,
+  /// the row's stats, its probabilities and out rounded once to float.
+  void do_attention_forward(std::span<const float> qkv, std::span<float> stats,
                             std::span<float> out, std::int64_t batch, std::int64_t seq_len,
                             std::int64_t channels, std::int64_t heads) override;
-  /// Per (b, h): dq, dk, dv accumulated in double over t = 0.. and rounded once to float.
-  void do_attention_backward(std::span<const float> qkv, std::span<const float> probs,
+  /// Per (b, h): each row's probabilities rebuilt from its scores and stats; dq, dk, dv
+  /// accumulated in double over t = 0.. and rounded once to float.
+  void do_attention_backward(std::span<const float> qkv, std::span<const float> stats,
                              std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t channels,
                              std::int64_t heads) override;

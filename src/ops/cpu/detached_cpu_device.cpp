@@ -328,20 +328,20 @@ void DetachedCpuDevice::do_gelu_tanh_backward(std::span<const float> x, std::spa
   CpuDevice::do_gelu_tanh_backward(view(x), view(dy), view(dx));
 }
 
-void DetachedCpuDevice::do_attention_forward(std::span<const float> qkv, std::span<float> probs,
+void DetachedCpuDevice::do_attention_forward(std::span<const float> qkv, std::span<float> stats,
                                              std::span<float> out, std::int64_t batch,
                                              std::int64_t seq_len, std::int64_t channels,
                                              std::int64_t heads) {
-  CpuDevice::do_attention_forward(view(qkv), view(probs), view(out), batch, seq_len, channels,
+  CpuDevice::do_attention_forward(view(qkv), view(stats), view(out), batch, seq_len, channels,
                                   heads);
 }
 
 void DetachedCpuDevice::do_attention_backward(std::span<const float> qkv,
-                                              std::span<const float> probs,
+                                              std::span<const float> stats,
                                               std::span<const float> dout, std::span<float> dqkv,
                                               std::int64_t batch, std::int64_t seq_len,
                                               std::int64_t channels, std::int64_t heads) {
-  CpuDevice::do_attention_backward(view(qkv), view(probs), view(dout), view(dqkv), batch, seq_len,
+  CpuDevice::do_attention_backward(view(qkv), view(stats), view(dout), view(dqkv), batch, seq_len,
                                    channels, heads);
 }
 

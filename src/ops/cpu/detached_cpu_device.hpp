@@ -131,11 +131,11 @@ class DetachedCpuDevice final : public CpuDevice {
   void do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
                              std::span<float> dx) override;
   /// CpuDevice::attention_forward on this device's memory.
-  void do_attention_forward(std::span<const float> qkv, std::span<float> probs,
+  void do_attention_forward(std::span<const float> qkv, std::span<float> stats,
                             std::span<float> out, std::int64_t batch, std::int64_t seq_len,
                             std::int64_t channels, std::int64_t heads) override;
   /// CpuDevice::attention_backward on this device's memory.
-  void do_attention_backward(std::span<const float> qkv, std::span<const float> probs,
+  void do_attention_backward(std::span<const float> qkv, std::span<const float> stats,
                              std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t channels,
                              std::int64_t heads) override;

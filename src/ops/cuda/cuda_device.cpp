@@ -521,40 +521,47 @@ void CudaDevice::gemm_heads(bool transpose_a, bool transpose_b, std::int64_t m, 
 // In cuBLAS's column-major view a row-major [T, D] head of q (rows 3C floats apart) is a D x T
 // matrix with leading dimension 3C, and a row-major [T, T] probs block is its transpose, T x T
 // with leading dimension T: each row-major product below is written as the column-major one of
-// the transposes, heads batched D floats apart in qkv and out and T * T apart in probs.
-void CudaDevice::do_attention_forward(std::span<const float> qkv, std::span<float> probs,
+// the transposes, heads batched D floats apart in qkv and out and T * T apart in probs. The
+// probabilities of one batch element live in device scratch only while it is computed; what
+// stays is each row's stats, from which backward rebuilds the same probabilities.
+void CudaDevice::do_attention_forward(std::span<const float> qkv, std::span<float> stats,
                                       std::span<float> out, std::int64_t batch,
                                       std::int64_t seq_len, std::int64_t channels,
                                       std::int64_t heads) {
   const std::int64_t T = seq_len, C = channels, D = channels / heads;
   select();
   const auto scale = static_cast<float>(attention_scale(D));
+  auto* p = static_cast<float*>(scratch(static_cast<std::size_t>(heads * T * T) * sizeof(float)));
   for (std::int64_t b = 0; b < batch; ++b) {
     const float* q = qkv.data() + b * T * 3 * C;
-    float* p = probs.data() + b * heads * T * T;
     // scoresᵀ (s, t) = k_s . q_t * scale
     gemm_heads(true, false, T, T, D, scale, q + C, 3 * C, D, q, 3 * C, D, p, T, T * T, heads);
-    cuda::causal_softmax(p, heads * T, T, stream_);
+    cuda::causal_softmax(p, stats.data() + b * heads * T * kAttentionStatsPerRow, heads * T, T,
+                         stream_);
     // outᵀ (d, t) = sum_s v_s[d] p_ts
     gemm_heads(false, false, D, T, T, 1.0f, q + 2 * C, 3 * C, D, p, T, T * T,
                out.data() + b * T * C, C, D, heads);
   }
 }
 
-void CudaDevice::do_attention_backward(std::span<const float> qkv, std::span<const float> probs,
+void CudaDevice::do_attention_backward(std::span<const float> qkv, std::span<const float> stats,
                                        std::span<const float> dout, std::span<float> dqkv,
                                        std::int64_t batch, std::int64_t seq_len,
                                        std::int64_t channels, std::int64_t heads) {
   const std::int64_t T = seq_len, C = channels, D = channels / heads;
   select();
   const auto scale = static_cast<float>(attention_scale(D));
-  auto* dscores =
-      static_cast<float*>(scratch(static_cast<std::size_t>(heads * T * T) * sizeof(float)));
+  const std::int64_t block = heads * T * T;
+  auto* p = static_cast<float*>(scratch(static_cast<std::size_t>(2 * block) * sizeof(float)));
+  float* dscores = p + block;
   for (std::int64_t b = 0; b < batch; ++b) {
     const float* q = qkv.data() + b * T * 3 * C;
-    const float* p = probs.data() + b * heads * T * T;
     const float* dy = dout.data() + b * T * C;
     float* dq = dqkv.data() + b * T * 3 * C;
+    // forward's probabilities again: the same scores GEMM, then exp(score - m) / l per row
+    gemm_heads(true, false, T, T, D, scale, q + C, 3 * C, D, q, 3 * C, D, p, T, T * T, heads);
+    cuda::causal_softmax_from_stats(p, stats.data() + b * heads * T * kAttentionStatsPerRow,
+                                    heads * T, T, stream_);
     // dprobsᵀ (s, t) = v_s . dout_t, then dscores in place
     gemm_heads(true, false, T, T, D, 1.0f, q + 2 * C, 3 * C, D, dy, C, D, dscores, T, T * T, heads);
     cuda::causal_softmax_backward(p, dscores, heads * T, T, stream_);

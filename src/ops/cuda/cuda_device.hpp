@@ -190,17 +190,19 @@ class CudaDevice final : public Device {
   void do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) override;
   void do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
                              std::span<float> dx) override;
-  /// A materialised-softmax attention (not flash attention), per batch element b: the scores
-  /// q kᵀ / sqrt(D) of every head by one strided-batched fp32 cuBLAS GEMM straight into probs,
-  /// the causal softmax in place (one warp per row, sums in double, cuda_attention.cu), then
-  /// out = probs v by a second batched GEMM into the heads' channels of out.
-  void do_attention_forward(std::span<const float> qkv, std::span<float> probs,
+  /// Per batch element b, in device scratch of heads * T * T floats (not kept): the scores
+  /// q kᵀ / sqrt(D) of every head by one strided-batched fp32 cuBLAS GEMM, the causal softmax in
+  /// place writing each row's stats (one warp per row, sums in double, cuda_attention.cu), then
+  /// out = probs v by a second batched GEMM into the heads' channels of out. Not flash
+  /// attention: the scratch holds one batch element's T x T scores.
+  void do_attention_forward(std::span<const float> qkv, std::span<float> stats,
                             std::span<float> out, std::int64_t batch, std::int64_t seq_len,
                             std::int64_t channels, std::int64_t heads) override;
-  /// Per batch element b, in device scratch of heads * T * T floats: dprobs = dout vᵀ (batched
-  /// GEMM), the softmax backward in place into dscores, then dq = dscores k / sqrt(D),
+  /// Per batch element b, in device scratch of 2 * heads * T * T floats: probs rebuilt (the
+  /// scores GEMM again, then exp(score - m) / l from the stats), dprobs = dout vᵀ (batched GEMM),
+  /// the softmax backward in place into dscores, then dq = dscores k / sqrt(D),
   /// dk = dscoresᵀ q / sqrt(D) and dv = probsᵀ dout by three batched GEMMs into dqkv.
-  void do_attention_backward(std::span<const float> qkv, std::span<const float> probs,
+  void do_attention_backward(std::span<const float> qkv, std::span<const float> stats,
                              std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t channels,
                              std::int64_t heads) override;

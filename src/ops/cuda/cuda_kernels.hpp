@@ -66,8 +66,15 @@ void layernorm_backward(const float* x, const float* weight, const float* mean, 
                         std::int64_t channels, cudaStream_t stream);
 
 /// Causal softmax of each row of scores [rows, T] in place: row r is query position t = r % T;
-/// entries s <= t become exp(score - max) / sum (in double), entries s > t become 0.
-void causal_softmax(float* scores, std::int64_t rows, std::int64_t seq_len, cudaStream_t stream);
+/// with m its largest score over s <= t and l = sum_s exp(score - m) in double rounded to float,
+/// entries s <= t become float(exp(score - m) / l) (in double), entries s > t become 0, and row r
+/// of stats [rows, 2] becomes {m, l} (Device::attention_forward's definition).
+void causal_softmax(float* scores, float* stats, std::int64_t rows, std::int64_t seq_len,
+                    cudaStream_t stream);
+
+/// The same probabilities again from the same scores and the stats causal_softmax wrote, in place.
+void causal_softmax_from_stats(float* scores, const float* stats, std::int64_t rows,
+                               std::int64_t seq_len, cudaStream_t stream);
 
 /// Its backward in place: with w = sum_{s <= t} probs_s dprobs_s (in double), dprobs_s becomes
 /// probs_s (dprobs_s - w) for s <= t and 0 for s > t.
