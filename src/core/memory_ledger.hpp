@@ -31,7 +31,7 @@ enum class ActivationKind : std::uint8_t {
   Block,       ///< saved per block or layer: LayerNorm outputs and statistics, qkv, residuals
   Attention,   ///< attention's per-row statistics (B x H x T x 2 per block), not its T x T probabilities
   MlpHidden,   ///< the GPT MLP's 4C-wide values before and after GELU
-  Logits,      ///< the final LayerNorm's output, the logits and their gradient
+  Logits,      ///< the final LayerNorm's output and the logits (their gradient written over them)
   Scratch,     ///< gradient scratch reused by every block or layer (and unlabelled buffers)
   Checkpoint,  ///< block inputs kept by activation checkpointing
   Recompute,   ///< tensors a checkpointed block rebuilds for its backward

@@ -84,8 +84,8 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
   // fc and fc_gelu [N, 4C]; a selective block keeps fc.
   at(out, ActivationKind::MlpHidden) =
       add(mul(kept, kF32, mul(8, NC)), selective ? mul(rebuilt, kF32, mul(4, NC)) : 0);
-  // lnf [N, C] with its mean and rstd [N]; logits and dlogits [N, V].
-  at(out, ActivationKind::Logits) = mul(kF32, add(add(NC, mul(2, N)), mul(2, mul(N, V))));
+  // lnf [N, C] with its mean and rstd [N]; the logits [N, V], their gradient written over them.
+  at(out, ActivationKind::Logits) = mul(kF32, add(add(NC, mul(2, N)), mul(N, V)));
   // dresidual, dln, dattn [N, C], dqkv [N, 3C], dfc and dfc_gelu [N, 4C]: 14NC.
   at(out, ActivationKind::Scratch) = mul(kF32, mul(14, NC));
   // A fully checkpointed block keeps its output [N, C], the next block's input.
@@ -104,8 +104,8 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
     blocks += fmt::format("{}·BTC + (15BTC + 4BT + 2BHT) + ", rebuilt);
   }
   out.formula = policy.recompute == Recompute::None
-                    ? "16BT + 4[L(16BTC + 4BT + 2BHT) + 16BTC + 2BT + 2BTV]"
-                    : fmt::format("16BT + 4[{}16BTC + 2BT + 2BTV]", blocks);
+                    ? "16BT + 4[L(16BTC + 4BT + 2BHT) + 16BTC + 2BT + BTV]"
+                    : fmt::format("16BT + 4[{}16BTC + 2BT + BTV]", blocks);
   return out;
 }
 

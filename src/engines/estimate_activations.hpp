@@ -22,7 +22,7 @@ namespace zl {
 struct ActivationEstimate {
   /// Bytes of each ActivationKind (indexed by its value).
   std::array<std::int64_t, kActivationKindCount> bytes{};
-  /// The sum in the model's symbols, e.g. "16BT + 4[L(16BTC + 4BT + 2BHT) + 16BTC + 2BT + 2BTV]".
+  /// The sum in the model's symbols, e.g. "16BT + 4[L(16BTC + 4BT + 2BHT) + 16BTC + 2BT + BTV]".
   std::string formula;
   /// Bytes of `kind`.
   std::int64_t bytes_of(ActivationKind kind) const { return bytes[static_cast<int>(kind)]; }

@@ -88,7 +88,7 @@ void Gpt::begin(const Batch& batch) {
   blocks_.clear();
   recompute_ = BlockActivations();
   for (Buffer* buffer : {&tokens_, &targets_, &embedded_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_,
-                         &dlogits_, &dresidual_, &dln_, &dqkv_, &dattn_, &dfc_, &dfc_gelu_})
+                         &dresidual_, &dln_, &dqkv_, &dattn_, &dfc_, &dfc_gelu_})
     *buffer = Buffer();
 
   rows_ = batch.rows;
@@ -107,7 +107,6 @@ void Gpt::begin(const Batch& batch) {
   lnf_mean_ = activation(ActivationKind::Logits, {N});
   lnf_rstd_ = activation(ActivationKind::Logits, {N});
   logits_ = activation(ActivationKind::Logits, {N, config_.vocab});
-  dlogits_ = activation(ActivationKind::Logits, {N, config_.vocab});
   dresidual_ = activation(ActivationKind::Scratch, {N, C});
   dln_ = activation(ActivationKind::Scratch, {N, C});
   dqkv_ = activation(ActivationKind::Scratch, {N, 3 * C});
@@ -216,6 +215,9 @@ std::span<const float> Gpt::logits() const {
   ZL_CHECK(rows_ > 0 && forward_visits_ == order_.size(),
            "logits() before the LM head ran: {} of {} forward visits done", forward_visits_,
            order_.size());
+  ZL_CHECK(!loss_done_,
+           "logits() after loss(): the logits' buffer now holds their gradient; read them before "
+           "loss()");
   return logits_.as<float>();
 }
 
@@ -224,12 +226,12 @@ float Gpt::loss(float grad_scale) {
            "loss() before the forward pass finished: {} of {} forward visits ran", forward_visits_,
            order_.size());
   if (loss_done_) return loss_;
-  // Mean over all N = rows * T tokens; dlogits = (softmax - onehot) / N, then scaled.
-  auto dlogits = dlogits_.as<float>();
-  loss_ = device_.cross_entropy_forward_backward(logits_.as<float>(),
-                                                 targets_.as<std::int64_t>(), dlogits,
+  // Mean over all N = rows * T tokens; the gradient (softmax - onehot) / N, then scaled, is
+  // written over the logits, which nothing reads again (as llm.c does): one [N, V] buffer.
+  auto logits = logits_.as<float>();
+  loss_ = device_.cross_entropy_forward_backward(logits, targets_.as<std::int64_t>(), logits,
                                                  token_rows(), config_.vocab);
-  if (grad_scale != 1.0f) device_.scale(dlogits, grad_scale);
+  if (grad_scale != 1.0f) device_.scale(logits, grad_scale);
   loss_done_ = true;
   return loss_;
 }
@@ -244,7 +246,7 @@ void Gpt::backward_unit(int unit, std::span<const float> params, std::span<float
   const bool head = next_backward_visit_ + 1 == static_cast<int>(order_.size());
   if (unit == 0 && head) {
     // d wte [V, C] += dlogits^T ln_f(x); d ln_f(x) [N, C] = dlogits wte.
-    device_.linear_backward(lnf_.as<float>(), params.first(V * C), dlogits_.as<float>(),
+    device_.linear_backward(lnf_.as<float>(), params.first(V * C), logits_.as<float>(),
                             grads.first(V * C), {}, dln_.as<float>(), N, C, V);
   } else if (unit == 0) {
     // dresidual now holds d loss / d (wte[token] + wpe[t]).

@@ -49,7 +49,8 @@ class Gpt final : public Model {
 
   /// The shape the model was built with (validated).
   const GptConfig& config() const { return config_; }
-  /// The logits [rows, T, vocab] of the micro-batch, once the LM head has run.
+  /// The logits [rows, T, vocab] of the micro-batch, once the LM head has run and before loss(),
+  /// which writes their gradient over them.
   std::span<const float> logits() const;
 
  private:
@@ -104,8 +105,7 @@ class Gpt final : public Model {
   std::vector<BlockActivations> blocks_;
   BlockActivations recompute_;  // what checkpointed blocks rebuild, one block's worth, shared
   Buffer lnf_, lnf_mean_, lnf_rstd_;  // ln_f(last block's out) [N, C], [N], [N]
-  Buffer logits_;                     // [N, vocab]
-  Buffer dlogits_;                    // grad_scale * d loss / d logits [N, vocab]
+  Buffer logits_;  // [N, vocab]; after loss(), grad_scale * d loss / d logits in their place
   // Backward scratch, reused by every block.
   Buffer dresidual_;  // d loss / d the residual stream at the current block boundary [N, C]
   Buffer dln_;        // d loss / d a LayerNorm's output [N, C]

@@ -121,6 +121,7 @@ class Device : public Allocator {
   void gelu_backward(std::span<const float> x, std::span<const float> dy, std::span<float> dx);
 
   /// Mean cross-entropy of logits[rows, classes] against labels[rows]; writes d(loss)/d(logits).
+  /// `dlogits` may be `logits` itself (in place): each row is read whole before it is written.
   float cross_entropy_forward_backward(std::span<const float> logits,
                                        std::span<const std::int64_t> labels,
                                        std::span<float> dlogits, std::int64_t rows,

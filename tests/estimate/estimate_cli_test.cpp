@@ -134,7 +134,7 @@ TEST(EstimateCli, JsonHasEveryStageInBytes) {
 
 // GPT-2 124M at micro-batch 12 x 1024 (the ZeRO-1 article's run), by hand with N = BT = 12288:
 // inputs 16N + 4NC; per block 4(8NC + 4N) + 4·2BHT (attention's two stats per row and head) +
-// 32NC (MLP hidden); logits 4(NC + 2N + 2NV); scratch 56NC.
+// 32NC (MLP hidden); logits 4(NC + 2N + NV), their gradient written over them; scratch 56NC.
 TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   const auto run = zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12 --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -147,10 +147,10 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   EXPECT_EQ(by_kind.at("block").get<std::int64_t>(), 3'626'237'952);
   EXPECT_EQ(by_kind.at("attention").get<std::int64_t>(), 14'155'776);
   EXPECT_EQ(by_kind.at("mlp_hidden").get<std::int64_t>(), 3'623'878'656);
-  EXPECT_EQ(by_kind.at("logits").get<std::int64_t>(), 4'978'311'168);
+  EXPECT_EQ(by_kind.at("logits").get<std::int64_t>(), 2'508'079'104);
   EXPECT_EQ(by_kind.at("scratch").get<std::int64_t>(), 528'482'304);
   EXPECT_EQ(by_kind.at("checkpoint").get<std::int64_t>(), 0);
-  constexpr std::int64_t kTotal = 12'809'011'200;
+  constexpr std::int64_t kTotal = 10'338'779'136;
   EXPECT_EQ(activations.at("bytes").get<std::int64_t>(), kTotal);
   for (const auto& stage : json.at("stages")) {
     EXPECT_EQ(stage.at("activation_bytes").get<std::int64_t>(), kTotal);
@@ -159,7 +159,7 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   }
   const auto table = zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12");
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_TRUE(has(table.out, "= 12809011200 bytes")) << table.out;
+  EXPECT_TRUE(has(table.out, "= 10338779136 bytes")) << table.out;
   EXPECT_TRUE(has(table.out, "  attention           14155776 bytes")) << table.out;
   // Full checkpointing at the same shapes: 12 block outputs (4NC each) and one block's workspace
   // (4(15NC + 4N + 2BHT)) replace the blocks' 4·12(16NC + 4N + 2BHT).
@@ -170,7 +170,7 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   EXPECT_EQ(full.at("activations").at("checkpointing").get<std::string>(), "full");
   EXPECT_EQ(full.at("activations").at("by_kind").at("checkpoint").get<std::int64_t>(),
             12 * 4 * 12'288 * 768);
-  EXPECT_EQ(full.at("activations").at("bytes").get<std::int64_t>(), 6'565'330'944);
+  EXPECT_EQ(full.at("activations").at("bytes").get<std::int64_t>(), 4'095'098'880);
   // Without --micro-batch there is no activation term.
   const auto states = nlohmann::json::parse(zerolab("estimate --model gpt --world 8 --json").out);
   EXPECT_FALSE(states.contains("activations"));

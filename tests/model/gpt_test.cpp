@@ -160,12 +160,12 @@ TEST(Gpt, ActivationsAreBookedWhileAMicroBatchIsInFlight) {
     const std::int64_t N = B * T;
     // Per block: ln_1 and ln_2 outputs with their mean and rstd, qkv, attention's two stats per
     // row and head (never the T x T probabilities), attention output, mid, fc, GELU(fc), out.
-    // Besides: the embedding, ln_f, logits and their gradient, and the backward scratch
+    // Besides: the embedding, ln_f, the logits (their gradient written over them), the backward scratch
     // (dresidual, dln, dqkv, dattn, dfc, dfc_gelu); and the int64 token ids and targets [B, T].
     const std::int64_t per_block =
         2 * (N * C + 2 * N) + 3 * N * C + B * H * T * 2 + 2 * N * C + 2 * 4 * N * C + N * C;
     const std::int64_t rest =
-        N * C + (N * C + 2 * N) + 2 * N * V + (N * C + N * C + 3 * N * C + N * C + 2 * 4 * N * C);
+        N * C + (N * C + 2 * N) + N * V + (N * C + N * C + 3 * N * C + N * C + 2 * 4 * N * C);
     const std::int64_t expected_bytes = 4 * (config.n_layer * per_block + rest) + 8 * 2 * N;
     EXPECT_EQ(activation_bytes(), 0);
     const auto batch = MarkovTokens(V, 1).batch(0, B, T);

@@ -28,17 +28,30 @@ inline UnitFloats zeros_like(const UnitFloats& params) {
   return zeros;
 }
 
-/// One micro-batch as an engine runs it: forward in forward_order(), loss(grad_scale), backward in
-/// the reverse order, adding into `grads`. Returns the loss.
-inline float forward_backward(Model& model, const Batch& batch, const UnitFloats& params,
-                              UnitFloats& grads, float grad_scale = 1.0f) {
-  const auto order = model.forward_order();
+/// The first half of a micro-batch as an engine runs it: begin(batch), then forward in
+/// forward_order().
+inline void forward(Model& model, const Batch& batch, const UnitFloats& params) {
   model.begin(batch);
-  for (const int u : order) model.forward_unit(u, params[u]);
+  for (const int u : model.forward_order()) model.forward_unit(u, params[u]);
+}
+
+/// The second half: loss(grad_scale), then backward in the reverse order, adding into `grads`.
+/// Returns the loss.
+inline float backward(Model& model, const UnitFloats& params, UnitFloats& grads,
+                      float grad_scale = 1.0f) {
+  const auto order = model.forward_order();
   const float loss = model.loss(grad_scale);
   for (auto u = order.rbegin(); u != order.rend(); ++u)
     model.backward_unit(*u, params[*u], grads[*u]);
   return loss;
+}
+
+/// One micro-batch as an engine runs it: forward in forward_order(), loss(grad_scale), backward in
+/// the reverse order, adding into `grads`. Returns the loss.
+inline float forward_backward(Model& model, const Batch& batch, const UnitFloats& params,
+                              UnitFloats& grads, float grad_scale = 1.0f) {
+  forward(model, batch, params);
+  return backward(model, params, grads, grad_scale);
 }
 
 }  // namespace zl::test

@@ -130,6 +130,8 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int64_t* la
   }
   const float* row = logits + r * classes;
   float* drow = dlogits + r * classes;
+  // Read before the reductions' barriers: in place, another thread writes drow[label] after them.
+  const double label_logit = row[label];
   // Subtracting the row max keeps every exp in (0, 1]; a max is exact in any order.
   double local_max = -INFINITY;
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
@@ -139,7 +141,7 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int64_t* la
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
     local_sum += exp(row[c] - max_logit);
   const double exp_sum = block_sum(local_sum, partials);
-  if (threadIdx.x == 0) row_losses[r] = log(exp_sum) - (row[label] - max_logit);
+  if (threadIdx.x == 0) row_losses[r] = log(exp_sum) - (label_logit - max_logit);
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
     const double softmax = exp(row[c] - max_logit) / exp_sum;
     const double target = c == label ? 1.0 : 0.0;
