@@ -136,6 +136,30 @@ TEST(Lessons, OverlapHidesCommunicationAndTheReplayIsDeterministic) {
   EXPECT_EQ(run_lesson("05_overlap", "--no-pause").out, run.out);
 }
 
+TEST(Lessons, ActivationsAreMeasuredCheckpointedAndLinearInTheContext) {
+  const auto run = run_lesson("10_activations", "--no-pause");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  // ZeRO-1 shrinks the model states; the activations are the same bytes at both stages.
+  EXPECT_NE(run.out.find("DDP      model states  3,368,960 B   activations  5,429,248 B"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("ZeRO-1   model states  2,105,600 B   activations  5,429,248 B"),
+            std::string::npos)
+      << run.out;
+  // Full checkpointing of the 4 blocks: 45% of the activations, the same parameters.
+  EXPECT_NE(run.out.find("full              2,443,264       45%   the same bits as without "
+                         "checkpointing"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("  32       5,429,248"), std::string::npos) << run.out;
+  for (const char* check :
+       {"ok: every estimate equals the ledger, kind by kind and for every policy",
+        "ok: every checkpointing policy trains the same bits as none",
+        "ok: each doubling of T doubles the activations"}) {
+    EXPECT_NE(run.out.find(check), std::string::npos) << run.out;
+  }
+}
+
 TEST(Lessons, OffloadMovesTwelveBytesPerShardElementToTheHost) {
   const auto run = run_lesson("06_offload", "--no-pause");
   ASSERT_EQ(run.exit_code, 0) << run.out;
@@ -254,6 +278,6 @@ TEST_P(LessonSteps, UnknownFlagFailsInOneLine) {
 INSTANTIATE_TEST_SUITE_P(AllLessons, LessonSteps,
                          ::testing::Values("00_memory_math", "01_ddp", "02_zero1", "03_zero2",
                                            "04_zero3", "05_overlap", "06_offload", "07_checkpoints",
-                                           "08_mixed_precision", "09_faults"));
+                                           "08_mixed_precision", "09_faults", "10_activations"));
 
 }  // namespace
