@@ -353,10 +353,10 @@ AdamWConfig read_optimizer(const Checker& check, const json& value, const std::s
   return adamw;
 }
 
-// activation_checkpointing.*: the section turns on full checkpointing of every block; CPU
-// checkpointing is refused, and the keys about DeepSpeed's buffers and model parallelism have
-// nothing to act on here.
-Readers activation_readers(const Checker& check) {
+// activation_checkpointing.*: the section turns on full checkpointing of every block, with the
+// checkpoints in host memory when cpu_checkpointing is true; the keys about DeepSpeed's buffers
+// and model parallelism have nothing to act on here.
+Readers activation_readers(const Checker& check, bool& cpu_checkpointing) {
   const auto accepted = [&check](const json& v, const std::string& p) { check.boolean(v, p); };
   return {
       {"partition_activations",
@@ -366,10 +366,8 @@ Readers activation_readers(const Checker& check) {
          }
        }},
       {"cpu_checkpointing",
-       [&check](const json& v, const std::string& p) {
-         if (check.boolean(v, p)) {
-           check.bad(p, v, "keeping checkpoints in host memory is not built yet: set it to false");
-         }
+       [&check, &cpu_checkpointing](const json& v, const std::string& p) {
+         cpu_checkpointing = check.boolean(v, p);
        }},
       {"contiguous_memory_optimization", accepted},
       {"synchronize_checkpoint_boundary", accepted},
@@ -435,8 +433,10 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
        [&](const json& v, const std::string& p) { ds.adamw = read_optimizer(check, v, p); }},
       {"activation_checkpointing",
        [&](const json& v, const std::string& p) {
-         check.section(v, p, activation_readers(check));
-         ds.activations = ActivationPolicy{.recompute = Recompute::Full};
+         bool cpu_checkpointing = false;
+         check.section(v, p, activation_readers(check, cpu_checkpointing));
+         ds.activations = ActivationPolicy{.recompute = Recompute::Full,
+                                           .cpu_checkpoints = cpu_checkpointing};
        }},
   };
   check.section(root, "", top);

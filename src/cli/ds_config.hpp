@@ -48,8 +48,8 @@ struct DsConfig {
   std::optional<std::string> offload_optimizer_device;
 
   /// activation_checkpointing: the section checkpoints every GPT block (full), as a DeepSpeed
-  /// model that calls deepspeed.checkpointing per block does; --activation-checkpointing
-  /// overrides it.
+  /// model that calls deepspeed.checkpointing per block does, in host memory with
+  /// cpu_checkpointing; --activation-checkpointing overrides the policy.
   std::optional<ActivationPolicy> activations;
 
   /// optimizer.{type, params}: AdamW (or Adam with adam_w_mode). When the file has an optimizer,

@@ -170,6 +170,11 @@ void print_activations(const Report& report) {
     fmt::print("  {:<11} {:>16} bytes  {:>12} GB\n", activation_kind_name(kind),
                activations.bytes_of(kind), gb(activations.bytes_of(kind)));
   }
+  if (activations.host_bytes > 0) {
+    fmt::print("  and the checkpoints in host memory (--cpu-checkpointing), not counted above: {} "
+               "bytes, {} GB\n",
+               activations.host_bytes, gb(activations.host_bytes));
+  }
   fmt::print("\n{:<8} {:>16} {:>14} {:>12} {:>16}\n", "stage", "model_states_GB", "activations_GB",
              "total_GB", "total_bytes");
   for (const LedgerEstimate& stage : report.stages) {
@@ -309,6 +314,7 @@ void print_json(const Report& report) {
                           {"seq_len", report.seq_len > 0 ? nlohmann::ordered_json(report.seq_len)
                                                          : nlohmann::ordered_json()},
                           {"bytes", report.activations.total_bytes()},
+                          {"host_bytes", report.activations.host_bytes},
                           {"formula", report.activations.formula},
                           {"by_kind", by_kind}};
   }
@@ -389,11 +395,17 @@ CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
   auto* checkpointing = cmd->add_option_function<std::string>(
                                "--activation-checkpointing",
                                [flags](const std::string& text) {
+                                 const bool cpu = flags->activations.cpu_checkpoints;
                                  flags->activations = parse_activation_policy(text);
+                                 flags->activations.cpu_checkpoints = cpu;
                                },
                                "With --micro-batch: none | full | every:K | selective, as train "
                                "takes it")
                            ->type_name("POLICY");
+  auto* cpu_checkpointing =
+      cmd->add_flag("--cpu-checkpointing", flags->activations.cpu_checkpoints,
+                    "With --activation-checkpointing full or every:K: the checkpoints in host "
+                    "memory, as train takes it");
   cmd->add_flag(
       "--json", flags->json,
       "Print one JSON object: the model, Ψ, N, the options, the padded, shard and persistent "
@@ -401,16 +413,20 @@ CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
       "params_bytes, grads_bytes, grad_accum_bytes, master_bytes, optimizer_bytes, total_bytes, "
       "unpadded_total_bytes, extra_bytes, formula, total_formula, activation_bytes, "
       "total_with_activations_bytes}; with --micro-batch also \"activations\": {micro_batch, "
-      "checkpointing, seq_len, bytes, formula, by_kind}");
+      "checkpointing, seq_len, bytes, host_bytes, formula, by_kind}");
   const std::vector<CLI::Option*> gpt_flags = {preset, n_layer, n_head, n_embd, block_size, vocab};
   cmd->callback([&run, flags, gpt_sizes, mlp_sizes, gpt_flags, n_layer, n_head, n_embd, block_size,
-                 vocab, threshold, checkpointing] {
+                 vocab, threshold, checkpointing, cpu_checkpointing] {
     const auto given = [](CLI::Option* option) { return option->count() > 0; };
     flags->mlp_sizes_given = std::ranges::any_of(mlp_sizes, given);
     flags->gpt_sizes_given = std::ranges::any_of(gpt_flags, given);
     flags->persistence_threshold_given = given(threshold);
     ZL_CHECK(!given(checkpointing) || flags->micro_batch,
              "--activation-checkpointing changes the activations: give --micro-batch B too");
+    ZL_CHECK(!given(cpu_checkpointing) ||
+                 flags->activations.recompute == Recompute::Full,
+             "--cpu-checkpointing keeps full checkpoints in host memory: give "
+             "--activation-checkpointing full or every:K too");
     if (flags->model == "gpt") {
       // The preset's shape (GptConfig's defaults without one), then each size flag given.
       GptConfig gpt = flags->preset.empty() ? GptConfig{} : gpt_preset(flags->preset);

@@ -133,15 +133,18 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
                memory.peak_bytes(MemCategory::Activations), memory.total_peak_bytes(),
                rank.traffic.sent_bytes(), rank.traffic.recv_bytes(), total_calls(rank.traffic));
   }
-  fmt::print("\nactivations at their peak, by kind (bytes)\n{:>4}", "rank");
+  fmt::print("\nactivations at their peak, by kind, and checkpoints on the host (bytes)\n{:>4}",
+             "rank");
   for (int k = 0; k < kActivationKindCount; ++k) {
     fmt::print(" {:>11}", activation_kind_name(static_cast<ActivationKind>(k)));
   }
+  fmt::print(" {:>16}", mem_category_name(MemCategory::HostActivations));
   for (const auto& rank : result.ranks) {
     fmt::print("\n{:>4}", rank.rank);
     for (int k = 0; k < kActivationKindCount; ++k) {
       fmt::print(" {:>11}", rank.memory.activation_bytes_at_peak(static_cast<ActivationKind>(k)));
     }
+    fmt::print(" {:>16}", rank.memory.peak_bytes(MemCategory::HostActivations));
   }
   fmt::print("\n");
 }

@@ -195,13 +195,18 @@ void add_feature_flags(CLI::App& cmd, TrainArgs& args) {
   cmd.add_option_function<std::string>(
          "--activation-checkpointing",
          [&args](const std::string& text) {
+           const bool cpu = args.config.activations.cpu_checkpoints;  // from --cpu-checkpointing
            args.config.activations = parse_activation_policy(text);
+           args.config.activations.cpu_checkpoints = cpu;
          },
          "GPT: none | full (keep each block's output, recompute the block in backward) | every:K "
          "(full on blocks 0, K, 2K, ...) | selective (keep the matrix products, recompute "
          "LayerNorms, attention's softmax core and GELU); results stay bitwise the same "
          "(activation_checkpointing)")
       ->type_name("POLICY");
+  cmd.add_flag("--cpu-checkpointing", args.config.activations.cpu_checkpoints,
+               "With --activation-checkpointing full or every:K: keep the checkpoints in host "
+               "memory (activation_checkpointing.cpu_checkpointing; --accelerator cpu)");
   cmd.add_flag("--offload-optimizer", features.offload_optimizer,
                "ZeRO-Offload: fp32 master and Adam state of the own shard in host memory, updated "
                "there (zero_optimization.offload_optimizer.device cpu)");

@@ -19,6 +19,7 @@ std::string_view mem_category_name(MemCategory category) {
     case MemCategory::HostMaster: return "host_master";
     case MemCategory::HostOptimizer: return "host_optimizer";
     case MemCategory::HostGrads: return "host_grads";
+    case MemCategory::HostActivations: return "host_activations";
   }
   fail("unknown memory category {}", static_cast<int>(category));
 }

@@ -20,10 +20,11 @@ enum class MemCategory : std::uint8_t {
   HostMaster,     ///< fp32 master copy in host memory (ZeRO-Offload)
   HostOptimizer,  ///< Adam moments in host memory (ZeRO-Offload)
   HostGrads,      ///< fp32 gradient shard copied to host for the update (ZeRO-Offload)
+  HostActivations,  ///< activation checkpoints kept in host memory (--cpu-checkpointing)
 };
 
 /// Number of MemCategory values.
-inline constexpr int kMemCategoryCount = 10;
+inline constexpr int kMemCategoryCount = 11;
 
 /// What an Activations buffer holds, for the ledger's breakdown of activation bytes.
 enum class ActivationKind : std::uint8_t {
@@ -47,7 +48,7 @@ std::string_view activation_kind_name(ActivationKind kind);
 /// On the sim backend both are the same RAM, booked apart so the ledgers show the split.
 inline bool is_host(MemCategory category) {
   return category == MemCategory::HostMaster || category == MemCategory::HostOptimizer ||
-         category == MemCategory::HostGrads;
+         category == MemCategory::HostGrads || category == MemCategory::HostActivations;
 }
 
 /// Lower-case name of a category as it appears in summaries ("params", "grads", ...).

@@ -89,7 +89,11 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
   // dresidual, dln, dattn [N, C], dqkv [N, 3C], dfc and dfc_gelu [N, 4C]: 14NC.
   at(out, ActivationKind::Scratch) = mul(kF32, mul(14, NC));
   // A fully checkpointed block keeps its output [N, C], the next block's input.
-  if (!selective) at(out, ActivationKind::Checkpoint) = mul(rebuilt, kF32, NC);
+  // With CPU checkpointing they are host bytes instead.
+  if (!selective) {
+    (policy.cpu_checkpoints ? out.host_bytes : at(out, ActivationKind::Checkpoint)) =
+        mul(rebuilt, kF32, NC);
+  }
   // One block's worth of what rebuilt blocks do not keep: everything but the output (15NC + 4N
   // + 2BHT), or the LayerNorms, attention's core and GELU (ln1, attn, ln2 and fc_gelu: 7NC).
   if (rebuilt > 0) {
@@ -100,8 +104,9 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
   std::string blocks = kept == 0 ? "" : fmt::format("{}{} + ", kept == 1 ? "" : fmt::format("{}·", kept), whole);
   if (rebuilt > 0 && selective) {
     blocks += fmt::format("{}·9BTC + (7BTC + 4BT + 2BHT) + ", rebuilt);
-  } else if (rebuilt > 0) {
-    blocks += fmt::format("{}·BTC + (15BTC + 4BT + 2BHT) + ", rebuilt);
+  } else if (rebuilt > 0) {  // the checkpoints themselves, unless they are on the host
+    blocks += policy.cpu_checkpoints ? "" : fmt::format("{}·BTC + ", rebuilt);
+    blocks += "(15BTC + 4BT + 2BHT) + ";
   }
   out.formula = policy.recompute == Recompute::None
                     ? "16BT + 4[L(16BTC + 4BT + 2BHT) + 16BTC + 2BT + BTV]"

@@ -20,8 +20,11 @@ namespace zl {
 /// MemoryLedger::activation_bytes_at_peak, kind by kind; total_bytes() is the Activations
 /// category's peak (`--summary`'s ranks[i].bytes.peak.activations).
 struct ActivationEstimate {
-  /// Bytes of each ActivationKind (indexed by its value).
+  /// Bytes of each ActivationKind (indexed by its value), in device memory.
   std::array<std::int64_t, kActivationKindCount> bytes{};
+  /// Checkpoints kept in host memory with the policy's cpu_checkpoints (MemCategory::
+  /// HostActivations); not in `bytes` or total_bytes().
+  std::int64_t host_bytes = 0;
   /// The sum in the model's symbols, e.g. "16BT + 4[L(16BTC + 4BT + 2BHT) + 16BTC + 2BT + BTV]".
   std::string formula;
   /// Bytes of `kind`.

@@ -24,6 +24,9 @@ struct ActivationPolicy {
   /// Full only: blocks 0, K, 2K, ... are checkpointed, the others keep everything (every:K);
   /// 1 checkpoints every block.
   int every_blocks = 1;
+  /// Full only (--cpu-checkpointing, DeepSpeed's cpu_checkpointing): the kept block outputs live
+  /// in host memory (MemCategory::HostActivations) instead of the device's.
+  bool cpu_checkpoints = false;
 
   /// True when block `layer` (0-based) rebuilds tensors in backward.
   bool recomputes(int layer) const {

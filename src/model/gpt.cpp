@@ -27,6 +27,10 @@ Gpt::Gpt(Device& device, const GptConfig& config, ActivationPolicy policy)
   ZL_CHECK(policy.every_blocks >= 1,
            "activation checkpointing every:{} is invalid: checkpoint every K >= 1 blocks",
            policy.every_blocks);
+  ZL_CHECK(!policy.cpu_checkpoints || policy.recompute == Recompute::Full,
+           "--cpu-checkpointing keeps full checkpoints in host memory: use it with "
+           "--activation-checkpointing full or every:K, not {}",
+           activation_policy_name(policy));
   for (int u = 0; u <= last_unit(); ++u) order_.push_back(u);
   order_.push_back(0);
 }
@@ -147,9 +151,14 @@ void Gpt::book_block_activations() {
     const bool checkpointed = policy_.recomputes(l);
     for (const Tensor& tensor : tensors) {
       if (checkpointed && !kept_when_checkpointed(tensor)) continue;
-      // A fully checkpointed block's output is the checkpoint the next block restarts from.
+      // A fully checkpointed block's output is the checkpoint the next block restarts from;
+      // with CPU checkpointing it is kept in host memory.
       const bool checkpoint = checkpointed && policy_.recompute == Recompute::Full;
-      block.*tensor.member = activation(checkpoint ? K::Checkpoint : tensor.kind, tensor.shape);
+      if (checkpoint && policy_.cpu_checkpoints) {
+        block.*tensor.member = device_.alloc(MemCategory::HostActivations, DType::F32, tensor.shape);
+      } else {
+        block.*tensor.member = activation(checkpoint ? K::Checkpoint : tensor.kind, tensor.shape);
+      }
     }
     blocks_.push_back(std::move(block));
   }

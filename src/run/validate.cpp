@@ -21,6 +21,11 @@ std::string_view backend_name(Backend backend) {
 }
 
 void validate(const TrainConfig& config) {
+  ZL_CHECK(!config.activations.cpu_checkpoints ||
+               config.activations.recompute == Recompute::Full,
+           "--cpu-checkpointing keeps full checkpoints in host memory: use it with "
+           "--activation-checkpointing full or every:K, not {}",
+           activation_policy_name(config.activations));
   if (config.model == ModelKind::Gpt) {
     validate(config.gpt);
   } else {
@@ -80,6 +85,9 @@ void validate(const TrainConfig& config) {
              "--engine reference runs on the CPU: drop --accelerator {}, or train a stage "
              "(--stage 0-3) on it",
              accelerator_name(config.accelerator));
+    ZL_CHECK(!config.activations.cpu_checkpoints,
+             "--cpu-checkpointing keeps the checkpoints in host memory, which only --accelerator "
+             "cpu has for now: drop one of them");
     ZL_CHECK(!config.features.offload_optimizer,
              "--offload-optimizer keeps the optimizer in host memory, which only --accelerator "
              "cpu has: drop one of them");

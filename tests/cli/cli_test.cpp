@@ -265,6 +265,9 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --model gpt --activation-checkpointing some", "--activation-checkpointing some is not known"},
       {"train --model gpt --activation-checkpointing every:0", "every:K needs a whole number"},
       {"train --model gpt --activation-checkpointing every:x", "every:K needs a whole number"},
+      {"train --model gpt --cpu-checkpointing", "--cpu-checkpointing keeps full checkpoints"},
+      {"train --model gpt --activation-checkpointing selective --cpu-checkpointing",
+       "not selective"},
       {"", "subcommand"},
   };
   for (const auto& bad : cases) {

@@ -118,6 +118,8 @@ TEST(DsConfig, ActivationCheckpointingSectionCheckpointsEveryBlock) {
             "ds.json: activation_checkpointing.partition_activations is true: zerolab has no "
             "model parallelism to partition across; ignored");
   EXPECT_EQ(apply("{}").config.activations, ActivationPolicy{});
+  EXPECT_EQ(apply(R"({"activation_checkpointing": {"cpu_checkpointing": true}})").config.activations,
+            (ActivationPolicy{.recompute = Recompute::Full, .cpu_checkpoints = true}));
 }
 
 TEST(DsConfig, AbsentKeysLeaveTheConfigAlone) {
@@ -232,9 +234,8 @@ TEST(DsConfig, WrongTypesAndValuesFailInOneLineNamingTheKey) {
       {R"({"optimizer": {"type": "AdamW", "params": {"weight_decay": -0.1}}})",
        "ds.json: optimizer.params.weight_decay is -0.1: use a number >= 0"},
       {R"([1, 2])", "ds.json: the config is [1,2]: use a JSON object"},
-      {R"({"activation_checkpointing": {"cpu_checkpointing": true}})",
-       "ds.json: activation_checkpointing.cpu_checkpointing is true: keeping checkpoints in host "
-       "memory is not built yet: set it to false"},
+      {R"({"activation_checkpointing": {"cpu_checkpointing": 1}})",
+       "ds.json: activation_checkpointing.cpu_checkpointing is 1: use true or false"},
       {R"({"activation_checkpointing": {"number_checkpoints": 0}})",
        "ds.json: activation_checkpointing.number_checkpoints is 0: use 1 or more checkpoints, or "
        "null"},

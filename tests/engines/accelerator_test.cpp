@@ -62,6 +62,7 @@ RC_GTEST_PROP(Accelerator, prop_every_stage_on_detached_memory_is_bitwise_the_cp
 RC_GTEST_PROP(Accelerator, prop_gpt_on_detached_memory_is_bitwise_the_cpu, ()) {
   TrainConfig config = *rc::gen_gpt_config();
   config.features.offload_optimizer = false;
+  config.activations.cpu_checkpoints = false;  // host memory, which only the CPU accelerator has
   config.engine =
       *rc::gen::element(EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3);
   check_detached_is_cpu(config);

@@ -64,9 +64,11 @@ RC_GTEST_PROP(Features, prop_gpt_every_stage_is_bitwise_the_reference, ()) {
   RC_LOG() << fmt::format("gpt L={} H={} C={} T={} V={} W={} steps={} B={} checkpointing={} ",
                           config.gpt.n_layer, config.gpt.n_head, config.gpt.n_embd,
                           config.gpt.block_size, config.gpt.vocab, config.world, config.steps,
-                          config.micro_batch, activation_policy_name(config.activations))
+                          config.micro_batch,
+                          activation_policy_name(config.activations) +
+                              (config.activations.cpu_checkpoints ? " on the host" : ""))
            << describe(config.features) << "\n";
-  RC_TAG(activation_policy_name(config.activations));
+  RC_TAG(activation_policy_name(config.activations), config.activations.cpu_checkpoints);
   check_every_stage(config);
   // The reference with the policy too: the single-process answer key recomputes the same way.
   TrainConfig unchecked = config;
@@ -91,12 +93,20 @@ TEST(Features, ActivationCheckpointingAddsNoTraffic) {
   config.micro_batch = 2;
   for (const EngineKind stage : kStages) {
     const TrainResult none = run(config, stage);
-    for (const char* policy : {"full", "every:3", "selective"}) {
+    struct Policy {
+      const char* name;
+      bool on_host;
+    };
+    for (const Policy policy :
+         {Policy{"full", false}, Policy{"every:3", false}, Policy{"selective", false},
+          Policy{"full", true}}) {
       TrainConfig checkpointed = config;
-      checkpointed.activations = parse_activation_policy(policy);
+      checkpointed.activations = parse_activation_policy(policy.name);
+      checkpointed.activations.cpu_checkpoints = policy.on_host;
       const TrainResult result = run(checkpointed, stage);
       for (std::size_t r = 0; r < result.ranks.size(); ++r) {
-        SCOPED_TRACE(fmt::format("{} {} rank {}", engine_name(stage), policy, r));
+        SCOPED_TRACE(fmt::format("{} {}{} rank {}", engine_name(stage), policy.name,
+                                 policy.on_host ? " on the host" : "", r));
         for (int k = 0; k < kCollectiveKindCount; ++k) {
           const auto kind = static_cast<CollectiveKind>(k);
           EXPECT_EQ(result.ranks[r].traffic.sent_bytes(kind), none.ranks[r].traffic.sent_bytes(kind));

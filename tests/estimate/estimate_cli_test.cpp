@@ -171,6 +171,15 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   EXPECT_EQ(full.at("activations").at("by_kind").at("checkpoint").get<std::int64_t>(),
             12 * 4 * 12'288 * 768);
   EXPECT_EQ(full.at("activations").at("bytes").get<std::int64_t>(), 4'095'098'880);
+  // With --cpu-checkpointing the 12 checkpoints move to the host, out of the device's bytes.
+  const auto host = nlohmann::json::parse(
+      zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12 "
+              "--activation-checkpointing full --cpu-checkpointing --json")
+          .out);
+  EXPECT_EQ(host.at("activations").at("host_bytes").get<std::int64_t>(), 12 * 4 * 12'288 * 768);
+  EXPECT_EQ(host.at("activations").at("by_kind").at("checkpoint").get<std::int64_t>(), 0);
+  EXPECT_EQ(host.at("activations").at("bytes").get<std::int64_t>(),
+            4'095'098'880 - 12 * 4 * 12'288 * 768);
   // Without --micro-batch there is no activation term.
   const auto states = nlohmann::json::parse(zerolab("estimate --model gpt --world 8 --json").out);
   EXPECT_FALSE(states.contains("activations"));
@@ -333,6 +342,9 @@ TEST(EstimateCli, BadFlagsFailWithOneLineAndExit2) {
       "estimate --model gpt --world 8 --activation-checkpointing full",
       "estimate --model mlp --world 8 --micro-batch 4 --activation-checkpointing full",
       "estimate --model gpt --world 8 --micro-batch 4 --activation-checkpointing every:0",
+      "estimate --model gpt --world 8 --micro-batch 4 --cpu-checkpointing",
+      "estimate --model gpt --world 8 --micro-batch 4 --activation-checkpointing selective "
+      "--cpu-checkpointing",
       "estimate --model gpt --preset 124M --world 8 --micro-batch 4000000000000",
   };
   for (const auto& args : bad) {

@@ -38,6 +38,7 @@ void expect_activations(const TrainResult& result, const ActivationEstimate& est
   for (const auto& rank : result.ranks) {
     SCOPED_TRACE(fmt::format("rank {}", rank.rank));
     EXPECT_EQ(rank.memory.peak_bytes(MemCategory::Activations), estimate.total_bytes());
+    EXPECT_EQ(rank.memory.peak_bytes(MemCategory::HostActivations), estimate.host_bytes);
     for (int k = 0; k < kActivationKindCount; ++k) {
       const auto kind = static_cast<ActivationKind>(k);
       EXPECT_EQ(rank.memory.activation_bytes_at_peak(kind), estimate.bytes_of(kind))
@@ -109,6 +110,9 @@ TEST(EstimateMeasured, ActivationsEqualTheEstimateAtEveryMicroBatchContextAndPol
           config.activations = parse_activation_policy(policy);
           SCOPED_TRACE(fmt::format("gpt B={} T={} {} {}", micro_batch, block_size,
                                    engine_name(engine), policy));
+          expect_activations(train(config), activations_of(config));
+          if (config.activations.recompute != Recompute::Full) continue;
+          config.activations.cpu_checkpoints = true;  // the same checkpoints, in host memory
           expect_activations(train(config), activations_of(config));
         }
         config.activations = {};

@@ -81,13 +81,17 @@ inline Gen<zl::TrainingFeatures> gen_features() {
 }
 
 /// Activation checkpointing: none first (so failures shrink to it), full, every:2, every:3 or
-/// selective.
+/// selective, and full or every:2 with the checkpoints in host memory.
 inline Gen<zl::ActivationPolicy> gen_activation_policy() {
-  return gen::element(zl::ActivationPolicy{},
-                      zl::ActivationPolicy{.recompute = zl::Recompute::Full},
-                      zl::ActivationPolicy{.recompute = zl::Recompute::Full, .every_blocks = 2},
-                      zl::ActivationPolicy{.recompute = zl::Recompute::Full, .every_blocks = 3},
-                      zl::ActivationPolicy{.recompute = zl::Recompute::Selective});
+  using zl::ActivationPolicy;
+  using zl::Recompute;
+  return gen::element(
+      ActivationPolicy{}, ActivationPolicy{.recompute = Recompute::Full},
+      ActivationPolicy{.recompute = Recompute::Full, .every_blocks = 2},
+      ActivationPolicy{.recompute = Recompute::Full, .every_blocks = 3},
+      ActivationPolicy{.recompute = Recompute::Selective},
+      ActivationPolicy{.recompute = Recompute::Full, .cpu_checkpoints = true},
+      ActivationPolicy{.recompute = Recompute::Full, .every_blocks = 2, .cpu_checkpoints = true});
 }
 
 /// A small GPT run: 1-3 blocks of 1-2 heads, 2-16 channels, 1-8 tokens, a vocabulary of 2-39,
