@@ -95,7 +95,7 @@ inline Gen<zl::ActivationPolicy> gen_activation_policy() {
 }
 
 /// A small GPT run: 1-3 blocks of 1-2 heads, 2-16 channels, 1-8 tokens, a vocabulary of 2-39,
-/// W 1..5, 1-3 steps of 1-3 sequences, any seed, any training features (gen_features) and any
+/// W 1..8, 1-3 steps of 1-3 sequences, any seed, any training features (gen_features) and any
 /// activation checkpointing (gen_activation_policy).
 inline Gen<zl::TrainConfig> gen_gpt_config() {
   return gen::exec([] {
@@ -107,7 +107,7 @@ inline Gen<zl::TrainConfig> gen_gpt_config() {
                   .n_embd = heads * *gen::element<std::int64_t>(2, 4, 8),
                   .block_size = *gen::inRange<std::int64_t>(1, 9),
                   .vocab = *gen::inRange<std::int64_t>(2, 40)};
-    config.world = *gen::inRange(1, 6);
+    config.world = *gen::inRange(1, 9);
     config.steps = *gen::inRange(1, 4);
     config.micro_batch = *gen::inRange(1, 4);
     config.adamw.lr = *gen::element(1e-3, 3e-2);
