@@ -7,6 +7,7 @@
 // Each rank writes its file, then one process commits: manifest.json, then latest, each atomic.
 // A save that dies before the commit leaves the previous latest and its step directory as they
 // were.
+// One run owns a folder at a time (ckpt/checkpoint_folder.hpp).
 #pragma once
 
 #include <array>

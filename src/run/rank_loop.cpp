@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/checkpoint_folder.hpp"
 #include "ckpt/reshard.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "run/rank_model.hpp"
@@ -94,6 +95,13 @@ void save_if_due(const RunPlan& plan, Engine& engine, Comm& comm,
 
 RankRun run_rank(const RunPlan& plan, Comm& comm, Device& device, RankTimeline& clocks,
                  const ShareFile& share_file, const RankCallbacks& callbacks) {
+  // Rank 0 owns the checkpoint folder for the whole run, from before anything is written: the
+  // other ranks write their files only at a save, after collectives rank 0 takes part in.
+  std::optional<CheckpointFolderLock> folder;
+  if (plan.saving() && comm.rank() == 0) {
+    folder.emplace(plan.checkpoints.dir);
+    tidy_checkpoint_folder(plan.checkpoints.dir, plan.resumed_own_step);
+  }
   RankRun run;
   RankModel rank_model(device, plan.config, plan.init);
   Model& model = rank_model.get();

@@ -5,11 +5,14 @@
 #include <algorithm>
 
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/checkpoint_folder.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "run/data_source.hpp"
 #include "run/rank_model.hpp"
 
 namespace zl {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -27,9 +30,24 @@ TimelineSetup timeline_setup(const TrainConfig& config) {
   return setup;
 }
 
+bool same_folder(const fs::path& a, const fs::path& b) {
+  std::error_code error;
+  return fs::equivalent(a, b, error);
+}
+
 // Reads and verifies the checkpoint once; every rank then loads its own (re-sliced) shards.
+// Resuming the folder this run also saves to, it takes the newest committed step there, whatever
+// `latest` says: a kill between a step's manifest and `latest` leaves `latest` one step behind,
+// and following it would save a step that is already committed.
 void plan_resume(RunPlan& plan) {
-  plan.resumed = read_manifest(plan.checkpoints.resume);
+  fs::path from = plan.checkpoints.resume;
+  const bool own_folder = plan.saving() && same_folder(from, plan.checkpoints.dir);
+  if (own_folder) {
+    const std::vector<std::int64_t> steps = committed_steps(plan.checkpoints.dir);
+    if (!steps.empty()) from = step_dir(plan.checkpoints.dir, steps.back());
+  }
+  plan.resumed = read_manifest(from);
+  if (own_folder) plan.resumed_own_step = plan.resumed.step;
   plan.start = {plan.resumed.step, next_sample(plan.resumed)};
   ZL_CHECK(plan.config.steps > plan.start.step,
            "{} is at step {}: --steps counts from the run's start, so give more than {}",
@@ -48,6 +66,14 @@ RunPlan plan_run(const TrainConfig& config, const CheckpointPlan& checkpoints, U
   ZL_CHECK(checkpoints.every_steps >= 0, "--checkpoint-every {} is invalid: use 1 or more steps",
            checkpoints.every_steps);
   if (plan.resuming()) plan_resume(plan);
+  if (plan.saving()) {  // a committed step is never written again: refuse before training
+    const std::vector<std::int64_t> steps = committed_steps(checkpoints.dir);
+    ZL_CHECK(steps.empty() || steps.back() <= plan.start.step,
+             "{} already holds committed step {}, after this run's start at step {}: resume from "
+             "it (--resume {}) or save to another folder",
+             checkpoints.dir.string(), steps.empty() ? 0 : steps.back(), plan.start.step,
+             checkpoints.dir.string());
+  }
   plan.init = init_tensors(config);
   if (!config.init_file.empty()) {  // check the file against the model once, before any rank starts
     CpuDevice device;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "ckpt/manifest.hpp"
 #include "engines/engine.hpp"
@@ -34,6 +35,9 @@ struct RunPlan {
   Manifest resumed;          ///< the checkpoint resumed from (when resuming())
   StartPoint start;          ///< the resumed step and sample, or zero
   NamedTensors init;         ///< --init's tensors, checked against the model (empty without)
+  /// The step resumed from when it is in the folder this run saves to: rank 0 points that
+  /// folder's `latest` at it before the first save.
+  std::optional<std::int64_t> resumed_own_step;
   /// The engines' options without an observer (each rank adds its own); their batch source
   /// records every sample into the result's UsedData when config.record_data.
   EngineOptions options;

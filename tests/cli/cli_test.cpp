@@ -1,9 +1,13 @@
 // cli_test.cpp — runs the zerolab binary: DDP and the reference write byte-identical files, the
 // saved data is exactly what was trained on, and bad input fails in one line leaving no files.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -48,8 +52,10 @@ class CliTest : public ::testing::Test {
   fs::path dir_;
 };
 
-const std::string kSmall =
-    "--layers 3 --width 12 --in 5 --classes 4 --steps 4 --micro-batch 3 --lr 0.02 --quiet";
+// The small run's shape and settings, and with its 4 steps.
+const std::string kSmallShape =
+    "--layers 3 --width 12 --in 5 --classes 4 --micro-batch 3 --lr 0.02 --quiet";
+const std::string kSmall = kSmallShape + " --steps 4";
 
 TEST_F(CliTest, EveryStageAndTheReferenceWriteByteIdenticalFinalParameters) {
   const auto ref = zerolab("train --engine reference --world 4 " + kSmall + " --save-final " +
@@ -322,6 +328,79 @@ TEST_F(CliTest, DetachedMemoryPrintsTheDeviceLineAndTheCpusBits) {
   EXPECT_NE(detached.out.find("CPU (detached memory): "), std::string::npos) << detached.out;
   EXPECT_NE(detached.out.find("MFU n/a"), std::string::npos) << detached.out;
   EXPECT_NE(detached.out.find("peak MiB: params "), std::string::npos) << detached.out;
+}
+
+// A kill between a step's manifest and `latest` leaves `latest` one step behind, with the
+// temporaries of the cut save beside it. A restart that resumes from and saves to the folder
+// takes the newest committed step, removes the temporaries, and ends bitwise where an
+// uninterrupted run ends (it used to train one step and fail: "already committed").
+TEST_F(CliTest, ARestartAfterAKillBetweenTheTwoCommitsMakesProgress) {
+  const fs::path ck = dir_ / "ck";
+  const std::string args = "train --stage 2 --world 2 " + kSmallShape;
+  ASSERT_EQ(zerolab(args + " --steps 4 --checkpoint-every 2 --checkpoint-dir " + ck.string())
+                .exit_code,
+            0);
+  std::ofstream(ck / "latest") << "step-00000002\n";
+  std::ofstream(ck / "latest.tmp.777") << "step-0000";
+  std::ofstream(ck / "step-00000004" / "rank-1.safetensors.tmp.777") << "partial";
+  for (int restart = 0; restart < 2; ++restart) {  // and again: every restart makes progress
+    const auto resumed = zerolab(fmt::format("{} --steps {} --resume {} --checkpoint-dir {} "
+                                             "--save-final {}",
+                                             args, 6 + 2 * restart, ck.string(), ck.string(),
+                                             (dir_ / "resumed.st").string()));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  }
+  EXPECT_EQ(read_manifest(ck).step, 8);
+  EXPECT_FALSE(fs::exists(ck / "latest.tmp.777"));
+  EXPECT_FALSE(fs::exists(ck / "step-00000004" / "rank-1.safetensors.tmp.777"));
+  const auto whole =
+      zerolab(args + " --steps 8 --save-final " + (dir_ / "whole.st").string());
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_EQ(slurp(dir_ / "resumed.st"), slurp(dir_ / "whole.st"));
+}
+
+// One run owns a checkpoint folder: a second fails at its start, in one line, writing nothing;
+// and no run saves a step the folder already has committed.
+TEST_F(CliTest, ACheckpointFolderHasOneRunAndNoStepIsSavedTwice) {
+  const fs::path ck = dir_ / "ck";
+  const std::string args = "train --stage 1 --world 2 " + kSmallShape + " --checkpoint-every 2";
+  ASSERT_EQ(zerolab(args + " --steps 4 --checkpoint-dir " + ck.string()).exit_code, 0);
+  const auto listing = [&] {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::recursive_directory_iterator(ck))
+      names.push_back(entry.path().string() + " " + std::to_string(entry.is_regular_file()
+                                                                        ? fs::file_size(entry)
+                                                                        : 0));
+    std::ranges::sort(names);
+    return names;
+  };
+  const auto before = listing();
+  {
+    const int fd = ::open((ck / ".lock").c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX), 0);  // another run holds the folder
+    const auto second = zerolab(args + " --steps 6 --resume " + ck.string() +
+                                " --checkpoint-dir " + ck.string());
+    ::close(fd);
+    EXPECT_NE(second.exit_code, 0);
+    EXPECT_NE(second.err.find("checkpoint folder " + ck.string() +
+                              " is in use by another run: wait for it to end or save to another "
+                              "folder"),
+              std::string::npos)
+        << second.err;
+    EXPECT_EQ(std::count(second.err.begin(), second.err.end(), '\n'), 1) << second.err;
+  }
+  EXPECT_EQ(listing(), before);
+  for (const std::string& resume :
+       {std::string(), " --resume " + (ck / "step-00000002").string()}) {
+    const auto again = zerolab(args + " --steps 6 --checkpoint-dir " + ck.string() + resume);
+    EXPECT_NE(again.exit_code, 0);
+    EXPECT_NE(again.err.find(ck.string() + " already holds committed step 4, after this run's "
+                                           "start"),
+              std::string::npos)
+        << again.err;
+    EXPECT_EQ(listing(), before);
+  }
 }
 
 // A run killed at any moment, also while it saves, leaves the last committed checkpoint intact:
