@@ -13,6 +13,7 @@
 #include <string>
 
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/checkpoint_folder.hpp"
 #include "ckpt/safetensors.hpp"
 #include "comm/reduce.hpp"
 #include "engines/partition.hpp"
@@ -401,6 +402,48 @@ TEST_F(CliTest, ACheckpointFolderHasOneRunAndNoStepIsSavedTwice) {
         << again.err;
     EXPECT_EQ(listing(), before);
   }
+}
+
+// Kill anywhere, restart in a loop: a run that resumes from and saves to one folder, killed at
+// many points of its steps and saves (the kernel's SIGKILL, so nothing is cleaned up on the way
+// out), ends bitwise where an uninterrupted run ends, and every restart makes progress.
+TEST_F(CliTest, KilledAnywhereAndRestartedInALoopEndsBitwiseTheUninterruptedRun) {
+  const fs::path ck = dir_ / "ck";
+  const std::string run_args =
+      "train --stage 2 --world 4 --layers 4 --width 192 --in 16 --classes 8 --micro-batch 4 "
+      "--quiet --steps 300";
+  const std::string args = run_args + " --checkpoint-every 1 --checkpoint-dir " + ck.string() +
+                           " --save-final " + (dir_ / "looped.st").string();
+  const auto resume = [&] {
+    return committed_steps(ck).empty() ? std::string() : " --resume " + ck.string();
+  };
+  std::int64_t last_step = 0;
+  int kills = 0;
+  bool finished = false;
+  // Kills 0.2 s in, 0.05 s later each time (points spread over steps and saves), and later still
+  // after a run that committed nothing new (a slow, sanitized or loaded machine).
+  double kill_after_s = 0.2;
+  for (int attempt = 0; attempt < 8 && !finished; ++attempt) {
+    const auto run = zerolab(args + resume(), fmt::format("timeout -s KILL {} ", kill_after_s));
+    finished = run.exit_code == 0;  // it ended before the kill
+    if (finished) break;
+    ++kills;
+    const std::vector<std::int64_t> steps = committed_steps(ck);
+    const std::int64_t newest = steps.empty() ? 0 : steps.back();
+    EXPECT_GE(newest, last_step);  // nothing committed is lost
+    kill_after_s += newest > last_step ? 0.05 : 0.5;
+    last_step = newest;
+  }
+  EXPECT_GE(kills, 4);
+  EXPECT_GT(last_step, 0);
+  if (!finished) {
+    const auto last = zerolab(args + resume());
+    ASSERT_EQ(last.exit_code, 0) << last.err;
+  }
+  EXPECT_EQ(read_manifest(ck).step, 300);
+  const auto whole = zerolab(run_args + " --save-final " + (dir_ / "whole.st").string());
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_EQ(slurp(dir_ / "looped.st"), slurp(dir_ / "whole.st"));
 }
 
 // A run killed at any moment, also while it saves, leaves the last committed checkpoint intact:
