@@ -294,6 +294,10 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
   ZL_CHECK(outputs.steps_per_print >= 1, "--steps-per-print {} is invalid: use 1 or more steps",
            outputs.steps_per_print);
   if (!checkpoints.dir.empty() && !std::filesystem::is_directory(checkpoints.dir)) {
+    std::error_code error;
+    ZL_CHECK(!std::filesystem::exists(checkpoints.dir, error),
+             "--checkpoint-dir {} is a file: give a directory (it is created if missing)",
+             checkpoints.dir.string());
     check_writable(checkpoints.dir, "--checkpoint-dir");  // its parent must exist
   }
   const std::pair<const std::filesystem::path*, std::string_view> files[] = {
@@ -305,6 +309,17 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
       {&outputs.trace, "--trace"}};
   for (const auto& [path, flag] : files) {
     if (!path->empty()) check_writable(*path, flag);
+  }
+  // Two outputs on one path would overwrite each other: refuse before anything is written.
+  for (std::size_t i = 0; i < std::size(files); ++i) {
+    for (std::size_t j = i + 1; j < std::size(files); ++j) {
+      const auto& [a, a_flag] = files[i];
+      const auto& [b, b_flag] = files[j];
+      ZL_CHECK(a->empty() || b->empty() ||
+                   std::filesystem::weakly_canonical(*a) != std::filesystem::weakly_canonical(*b),
+               "{} and {} are the same file {}: give each output its own path", a_flag, b_flag,
+               a->string());
+    }
   }
   ZL_CHECK(outputs.what_if_world >= 0, "--what-if-world {} is invalid: use 1 or more ranks",
            outputs.what_if_world);
