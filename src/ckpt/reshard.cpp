@@ -104,6 +104,16 @@ std::vector<float> ShardReader::read_range(std::size_t unit, ShardTensor tensor,
     std::memcpy(values.data() + piece.out_offset_elems,
                 shard.bytes.data() + piece.shard_offset_elems * sizeof(float),
                 static_cast<std::size_t>(piece.elems) * sizeof(float));
+    // What training wrote is finite, and Adam's second moment is never negative: anything else
+    // is damage the checksums did not catch (or were recomputed over).
+    for (std::int64_t i = 0; i < piece.elems; ++i) {
+      const float value = values[static_cast<std::size_t>(piece.out_offset_elems + i)];
+      ZL_CHECK(std::isfinite(value) && (tensor != ShardTensor::ExpAvgSq || value >= 0.0f),
+               "cannot read {}: tensor {:?} element {} is {}, which training never writes{}: "
+               "restore the file or resume from another step",
+               file.path.string(), name, piece.shard_offset_elems + i, value,
+               std::isfinite(value) ? " (Adam's second moment is never negative)" : "");
+    }
   }
   return values;
 }

@@ -315,7 +315,7 @@ Readers adam_params_readers(const Checker& check, AdamWConfig& adamw) {
        }},
       {"eps",
        [&](const json& v, const std::string& p) {
-         adamw.eps = check.real(v, p, positive, "use a number > 0");
+         adamw.eps = check.real(v, p, non_negative, "use a number >= 0");
        }},
       {"weight_decay",
        [&](const json& v, const std::string& p) {

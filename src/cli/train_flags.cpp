@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -334,7 +335,19 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
   cmd.add_option("--beta1", config.adamw.beta1, "AdamW beta1")->capture_default_str();
   cmd.add_option("--beta2", config.adamw.beta2, "AdamW beta2")->capture_default_str();
   cmd.add_option("--eps", config.adamw.eps, "AdamW eps")->capture_default_str();
-  cmd.add_option("--seed", config.seed, "Seed of parameter init and data")->capture_default_str();
+  cmd.add_option_function<std::string>(
+         "--seed",
+         [&config](const std::string& text) {
+           // Parsed here: CLI11 would wrap "-1" around to 2^64 - 1.
+           std::uint64_t seed = 0;
+           const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seed);
+           ZL_CHECK(!text.empty() && error == std::errc() && end == text.data() + text.size(),
+                    "--seed {} is invalid: use a whole number from 0 to {}", text,
+                    std::numeric_limits<std::uint64_t>::max());
+           config.seed = seed;
+         },
+         "Seed of parameter init and data")
+      ->default_str("0");
   cmd.add_flag_callback(
       "--skip-nonfinite", [&config] { config.nonfinite = NonFinitePolicy::Skip; },
       "Skip the update of a step whose gradient norm is NaN or infinite (on every rank; Adam's "

@@ -2,6 +2,7 @@
 #include "model/named_init.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "core/error.hpp"
@@ -38,6 +39,12 @@ NamedInitModel::NamedInitModel(Model& model, const NamedTensors& tensors, const 
                "{}: {} has shape {} but the model needs {}: check {}", source, param.name,
                shape_string(found->second.shape), shape_string(param.shape),
                size_flags(param.name));
+      const auto& values = found->second.values;
+      const auto bad = std::ranges::find_if(values, [](float v) { return !std::isfinite(v); });
+      ZL_CHECK(bad == values.end(),
+               "{}: {} element {} is {}: initial parameters must be finite: give a file without "
+               "NaN or infinite values",
+               source, found->first, bad - values.begin(), *bad);
       used.insert(found->first);
     }
   }

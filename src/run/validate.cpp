@@ -1,5 +1,7 @@
 // validate.cpp — TrainConfig's checks: every bad setting, or one that needs another backend or
 // engine, is refused with a one-line message naming it and what to use instead.
+#include <cmath>
+
 #include "run/launch.hpp"
 #include "run/train_config.hpp"
 
@@ -43,9 +45,17 @@ void validate(const TrainConfig& config) {
   ZL_CHECK(config.steps >= 1, "--steps {} is invalid: train at least 1 step", config.steps);
   ZL_CHECK(config.micro_batch >= 1, "--micro-batch {} is invalid: use 1 or more rows per rank",
            config.micro_batch);
-  ZL_CHECK(config.adamw.lr > 0.0, "--lr {} is invalid: the learning rate must be > 0",
-           config.adamw.lr);
-  ZL_CHECK(config.adamw.weight_decay >= 0.0, "--weight-decay {} is invalid: use 0 or more",
+  const AdamWConfig& adamw = config.adamw;
+  ZL_CHECK(std::isfinite(adamw.lr) && adamw.lr > 0.0,
+           "--lr {} is invalid: the learning rate must be a finite number > 0", adamw.lr);
+  ZL_CHECK(adamw.beta1 >= 0.0 && adamw.beta1 < 1.0,
+           "--beta1 {} is invalid: use a number in [0, 1) (torch.optim.AdamW's range)", adamw.beta1);
+  ZL_CHECK(adamw.beta2 >= 0.0 && adamw.beta2 < 1.0,
+           "--beta2 {} is invalid: use a number in [0, 1) (torch.optim.AdamW's range)", adamw.beta2);
+  ZL_CHECK(std::isfinite(adamw.eps) && adamw.eps >= 0.0,
+           "--eps {} is invalid: use a finite number >= 0 (torch.optim.AdamW's range)", adamw.eps);
+  ZL_CHECK(std::isfinite(adamw.weight_decay) && adamw.weight_decay >= 0.0,
+           "--weight-decay {} is invalid: use a finite number >= 0",
            config.adamw.weight_decay);
   ZL_CHECK(config.collective_timeout.count() > 0,
            "--collective-timeout-ms {} is invalid: use a positive number of milliseconds",

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -213,6 +215,35 @@ TEST_F(CheckpointBadInput, LatestPointsNowhere) {
   EXPECT_THAT(read_error(latest), HasSubstr(": it holds \"\", not the name of a step directory"));
   set_latest("../elsewhere\n");
   EXPECT_THAT(read_error(latest), HasSubstr(": it holds \"../elsewhere\""));
+}
+
+// Values training never writes (NaN, an infinity, a negative second moment), in a file whose
+// checksum was made over them: loading names the file, the tensor and the element.
+TEST(CheckpointBadValues, NonFiniteOrNegativeSecondMomentsAreRefused) {
+  const auto layout = test::mlp_layout(kSmall, 2);
+  struct Damage {
+    ShardTensor tensor;
+    float value;
+    std::string says;
+  };
+  for (const Damage& damage : {Damage{ShardTensor::Params, NAN, "is nan, which training never writes:"},
+                               Damage{ShardTensor::ExpAvg, -INFINITY, "is -inf, which training"},
+                               Damage{ShardTensor::ExpAvgSq, -0.5f,
+                                      "is -0.5, which training never writes (Adam's second "
+                                      "moment is never negative)"}}) {
+    test::TempDir dir;
+    const Manifest manifest = test::save_checkpoint(dir.path(), kSmall, 2, 3, [&](int rank) {
+      ShardState state = test::filled_shards(layout, rank, 2);
+      if (rank == 1) shard_member(state, damage.tensor)[1][5] = damage.value;
+      return state;
+    });
+    const std::string message =
+        test::error_of([&] { test::load_all(manifest, kSmall, 2); });
+    EXPECT_THAT(message, HasSubstr("cannot read " + (manifest.step_dir / "rank-1.safetensors").string()));
+    EXPECT_THAT(message, HasSubstr(shard_tensor_name(layout[1].name, damage.tensor)));
+    EXPECT_THAT(message, HasSubstr("element 5 " + damage.says));
+    EXPECT_THAT(message, HasSubstr("restore the file or resume from another step"));
+  }
 }
 
 TEST(CheckpointNotThere, DirectoryMissingOrNotACheckpoint) {

@@ -30,14 +30,16 @@ inline std::vector<UnitLayout> mlp_layout(const MlpConfig& config, int world) {
 }
 
 /// The value element `element` of unit `unit`'s `tensor` holds in every test state: a splitmix64
-/// hash mapped to [-1, 1), so that a moved, dropped or swapped element shows.
+/// hash mapped to [-1, 1), so that a moved, dropped or swapped element shows; shifted to [0, 2)
+/// for exp_avg_sq, which a checkpoint never holds negative.
 inline float fill_value(std::size_t unit, ShardTensor tensor, std::int64_t element) {
   std::uint64_t x = (unit * 3 + static_cast<std::uint64_t>(tensor)) * 0x9e3779b97f4a7c15ULL +
                     static_cast<std::uint64_t>(element);
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   x ^= x >> 31;
-  return static_cast<float>(x >> 40) * 0x1p-23f - 1.0f;
+  const float value = static_cast<float>(x >> 40) * 0x1p-23f - 1.0f;
+  return tensor == ShardTensor::ExpAvgSq ? value + 1.0f : value;
 }
 
 /// Rank `rank`'s shards under `layout` (laid out for `world`) of the fill_value state.

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -278,6 +280,13 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --summary " + (dir_ / "s.json").string() + " --trace " + (dir_ / "." / "s.json").string(),
        "--summary and --trace are the same file"},
       {"train --checkpoint-dir /dev/null", "--checkpoint-dir /dev/null is a file: give a directory"},
+      {"train --lr inf", "--lr inf is invalid: the learning rate must be a finite number > 0"},
+      {"train --lr nan", "--lr nan is invalid"},
+      {"train --beta1 1.0", "--beta1 1 is invalid: use a number in [0, 1)"},
+      {"train --beta2 -0.5", "--beta2 -0.5 is invalid"},
+      {"train --eps -1e-8", "--eps -1e-08 is invalid: use a finite number >= 0"},
+      {"train --weight-decay inf", "--weight-decay inf is invalid"},
+      {"train --seed -1", "--seed -1 is invalid: use a whole number from 0 to 18446744073709551615"},
       {"train --model gpt --activation-checkpointing selective --cpu-checkpointing",
        "not selective"},
       {"", "subcommand"},
@@ -502,6 +511,17 @@ TEST_F(CliTest, InitStartsFromAFileOfParameters) {
   EXPECT_NE(other_shape.err.find("has shape [12, 5] but the model needs [11, 5]"),
             std::string::npos)
       << other_shape.err;
+  // A NaN weight is named with its file and tensor (it used to surface as "gradient norm is nan").
+  auto tensors = read_safetensors(source);
+  const float nan_value = NAN;
+  std::memcpy(tensors[2].bytes.data() + 3 * sizeof(float), &nan_value, sizeof(float));
+  const fs::path damaged = dir_ / "nan.st";
+  write_safetensors(damaged, tensors);
+  const auto nan = zerolab(fmt::format("train {} --init {}", kSmall, damaged.string()));
+  EXPECT_NE(nan.exit_code, 0);
+  EXPECT_EQ(nan.err, fmt::format("zerolab: error: {}: {} element 3 is nan: initial parameters "
+                                 "must be finite: give a file without NaN or infinite values\n",
+                                 damaged.string(), tensors[2].name));
 }
 
 }  // namespace
