@@ -76,6 +76,70 @@ ActivationEstimate estimate_of(const TrainConfig& config) {
                               config.activations);
 }
 
+// Every policy on the ZeRO-1 run: its activations against none's, and its parameters against the
+// run without checkpointing. `estimates` and `same_bits` turn false at the first disagreement.
+void show_checkpointing(const TrainConfig& zero1, const TrainResult& sharded, bool& estimates,
+                        bool& same_bits) {
+  fmt::print("{}\n\n", kCheckpointing);
+  fmt::print("{:<11}{:>16}{:>10}   {}\n", "policy", "activations B", "of none",
+             "parameters after training");
+  for (const char* policy : {"none", "selective", "every:2", "full"}) {
+    TrainConfig checkpointed = zero1;
+    checkpointed.activations = parse_activation_policy(policy);
+    const TrainResult result = train(checkpointed);
+    const auto diff = first_difference(result, sharded);
+    same_bits = same_bits && !diff;
+    estimates = estimates && peak_activations(result) == estimate_of(checkpointed).total_bytes();
+    fmt::print("{:<11}{:>16}{:>9.0f}%   {}\n", policy, grouped(peak_activations(result)),
+               100.0 * static_cast<double>(peak_activations(result)) /
+                   static_cast<double>(peak_activations(sharded)),
+               diff ? *diff : "the same bits as without checkpointing");
+  }
+}
+
+// The ZeRO-1 run at T = 8, 16, 32 beside what kept probabilities would add; true when each
+// doubling of T exactly doubles the activations.
+bool show_context(const TrainConfig& zero1) {
+  fmt::print("{}\n\n", kAttention);
+  fmt::print("{:>4}{:>16}{:>26}\n", "T", "activations B", "probabilities would be B");
+  bool linear = true;
+  std::int64_t previous = 0;
+  for (const std::int64_t T : {8, 16, 32}) {
+    TrainConfig context = zero1;
+    context.gpt.block_size = T;
+    const std::int64_t bytes = peak_activations(train(context));
+    const std::int64_t probabilities =
+        context.gpt.n_layer * 4 * context.micro_batch * context.gpt.n_head * T * T;
+    linear = linear && (previous == 0 || bytes == 2 * previous);
+    fmt::print("{:>4}{:>16}{:>26}\n", T, grouped(bytes), grouped(probabilities));
+    previous = bytes;
+  }
+  fmt::print("Each doubling of T doubles the activations; kept probabilities would grow 4x.\n");
+  return linear;
+}
+
+// GPT-2 124M at the ZeRO-1 article's micro-batch on 8 GPUs: ZeRO-1's model states plus each
+// policy's activations, from the estimate.
+void show_real_scale() {
+  const GptConfig gpt2 = gpt_preset("124M");
+  const EstimateOptions options{.precision = DType::BF16};
+  const StateElems elems = state_elems(checked_units(gpt2), 8, options);
+  const std::int64_t zero1_states = estimate_ledger(elems, options, 1).total_bytes();
+  fmt::print("ZeRO-1 model states {:.2f} GB per GPU; with each policy's activations:\n",
+             static_cast<double>(zero1_states) / 1e9);
+  for (const char* policy : {"none", "selective", "every:4", "full"}) {
+    const ActivationEstimate a =
+        estimate_activations(gpt2, 12, gpt2.block_size, parse_activation_policy(policy));
+    fmt::print("  {:<10} activations {:>6.2f} GB   total {:>6.2f} GB of an 80 GB GPU\n", policy,
+               static_cast<double>(a.total_bytes()) / 1e9,
+               static_cast<double>(a.total_bytes() + zero1_states) / 1e9);
+  }
+  fmt::print(
+      "The ZeRO-1 article measured 12.34 GB unsharded and 11.15 GB with ZeRO-1 for this run\n"
+      "in nanoGPT: most of it activations, as here (docs/memory-math.md compares them).\n");
+}
+
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -109,63 +173,18 @@ int main(int argc, char** argv) {
         heading("What the activations are, measured and estimated");
         bool estimates = print_kinds(ddp, estimate_of(config));
         bool same_bits = true;
-        bool linear = true;
 
         pause(flags, "for activation checkpointing");
         heading("Activation checkpointing: keep less, compute again");
-        fmt::print("{}\n\n", kCheckpointing);
-        fmt::print("{:<11}{:>16}{:>10}   {}\n", "policy", "activations B", "of none",
-                   "parameters after training");
-        const std::int64_t none_bytes = peak_activations(sharded);
-        for (const char* policy : {"none", "selective", "every:2", "full"}) {
-          TrainConfig checkpointed = zero1;
-          checkpointed.activations = parse_activation_policy(policy);
-          const TrainResult result = train(checkpointed);
-          const auto diff = first_difference(result, sharded);
-          same_bits = same_bits && !diff;
-          estimates = estimates &&
-                      peak_activations(result) == estimate_of(checkpointed).total_bytes();
-          fmt::print("{:<11}{:>16}{:>9.0f}%   {}\n", policy, grouped(peak_activations(result)),
-                     100.0 * static_cast<double>(peak_activations(result)) /
-                         static_cast<double>(none_bytes),
-                     diff ? *diff : "the same bits as without checkpointing");
-        }
+        show_checkpointing(zero1, sharded, estimates, same_bits);
 
         pause(flags, "for attention and the context length");
         heading("Attention without its T x T probabilities");
-        fmt::print("{}\n\n", kAttention);
-        fmt::print("{:>4}{:>16}{:>26}\n", "T", "activations B", "probabilities would be B");
-        std::int64_t previous = 0;
-        for (const std::int64_t T : {8, 16, 32}) {
-          TrainConfig context = zero1;
-          context.gpt.block_size = T;
-          const std::int64_t bytes = peak_activations(train(context));
-          const std::int64_t probabilities =
-              context.gpt.n_layer * 4 * context.micro_batch * context.gpt.n_head * T * T;
-          linear = linear && (previous == 0 || bytes == 2 * previous);
-          fmt::print("{:>4}{:>16}{:>26}\n", T, grouped(bytes), grouped(probabilities));
-          previous = bytes;
-        }
-        fmt::print("Each doubling of T doubles the activations; kept probabilities would grow 4x.\n");
+        const bool linear = show_context(zero1);
 
         pause(flags, "for real scale");
         heading("GPT-2 124M at micro-batch 12 x 1024 on 8 GPUs, bf16 (zerolab estimate)");
-        const GptConfig gpt2 = gpt_preset("124M");
-        const EstimateOptions options{.precision = DType::BF16};
-        const StateElems elems = state_elems(checked_units(gpt2), 8, options);
-        const std::int64_t zero1_states = estimate_ledger(elems, options, 1).total_bytes();
-        fmt::print("ZeRO-1 model states {:.2f} GB per GPU; with each policy's activations:\n",
-                   static_cast<double>(zero1_states) / 1e9);
-        for (const char* policy : {"none", "selective", "every:4", "full"}) {
-          const ActivationEstimate a =
-              estimate_activations(gpt2, 12, gpt2.block_size, parse_activation_policy(policy));
-          fmt::print("  {:<10} activations {:>6.2f} GB   total {:>6.2f} GB of an 80 GB GPU\n",
-                     policy, static_cast<double>(a.total_bytes()) / 1e9,
-                     static_cast<double>(a.total_bytes() + zero1_states) / 1e9);
-        }
-        fmt::print(
-            "The ZeRO-1 article measured 12.34 GB unsharded and 11.15 GB with ZeRO-1 for this run\n"
-            "in nanoGPT: most of it activations, as here (docs/memory-math.md compares them).\n");
+        show_real_scale();
 
         heading("Checks");
         fmt::print("{}: every estimate equals the ledger, kind by kind and for every policy\n",
