@@ -14,6 +14,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -130,6 +131,47 @@ class ErrorLocator : public json::json_sax_t {
   const auto [line, column] = line_and_column(text, locator.byte);
   fail("{}: line {}, column {}: not valid JSON: {}", source, line, column, reason);
 }
+
+// json::parse keeps the last of two equal keys in one object without a word; this parser
+// callback refuses the second, naming its full path ("zero_optimization.stage").
+class DuplicateKeys {
+ public:
+  explicit DuplicateKeys(std::string_view source) : source_(source) {}
+  bool operator()(int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        keys_.emplace_back();
+        path_.push_back(key_);
+        key_.clear();
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        keys_.pop_back();
+        path_.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        key_ = parsed.get<std::string>();
+        std::string path;
+        for (const auto& part : path_) path += part.empty() ? "" : part + ".";
+        ZL_CHECK(keys_.back().insert(key_).second,
+                 "{}: key {} appears twice in one object: keep one (JSON parsers disagree on "
+                 "which wins)",
+                 source_, path + key_);
+        break;
+      }
+      case json::parse_event_t::value:
+        break;
+    }
+    return true;
+  }
+
+ private:
+  std::string source_;
+  std::vector<std::set<std::string>> keys_;  // the keys seen in each open object
+  std::vector<std::string> path_;            // the key each open object or array stands under
+  std::string key_;                          // the last key read
+};
 
 // One section's readers, by key; each gets the value and its full path.
 using Reader = std::function<void(const json& value, const std::string& path)>;
@@ -385,7 +427,10 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
                          std::vector<std::string>& warnings) {
   json root;
   try {
-    root = json::parse(text);
+    DuplicateKeys duplicates(source);
+    root = json::parse(text, [&duplicates](int depth, json::parse_event_t event, json& parsed) {
+      return duplicates(depth, event, parsed);
+    });
   } catch (const json::exception&) {  // a parse_error, or out_of_range for a number like 1e400
     fail_malformed(text, source);
   }

@@ -241,6 +241,12 @@ TEST(DsConfig, WrongTypesAndValuesFailInOneLineNamingTheKey) {
        "null"},
       {R"({"activation_checkpointing": true})",
        "ds.json: activation_checkpointing is true: use an object"},
+      {R"({"gradient_clipping": 1.0, "gradient_clipping": 0.5})",
+       "ds.json: key gradient_clipping appears twice in one object: keep one (JSON parsers "
+       "disagree on which wins)"},
+      {R"({"zero_optimization": {"stage": 1, "overlap_comm": true, "stage": 3}})",
+       "ds.json: key zero_optimization.stage appears twice in one object: keep one (JSON parsers "
+       "disagree on which wins)"},
       {R"({"train_batch_size": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})",
        R"(ds.json: train_batch_size is "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...: use 1 or more samples)"},
   };
