@@ -86,6 +86,9 @@ TokenFile::TokenFile(std::filesystem::path path, std::int64_t vocab, std::uint64
     : path_(std::move(path)), vocab_(vocab), seed_(seed) {
   ZL_CHECK(vocab >= 1, "--vocab {} is invalid: use a vocabulary of >= 1 token", vocab);
   std::error_code error;
+  ZL_CHECK(!std::filesystem::is_directory(path_, error),
+           "--data {}: is a directory: give a uint16 token file (nanoGPT's train.bin)",
+           path_.string());
   ZL_CHECK(std::filesystem::is_regular_file(path_, error),
            "--data {}: no such file: give a uint16 token file (nanoGPT's train.bin)",
            path_.string());
@@ -96,6 +99,28 @@ TokenFile::TokenFile(std::filesystem::path path, std::int64_t vocab, std::uint64
            "tokens",
            path_.string(), bytes);
   tokens_elems_ = static_cast<std::int64_t>(bytes / 2);
+  check_token_ids();
+}
+
+void TokenFile::check_token_ids() const {
+  if (vocab_ > 0xFFFF) return;  // every uint16 is a token
+  std::ifstream file(path_, std::ios::binary);
+  ZL_CHECK(file.good(), "--data {}: cannot open it for reading", path_.string());
+  constexpr std::int64_t kChunkTokens = 1 << 20;
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(2 * kChunkTokens));
+  for (std::int64_t first = 0; first < tokens_elems_; first += kChunkTokens) {
+    const std::int64_t count = std::min(kChunkTokens, tokens_elems_ - first);
+    file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(2 * count));
+    ZL_CHECK(file.good(), "--data {}: reading tokens {} .. {} failed", path_.string(), first,
+             first + count);
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::int64_t token = bytes[2 * i] | (std::int64_t{bytes[2 * i + 1]} << 8);
+      ZL_CHECK(token < vocab_,
+               "--data {}: token {} at offset {} (tokens) is outside the vocabulary [0, {}): use "
+               "the --vocab the file was made for (GPT-2's is 50257)",
+               path_.string(), token, first + i, vocab_);
+    }
+  }
 }
 
 void TokenFile::check_fits(std::int64_t seq_len) const {

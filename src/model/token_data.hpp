@@ -56,8 +56,9 @@ class MarkovTokens final : public TokenSource {
 /// window (never loaded whole), so batch() may run on several threads at once.
 class TokenFile final : public TokenSource {
  public:
-  /// Opens `path` for a model of `vocab` tokens; throws zl::Error for a missing file or one with
-  /// an odd number of bytes.
+  /// Opens `path` for a model of `vocab` tokens and reads every token id once; throws zl::Error
+  /// for a missing file, a directory, one with an odd number of bytes, or a token id >= vocab
+  /// (naming its offset in the file).
   TokenFile(std::filesystem::path path, std::int64_t vocab, std::uint64_t seed);
   /// Throws zl::Error if the file is too short for one window of seq_len tokens plus the next
   /// token, and for a token id >= vocab in a window it reads (naming its offset in the file).
@@ -68,6 +69,9 @@ class TokenFile final : public TokenSource {
   std::int64_t tokens_elems() const { return tokens_elems_; }
 
  private:
+  // Throws naming the first token id >= vocab_ and its offset.
+  void check_token_ids() const;
+
   std::filesystem::path path_;
   std::int64_t vocab_;
   std::uint64_t seed_;

@@ -163,6 +163,17 @@ TEST(TokenFile, RejectsBadFilesWithAMessage) {
                 ": token 64 at offset 2 (tokens) is outside the "
                 "vocabulary [0, 64): use the --vocab the file was made for (GPT-2's is 50257)");
   EXPECT_THROW(TokenFile(path, 0, 0), Error);
+  // Every id is read once when the file opens, not only those a sampled window happens to hold.
+  std::vector<std::uint16_t> long_file(3000, 7);
+  long_file.back() = 64;
+  write_tokens(path, long_file);
+  EXPECT_EQ(error_of([&] { TokenFile(path, 64, 0); }),
+            "--data " + path.string() +
+                ": token 64 at offset 2999 (tokens) is outside the vocabulary [0, 64): use the "
+                "--vocab the file was made for (GPT-2's is 50257)");
+  EXPECT_EQ(error_of([&] { TokenFile(dir.path(), 64, 0); }),
+            "--data " + dir.path().string() +
+                ": is a directory: give a uint16 token file (nanoGPT's train.bin)");
 }
 
 }  // namespace
