@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "engines/checked_math.hpp"
 #include "engines/partition.hpp"
 #include "ops/cpu/cpu_device.hpp"
 
@@ -39,22 +40,16 @@ std::string term_formula(Term term) {
 
 // ---- The engines' view ----
 
-// a + b and a * b, failing with one line instead of wrapping.
-std::int64_t checked_add(std::int64_t a, std::int64_t b) {
-  std::int64_t sum = 0;
-  ZL_CHECK(!__builtin_add_overflow(a, b, &sum),
-           "{} + {} overflows int64: the model is too large to estimate; use fewer parameters", a,
-           b);
-  return sum;
-}
+// What to change when a count overflows.
+constexpr std::string_view kTooLarge = "the model is too large to estimate; use fewer parameters";
+constexpr std::string_view kTooManyBytes =
+    "the model's bytes are too large to estimate; give fewer parameters or a smaller "
+    "--optimizer-bytes";
+
+std::int64_t checked_add(std::int64_t a, std::int64_t b) { return zl::checked_add(a, b, kTooLarge); }
 
 std::int64_t checked_bytes(std::int64_t bytes_per_elem, std::int64_t elems) {
-  std::int64_t bytes = 0;
-  ZL_CHECK(!__builtin_mul_overflow(bytes_per_elem, elems, &bytes),
-           "{} elements at {} bytes each overflow int64 bytes: give fewer parameters or a smaller "
-           "--optimizer-bytes",
-           elems, bytes_per_elem);
-  return bytes;
+  return checked_mul(bytes_per_elem, elems, kTooManyBytes);
 }
 
 // How one category is held at a stage.

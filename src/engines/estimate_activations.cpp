@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "engines/checked_math.hpp"
 #include "ops/device.hpp"
 
 namespace zl {
@@ -18,25 +19,14 @@ constexpr std::int64_t kF32 = 4;  // bytes of an fp32 activation
 constexpr std::int64_t kI64 = 8;  // bytes of a token id, target or label
 
 // Products and sums that fail in one line instead of wrapping.
-std::int64_t mul(std::int64_t a, std::int64_t b) {
-  std::int64_t product = 0;
-  ZL_CHECK(!__builtin_mul_overflow(a, b, &product),
-           "activations of {} x {} elements overflow int64 bytes: use a smaller --micro-batch or "
-           "--block-size",
-           a, b);
-  return product;
-}
+constexpr std::string_view kTooLarge =
+    "the activations are too large to estimate: use a smaller --micro-batch or --block-size";
+
+std::int64_t mul(std::int64_t a, std::int64_t b) { return checked_mul(a, b, kTooLarge); }
 
 std::int64_t mul(std::int64_t a, std::int64_t b, std::int64_t c) { return mul(mul(a, b), c); }
 
-std::int64_t add(std::int64_t a, std::int64_t b) {
-  std::int64_t sum = 0;
-  ZL_CHECK(!__builtin_add_overflow(a, b, &sum),
-           "activations of {} + {} bytes overflow int64: use a smaller --micro-batch or "
-           "--block-size",
-           a, b);
-  return sum;
-}
+std::int64_t add(std::int64_t a, std::int64_t b) { return checked_add(a, b, kTooLarge); }
 
 void check_micro_batch(std::int64_t micro_batch) {
   ZL_CHECK(micro_batch >= 1, "--micro-batch {} is invalid: use 1 or more rows per rank",
