@@ -21,6 +21,20 @@ namespace {
 
 constexpr int kRowsPerBlock = 8;  // warps per block
 
+// The row of scores this thread's warp works on, the thread's lane in it, and the row's query
+// position t (rows are [.., T] blocks, one per head and batch element).
+struct WarpRow {
+  std::int64_t row;
+  int lane;
+  std::int64_t t;
+};
+
+__device__ WarpRow warp_row(std::int64_t seq_len) {
+  const std::int64_t row =
+      static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpThreads;
+  return {row, static_cast<int>(threadIdx.x % kWarpThreads), row % seq_len};
+}
+
 // A probability from its score and the row's stats {m, l}: in double, rounded once (the CPU's
 // definition).
 __device__ float probability(float score, float m, float l) {
@@ -32,11 +46,10 @@ __device__ float probability(float score, float m, float l) {
 // probability, entries s > t become 0.
 __global__ void causal_softmax_kernel(float* scores, float* stats, std::int64_t rows,
                                       std::int64_t seq_len) {
-  const std::int64_t row =
-      static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpThreads;
-  if (row >= rows) return;
-  const int lane = static_cast<int>(threadIdx.x % kWarpThreads);
-  const std::int64_t t = row % seq_len;
+  const WarpRow at = warp_row(seq_len);
+  if (at.row >= rows) return;
+  const std::int64_t row = at.row, t = at.t;
+  const int lane = at.lane;
   float* p = scores + row * seq_len;
   float local_max = -INFINITY;
   for (std::int64_t s = lane; s <= t; s += kWarpThreads) local_max = fmaxf(local_max, p[s]);
@@ -57,11 +70,10 @@ __global__ void causal_softmax_kernel(float* scores, float* stats, std::int64_t 
 // Row r's probabilities again, from its scores and the stats the forward kernel kept.
 __global__ void causal_softmax_from_stats_kernel(float* scores, const float* stats,
                                                  std::int64_t rows, std::int64_t seq_len) {
-  const std::int64_t row =
-      static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpThreads;
-  if (row >= rows) return;
-  const int lane = static_cast<int>(threadIdx.x % kWarpThreads);
-  const std::int64_t t = row % seq_len;
+  const WarpRow at = warp_row(seq_len);
+  if (at.row >= rows) return;
+  const std::int64_t row = at.row, t = at.t;
+  const int lane = at.lane;
   float* p = scores + row * seq_len;
   const float m = stats[row * 2], l = stats[row * 2 + 1];
   for (std::int64_t s = lane; s < seq_len; s += kWarpThreads)
@@ -72,11 +84,10 @@ __global__ void causal_softmax_from_stats_kernel(float* scores, const float* sta
 // p_s (dp_s - w) for s <= t and 0 for s > t.
 __global__ void causal_softmax_backward_kernel(const float* probs, float* dprobs, std::int64_t rows,
                                                std::int64_t seq_len) {
-  const std::int64_t row =
-      static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpThreads;
-  if (row >= rows) return;
-  const int lane = static_cast<int>(threadIdx.x % kWarpThreads);
-  const std::int64_t t = row % seq_len;
+  const WarpRow at = warp_row(seq_len);
+  if (at.row >= rows) return;
+  const std::int64_t row = at.row, t = at.t;
+  const int lane = at.lane;
   const float* p = probs + row * seq_len;
   float* dp = dprobs + row * seq_len;
   double local = 0.0;
