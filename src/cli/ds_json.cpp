@@ -1,0 +1,169 @@
+// ds_json.cpp — values quoted on one line, where malformed JSON first goes wrong, and keys
+// that appear twice in one object, for the DeepSpeed config reader.
+#include "cli/ds_json.hpp"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+namespace zl::ds {
+
+namespace {
+
+// Longest value a message quotes; longer ones are cut and end in "...".
+constexpr std::size_t kShownChars = 40;
+
+// A key as a message shows it: control characters escaped, so a message stays one line.
+std::string printable(std::string_view key) {
+  const bool plain = std::ranges::none_of(
+      key, [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  if (plain) return std::string(key);
+  const std::string quoted = json(key).dump(-1, ' ', false, json::error_handler_t::replace);
+  return quoted.substr(1, quoted.size() - 2);
+}
+
+
+// Appends `value` as compact JSON, stopping soon after `out` passes kShownChars: every level adds
+// a character, so even a deeply nested value recurses only about kShownChars deep.
+void render(const json& value, std::string& out) {
+  if (!value.is_structured()) {
+    out += value.dump(-1, ' ', false, json::error_handler_t::replace);
+    return;
+  }
+  out += value.is_array() ? '[' : '{';
+  bool first = true;
+  for (const auto& [key, element] : value.items()) {
+    if (out.size() > kShownChars) return;
+    if (!first) out += ',';
+    first = false;
+    if (value.is_object()) {
+      out += json(key).dump(-1, ' ', false, json::error_handler_t::replace) + ":";
+    }
+    render(element, out);
+  }
+  out += value.is_array() ? ']' : '}';
+}
+
+
+// A parse error's byte position as 1-based line and column: nlohmann's `byte` is the 1-based
+// index of the character it stopped at (one past the end for an early end of input).
+std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t byte) {
+  const std::size_t index = std::min(byte == 0 ? 0 : byte - 1, text.size());
+  const std::string_view before = text.substr(0, index);
+  const std::size_t line = 1 + static_cast<std::size_t>(std::ranges::count(before, '\n'));
+  const std::size_t last_newline = before.rfind('\n');
+  const std::size_t column =
+      last_newline == std::string_view::npos ? index + 1 : index - last_newline;
+  return {line, column};
+}
+
+// Reads JSON without building it, to learn where it first goes wrong: nlohmann reports every
+// error here with its position, also a number too large for a double, which json::parse throws
+// without one.
+class ErrorLocator : public json::json_sax_t {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(json::number_integer_t) override { return true; }
+  bool number_unsigned(json::number_unsigned_t) override { return true; }
+  bool number_float(json::number_float_t, const json::string_t&) override { return true; }
+  bool string(json::string_t&) override { return true; }
+  bool binary(json::binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(json::string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t position, const std::string&,
+                   const json::exception& error) override {
+    byte = position;
+    reason = error.what();
+    return false;
+  }
+
+  std::size_t byte = 0;
+  std::string reason;
+};
+
+// The one-line error for text json::parse rejected: "<source>: line L, column C: not valid JSON:
+// <nlohmann's reason, without its "[json.exception...] parse error at ...: " prefix>".
+[[noreturn]] void fail_malformed(std::string_view text, std::string_view source) {
+  ErrorLocator locator;
+  json::sax_parse(text, &locator);
+  std::string_view reason = locator.reason;
+  if (const std::size_t bracket = reason.find("] "); bracket != std::string_view::npos) {
+    reason.remove_prefix(bracket + 2);
+  }
+  if (const std::size_t colon = reason.find(": ");
+      reason.starts_with("parse error") && colon != std::string_view::npos) {
+    reason.remove_prefix(colon + 2);
+  }
+  const auto [line, column] = line_and_column(text, locator.byte);
+  fail("{}: line {}, column {}: not valid JSON: {}", source, line, column, reason);
+}
+
+// json::parse keeps the last of two equal keys in one object without a word; this parser
+// callback refuses the second, naming its full path ("zero_optimization.stage").
+class DuplicateKeys {
+ public:
+  explicit DuplicateKeys(std::string_view source) : source_(source) {}
+  bool operator()(int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        keys_.emplace_back();
+        path_.push_back(key_);
+        key_.clear();
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        keys_.pop_back();
+        path_.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        key_ = parsed.get<std::string>();
+        std::string path;
+        for (const auto& part : path_) path += part.empty() ? "" : part + ".";
+        ZL_CHECK(keys_.back().insert(key_).second,
+                 "{}: key {} appears twice in one object: keep one (JSON parsers disagree on "
+                 "which wins)",
+                 source_, path + key_);
+        break;
+      }
+      case json::parse_event_t::value:
+        break;
+    }
+    return true;
+  }
+
+ private:
+  std::string source_;
+  std::vector<std::set<std::string>> keys_;  // the keys seen in each open object
+  std::vector<std::string> path_;            // the key each open object or array stands under
+  std::string key_;                          // the last key read
+};
+
+}  // namespace
+
+std::string path_of(std::string_view parent, std::string_view key) {
+  return parent.empty() ? printable(key) : fmt::format("{}.{}", parent, printable(key));
+}
+
+std::string shown(const json& value) {
+  std::string text;
+  render(value, text);
+  return text.size() <= kShownChars ? text : text.substr(0, kShownChars - 3) + "...";
+}
+
+json parse_config(std::string_view text, std::string_view source) {
+  try {
+    DuplicateKeys duplicates(source);
+    return json::parse(text, [&duplicates](int depth, json::parse_event_t event, json& parsed) {
+      return duplicates(depth, event, parsed);
+    });
+  } catch (const json::exception&) {  // a parse_error, or out_of_range for a number like 1e400
+    fail_malformed(text, source);
+  }
+}
+
+}  // namespace zl::ds
