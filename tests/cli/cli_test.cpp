@@ -434,7 +434,7 @@ TEST_F(CliTest, KilledAnywhereAndRestartedInALoopEndsBitwiseTheUninterruptedRun)
   std::int64_t last_step = 0;
   int kills = 0;
   bool finished = false;
-  // Kills 0.2 s in, 0.05 s later each time (points spread over steps and saves), and later still
+  // Kills 0.2 s in, 0.05 s later each time (points spread over steps and saves), and twice as late
   // after a run that committed nothing new (a slow, sanitized or loaded machine).
   double kill_after_s = 0.2;
   for (int attempt = 0; attempt < 8 && !finished; ++attempt) {
@@ -445,7 +445,7 @@ TEST_F(CliTest, KilledAnywhereAndRestartedInALoopEndsBitwiseTheUninterruptedRun)
     const std::vector<std::int64_t> steps = committed_steps(ck);
     const std::int64_t newest = steps.empty() ? 0 : steps.back();
     EXPECT_GE(newest, last_step);  // nothing committed is lost
-    kill_after_s += newest > last_step ? 0.05 : 0.5;
+    kill_after_s = newest > last_step ? kill_after_s + 0.05 : 2 * kill_after_s;
     last_step = newest;
   }
   EXPECT_GE(kills, 4);
