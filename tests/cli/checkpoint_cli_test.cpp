@@ -15,7 +15,7 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/checkpoint_folder.hpp"
-#include "cli/cli_fixture.hpp"
+#include "support/cli_fixture.hpp"
 
 namespace zl {
 namespace {

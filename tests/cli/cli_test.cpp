@@ -13,7 +13,7 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/safetensors.hpp"
-#include "cli/cli_fixture.hpp"
+#include "support/cli_fixture.hpp"
 #include "comm/reduce.hpp"
 #include "engines/partition.hpp"
 #include "model/mlp.hpp"

@@ -4,17 +4,15 @@
 // rate stops the run, or with --skip-nonfinite every stage writes the reference's bytes.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "support/cli_fixture.hpp"
 #include "support/fault_timing.hpp"
 
 namespace zl {
@@ -22,45 +20,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
+/// A run of the binary and how long it took.
+struct TimedResult : CommandResult {
   double seconds = 0.0;
 };
 
-class FaultCli : public ::testing::Test {
+class FaultCli : public test::CliTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("zerolab_fault_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  CommandResult zerolab(const std::string& args) const {
-    const fs::path out = fs::temp_directory_path() / (dir_.filename().string() + ".out");
-    const fs::path err = fs::temp_directory_path() / (dir_.filename().string() + ".err");
-    const std::string command =
-        std::string(ZL_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
+  static TimedResult zerolab(const std::string& args) {
     const auto start = std::chrono::steady_clock::now();
-    const int status = std::system(command.c_str());
-    const double seconds =
+    TimedResult result{CliTest::zerolab(args)};
+    result.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    CommandResult result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err),
-                         seconds};
-    fs::remove(out);
-    fs::remove(err);
     return result;
-  }
-
-  static std::string slurp(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
   }
 
   // Every output flag, pointing into the test directory.
@@ -69,13 +41,6 @@ class FaultCli : public ::testing::Test {
                        (dir_ / "m.jsonl").string(), (dir_ / "s.json").string(),
                        (dir_ / "i.st").string(), (dir_ / "f.st").string(),
                        (dir_ / "d.st").string());
-  }
-
-  std::vector<std::string> files() const {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir_))
-      names.push_back(entry.path().filename().string());
-    return names;
   }
 
   // Checks that `run` failed with exit code `exit_code`, one line on stderr containing `part`,
@@ -88,8 +53,6 @@ class FaultCli : public ::testing::Test {
         << what << " printed: " << run.err;
     EXPECT_TRUE(files().empty()) << what << " left " << files().front();
   }
-
-  fs::path dir_;
 };
 
 const std::string kShape =

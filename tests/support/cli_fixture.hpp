@@ -1,5 +1,5 @@
-// cli_fixture.hpp — what the tests that run the zerolab binary share: a fresh directory per
-// test, the binary behind an optional prefix command, and the small MLP run.
+// cli_fixture.hpp — what the tests that run the zerolab binary share (tests/cli, tests/sim): a
+// fresh directory per test, the binary behind an optional prefix command, and the small MLP run.
 #pragma once
 
 #include <gtest/gtest.h>
