@@ -99,6 +99,72 @@ class ManifestReader {
   std::string_view shown_;
 };
 
+Json lr_schedule_json(const LrSchedule& s) {
+  Json json = {{"kind", lr_schedule_name(s.kind)},
+               {"warmup_steps", s.warmup_steps},
+               {"total_steps", s.total_steps},
+               {"min_lr", s.min_lr},
+               {"warmup_type", s.warmup_shape == WarmupShape::Log ? "log" : "linear"},
+               {"warmup_min_ratio", s.warmup_min_ratio},
+               {"cos_min_ratio", s.cos_min_ratio}};
+  if (s.kind == LrScheduleKind::OneCycle) {
+    const OneCycleParams& p = s.one_cycle;
+    json["one_cycle"] = {{"first_step_size", p.first_step_size},
+                         {"second_step_size", p.second_step_size},
+                         {"first_stair_count", p.first_stair_count},
+                         {"second_stair_count", p.second_stair_count},
+                         {"decay_step_size", p.decay_step_size},
+                         {"decay_lr_rate", p.decay_lr_rate},
+                         {"cycle_momentum", p.cycle_momentum},
+                         {"min_mom", p.min_mom},
+                         {"max_mom", p.max_mom},
+                         {"decay_mom_rate", p.decay_mom_rate}};
+  }
+  return json;
+}
+
+LrScheduleKind lr_schedule_kind_of(const ManifestReader& read, const Field& field) {
+  const std::string name = read.text(field);
+  for (const LrScheduleKind kind :
+       {LrScheduleKind::Constant, LrScheduleKind::Linear, LrScheduleKind::Cosine,
+        LrScheduleKind::WarmupLR, LrScheduleKind::WarmupDecayLR, LrScheduleKind::WarmupCosineLR,
+        LrScheduleKind::OneCycle}) {
+    if (name == lr_schedule_name(kind)) return kind;
+  }
+  read.bad(field.key, fmt::format("names no schedule zerolab knows ({:?})", name));
+}
+
+LrSchedule parse_lr_schedule(const ManifestReader& read, const Field& json) {
+  LrSchedule s;
+  s.kind = lr_schedule_kind_of(read, read.member(json, "kind"));
+  s.warmup_steps = read.integer(read.member(json, "warmup_steps"), 0);
+  s.total_steps = read.integer(read.member(json, "total_steps"), 0);
+  s.min_lr = read.number(read.member(json, "min_lr"));
+  const Field shape = read.member(json, "warmup_type");
+  const std::string shape_name = read.text(shape);
+  if (shape_name != "log" && shape_name != "linear") read.bad(shape.key, "is not log or linear");
+  s.warmup_shape = shape_name == "log" ? WarmupShape::Log : WarmupShape::Linear;
+  s.warmup_min_ratio = read.number(read.member(json, "warmup_min_ratio"));
+  s.cos_min_ratio = read.number(read.member(json, "cos_min_ratio"));
+  if (s.kind == LrScheduleKind::OneCycle) {
+    const Field cycle = read.member(json, "one_cycle");
+    OneCycleParams& p = s.one_cycle;
+    p.first_step_size = read.number(read.member(cycle, "first_step_size"));
+    p.second_step_size = read.number(read.member(cycle, "second_step_size"));
+    p.first_stair_count = read.integer(read.member(cycle, "first_stair_count"));
+    p.second_stair_count = read.integer(read.member(cycle, "second_stair_count"));
+    p.decay_step_size = read.number(read.member(cycle, "decay_step_size"));
+    p.decay_lr_rate = read.number(read.member(cycle, "decay_lr_rate"));
+    const Field momentum = read.member(cycle, "cycle_momentum");
+    if (!momentum.value.is_boolean()) read.bad(momentum.key, "is not true or false");
+    p.cycle_momentum = momentum.value.get<bool>();
+    p.min_mom = read.number(read.member(cycle, "min_mom"));
+    p.max_mom = read.number(read.member(cycle, "max_mom"));
+    p.decay_mom_rate = read.number(read.member(cycle, "decay_mom_rate"));
+  }
+  return s;
+}
+
 // The model, the optimizer and the data position as JSON.
 Json run_json(const Manifest& manifest) {
   Json json = Json::object();
@@ -130,6 +196,7 @@ Json run_json(const Manifest& manifest) {
                    {"beta2", manifest.adamw.beta2},
                    {"eps", manifest.adamw.eps},
                    {"weight_decay", manifest.adamw.weight_decay}};
+  json["lr_schedule"] = lr_schedule_json(manifest.lr_schedule);
   json["data"] = {{"next_sample", next_sample(manifest)}};
   json["adam_updates"] = manifest.adam_updates;
   return json;
@@ -259,6 +326,10 @@ Manifest parse_manifest(std::string_view text, std::string_view shown) {
   manifest.adamw.beta2 = read.number(read.member(adamw, "beta2"));
   manifest.adamw.eps = read.number(read.member(adamw, "eps"));
   manifest.adamw.weight_decay = read.number(read.member(adamw, "weight_decay"));
+  // Written since schedules exist; a manifest without one trained at a constant lr.
+  if (json.contains("lr_schedule")) {
+    manifest.lr_schedule = parse_lr_schedule(read, read.member(root, "lr_schedule"));
+  }
   manifest.units = parse_units(read, read.member(root, "units"));
   for (const auto& file : read.elements(read.member(root, "files"))) {
     manifest.files.push_back({read.text(read.member(file, "name")),

@@ -14,6 +14,7 @@
 #include "model/mlp.hpp"
 #include "optim/adamw.hpp"
 #include "optim/loss_scaler.hpp"
+#include "optim/lr_schedule.hpp"
 
 namespace zl {
 
@@ -48,6 +49,7 @@ struct Manifest {
   std::int64_t micro_batch = 1;       ///< samples per rank per micro-step
   std::int64_t grad_accum_steps = 1;  ///< micro-batches per optimizer step
   AdamWConfig adamw;                  ///< the optimizer settings the state was built with
+  LrSchedule lr_schedule{};  ///< the schedule the updates followed (key "lr_schedule")
   /// fp16's dynamic loss scaler after `step` (key "loss_scaler", null when not fp16).
   std::optional<LossScalerState> loss_scaler{};
   std::vector<UnitLayout> units;  ///< laid out for `world`

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "cli/ds_json.hpp"
+#include "cli/ds_scheduler.hpp"
 #include "core/error.hpp"
 
 namespace zl {
@@ -247,6 +248,12 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
        [&](const json& v, const std::string& p) { check.section(v, p, zero_readers(check, ds)); }},
       {"optimizer",
        [&](const json& v, const std::string& p) { ds.adamw = read_optimizer(check, v, p); }},
+      {"scheduler",
+       [&](const json& v, const std::string& p) {
+         const ds::DsScheduler scheduler = ds::read_scheduler(check, v, p);
+         ds.lr_schedule = scheduler.schedule;
+         ds.scheduler_peak_lr = scheduler.peak_lr;
+       }},
       {"activation_checkpointing",
        [&](const json& v, const std::string& p) {
          bool cpu_checkpointing = false;
@@ -302,6 +309,8 @@ void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& step
     features.persistence_threshold_elems = *ds.persistence_threshold_elems;
   }
   if (ds.adamw) config.adamw = *ds.adamw;
+  if (ds.lr_schedule) config.lr_schedule = *ds.lr_schedule;
+  if (ds.scheduler_peak_lr) config.adamw.lr = *ds.scheduler_peak_lr;
   if (ds.activations) config.activations = *ds.activations;
 }
 

@@ -55,6 +55,12 @@ struct DsConfig {
   /// optimizer.{type, params}: AdamW (or Adam with adam_w_mode). When the file has an optimizer,
   /// every field is set, the ones its params leave out to DeepSpeed's defaults (weight_decay 0).
   std::optional<AdamWConfig> adamw;
+
+  /// scheduler.{type, params}: the learning-rate schedule (cli/ds_scheduler.hpp).
+  std::optional<LrSchedule> lr_schedule;
+  /// scheduler.params.warmup_max_lr or cycle_max_lr: the schedule's peak, which replaces the
+  /// optimizer's lr (as DeepSpeed's scheduler overwrites the optimizer's).
+  std::optional<double> scheduler_peak_lr;
 };
 
 /// Reads the DeepSpeed JSON `text`; `source` names it in messages. Each unknown key appends

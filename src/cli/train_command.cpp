@@ -12,11 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ckpt/checkpoint.hpp"
 #include "ckpt/safetensors.hpp"
 #include "cli/what_if.hpp"
 #include "core/atomic_file.hpp"
 #include "engines/estimate.hpp"
 #include "model/gpt_config.hpp"
+#include "run/resume_settings.hpp"
 #include "trace.hpp"
 
 namespace zl {
@@ -99,9 +101,9 @@ void print_device_line(const StepRecord& record, const DeviceRate& rate) {
 // The measured wall time, then the simulated timeline's step: compute, comm, exposed comm.
 void print_step(const StepRecord& record, std::int64_t steps) {
   fmt::print(
-      "step {:>5}/{}  loss {}  grad_norm {}  {:.2f} ms  sim {:.3f} ms: compute {:.3f} comm {:.3f} "
-      "exposed {:.3f}{}\n",
-      record.step + 1, steps, six_decimals(record.loss), six_decimals(record.grad_norm),
+      "step {:>5}/{}  loss {}  grad_norm {}  lr {:.6g}  {:.2f} ms  sim {:.3f} ms: compute {:.3f} "
+      "comm {:.3f} exposed {:.3f}{}\n",
+      record.step + 1, steps, six_decimals(record.loss), six_decimals(record.grad_norm), record.lr,
       record.step_ms, record.sim_step_ms, record.compute_ms, record.comm_ms, record.exposed_comm_ms,
       record.skipped ? "  skipped: gradient norm not finite" : "");
   std::fflush(stdout);
@@ -271,6 +273,21 @@ std::string metrics_lines(const TrainResult& result) {
   return lines;
 }
 
+// The run the flags ask for; with --resume, the settings the flags left out are the
+// checkpoint's (each one taken, or kept by --resume-override, is printed).
+TrainConfig settled_config(const TrainArgs& args) {
+  TrainConfig config = launch_config(args);
+  if (args.checkpoints.resume.empty()) return config;
+  const std::filesystem::path from = resume_step_dir(args.checkpoints);
+  const Manifest manifest = read_manifest(from);
+  for (const std::string& line :
+       settle_resume_settings(config, manifest, from.string(), args.settings_given,
+                              args.checkpoints.override_settings)) {
+    fmt::print(stderr, "zerolab: resume: {}\n", line);
+  }
+  return config;
+}
+
 }  // namespace
 
 CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
@@ -283,7 +300,9 @@ CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
       fmt::print(stderr, "zerolab: warning: {}\n", warning);
     }
     finish_train_args(*args);
-    run = [args] { return run_train(launch_config(*args), args->outputs, args->checkpoints); };
+    run = [args] {
+      return run_train(settled_config(*args), args->outputs, args->checkpoints);
+    };
   });
   return cmd;
 }

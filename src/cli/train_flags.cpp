@@ -12,6 +12,7 @@
 
 #include "cli/train_command.hpp"
 #include "core/error.hpp"
+#include "run/resume_settings.hpp"
 
 namespace zl {
 
@@ -37,6 +38,11 @@ const std::map<std::string, ModelKind> kModelNames = {{"mlp", ModelKind::Mlp},
 
 const std::map<std::string, DType> kPrecisionNames = {
     {"fp32", DType::F32}, {"bf16", DType::BF16}, {"fp16", DType::F16}};
+
+const std::map<std::string, LrScheduleKind> kLrScheduleNames = {
+    {"constant", LrScheduleKind::Constant},
+    {"linear", LrScheduleKind::Linear},
+    {"cosine", LrScheduleKind::Cosine}};
 
 constexpr std::string_view kDefaultGptPreset = "tiny";
 // The GPT's defaults: enough for the tiny preset to learn its Markov language clearly.
@@ -230,9 +236,12 @@ void add_output_flags(CLI::App& cmd, TrainArgs& args) {
       "Save sharded checkpoints here (DIR/step-N/rank-R.safetensors, manifest.json, DIR/latest)");
   cmd.add_option("--checkpoint-every", args.checkpoints.every_steps,
                  "Save after every K steps (the last step is always saved)");
-  cmd.add_option(
-      "--resume", args.checkpoints.resume,
-      "Continue from a checkpoint (any stage, any world); --steps stays the run's total");
+  cmd.add_option("--resume", args.checkpoints.resume,
+                 "Continue from a checkpoint (any stage, any world); --steps stays the run's "
+                 "total; the optimizer, schedule and seed settings are the checkpoint's");
+  cmd.add_flag("--resume-override", args.checkpoints.override_settings,
+               "With --resume: let the flags change the checkpoint's optimizer, schedule or seed "
+               "settings (each change is printed) instead of refusing them");
   cmd.add_option("--trace", outputs.trace,
                  "Write the simulated timeline as a Chrome trace (open in Perfetto or "
                  "chrome://tracing)")
@@ -264,6 +273,51 @@ void add_timeline_flags(CLI::App& cmd, TrainConfig& config) {
       ->default_str("cpu");
 }
 
+// The flags of the settings a checkpoint remembers: each one given is marked in
+// args.settings_given, so --resume takes only the others from the checkpoint.
+void mark_resume_settings(CLI::App& cmd, TrainArgs& args) {
+  const std::pair<std::string_view, ResumeSetting> flags[] = {
+      {"--lr", kResumeLr},           {"--beta1", kResumeBeta1},
+      {"--beta2", kResumeBeta2},     {"--eps", kResumeEps},
+      {"--weight-decay", kResumeWeightDecay}, {"--lr-schedule", kResumeSchedule},
+      {"--warmup-steps", kResumeSchedule},    {"--min-lr", kResumeSchedule},
+      {"--decay-steps", kResumeSchedule},     {"--seed", kResumeSeed}};
+  for (const auto& [flag, bit] : flags) {
+    cmd.get_option(std::string(flag))->each([&args, bit = bit](const std::string&) {
+      args.settings_given |= bit;
+    });
+  }
+}
+
+// The settings a --config file sets, as ResumeSetting bits.
+std::uint32_t settings_of(const DsConfig& ds) {
+  std::uint32_t bits = 0;
+  if (ds.adamw) bits |= kResumeLr | kResumeBeta1 | kResumeBeta2 | kResumeEps | kResumeWeightDecay;
+  if (ds.scheduler_peak_lr) bits |= kResumeLr;
+  if (ds.lr_schedule) bits |= kResumeSchedule;
+  return bits;
+}
+
+// The learning-rate schedule's flags, applied over --config's `scheduler` section.
+void add_schedule_flags(CLI::App& cmd, TrainArgs& args) {
+  LrSchedule& schedule = args.config.lr_schedule;
+  cmd.add_option_function<std::string>(
+         "--lr-schedule",
+         [&schedule](const std::string& name) { schedule.kind = kLrScheduleNames.at(name); },
+         "constant | linear | cosine: the lr rises linearly from 0 over --warmup-steps updates, "
+         "then stays (constant) or falls to --min-lr at --decay-steps (as transformers' "
+         "get_*_schedule_with_warmup)")
+      ->transform(CLI::IsMember({"constant", "linear", "cosine"}, CLI::ignore_case))
+      ->default_str("constant");
+  cmd.add_option("--warmup-steps", schedule.warmup_steps, "Updates of linear warmup from lr 0")
+      ->default_str("0");
+  cmd.add_option("--min-lr", schedule.min_lr, "The lr a linear or cosine decay ends at")
+      ->default_str("0");
+  cmd.add_option("--decay-steps", schedule.total_steps,
+                 "The update a linear or cosine decay ends at (after it the lr stays at --min-lr)")
+      ->default_str("--steps");
+}
+
 }  // namespace
 
 void add_train_flags(CLI::App& cmd, TrainArgs& args) {
@@ -275,6 +329,7 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
          [&args](const std::string& path) {
            args.ds_config = load_ds_config(path, args.config_warnings);
            apply_ds_config(*args.ds_config, args.config, args.outputs.steps_per_print);
+           args.settings_given |= settings_of(*args.ds_config);
          },
          "DeepSpeed JSON config (docs/configs.md); the flags given beside it override its values")
       ->type_name("FILE");
@@ -335,6 +390,7 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
   cmd.add_option("--beta1", config.adamw.beta1, "AdamW beta1")->capture_default_str();
   cmd.add_option("--beta2", config.adamw.beta2, "AdamW beta2")->capture_default_str();
   cmd.add_option("--eps", config.adamw.eps, "AdamW eps")->capture_default_str();
+  add_schedule_flags(cmd, args);
   cmd.add_option_function<std::string>(
          "--seed",
          [&config](const std::string& text) {
@@ -369,6 +425,7 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
       ->type_name(std::string(kFaultSpecForm));
   add_output_flags(cmd, args);
   add_timeline_flags(cmd, config);
+  mark_resume_settings(cmd, args);
   cmd.add_option("--init", config.init_file,
                  "Start from these parameters (fp32 safetensors with the model's names, e.g. from "
                  "zerolab consolidate or --save-final)");
@@ -389,7 +446,9 @@ void finish_train_args(TrainArgs& args) {
   } else {
     config.gpt = gpt_preset(args.gpt_preset.value_or(std::string(kDefaultGptPreset)));
     if (!args.steps_given) config.steps = kGptDefaultSteps;
-    if (!args.lr_given && !(args.ds_config && args.ds_config->adamw)) config.adamw.lr = kGptDefaultLr;
+    const bool file_lr =
+        args.ds_config && (args.ds_config->adamw || args.ds_config->scheduler_peak_lr);
+    if (!args.lr_given && !file_lr) config.adamw.lr = kGptDefaultLr;
     if (sizes.n_layer) config.gpt.n_layer = *sizes.n_layer;
     if (sizes.n_head) config.gpt.n_head = *sizes.n_head;
     if (sizes.n_embd) config.gpt.n_embd = *sizes.n_embd;

@@ -14,6 +14,7 @@
 #include "model/model.hpp"
 #include "ops/device.hpp"
 #include "optim/adamw.hpp"
+#include "optim/lr_schedule.hpp"
 #include "optim/loss_scaler.hpp"
 
 namespace zl {
@@ -89,6 +90,7 @@ void validate(const TrainingFeatures& features);
 /// What every engine needs besides the model, the device and (for the distributed ones) a Comm.
 struct EngineOptions {
   AdamWConfig adamw;        ///< optimizer hyperparameters, the same on every rank
+  LrSchedule lr_schedule{};  ///< the lr (and OneCycle's betas) of each update; default: constant
   std::uint64_t seed = 0;   ///< parameter init seed
   BatchFn batch;            ///< data source
   EngineObserver observer;  ///< optional narration hook (lessons); never changes results

@@ -133,7 +133,8 @@ bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<Typed
   const float clip = max_norm > 0.0 ? static_cast<float>(std::min(1.0, max_norm / (grad_norm + 1e-6)))
                                     : 1.0f;
   // 5. update, unit by unit, with one unit's unscaled fp32 gradient at a time
-  const AdamWScalars scalars = adamw_scalars(options.adamw, ++state.adam.updates);
+  const AdamWConfig now = scheduled_adamw(options.adamw, options.lr_schedule, state.adam.updates);
+  const AdamWScalars scalars = adamw_scalars(now, ++state.adam.updates);
   const UnitSpans targets = fp32_params(state, params);
   for (std::size_t u = 0; u < grads.size(); ++u) {
     Buffer scratch;

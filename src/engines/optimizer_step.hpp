@@ -5,8 +5,9 @@
 //   3. decide    a non-finite norm skips the step on every rank (fp16: an overflow, the scale
 //                halves; otherwise NonFinitePolicy decides)
 //   4. clip      g = g * min(1, max_norm / (norm + 1e-6)), as torch.nn.utils.clip_grad_norm_
-//   5. update    AdamW on the fp32 master (or on the fp32 parameters themselves), then the
-//                16-bit parameters are re-made from the master (round to nearest even)
+//   5. update    AdamW at the schedule's lr for this update (lr_schedule.hpp), on the fp32
+//                master (or on the fp32 parameters themselves), then the 16-bit parameters
+//                are re-made from the master (round to nearest even)
 #pragma once
 
 #include <cstdint>

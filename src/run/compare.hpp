@@ -56,6 +56,9 @@ inline std::optional<std::string> first_difference(const TrainResult& a, const T
       return fmt::format("grad norm of step {}: {:.17g} vs {:.17g}", s, a.steps[s].grad_norm,
                          b.steps[s].grad_norm);
     }
+    if (std::bit_cast<std::uint64_t>(a.steps[s].lr) != std::bit_cast<std::uint64_t>(b.steps[s].lr)) {
+      return fmt::format("lr of step {}: {:.17g} vs {:.17g}", s, a.steps[s].lr, b.steps[s].lr);
+    }
     if (a.steps[s].skipped != b.steps[s].skipped) {
       return fmt::format("step {} skipped: {} vs {}", s, a.steps[s].skipped, b.steps[s].skipped);
     }

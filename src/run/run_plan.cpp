@@ -6,6 +6,7 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/checkpoint_folder.hpp"
+#include "run/resume_settings.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "run/data_source.hpp"
 #include "run/rank_model.hpp"
@@ -39,15 +40,15 @@ bool same_folder(const fs::path& a, const fs::path& b) {
 // Resuming the folder this run also saves to, it takes the newest committed step there, whatever
 // `latest` says: a kill between a step's manifest and `latest` leaves `latest` one step behind,
 // and following it would save a step that is already committed.
+// The settings the checkpoint remembers must agree with the config (the CLI has already taken
+// the ones its flags left out), unless the caller overrides them.
 void plan_resume(RunPlan& plan) {
-  fs::path from = plan.checkpoints.resume;
-  const bool own_folder = plan.saving() && same_folder(from, plan.checkpoints.dir);
-  if (own_folder) {
-    const std::vector<std::int64_t> steps = committed_steps(plan.checkpoints.dir);
-    if (!steps.empty()) from = step_dir(plan.checkpoints.dir, steps.back());
-  }
+  const fs::path from = resume_step_dir(plan.checkpoints);
+  const bool own_folder = plan.saving() && same_folder(plan.checkpoints.resume, plan.checkpoints.dir);
   plan.resumed = read_manifest(from);
   if (own_folder) plan.resumed_own_step = plan.resumed.step;
+  settle_resume_settings(plan.config, plan.resumed, from.string(), kAllResumeSettings,
+                         plan.checkpoints.override_settings);
   plan.start = {plan.resumed.step, next_sample(plan.resumed)};
   ZL_CHECK(plan.config.steps > plan.start.step,
            "{} is at step {}: --steps counts from the run's start, so give more than {}",
@@ -56,16 +57,21 @@ void plan_resume(RunPlan& plan) {
 
 }  // namespace
 
-RunPlan plan_run(const TrainConfig& config, const CheckpointPlan& checkpoints, UsedData& used) {
-  validate(config);
+RunPlan plan_run(const TrainConfig& requested, const CheckpointPlan& checkpoints, UsedData& used) {
+  validate(requested);
   RunPlan plan;
-  plan.config = config;
+  plan.config = requested;
   plan.checkpoints = checkpoints;
+  const TrainConfig& config = plan.config;  // settled against the checkpoint when resuming
   ZL_CHECK(!(plan.saving() || plan.resuming()) || config.engine != EngineKind::Reference,
            "checkpoints need a distributed engine (--stage 0-3): the reference keeps no shards");
   ZL_CHECK(checkpoints.every_steps >= 0, "--checkpoint-every {} is invalid: use 1 or more steps",
            checkpoints.every_steps);
   if (plan.resuming()) plan_resume(plan);
+  LrSchedule& schedule = plan.config.lr_schedule;
+  if (lr_schedule_decays(schedule.kind) && schedule.total_steps == 0) {
+    schedule.total_steps = config.steps;  // the decay ends with the run
+  }
   if (plan.saving()) {  // a committed step is never written again: refuse before training
     const std::vector<std::int64_t> steps = committed_steps(checkpoints.dir);
     ZL_CHECK(steps.empty() || steps.back() <= plan.start.step,
@@ -86,6 +92,7 @@ RunPlan plan_run(const TrainConfig& config, const CheckpointPlan& checkpoints, U
                    used);
   }
   plan.options = {.adamw = config.adamw,
+                  .lr_schedule = config.lr_schedule,
                   .seed = config.seed,
                   .batch = batch_source(config, plan.start.step, plan.start.sample,
                                         config.record_data ? &used : nullptr),
@@ -113,6 +120,7 @@ Manifest manifest_of(const TrainConfig& config, std::int64_t step, const ShardSt
   manifest.micro_batch = config.micro_batch;
   manifest.grad_accum_steps = config.features.grad_accum_steps;
   manifest.adamw = config.adamw;
+  manifest.lr_schedule = config.lr_schedule;
   manifest.units = layout;
   return manifest;
 }

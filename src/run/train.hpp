@@ -26,6 +26,9 @@ struct StepRecord {
   double grad_norm = 0.0;  ///< global L2 norm of the averaged gradient, before clipping
   double step_ms = 0.0;  ///< wall time of engine.step() on rank 0
   bool skipped = false;  ///< the norm was not finite and NonFinitePolicy::Skip skipped the update
+  /// The learning rate the step's update used (for a skipped step: the one it would have used;
+  /// the schedule then stays where it was).
+  double lr = 0.0;
   /// Rank 0's simulated timeline over the step (the logged loss's all_reduce included).
   double compute_ms = 0.0;
   double comm_ms = 0.0;  ///< simulated time the comm stream was busy
@@ -77,6 +80,9 @@ struct CheckpointPlan {
   std::filesystem::path dir;       ///< save here; empty: never save
   std::int64_t every_steps = 0;    ///< save after every K steps; the last step is always saved
   std::filesystem::path resume;    ///< resume from this checkpoint (or step) directory
+  /// On resume, a setting that differs from the checkpoint's (lr, betas, eps, weight decay,
+  /// schedule, seed) replaces it instead of failing the run.
+  bool override_settings = false;
 };
 
 /// Called on rank 0 after each step.

@@ -69,6 +69,9 @@ struct TrainConfig {
   std::int64_t steps = 10;  ///< optimizer steps, counted from the run's start (also when resuming)
   std::int64_t micro_batch = 32;  ///< rows per rank per micro-step (train_micro_batch_size_per_gpu)
   AdamWConfig adamw;  ///< learning rate, betas, eps, weight decay (torch.optim.AdamW's meaning)
+  /// The learning rate of each update (--lr-schedule, DeepSpeed's `scheduler`); a linear or
+  /// cosine decay with total_steps 0 ends at `steps`.
+  LrSchedule lr_schedule{};
   std::uint64_t seed = 0;    ///< parameter init and data
   bool record_data = false;  ///< keep every sample the engines were given (for --save-data)
   /// Sim only: the longest a rank waits in one collective before the run fails naming it.

@@ -57,6 +57,10 @@ void validate(const TrainConfig& config) {
   ZL_CHECK(std::isfinite(adamw.weight_decay) && adamw.weight_decay >= 0.0,
            "--weight-decay {} is invalid: use a finite number >= 0",
            config.adamw.weight_decay);
+  validate(config.lr_schedule);
+  ZL_CHECK(config.lr_schedule.min_lr <= adamw.lr,
+           "--min-lr {} is invalid: the schedule's floor must not exceed the peak --lr {}",
+           config.lr_schedule.min_lr, adamw.lr);
   ZL_CHECK(config.collective_timeout.count() > 0,
            "--collective-timeout-ms {} is invalid: use a positive number of milliseconds",
            config.collective_timeout.count());

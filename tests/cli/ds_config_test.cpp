@@ -152,10 +152,71 @@ TEST(DsConfig, OptimizerIsAdamWWithDeepSpeedDefaults) {
             0.5);
 }
 
+// scheduler: each of DeepSpeed's four schedules with its params and defaults; the peak lr
+// (warmup_max_lr, cycle_max_lr) replaces the optimizer's, as DeepSpeed's scheduler does; "auto"
+// resolves to the run's values, saying so.
+TEST(DsConfig, SchedulerSectionMapsToTheSchedule) {
+  Applied a = apply(R"({"optimizer": {"type": "AdamW", "params": {"lr": 0.5}},
+    "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": 1e-5,
+      "warmup_max_lr": 0.02, "warmup_num_steps": 7, "total_num_steps": 90, "warmup_type": "linear"}}})");
+  EXPECT_EQ(a.config.adamw.lr, 0.02);
+  EXPECT_EQ(a.config.lr_schedule,
+            (LrSchedule{.kind = LrScheduleKind::WarmupDecayLR, .warmup_steps = 7,
+                        .total_steps = 90, .min_lr = 1e-5, .warmup_shape = WarmupShape::Linear}));
+  EXPECT_TRUE(a.warnings.empty());
+
+  a = apply(R"({"scheduler": {"type": "WarmupLR"}})");  // DeepSpeed's defaults
+  EXPECT_EQ(a.config.lr_schedule, (LrSchedule{.kind = LrScheduleKind::WarmupLR,
+                                              .warmup_steps = 1000}));
+  EXPECT_EQ(a.config.adamw.lr, 1e-3);  // no warmup_max_lr: the optimizer's lr is the peak
+
+  a = apply(R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": "auto",
+    "warmup_num_steps": 10, "warmup_min_ratio": 0.1, "cos_min_ratio": 0.01}}})");
+  EXPECT_EQ(a.config.lr_schedule,
+            (LrSchedule{.kind = LrScheduleKind::WarmupCosineLR, .warmup_steps = 10,
+                        .total_steps = 0, .warmup_min_ratio = 0.1, .cos_min_ratio = 0.01}));
+  EXPECT_EQ(a.warnings, std::vector<std::string>{
+                            "ds.json: scheduler.params.total_num_steps is \"auto\": the run's --steps"});
+
+  a = apply(R"({"scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 1e-4,
+    "cycle_max_lr": 1e-2, "cycle_first_step_size": 30, "cycle_second_stair_count": null,
+    "decay_step_size": 5, "decay_lr_rate": 0.1, "cycle_momentum": false}}})");
+  EXPECT_EQ(a.config.adamw.lr, 1e-2);
+  EXPECT_EQ(a.config.lr_schedule.min_lr, 1e-4);
+  EXPECT_EQ(a.config.lr_schedule.one_cycle,
+            (OneCycleParams{.first_step_size = 30, .decay_step_size = 5, .decay_lr_rate = 0.1,
+                            .cycle_momentum = false}));
+}
+
+TEST(DsConfig, SchedulerProblemsFailNamingTheKey) {
+  EXPECT_EQ(error_of(R"({"scheduler": {"type": "LRRangeTest"}})"),
+            "ds.json: scheduler.type is \"LRRangeTest\": DeepSpeed's LR range test is not "
+            "implemented in zerolab: use WarmupLR, WarmupDecayLR, WarmupCosineLR or OneCycle");
+  EXPECT_EQ(error_of(R"({"scheduler": {"type": "CosineAnnealingLR"}})"),
+            "ds.json: scheduler.type is \"CosineAnnealingLR\": use WarmupLR, WarmupDecayLR, "
+            "WarmupCosineLR or OneCycle");
+  EXPECT_EQ(error_of(R"({"scheduler": {"params": {}}})"),
+            "ds.json: scheduler.type is missing: use WarmupLR, WarmupDecayLR, WarmupCosineLR or "
+            "OneCycle");
+  EXPECT_EQ(error_of(R"({"scheduler": {"type": "WarmupDecayLR"}})"),
+            "ds.json: scheduler.params.total_num_steps is missing: WarmupDecayLR needs the update "
+            "its decay ends at (or \"auto\": the run's --steps)");
+  EXPECT_EQ(error_of(R"({"scheduler": {"type": "OneCycle", "params": {"cycle_max_lr": 1}}})"),
+            "ds.json: scheduler.params needs cycle_min_lr and cycle_max_lr: OneCycle has no "
+            "defaults for them");
+  EXPECT_EQ(error_of(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "exp"}}})"),
+            "ds.json: scheduler.params.warmup_type is \"exp\": use \"log\" or \"linear\"");
+  EXPECT_EQ(error_of(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": -1}}})"),
+            "ds.json: scheduler.params.warmup_num_steps is -1: use 0 or more updates");
+  EXPECT_EQ(
+      error_of(R"({"scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 0, "cycle_max_lr": 1, "cycle_max_mom": 1.0}}})"),
+      "ds.json: scheduler.params.cycle_max_mom is 1.0: use a beta1 in [0, 1)");
+}
+
 TEST(DsConfig, UnknownKeysWarnWithTheirFullPath) {
   const Applied a = apply(R"({
     "zero_optimization": {"stage": 2, "foo": 1, "offload_optimizer": {"device": "none", "pin_memory": true}},
-    "scheduler": {"type": "WarmupLR"},
+    "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 5, "gamma": 2}},
     "fp16": {"auto_cast": false},
     "optimizer": {"type": "AdamW", "params": {"torch_adam": true}}
   })");
@@ -163,7 +224,7 @@ TEST(DsConfig, UnknownKeysWarnWithTheirFullPath) {
             (std::vector<std::string>{
                 "ds.json: unknown key fp16.auto_cast ignored",
                 "ds.json: unknown key optimizer.params.torch_adam ignored",
-                "ds.json: unknown key scheduler ignored",
+                "ds.json: unknown key scheduler.params.gamma ignored",
                 "ds.json: unknown key zero_optimization.foo ignored",
                 "ds.json: unknown key zero_optimization.offload_optimizer.pin_memory ignored",
             }));

@@ -1,7 +1,7 @@
 // features_test.cpp — the exactness promise with every training feature on: bf16 and fp16
 // (with forced overflows, skipped steps and scale changes), gradient accumulation, clipping,
-// ZeRO-3 prefetch and persistence, and activation checkpointing (each stage with a policy against
-// the reference without one). Every stage stays bitwise the reference, for the MLP and the
+// ZeRO-3 prefetch and persistence, activation checkpointing (each stage with a policy against
+// the reference without one) and every learning-rate schedule. Every stage stays bitwise the reference, for the MLP and the
 // GPT. The canonical norm and the clipped update are the same for every world size.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -54,8 +54,10 @@ std::string describe(const TrainingFeatures& f) {
 RC_GTEST_PROP(Features, prop_every_stage_is_bitwise_the_reference_with_every_feature,
               (TrainConfig config)) {
   config.features = *rc::gen_features();
+  config.lr_schedule = *rc::gen_lr_schedule();
   RC_TAG(dtype_name(config.features.precision));
-  RC_LOG() << describe(config.features) << "\n";
+  RC_LOG() << describe(config.features) << " lr schedule " << lr_schedule_summary(config.lr_schedule)
+           << "\n";
   check_every_stage(config);
 }
 
@@ -67,6 +69,7 @@ RC_GTEST_PROP(Features, prop_gpt_every_stage_is_bitwise_the_reference, ()) {
                           config.micro_batch,
                           activation_policy_name(config.activations) +
                               (config.activations.cpu_checkpoints ? " on the host" : ""))
+           << "lr schedule " << lr_schedule_summary(config.lr_schedule) << " "
            << describe(config.features) << "\n";
   RC_TAG(activation_policy_name(config.activations), config.activations.cpu_checkpoints);
   check_every_stage(config);
@@ -76,6 +79,28 @@ RC_GTEST_PROP(Features, prop_gpt_every_stage_is_bitwise_the_reference, ()) {
   if (const auto diff = first_difference(run(config, EngineKind::Reference),
                                          run(unchecked, EngineKind::Reference))) {
     RC_FAIL(fmt::format("reference with checkpointing: {}", *diff));
+  }
+}
+
+// The first update runs at the schedule's first lr: 0 for a warmup from 0 (DeepSpeed's WarmupLR
+// from warmup_min_lr 0, transformers' warmups), so after one step every engine still holds the
+// initial parameters, and the step record says lr 0.
+TEST(Features, TheFirstUpdateRunsAtTheSchedulesFirstLr) {
+  TrainConfig config;
+  config.world = 3;
+  config.steps = 1;
+  for (const LrSchedule& schedule :
+       {LrSchedule{.kind = LrScheduleKind::WarmupLR, .warmup_steps = 5},
+        LrSchedule{.kind = LrScheduleKind::Cosine, .warmup_steps = 1, .total_steps = 4}}) {
+    config.lr_schedule = schedule;
+    for (const EngineKind engine :
+         {EngineKind::Reference, EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2,
+          EngineKind::Zero3}) {
+      const TrainResult result = run(config, engine);
+      EXPECT_EQ(result.steps.at(0).lr, 0.0) << lr_schedule_name(schedule.kind);
+      EXPECT_FALSE(first_difference("params", result.final_state.params, initial_params(config)))
+          << engine_name(engine) << " " << lr_schedule_name(schedule.kind);
+    }
   }
 }
 

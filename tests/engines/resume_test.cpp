@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cmath>
 #include <filesystem>
 
@@ -79,8 +80,9 @@ TEST_F(Resume, SameWorldIsBitwiseWhateverStageSavedOrResumes) {
 }
 
 // Mixed precision, fp16's loss scaler mid-flight (steps skipped, the scale halved and grown),
-// accumulation, clipping and buckets: a checkpoint holds the fp32 master, the moments, the update
-// count and the scaler, so resuming at any stage is still bitwise the uninterrupted run.
+// accumulation, clipping, buckets and a OneCycle schedule (lr and betas cycling): a checkpoint
+// holds the fp32 master, the moments, the update count, the scaler and the schedule, so resuming
+// at any stage is still bitwise the uninterrupted run.
 TEST_F(Resume, WithEveryFeatureSameWorldIsBitwise) {
   auto config = [](EngineKind engine, DType precision) {
     TrainConfig c = config_of(engine, 3, 2, 9);
@@ -90,6 +92,10 @@ TEST_F(Resume, WithEveryFeatureSameWorldIsBitwise) {
     c.features.grad_accum_steps = 2;
     c.features.grad_clip = 0.3;
     c.features.reduce_bucket_elems = 50;
+    c.lr_schedule = {.kind = LrScheduleKind::OneCycle,
+                     .min_lr = 1e-3,
+                     .one_cycle = {.first_step_size = 3, .decay_step_size = 2,
+                                   .decay_lr_rate = 0.3, .decay_mom_rate = 0.01}};
     return c;
   };
   for (const DType precision : {DType::F16, DType::BF16}) {
@@ -198,6 +204,76 @@ TEST_F(Resume, OtherWorldReslicesAndContinuesByGlobalSample) {
   std::printf("largest |param| %.6g, largest difference %.3g\n", largest, worst);
   EXPECT_LE(worst, 1e-5f * largest);
   EXPECT_GT(largest, 0.0f);
+}
+
+// The schedule is the checkpoint's: a cosine decay that ends with the first run's --steps keeps
+// that end, and at another world (re-sliced, batch reshaped) every resumed step's lr is still the
+// uninterrupted run's, bit for bit.
+TEST_F(Resume, TheScheduleContinuesAtAnyStageAndWorld) {
+  auto config = [](EngineKind engine, int world, std::int64_t micro_batch, std::int64_t steps) {
+    TrainConfig c = config_of(engine, world, micro_batch, steps);
+    c.lr_schedule = {.kind = LrScheduleKind::Cosine, .warmup_steps = 2, .min_lr = 1e-3};
+    return c;
+  };
+  const auto uninterrupted = train(config(EngineKind::Zero1, 4, 2, 8));
+  train(config(EngineKind::Zero3, 4, 2, 8), {}, {}, save_to(dir_, 5));  // the decay ends at 8
+  // Resumed for longer, the decay still ends at 8: the lr then stays at the floor.
+  const auto longer = train(config(EngineKind::Zero2, 4, 2, 10), {}, {},
+                            resume_from(dir_ / "step-00000005"));
+  ASSERT_EQ(longer.steps.size(), 5u);
+  EXPECT_EQ(longer.steps[2].lr, uninterrupted.steps[7].lr);
+  EXPECT_DOUBLE_EQ(longer.steps[3].lr, 1e-3);
+  EXPECT_DOUBLE_EQ(longer.steps[4].lr, 1e-3);
+  for (const auto& [world, micro_batch] : {std::pair{4, 2}, std::pair{2, 4}}) {
+    for (const EngineKind resumer : kStages) {
+      TrainConfig resumed_config = config(resumer, world, micro_batch, 8);
+      const auto resumed = train(resumed_config, {}, {}, resume_from(dir_ / "step-00000005"));
+      ASSERT_EQ(resumed.steps.size(), 3u);
+      for (std::size_t s = 0; s < 3; ++s) {
+        EXPECT_EQ(std::bit_cast<std::uint64_t>(resumed.steps[s].lr),
+                  std::bit_cast<std::uint64_t>(uninterrupted.steps[s + 5].lr))
+            << engine_name(resumer) << " W=" << world << " step " << s + 5;
+      }
+      if (world == 4) {
+        TrainResult tail = uninterrupted;
+        tail.steps.erase(tail.steps.begin(), tail.steps.begin() + 5);
+        EXPECT_FALSE(first_difference(resumed, tail)) << engine_name(resumer);
+      }
+    }
+  }
+  EXPECT_EQ(uninterrupted.steps.back().lr > 1e-3, true);  // still decaying at the last step
+}
+
+// The checkpoint remembers the optimizer's settings, the schedule and the seed: a run that
+// resumes with other values fails naming the flag and both values, unless it overrides them.
+TEST_F(Resume, OtherOptimizerSettingsAreRefusedUnlessOverridden) {
+  train(config_of(EngineKind::Zero1, 2, 2, 3), {}, {}, save_to(dir_));
+  auto message = [&](const TrainConfig& c, bool override) {
+    CheckpointPlan plan = resume_from(dir_);
+    plan.override_settings = override;
+    try {
+      train(c, {}, {}, plan);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  TrainConfig other_lr = config_of(EngineKind::Zero1, 2, 2, 4);
+  other_lr.adamw.lr = 0.05;
+  EXPECT_EQ(message(other_lr, false),
+            fmt::format("--lr 0.05 contradicts the checkpoint's 0.02 ({}): leave the setting out "
+                        "to continue with the checkpoint's, or add --resume-override to change it",
+                        dir_.string()));
+  EXPECT_EQ(message(other_lr, true), "accepted");
+  TrainConfig other_seed = config_of(EngineKind::Zero1, 2, 2, 4);
+  other_seed.seed = 10;
+  EXPECT_NE(message(other_seed, false).find("--seed 10 contradicts the checkpoint's 9"),
+            std::string::npos);
+  TrainConfig scheduled = config_of(EngineKind::Zero1, 2, 2, 4);
+  scheduled.lr_schedule.warmup_steps = 3;
+  EXPECT_NE(message(scheduled, false).find("--lr-schedule (constant: warmup 3) contradicts the "
+                                           "checkpoint's (constant)"),
+            std::string::npos);
 }
 
 TEST_F(Resume, BadResumesSayWhatToDo) {

@@ -16,6 +16,7 @@
 #include "model/data.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "sim/sim_test_support.hpp"
+#include "support/arbitrary.hpp"
 #include "support/fault_timing.hpp"
 #include "support/small_config.hpp"
 
@@ -182,6 +183,7 @@ EngineRun run_engine(const TrainConfig& config, const BatchFn& batch) {
   EngineRun run;
   run.stopped.assign(static_cast<std::size_t>(config.world), -1);
   const EngineOptions options{.adamw = config.adamw,
+                              .lr_schedule = config.lr_schedule,
                               .seed = config.seed,
                               .batch = batch,
                               .observer = {},
@@ -261,13 +263,14 @@ TEST(NonFinite, skipped_step_leaves_parameters_and_moments_unchanged) {
   }
 }
 
-// Adam's step count does not advance on a skipped step (as DeepSpeed's loss scaler): skipping
-// step 0 and then training on batch B gives exactly what training on B as the first step gives,
-// bias correction included.
-TEST(NonFinite, skipped_step_does_not_advance_adams_step_count) {
+// Neither Adam's step count nor the lr schedule advances on a skipped step (as DeepSpeed's loss
+// scaler and scheduler): skipping step 0 and then training on batch B gives exactly what
+// training on B as the first step gives, bias correction and the first update's lr included.
+TEST(NonFinite, skipped_step_advances_neither_adams_step_count_nor_the_schedule) {
   for (const EngineKind engine : {EngineKind::Reference, EngineKind::Zero3}) {
     TrainConfig config = small_config(engine);
     config.nonfinite = NonFinitePolicy::Skip;
+    config.lr_schedule = {.kind = LrScheduleKind::Linear, .total_steps = 2};  // lr, then lr / 2
     config.steps = 2;
     const BatchFn normal = poisoned_batches(config, -1, 0, 0.0f);
     const EngineRun skipped_first = run_engine(config, [&](std::int64_t step, int rank) {
@@ -295,6 +298,7 @@ RC_GTEST_PROP(NonFinite, prop_skipped_steps_keep_every_stage_bitwise_the_referen
                 .in = *rc::gen::inRange(1, 8),
                 .classes = *rc::gen::inRange(2, 6)};
   config.nonfinite = NonFinitePolicy::Skip;
+  config.lr_schedule = *rc::gen_lr_schedule();
   const auto bad_step = *rc::gen::inRange<std::int64_t>(0, config.steps);
   const int bad_rank = *rc::gen::inRange(0, config.world);
   const float value = *rc::gen::element(std::numeric_limits<float>::quiet_NaN(),

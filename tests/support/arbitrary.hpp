@@ -94,9 +94,34 @@ inline Gen<zl::ActivationPolicy> gen_activation_policy() {
       ActivationPolicy{.recompute = Recompute::Full, .every_blocks = 2, .cpu_checkpoints = true});
 }
 
+/// Learning-rate schedules over the few updates a property runs: constant first (so failures
+/// shrink to it), the flags' warmup and decays, and each of DeepSpeed's four, OneCycle cycling
+/// beta1 and beta2 too.
+inline Gen<zl::LrSchedule> gen_lr_schedule() {
+  using zl::LrSchedule;
+  using zl::LrScheduleKind;
+  using zl::OneCycleParams;
+  using zl::WarmupShape;
+  return gen::element(
+      LrSchedule{}, LrSchedule{.kind = LrScheduleKind::Constant, .warmup_steps = 2},
+      LrSchedule{.kind = LrScheduleKind::Linear, .warmup_steps = 1, .total_steps = 4},
+      LrSchedule{.kind = LrScheduleKind::Cosine, .warmup_steps = 1, .total_steps = 3,
+                 .min_lr = 1e-4},
+      LrSchedule{.kind = LrScheduleKind::WarmupLR, .warmup_steps = 3, .min_lr = 1e-4},
+      LrSchedule{.kind = LrScheduleKind::WarmupDecayLR, .warmup_steps = 2, .total_steps = 4,
+                 .warmup_shape = WarmupShape::Linear},
+      LrSchedule{.kind = LrScheduleKind::WarmupCosineLR, .warmup_steps = 2, .total_steps = 5,
+                 .warmup_min_ratio = 0.1, .cos_min_ratio = 0.01},
+      LrSchedule{.kind = LrScheduleKind::OneCycle,
+                 .min_lr = 1e-4,
+                 .one_cycle = OneCycleParams{.first_step_size = 2, .second_step_size = 1,
+                                             .decay_step_size = 1, .decay_lr_rate = 0.5,
+                                             .decay_mom_rate = 0.01}});
+}
+
 /// A small GPT run: 1-3 blocks of 1-2 heads, 2-16 channels, 1-8 tokens, a vocabulary of 2-39,
-/// W 1..8, 1-3 steps of 1-3 sequences, any seed, any training features (gen_features) and any
-/// activation checkpointing (gen_activation_policy).
+/// W 1..8, 1-3 steps of 1-3 sequences, any seed, any training features (gen_features), any
+/// activation checkpointing (gen_activation_policy) and any lr schedule (gen_lr_schedule).
 inline Gen<zl::TrainConfig> gen_gpt_config() {
   return gen::exec([] {
     zl::TrainConfig config;
@@ -114,6 +139,7 @@ inline Gen<zl::TrainConfig> gen_gpt_config() {
     config.seed = *gen::arbitrary<unsigned>();
     config.features = *gen_features();
     config.activations = *gen_activation_policy();
+    config.lr_schedule = *gen_lr_schedule();
     return config;
   });
 }

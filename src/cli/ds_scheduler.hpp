@@ -1,0 +1,28 @@
+// ds_scheduler.hpp — DeepSpeed's `scheduler` section ({"type": ..., "params": {...}}) read into an
+// LrSchedule: WarmupLR, WarmupDecayLR, WarmupCosineLR and OneCycle, each with DeepSpeed's defaults
+// for the params it leaves out, and Hugging Face's "auto" where transformers fills it in.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "cli/ds_json.hpp"
+#include "optim/lr_schedule.hpp"
+
+namespace zl::ds {
+
+/// What the section sets: the schedule, and the peak lr when the section names one
+/// (warmup_max_lr, cycle_max_lr), which replaces the optimizer's lr as it does in DeepSpeed.
+struct DsScheduler {
+  LrSchedule schedule;             ///< total_steps 0 when "auto": the run's --steps
+  std::optional<double> peak_lr;   ///< warmup_max_lr or cycle_max_lr, unless "auto" or absent
+};
+
+/// Reads the `scheduler` object at `path`. "auto" (transformers' convention) resolves to what the
+/// run gives: warmup_max_lr to the optimizer's lr (or --lr), warmup_min_lr to 0,
+/// warmup_num_steps to 0 (or --warmup-steps), total_num_steps to --steps; each resolution is one
+/// line in the checker's warnings. Throws zl::Error for another type (LRRangeTest and
+/// torch.optim.lr_scheduler names included), a missing required param or a bad value.
+DsScheduler read_scheduler(const Checker& check, const json& value, const std::string& path);
+
+}  // namespace zl::ds
