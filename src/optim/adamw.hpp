@@ -11,7 +11,7 @@ namespace zl {
 
 /// Hyperparameters, with PyTorch's defaults.
 struct AdamWConfig {
-  double lr = 1e-3;            ///< learning rate, constant (no schedule)
+  double lr = 1e-3;            ///< learning rate: the peak of the run's schedule (lr_schedule.hpp)
   double beta1 = 0.9;          ///< decay of the first moment (exp_avg), in [0, 1)
   double beta2 = 0.999;        ///< decay of the second moment (exp_avg_sq), in [0, 1)
   double eps = 1e-8;           ///< added to the bias-corrected sqrt(v), outside the square root
