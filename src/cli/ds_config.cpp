@@ -48,15 +48,21 @@ bool beta_range(double x) {
 
 constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
 
-// fp16.*: the dynamic loss scaler; a static scale (loss_scale != 0) is refused.
+// reduce_bucket_size 0: each unit's gradient is reduced whole, in one call.
+constexpr std::int64_t kNoBucketLimit = std::numeric_limits<std::int64_t>::max();
+
+constexpr std::string_view kParamOffloadNotImplemented =
+    "is \"cpu\": ZeRO-3 parameter offload is not implemented in zerolab; the parameter shards "
+    "stay in device memory (same results, no lower device peak)";
+
+// fp16.*: the loss scaler, dynamic (loss_scale 0) or static (loss_scale > 0).
 Readers fp16_readers(const Checker& check, DsConfig& ds, std::optional<bool>& enabled) {
   return {
       {"enabled", [&](const json& v, const std::string& p) { enabled = check.boolean(v, p); }},
       {"loss_scale",
        [&](const json& v, const std::string& p) {
-         if (!v.is_number() || v.get<double>() != 0.0) {
-           check.bad(p, v, "only dynamic loss scaling is supported: use 0");
-         }
+         ds.static_loss_scale =
+             check.real(v, p, non_negative, "use 0 (dynamic scaling) or a static scale > 0");
        }},
       {"initial_scale_power",
        [&](const json& v, const std::string& p) {
@@ -86,15 +92,40 @@ Readers offload_readers(const Checker& check, DsConfig& ds) {
            }}};
 }
 
+// zero_optimization.offload_param: {"device": "none" | "cpu"}. ZeRO-3's parameter offload is
+// not implemented: "cpu" is said to leave the parameter shards in device memory (the results are
+// the same; the device peak is not lowered); "nvme" is an error.
+Readers offload_param_readers(const Checker& check, DsConfig& ds) {
+  return {{"device", [&](const json& v, const std::string& p) {
+             if (v != "none" && v != "cpu" && v != "nvme") check.bad(p, v, "use none or cpu");
+             if (v == "nvme") check.bad(p, v, "zerolab has no NVMe tier: use none or cpu");
+             ds.offload_param_device = v.get<std::string>();
+             if (v == "cpu") check.warn(p, kParamOffloadNotImplemented);
+           }}};
+}
+
 Readers zero_readers(const Checker& check, DsConfig& ds) {
   return {
+      {"cpu_offload",  // DeepSpeed's older spelling of offload_optimizer.device "cpu"
+       [&](const json& v, const std::string& p) {
+         if (check.boolean(v, p)) ds.offload_optimizer_device = "cpu";
+       }},
+      {"cpu_offload_params",  // the older spelling of offload_param.device "cpu"
+       [&](const json& v, const std::string& p) {
+         if (check.boolean(v, p)) check.warn(p, kParamOffloadNotImplemented);
+       }},
+      {"offload_param",
+       [&](const json& v, const std::string& p) {
+         check.section(v, p, offload_param_readers(check, ds));
+       }},
       {"stage",
        [&](const json& v, const std::string& p) {
          ds.engine = engine_of_stage(static_cast<int>(check.whole(v, p, 0, 3, "use 0, 1, 2 or 3")));
        }},
-      {"reduce_bucket_size",
+      {"reduce_bucket_size",  // 0: DeepSpeed reduces each gradient whole, as soon as it is ready
        [&](const json& v, const std::string& p) {
-         ds.reduce_bucket_elems = check.at_least(v, p, 1, "use 1 or more elements");
+         const std::int64_t elems = check.at_least(v, p, 0, "use 0 (no limit) or more elements");
+         ds.reduce_bucket_elems = elems == 0 ? kNoBucketLimit : elems;
        }},
       {"allgather_bucket_size",
        [&](const json& v, const std::string& p) {
@@ -163,10 +194,10 @@ AdamWConfig read_optimizer(const Checker& check, const json& value, const std::s
                     std::ranges::transform(type, type.begin(), [](unsigned char c) {
                       return static_cast<char>(std::tolower(c));
                     });
+                    has_type = true;
                     if (type != "adamw" && type != "adam") {
                       check.bad(p, v, "use AdamW, or Adam with adam_w_mode true");
                     }
-                    has_type = true;
                   }},
                  {"params", [&](const json& v, const std::string& p) {
                     check.section(v, p, adam_params_readers(check, adamw));
@@ -240,6 +271,12 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
                                  bf16_enabled = check.boolean(e, ep);
                                }}});
        }},
+      {"bfloat16",  // DeepSpeed's older name of the bf16 section
+       [&](const json& v, const std::string& p) {
+         check.section(v, p, {{"enabled", [&](const json& e, const std::string& ep) {
+                                 bf16_enabled = check.boolean(e, ep);
+                               }}});
+       }},
       {"fp16",
        [&](const json& v, const std::string& p) {
          check.section(v, p, fp16_readers(check, ds, fp16_enabled));
@@ -264,8 +301,18 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
   };
   check.section(root, "", top);
 
-  ZL_CHECK(!(bf16_enabled.value_or(false) && fp16_enabled.value_or(false)),
-           "{}: bf16.enabled and fp16.enabled are both true: enable one of them", source);
+  if (bf16_enabled.value_or(false) && fp16_enabled.value_or(false)) {
+    check.problem(fmt::format("{}: bf16.enabled and fp16.enabled are both true: enable one of them",
+                              source));
+  }
+  if (!check.problems().empty()) {  // every problem of the file, one line each
+    std::string lines;
+    for (const std::string& problem : check.problems()) {
+      lines += (lines.empty() ? "" : "\n") + problem;
+    }
+    fail("{}", lines);
+  }
+  ds.auto_keys = check.autos();
   if (bf16_enabled.value_or(false)) {
     ds.precision = DType::BF16;
   } else if (fp16_enabled.value_or(false)) {
@@ -299,6 +346,7 @@ void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& step
   if (ds.loss_scale_window) features.loss_scale.window = *ds.loss_scale_window;
   if (ds.hysteresis) features.loss_scale.hysteresis = *ds.hysteresis;
   if (ds.min_loss_scale) features.loss_scale.min_scale = *ds.min_loss_scale;
+  if (ds.static_loss_scale) features.loss_scale.static_scale = *ds.static_loss_scale;
   if (ds.engine) config.engine = *ds.engine;
   if (ds.overlap_comm) features.overlap_comm = *ds.overlap_comm;
   if (ds.offload_optimizer_device) features.offload_optimizer = *ds.offload_optimizer_device == "cpu";
@@ -312,6 +360,71 @@ void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& step
   if (ds.lr_schedule) config.lr_schedule = *ds.lr_schedule;
   if (ds.scheduler_peak_lr) config.adamw.lr = *ds.scheduler_peak_lr;
   if (ds.activations) config.activations = *ds.activations;
+}
+
+namespace {
+
+// What an "auto" key resolved to, after the flags: the value and the flag that sets it.
+std::string auto_value(std::string_view path, const TrainConfig& config,
+                       std::int64_t steps_per_print) {
+  const TrainingFeatures& f = config.features;
+  const LossScaleConfig& scale = f.loss_scale;
+  const LrSchedule& schedule = config.lr_schedule;
+  const std::pair<std::string_view, std::string> values[] = {
+      {"train_batch_size",
+       fmt::format("micro-batch * accumulation * world = {} (not checked)",
+                   config.micro_batch * f.grad_accum_steps * config.world)},
+      {"train_micro_batch_size_per_gpu", fmt::format("{} (--micro-batch)", config.micro_batch)},
+      {"gradient_accumulation_steps", fmt::format("{} (--grad-accum)", f.grad_accum_steps)},
+      {"gradient_clipping", fmt::format("{} (--clip)", f.grad_clip)},
+      {"steps_per_print", fmt::format("{} (--steps-per-print)", steps_per_print)},
+      {"bf16.enabled", fmt::format("{} (--bf16)", f.precision == DType::BF16)},
+      {"fp16.enabled", fmt::format("{} (--fp16)", f.precision == DType::F16)},
+      {"fp16.initial_scale_power",
+       fmt::format("{} (--loss-scale-power)", scale.initial_scale_power)},
+      {"fp16.loss_scale_window", fmt::format("{} (--loss-scale-window)", scale.window)},
+      {"fp16.hysteresis", fmt::format("{} (--hysteresis)", scale.hysteresis)},
+      {"fp16.min_loss_scale", fmt::format("{} (--min-loss-scale)", scale.min_scale)},
+      {"zero_optimization.stage", fmt::format("{} (--stage)", engine_name(config.engine))},
+      {"zero_optimization.reduce_bucket_size",
+       fmt::format("{} (--reduce-bucket)", f.reduce_bucket_elems)},
+      {"zero_optimization.allgather_bucket_size",
+       fmt::format("{} (--allgather-bucket)", f.allgather_bucket_elems)},
+      {"zero_optimization.stage3_prefetch_bucket_size",
+       fmt::format("{} (--prefetch-bucket)", f.prefetch_bucket_elems)},
+      {"zero_optimization.stage3_param_persistence_threshold",
+       fmt::format("{} (--persistence-threshold)", f.persistence_threshold_elems)},
+      {"zero_optimization.overlap_comm", fmt::format("{} (--overlap-comm)", f.overlap_comm)},
+      {"optimizer.params.lr", fmt::format("{} (--lr)", config.adamw.lr)},
+      {"optimizer.params.betas",
+       fmt::format("[{}, {}] (--beta1, --beta2)", config.adamw.beta1, config.adamw.beta2)},
+      {"optimizer.params.eps", fmt::format("{} (--eps)", config.adamw.eps)},
+      {"optimizer.params.weight_decay",
+       fmt::format("{} (--weight-decay)", config.adamw.weight_decay)},
+      {"scheduler.params.warmup_min_lr", fmt::format("{} (--min-lr)", schedule.min_lr)},
+      {"scheduler.params.warmup_max_lr", fmt::format("{} (--lr)", config.adamw.lr)},
+      {"scheduler.params.warmup_num_steps",
+       fmt::format("{} (--warmup-steps)", schedule.warmup_steps)},
+      {"scheduler.params.total_num_steps",
+       fmt::format("{} (--decay-steps, else --steps)",
+                   schedule.total_steps > 0 ? schedule.total_steps : config.steps)},
+  };
+  for (const auto& [key, value] : values) {
+    if (key == path) return value;
+  }
+  return "zerolab's own value";
+}
+
+}  // namespace
+
+std::vector<std::string> auto_resolutions(const DsConfig& ds, const TrainConfig& config,
+                                          std::int64_t steps_per_print) {
+  std::vector<std::string> lines;
+  for (const std::string& path : ds.auto_keys) {
+    lines.push_back(fmt::format("{}: {} is \"auto\": {}", ds.source, path,
+                                auto_value(path, config, steps_per_print)));
+  }
+  return lines;
 }
 
 void check_train_batch_size(const DsConfig& ds, const TrainConfig& config) {

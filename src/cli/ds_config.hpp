@@ -32,6 +32,7 @@ struct DsConfig {
   std::optional<std::int64_t> loss_scale_window;  ///< fp16.loss_scale_window
   std::optional<int> hysteresis;                  ///< fp16.hysteresis
   std::optional<double> min_loss_scale;           ///< fp16.min_loss_scale
+  std::optional<double> static_loss_scale;        ///< fp16.loss_scale (0: dynamic)
 
   std::optional<EngineKind> engine;  ///< zero_optimization.stage
   // The rest of zero_optimization.*:
@@ -46,6 +47,8 @@ struct DsConfig {
   std::optional<bool> contiguous_gradients;
   /// zero_optimization.offload_optimizer.device: "none" or "cpu" (ZeRO-Offload).
   std::optional<std::string> offload_optimizer_device;
+  /// zero_optimization.offload_param.device: "none" or "cpu" (not implemented: said so).
+  std::optional<std::string> offload_param_device;
 
   /// activation_checkpointing: the section checkpoints every GPT block (full), as a DeepSpeed
   /// model that calls deepspeed.checkpointing per block does, in host memory with
@@ -61,6 +64,10 @@ struct DsConfig {
   /// scheduler.params.warmup_max_lr or cycle_max_lr: the schedule's peak, which replaces the
   /// optimizer's lr (as DeepSpeed's scheduler overwrites the optimizer's).
   std::optional<double> scheduler_peak_lr;
+
+  /// The keys whose value was "auto" (transformers' convention): each keeps the run's own value
+  /// (its flag or zerolab's default), said once by auto_resolutions().
+  std::vector<std::string> auto_keys;
 };
 
 /// Reads the DeepSpeed JSON `text`; `source` names it in messages. Each unknown key appends
@@ -76,6 +83,11 @@ DsConfig load_ds_config(const std::filesystem::path& path, std::vector<std::stri
 
 /// Writes every key `ds` sets into `config` and `steps_per_print`; leaves the rest alone.
 void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& steps_per_print);
+
+/// One line per "auto" key of `ds`: what it resolved to once the flags are applied (`config`),
+/// with the flag that sets it, e.g. "ds.json: optimizer.params.lr is "auto": 0.001 (--lr)".
+std::vector<std::string> auto_resolutions(const DsConfig& ds, const TrainConfig& config,
+                                          std::int64_t steps_per_print);
 
 /// DeepSpeed's rule, checked once the flags are applied too: train_batch_size, when the file sets
 /// it, equals micro_batch * grad_accum_steps * world. Throws zl::Error showing the product.

@@ -2,6 +2,8 @@
 // that appear twice in one object, for the DeepSpeed config reader.
 #include "cli/ds_json.hpp"
 
+#include "cli/ds_known_keys.hpp"
+
 #include <algorithm>
 #include <set>
 #include <utility>
@@ -144,6 +146,55 @@ class DuplicateKeys {
 };
 
 }  // namespace
+
+void Checker::guarded(const std::string& path, const json& value, const Reader& read) const {
+  try {
+    read(value, path);
+  } catch (const Error& error) {
+    problems_.emplace_back(error.what());
+  }
+}
+
+void Checker::section(const json& object, const std::string& path, const Readers& readers) const {
+  if (!object.is_object()) bad(path, object, "use an object");
+  for (const auto& [key, value] : object.items()) {
+    const std::string key_path = path_of(path, key);
+    const auto reader = readers.find(key);
+    if (reader == readers.end()) {
+      unread_key(key_path, value, readers);
+    } else if (value.is_string() && value.get<std::string>() == "auto") {
+      autos_.push_back(key_path);
+    } else {
+      guarded(key_path, value, reader->second);
+    }
+  }
+}
+
+void Checker::unread_key(const std::string& path, const json& value, const Readers& readers) const {
+  if (const KnownKey* known = known_key(path)) {
+    if (harmless_value(*known, value)) {
+      warnings_.push_back(fmt::format("{}: {} is a DeepSpeed key zerolab does not implement ({}); "
+                                      "ignored",
+                                      source_, path, known->instead));
+    } else {
+      problems_.push_back(fmt::format(
+          "{}: {} is {}: zerolab does not implement it ({}) and this value would change the run: "
+          "use {} or leave it out",
+          source_, path, shown(value), known->instead, known->harmless));
+    }
+    return;
+  }
+  const std::size_t dot = path.rfind('.');
+  const std::string parent = dot == std::string::npos ? "" : path.substr(0, dot);
+  std::vector<std::string> candidates = known_keys_under(parent);
+  for (const auto& [name, reader] : readers) candidates.push_back(name);
+  const std::string nearest = nearest_key(path.substr(dot == std::string::npos ? 0 : dot + 1),
+                                          candidates);
+  warnings_.push_back(nearest.empty()
+                          ? fmt::format("{}: unknown key {} ignored", source_, path)
+                          : fmt::format("{}: unknown key {} ignored: did you mean {}?", source_,
+                                        path, path_of(parent, nearest)));
+}
 
 std::string path_of(std::string_view parent, std::string_view key) {
   return parent.empty() ? printable(key) : fmt::format("{}.{}", parent, printable(key));

@@ -1,6 +1,8 @@
 // ds_json.hpp — the JSON side of reading a DeepSpeed config (cli/ds_config.cpp): parsing with
 // one-line errors (the line and column of malformed text, a key twice in one object), values
-// quoted on one line, and the Checker whose reads name each key and what to use instead.
+// quoted on one line, and the Checker whose reads name each key and what to use instead, keep
+// every problem of a file, sort the keys it does not read into known and unknown, and note
+// "auto".
 #pragma once
 
 #include <fmt/format.h>
@@ -39,34 +41,42 @@ using Reader = std::function<void(const json& value, const std::string& path)>;
 using Readers = std::map<std::string, Reader, std::less<>>;
 
 /// Reads values of one config into checked C++ values; every failure names the source and key.
+/// A failing key does not stop the reading: its problem is kept and the next key is read, so a
+/// file's problems are reported together.
 class Checker {
  public:
   /// Reads the config named `source` in messages, adding warnings to `warnings` (both outlive it).
   Checker(std::string_view source, std::vector<std::string>& warnings)
       : source_(source), warnings_(warnings) {}
 
-  /// Throws "<source>: <path> is <value>: <use>".
+  /// Throws "<source>: <path> is <value>: <use>" (kept as the key's problem by section()).
   [[noreturn]] void bad(const std::string& path, const json& value, std::string_view use) const {
     fail("{}: {} is {}: {}", source_, path, shown(value), use);
   }
 
-  /// Warns about a key that is honoured but does nothing in zerolab, saying why.
+  /// Warns about a key that is read but does nothing in zerolab, saying why (--strict: an error).
   void warn(const std::string& path, std::string_view why) const {
     warnings_.push_back(fmt::format("{}: {} {}", source_, path, why));
   }
 
-  /// Runs the reader of each key of the object at `path`; other keys are warnings.
-  void section(const json& object, const std::string& path, const Readers& readers) const {
-    if (!object.is_object()) bad(path, object, "use an object");
-    for (const auto& [key, value] : object.items()) {
-      const auto reader = readers.find(key);
-      if (reader == readers.end()) {
-        warnings_.push_back(fmt::format("{}: unknown key {} ignored", source_, path_of(path, key)));
-        continue;
-      }
-      reader->second(value, path_of(path, key));
-    }
-  }
+  /// Runs the reader of each key of the object at `path`. A reader's zl::Error is kept as a
+  /// problem and the next key is read. "auto" skips the reader (the run's own value stays; the
+  /// path is kept in autos()). A key with no reader is a warning: known to DeepSpeed and not
+  /// implemented (an error if its value would change the run), or unknown (with the nearest
+  /// known key, as a likely typo).
+  void section(const json& object, const std::string& path, const Readers& readers) const;
+
+  /// Reads `value` at `path` with `read`, keeping a zl::Error as a problem.
+  void guarded(const std::string& path, const json& value, const Reader& read) const;
+
+  /// Adds a problem of the whole file (not of one key), e.g. two settings that disagree.
+  void problem(std::string message) const { problems_.push_back(std::move(message)); }
+
+  /// Every problem found so far, one line each, in reading order.
+  const std::vector<std::string>& problems() const { return problems_; }
+
+  /// The paths whose value was "auto", in reading order.
+  const std::vector<std::string>& autos() const { return autos_; }
 
   /// A whole number in [min, max]; integral-valued doubles (5e8) count, 1.5 does not.
   std::int64_t whole(const json& value, const std::string& path, std::int64_t min, std::int64_t max,
@@ -118,8 +128,12 @@ class Checker {
   std::string_view source() const { return source_; }
 
  private:
+  void unread_key(const std::string& path, const json& value, const Readers& readers) const;
+
   std::string_view source_;
   std::vector<std::string>& warnings_;
+  mutable std::vector<std::string> problems_;
+  mutable std::vector<std::string> autos_;
 };
 
 

@@ -24,10 +24,6 @@ bool momentum_range(double x) {
   return x >= 0.0 && x < 1.0;
 }
 
-bool is_auto(const json& v) {
-  return v.is_string() && v.get<std::string>() == "auto";
-}
-
 // The readers of one scheduler's params, filling `out`; `seen` collects the keys given.
 class ParamsReader {
  public:
@@ -37,14 +33,12 @@ class ParamsReader {
     LrSchedule& s = out_.schedule;
     Readers readers = {
         {"warmup_min_lr", [this, &s](const json& v, const std::string& p) {
-           if (resolved(v, p, "0")) return;
            s.min_lr = check_.real(v, p, non_negative, "use an lr >= 0");
          }},
         {"warmup_max_lr", [this](const json& v, const std::string& p) {
-           if (resolved(v, p, "the optimizer's lr (--lr)")) return;
            out_.peak_lr = check_.real(v, p, positive, "use an lr > 0");
          }},
-        {"warmup_num_steps", steps_reader(s.warmup_steps, "0 (--warmup-steps)")},
+        {"warmup_num_steps", steps_reader(s.warmup_steps)},
         {"warmup_type", shape_reader()},
     };
     if (decays) readers.emplace("total_num_steps", total_reader());
@@ -55,7 +49,7 @@ class ParamsReader {
     LrSchedule& s = out_.schedule;
     return {
         {"total_num_steps", total_reader()},
-        {"warmup_num_steps", steps_reader(s.warmup_steps, "0 (--warmup-steps)")},
+        {"warmup_num_steps", steps_reader(s.warmup_steps)},
         {"warmup_type", shape_reader()},
         {"warmup_min_ratio", ratio_reader(s.warmup_min_ratio)},
         {"cos_min_ratio", ratio_reader(s.cos_min_ratio)},
@@ -90,27 +84,16 @@ class ParamsReader {
   }
 
   bool given_min() const { return given_min_; }
-  bool given_total() const { return given_total_; }
 
  private:
-  // "auto": leaves the default and says what it resolves to.
-  bool resolved(const json& v, const std::string& p, std::string_view to) const {
-    if (!is_auto(v)) return false;
-    check_.warn(p, fmt::format("is \"auto\": {}", to));
-    return true;
-  }
-
-  Reader steps_reader(std::int64_t& field, std::string_view auto_to) {
-    return [this, &field, auto_to](const json& v, const std::string& p) {
-      if (resolved(v, p, auto_to)) return;
+  Reader steps_reader(std::int64_t& field) {
+    return [this, &field](const json& v, const std::string& p) {
       field = check_.whole(v, p, 0, kMaxSteps, "use 0 or more updates");
     };
   }
 
   Reader total_reader() {
     return [this](const json& v, const std::string& p) {
-      given_total_ = true;
-      if (resolved(v, p, "the run's --steps")) return;
       out_.schedule.total_steps = check_.whole(v, p, 1, kMaxSteps, "use 1 or more updates");
     };
   }
@@ -143,7 +126,6 @@ class ParamsReader {
   const Checker& check_;
   DsScheduler& out_;
   bool given_min_ = false;
-  bool given_total_ = false;
 };
 
 LrScheduleKind kind_of(const Checker& check, const json& v, const std::string& p) {
@@ -183,7 +165,13 @@ DsScheduler read_scheduler(const Checker& check, const json& value, const std::s
                   }}});
   const bool needs_total =
       s.kind == LrScheduleKind::WarmupDecayLR || s.kind == LrScheduleKind::WarmupCosineLR;
-  if (needs_total && !params.given_total()) {
+  const auto given = value.find("params");
+  if (given != value.end() && given->is_object() && given->contains("warmup_num_steps") &&
+      (*given)["warmup_num_steps"] == "auto") {
+    s.warmup_steps = 0;  // the run's --warmup-steps, or none
+  }
+  if (needs_total && (given == value.end() || !given->is_object() ||
+                      !given->contains("total_num_steps"))) {
     fail("{}: {}.params.total_num_steps is missing: {} needs the update its decay ends at (or "
          "\"auto\": the run's --steps)",
          check.source(), path, lr_schedule_name(s.kind));

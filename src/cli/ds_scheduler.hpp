@@ -18,11 +18,11 @@ struct DsScheduler {
   std::optional<double> peak_lr;   ///< warmup_max_lr or cycle_max_lr, unless "auto" or absent
 };
 
-/// Reads the `scheduler` object at `path`. "auto" (transformers' convention) resolves to what the
-/// run gives: warmup_max_lr to the optimizer's lr (or --lr), warmup_min_lr to 0,
-/// warmup_num_steps to 0 (or --warmup-steps), total_num_steps to --steps; each resolution is one
-/// line in the checker's warnings. Throws zl::Error for another type (LRRangeTest and
-/// torch.optim.lr_scheduler names included), a missing required param or a bad value.
+/// Reads the `scheduler` object at `path`. A param that is "auto" (transformers' convention)
+/// keeps the run's value: warmup_max_lr the optimizer's lr (or --lr), warmup_min_lr 0,
+/// warmup_num_steps 0 (or --warmup-steps), total_num_steps 0 (the run's --steps). Throws zl::Error
+/// for another type (LRRangeTest and torch.optim.lr_scheduler names included) or a missing
+/// required param; a bad value is a problem kept by the checker.
 DsScheduler read_scheduler(const Checker& check, const json& value, const std::string& path);
 
 }  // namespace zl::ds

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +40,16 @@ int quiet_exit(int exit_code) {
   return exit_code;
 }
 
+// An error's message, each of its lines (a config's problems, say) a "zerolab: error:" line.
+void print_error(std::string_view what) {
+  std::size_t start = 0;
+  while (start <= what.size()) {
+    const std::size_t end = std::min(what.find('\n', start), what.size());
+    fmt::print(stderr, "zerolab: error: {}\n", what.substr(start, end - start));
+    start = end + 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -59,14 +70,14 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const zl::Error& error) {  // a flag's own check, e.g. --stage 4
     if (!prints_errors()) return quiet_exit(2);
-    fmt::print(stderr, "zerolab: error: {}\n", error.what());
+    print_error(error.what());
     return 2;
   }
   try {
     return run();
   } catch (const std::exception& error) {
     if (!prints_errors()) return quiet_exit(1);
-    fmt::print(stderr, "zerolab: error: {}\n", error.what());
+    print_error(error.what());
     return 1;
   }
 }

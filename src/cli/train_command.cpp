@@ -296,10 +296,23 @@ CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
   auto args = std::make_shared<TrainArgs>();  // kept alive by the callback, which cmd owns
   add_train_flags(*cmd, *args);
   cmd->callback([&run, args] {
+    if (args->strict && !args->config_warnings.empty()) {
+      std::string lines;
+      for (const auto& warning : args->config_warnings) {
+        lines += fmt::format("{}{} (--strict)", lines.empty() ? "" : "\n", warning);
+      }
+      fail("{}", lines);
+    }
     for (const auto& warning : args->config_warnings) {
       fmt::print(stderr, "zerolab: warning: {}\n", warning);
     }
     finish_train_args(*args);
+    if (args->ds_config) {
+      for (const auto& line :
+           auto_resolutions(*args->ds_config, args->config, args->outputs.steps_per_print)) {
+        fmt::print(stderr, "zerolab: note: {}\n", line);
+      }
+    }
     run = [args] {
       return run_train(settled_config(*args), args->outputs, args->checkpoints);
     };

@@ -55,6 +55,8 @@ struct TrainArgs {
   /// The settings a checkpoint remembers that the flags or --config set (ResumeSetting bits):
   /// --resume takes the others from the checkpoint.
   std::uint32_t settings_given = 0;
+  /// --strict: --config's keys that zerolab does not implement and unknown keys are errors.
+  bool strict = false;
 };
 
 /// Adds the flags of `zerolab train` to `cmd`; parsing writes them into `args`, which must outlive

@@ -175,6 +175,11 @@ void add_feature_flags(CLI::App& cmd, TrainArgs& args) {
   add_at_least(cmd, "--hysteresis", scale.hysteresis, 1, "use 1 or more overflows",
                "fp16: overflows tolerated before the loss scale halves (fp16.hysteresis)");
   add_checked(
+      cmd, "--loss-scale", scale.static_scale,
+      [](double x) { return std::isfinite(x) && x >= 0.0; }, "use a number >= 0 (0: dynamic)",
+      "fp16: a static loss scale (overflowing steps are skipped, the scale never moves); 0 "
+      "scales dynamically (fp16.loss_scale)");
+  add_checked(
       cmd, "--min-loss-scale", scale.min_scale,
       [](double x) { return std::isfinite(x) && x > 0.0; }, "use a number > 0",
       "fp16: the loss scale never drops below this (fp16.min_loss_scale)");
@@ -333,6 +338,9 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
          },
          "DeepSpeed JSON config (docs/configs.md); the flags given beside it override its values")
       ->type_name("FILE");
+  cmd.add_flag("--strict", args.strict,
+               "With --config: keys zerolab does not implement and unknown keys are errors, not "
+               "warnings");
   add_model_flags(cmd, args);
   auto* engine =
       cmd.add_option("--engine", config.engine, "reference | ddp | zero1 | zero2 | zero3")

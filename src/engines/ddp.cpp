@@ -93,7 +93,7 @@ class DdpEngine final : public Engine {
     load_full_from_shards(comm_, device_, opt_.adam.exp_avg, layout_, state.exp_avg);
     load_full_from_shards(comm_, device_, opt_.adam.exp_avg_sq, layout_, state.exp_avg_sq);
     opt_.adam.updates = state.adam_updates;
-    if (state.scaler && opt_.scaler.dynamic()) opt_.scaler.load(*state.scaler);
+    if (state.scaler && opt_.scaler.skips_overflows()) opt_.scaler.load(*state.scaler);
   }
 
  private:

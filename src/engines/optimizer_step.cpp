@@ -120,7 +120,7 @@ bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<Typed
                     const std::vector<TypedSpan>& grads, OptimizerState& state,
                     const EngineOptions& options, Device& device) {
   // 3. decide: the norm has the same bits on every rank and in the reference
-  if (state.scaler.dynamic()) {
+  if (state.scaler.skips_overflows()) {
     if (!std::isfinite(grad_norm)) {
       state.scaler.update(/*overflow=*/true);
       return false;

@@ -295,7 +295,7 @@ void load_owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>&
   assign_shards(device, spans_of(state.adam.exp_avg), shards.exp_avg);
   assign_shards(device, spans_of(state.adam.exp_avg_sq), shards.exp_avg_sq);
   state.adam.updates = shards.adam_updates;
-  if (shards.scaler && state.scaler.dynamic()) state.scaler.load(*shards.scaler);
+  if (shards.scaler && state.scaler.skips_overflows()) state.scaler.load(*shards.scaler);
 }
 
 ModelState whole_model_state(Device& device, const std::vector<UnitLayout>& layout,

@@ -17,17 +17,21 @@ void validate(const LossScaleConfig& config) {
            config.hysteresis);
   ZL_CHECK(config.min_scale > 0.0 && std::isfinite(config.min_scale),
            "fp16.min_loss_scale {} is invalid: use a positive number", config.min_scale);
+  ZL_CHECK(config.static_scale >= 0.0 && std::isfinite(config.static_scale),
+           "fp16.loss_scale {} is invalid: use a positive static scale, or 0 for dynamic scaling",
+           config.static_scale);
 }
 
-LossScaler::LossScaler(const LossScaleConfig& config) : dynamic_(true), config_(config) {
+LossScaler::LossScaler(const LossScaleConfig& config) : fp16_(true), config_(config) {
   validate(config);
-  state_ = {.scale = std::ldexp(1.0, config.initial_scale_power),
+  const bool fixed = config.static_scale > 0.0;
+  state_ = {.scale = fixed ? config.static_scale : std::ldexp(1.0, config.initial_scale_power),
             .clean_steps = 0,
             .hysteresis_left = config.hysteresis};
 }
 
 void LossScaler::update(bool overflow) {
-  if (!dynamic_) return;
+  if (!fp16_ || config_.static_scale > 0.0) return;
   if (overflow) {
     // DeepSpeed: halve only once the hysteresis budget is spent; the budget is not refilled
     // by clean steps, only by growth.

@@ -3,7 +3,8 @@
 // gradients are divided by it again before the update. A step whose gradients overflow (any
 // non-finite value on any rank, agreed through the canonical norm) is skipped and, once the
 // hysteresis budget is spent, the scale halves (never below the minimum). After `window` clean
-// steps in a row the scale doubles. Every rank and the reference run the same scaler on the same
+// steps in a row the scale doubles. A static scale (fp16.loss_scale > 0) never moves; overflowing
+// steps are skipped all the same. Every rank and the reference run the same scaler on the same
 // decisions, so they skip the same steps with the same scales.
 #pragma once
 
@@ -18,6 +19,9 @@ struct LossScaleConfig {
   std::int64_t window = 1000;    ///< clean steps before the scale doubles
   int hysteresis = 2;            ///< overflows tolerated before the scale halves
   double min_scale = 1.0;        ///< the scale never drops below this
+  /// fp16.loss_scale: > 0 keeps the scale at this value for the whole run (DeepSpeed's static
+  /// scaling: an overflowing step is still skipped, the scale never moves); 0 is dynamic.
+  double static_scale = 0.0;
 };
 
 /// Throws zl::Error naming the bad field if a value is out of range.
@@ -35,13 +39,14 @@ class LossScaler {
  public:
   /// A scaler fixed at 1 (fp32 and bf16 training).
   LossScaler() = default;
-  /// A dynamic scaler starting at 2^config.initial_scale_power.
+  /// An fp16 scaler: dynamic from 2^config.initial_scale_power, or static at config.static_scale.
   explicit LossScaler(const LossScaleConfig& config);
 
   /// The scale the next backward multiplies the loss by.
   double scale() const { return state_.scale; }
-  /// True for fp16 training (constructed with a config): the scale moves with overflows.
-  bool dynamic() const { return dynamic_; }
+  /// True for fp16 training (constructed with a config): a step whose gradients overflow is
+  /// skipped, and, unless the scale is static, the scale moves with overflows.
+  bool skips_overflows() const { return fp16_; }
 
   /// Records the outcome of a step: `overflow` when its gradients were not finite.
   void update(bool overflow);
@@ -52,7 +57,7 @@ class LossScaler {
   void load(const LossScalerState& state);
 
  private:
-  bool dynamic_ = false;
+  bool fp16_ = false;
   LossScaleConfig config_{};
   LossScalerState state_{};
 };

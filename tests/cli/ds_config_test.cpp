@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -175,8 +176,12 @@ TEST(DsConfig, SchedulerSectionMapsToTheSchedule) {
   EXPECT_EQ(a.config.lr_schedule,
             (LrSchedule{.kind = LrScheduleKind::WarmupCosineLR, .warmup_steps = 10,
                         .total_steps = 0, .warmup_min_ratio = 0.1, .cos_min_ratio = 0.01}));
-  EXPECT_EQ(a.warnings, std::vector<std::string>{
-                            "ds.json: scheduler.params.total_num_steps is \"auto\": the run's --steps"});
+  EXPECT_TRUE(a.warnings.empty());
+  EXPECT_EQ(a.ds.auto_keys, std::vector<std::string>{"scheduler.params.total_num_steps"});
+  a.config.steps = 40;
+  EXPECT_EQ(auto_resolutions(a.ds, a.config, 1),
+            std::vector<std::string>{"ds.json: scheduler.params.total_num_steps is \"auto\": 40 "
+                                     "(--decay-steps, else --steps)"});
 
   a = apply(R"({"scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 1e-4,
     "cycle_max_lr": 1e-2, "cycle_first_step_size": 30, "cycle_second_stair_count": null,
@@ -213,20 +218,28 @@ TEST(DsConfig, SchedulerProblemsFailNamingTheKey) {
       "ds.json: scheduler.params.cycle_max_mom is 1.0: use a beta1 in [0, 1)");
 }
 
-TEST(DsConfig, UnknownKeysWarnWithTheirFullPath) {
+// Keys zerolab does not read are sorted: DeepSpeed keys it does not implement say what zerolab
+// does instead; unknown keys name the nearest known key when one is a likely typo.
+TEST(DsConfig, UnreadKeysWarnWithTheirFullPathAndKind) {
   const Applied a = apply(R"({
-    "zero_optimization": {"stage": 2, "foo": 1, "offload_optimizer": {"device": "none", "pin_memory": true}},
+    "zero_optimization": {"stage": 2, "foo": 1, "overlap_com": true,
+                          "offload_optimizer": {"device": "none", "pin_memory": true}},
     "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 5, "gamma": 2}},
     "fp16": {"auto_cast": false},
     "optimizer": {"type": "AdamW", "params": {"torch_adam": true}}
   })");
   EXPECT_EQ(a.warnings,
             (std::vector<std::string>{
-                "ds.json: unknown key fp16.auto_cast ignored",
-                "ds.json: unknown key optimizer.params.torch_adam ignored",
+                "ds.json: fp16.auto_cast is a DeepSpeed key zerolab does not implement (inputs "
+                "are cast by the model's own rules); ignored",
+                "ds.json: optimizer.params.torch_adam is a DeepSpeed key zerolab does not "
+                "implement (zerolab's fused AdamW is bitwise torch's); ignored",
                 "ds.json: unknown key scheduler.params.gamma ignored",
                 "ds.json: unknown key zero_optimization.foo ignored",
-                "ds.json: unknown key zero_optimization.offload_optimizer.pin_memory ignored",
+                "ds.json: zero_optimization.offload_optimizer.pin_memory is a DeepSpeed key "
+                "zerolab does not implement (host memory is not pinned); ignored",
+                "ds.json: unknown key zero_optimization.overlap_com ignored: did you mean "
+                "zero_optimization.overlap_comm?",
             }));
   EXPECT_EQ(a.config.engine, EngineKind::Zero2);  // the known keys beside them still apply
   std::vector<std::string> warnings;
@@ -238,6 +251,72 @@ struct BadConfig {
   std::string text;
   std::string message;
 };
+
+// A key zerolab does not implement whose value would change the run is an error, never a silent
+// no-op; at the value that changes nothing it is a warning like the others.
+TEST(DsConfig, UnimplementedKeysThatWouldChangeTheRunAreErrors) {
+  EXPECT_EQ(error_of(R"({"prescale_gradients": true})"),
+            "ds.json: prescale_gradients is true: zerolab does not implement it (gradients are "
+            "summed, then divided by the world once) and this value would change the run: use "
+            "false or leave it out");
+  EXPECT_EQ(error_of(R"({"optimizer": {"type": "AdamW", "params": {"amsgrad": true}}})"),
+            "ds.json: optimizer.params.amsgrad is true: zerolab does not implement it (AdamW "
+            "without amsgrad) and this value would change the run: use false or leave it out");
+  EXPECT_EQ(error_of(R"({"amp": {"enabled": false}, "prescale_gradients": false,
+                         "gradient_predivide_factor": 1})"),
+            "");
+}
+
+// "auto" keeps the run's own value: nothing is read from the key, and once the flags are
+// applied each one says what it became.
+TEST(DsConfig, AutoValuesResolveToTheRunsOwnValues) {
+  Applied a = apply(R"({"train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto",
+    "gradient_accumulation_steps": "auto", "optimizer": {"type": "AdamW", "params": {"lr": "auto",
+    "weight_decay": 0.1}}, "bf16": {"enabled": "auto"}})");
+  EXPECT_TRUE(a.warnings.empty());
+  a.config.micro_batch = 8;
+  a.config.world = 2;
+  EXPECT_EQ(a.config.adamw.lr, 1e-3);  // DeepSpeed's default, as with the key left out
+  EXPECT_EQ(a.config.adamw.weight_decay, 0.1);
+  EXPECT_EQ(auto_resolutions(a.ds, a.config, 1),
+            (std::vector<std::string>{
+                "ds.json: bf16.enabled is \"auto\": false (--bf16)",
+                "ds.json: gradient_accumulation_steps is \"auto\": 1 (--grad-accum)",
+                "ds.json: optimizer.params.lr is \"auto\": 0.001 (--lr)",
+                "ds.json: train_batch_size is \"auto\": micro-batch * accumulation * world = 16 "
+                "(not checked)",
+                "ds.json: train_micro_batch_size_per_gpu is \"auto\": 8 (--micro-batch)"}));
+  EXPECT_NO_THROW(check_train_batch_size(a.ds, a.config));
+}
+
+// Every problem of a file is reported at once, one line each, in the file's key order.
+TEST(DsConfig, AllProblemsOfAFileAreReportedTogether) {
+  EXPECT_EQ(error_of(R"({"zero_optimization": {"stage": 5, "overlap_comm": 1},
+                         "gradient_clipping": -1, "optimizer": {"type": "Lamb"}})"),
+            "ds.json: gradient_clipping is -1: use a norm >= 0 (0: no clipping)\n"
+            "ds.json: optimizer.type is \"Lamb\": use AdamW, or Adam with adam_w_mode true\n"
+            "ds.json: zero_optimization.overlap_comm is 1: use true or false\n"
+            "ds.json: zero_optimization.stage is 5: use 0, 1, 2 or 3");
+}
+
+// DeepSpeed's older spellings still work: cpu_offload for offload_optimizer.device "cpu", the
+// bfloat16 section for bf16; a static fp16.loss_scale is DeepSpeed's static scaling;
+// reduce_bucket_size 0 reduces each unit whole.
+TEST(DsConfig, OlderSpellingsStaticScaleAndUnboundedBuckets) {
+  Applied a = apply(R"({"zero_optimization": {"stage": 2, "cpu_offload": true,
+    "reduce_bucket_size": 0}, "bfloat16": {"enabled": true}})");
+  EXPECT_TRUE(a.config.features.offload_optimizer);
+  EXPECT_EQ(a.config.features.precision, DType::BF16);
+  EXPECT_EQ(a.config.features.reduce_bucket_elems, std::numeric_limits<std::int64_t>::max());
+  a = apply(R"({"fp16": {"enabled": true, "loss_scale": 128}})");
+  EXPECT_EQ(a.config.features.loss_scale.static_scale, 128.0);
+  a = apply(R"({"zero_optimization": {"offload_param": {"device": "cpu", "pin_memory": true}}})");
+  ASSERT_EQ(a.warnings.size(), 2u);
+  EXPECT_EQ(a.warnings[0],
+            "ds.json: zero_optimization.offload_param.device is \"cpu\": ZeRO-3 parameter offload "
+            "is not implemented in zerolab; the parameter shards stay in device memory (same "
+            "results, no lower device peak)");
+}
 
 TEST(DsConfig, WrongTypesAndValuesFailInOneLineNamingTheKey) {
   const BadConfig cases[] = {
@@ -259,8 +338,8 @@ TEST(DsConfig, WrongTypesAndValuesFailInOneLineNamingTheKey) {
       {R"({"steps_per_print": 0})", "ds.json: steps_per_print is 0: use 1 or more steps"},
       {R"({"bf16": true})", "ds.json: bf16 is true: use an object"},
       {R"({"bf16": {"enabled": "yes"}})", R"(ds.json: bf16.enabled is "yes": use true or false)"},
-      {R"({"fp16": {"enabled": true, "loss_scale": 128}})",
-       "ds.json: fp16.loss_scale is 128: only dynamic loss scaling is supported: use 0"},
+      {R"({"fp16": {"enabled": true, "loss_scale": -1}})",
+       "ds.json: fp16.loss_scale is -1: use 0 (dynamic scaling) or a static scale > 0"},
       {R"({"fp16": {"initial_scale_power": 64}})",
        "ds.json: fp16.initial_scale_power is 64: use 0 to 63"},
       {R"({"fp16": {"hysteresis": 0}})", "ds.json: fp16.hysteresis is 0: use 1 or more overflows"},
@@ -268,7 +347,7 @@ TEST(DsConfig, WrongTypesAndValuesFailInOneLineNamingTheKey) {
       {R"({"bf16": {"enabled": true}, "fp16": {"enabled": true}})",
        "ds.json: bf16.enabled and fp16.enabled are both true: enable one of them"},
       {R"({"zero_optimization": {"reduce_bucket_size": 1e19}})",
-       "ds.json: zero_optimization.reduce_bucket_size is 1e+19: use 1 or more elements"},
+       "ds.json: zero_optimization.reduce_bucket_size is 1e+19: use 0 (no limit) or more elements"},
       {R"({"zero_optimization": {"allgather_bucket_size": 18446744073709551615}})",
        "ds.json: zero_optimization.allgather_bucket_size is 18446744073709551615: use 1 or more "
        "elements"},
@@ -434,15 +513,65 @@ TEST_F(DsConfigCommand, ABadConfigExitsTwoWithOneLine) {
   }
 }
 
-// An unknown key is a warning and the run goes on (a plain fp32 run: no new training feature).
-TEST_F(DsConfigCommand, AnUnknownKeyWarnsAndTheRunContinues) {
-  const fs::path config = write("ds.json", R"({"wall_clock_breakdown": false})");
-  const CommandResult run = run_command(
+// An unknown key is a warning and the run goes on (a plain fp32 run: no new training feature);
+// with --strict it and an unimplemented key are errors, all of them at once.
+TEST_F(DsConfigCommand, AnUnknownKeyWarnsAndTheRunContinuesUnlessStrict) {
+  const fs::path config = write("ds.json", R"({"wall_clock_breakdwn": false, "memory_breakdown": false})");
+  const std::string command =
       fmt::format("{} train --config {} --layers 2 --width 4 --in 3 --classes 2 --steps 1 --quiet",
-                  ZL_BINARY, config.string()));
+                  ZL_BINARY, config.string());
+  const CommandResult run = run_command(command);
   EXPECT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_EQ(run.err, fmt::format("zerolab: warning: {}: unknown key wall_clock_breakdown ignored\n",
-                                 config.string()));
+  const std::string unknown = fmt::format(
+      "{}: unknown key wall_clock_breakdwn ignored: did you mean wall_clock_breakdown?",
+      config.string());
+  const std::string unimplemented = fmt::format(
+      "{}: memory_breakdown is a DeepSpeed key zerolab does not implement (zerolab prints each "
+      "step and writes --metrics JSON lines; the ledgers count memory and traffic); ignored",
+      config.string());
+  EXPECT_EQ(run.err, fmt::format("zerolab: warning: {}\nzerolab: warning: {}\n", unimplemented,
+                                 unknown));
+  const CommandResult strict = run_command(command + " --strict --save-final " +
+                                           (dir_ / "final.safetensors").string());
+  EXPECT_EQ(strict.exit_code, 2);
+  EXPECT_EQ(strict.err, fmt::format("zerolab: error: {} (--strict)\nzerolab: error: {} (--strict)\n",
+                                    unimplemented, unknown));
+  EXPECT_FALSE(fs::exists(dir_ / "final.safetensors"));
+}
+
+// Every real config in tests/cli/ds_configs (sources in its SOURCES.md) either parses, with its
+// unimplemented and unknown keys as warnings, or is refused with a message naming the key and
+// what to use: never a crash or an unexplained error.
+TEST(DsConfig, RealConfigsParseOrSayWhatToChange) {
+  const fs::path dir = fs::path(ZL_TEST_DATA_DIR) / "cli" / "ds_configs";
+  int parsed = 0, refused = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    std::vector<std::string> warnings;
+    try {
+      const DsConfig ds = load_ds_config(entry.path(), warnings);
+      TrainConfig config;
+      std::int64_t steps_per_print = 1;
+      apply_ds_config(ds, config, steps_per_print);
+      ++parsed;
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find(entry.path().string() + ": "), std::string::npos) << message;
+      EXPECT_TRUE(message.find(": use ") != std::string::npos ||
+                  message.find("leave it out") != std::string::npos)
+          << message;
+      ++refused;
+    }
+    for (const std::string& warning : warnings) {
+      EXPECT_TRUE(warning.find("does not implement") != std::string::npos ||
+                  warning.find("not implemented in zerolab") != std::string::npos ||
+                  warning.find("unknown key") != std::string::npos ||
+                  warning.find("no model parallelism") != std::string::npos)
+          << warning;
+    }
+  }
+  EXPECT_GE(parsed, 24);  // of 31 real configs
+  EXPECT_GE(parsed + refused, 30);
 }
 
 }  // namespace

@@ -44,11 +44,11 @@ void check_every_stage(const TrainConfig& config) {
 std::string describe(const TrainingFeatures& f) {
   return fmt::format(
       "{} accum={} clip={} prefetch={} persistence={} scale=2^{} window={} hysteresis={} "
-      "buckets={}/{} overlap={} offload={}",
+      "static scale={} buckets={}/{} overlap={} offload={}",
       dtype_name(f.precision), f.grad_accum_steps, f.grad_clip, f.prefetch_bucket_elems,
       f.persistence_threshold_elems, f.loss_scale.initial_scale_power, f.loss_scale.window,
-      f.loss_scale.hysteresis, f.reduce_bucket_elems, f.allgather_bucket_elems, f.overlap_comm,
-      f.offload_optimizer);
+      f.loss_scale.hysteresis, f.loss_scale.static_scale, f.reduce_bucket_elems,
+      f.allgather_bucket_elems, f.overlap_comm, f.offload_optimizer);
 }
 
 RC_GTEST_PROP(Features, prop_every_stage_is_bitwise_the_reference_with_every_feature,
@@ -159,6 +159,30 @@ TEST(Features, Fp16OverflowsSkipTheSameStepsEverywhere) {
   EXPECT_LT(skipped, config.steps);
   EXPECT_TRUE(reference.steps.front().skipped);
   EXPECT_FALSE(reference.steps.back().skipped);
+  for (const EngineKind stage : kStages) {
+    EXPECT_FALSE(first_difference(run(config, stage), reference)) << engine_name(stage);
+  }
+}
+
+// A static fp16 scale (fp16.loss_scale > 0) never moves: at 2^40 every step overflows and is
+// skipped, on every stage, so 30 steps leave the parameters as one step does (where a dynamic
+// scale would have come down and updated); at 1024 no step overflows and the stages agree with
+// the reference.
+TEST(Features, StaticLossScaleSkipsOverflowsAndNeverMoves) {
+  TrainConfig config = small_config();
+  config.features.precision = DType::F16;
+  config.features.loss_scale = {.hysteresis = 1, .static_scale = 1099511627776.0};
+  for (const EngineKind engine : {EngineKind::Reference, EngineKind::Zero1, EngineKind::Zero3}) {
+    config.steps = 1;
+    const auto one = run(config, engine);
+    config.steps = 30;
+    const auto result = run(config, engine);
+    for (const auto& step : result.steps) EXPECT_TRUE(step.skipped) << engine_name(engine);
+    EXPECT_FALSE(first_difference("params", result.final_state.params, one.final_state.params));
+  }
+  config.features.loss_scale.static_scale = 1024.0;
+  const auto reference = run(config, EngineKind::Reference);
+  for (const auto& step : reference.steps) EXPECT_FALSE(step.skipped);
   for (const EngineKind stage : kStages) {
     EXPECT_FALSE(first_difference(run(config, stage), reference)) << engine_name(stage);
   }
