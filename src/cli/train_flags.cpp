@@ -136,8 +136,9 @@ void add_model_flags(CLI::App& cmd, TrainArgs& args) {
   add_gpt_size(cmd, "--n-embd", args.gpt_sizes.n_embd, "GPT channels (a multiple of --n-head)");
   add_gpt_size(cmd, "--block-size", args.gpt_sizes.block_size, "GPT context length in tokens");
   add_gpt_size(cmd, "--vocab", args.gpt_sizes.vocab, "GPT vocabulary size in tokens");
-  cmd.add_option("--data", config.data_file,
-                 "GPT: train on this uint16 token file (nanoGPT's .bin) instead of synthetic data");
+  cmd.add_option("--data", config.data,
+                 "GPT: train on token files instead of synthetic data: nanoGPT's uint16 .bin or "
+                 "llm.c shards, comma-separated, glob patterns allowed (quote them)");
 }
 
 void add_feature_flags(CLI::App& cmd, TrainArgs& args) {
@@ -382,7 +383,7 @@ void finish_train_args(TrainArgs& args) {
         {args.gpt_preset.has_value(), "--preset"},      {sizes.n_layer.has_value(), "--n-layer"},
         {sizes.n_head.has_value(), "--n-head"},         {sizes.n_embd.has_value(), "--n-embd"},
         {sizes.block_size.has_value(), "--block-size"}, {sizes.vocab.has_value(), "--vocab"},
-        {!config.data_file.empty(), "--data"}};
+        {!config.data.empty(), "--data"}};
     for (const auto& [given, flag] : gpt_only) {
       ZL_CHECK(!given, "{} needs --model gpt", flag);
     }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -50,8 +51,9 @@ struct TrainConfig {
   ModelKind model = ModelKind::Mlp;  ///< which model trains (--model)
   MlpConfig mlp;  ///< the MLP's shape (model Mlp)
   GptConfig gpt;  ///< the GPT's shape (model Gpt)
-  /// GPT only: train on this uint16 token file (nanoGPT's .bin) instead of the synthetic task.
-  std::filesystem::path data_file{};
+  /// GPT only: train on these token files instead of the synthetic task: --data as given, comma-
+  /// separated paths and glob patterns of nanoGPT's uint16 files and llm.c shards (data_paths()).
+  std::string data{};
   /// GPT only: which blocks recompute their activations in backward (--activation-checkpointing).
   /// Changes memory and time, never a bit of the results.
   ActivationPolicy activations{};
