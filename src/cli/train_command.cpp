@@ -17,6 +17,7 @@
 #include "core/atomic_file.hpp"
 #include "engines/estimate.hpp"
 #include "model/gpt_config.hpp"
+#include "run/rank_model.hpp"
 #include "trace.hpp"
 
 namespace zl {
@@ -388,10 +389,12 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
                         .compute_scale = result.compute_scale});
   }
   if (!outputs.save_init.empty()) {
-    write_safetensors(outputs.save_init, param_tensors(result.layout, initial_params(config)));
+    write_safetensors(outputs.save_init, param_tensors(result.layout, initial_params(config)),
+                      model_metadata(config));
   }
   if (!outputs.save_final.empty()) {
-    write_safetensors(outputs.save_final, param_tensors(result.layout, result.final_state.params));
+    write_safetensors(outputs.save_final, param_tensors(result.layout, result.final_state.params),
+                      model_metadata(config));
   }
   if (!outputs.save_data.empty()) write_used_data(outputs.save_data, config, result.data);
   return 0;

@@ -9,10 +9,17 @@
 
 namespace zl {
 
+Metadata model_metadata(const TrainConfig& config) {
+  return config.model == ModelKind::Gpt ? model_metadata(config.gpt) : model_metadata(config.mlp);
+}
+
 NamedTensors init_tensors(const TrainConfig& config) {
   NamedTensors tensors;
   if (config.init_file.empty()) return tensors;
-  for (const auto& record : read_safetensors(config.init_file)) {
+  const SafetensorsFile file = read_safetensors_file(config.init_file);
+  check_model_metadata(file.metadata, model_metadata(config),
+                       "--init " + config.init_file.string());
+  for (const auto& record : file.tensors) {
     tensors[record.name] = {record.shape, to_floats(record)};
   }
   return tensors;

@@ -46,7 +46,14 @@ TEST(Consolidate, WritesTheFullParametersUnderTheirModelNames) {
   EXPECT_EQ(result.output_bytes, std::filesystem::file_size(out));
 
   const SafetensorsFile file = read_safetensors_file(out);
-  EXPECT_EQ(file.metadata, (std::map<std::string, std::string>{{"format", "pt"}, {"step", "7"}}));
+  // "format": "pt" for transformers' from_pretrained; the model's configuration for --init.
+  EXPECT_EQ(file.metadata, (std::map<std::string, std::string>{{"format", "pt"},
+                                                               {"model", "mlp"},
+                                                               {"layers", "3"},
+                                                               {"width", "37"},
+                                                               {"in", "5"},
+                                                               {"classes", "3"},
+                                                               {"step", "7"}}));
   const auto layout = test::mlp_layout(kSmall, 3);
   std::vector<std::string> names;
   for (const auto& tensor : file.tensors) names.push_back(tensor.name);
