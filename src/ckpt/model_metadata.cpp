@@ -52,8 +52,8 @@ void check_model_metadata(const Metadata& file, const Metadata& expected, std::s
     const auto wanted = expected.find(std::string(key));
     if (in_file == file.end() || wanted == expected.end()) continue;
     ZL_CHECK(in_file->second == wanted->second,
-             "{} holds a model with {} {} (its metadata), this run's has {}: give {} {} or a file "
-             "of this run's model",
+             "{} holds a model with {} {}, this run's has {}: give {} {} or a file of this run's "
+             "model",
              source, key, in_file->second, wanted->second, flag, in_file->second);
   }
 }

@@ -372,7 +372,7 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
   add_timeline_flags(cmd, config);
   cmd.add_option("--init", config.init_file,
                  "Start from these parameters (fp32 safetensors with the model's names, e.g. from "
-                 "zerolab consolidate or --save-final)");
+                 "zerolab consolidate or --save-final, or a Hugging Face GPT-2 folder)");
 }
 
 void finish_train_args(TrainArgs& args) {

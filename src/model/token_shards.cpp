@@ -47,7 +47,8 @@ std::int32_t int32_at(const std::array<unsigned char, kLlmcHeaderBytes>& header,
 }
 
 // Checks an llm.c shard's version and size against its header and returns its layout.
-TokenShard llmc_shard(const fs::path& path, const std::array<unsigned char, kLlmcHeaderBytes>& header,
+TokenShard llmc_shard(const fs::path& path,
+                      const std::array<unsigned char, kLlmcHeaderBytes>& header,
                       std::int64_t file_bytes) {
   const std::int32_t version = int32_at(header, 1);
   ZL_CHECK(version == kLlmcVersion,
@@ -73,8 +74,8 @@ std::vector<fs::path> data_paths(std::string_view spec) {
     const std::string entry(spec.substr(begin, end - begin));
     ZL_CHECK(!entry.empty(), "--data '{}' has an empty entry: separate files with single commas",
              spec);
-    const std::vector<fs::path> files = is_pattern(entry) ? glob_files(entry)
-                                                          : std::vector<fs::path>{entry};
+    const std::vector<fs::path> files =
+        is_pattern(entry) ? glob_files(entry) : std::vector<fs::path>{entry};
     for (const fs::path& file : files) {
       ZL_CHECK(seen.insert(file.lexically_normal()).second,
                "--data names {} twice: name each file once", file.string());
@@ -103,10 +104,9 @@ TokenShard open_token_shard(const fs::path& path) {
   }
   // llm.c writes zeros after the three header fields; raw GPT-2 text never starts with 506
   // tokens of id 0 ("!"), so such a file is a shard with a wrong magic, not tokens.
-  const bool llmc_like = file_bytes >= kLlmcHeaderBytes &&
-                         std::all_of(header.begin() + 12, header.end(), [](unsigned char byte) {
-                           return byte == 0;
-                         });
+  const bool llmc_like =
+      file_bytes >= kLlmcHeaderBytes &&
+      std::all_of(header.begin() + 12, header.end(), [](unsigned char byte) { return byte == 0; });
   ZL_CHECK(!llmc_like,
            "--data {}: bytes 12 .. 1023 are zero as in an llm.c shard header, but its magic is {} "
            "(llm.c's is {}): the file is damaged or not a shard, write it again",

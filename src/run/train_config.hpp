@@ -79,7 +79,8 @@ struct TrainConfig {
   NonFinitePolicy nonfinite = NonFinitePolicy::Stop;
   std::vector<FaultSpec> faults{};  ///< injected into the simulated ranks (--inject-fault)
   /// Start from these parameters (fp32 safetensors with the model's names, e.g. written by
-  /// `zerolab consolidate` or --save-final) instead of the random init; empty: random init.
+  /// `zerolab consolidate` or --save-final, or a Hugging Face GPT-2 folder: config.json and
+  /// model.safetensors) instead of the random init; empty: random init.
   std::filesystem::path init_file{};
   /// The simulated timeline (docs/timeline.md): collectives cost alpha + bytes / busbw on `link`;
   /// compute is each rank's measured CPU time, scaled to `device` when one other than "cpu" is

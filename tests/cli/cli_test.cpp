@@ -333,9 +333,8 @@ TEST_F(CliTest, InitStartsFromAFileOfParameters) {
   const auto deeper = zerolab(
       fmt::format("train --layers 4 --width 12 --in 5 --classes 4 --init {}", source.string()));
   EXPECT_NE(deeper.exit_code, 0);
-  EXPECT_EQ(deeper.err, fmt::format("zerolab: error: --init {} holds a model with layers 3 (its "
-                                    "metadata), this run's has 4: give --layers 3 or a file of "
-                                    "this run's model\n",
+  EXPECT_EQ(deeper.err, fmt::format("zerolab: error: --init {} holds a model with layers 3, this "
+                                    "run's has 4: give --layers 3 or a file of this run's model\n",
                                     source.string()));
   const fs::path bare = dir_ / "bare.st";
   write_safetensors(bare, read_safetensors(source));

@@ -48,11 +48,11 @@ TEST_F(CliTest, AResumedRunContinuesTheShardStream) {
   std::ranges::reverse(other);
   test::write_llmc_shard(dir_ / "shard_001.bin", other);
   const fs::path ck = dir_ / "ck";
-  const std::string args = fmt::format("{} --stage 2 --world 2 --data '{}'", kTinyGpt,
-                                       (dir_ / "shard_*.bin").string());
-  ASSERT_EQ(zerolab(args + " --steps 2 --checkpoint-every 2 --checkpoint-dir " + ck.string())
-                .exit_code,
-            0);
+  const std::string args =
+      fmt::format("{} --stage 2 --world 2 --data '{}'", kTinyGpt, (dir_ / "shard_*.bin").string());
+  ASSERT_EQ(
+      zerolab(args + " --steps 2 --checkpoint-every 2 --checkpoint-dir " + ck.string()).exit_code,
+      0);
   const auto resumed = zerolab(fmt::format("{} --steps 4 --resume {} --save-final {}", args,
                                            ck.string(), (dir_ / "resumed.st").string()));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;

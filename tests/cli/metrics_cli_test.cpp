@@ -6,12 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "support/cli_fixture.hpp"
 
@@ -32,7 +31,8 @@ std::vector<nlohmann::json> metrics_of(const fs::path& path) {
 TEST_F(CliTest, VersionPrintsTheVersionAndCommit) {
   const auto run = zerolab("--version");
   EXPECT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_TRUE(std::regex_match(run.out, std::regex(R"(zerolab \d+\.\d+\.\d+ \(git ([0-9a-f]{12}|unknown)\)\n)")))
+  EXPECT_TRUE(std::regex_match(
+      run.out, std::regex(R"(zerolab \d+\.\d+\.\d+ \(git ([0-9a-f]{12}|unknown)\)\n)")))
       << run.out;
 }
 
@@ -44,7 +44,7 @@ TEST_F(CliTest, MetricsCarryWallTimeThroughputAndLearningRate) {
   double previous_wall_ms = 0.0;
   for (const auto& line : lines) {
     EXPECT_DOUBLE_EQ(line["lr"].get<double>(), 0.02);  // kSmall's --lr
-    EXPECT_TRUE(line["loss_scale"].is_null());          // fp32 has no loss scale
+    EXPECT_TRUE(line["loss_scale"].is_null());         // fp32 has no loss scale
     EXPECT_GE(line["wall_ms"].get<double>(), line["step_ms"].get<double>() - 0.001);
     EXPECT_GT(line["wall_ms"].get<double>(), previous_wall_ms);
     previous_wall_ms = line["wall_ms"].get<double>();
@@ -59,7 +59,7 @@ TEST_F(CliTest, MetricsCarryWallTimeThroughputAndLearningRate) {
                 .exit_code,
             0);
   for (const auto& line : metrics_of(gpt)) {
-    EXPECT_DOUBLE_EQ(line["lr"].get<double>(), 3e-3);  // the GPT's default
+    EXPECT_DOUBLE_EQ(line["lr"].get<double>(), 3e-3);                           // the GPT's default
     const double expected = 2 * 16 / (line["step_ms"].get<double>() / 1000.0);  // rows x tokens
     EXPECT_NEAR(line["tokens_per_s"].get<double>(), expected, 0.01 * expected);
   }

@@ -2,6 +2,8 @@
 // raw file, several files are windowed one after the other as documented (no window crosses
 // files), --data's comma list and glob patterns name the files in order, and bad shards (wrong
 // magic, wrong version, a size that disagrees with the header) are refused naming the file.
+#include "model/token_shards.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include "ckpt/test_files.hpp"
 #include "core/rng.hpp"
 #include "model/token_data.hpp"
-#include "model/token_shards.hpp"
 #include "support/token_files.hpp"
 
 namespace zl {
@@ -53,8 +54,8 @@ TEST(TokenShards, FilesAreWindowedOneAfterTheOther) {
   write_llmc_shard(dir.path() / "a.bin", a);
   write_tokens(dir.path() / "short.bin", {7, 7});
   write_tokens(dir.path() / "b.bin", b);
-  const TokenFile file({dir.path() / "a.bin", dir.path() / "short.bin", dir.path() / "b.bin"},
-                       1024, 9);
+  const TokenFile file({dir.path() / "a.bin", dir.path() / "short.bin", dir.path() / "b.bin"}, 1024,
+                       9);
   EXPECT_EQ(file.tokens_elems(), 32);
   const std::int64_t T = 4;
   const Batch batch = file.batch(0, 40, T);
