@@ -30,13 +30,16 @@ CLI::App* add_consolidate_command(CLI::App& app, std::function<int()>& run) {
                     "Also write the Adam moments as <name>.exp_avg and <name>.exp_avg_sq");
   out->excludes(hf);
   hf->excludes(with_optimizer);
-  cmd->callback([&run, flags] { run = [flags] { return run_consolidate(*flags); }; });
+  cmd->callback([&run, flags] {
+    ZL_CHECK(!flags->out.empty() || !flags->hf.empty(),
+             "consolidate: OUT is required (the .safetensors file to write), or --hf DIR for a "
+             "Hugging Face folder");
+    run = [flags] { return run_consolidate(*flags); };
+  });
   return cmd;
 }
 
 int run_consolidate(const ConsolidateFlags& flags) {
-  ZL_CHECK(!flags.out.empty() || !flags.hf.empty(),
-           "consolidate needs OUT (a .safetensors file) or --hf DIR (a Hugging Face folder)");
   const bool hf = !flags.hf.empty();
   const ConsolidateResult result =
       hf ? consolidate_hf(flags.checkpoint, flags.hf)

@@ -193,6 +193,11 @@ TEST(ConsolidateCommand, BadInputIsOneLineAndExitCode) {
   const auto usage = run_zerolab(dir.path(), "consolidate " + missing.string());
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_THAT(usage.err, HasSubstr("OUT is required"));
+  const auto both = run_zerolab(dir.path(), "consolidate " + missing.string() + " " +
+                                                (dir.path() / "m.safetensors").string() + " --hf " +
+                                                (dir.path() / "hf").string());
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("excludes"));
   EXPECT_TRUE(dir.entries().empty());
 }
 
