@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/model_metadata.hpp"
 #include "ckpt/reshard.hpp"
 #include "ckpt/safetensors_stream.hpp"
 #include "core/atomic_file.hpp"
@@ -48,8 +49,10 @@ ConsolidateResult consolidate(const std::filesystem::path& checkpoint,
   result.tensors = static_cast<std::int64_t>(tensors.size());
   result.param_elems = total_numel(manifest.units);
 
-  SafetensorsStreamWriter writer(out, std::move(tensors),
-                                 {{"format", "pt"}, {"step", std::to_string(manifest.step)}});
+  Metadata metadata =
+      manifest.model_kind == "gpt" ? model_metadata(manifest.gpt) : model_metadata(manifest.mlp);
+  metadata["step"] = std::to_string(manifest.step);
+  SafetensorsStreamWriter writer(out, std::move(tensors), metadata);
   const ShardReader reader(manifest);
   for (std::size_t u = 0; u < manifest.units.size(); ++u) {
     const UnitLayout& unit = manifest.units[u];

@@ -19,7 +19,8 @@ struct ConsolidateResult {
 /// read_manifest does) to `out` as one fp32 safetensors file: every parameter under its model name
 /// and shape (e.g. `layers.0.weight` [out, in]), padding removed; with `with_optimizer` also
 /// `<name>.exp_avg` and `<name>.exp_avg_sq` of the same shape. Tensors come unit by unit (a unit's
-/// parameters, then its exp_avg, then its exp_avg_sq); metadata {"format": "pt", "step": N}. The
+/// parameters, then its exp_avg, then its exp_avg_sq); metadata: model_metadata() of the
+/// checkpoint's model ({"format": "pt"}, the model and its sizes) and "step": N. The
 /// header is computed from the manifest first, then the data streamed one unit at a time through
 /// an atomic file: on any error `out` is untouched and zl::Error names the file and the problem.
 ConsolidateResult consolidate(const std::filesystem::path& checkpoint,

@@ -7,6 +7,8 @@
 #include <memory>
 
 #include "ckpt/consolidate.hpp"
+#include "ckpt/hf_folder.hpp"
+#include "core/error.hpp"
 
 namespace zl {
 
@@ -19,19 +21,34 @@ CLI::App* add_consolidate_command(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("DIR", flags->checkpoint,
                   "Checkpoint directory (its latest step) or one step-<N> directory")
       ->required();
-  cmd->add_option("OUT", flags->out, "The .safetensors file to write")->required();
-  cmd->add_flag("--with-optimizer", flags->with_optimizer,
-                "Also write the Adam moments as <name>.exp_avg and <name>.exp_avg_sq");
-  cmd->callback([&run, flags] { run = [flags] { return run_consolidate(*flags); }; });
+  auto* out = cmd->add_option("OUT", flags->out, "The .safetensors file to write");
+  auto* hf = cmd->add_option("--hf", flags->hf,
+                             "Write a Hugging Face GPT-2 folder instead (model.safetensors and "
+                             "config.json, for GPT2LMHeadModel.from_pretrained)");
+  auto* with_optimizer =
+      cmd->add_flag("--with-optimizer", flags->with_optimizer,
+                    "Also write the Adam moments as <name>.exp_avg and <name>.exp_avg_sq");
+  out->excludes(hf);
+  hf->excludes(with_optimizer);
+  cmd->callback([&run, flags] {
+    ZL_CHECK(!flags->out.empty() || !flags->hf.empty(),
+             "consolidate: OUT is required (the .safetensors file to write), or --hf DIR for a "
+             "Hugging Face folder");
+    run = [flags] { return run_consolidate(*flags); };
+  });
   return cmd;
 }
 
 int run_consolidate(const ConsolidateFlags& flags) {
-  const ConsolidateResult result = consolidate(flags.checkpoint, flags.out, flags.with_optimizer);
+  const bool hf = !flags.hf.empty();
+  const ConsolidateResult result =
+      hf ? consolidate_hf(flags.checkpoint, flags.hf)
+         : consolidate(flags.checkpoint, flags.out, flags.with_optimizer);
   fmt::print("consolidated step {} of {}: {} tensors, {} parameters{}, {} bytes -> {}\n",
              result.step, flags.checkpoint.string(), result.tensors, result.param_elems,
              flags.with_optimizer ? " with Adam moments" : "", result.output_bytes,
-             flags.out.string());
+             hf ? (flags.hf / kHfWeightsFile).string() + " and " + std::string(kHfConfigFile)
+                : flags.out.string());
   return 0;
 }
 

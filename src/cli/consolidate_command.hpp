@@ -1,5 +1,6 @@
 // consolidate_command.hpp — `zerolab consolidate DIR OUT.safetensors [--with-optimizer]`: one fp32
-// safetensors file of the full model from a sharded checkpoint (ckpt/consolidate.hpp).
+// safetensors file of the full model from a sharded checkpoint (ckpt/consolidate.hpp); or
+// `zerolab consolidate DIR --hf OUT_DIR`: a Hugging Face GPT-2 folder (ckpt/hf_folder.hpp).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -11,7 +12,8 @@ namespace zl {
 /// Arguments of `zerolab consolidate`.
 struct ConsolidateFlags {
   std::filesystem::path checkpoint;  ///< checkpoint directory (follows latest) or a step directory
-  std::filesystem::path out;         ///< the safetensors file to write
+  std::filesystem::path out;         ///< the safetensors file to write (or empty, with hf)
+  std::filesystem::path hf;          ///< the Hugging Face folder to write (or empty, with out)
   bool with_optimizer = false;       ///< also `<name>.exp_avg` and `<name>.exp_avg_sq`
 };
 

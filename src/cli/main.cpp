@@ -21,6 +21,7 @@
 #include "cli/estimate_command.hpp"
 #include "cli/train_command.hpp"
 #include "core/error.hpp"
+#include "core/version.hpp"
 
 namespace {
 
@@ -55,6 +56,8 @@ void print_error(std::string_view what) {
 int main(int argc, char** argv) {
   CLI::App app{"zerolab: data-parallel training with ZeRO, from DDP to ZeRO-3"};
   app.require_subcommand(1);
+  app.set_version_flag("--version",
+                       fmt::format("zerolab {} (git {})", zl::version(), zl::git_commit()));
   std::function<int()> run;
   zl::add_train_command(app, run);
   zl::add_estimate_command(app, run);

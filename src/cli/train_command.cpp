@@ -18,6 +18,7 @@
 #include "core/atomic_file.hpp"
 #include "engines/estimate.hpp"
 #include "model/gpt_config.hpp"
+#include "run/rank_model.hpp"
 #include "run/resume_settings.hpp"
 #include "trace.hpp"
 
@@ -258,17 +259,24 @@ std::string json_number(double value) {
   return std::isfinite(value) ? fmt::format("{}", value) : "null";
 }
 
-std::string metrics_lines(const TrainResult& result) {
+// One JSON line per step; throughput is the step's tokens (GPT) or samples (MLP) over its wall
+// time.
+std::string metrics_lines(const TrainConfig& config, const TrainResult& result) {
+  const std::string_view rate_key =
+      config.model == ModelKind::Gpt ? "tokens_per_s" : "samples_per_s";
   std::string lines;
   for (const auto& record : result.steps) {
+    const double per_s = static_cast<double>(record.tokens) / (record.step_ms / 1000.0);
     lines += fmt::format(
         R"({{"step": {}, "loss": {}, "grad_norm": {}, "step_ms": {:.3f}, "skipped": {}, )"
         R"("sim_step_ms": {:.6f}, "compute_ms": {:.6f}, "comm_ms": {:.6f}, )"
-        R"("exposed_comm_ms": {:.6f}}})"
+        R"("exposed_comm_ms": {:.6f}, "wall_ms": {:.3f}, "{}": {}, "lr": {}, "loss_scale": {}}})"
         "\n",
         record.step + 1, std::isfinite(record.loss) ? fmt::format("{}", record.loss) : "null",
         json_number(record.grad_norm), record.step_ms, record.skipped, record.sim_step_ms,
-        record.compute_ms, record.comm_ms, record.exposed_comm_ms);
+        record.compute_ms, record.comm_ms, record.exposed_comm_ms, record.wall_ms, rate_key,
+        json_number(std::round(per_s * 10.0) / 10.0), record.lr,
+        record.loss_scale ? json_number(*record.loss_scale) : "null");
   }
   return lines;
 }
@@ -390,11 +398,15 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
   fmt::print("loss {} -> {}\n", six_decimals(result.steps.front().loss),
              six_decimals(result.steps.back().loss));
   if (const std::int64_t skipped = skipped_steps(result); skipped > 0) {
-    fmt::print("skipped {} of {} steps: gradient norm not finite (--skip-nonfinite)\n", skipped,
-               config.steps);
+    // fp16 skips an overflowed step by itself (dynamic loss scaling); otherwise --skip-nonfinite
+    // asked for it.
+    const bool fp16 = config.features.precision == DType::F16;
+    fmt::print("skipped {} of {} steps: {}\n", skipped, result.steps.size(),
+               fp16 ? "fp16 gradients overflowed, dynamic loss scaling lowered the scale"
+                    : "gradient norm not finite (--skip-nonfinite)");
   }
 
-  if (!outputs.metrics.empty()) write_file_atomically(outputs.metrics, metrics_lines(result));
+  if (!outputs.metrics.empty()) write_file_atomically(outputs.metrics, metrics_lines(config, result));
   if (!outputs.summary.empty()) {
     nlohmann::json summary = summary_json(config, result);
     if (what_if) summary["what_if"] = what_if_json(*what_if);
@@ -409,10 +421,12 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
                         .compute_scale = result.compute_scale});
   }
   if (!outputs.save_init.empty()) {
-    write_safetensors(outputs.save_init, param_tensors(result.layout, initial_params(config)));
+    write_safetensors(outputs.save_init, param_tensors(result.layout, initial_params(config)),
+                      model_metadata(config));
   }
   if (!outputs.save_final.empty()) {
-    write_safetensors(outputs.save_final, param_tensors(result.layout, result.final_state.params));
+    write_safetensors(outputs.save_final, param_tensors(result.layout, result.final_state.params),
+                      model_metadata(config));
   }
   if (!outputs.save_data.empty()) write_used_data(outputs.save_data, config, result.data);
   return 0;

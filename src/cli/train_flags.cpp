@@ -142,8 +142,9 @@ void add_model_flags(CLI::App& cmd, TrainArgs& args) {
   add_gpt_size(cmd, "--n-embd", args.gpt_sizes.n_embd, "GPT channels (a multiple of --n-head)");
   add_gpt_size(cmd, "--block-size", args.gpt_sizes.block_size, "GPT context length in tokens");
   add_gpt_size(cmd, "--vocab", args.gpt_sizes.vocab, "GPT vocabulary size in tokens");
-  cmd.add_option("--data", config.data_file,
-                 "GPT: train on this uint16 token file (nanoGPT's .bin) instead of synthetic data");
+  cmd.add_option("--data", config.data,
+                 "GPT: train on token files instead of synthetic data: nanoGPT's uint16 .bin or "
+                 "llm.c shards, comma-separated, glob patterns allowed (quote them)");
 }
 
 void add_feature_flags(CLI::App& cmd, TrainArgs& args) {
@@ -436,7 +437,7 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
   mark_resume_settings(cmd, args);
   cmd.add_option("--init", config.init_file,
                  "Start from these parameters (fp32 safetensors with the model's names, e.g. from "
-                 "zerolab consolidate or --save-final)");
+                 "zerolab consolidate or --save-final, or a Hugging Face GPT-2 folder)");
 }
 
 void finish_train_args(TrainArgs& args) {
@@ -447,7 +448,7 @@ void finish_train_args(TrainArgs& args) {
         {args.gpt_preset.has_value(), "--preset"},      {sizes.n_layer.has_value(), "--n-layer"},
         {sizes.n_head.has_value(), "--n-head"},         {sizes.n_embd.has_value(), "--n-embd"},
         {sizes.block_size.has_value(), "--block-size"}, {sizes.vocab.has_value(), "--vocab"},
-        {!config.data_file.empty(), "--data"}};
+        {!config.data.empty(), "--data"}};
     for (const auto& [given, flag] : gpt_only) {
       ZL_CHECK(!given, "{} needs --model gpt", flag);
     }

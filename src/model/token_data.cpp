@@ -1,11 +1,10 @@
-// token_data.cpp — the Markov-chain language and the uint16 token-file reader. Every choice is a
-// counter-RNG draw indexed by the global sample, never by the rank or the batch a sample lands in.
+// token_data.cpp — the Markov-chain language and the token-file reader (nanoGPT's uint16 files and
+// llm.c shards). Every choice is a counter-RNG draw indexed by the global sample, never by the
+// rank or the batch a sample lands in.
 #include "model/token_data.hpp"
 
 #include <algorithm>
 #include <fstream>
-#include <system_error>
-#include <utility>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -30,6 +29,20 @@ Batch empty_batch(std::int64_t rows, std::int64_t seq_len) {
   out.tokens.resize(static_cast<std::size_t>(rows * seq_len));
   out.y.resize(static_cast<std::size_t>(rows * seq_len));
   return out;
+}
+
+// Token `i` of little-endian uint16 `bytes`.
+std::int64_t token_at(const std::vector<unsigned char>& bytes, std::int64_t i) {
+  const auto at = static_cast<std::size_t>(2 * i);
+  return bytes[at] | (std::int64_t{bytes[at + 1]} << 8);
+}
+
+void check_token(const TokenShard& shard, std::int64_t token, std::int64_t offset,
+                 std::int64_t vocab) {
+  ZL_CHECK(token < vocab,
+           "--data {}: token {} at offset {} (tokens) is outside the vocabulary [0, {}): use the "
+           "--vocab the file was made for (GPT-2's is 50257)",
+           shard.path.string(), token, offset, vocab);
 }
 
 }  // namespace
@@ -82,77 +95,85 @@ Batch MarkovTokens::batch(std::int64_t first_sample, std::int64_t rows,
   return out;
 }
 
-TokenFile::TokenFile(std::filesystem::path path, std::int64_t vocab, std::uint64_t seed)
-    : path_(std::move(path)), vocab_(vocab), seed_(seed) {
+TokenFile::TokenFile(std::vector<std::filesystem::path> paths, std::int64_t vocab,
+                     std::uint64_t seed)
+    : vocab_(vocab), seed_(seed) {
   ZL_CHECK(vocab >= 1, "--vocab {} is invalid: use a vocabulary of >= 1 token", vocab);
-  std::error_code error;
-  ZL_CHECK(!std::filesystem::is_directory(path_, error),
-           "--data {}: is a directory: give a uint16 token file (nanoGPT's train.bin)",
-           path_.string());
-  ZL_CHECK(std::filesystem::is_regular_file(path_, error),
-           "--data {}: no such file: give a uint16 token file (nanoGPT's train.bin)",
-           path_.string());
-  const std::uintmax_t bytes = std::filesystem::file_size(path_, error);
-  ZL_CHECK(!error, "--data {}: cannot read its size: {}", path_.string(), error.message());
-  ZL_CHECK(bytes % 2 == 0,
-           "--data {} has {} bytes, an odd count: a token file holds 2-byte little-endian uint16 "
-           "tokens",
-           path_.string(), bytes);
-  tokens_elems_ = static_cast<std::int64_t>(bytes / 2);
-  check_token_ids();
+  ZL_CHECK(!paths.empty(), "--data names no file: give nanoGPT's uint16 .bin or an llm.c shard");
+  for (const auto& path : paths) shards_.push_back(open_token_shard(path));
+  for (const auto& shard : shards_) check_token_ids(shard);
 }
 
-void TokenFile::check_token_ids() const {
+std::int64_t TokenFile::tokens_elems() const {
+  std::int64_t total = 0;
+  for (const auto& shard : shards_) total += shard.tokens_elems;
+  return total;
+}
+
+void TokenFile::check_token_ids(const TokenShard& shard) const {
   if (vocab_ > 0xFFFF) return;  // every uint16 is a token
-  std::ifstream file(path_, std::ios::binary);
-  ZL_CHECK(file.good(), "--data {}: cannot open it for reading", path_.string());
+  std::ifstream file(shard.path, std::ios::binary);
+  ZL_CHECK(file.good(), "--data {}: cannot open it for reading", shard.path.string());
+  file.seekg(shard.header_bytes);
   constexpr std::int64_t kChunkTokens = 1 << 20;
   std::vector<unsigned char> bytes(static_cast<std::size_t>(2 * kChunkTokens));
-  for (std::int64_t first = 0; first < tokens_elems_; first += kChunkTokens) {
-    const std::int64_t count = std::min(kChunkTokens, tokens_elems_ - first);
+  for (std::int64_t first = 0; first < shard.tokens_elems; first += kChunkTokens) {
+    const std::int64_t count = std::min(kChunkTokens, shard.tokens_elems - first);
     file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(2 * count));
-    ZL_CHECK(file.good(), "--data {}: reading tokens {} .. {} failed", path_.string(), first,
+    ZL_CHECK(file.good(), "--data {}: reading tokens {} .. {} failed", shard.path.string(), first,
              first + count);
     for (std::int64_t i = 0; i < count; ++i) {
-      const std::int64_t token = bytes[2 * i] | (std::int64_t{bytes[2 * i + 1]} << 8);
-      ZL_CHECK(token < vocab_,
-               "--data {}: token {} at offset {} (tokens) is outside the vocabulary [0, {}): use "
-               "the --vocab the file was made for (GPT-2's is 50257)",
-               path_.string(), token, first + i, vocab_);
+      check_token(shard, token_at(bytes, i), first + i, vocab_);
     }
   }
 }
 
 void TokenFile::check_fits(std::int64_t seq_len) const {
-  ZL_CHECK(tokens_elems_ >= seq_len + 1,
-           "--data {} holds {} tokens, too few for one window of {} tokens and the token after it: "
-           "use a longer file or a shorter sequence",
-           path_.string(), tokens_elems_, seq_len);
+  const bool fits = std::ranges::any_of(
+      shards_, [seq_len](const TokenShard& shard) { return shard.tokens_elems >= seq_len + 1; });
+  if (shards_.size() == 1) {
+    ZL_CHECK(fits,
+             "--data {} holds {} tokens, too few for one window of {} tokens and the token after "
+             "it: use a longer file or a shorter sequence",
+             shards_[0].path.string(), shards_[0].tokens_elems, seq_len);
+  }
+  ZL_CHECK(fits,
+           "--data names {} files, none holding more than {} tokens, too few for one window of {} "
+           "tokens and the token after it: use longer files or a shorter sequence",
+           shards_.size(), seq_len, seq_len);
 }
 
 Batch TokenFile::batch(std::int64_t first_sample, std::int64_t rows, std::int64_t seq_len) const {
   check_samples(first_sample, rows, seq_len);
   check_fits(seq_len);
+  // windows_before[s]: windows in the files before file s; the last entry is the total.
+  std::vector<std::int64_t> windows_before{0};
+  for (const auto& shard : shards_) {
+    windows_before.push_back(windows_before.back() +
+                             std::max<std::int64_t>(0, shard.tokens_elems - seq_len));
+  }
   const std::uint64_t window_stream = stream_of("tokens.file.window");
-  const auto starts = static_cast<std::uint64_t>(tokens_elems_ - seq_len);
-  std::ifstream file(path_, std::ios::binary);
-  ZL_CHECK(file.good(), "--data {}: cannot open it for reading", path_.string());
+  const auto windows = static_cast<std::uint64_t>(windows_before.back());
+  std::vector<std::ifstream> files(shards_.size());  // opened when a window first needs them
   Batch out = empty_batch(rows, seq_len);
   std::vector<unsigned char> bytes(static_cast<std::size_t>(2 * (seq_len + 1)));
   for (std::int64_t b = 0; b < rows; ++b) {
     const auto g = static_cast<std::uint64_t>(first_sample + b);
-    const auto start = static_cast<std::int64_t>(uniform_below(seed_, window_stream, g, starts));
-    file.seekg(2 * start);
+    const auto window = static_cast<std::int64_t>(uniform_below(seed_, window_stream, g, windows));
+    const auto s = static_cast<std::size_t>(
+        std::ranges::upper_bound(windows_before, window) - windows_before.begin() - 1);
+    const TokenShard& shard = shards_[s];
+    const std::int64_t start = window - windows_before[s];
+    std::ifstream& file = files[s];
+    if (!file.is_open()) file.open(shard.path, std::ios::binary);
+    file.seekg(shard.header_bytes + 2 * start);
     file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    ZL_CHECK(file.good(), "--data {}: reading tokens {} .. {} failed", path_.string(), start,
+    ZL_CHECK(file.good(), "--data {}: reading tokens {} .. {} failed", shard.path.string(), start,
              start + seq_len);
     // window [seq_len + 1]: x is its first seq_len tokens, y its last seq_len.
     for (std::int64_t i = 0; i <= seq_len; ++i) {
-      const std::int64_t token = bytes[2 * i] | (std::int64_t{bytes[2 * i + 1]} << 8);
-      ZL_CHECK(token < vocab_,
-               "--data {}: token {} at offset {} (tokens) is outside the vocabulary [0, {}): use "
-               "the --vocab the file was made for (GPT-2's is 50257)",
-               path_.string(), token, start + i, vocab_);
+      const std::int64_t token = token_at(bytes, i);
+      check_token(shard, token, start + i, vocab_);
       if (i < seq_len) out.tokens[static_cast<std::size_t>(b * seq_len + i)] = token;
       if (i > 0) out.y[static_cast<std::size_t>(b * seq_len + i - 1)] = token;
     }

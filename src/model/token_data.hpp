@@ -1,7 +1,7 @@
 // token_data.hpp — token sequences for GPT training: a synthetic Markov-chain language made from
-// the seed, and nanoGPT's uint16 token files (--data FILE). Both are indexed by the global sample,
-// so sample g is the same for every world size and backend (the trainer gives step t, rank r,
-// row b the sample first_sample_of(t, r, W, B) + b, see data.hpp).
+// the seed, and token files (--data: nanoGPT's uint16 files and llm.c shards). Both are indexed by
+// the global sample, so sample g is the same for every world size and backend (the trainer gives
+// step t, rank r, row b the sample first_sample_of(t, r, W, B) + b, see data.hpp).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/model.hpp"
+#include "model/token_shards.hpp"
 
 namespace zl {
 
@@ -48,34 +49,38 @@ class MarkovTokens final : public TokenSource {
   std::vector<std::vector<std::int64_t>> successors_;  // [vocab][2..4]
 };
 
-/// nanoGPT's token file (prepare.py's train.bin): uint16 little-endian token ids back to back.
-/// Sample g is the window that starts at token
-///   i = uniform_below(seed, stream_of("tokens.file.window"), g, tokens - seq_len)
-/// (any start with a next token after the window, as nanoGPT's get_batch draws it):
-/// x = tokens[i, i + seq_len), y = tokens[i + 1, i + seq_len + 1). The file is read window by
-/// window (never loaded whole), so batch() may run on several threads at once.
+/// Token files (--data): nanoGPT's raw uint16 files (prepare.py's train.bin) and llm.c shards,
+/// one or several (token_shards.hpp). A window never crosses from one file into the next: file s
+/// holds max(0, tokens_s - seq_len) windows (every start with a next token after the window, as
+/// nanoGPT's get_batch draws them), numbered file after file in --data's order and by start within
+/// a file. Sample g is window number
+///   u = uniform_below(seed, stream_of("tokens.file.window"), g, total windows),
+/// starting at token i of its file: x = tokens[i, i + seq_len), y = tokens[i + 1, i + seq_len + 1).
+/// With one file, i = u. The files are read window by window (never loaded whole), so batch() may
+/// run on several threads at once.
 class TokenFile final : public TokenSource {
  public:
-  /// Opens `path` for a model of `vocab` tokens and reads every token id once; throws zl::Error
-  /// for a missing file, a directory, one with an odd number of bytes, or a token id >= vocab
-  /// (naming its offset in the file).
-  TokenFile(std::filesystem::path path, std::int64_t vocab, std::uint64_t seed);
-  /// Throws zl::Error if the file is too short for one window of seq_len tokens plus the next
-  /// token, and for a token id >= vocab in a window it reads (naming its offset in the file).
+  /// Opens `paths` for a model of `vocab` tokens, checks each file's layout (open_token_shard) and
+  /// reads every token id once; throws zl::Error naming the file for a bad file or a token id
+  /// >= vocab (with its offset in tokens after the file's header), and for an empty list.
+  TokenFile(std::vector<std::filesystem::path> paths, std::int64_t vocab, std::uint64_t seed);
+  /// Throws zl::Error if no file holds one window of seq_len tokens plus the next token, and for
+  /// a token id >= vocab in a window it reads (naming its file and offset).
   Batch batch(std::int64_t first_sample, std::int64_t rows, std::int64_t seq_len) const override;
-  /// Throws zl::Error unless the file holds at least seq_len + 1 tokens.
+  /// Throws zl::Error unless some file holds at least seq_len + 1 tokens.
   void check_fits(std::int64_t seq_len) const;
-  /// Tokens in the file (its bytes / 2).
-  std::int64_t tokens_elems() const { return tokens_elems_; }
+  /// Tokens in all the files, headers excluded.
+  std::int64_t tokens_elems() const;
+  /// The files, in --data's order.
+  const std::vector<TokenShard>& shards() const { return shards_; }
 
  private:
-  // Throws naming the first token id >= vocab_ and its offset.
-  void check_token_ids() const;
+  // Throws naming the first token id >= vocab_ of `shard` and its offset.
+  void check_token_ids(const TokenShard& shard) const;
 
-  std::filesystem::path path_;
+  std::vector<TokenShard> shards_;
   std::int64_t vocab_;
   std::uint64_t seed_;
-  std::int64_t tokens_elems_ = 0;
 };
 
 }  // namespace zl

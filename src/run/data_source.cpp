@@ -1,5 +1,5 @@
 // data_source.cpp — the MLP's classification task or the GPT's token source (the Markov language,
-// or --data FILE), cut into each rank's micro-batches.
+// or --data's token files), cut into each rank's micro-batches.
 #include "run/data_source.hpp"
 
 #include <algorithm>
@@ -23,10 +23,11 @@ SampleFn sample_source(const TrainConfig& config) {
     return [task](std::int64_t first, std::int64_t rows) { return task.batch(first, rows); };
   }
   std::shared_ptr<const TokenSource> tokens;
-  if (config.data_file.empty()) {
+  if (config.data.empty()) {
     tokens = std::make_shared<MarkovTokens>(config.gpt.vocab, config.seed);
   } else {
-    auto file = std::make_shared<TokenFile>(config.data_file, config.gpt.vocab, config.seed);
+    auto file =
+        std::make_shared<TokenFile>(data_paths(config.data), config.gpt.vocab, config.seed);
     file->check_fits(config.gpt.block_size);
     tokens = file;
   }

@@ -1,6 +1,7 @@
 // rank_model.cpp — the model of one rank, and the parameters every engine starts from.
 #include "run/rank_model.hpp"
 
+#include "ckpt/hf_folder.hpp"
 #include "ckpt/safetensors.hpp"
 #include "model/gpt.hpp"
 #include "model/mlp.hpp"
@@ -9,10 +10,22 @@
 
 namespace zl {
 
+Metadata model_metadata(const TrainConfig& config) {
+  return config.model == ModelKind::Gpt ? model_metadata(config.gpt) : model_metadata(config.mlp);
+}
+
 NamedTensors init_tensors(const TrainConfig& config) {
   NamedTensors tensors;
   if (config.init_file.empty()) return tensors;
-  for (const auto& record : read_safetensors(config.init_file)) {
+  // A Hugging Face folder's configuration is its config.json; a file's is its metadata.
+  const bool folder = std::filesystem::is_directory(config.init_file);
+  const SafetensorsFile file =
+      read_safetensors_file(folder ? config.init_file / kHfWeightsFile : config.init_file);
+  const std::filesystem::path hf_config = config.init_file / kHfConfigFile;
+  check_model_metadata(folder ? hf_config_metadata(hf_config) : file.metadata,
+                       model_metadata(config),
+                       "--init " + (folder ? hf_config : config.init_file).string());
+  for (const auto& record : file.tensors) {
     tensors[record.name] = {record.shape, to_floats(record)};
   }
   return tensors;

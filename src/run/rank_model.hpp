@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 
+#include "ckpt/model_metadata.hpp"
 #include "model/model.hpp"
 #include "model/named_init.hpp"
 #include "ops/device.hpp"
@@ -12,8 +13,12 @@
 
 namespace zl {
 
-/// The tensors of config.init_file, read once for all ranks (empty without --init).
+/// The tensors of config.init_file, read once for all ranks (empty without --init). Throws
+/// zl::Error naming the file and the field when its metadata holds another model configuration.
 NamedTensors init_tensors(const TrainConfig& config);
+
+/// The `__metadata__` of a file of the run's model's parameters (ckpt/model_metadata.hpp).
+Metadata model_metadata(const TrainConfig& config);
 
 /// The model one rank trains: the MLP or the GPT of the config.
 class RankModel {

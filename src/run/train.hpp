@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "comm/traffic_ledger.hpp"
@@ -25,10 +26,14 @@ struct StepRecord {
   float loss = 0.0f;      ///< mean over the W micro-batches
   double grad_norm = 0.0;  ///< global L2 norm of the averaged gradient, before clipping
   double step_ms = 0.0;  ///< wall time of engine.step() on rank 0
-  bool skipped = false;  ///< the norm was not finite and NonFinitePolicy::Skip skipped the update
+  /// Rank 0's wall time from the start of the run's first step to the end of this one.
+  double wall_ms = 0.0;
   /// The learning rate the step's update used (for a skipped step: the one it would have used;
   /// the schedule then stays where it was).
   double lr = 0.0;
+  /// fp16: the loss scale this step's backward multiplied the loss by; absent otherwise.
+  std::optional<double> loss_scale;
+  bool skipped = false;  ///< the norm was not finite and NonFinitePolicy::Skip skipped the update
   /// Rank 0's simulated timeline over the step (the logged loss's all_reduce included).
   double compute_ms = 0.0;
   double comm_ms = 0.0;  ///< simulated time the comm stream was busy

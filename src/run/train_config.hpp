@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -50,8 +51,9 @@ struct TrainConfig {
   ModelKind model = ModelKind::Mlp;  ///< which model trains (--model)
   MlpConfig mlp;  ///< the MLP's shape (model Mlp)
   GptConfig gpt;  ///< the GPT's shape (model Gpt)
-  /// GPT only: train on this uint16 token file (nanoGPT's .bin) instead of the synthetic task.
-  std::filesystem::path data_file{};
+  /// GPT only: train on these token files instead of the synthetic task: --data as given, comma-
+  /// separated paths and glob patterns of nanoGPT's uint16 files and llm.c shards (data_paths()).
+  std::string data{};
   /// GPT only: which blocks recompute their activations in backward (--activation-checkpointing).
   /// Changes memory and time, never a bit of the results.
   ActivationPolicy activations{};
@@ -80,7 +82,8 @@ struct TrainConfig {
   NonFinitePolicy nonfinite = NonFinitePolicy::Stop;
   std::vector<FaultSpec> faults{};  ///< injected into the simulated ranks (--inject-fault)
   /// Start from these parameters (fp32 safetensors with the model's names, e.g. written by
-  /// `zerolab consolidate` or --save-final) instead of the random init; empty: random init.
+  /// `zerolab consolidate` or --save-final, or a Hugging Face GPT-2 folder: config.json and
+  /// model.safetensors) instead of the random init; empty: random init.
   std::filesystem::path init_file{};
   /// The simulated timeline (docs/timeline.md): collectives cost alpha + bytes / busbw on `link`;
   /// compute is each rank's measured CPU time, scaled to `device` when one other than "cpu" is

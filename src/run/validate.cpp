@@ -36,9 +36,9 @@ void validate(const TrainConfig& config) {
              "--activation-checkpointing {} recomputes GPT blocks, which the MLP has none of: "
              "drop it or use --model gpt",
              activation_policy_name(config.activations));
-    ZL_CHECK(config.data_file.empty(),
+    ZL_CHECK(config.data.empty(),
              "--data {} needs --model gpt: the MLP trains on its synthetic task",
-             config.data_file.string());
+             config.data);
   }
   validate(config.features);
   ZL_CHECK(config.world >= 1, "--world {} is invalid: use 1 or more ranks", config.world);

@@ -46,7 +46,14 @@ TEST(Consolidate, WritesTheFullParametersUnderTheirModelNames) {
   EXPECT_EQ(result.output_bytes, std::filesystem::file_size(out));
 
   const SafetensorsFile file = read_safetensors_file(out);
-  EXPECT_EQ(file.metadata, (std::map<std::string, std::string>{{"format", "pt"}, {"step", "7"}}));
+  // "format": "pt" for transformers' from_pretrained; the model's configuration for --init.
+  EXPECT_EQ(file.metadata, (std::map<std::string, std::string>{{"format", "pt"},
+                                                               {"model", "mlp"},
+                                                               {"layers", "3"},
+                                                               {"width", "37"},
+                                                               {"in", "5"},
+                                                               {"classes", "3"},
+                                                               {"step", "7"}}));
   const auto layout = test::mlp_layout(kSmall, 3);
   std::vector<std::string> names;
   for (const auto& tensor : file.tensors) names.push_back(tensor.name);
@@ -186,6 +193,11 @@ TEST(ConsolidateCommand, BadInputIsOneLineAndExitCode) {
   const auto usage = run_zerolab(dir.path(), "consolidate " + missing.string());
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_THAT(usage.err, HasSubstr("OUT is required"));
+  const auto both = run_zerolab(dir.path(), "consolidate " + missing.string() + " " +
+                                                (dir.path() / "m.safetensors").string() + " --hf " +
+                                                (dir.path() / "hf").string());
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("excludes"));
   EXPECT_TRUE(dir.entries().empty());
 }
 

@@ -328,15 +328,25 @@ TEST_F(CliTest, InitStartsFromAFileOfParameters) {
     ASSERT_EQ(run.exit_code, 0) << run.err;
     EXPECT_EQ(slurp(init), slurp(source)) << engine;
   }
+  // zerolab's own file names the configuration it holds; a file without that metadata (another
+  // tool's) is checked by its shapes.
   const auto deeper = zerolab(
       fmt::format("train --layers 4 --width 12 --in 5 --classes 4 --init {}", source.string()));
   EXPECT_NE(deeper.exit_code, 0);
-  EXPECT_EQ(deeper.err,
+  EXPECT_EQ(deeper.err, fmt::format("zerolab: error: --init {} holds a model with layers 3, this "
+                                    "run's has 4: give --layers 3 or a file of this run's model\n",
+                                    source.string()));
+  const fs::path bare = dir_ / "bare.st";
+  write_safetensors(bare, read_safetensors(source));
+  const auto bare_deeper = zerolab(
+      fmt::format("train --layers 4 --width 12 --in 5 --classes 4 --init {}", bare.string()));
+  EXPECT_NE(bare_deeper.exit_code, 0);
+  EXPECT_EQ(bare_deeper.err,
             fmt::format("zerolab: error: {}: layers.2.weight has shape [4, 12] but the model "
                         "needs [12, 12]: check --layers, --width, --in, --classes\n",
-                        source.string()));
+                        bare.string()));
   const auto other_shape = zerolab(
-      fmt::format("train --layers 3 --width 11 --in 5 --classes 4 --init {}", source.string()));
+      fmt::format("train --layers 3 --width 11 --in 5 --classes 4 --init {}", bare.string()));
   EXPECT_NE(other_shape.err.find("has shape [12, 5] but the model needs [11, 5]"),
             std::string::npos)
       << other_shape.err;

@@ -125,7 +125,7 @@ TEST(TrainFlags, GptPresetAndSizeFlags) {
   EXPECT_EQ(sized.config.gpt.n_embd, 48);
   EXPECT_EQ(sized.config.gpt.block_size, 8);
   EXPECT_EQ(sized.config.gpt.vocab, 100);
-  EXPECT_EQ(sized.config.data_file, "tokens.bin");
+  EXPECT_EQ(sized.config.data, "tokens.bin");
   const TrainArgs preset_only = parse_train_args({"--model", "gpt", "--preset", "small"});
   EXPECT_EQ(preset_only.config.gpt.n_layer, small.n_layer);
   EXPECT_EQ(preset_only.config.gpt.block_size, small.block_size);

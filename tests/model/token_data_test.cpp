@@ -14,11 +14,13 @@
 #include "ckpt/test_files.hpp"
 #include "core/rng.hpp"
 #include "model/data.hpp"
+#include "support/token_files.hpp"
 
 namespace zl {
 namespace {
 
 using test::error_of;
+using test::write_tokens;
 using ::testing::HasSubstr;
 
 // Row b of a batch as (tokens, y).
@@ -99,16 +101,6 @@ TEST(MarkovTokens, RejectsBadArgumentsWithAMessage) {
   EXPECT_EQ(MarkovTokens(1, 1).batch(0, 1, 3).y, (std::vector<std::int64_t>{0, 0, 0}));
 }
 
-// Writes `tokens` as uint16 little-endian.
-void write_tokens(const std::filesystem::path& path, const std::vector<std::uint16_t>& tokens) {
-  std::vector<unsigned char> bytes;
-  for (const auto token : tokens) {
-    bytes.push_back(static_cast<unsigned char>(token & 0xFF));
-    bytes.push_back(static_cast<unsigned char>(token >> 8));
-  }
-  test::write_file(path, bytes);
-}
-
 TEST(TokenFile, SampleIsTheDocumentedWindow) {
   test::TempDir dir;
   const auto path = dir.path() / "train.bin";
@@ -117,7 +109,7 @@ TEST(TokenFile, SampleIsTheDocumentedWindow) {
     tokens[i] = static_cast<std::uint16_t>(300 + 7 * i);
   tokens[39] = 50256;  // GPT-2's <|endoftext|>, two bytes apart
   write_tokens(path, tokens);
-  const TokenFile file(path, 50257, 11);
+  const TokenFile file({path}, 50257, 11);
   EXPECT_EQ(file.tokens_elems(), 40);
   const std::int64_t T = 8;
   const Batch batch = file.batch(5, 6, T);
@@ -135,45 +127,44 @@ TEST(TokenFile, SampleIsTheDocumentedWindow) {
   EXPECT_EQ(row_of(single, 0), row_of(batch, 2));
   // The window may end on the last token: a file of exactly T + 1 tokens has one sample.
   write_tokens(path, {1, 2, 3});
-  EXPECT_EQ(TokenFile(path, 4, 0).batch(9, 2, 2).y, (std::vector<std::int64_t>{2, 3, 2, 3}));
+  EXPECT_EQ(TokenFile({path}, 4, 0).batch(9, 2, 2).y, (std::vector<std::int64_t>{2, 3, 2, 3}));
 }
 
 TEST(TokenFile, RejectsBadFilesWithAMessage) {
   test::TempDir dir;
   const auto path = dir.path() / "tokens.bin";
-  EXPECT_EQ(error_of([&] { TokenFile(path, 64, 0); }),
+  EXPECT_EQ(error_of([&] { TokenFile({path}, 64, 0); }),
             "--data " + path.string() +
-                ": no such file: give a uint16 token file (nanoGPT's "
-                "train.bin)");
+                ": no such file: give nanoGPT's uint16 .bin or an llm.c shard");
   test::write_file(path, {1, 0, 2, 0, 3});
-  EXPECT_EQ(error_of([&] { TokenFile(path, 64, 0); }),
+  EXPECT_EQ(error_of([&] { TokenFile({path}, 64, 0); }),
             "--data " + path.string() +
                 " has 5 bytes, an odd count: a token file holds 2-byte "
                 "little-endian uint16 tokens");
   write_tokens(path, {1, 2, 3, 4});
-  const TokenFile short_file(path, 64, 0);
+  const TokenFile short_file({path}, 64, 0);
   EXPECT_EQ(error_of([&] { short_file.batch(0, 1, 4); }),
             "--data " + path.string() +
                 " holds 4 tokens, too few for one window of 4 tokens and "
                 "the token after it: use a longer file or a shorter sequence");
   EXPECT_NO_THROW(short_file.check_fits(3));
   write_tokens(path, {1, 2, 64, 4});
-  EXPECT_EQ(error_of([&] { TokenFile(path, 64, 0).batch(0, 1, 3); }),
+  EXPECT_EQ(error_of([&] { TokenFile({path}, 64, 0).batch(0, 1, 3); }),
             "--data " + path.string() +
                 ": token 64 at offset 2 (tokens) is outside the "
                 "vocabulary [0, 64): use the --vocab the file was made for (GPT-2's is 50257)");
-  EXPECT_THROW(TokenFile(path, 0, 0), Error);
+  EXPECT_THROW(TokenFile({path}, 0, 0), Error);
   // Every id is read once when the file opens, not only those a sampled window happens to hold.
   std::vector<std::uint16_t> long_file(3000, 7);
   long_file.back() = 64;
   write_tokens(path, long_file);
-  EXPECT_EQ(error_of([&] { TokenFile(path, 64, 0); }),
+  EXPECT_EQ(error_of([&] { TokenFile({path}, 64, 0); }),
             "--data " + path.string() +
                 ": token 64 at offset 2999 (tokens) is outside the vocabulary [0, 64): use the "
                 "--vocab the file was made for (GPT-2's is 50257)");
-  EXPECT_EQ(error_of([&] { TokenFile(dir.path(), 64, 0); }),
+  EXPECT_EQ(error_of([&] { TokenFile({dir.path()}, 64, 0); }),
             "--data " + dir.path().string() +
-                ": is a directory: give a uint16 token file (nanoGPT's train.bin)");
+                ": is a directory: give nanoGPT's uint16 .bin or an llm.c shard");
 }
 
 }  // namespace

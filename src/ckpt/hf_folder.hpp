@@ -1,0 +1,39 @@
+// hf_folder.hpp — Hugging Face's GPT-2 folder, as save_pretrained writes it and from_pretrained
+// reads it: config.json (a GPT2Config) beside model.safetensors. consolidate writes one from a GPT
+// checkpoint (`zerolab consolidate DIR --hf OUT_DIR`); --init reads one and checks its config.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "ckpt/consolidate.hpp"
+#include "ckpt/model_metadata.hpp"
+#include "model/gpt_config.hpp"
+
+namespace zl {
+
+/// The parameters' file name in a Hugging Face folder.
+inline constexpr std::string_view kHfWeightsFile = "model.safetensors";
+/// The configuration's file name in a Hugging Face folder.
+inline constexpr std::string_view kHfConfigFile = "config.json";
+
+/// config.json of a GPT2LMHeadModel with `gpt`'s sizes and zerolab's GPT: "gelu_new" (tanh GELU),
+/// LayerNorm eps 1e-5, no dropout, the head tied to wte; bos and eos the last token id.
+std::string hf_gpt2_config_json(const GptConfig& gpt);
+
+/// The model fields of the config.json at `path` under model_metadata()'s names ("model": "gpt",
+/// "n_layer", "n_head", "n_embd", "n_positions", "vocab_size"), for check_model_metadata. Throws
+/// zl::Error naming the file for a missing or malformed file, a model_type other than "gpt2", a
+/// missing size, or a setting zerolab's GPT does not compute (activation_function,
+/// layer_norm_epsilon, n_inner, scale_attn_weights, scale_attn_by_inverse_layer_idx,
+/// reorder_and_upcast_attn).
+Metadata hf_config_metadata(const std::filesystem::path& path);
+
+/// Writes the GPT checkpoint at `checkpoint` as a Hugging Face folder `dir` (created if missing;
+/// its parent must exist): model.safetensors (consolidate's file) and config.json. Throws
+/// zl::Error, leaving neither file, for a checkpoint of another model.
+ConsolidateResult consolidate_hf(const std::filesystem::path& checkpoint,
+                                 const std::filesystem::path& dir);
+
+}  // namespace zl
