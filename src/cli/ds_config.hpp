@@ -47,7 +47,7 @@ struct DsConfig {
   std::optional<bool> contiguous_gradients;
   /// zero_optimization.offload_optimizer.device: "none" or "cpu" (ZeRO-Offload).
   std::optional<std::string> offload_optimizer_device;
-  /// zero_optimization.offload_param.device: "none" or "cpu" (not implemented: said so).
+  /// zero_optimization.offload_param.device (or cpu_offload_params): "none" or "cpu".
   std::optional<std::string> offload_param_device;
 
   /// activation_checkpointing: the section checkpoints every GPT block (full), as a DeepSpeed

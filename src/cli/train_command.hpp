@@ -52,6 +52,7 @@ struct TrainArgs {
   bool world_given = false;  ///< --world was on the line (else --backend mpi takes mpirun's -np)
   bool mpi_reduce_given = false;  ///< --mpi-reduce was on the line (it needs --backend mpi)
   bool accelerator_given = false;  ///< --accelerator was on the line (else nccl implies cuda)
+  bool offload_param_flag = false;  ///< --offload-param was on the line (it needs --stage 3)
   /// The settings a checkpoint remembers that the flags or --config set (ResumeSetting bits):
   /// --resume takes the others from the checkpoint.
   std::uint32_t settings_given = 0;

@@ -223,6 +223,10 @@ void add_feature_flags(CLI::App& cmd, TrainArgs& args) {
   cmd.add_flag("--offload-optimizer", features.offload_optimizer,
                "ZeRO-Offload: fp32 master and Adam state of the own shard in host memory, updated "
                "there (zero_optimization.offload_optimizer.device cpu)");
+  cmd.add_flag("--offload-param", features.offload_param,
+               "ZeRO-3: the own parameter shards in host memory, copied to the device for each "
+               "gather (zero_optimization.offload_param.device cpu)")
+      ->each([&args](const std::string&) { args.offload_param_flag = true; });
 }
 
 void add_output_flags(CLI::App& cmd, TrainArgs& args) {
@@ -465,6 +469,10 @@ void finish_train_args(TrainArgs& args) {
     if (sizes.vocab) config.gpt.vocab = *sizes.vocab;
     validate(config.gpt);
   }
+  // The other engines hold no parameter shards and ignore it, as DeepSpeed below stage 3 does;
+  // asked for by flag, it is a mistake worth saying.
+  ZL_CHECK(!args.offload_param_flag || config.engine == EngineKind::Zero3,
+           "--offload-param offloads ZeRO-3's parameter shards: use --stage 3, or drop it");
   ZL_CHECK(!args.mpi_reduce_given || config.backend == Backend::Mpi,
            "--mpi-reduce needs --backend mpi: the sim backend always reduces in rank order");
   if (config.backend == Backend::Nccl && !args.accelerator_given) {

@@ -20,6 +20,7 @@ std::string_view mem_category_name(MemCategory category) {
     case MemCategory::HostOptimizer: return "host_optimizer";
     case MemCategory::HostGrads: return "host_grads";
     case MemCategory::HostActivations: return "host_activations";
+    case MemCategory::HostParams: return "host_params";
   }
   fail("unknown memory category {}", static_cast<int>(category));
 }

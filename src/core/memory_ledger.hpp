@@ -21,10 +21,11 @@ enum class MemCategory : std::uint8_t {
   HostOptimizer,  ///< Adam moments in host memory (ZeRO-Offload)
   HostGrads,      ///< fp32 gradient shard copied to host for the update (ZeRO-Offload)
   HostActivations,  ///< activation checkpoints kept in host memory (--cpu-checkpointing)
+  HostParams,       ///< ZeRO-3 parameter shards in host memory (offload_param)
 };
 
 /// Number of MemCategory values.
-inline constexpr int kMemCategoryCount = 11;
+inline constexpr int kMemCategoryCount = 12;
 
 /// What an Activations buffer holds, for the ledger's breakdown of activation bytes.
 enum class ActivationKind : std::uint8_t {
@@ -48,7 +49,8 @@ std::string_view activation_kind_name(ActivationKind kind);
 /// On the sim backend both are the same RAM, booked apart so the ledgers show the split.
 inline bool is_host(MemCategory category) {
   return category == MemCategory::HostMaster || category == MemCategory::HostOptimizer ||
-         category == MemCategory::HostGrads || category == MemCategory::HostActivations;
+         category == MemCategory::HostGrads || category == MemCategory::HostActivations ||
+         category == MemCategory::HostParams;
 }
 
 /// Lower-case name of a category as it appears in summaries ("params", "grads", ...).

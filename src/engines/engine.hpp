@@ -82,6 +82,11 @@ struct TrainingFeatures {
   /// Keep the fp32 master and Adam state of the own shard in host memory and run the update
   /// there (zero_optimization.offload_optimizer.device = "cpu"). Never changes results.
   bool offload_optimizer = false;
+  /// ZeRO-3: keep the own parameter shards in host memory; each gather copies the unit's shard to
+  /// the device first (zero_optimization.offload_param.device = "cpu"). Units below the
+  /// persistence threshold stay on the device; the other engines hold no parameter shards and
+  /// ignore it. Never changes results.
+  bool offload_param = false;
 };
 
 /// Throws zl::Error naming the setting (by its DeepSpeed key) if a value is out of range.

@@ -32,6 +32,22 @@ std::span<float> unscaled(TypedSpan grad, double loss_scale, OptimizerState& sta
   return out;
 }
 
+// The copies an update of `bytes` of owned parameters makes between host and device: with the
+// optimizer offloaded they come back to the device, unless they live on the host too; updated on
+// the device, parameters that live on the host go back there (and, with no master to update
+// from, `read_on_device`, they came up first).
+void count_param_copies(OptimizerState& state, std::size_t unit, std::int64_t bytes,
+                        bool read_on_device) {
+  const bool on_host = unit < state.params_on_host.size() && state.params_on_host[unit];
+  if (state.transfers == nullptr || state.offload == on_host) return;
+  if (state.offload) {
+    state.transfers->record_to_device(bytes);
+    return;
+  }
+  if (read_on_device) state.transfers->record_to_device(bytes);
+  state.transfers->record_to_host(bytes);
+}
+
 }  // namespace
 
 OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& layout,
@@ -43,6 +59,7 @@ OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& la
                          offload ? MemCategory::HostOptimizer : MemCategory::Optimizer),
       .scaler = {},
       .offload = offload,
+      .params_on_host = {},
       .transfers = nullptr};
   if (features.precision != DType::F32 || offload) {
     state.master =
@@ -144,6 +161,7 @@ bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<Typed
     const std::span<float> v = state.adam.exp_avg_sq[u].as<float>();
     if (!mixed(state)) {
       device.adamw_update(targets[u], g, m, v, scalars);
+      count_param_copies(state, u, params[u].bytes(), /*read_on_device=*/true);
       continue;
     }
     // The 16-bit parameters are the new master rounded, in the update's pass where the device
@@ -151,9 +169,7 @@ bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<Typed
     ZL_CHECK(params[u].elems == static_cast<std::int64_t>(targets[u].size()),
              "unit {}: {} parameters for a master of {}", u, params[u].elems, targets[u].size());
     device.adamw_update_rounded(targets[u], g, m, v, scalars, params[u].data, params[u].dtype);
-    if (state.offload && state.transfers != nullptr) {
-      state.transfers->record_to_device(params[u].bytes());
-    }
+    count_param_copies(state, u, params[u].bytes(), /*read_on_device=*/false);
   }
   state.scaler.update(/*overflow=*/false);
   return true;

@@ -29,6 +29,9 @@ struct OptimizerState {
   AdamState adam;      ///< Adam's moments and update count
   LossScaler scaler;   ///< dynamic for fp16, fixed at 1 otherwise
   bool offload = false;                ///< master and moments in host memory
+  /// Per unit: its owned parameters are in host memory (ZeRO-3 offload_param); an update made
+  /// on the device sends them back (a device-to-host copy in `transfers`). Empty: none are.
+  std::vector<bool> params_on_host;
   TrafficLedger* transfers = nullptr;  ///< where offload's copies are counted (may be null)
 };
 

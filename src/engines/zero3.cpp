@@ -16,6 +16,8 @@
 //   stage3_prefetch_bucket_size         the units of the next visits, up to this many elements,
 //                                       are gathered right after the current one, ahead of use
 //                                       (with overlap_comm asynchronously, while it computes)
+// With offload_param (ZeRO-Infinity's CPU half) the own shards live in host memory: each gather
+// first copies the unit's shard to the device, and each update sends it back.
 #include <algorithm>
 #include <deque>
 
@@ -43,7 +45,10 @@ class Zero3Engine final : public Engine {
     opt_.transfers = &comm.traffic();
     for (const auto& unit : layout_) {
       persistent_.push_back(unit.numel < features_.persistence_threshold_elems);
-      params_.push_back(device.alloc(MemCategory::Params, features_.precision,
+      const bool on_host = features_.offload_param && !persistent_.back();
+      opt_.params_on_host.push_back(on_host);
+      params_.push_back(device.alloc(on_host ? MemCategory::HostParams : MemCategory::Params,
+                                     features_.precision,
                                      {persistent_.back() ? unit.padded_elems : unit.shard_elems}));
     }
     const std::vector<int> order = model_.forward_order();
@@ -156,23 +161,37 @@ class Zero3Engine final : public Engine {
     std::size_t visit = 0;
     Buffer params;
     InFlight flight;
+    Buffer staged;  // offload_param: the shard copied to the device, held until the gather ends
   };
 
   Prefetched start_gather(std::size_t visit, int unit) {
     Prefetched ahead{visit, device_.alloc(MemCategory::Gathered, features_.precision,
                                           {layout_[unit].padded_elems}),
-                     {}};
-    ahead.flight = start_all_gather(comm_, device_, view_of(params_[unit]), view_of(ahead.params),
+                     {}, {}};
+    const TypedSpan shard = shard_on_device(unit, ahead.staged);
+    ahead.flight = start_all_gather(comm_, device_, shard, view_of(ahead.params),
                                     features_.allgather_bucket_elems, features_.overlap_comm);
     notify(options_, device_, "gather", unit);
     return ahead;
   }
 
   Buffer gather(int unit) {
-    Buffer params = gather_unit(comm_, device_, layout_[unit], view_of(params_[unit]),
+    Buffer staged;
+    Buffer params = gather_unit(comm_, device_, layout_[unit], shard_on_device(unit, staged),
                                 features_.allgather_bucket_elems);
     notify(options_, device_, "gather", unit);
     return params;
+  }
+
+  // The own shard of `unit` in device memory: the shard itself, or with offload_param a copy
+  // into `staged` (booked as a comm buffer, counted as a host-to-device copy).
+  TypedSpan shard_on_device(int unit, Buffer& staged) {
+    Buffer& shard = params_[static_cast<std::size_t>(unit)];
+    if (!features_.offload_param) return view_of(shard);
+    staged = device_.alloc(MemCategory::CommBuffer, shard.dtype(), {layout_[unit].shard_elems});
+    device_.copy_from_host(staged.data(), shard.data(), static_cast<std::size_t>(shard.bytes()));
+    comm_.traffic().record_to_device(shard.bytes());
+    return view_of(staged);
   }
 
   void gather_persistent(const EngineOptions& options) {

@@ -105,7 +105,11 @@ void validate(const TrainConfig& config) {
     ZL_CHECK(!config.features.offload_optimizer,
              "--offload-optimizer keeps the optimizer in host memory, which only --accelerator "
              "cpu has: drop one of them");
+    ZL_CHECK(!config.features.offload_param,
+             "--offload-param keeps the parameter shards in host memory, which only "
+             "--accelerator cpu has for now: drop one of them");
   }
+
   validate_faults(config.faults, config.world, "--inject-fault");
   ZL_CHECK(config.link.busbw_gbps > 0.0 && config.link.alpha_us >= 0.0,
            "link {} is invalid: give a bus bandwidth > 0 GB/s and a latency >= 0 us",

@@ -53,6 +53,7 @@ RC_GTEST_PROP(Accelerator, prop_every_stage_on_detached_memory_is_bitwise_the_cp
               (TrainConfig config)) {
   config.features = *rc::gen_features();
   config.features.offload_optimizer = false;  // the optimizer in host memory: the CPU's only
+  config.features.offload_param = false;
   config.engine =
       *rc::gen::element(EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3);
   RC_TAG(engine_name(config.engine));
@@ -62,6 +63,7 @@ RC_GTEST_PROP(Accelerator, prop_every_stage_on_detached_memory_is_bitwise_the_cp
 RC_GTEST_PROP(Accelerator, prop_gpt_on_detached_memory_is_bitwise_the_cpu, ()) {
   TrainConfig config = *rc::gen_gpt_config();
   config.features.offload_optimizer = false;
+  config.features.offload_param = false;
   config.activations.cpu_checkpoints = false;  // host memory, which only the CPU accelerator has
   config.engine =
       *rc::gen::element(EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3);

@@ -44,11 +44,11 @@ void check_every_stage(const TrainConfig& config) {
 std::string describe(const TrainingFeatures& f) {
   return fmt::format(
       "{} accum={} clip={} prefetch={} persistence={} scale=2^{} window={} hysteresis={} "
-      "static scale={} buckets={}/{} overlap={} offload={}",
+      "static scale={} buckets={}/{} overlap={} offload={} offload_param={}",
       dtype_name(f.precision), f.grad_accum_steps, f.grad_clip, f.prefetch_bucket_elems,
       f.persistence_threshold_elems, f.loss_scale.initial_scale_power, f.loss_scale.window,
       f.loss_scale.hysteresis, f.loss_scale.static_scale, f.reduce_bucket_elems,
-      f.allgather_bucket_elems, f.overlap_comm, f.offload_optimizer);
+      f.allgather_bucket_elems, f.overlap_comm, f.offload_optimizer, f.offload_param);
 }
 
 RC_GTEST_PROP(Features, prop_every_stage_is_bitwise_the_reference_with_every_feature,
@@ -315,6 +315,47 @@ TEST(Features, OffloadMovesOptimizerStateToTheHost) {
     EXPECT_EQ(on_device.ranks[r].traffic.to_host_bytes(), 0);
     EXPECT_EQ(offloaded.ranks[r].traffic.sent_bytes(), on_device.ranks[r].traffic.sent_bytes());
   }
+}
+
+// ZeRO-3's parameter offload: the own parameter shards are host memory and the device holds
+// none; every gather (forward and backward) copies the unit's shard up, every update sends the
+// updated shard back; a persistent unit stays on the device; the results are the same bits.
+TEST(Features, OffloadParamMovesParameterShardsToTheHost) {
+  TrainConfig config = small_config();
+  config.engine = EngineKind::Zero3;
+  config.features.precision = DType::BF16;
+  const auto on_device = train(config);
+  config.features.offload_param = true;
+  const auto offloaded = train(config);
+  EXPECT_FALSE(first_difference(offloaded, on_device));
+  std::int64_t shard_bytes = 0;
+  for (const auto& unit : offloaded.layout) shard_bytes += 2 * unit.shard_elems;
+  for (int r = 0; r < config.world; ++r) {
+    const MemoryLedger& device = on_device.ranks[r].memory;
+    const MemoryLedger& host = offloaded.ranks[r].memory;
+    EXPECT_EQ(host.current_bytes(MemCategory::Params), 0);
+    EXPECT_EQ(host.current_bytes(MemCategory::HostParams), device.current_bytes(MemCategory::Params));
+    EXPECT_EQ(host.current_bytes(MemCategory::HostParams), shard_bytes);
+    EXPECT_EQ(host.peak_bytes(MemCategory::Master), device.peak_bytes(MemCategory::Master));
+    const TrafficLedger& traffic = offloaded.ranks[r].traffic;
+    EXPECT_EQ(traffic.to_device_bytes(), config.steps * 2 * shard_bytes);  // forward, backward
+    EXPECT_EQ(traffic.to_host_bytes(), config.steps * shard_bytes);        // each update
+    EXPECT_EQ(traffic.sent_bytes(), on_device.ranks[r].traffic.sent_bytes());
+  }
+  // With the optimizer offloaded too the update runs where the shards live: no copy back.
+  config.features.offload_optimizer = true;
+  const auto infinity = train(config);
+  EXPECT_FALSE(first_difference(infinity, on_device));
+  EXPECT_EQ(infinity.ranks[0].traffic.to_host_bytes(), config.steps * shard_bytes);  // gradients
+  EXPECT_EQ(infinity.ranks[0].traffic.to_device_bytes(), config.steps * 2 * shard_bytes);
+  // Persistent units stay whole on the device: nothing to copy up or back.
+  config.features.offload_optimizer = false;
+  config.features.persistence_threshold_elems = 1'000'000;
+  const auto persistent = train(config);
+  EXPECT_FALSE(first_difference(persistent, on_device));
+  EXPECT_EQ(persistent.ranks[0].memory.current_bytes(MemCategory::HostParams), 0);
+  EXPECT_EQ(persistent.ranks[0].traffic.to_device_bytes(), 0);
+  EXPECT_EQ(persistent.ranks[0].traffic.to_host_bytes(), 0);
 }
 
 // For any units and W in 1..8: the sharded norm and the clipped, updated shards equal the

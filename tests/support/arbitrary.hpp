@@ -48,15 +48,16 @@ struct Arbitrary<zl::TrainConfig> {
 
 /// Training features: any precision, 1..3 accumulated micro-batches, clipping off or at norms
 /// that bind, ZeRO-3 prefetch and persistence on or off, buckets from one call per unit down to
-/// a few elements per rank, overlap_comm and ZeRO-Offload on or off, and fp16 scales that overflow from the
-/// first step (2^40) with a short window and hysteresis, so skipped steps and scale changes occur;
+/// a few elements per rank, overlap_comm, ZeRO-Offload and ZeRO-3's parameter offload on or off,
+/// and fp16 scales that overflow from the first step (2^40) with a short window and hysteresis,
+/// so skipped steps and scale changes occur;
 /// or a static fp16 scale (1024, or 2^40, which overflows and skips steps without ever moving).
 inline Gen<zl::TrainingFeatures> gen_features() {
   return gen::apply(
       [](zl::DType precision, int accum, double clip, std::int64_t prefetch,
          std::int64_t persistence, int scale_power, int window, int hysteresis,
          std::int64_t reduce_bucket, std::int64_t allgather_bucket, bool overlap, bool offload,
-         double static_scale) {
+         double static_scale, bool offload_param) {
         zl::TrainingFeatures features;
         features.precision = precision;
         features.grad_accum_steps = accum;
@@ -67,6 +68,7 @@ inline Gen<zl::TrainingFeatures> gen_features() {
         features.allgather_bucket_elems = allgather_bucket;
         features.overlap_comm = overlap;
         features.offload_optimizer = offload;
+        features.offload_param = offload_param;
         features.loss_scale = {.initial_scale_power = scale_power,
                                .window = window,
                                .hysteresis = hysteresis,
@@ -80,7 +82,8 @@ inline Gen<zl::TrainingFeatures> gen_features() {
       gen::inRange(1, 4), gen::inRange(1, 3),
       gen::element<std::int64_t>(500'000'000, 256, 64),
       gen::element<std::int64_t>(500'000'000, 320, 48), gen::arbitrary<bool>(),
-      gen::arbitrary<bool>(), gen::element(0.0, 0.0, 1024.0, 1099511627776.0));
+      gen::arbitrary<bool>(), gen::element(0.0, 0.0, 1024.0, 1099511627776.0),
+      gen::arbitrary<bool>());
 }
 
 /// Activation checkpointing: none first (so failures shrink to it), full, every:2, every:3 or
