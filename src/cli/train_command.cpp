@@ -120,6 +120,28 @@ std::int64_t total_calls(const TrafficLedger& traffic) {
   return calls;
 }
 
+// With ZeRO-Offload or parameter offload: what each rank holds in host memory and the bytes
+// copied between host and device over the steps.
+void print_host_memory(const TrainResult& result) {
+  const bool any = std::ranges::any_of(result.ranks, [](const RankReport& rank) {
+    return rank.traffic.to_device_bytes() + rank.traffic.to_host_bytes() > 0;
+  });
+  if (!any) return;
+  fmt::print("\nhost memory and host-device copies (bytes)\n{:>4} {:>14} {:>14} {:>16} {:>16} {:>12} "
+             "{:>12}\n",
+             "rank", "host_params_B", "host_master_B", "host_optimizer_B", "host_grads_pk_B",
+             "to_device_B", "to_host_B");
+  for (const auto& rank : result.ranks) {
+    const MemoryLedger& memory = rank.memory;
+    fmt::print("{:>4} {:>14} {:>14} {:>16} {:>16} {:>12} {:>12}\n", rank.rank,
+               memory.current_bytes(MemCategory::HostParams),
+               memory.current_bytes(MemCategory::HostMaster),
+               memory.current_bytes(MemCategory::HostOptimizer),
+               memory.peak_bytes(MemCategory::HostGrads), rank.traffic.to_device_bytes(),
+               rank.traffic.to_host_bytes());
+  }
+}
+
 // Model-state bytes are what each rank holds after the step (current); temporaries are peaks.
 void print_summary(const TrainConfig& config, const TrainResult& result) {
   fmt::print("\nengine {} with W={}: {} parameters, {} with padding\n", engine_name(config.engine),
@@ -136,6 +158,7 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
                memory.peak_bytes(MemCategory::Activations), memory.total_peak_bytes(),
                rank.traffic.sent_bytes(), rank.traffic.recv_bytes(), total_calls(rank.traffic));
   }
+  print_host_memory(result);
   fmt::print("\nactivations at their peak, by kind, and checkpoints on the host (bytes)\n{:>4}",
              "rank");
   for (int k = 0; k < kActivationKindCount; ++k) {
