@@ -35,14 +35,17 @@ std::string_view notes(std::string_view phase) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const LessonSizes defaults{.world = 4,
+                             .mlp = MlpConfig{.layers = 3, .width = 64, .in = 16, .classes = 8},
+                             .rows = 8,
+                             .steps = 3,
+                             .seed = 0};
   return run_lesson(
-      argc, argv, "Lesson 01: DDP keeps everything on every rank", [](const LessonFlags& flags) {
-        TrainConfig config;
-        config.mlp = {.layers = 3, .width = 64, .in = 16, .classes = 8};
-        config.engine = EngineKind::Ddp;
-        config.world = 4;
-        config.steps = 3;
-        config.micro_batch = 8;
+      argc, argv, "Lesson 01: DDP keeps everything on every rank", defaults,
+      [](const LessonFlags& flags) {
+        TrainConfig base;
+        base.engine = EngineKind::Ddp;
+        const TrainConfig config = sized(base, flags);
 
         // Train first, recording each rank's ledger at every engine event; narrate afterwards.
         EventRecorder recorder(config.world);

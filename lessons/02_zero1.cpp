@@ -38,14 +38,17 @@ std::string_view notes(std::string_view phase) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const LessonSizes defaults{.world = 2,
+                             .mlp = MlpConfig{.layers = 2, .width = 3, .in = 2, .classes = 2},
+                             .rows = 4,
+                             .steps = 3,
+                             .seed = 0};
   return run_lesson(
-      argc, argv, "Lesson 02: ZeRO-1 shards the optimizer state", [](const LessonFlags& flags) {
-        TrainConfig config;
-        config.mlp = {.layers = 2, .width = 3, .in = 2, .classes = 2};
-        config.engine = EngineKind::Zero1;
-        config.world = 2;
-        config.steps = 3;
-        config.micro_batch = 4;
+      argc, argv, "Lesson 02: ZeRO-1 shards the optimizer state", defaults,
+      [](const LessonFlags& flags) {
+        TrainConfig base;
+        base.engine = EngineKind::Zero1;
+        const TrainConfig config = sized(base, flags);
 
         EventRecorder recorder(config.world);
         const TrainResult result = train(config, {}, recorder.observer());

@@ -29,15 +29,17 @@ constexpr std::string_view kAllGather =
 }  // namespace
 
 int main(int argc, char** argv) {
+  const LessonSizes defaults{.world = 4,
+                             .mlp = MlpConfig{.layers = 3, .width = 64, .in = 16, .classes = 64},
+                             .rows = 8,
+                             .steps = 3,
+                             .seed = 0};
   return run_lesson(
-      argc, argv, "Lesson 03: ZeRO-2 shards the gradients during backward",
+      argc, argv, "Lesson 03: ZeRO-2 shards the gradients during backward", defaults,
       [](const LessonFlags& flags) {
-        TrainConfig config;
-        config.mlp = {.layers = 3, .width = 64, .in = 16, .classes = 64};
-        config.engine = EngineKind::Zero2;
-        config.world = 4;
-        config.steps = 3;
-        config.micro_batch = 8;
+        TrainConfig base;
+        base.engine = EngineKind::Zero2;
+        const TrainConfig config = sized(base, flags);
 
         EventRecorder recorder(config.world);
         const TrainResult result = train(config, {}, recorder.observer());

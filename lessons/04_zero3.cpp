@@ -28,15 +28,17 @@ constexpr std::string_view kUpdate =
 }  // namespace
 
 int main(int argc, char** argv) {
+  const LessonSizes defaults{.world = 4,
+                             .mlp = MlpConfig{.layers = 3, .width = 64, .in = 16, .classes = 8},
+                             .rows = 8,
+                             .steps = 3,
+                             .seed = 0};
   return run_lesson(
-      argc, argv, "Lesson 04: ZeRO-3 gathers parameters unit by unit",
+      argc, argv, "Lesson 04: ZeRO-3 gathers parameters unit by unit", defaults,
       [](const LessonFlags& flags) {
-        TrainConfig config;
-        config.mlp = {.layers = 3, .width = 64, .in = 16, .classes = 8};
-        config.engine = EngineKind::Zero3;
-        config.world = 4;
-        config.steps = 3;
-        config.micro_batch = 8;
+        TrainConfig base;
+        base.engine = EngineKind::Zero3;
+        const TrainConfig config = sized(base, flags);
 
         EventRecorder recorder(config.world);
         const TrainResult result = train(config, {}, recorder.observer());

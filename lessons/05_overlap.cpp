@@ -9,6 +9,7 @@
 #include <string>
 
 #include "lesson_support.hpp"
+#include "run/compare.hpp"
 #include "timeline.hpp"
 
 using namespace zl;
@@ -43,6 +44,8 @@ struct Run {
   bool overlap;
   StepTimes last_step;
   std::vector<TimelineEvent> events;  // rank 0's, last step
+  TrainConfig config;                 // as it ran
+  TrainResult result;                 // its parameters, moments and losses
 };
 
 // The modelled duration of a compute span, from its label ("forward 2", "backward 0", ...).
@@ -79,7 +82,7 @@ Run run(const TrainConfig& base, std::string name, EngineKind engine, bool overl
     programs.push_back(std::move(program));
   }
   const auto replayed = replay(programs, config.link, config.world, /*record_events=*/true);
-  Run out{std::move(name), engine, overlap, replayed[0].steps.back(), {}};
+  Run out{std::move(name), engine, overlap, replayed[0].steps.back(), {}, config, result};
   for (const auto& event : replayed[0].events) {
     if (event.step == out.last_step.step) out.events.push_back(event);
   }
@@ -108,15 +111,17 @@ void draw(const Run& run, double span_ms, int width) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const LessonSizes defaults{.world = 4,
+                             .mlp = MlpConfig{.layers = 4, .width = 512, .in = 512, .classes = 512},
+                             .rows = 128,
+                             .steps = 2,
+                             .seed = 0};
   return run_lesson(
-      argc, argv, "Lesson 05: overlap communication with computation",
+      argc, argv, "Lesson 05: overlap communication with computation", defaults,
       [](const LessonFlags& flags) {
-        TrainConfig config;
-        config.mlp = {.layers = 4, .width = 512, .in = 512, .classes = 512};
-        config.world = 4;
-        config.steps = 2;
-        config.micro_batch = 128;
-        config.link = link_preset("ib-400g");
+        TrainConfig base;
+        base.link = link_preset("ib-400g");
+        const TrainConfig config = sized(base, flags);
 
         heading("Lesson 05: overlap");
         fmt::print("{}\n\n{}\n\n", kIdea, kModel);
@@ -148,6 +153,10 @@ int main(int argc, char** argv) {
         const double ddp = runs[1].last_step.step_ms;       // DDP overlaps, as PyTorch DDP does
         const double zero1 = runs[2].last_step.step_ms;     // ZeRO-1, blocking
         const double zero1_ov = runs[3].last_step.step_ms;  // ZeRO-1 with overlap
+        // At other sizes a claim that does not hold is a finding, not a failure.
+        const auto verdict = [&](bool holds) {
+          return holds ? "ok" : flags.defaults ? "UNEXPECTED" : "not at these sizes";
+        };
         const bool slower = ddp < zero1;
         const bool closer = zero1_ov < zero1 && zero1_ov <= kCloseToDdp * ddp;
         bool hidden = true;
@@ -158,12 +167,28 @@ int main(int argc, char** argv) {
         fmt::print(
             "{}: DDP with overlap ({:.4f} ms) is faster than ZeRO-1 without ({:.4f} ms, "
             "{:.2f}x)\n",
-            slower ? "ok" : "UNEXPECTED", ddp, zero1, zero1 / ddp);
+            verdict(slower), ddp, zero1, zero1 / ddp);
         fmt::print("{}: ZeRO-1 with overlap ({:.4f} ms) is close to DDP: {:.2f}x, within {:.2f}x\n",
-                   closer ? "ok" : "UNEXPECTED", zero1_ov, zero1_ov / ddp, kCloseToDdp);
-        fmt::print("{}: overlap lowers the exposed comm of every stage\n\n",
-                   hidden ? "ok" : "UNEXPECTED");
-        fmt::print("{}\n", kGap);
-        return slower && closer && hidden ? 0 : 1;
+                   verdict(closer), zero1_ov, zero1_ov / ddp, kCloseToDdp);
+        fmt::print("{}: overlap lowers the exposed comm of every stage\n",
+                   verdict(hidden));
+        // The timing claims are this lesson's sizes' (4 ranks, 512-wide layers); other sizes may
+        // leave too little compute to hide behind, or (one rank) nothing to communicate.
+        const bool timings = slower && closer && hidden;
+        if (!timings && !flags.defaults) {
+          fmt::print(
+              "note: at these sizes the timings differ from the default run's; with --world 1 "
+              "there is\nno communication at all. Only the default sizes are held to these "
+              "claims.\n");
+        }
+        bool same_bits = true;
+        for (std::size_t i = 0; i + 1 < runs.size(); i += 2)
+          same_bits = same_bits && !first_difference(runs[i].result, runs[i + 1].result);
+        fmt::print("{}: every stage trains the same bits with and without overlap\n",
+                   same_bits ? "ok" : "DIFFERENT");
+        const bool reference = matches_reference(runs[1].config, runs[1].result) &&
+                               matches_reference(runs[7].config, runs[7].result);
+        fmt::print("\n{}\n", kGap);
+        return (timings || !flags.defaults) && same_bits && reference ? 0 : 1;
       });
 }

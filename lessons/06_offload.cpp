@@ -6,8 +6,8 @@
 
 #include <array>
 
-#include "run/compare.hpp"
 #include "lesson_support.hpp"
+#include "run/compare.hpp"
 
 using namespace zl;
 using namespace zl::lessons;
@@ -42,16 +42,20 @@ void print_split(std::string_view name, const TrainResult& result) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const LessonSizes defaults{.world = 4,
+                             .stage = 2,
+                             .min_stage = 1,
+                             .mlp = MlpConfig{.layers = 3, .width = 64, .in = 16, .classes = 64},
+                             .rows = 8,
+                             .steps = 3,
+                             .seed = 0};
   return run_lesson(
-      argc, argv, "Lesson 06: ZeRO-Offload moves the optimizer state to the host",
+      argc, argv, "Lesson 06: ZeRO-Offload moves the optimizer state to the host", defaults,
       [](const LessonFlags& flags) {
-        TrainConfig config;
-        config.mlp = {.layers = 3, .width = 64, .in = 16, .classes = 64};
-        config.engine = EngineKind::Zero2;
-        config.world = 4;
-        config.steps = 3;
-        config.micro_batch = 8;
-        config.features.precision = DType::BF16;
+        TrainConfig base;
+        base.engine = engine_of_stage(*flags.sizes.stage);
+        base.features.precision = DType::BF16;
+        const TrainConfig config = sized(base, flags);
 
         heading("Lesson 06: ZeRO-Offload, the optimizer state on the host");
         fmt::print("{}\n\n", kWhy);

@@ -38,16 +38,19 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const LessonSizes defaults{.world = 4,
+                             .stage = 2,
+                             .mlp = MlpConfig{.layers = 3, .width = 64, .in = 16, .classes = 8},
+                             .rows = 16,
+                             .steps = 40,
+                             .seed = 0};
   return run_lesson(
-      argc, argv, "Lesson 08: mixed precision, bf16 and fp16 with loss scaling",
+      argc, argv, "Lesson 08: mixed precision, bf16 and fp16 with loss scaling", defaults,
       [](const LessonFlags& flags) {
-        TrainConfig config;
-        config.mlp = {.layers = 3, .width = 64, .in = 16, .classes = 8};
-        config.engine = EngineKind::Zero2;
-        config.world = 4;
-        config.steps = 40;
-        config.micro_batch = 16;
-        config.adamw.lr = 3e-3;
+        TrainConfig base;
+        base.engine = engine_of_stage(*flags.sizes.stage);
+        base.adamw.lr = 3e-3;
+        const TrainConfig config = sized(base, flags);
 
         heading("Lesson 08: mixed precision");
         fmt::print("{}\n\n", kMemory);
