@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
         const std::size_t update_end = after_last(events, "update");
         narrate(flags, recorder, config.steps, {0, forward_end}, categories, kForward);
         narrate(flags, recorder, config.steps, {forward_end, backward_end}, categories, kBackward,
-                true);
+                true, /*settled=*/true);
         narrate(flags, recorder, config.steps, {backward_end, update_end}, categories, kUpdate,
                 true);
         narrate(flags, recorder, config.steps, {update_end, events.size()}, categories, kAllGather);

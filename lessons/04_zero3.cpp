@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
         const std::size_t backward_end = after_last(events, "reduce_scatter");
         narrate(flags, recorder, config.steps, {0, forward_end}, categories, kForward, true);
         narrate(flags, recorder, config.steps, {forward_end, backward_end}, categories, kBackward,
-                true);
+                true, /*settled=*/true);
         narrate(flags, recorder, config.steps, {backward_end, events.size()}, categories, kUpdate);
 
         pause(flags, "for the gathered memory");

@@ -170,8 +170,7 @@ int main(int argc, char** argv) {
             verdict(slower), ddp, zero1, zero1 / ddp);
         fmt::print("{}: ZeRO-1 with overlap ({:.4f} ms) is close to DDP: {:.2f}x, within {:.2f}x\n",
                    verdict(closer), zero1_ov, zero1_ov / ddp, kCloseToDdp);
-        fmt::print("{}: overlap lowers the exposed comm of every stage\n",
-                   verdict(hidden));
+        fmt::print("{}: overlap lowers the exposed comm of every stage\n", verdict(hidden));
         // The timing claims are this lesson's sizes' (4 ranks, 512-wide layers); other sizes may
         // leave too little compute to hide behind, or (one rank) nothing to communicate.
         const bool timings = slower && closer && hidden;

@@ -320,18 +320,26 @@ void print_ranks(const std::vector<CategoryBytes>& per_rank,
 
 void narrate(const LessonFlags& flags, const EventRecorder& recorder, std::int64_t steps,
              EventRange range, std::span<const MemCategory> categories, std::string_view note,
-             bool event_rows) {
+             bool event_rows, bool settled) {
   const auto events = recorder.last_step(0, steps);
-  ZL_CHECK(range.begin < range.end && range.end <= events.size(),
+  ZL_CHECK(range.begin < range.end && range.end + (settled ? 1 : 0) <= events.size(),
            "no engine events in [{}, {}) of a step of {}: did the engine's events change?",
            range.begin, range.end, events.size());
+  const std::size_t shown = settled ? range.end : range.end - 1;
   const std::string title = describe(events, range);
   pause(flags, "for " + title);
   heading(title);
   fmt::print("{}\n\n", note);
   if (event_rows) {
     print_event_rows(events, range, categories);
-    fmt::print("\nevery rank after {}:\n", label(events[range.end - 1]));
+    if (settled) {
+      fmt::print(
+          "\nA reduce_scatter row is the moment it is issued: the unit's full gradient is\n"
+          "freed right after. Every rank once it is, as {} begins:\n",
+          label(events[shown]));
+    } else {
+      fmt::print("\nevery rank after {}:\n", label(events[shown]));
+    }
   }
   // One scale for the whole step, so bars of different phases can be compared.
   std::int64_t full_bytes = 0;
@@ -339,7 +347,7 @@ void narrate(const LessonFlags& flags, const EventRecorder& recorder, std::int64
     for (const auto& event : recorder.last_step(r, steps))
       full_bytes = std::max(full_bytes, total_of(event.bytes, categories));
   }
-  print_ranks(recorder.at(range.end - 1, steps), categories, full_bytes);
+  print_ranks(recorder.at(shown, steps), categories, full_bytes);
 }
 
 void narrate_phase_runs(const LessonFlags& flags, const EventRecorder& recorder, std::int64_t steps,

@@ -112,9 +112,12 @@ using PhaseNotes = std::function<std::string_view(std::string_view phase)>;
 
 /// One stop of the walk through a step: pauses (with --step), titles the range, prints `note`,
 /// optionally lists the range's events on rank 0, then shows every rank after its last event.
+/// An engine reports a reduce_scatter as it issues it, while the unit's full gradient is still
+/// held; with `settled` the ranks are shown at the next event instead (the range's end: the
+/// first event after the range), when the last buffer of the range has been freed.
 void narrate(const LessonFlags& flags, const EventRecorder& recorder, std::int64_t steps,
              EventRange range, std::span<const MemCategory> categories, std::string_view note,
-             bool event_rows = false);
+             bool event_rows = false, bool settled = false);
 
 /// narrate() for each run of one phase in the last step, with notes(phase) as the note.
 void narrate_phase_runs(const LessonFlags& flags, const EventRecorder& recorder, std::int64_t steps,

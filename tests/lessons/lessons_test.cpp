@@ -94,6 +94,11 @@ TEST(Lessons, Zero2GradientMemoryFallsThroughBackward) {
   for (std::size_t i = 1; i < grads.size(); ++i) EXPECT_LE(grads[i], grads[i - 1]) << "row " << i;
   EXPECT_LT(grads.back(), grads.front());
   EXPECT_EQ(grads.back(), 9984);
+  // The backward stop's table is taken once the last full gradient is freed, as its sentence
+  // says: the own shards alone, not the 15,104 bytes of the moment reduce_scatter u0 is issued.
+  EXPECT_TRUE(std::regex_search(
+      run.out, std::regex(R"(as update begins:\nrank \(bytes\)[^\n]*\n +0 +9984 )")))
+      << run.out;
   EXPECT_NE(run.out.find("DDP and ZeRO-1 hold every unit's full gradient through backward: 39,936"),
             std::string::npos)
       << run.out;
@@ -115,6 +120,10 @@ TEST(Lessons, Zero3GathersUpAndDownAndCostsOneAndAHalfDdp) {
   }
   EXPECT_TRUE(rises && falls) << run.out;
   for (const auto bytes : gathered) EXPECT_LT(bytes, 25600);
+  // After backward: nothing gathered and only the gradient shards (6,400 / 4 ranks x 4 bytes).
+  EXPECT_TRUE(std::regex_search(
+      run.out, std::regex(R"(as update begins:\nrank \(bytes\)[^\n]*\n +0 +0 +6400 +6400 )")))
+      << run.out;
   EXPECT_NE(run.out.find("ZeRO-3 / DDP = 172,800 / 115,200 = 1.50 (exactly 1.5x)"),
             std::string::npos)
       << run.out;
