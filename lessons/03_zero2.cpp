@@ -6,6 +6,7 @@
 #include <array>
 
 #include "lesson_support.hpp"
+#include "lesson_values.hpp"
 
 using namespace zl;
 using namespace zl::lessons;
@@ -43,6 +44,8 @@ int main(int argc, char** argv) {
 
         EventRecorder recorder(config.world);
         const TrainResult result = train(config, {}, recorder.observer());
+        const StepValues values = step_values(config, result);
+        const UnitLayout& first = values.layout.front();
 
         heading("Lesson 03: ZeRO-2, reduce-scatter the gradients during backward");
         print_model(config, result);
@@ -56,8 +59,16 @@ int main(int argc, char** argv) {
         narrate(flags, recorder, config.steps, {0, forward_end}, categories, kForward);
         narrate(flags, recorder, config.steps, {forward_end, backward_end}, categories, kBackward,
                 true, /*settled=*/true);
+        fmt::print(
+            "\n{}'s reduce-scatter, the last of backward: what each rank sends, what the "
+            "owner keeps:\n",
+            first.name);
+        print_reduce_scatter(values.units.front(), first, config.world);
         narrate(flags, recorder, config.steps, {backward_end, update_end}, categories, kUpdate,
                 true);
+        fmt::print("\n{}: each rank's own shard, before and after AdamW, and its moments:\n",
+                   first.name);
+        print_update(values.units.front(), first, config.world);
         narrate(flags, recorder, config.steps, {update_end, events.size()}, categories, kAllGather);
 
         pause(flags, "for the gradient memory");
@@ -73,7 +84,8 @@ int main(int argc, char** argv) {
 
         const bool states_ok = check_model_states(config, result);
         fmt::print("\n");
+        const bool values_ok = check_values(values, result);
         const bool same = matches_reference(config, result);
-        return states_ok && same ? 0 : 1;
+        return states_ok && values_ok && same ? 0 : 1;
       });
 }

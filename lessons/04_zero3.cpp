@@ -6,6 +6,7 @@
 #include <array>
 
 #include "lesson_support.hpp"
+#include "lesson_values.hpp"
 
 using namespace zl;
 using namespace zl::lessons;
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
 
         EventRecorder recorder(config.world);
         const TrainResult result = train(config, {}, recorder.observer());
+        const StepValues values = step_values(config, result);
+        const UnitLayout& first = values.layout.front();
+        const UnitValues& first_values = values.units.front();
 
         heading("Lesson 04: ZeRO-3, gather, run, release");
         print_model(config, result);
@@ -52,9 +56,24 @@ int main(int argc, char** argv) {
         const std::size_t forward_end = after_last(events, "forward");
         const std::size_t backward_end = after_last(events, "reduce_scatter");
         narrate(flags, recorder, config.steps, {0, forward_end}, categories, kForward, true);
+        fmt::print("\nBetween steps each rank holds only its shard of {}'s parameters:\n",
+                   first.name);
+        print_shards("params", first_values.params_before, first, config.world);
+        fmt::print(
+            "gather {}: the all-gather gives every rank all of them, the same everywhere:\n"
+            "  {}\nrelease: the gathered buffer is freed; the shard above stays.\n",
+            first.name, slice_text(first_values.params_before, {0, first.padded_elems}));
         narrate(flags, recorder, config.steps, {forward_end, backward_end}, categories, kBackward,
                 true, /*settled=*/true);
+        fmt::print(
+            "\n{}'s reduce-scatter, the last of backward: what each rank sends, what the "
+            "owner keeps:\n",
+            first.name);
+        print_reduce_scatter(first_values, first, config.world);
         narrate(flags, recorder, config.steps, {backward_end, events.size()}, categories, kUpdate);
+        fmt::print("\n{}: each rank's own shard, before and after AdamW, and its moments:\n",
+                   first.name);
+        print_update(first_values, first, config.world);
 
         pause(flags, "for the gathered memory");
         heading("Gathered memory");
@@ -90,7 +109,8 @@ int main(int argc, char** argv) {
 
         const bool states_ok = check_model_states(config, result);
         fmt::print("\n");
+        const bool values_ok = check_values(values, result);
         const bool same = matches_reference(config, result);
-        return one_and_a_half && states_ok && same ? 0 : 1;
+        return one_and_a_half && states_ok && values_ok && same ? 0 : 1;
       });
 }

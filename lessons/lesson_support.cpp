@@ -351,10 +351,28 @@ void narrate(const LessonFlags& flags, const EventRecorder& recorder, std::int64
 }
 
 void narrate_phase_runs(const LessonFlags& flags, const EventRecorder& recorder, std::int64_t steps,
-                        std::span<const MemCategory> categories, const PhaseNotes& notes) {
+                        std::span<const MemCategory> categories, const PhaseNotes& notes,
+                        const PhaseValues& values) {
   const auto events = recorder.last_step(0, steps);
-  for (const EventRange range : phase_runs(events)) {
-    narrate(flags, recorder, steps, range, categories, notes(events[range.begin].phase));
+  const auto runs = phase_runs(events);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const EventRange range = runs[i];
+    const std::string_view phase = events[range.begin].phase;
+    const bool unchanged =
+        i > 0 && recorder.at(range.end - 1, steps) == recorder.at(runs[i - 1].end - 1, steps);
+    if (!unchanged) {
+      narrate(flags, recorder, steps, range, categories, notes(phase));
+    } else {
+      const std::string title = describe(events, range);
+      pause(flags, "for " + title);
+      heading(title);
+      fmt::print("{}\n\nBytes: every rank holds exactly what it held after {}.\n", notes(phase),
+                 label(events[runs[i - 1].end - 1]));
+    }
+    if (values) {
+      fmt::print("\n");
+      values(phase);
+    }
   }
 }
 

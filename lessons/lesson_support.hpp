@@ -119,9 +119,15 @@ void narrate(const LessonFlags& flags, const EventRecorder& recorder, std::int64
              EventRange range, std::span<const MemCategory> categories, std::string_view note,
              bool event_rows = false, bool settled = false);
 
-/// narrate() for each run of one phase in the last step, with notes(phase) as the note.
+/// Prints the values a phase leaves on the ranks (lesson_values.hpp), after its note.
+using PhaseValues = std::function<void(std::string_view phase)>;
+
+/// narrate() for each run of one phase in the last step, with notes(phase) as the note, then
+/// values(phase) when given. A stop whose bytes equal the previous stop's on every rank says so
+/// in one line instead of repeating the table.
 void narrate_phase_runs(const LessonFlags& flags, const EventRecorder& recorder, std::int64_t steps,
-                        std::span<const MemCategory> categories, const PhaseNotes& notes);
+                        std::span<const MemCategory> categories, const PhaseNotes& notes,
+                        const PhaseValues& values = {});
 
 /// The model and its units as laid out for the run: numel, padded size and shard size, and Ψ.
 void print_model(const TrainConfig& config, const TrainResult& result);

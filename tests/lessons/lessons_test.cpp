@@ -74,15 +74,64 @@ TEST(Lessons, DdpShowsEveryRankHoldingTheSameBytes) {
 TEST(Lessons, Zero1ShowsShardsAndTheSameTrafficAsDdp) {
   const auto run = run_lesson("02_zero1", "--no-pause");
   ASSERT_EQ(run.exit_code, 0) << run.out;
-  EXPECT_NE(run.out.find("layers.0: numel 9, padded 128, shard S = 64"), std::string::npos)
+  // Units of 1,088 and 4,160 elements pad to 1,280 and 4,352 at W = 4: padding is a detail.
+  EXPECT_NE(run.out.find("layers.0: numel 1088, padded 1280, shard S = 320"), std::string::npos)
       << run.out;
-  EXPECT_NE(run.out.find("rank 1 owns [64, 128): 0 real elements, 64 of padding"),
+  EXPECT_NE(run.out.find("rank 3 owns [960, 1280): 128 real elements, 192 of padding"),
             std::string::npos);
-  EXPECT_NE(run.out.find("ZeRO-1 3,072 bytes, DDP 3,072 bytes: the same"), std::string::npos)
+  EXPECT_NE(run.out.find("Padding: 576 of 9,984 elements (5.8%)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("ZeRO-1 179,712 bytes, DDP 179,712 bytes: the same"), std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("3Ψ(N-1)/N, 1.5x as much"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find(kReferenceClaim), std::string::npos) << run.out;
 }
+
+TEST(Lessons, Zero1PrintsTableOnlyWhereTheBytesChange) {
+  const auto run = run_lesson("02_zero1", "--no-pause");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  // ZeRO-1 allocates everything once: after forward, each phase's bytes are the previous ones.
+  for (const char* unchanged : {"held after forward u2", "held after backward u0",
+                                "held after reduce_scatter u2", "held after update"}) {
+    EXPECT_NE(run.out.find(std::string("Bytes: every rank holds exactly what it ") + unchanged),
+              std::string::npos)
+        << unchanged << "\n"
+        << run.out;
+  }
+}
+
+TEST(Lessons, Zero1OnTheToyShowsPaddingAsMostOfTheShards) {
+  const auto run = run_lesson("02_zero1", "--world 2 --layers 2 --width 3 --in 2 --classes 2");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("rank 1 owns [64, 128): 0 real elements, 64 of padding"),
+            std::string::npos)
+      << run.out;
+}
+
+// Lessons 01-04 print each rank's numbers: its own gradient, the reduce-scatter's inputs and
+// average, its shards before and after the update. The averages are recomputed with the engines'
+// run_micro_batch and reduce_rank_order, and must give the run's gradient norm bit for bit.
+class LessonValues : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LessonValues, ShowTheEnginesNumbers) {
+  for (const char* sizes : {"", "--world 3 --width 40 --seed 4"}) {
+    const auto run = run_lesson(GetParam(), sizes);
+    ASSERT_EQ(run.exit_code, 0) << sizes << "\n" << run.out;
+    EXPECT_NE(run.out.find("ok: the averaged gradients shown have the run's gradient norm"),
+              std::string::npos)
+        << run.out;
+    const std::string lesson = GetParam();
+    if (lesson == "01_ddp" || lesson == "02_zero1") {
+      EXPECT_NE(run.out.find("  rank 1 grads  [0, "), std::string::npos) << run.out;
+    }
+    if (lesson != "01_ddp") {
+      EXPECT_NE(run.out.find("    rank 1 receives   ["), std::string::npos) << run.out;
+      EXPECT_NE(run.out.find("  rank 2 m            ["), std::string::npos) << run.out;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Lessons01To04, LessonValues,
+                         ::testing::Values("01_ddp", "02_zero1", "03_zero2", "04_zero3"));
 
 TEST(Lessons, Zero2GradientMemoryFallsThroughBackward) {
   const auto run = run_lesson("03_zero2", "--no-pause");
