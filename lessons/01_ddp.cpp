@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 
+#include "lesson_scale.hpp"
 #include "lesson_support.hpp"
 #include "lesson_values.hpp"
 
@@ -111,6 +112,13 @@ int main(int argc, char** argv) {
             "back.\n\n",
             grouped(per_rank), config.world, grouped(per_rank * config.world), grouped(per_rank),
             config.world - 1, config.world);
+        pause(flags, "for real scale");
+        heading("At real scale");
+        print_real_memory(std::array{0});
+        fmt::print(
+            "\nDDP's bytes per GPU are the same at 8 GPUs and at 64: adding GPUs adds copies, "
+            "never\n"
+            "room. A 7B model's 16Ψ = 112 GB fits on no 80 GB GPU, however many there are.\n\n");
         const bool states_ok = check_model_states(config, result);
 
         fmt::print("\n");

@@ -5,6 +5,7 @@
 
 #include <array>
 
+#include "lesson_scale.hpp"
 #include "lesson_support.hpp"
 #include "lesson_values.hpp"
 
@@ -82,6 +83,16 @@ int main(int argc, char** argv) {
             grouped(full_grads_bytes), grouped(rank0.peak_bytes(MemCategory::Grads)),
             grouped(rank0.current_bytes(MemCategory::Grads)));
 
+        pause(flags, "for real scale");
+        heading("At real scale");
+        print_real_memory(std::array{0, 1, 2});
+        fmt::print(
+            "\nZeRO-2 also divides the gradients: 2Ψ + 14Ψ/N tends to 2Ψ, an eighth of DDP, as N\n"
+            "grows. The one full unit it holds during backward comes on top: for GPT-2 the "
+            "largest\n"
+            "is the embeddings unit (wte and wpe: 39.4M parameters in 124M, 82.0M in 1.5B), 79 "
+            "and\n"
+            "164 MB of bf16 gradient.\n\n");
         const bool states_ok = check_model_states(config, result);
         fmt::print("\n");
         const bool values_ok = check_values(values, result);

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <string>
 
+#include "lesson_scale.hpp"
 #include "lesson_support.hpp"
 #include "run/compare.hpp"
 #include "timeline.hpp"
@@ -108,6 +109,30 @@ void draw(const Run& run, double span_ms, int width) {
   fmt::print("{:<22} compute {}\n{:<22} comm    {}\n", run.name, compute, "", comm);
 }
 
+// Each rank's bytes sent per step at real scale, bf16, and their time on `link` at its bus
+// bandwidth: what overlap has to hide.
+void print_real_traffic(const LinkPreset& link) {
+  fmt::print(
+      "Each rank sends 2Ψ(N-1)/N elements per step under DDP, ZeRO-1 and ZeRO-2 and 3Ψ(N-1)/N\n"
+      "under ZeRO-3, 2 bytes each in bf16; at {}'s bus bandwidth of {} GB/s that takes:\n\n",
+      link.name, link.busbw_gbps);
+  fmt::print("{:<13}{:>5}{:>16}{:>12}{:>16}{:>12}\n", "model", "W", "DDP-ZeRO-2 GB", "ms",
+             "ZeRO-3 GB", "ms");
+  for (const RealModel& model : real_models()) {
+    for (const int world : kRealWorlds) {
+      const StateElems elems = real_elems(model, world);
+      const double ring = static_cast<double>(elems.replica_elems) * (world - 1) / world * 2.0;
+      const double two = 2.0 * ring;
+      const double three = 3.0 * ring;
+      fmt::print("{:<13}{:>5}{:>16.2f}{:>12.1f}{:>16.2f}{:>12.1f}\n", model.name, world, two / 1e9,
+                 two / (link.busbw_gbps * 1e6), three / 1e9, three / (link.busbw_gbps * 1e6));
+    }
+  }
+  fmt::print(
+      "\nA step's computation has to last that long for overlap to hide all of it; ZeRO-3's\n"
+      "bytes are 1.5x the others' at every size, as lesson 04 measured.\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -148,6 +173,10 @@ int main(int argc, char** argv) {
         double span_ms = 0.0;
         for (const Run& r : runs) span_ms = std::max(span_ms, r.last_step.step_ms);
         for (const Run& r : runs) draw(r, span_ms, 64);
+
+        pause(flags, "for real scale");
+        heading("At real scale");
+        print_real_traffic(config.link);
 
         heading("Checks");
         const double ddp = runs[1].last_step.step_ms;       // DDP overlaps, as PyTorch DDP does

@@ -6,6 +6,7 @@
 
 #include <array>
 
+#include "lesson_scale.hpp"
 #include "lesson_support.hpp"
 #include "run/compare.hpp"
 
@@ -39,6 +40,31 @@ void print_split(std::string_view name, const TrainResult& result) {
              grouped(m.current_bytes(MemCategory::Optimizer)), grouped(host_bytes));
 }
 
+// Per GPU at real scale, with the optimizer offloaded at `stage`: what stays on the device,
+// what moves to the host (never added together: they are different memories), and the bf16
+// shard copied each way per step.
+void print_real_offload(int stage) {
+  fmt::print(
+      "ZeRO-{} with the optimizer offloaded, per GPU, bf16 (1 GB = 1e9 bytes). The device and\n"
+      "the host are different memories, so they are never added up:\n\n",
+      stage);
+  fmt::print("{:<13}{:>5}{:>14}{:>14}{:>14}{:>18}\n", "model", "W", "no offload", "device GB",
+             "host GB", "PCIe each way MB");
+  for (const RealModel& model : real_models()) {
+    for (const int world : kRealWorlds) {
+      const StateElems elems = real_elems(model, world);
+      const LedgerEstimate e = estimate_ledger(elems, real_options(), stage);
+      fmt::print("{:<13}{:>5}{:>14}{:>14}{:>14}{:>18}\n", model.name, world,
+                 gb_text(e.total_bytes()), gb_text(e.params_bytes + e.grads_bytes),
+                 gb_text(e.master_bytes + e.optimizer_bytes),
+                 fmt::format("{:.1f}", 2.0 * static_cast<double>(elems.shard_elems) / 1e6));
+    }
+  }
+  fmt::print(
+      "\nThe host side is 12 bytes per element of the shard, so 8 GPUs of a node hold 12Ψ/8\n"
+      "each there: a node's CPU memory has to hold 12Ψ in all.\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,7 +93,7 @@ int main(int argc, char** argv) {
         offload.features.offload_optimizer = true;
         const TrainResult offloaded = train(offload);
         heading("Model states per rank after the step (rank 0)");
-        print_split("ZeRO-2 bf16", on_device);
+        print_split(fmt::format("ZeRO-{} bf16", stage_of(config.engine)), on_device);
         print_split("+ offload", offloaded);
         const std::array categories = {MemCategory::Params,     MemCategory::Grads,
                                        MemCategory::Master,     MemCategory::Optimizer,
@@ -88,6 +114,10 @@ int main(int argc, char** argv) {
             config.steps, grouped(traffic.to_host_bytes()), grouped(traffic.to_device_bytes()),
             grouped(shard_bytes), grouped(traffic.sent_bytes()),
             grouped(on_device.ranks[0].traffic.sent_bytes()));
+
+        pause(flags, "for real scale");
+        heading("At real scale");
+        print_real_offload(stage_of(config.engine));
 
         heading("Checks");
         bool ok = true;
