@@ -7,6 +7,7 @@
 #include <array>
 #include <vector>
 
+#include "core/error.hpp"
 #include "engines/estimate.hpp"
 #include "lesson_scale.hpp"
 #include "lesson_support.hpp"
@@ -23,30 +24,41 @@ std::string gb(std::int64_t bytes) {
   return fmt::format("{:.4g}", static_cast<double>(bytes) / 1e9);
 }
 
-// The estimate's table for Ψ on N GPUs, then one stacked bar per stage.
+// The estimate's table for Ψ on N GPUs, then one stacked bar per stage. The optimizer term K
+// is shown as estimate.hpp's ledger view splits it: the fp32 master copy (4 bytes, mixed
+// precision only) and Adam's m and v (8 bytes). Returns the paper view's stages.
 std::vector<StageEstimate> show_stages(std::int64_t psi, int world, StateDtype dtype) {
   const auto stages =
       estimate_stages({.params = psi,
                        .world = world,
                        .dtype = dtype,
                        .optimizer_bytes_per_param = default_optimizer_bytes_per_param(dtype)});
+  const EstimateOptions options{.precision = dtype == StateDtype::Mixed ? DType::BF16 : DType::F32};
+  const StateElems elems = state_elems(psi, world);
   fmt::print("Ψ = {} on N = {} GPUs, {}, per GPU (1 GB = 1e9 bytes):\n", grouped(psi), world,
              dtype_name(dtype));
-  fmt::print("{:<10}{:>11}{:>11}{:>14}{:>11}   {}\n", "stage", "params GB", "grads GB",
-             "optimizer GB", "total GB", "formula");
+  fmt::print("{:<10}{:>11}{:>11}{:>11}{:>11}{:>11}   {}\n", "stage", "params GB", "grads GB",
+             "master GB", "Adam GB", "total GB", "formula");
   std::vector<CategoryBytes> bars;
   for (const auto& s : stages) {
-    fmt::print("{:<10}{:>11}{:>11}{:>14}{:>11}   {}\n",
+    const LedgerEstimate ledger = estimate_ledger(elems, options, s.stage);
+    ZL_CHECK(ledger.total_bytes() == s.total_bytes() &&
+                 ledger.master_bytes + ledger.optimizer_bytes == s.optimizer_bytes,
+             "estimate.hpp's two views disagree at stage {}", s.stage);
+    fmt::print("{:<10}{:>11}{:>11}{:>11}{:>11}{:>11}   {}\n",
                s.stage == 0 ? "0 (DDP)" : fmt::format("{}", s.stage), gb(s.params_bytes),
-               gb(s.grads_bytes), gb(s.optimizer_bytes), gb(s.total_bytes()), s.formula);
+               gb(s.grads_bytes), gb(ledger.master_bytes), gb(ledger.optimizer_bytes),
+               gb(s.total_bytes()), s.formula);
     CategoryBytes bytes{};
     bytes[static_cast<std::size_t>(MemCategory::Params)] = s.params_bytes;
     bytes[static_cast<std::size_t>(MemCategory::Grads)] = s.grads_bytes;
-    bytes[static_cast<std::size_t>(MemCategory::Optimizer)] = s.optimizer_bytes;
+    bytes[static_cast<std::size_t>(MemCategory::Master)] = ledger.master_bytes;
+    bytes[static_cast<std::size_t>(MemCategory::Optimizer)] = ledger.optimizer_bytes;
     bars.push_back(bytes);
   }
   fmt::print("\n");
-  const std::array categories = {MemCategory::Params, MemCategory::Grads, MemCategory::Optimizer};
+  const std::array categories = {MemCategory::Params, MemCategory::Grads, MemCategory::Master,
+                                 MemCategory::Optimizer};
   print_bars(bars, categories, 0, "stage");
   return stages;
 }
@@ -112,9 +124,8 @@ int main(int argc, char** argv) {
             world);
         const auto fp32_model = show_stages(p, world, StateDtype::Fp32);
         fmt::print(
-            "\nSame 16Ψ for DDP and ZeRO-3, but in fp32 the optimizer is a smaller share (8 of "
-            "16),\n"
-            "so sharding it alone (stage 1) saves less.\n");
+            "\nSame 16Ψ for DDP and ZeRO-3, but in fp32 there is no master copy: the optimizer\n"
+            "is Adam's 8 of the 16 bytes, not 12, so sharding it alone (stage 1) saves less.\n");
 
         pause(flags, "for nanoGPT's GPT-2 small");
         heading("nanoGPT's GPT-2 small (124M)");

@@ -28,8 +28,11 @@ TEST(Lessons, MemoryMathPrintsThePaperNumbersAndChecksTheClosedForms) {
       << run.out;
   EXPECT_NE(run.out.find("Every table above matches the closed forms"), std::string::npos)
       << run.out;
-  // The fp32 table: stage 1 is 8Ψ + 8Ψ/N = 63 GB for 7B on 8 GPUs.
-  EXPECT_TRUE(std::regex_search(run.out, std::regex(R"(\n1 +28 +28 +7 +63 )"))) << run.out;
+  // The fp32 table: stage 1 is 8Ψ + 8Ψ/N = 63 GB for 7B on 8 GPUs, with no master copy.
+  EXPECT_TRUE(std::regex_search(run.out, std::regex(R"(\n1 +28 +28 +0 +7 +63 )"))) << run.out;
+  // Mixed precision's optimizer term is the fp32 master (4Ψ = 28 GB) and Adam (8Ψ = 56 GB).
+  EXPECT_TRUE(std::regex_search(run.out, std::regex(R"(\n0 \(DDP\) +14 +14 +28 +56 +112 )")))
+      << run.out;
 }
 
 TEST(Lessons, DdpShowsEveryRankHoldingTheSameBytes) {
