@@ -1,4 +1,5 @@
-// 05_overlap.cpp — hiding communication behind computation. Each stage runs with and without
+// 05_overlap.cpp — what a collective costs (a ring all-reduce stepped through, algbw and busbw)
+// and hiding it behind computation. Each stage runs with and without
 // overlap_comm on 4 simulated ranks; the timelines are then replayed with a fixed compute model
 // (FLOPs at a fixed rate, so the lesson's numbers never vary) and the collectives priced on a
 // 400 Gb/s InfiniBand link, and drawn side by side: compute on one row, comm on the other.
@@ -8,6 +9,7 @@
 #include <charconv>
 #include <string>
 
+#include "comm/traffic_ledger.hpp"
 #include "lesson_scale.hpp"
 #include "lesson_support.hpp"
 #include "run/compare.hpp"
@@ -34,6 +36,20 @@ constexpr std::string_view kGap =
     "last; the gradient norm, which needs every shard's partials before the update; and the\n"
     "first unit's all-gather, which the next forward needs before it can start. The logged\n"
     "loss is averaged right after backward, ahead of the all-gathers on the one comm stream.";
+
+constexpr std::string_view kBandwidth =
+    "How fast is a collective? nccl-tests reports two rates for an all-reduce of S bytes that\n"
+    "took t seconds. algbw = S / t, the rate the buffer is reduced at. busbw = algbw x 2(N-1)/N,\n"
+    "the rate each rank's link carried: in the ring above each rank sent 2(N-1) chunks of S/N,\n"
+    "2S(N-1)/N bytes, in time t. busbw hardly changes with N, so it is what a link is rated\n"
+    "by; the links here (ib-400g: 45 GB/s) are busbw. A reduce-scatter or an all-gather is one\n"
+    "half of the ring, S(N-1)/N per rank. So per step, with Ψ parameters:\n"
+    "  DDP       all_reduce of the gradients               2Ψ(N-1)/N\n"
+    "  ZeRO-1/2  reduce_scatter of the gradients, then\n"
+    "            all_gather of the parameters              Ψ(N-1)/N + Ψ(N-1)/N = 2Ψ(N-1)/N\n"
+    "  ZeRO-3    all_gather in forward, again in backward,\n"
+    "            reduce_scatter of the gradients           3Ψ(N-1)/N, 1.5x DDP\n"
+    "and the lesson prices each call at alpha + those bytes / busbw.";
 
 constexpr double kFlopsPerMs = 1e9;  // 1 TFLOP/s
 // "Close to DDP": ZeRO-1 with overlap within 10% of DDP's step time (DDP overlapping too).
@@ -88,6 +104,83 @@ Run run(const TrainConfig& base, std::string name, EngineKind engine, bool overl
     if (event.step == out.last_step.step) out.events.push_back(event);
   }
   return out;
+}
+
+// The ring all-reduce the collectives are priced as, on `world` ranks with one small number per
+// chunk: N-1 reduce-scatter steps (each rank passes one chunk on; the next adds its own), then
+// N-1 all-gather steps (the reduced chunks go round). Returns the chunks each rank sent.
+std::int64_t walk_ring(int world) {
+  const auto n = static_cast<std::size_t>(world);
+  std::vector<std::vector<int>> chunks(n, std::vector<int>(n));
+  for (std::size_t r = 0; r < n; ++r) {
+    for (std::size_t c = 0; c < n; ++c) chunks[r][c] = static_cast<int>(r + 1 + 10 * c);
+  }
+  const auto print = [&](const std::string& title) {
+    fmt::print("{}\n{:<8}", title, "");
+    for (std::size_t c = 0; c < n; ++c) fmt::print("{:>9}", fmt::format("chunk {}", c));
+    fmt::print("\n");
+    for (std::size_t r = 0; r < n; ++r) {
+      fmt::print("rank {:<3}", r);
+      for (const int value : chunks[r]) fmt::print("{:>9}", value);
+      fmt::print("\n");
+    }
+  };
+  print("Each rank's buffer, cut into N chunks:");
+  std::int64_t sent = 0;
+  for (std::size_t step = 0; step + 1 < 2 * n - 1; ++step) {
+    const bool reduce = step + 1 < n;
+    std::string moves;
+    auto next = chunks;
+    for (std::size_t r = 0; r < n; ++r) {
+      // Reduce-scatter step s: rank r sends chunk (r - s) mod N; all-gather step s: (r + 1 - s).
+      const std::size_t s = reduce ? step : step - (n - 1);
+      const std::size_t c = (r + n - s % n + (reduce ? 0 : 1)) % n;
+      const std::size_t to = (r + 1) % n;
+      next[to][c] = reduce ? next[to][c] + chunks[r][c] : chunks[r][c];
+      moves += fmt::format("{}r{}->r{} c{}", r == 0 ? "" : ", ", r, to, c);
+      ++sent;
+    }
+    chunks = next;
+    fmt::print("\n");
+    print(fmt::format(
+        "step {} of {} ({}): {}", step + 1, 2 * (n - 1),
+        reduce ? "reduce-scatter, the receiver adds" : "all-gather, the receiver copies", moves));
+  }
+  return sent / world;
+}
+
+// The ring walk on the lesson's world (4 ranks when it has 1 or more than 8), and its check: the
+// chunks each rank sent are the traffic ledger's all_reduce volume, 2(N-1)/N of the buffer.
+bool show_ring(int world) {
+  const int n = world >= 2 && world <= 8 ? world : 4;
+  fmt::print(
+      "A ring all-reduce on {} ranks, one number per chunk (rank r's chunk c starts as r+1+10c):\n"
+      "each rank only ever talks to the next one, and sends one chunk per step.\n\n",
+      n);
+  const std::int64_t chunks_sent = walk_ring(n);
+  const std::int64_t ledger_bytes = ring_volume(CollectiveKind::AllReduce, n, 4, 0, n).sent_bytes;
+  const bool ok = chunks_sent * 4 == ledger_bytes;
+  fmt::print(
+      "\nAfter N-1 = {} reduce-scatter steps each rank held one chunk summed over all ranks; "
+      "after\n"
+      "N-1 more every rank holds all of them (an average divides by N at the end).\n"
+      "{}: each rank sent {} chunks of S/N, 2(N-1)/N of the buffer: {} bytes of a {}-byte buffer,\n"
+      "the traffic ledger's all_reduce volume\n",
+      n - 1, ok ? "ok" : "MISMATCH", chunks_sent, chunks_sent * 4, n * 4);
+  return ok;
+}
+
+// A time axis under the timelines: a tick every 16 cells, labelled in ms.
+void draw_axis(double span_ms, int width) {
+  constexpr int kTick = 16;
+  std::string ticks(static_cast<std::size_t>(width), '-');
+  std::string labels;
+  for (int x = 0; x < width; x += kTick) {
+    ticks[static_cast<std::size_t>(x)] = '|';
+    labels += fmt::format("{:<{}}", fmt::format("{:.3f}", span_ms * x / width), kTick);
+  }
+  fmt::print("{:<22} ms      {}\n{:<31}{}({:.3f} ms at the right edge)\n", "", ticks, "", labels,
+             span_ms);
 }
 
 // One row per stream: '#' computing, '=' communicating, scaled so `span_ms` fills `width`.
@@ -148,7 +241,12 @@ int main(int argc, char** argv) {
         base.link = link_preset("ib-400g");
         const TrainConfig config = sized(base, flags);
 
-        heading("Lesson 05: overlap");
+        heading("Lesson 05: what a collective costs, and hiding it");
+        const bool ring_ok = show_ring(config.world);
+        fmt::print("\n{}\n", kBandwidth);
+
+        pause(flags, "for overlap");
+        heading("Overlap");
         fmt::print("{}\n\n{}\n\n", kIdea, kModel);
         std::vector<Run> runs;
         runs.push_back(run(config, "DDP", EngineKind::Ddp, false));
@@ -173,6 +271,7 @@ int main(int argc, char** argv) {
         double span_ms = 0.0;
         for (const Run& r : runs) span_ms = std::max(span_ms, r.last_step.step_ms);
         for (const Run& r : runs) draw(r, span_ms, 64);
+        draw_axis(span_ms, 64);
 
         pause(flags, "for real scale");
         heading("At real scale");
@@ -217,6 +316,6 @@ int main(int argc, char** argv) {
         const bool reference = matches_reference(runs[1].config, runs[1].result) &&
                                matches_reference(runs[7].config, runs[7].result);
         fmt::print("\n{}\n", kGap);
-        return (timings || !flags.defaults) && same_bits && reference ? 0 : 1;
+        return (timings || !flags.defaults) && same_bits && reference && ring_ok ? 0 : 1;
       });
 }

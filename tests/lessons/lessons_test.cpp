@@ -141,6 +141,16 @@ TEST(Lessons, OverlapHidesCommunicationAndTheReplayIsDeterministic) {
   // forward and twice that backward, 805.3 MFLOP at 1 TFLOP/s: 0.8053 ms in every run.
   EXPECT_NE(run.out.find("DDP                        1.0704     0.8053"), std::string::npos)
       << run.out;
+  // The ring all-reduce on 4 ranks: 2(N-1) = 6 steps, then every rank holds every chunk's sum
+  // (rank r's chunk c starts as r+1+10c: 10 + 40c).
+  EXPECT_NE(run.out.find("step 6 of 6 (all-gather"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("rank 3         10       50       90      130\n"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("ok: each rank sent 6 chunks of S/N"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("algbw = S / t"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("busbw = algbw x 2(N-1)/N"), std::string::npos) << run.out;
+  // The timelines have a time axis: ZeRO-3 without prefetch is the longest step, 1.368 ms.
+  EXPECT_NE(run.out.find("(1.368 ms at the right edge)"), std::string::npos) << run.out;
   // Replays of recorded call sequences with modelled compute give the same numbers every time.
   EXPECT_EQ(run_lesson("05_overlap", "--no-pause").out, run.out);
 }
