@@ -95,11 +95,14 @@ int main(int argc, char** argv) {
         heading("Model states per rank after the step (rank 0)");
         print_split(fmt::format("ZeRO-{} bf16", stage_of(config.engine)), on_device);
         print_split("+ offload", offloaded);
-        const std::array categories = {MemCategory::Params,     MemCategory::Grads,
-                                       MemCategory::Master,     MemCategory::Optimizer,
-                                       MemCategory::HostMaster, MemCategory::HostOptimizer};
-        fmt::print("\nWith offload, every rank:\n");
-        print_ranks(final_holdings(offloaded), categories);
+        // Device and host are different memories: each gets its own table, never one total.
+        const std::array device = {MemCategory::Params, MemCategory::Grads, MemCategory::Master,
+                                   MemCategory::Optimizer};
+        const std::array host = {MemCategory::HostMaster, MemCategory::HostOptimizer};
+        fmt::print("\nWith offload, every rank's device memory:\n");
+        print_ranks(final_holdings(offloaded), device);
+        fmt::print("\nand its host memory:\n");
+        print_ranks(final_holdings(offloaded), host);
 
         pause(flags, "for the copies");
         heading("Device-host copies");

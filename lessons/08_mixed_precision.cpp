@@ -30,6 +30,16 @@ constexpr std::string_view kOverflow =
     "(computed the same way, to the same bits, on every rank) is not finite, so every rank skips\n"
     "the step, and the scaler halves the scale (hysteresis 1) until the gradients fit.";
 
+constexpr std::string_view kNonFinite =
+    "Why nan and not inf? An fp16 value above 65504 becomes inf. Backward then multiplies and\n"
+    "adds those infinities (inf - inf, inf x 0), which gives nan, and one nan makes the norm nan.\n"
+    "The scaler does not care which: a norm that is not finite (nan or inf) means overflow.\n\n"
+    "Hysteresis: DeepSpeed's fp16.hysteresis (default 2) is how many overflows the scaler takes\n"
+    "before it halves. Each overflow is skipped; the first hysteresis - 1 of them only spend the\n"
+    "budget, at the same scale. The budget refills only when the scale grows (after\n"
+    "loss_scale_window clean steps), not after one clean step. The run above used hysteresis 1,\n"
+    "so every overflow halved the scale.\n";
+
 struct Row {
   std::string name;
   TrainResult result;
@@ -99,7 +109,16 @@ int main(int argc, char** argv) {
             ++skipped;
           }
         }
-        fmt::print("\n{} steps skipped; then the scale settles and training goes on.\n\n", skipped);
+        fmt::print("\n{} steps skipped; then the scale settles and training goes on.\n\n{}\n",
+                   skipped, kNonFinite);
+        TrainConfig patient = overflow;
+        patient.features.loss_scale.hysteresis = 2;
+        std::int64_t patient_skipped = 0;
+        for (const auto& step : train(patient).steps) patient_skipped += step.skipped ? 1 : 0;
+        fmt::print(
+            "The same run with hysteresis 2 skips {} steps ({} above): the first overflow only\n"
+            "spends the budget, so every halving comes one overflow later.\n\n",
+            patient_skipped, skipped);
 
         heading("Checks");
         const bool skips = skipped >= 10 && skipped < overflow.steps;

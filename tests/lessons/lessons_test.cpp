@@ -193,6 +193,13 @@ TEST(Lessons, OffloadMovesTwelveBytesPerShardElementToTheHost) {
             std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("4,992 B each way per step"), std::string::npos) << run.out;
+  // Device and host are separate tables with separate totals, never added together.
+  EXPECT_NE(run.out.find("and its host memory:\nrank (bytes)  host_master  host_optimizer     "
+                         "total\n   0                 9984           19968     29952\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("host_master  host_optimizer     total\n   0         19968"),
+            std::string::npos);
   EXPECT_NE(run.out.find("ok: offloaded and on-device runs are the same bits"), std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find(kReferenceClaim), std::string::npos) << run.out;
@@ -247,6 +254,11 @@ TEST(Lessons, MixedPrecisionSkipsOverflowsEverywhereAndHalvesTheScale) {
       << run.out;
   EXPECT_NE(run.out.find("updated"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("ok: the first "), std::string::npos) << run.out;
+  // NaN against inf, and hysteresis: measured with DeepSpeed's default of 2 as well.
+  EXPECT_NE(run.out.find("Why nan and not inf?"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("The same run with hysteresis 2 skips 13 steps (12 above)"),
+            std::string::npos)
+      << run.out;
   // The bf16 ZeRO-2 ledger. Units 16x64+64 = 1,088, 64x64+64 = 4,160 and 64x8+8 = 520 pad to
   // 1,280 + 4,352 + 768 = 6,400 elements at W=4 (shards of 1,600): 2-byte params whole (12,800),
   // 2-byte grad shards (3,200), a 4-byte master shard (6,400), 8-byte Adam shards (12,800).
