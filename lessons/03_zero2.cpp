@@ -28,6 +28,27 @@ constexpr std::string_view kUpdate =
 constexpr std::string_view kAllGather =
     "All-gather each unit's parameters, as in ZeRO-1: every rank is whole again.";
 
+// Rank 0's traffic beside DDP's on the same run: a reduce-scatter of the gradients plus an
+// all-gather of the parameters is an all-reduce's volume. True when the model states match.
+bool compare_traffic(const TrainConfig& config, const TrainResult& result) {
+  TrainConfig ddp_config = config;
+  ddp_config.engine = EngineKind::Ddp;
+  const TrainResult ddp = train(ddp_config);
+  const std::array runs = {TrafficRun{"DDP", &ddp_config, &ddp},
+                           TrafficRun{"ZeRO-2", &config, &result}};
+  print_traffic(runs);
+  const std::int64_t zero2_bytes = model_state_sent_bytes(config, result, 0);
+  const std::int64_t ddp_bytes = model_state_sent_bytes(ddp_config, ddp, 0);
+  fmt::print(
+      "\nZeRO-2 sends what ZeRO-1 sends: each gradient reduce-scattered once, Ψ(N-1)/N, the\n"
+      "parameters all-gathered once, Ψ(N-1)/N: 2Ψ(N-1)/N, an all-reduce's worth. Sharding the\n"
+      "gradients changes when they are reduced, not how much is sent. Over {} steps:\n"
+      "ZeRO-2 {} bytes, DDP {} bytes: {}.\n\n",
+      config.steps, grouped(zero2_bytes), grouped(ddp_bytes),
+      zero2_bytes == ddp_bytes ? "the same" : "NOT the same");
+  return zero2_bytes == ddp_bytes;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,6 +104,10 @@ int main(int argc, char** argv) {
             grouped(full_grads_bytes), grouped(rank0.peak_bytes(MemCategory::Grads)),
             grouped(rank0.current_bytes(MemCategory::Grads)));
 
+        pause(flags, "for the traffic");
+        heading("Traffic: does sharding the gradients cost communication?");
+        const bool same_traffic = compare_traffic(config, result);
+
         pause(flags, "for real scale");
         heading("At real scale");
         print_real_memory(std::array{0, 1, 2});
@@ -97,6 +122,6 @@ int main(int argc, char** argv) {
         fmt::print("\n");
         const bool values_ok = check_values(values, result);
         const bool same = matches_reference(config, result);
-        return states_ok && values_ok && same ? 0 : 1;
+        return states_ok && values_ok && same && same_traffic ? 0 : 1;
       });
 }

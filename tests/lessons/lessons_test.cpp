@@ -97,6 +97,9 @@ TEST(Lessons, Zero2GradientMemoryFallsThroughBackward) {
   EXPECT_TRUE(std::regex_search(
       run.out, std::regex(R"(as update begins:\nrank \(bytes\)[^\n]*\n +0 +9984 )")))
       << run.out;
+  // Sharding the gradients costs no traffic: 2Ψ(N-1)/N, DDP's all-reduce volume.
+  EXPECT_NE(run.out.find("ZeRO-2 179,712 bytes, DDP 179,712 bytes: the same"), std::string::npos)
+      << run.out;
   EXPECT_NE(run.out.find("DDP and ZeRO-1 hold every unit's full gradient through backward: 39,936"),
             std::string::npos)
       << run.out;
