@@ -64,6 +64,7 @@ void add_size_flags(CLI::App& app, LessonSizes& sizes) {
   }
   if (sizes.seed) {
     app.add_option("--seed", *sizes.seed, "seed of the parameter init and the data")
+        ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{0xFFFF'FFFF}))
         ->capture_default_str();
   }
   if (sizes.params) {
@@ -71,6 +72,32 @@ void add_size_flags(CLI::App& app, LessonSizes& sizes) {
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000'000'000'000}))
         ->capture_default_str();
   }
+}
+
+// The most memory a lesson's run may take over all its simulated ranks, roughly: every rank's
+// 16 bytes of model state per parameter plus its fp32 activations, 2 per feature of each row.
+constexpr double kMaxRunBytes = 2e9;
+
+// One line naming the sizes and what to do when the run would take more than kMaxRunBytes. A
+// lesson whose model has no size flags counts sizes.row_bytes per row.
+std::optional<std::string> too_big(const LessonSizes& sizes) {
+  const double world = sizes.world ? *sizes.world : 1;
+  const double rows = sizes.rows ? static_cast<double>(*sizes.rows) : 1;
+  double bytes = 0.0;
+  if (sizes.mlp) {
+    const MlpConfig& mlp = *sizes.mlp;
+    const double features = static_cast<double>(mlp.in + mlp.layers * mlp.width + mlp.classes);
+    bytes = world * (16.0 * static_cast<double>(mlp_param_count(mlp)) + 8.0 * rows * features);
+  } else {
+    bytes = world * rows * static_cast<double>(sizes.row_bytes);
+  }
+  if (bytes <= kMaxRunBytes) return std::nullopt;
+  const std::string smaller =
+      sizes.mlp ? "--world, --width, --layers or --rows" : "--world or --rows";
+  return fmt::format(
+      "these sizes would take about {:.1f} GB over {} ranks, more than the {:.0f} GB a lesson "
+      "allows: use a smaller {}",
+      bytes / 1e9, world, kMaxRunBytes / 1e9, smaller);
 }
 
 // True when every offered size holds its default.
@@ -105,6 +132,10 @@ LessonFlags parse_flags(int argc, char** argv, std::string_view about,
   if (!app.remaining().empty()) {
     fmt::print(stderr, "{}: unknown flag '{}': see --help for the flags this lesson takes\n",
                argv[0], app.remaining().front());
+    std::exit(2);
+  }
+  if (const auto error = too_big(flags.sizes)) {
+    fmt::print(stderr, "{}: {}\n", argv[0], *error);
     std::exit(2);
   }
   if (no_pause) flags.step = false;

@@ -25,13 +25,16 @@ struct LessonSizes {
   int min_world = 1;                        ///< the lowest --world the lesson accepts
   std::optional<int> stage = std::nullopt;  ///< --stage: ZeRO stage, from min_stage to 3
   int min_stage = 0;                        ///< the lowest --stage the lesson accepts
-  std::optional<MlpConfig> mlp =
-      std::nullopt;  ///< --layers, --width, --in, --classes: the MLP's shape
+  /// --layers, --width, --in, --classes: the MLP's shape.
+  std::optional<MlpConfig> mlp = std::nullopt;
   std::optional<std::int64_t> rows = std::nullopt;   ///< --rows: rows of each rank's micro-batch
   std::optional<std::int64_t> steps = std::nullopt;  ///< --steps: optimizer steps
   std::optional<std::uint64_t> seed = std::nullopt;  ///< --seed: parameter init and data
-  std::optional<std::int64_t> params =
-      std::nullopt;  ///< --params: Ψ, the parameters of the estimated model
+  /// --params: Ψ, the parameters of the estimated model.
+  std::optional<std::int64_t> params = std::nullopt;
+  /// Activation bytes per row of a lesson whose model has no size flags (0: too few to count);
+  /// with --world and --rows it bounds how much memory the flags may ask for.
+  std::int64_t row_bytes = 0;
 };
 
 /// What the command line asked for.
