@@ -95,7 +95,7 @@ TEST(Lessons, SizesThatCannotWorkAreOneLineErrors) {
            std::tuple{"02_zero1", "--steps 0", "--steps: Value 0 not in range 1 to 1000"},
            std::tuple{"01_ddp", "--seed -1", "--seed: Value -1 not in range 0 to 4294967295"},
            std::tuple{"01_ddp", "--width 4096 --layers 16",
-                      "would take about 15.0 GB over 4 ranks, more than the 2 GB a lesson allows: "
+                      "would take about 15.1 GB over 4 ranks, more than the 2 GB a lesson allows: "
                       "use a smaller --world, --width, --layers or --rows"},
            std::tuple{"10_activations", "--rows 4096 --world 64",
                       "use a smaller --world or --rows"},
