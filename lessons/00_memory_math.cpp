@@ -88,6 +88,36 @@ bool totals_are(const std::vector<StageEstimate>& stages,
   return std::ranges::equal(stages, bytes, {}, &StageEstimate::total_bytes);
 }
 
+// GPT-2 small's parameters counted tensor by tensor, printed; returns Ψ.
+std::int64_t count_gpt2_small() {
+  // GPT-2 small (Hugging Face "gpt2"): n_layer 12, n_embd 768, vocab 50257, context 1024.
+  constexpr std::int64_t kLayers = 12, kEmbd = 768, kVocab = 50257, kContext = 1024;
+  const std::array<ParamRow, 6> block_rows = {{
+      {"ln_1", "weight, bias: 2 x 768", 2 * kEmbd},
+      {"attn.c_attn", "768 x 2304 + 2304 (q, k, v)", kEmbd * 3 * kEmbd + 3 * kEmbd},
+      {"attn.c_proj", "768 x 768 + 768", kEmbd * kEmbd + kEmbd},
+      {"ln_2", "2 x 768", 2 * kEmbd},
+      {"mlp.c_fc", "768 x 3072 + 3072", kEmbd * 4 * kEmbd + 4 * kEmbd},
+      {"mlp.c_proj", "3072 x 768 + 768", 4 * kEmbd * kEmbd + kEmbd},
+  }};
+  fmt::print("One transformer block:\n");
+  const std::int64_t block = print_param_rows(block_rows);
+  const std::array<ParamRow, 5> model_rows = {{
+      {"wte", "token embeddings, 50257 x 768", kVocab * kEmbd},
+      {"wpe", "position embeddings, 1024 x 768", kContext * kEmbd},
+      {"h.0 .. h.11", "12 blocks as above", kLayers * block},
+      {"ln_f", "2 x 768", 2 * kEmbd},
+      {"lm_head", "tied to wte: no parameters of its own", 0},
+  }};
+  fmt::print("\nThe model:\n");
+  const std::int64_t psi = print_param_rows(model_rows);
+  fmt::print(
+      "(nanoGPT pads the vocabulary to 50304 for speed, 36,096 more, and prints 123.69M "
+      "because\n"
+      "it leaves out the position embeddings.)\n\n");
+  return psi;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,31 +159,7 @@ int main(int argc, char** argv) {
 
         pause(flags, "for nanoGPT's GPT-2 small");
         heading("nanoGPT's GPT-2 small (124M)");
-        // GPT-2 small (Hugging Face "gpt2"): n_layer 12, n_embd 768, vocab 50257, context 1024.
-        constexpr std::int64_t kLayers = 12, kEmbd = 768, kVocab = 50257, kContext = 1024;
-        const std::array<ParamRow, 6> block_rows = {{
-            {"ln_1", "weight, bias: 2 x 768", 2 * kEmbd},
-            {"attn.c_attn", "768 x 2304 + 2304 (q, k, v)", kEmbd * 3 * kEmbd + 3 * kEmbd},
-            {"attn.c_proj", "768 x 768 + 768", kEmbd * kEmbd + kEmbd},
-            {"ln_2", "2 x 768", 2 * kEmbd},
-            {"mlp.c_fc", "768 x 3072 + 3072", kEmbd * 4 * kEmbd + 4 * kEmbd},
-            {"mlp.c_proj", "3072 x 768 + 768", 4 * kEmbd * kEmbd + kEmbd},
-        }};
-        fmt::print("One transformer block:\n");
-        const std::int64_t block = print_param_rows(block_rows);
-        const std::array<ParamRow, 5> model_rows = {{
-            {"wte", "token embeddings, 50257 x 768", kVocab * kEmbd},
-            {"wpe", "position embeddings, 1024 x 768", kContext * kEmbd},
-            {"h.0 .. h.11", "12 blocks as above", kLayers * block},
-            {"ln_f", "2 x 768", 2 * kEmbd},
-            {"lm_head", "tied to wte: no parameters of its own", 0},
-        }};
-        fmt::print("\nThe model:\n");
-        const std::int64_t psi = print_param_rows(model_rows);
-        fmt::print(
-            "(nanoGPT pads the vocabulary to 50304 for speed, 36,096 more, and prints 123.69M "
-            "because\n"
-            "it leaves out the position embeddings.)\n\n");
+        const std::int64_t psi = count_gpt2_small();
         const auto mixed_124m = show_stages(psi, world, StateDtype::Mixed);
         fmt::print(
             "\nAt this size the model states fit on any one GPU; ZeRO matters for models in the "

@@ -27,6 +27,33 @@ constexpr std::string_view kUpdate =
     "AdamW on the own shard. No all-gather afterwards: the next step's forward pass gathers each\n"
     "unit when it needs it. Nothing is gathered between steps.";
 
+// Rank 0's traffic beside DDP's on the same run; true when ZeRO-3's model-state bytes are
+// exactly 1.5x DDP's.
+bool compare_traffic(const TrainConfig& config, const TrainResult& result) {
+  TrainConfig ddp_config = config;
+  ddp_config.engine = EngineKind::Ddp;
+  const TrainResult ddp = train(ddp_config);
+  const std::array runs = {TrafficRun{"DDP", &ddp_config, &ddp},
+                           TrafficRun{"ZeRO-3", &config, &result}};
+  print_traffic(runs);
+  const std::int64_t zero3_bytes = model_state_sent_bytes(config, result, 0);
+  const std::int64_t ddp_bytes = model_state_sent_bytes(ddp_config, ddp, 0);
+  const bool one_and_a_half = 2 * zero3_bytes == 3 * ddp_bytes;
+  fmt::print(
+      "\nDDP: one all-reduce of the gradients, 2Ψ(N-1)/N per step. ZeRO-3: an all-gather of the\n"
+      "parameters in the forward pass, another in the backward pass, and a reduce-scatter of the\n"
+      "gradients: 3Ψ(N-1)/N per step.\n");
+  if (ddp_bytes == 0) {
+    fmt::print("On one rank neither sends anything: {} and {} bytes.\n\n", zero3_bytes, ddp_bytes);
+    return one_and_a_half;
+  }
+  fmt::print("Measured model-state traffic, ZeRO-3 / DDP = {} / {} = {:.2f}{}\n\n",
+             grouped(zero3_bytes), grouped(ddp_bytes),
+             static_cast<double>(zero3_bytes) / static_cast<double>(ddp_bytes),
+             one_and_a_half ? " (exactly 1.5x)" : " (NOT 1.5x)");
+  return one_and_a_half;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,25 +115,7 @@ int main(int argc, char** argv) {
 
         pause(flags, "for the traffic");
         heading("Traffic: the price of sharding parameters");
-        TrainConfig ddp_config = config;
-        ddp_config.engine = EngineKind::Ddp;
-        const TrainResult ddp = train(ddp_config);
-        const std::array runs = {TrafficRun{"DDP", &ddp_config, &ddp},
-                                 TrafficRun{"ZeRO-3", &config, &result}};
-        print_traffic(runs);
-        const std::int64_t zero3_bytes = model_state_sent_bytes(config, result, 0);
-        const std::int64_t ddp_bytes = model_state_sent_bytes(ddp_config, ddp, 0);
-        const bool one_and_a_half = 2 * zero3_bytes == 3 * ddp_bytes;
-        fmt::print(
-            "\nDDP: one all-reduce of the gradients, 2Ψ(N-1)/N per step. ZeRO-3: an all-gather of "
-            "the\n"
-            "parameters in the forward pass, another in the backward pass, and a reduce-scatter of "
-            "the\n"
-            "gradients: 3Ψ(N-1)/N per step.\n"
-            "Measured model-state traffic, ZeRO-3 / DDP = {} / {} = {:.2f}{}\n\n",
-            grouped(zero3_bytes), grouped(ddp_bytes),
-            static_cast<double>(zero3_bytes) / static_cast<double>(ddp_bytes),
-            one_and_a_half ? " (exactly 1.5x)" : " (NOT 1.5x)");
+        const bool one_and_a_half = compare_traffic(config, result);
 
         pause(flags, "for real scale");
         heading("At real scale");

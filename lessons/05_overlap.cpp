@@ -226,6 +226,42 @@ void print_real_traffic(const LinkPreset& link) {
       "bytes are 1.5x the others' at every size, as lesson 04 measured.\n");
 }
 
+// The lesson's timing claims about `runs` (blocking and overlapped, stage by stage); true when
+// they hold. At sizes other than the defaults a claim that does not hold is a finding, not a
+// failure: the caller holds only the default sizes to them.
+bool check_timings(const std::vector<Run>& runs, bool defaults) {
+  const double ddp = runs[1].last_step.step_ms;       // DDP overlaps, as PyTorch DDP does
+  const double zero1 = runs[2].last_step.step_ms;     // ZeRO-1, blocking
+  const double zero1_ov = runs[3].last_step.step_ms;  // ZeRO-1 with overlap
+  // At other sizes a claim that does not hold is a finding, not a failure.
+  const auto verdict = [&](bool holds) {
+    return holds ? "ok" : defaults ? "UNEXPECTED" : "not at these sizes";
+  };
+  const bool slower = ddp < zero1;
+  const bool closer = zero1_ov < zero1 && zero1_ov <= kCloseToDdp * ddp;
+  bool hidden = true;
+  for (std::size_t i = 0; i + 1 < runs.size(); i += 2) {
+    hidden = hidden && runs[i + 1].last_step.exposed_comm_ms < runs[i].last_step.exposed_comm_ms;
+  }
+  fmt::print(
+      "{}: DDP with overlap ({:.4f} ms) is faster than ZeRO-1 without ({:.4f} ms, "
+      "{:.2f}x)\n",
+      verdict(slower), ddp, zero1, zero1 / ddp);
+  fmt::print("{}: ZeRO-1 with overlap ({:.4f} ms) is close to DDP: {:.2f}x, within {:.2f}x\n",
+             verdict(closer), zero1_ov, zero1_ov / ddp, kCloseToDdp);
+  fmt::print("{}: overlap lowers the exposed comm of every stage\n", verdict(hidden));
+  // The timing claims are this lesson's sizes' (4 ranks, 512-wide layers); other sizes may
+  // leave too little compute to hide behind, or (one rank) nothing to communicate.
+  const bool timings = slower && closer && hidden;
+  if (!timings && !defaults) {
+    fmt::print(
+        "note: at these sizes the timings differ from the default run's; with --world 1 "
+        "there is\nno communication at all. Only the default sizes are held to these "
+        "claims.\n");
+  }
+  return timings;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -278,36 +314,7 @@ int main(int argc, char** argv) {
         print_real_traffic(config.link);
 
         heading("Checks");
-        const double ddp = runs[1].last_step.step_ms;       // DDP overlaps, as PyTorch DDP does
-        const double zero1 = runs[2].last_step.step_ms;     // ZeRO-1, blocking
-        const double zero1_ov = runs[3].last_step.step_ms;  // ZeRO-1 with overlap
-        // At other sizes a claim that does not hold is a finding, not a failure.
-        const auto verdict = [&](bool holds) {
-          return holds ? "ok" : flags.defaults ? "UNEXPECTED" : "not at these sizes";
-        };
-        const bool slower = ddp < zero1;
-        const bool closer = zero1_ov < zero1 && zero1_ov <= kCloseToDdp * ddp;
-        bool hidden = true;
-        for (std::size_t i = 0; i + 1 < runs.size(); i += 2) {
-          hidden =
-              hidden && runs[i + 1].last_step.exposed_comm_ms < runs[i].last_step.exposed_comm_ms;
-        }
-        fmt::print(
-            "{}: DDP with overlap ({:.4f} ms) is faster than ZeRO-1 without ({:.4f} ms, "
-            "{:.2f}x)\n",
-            verdict(slower), ddp, zero1, zero1 / ddp);
-        fmt::print("{}: ZeRO-1 with overlap ({:.4f} ms) is close to DDP: {:.2f}x, within {:.2f}x\n",
-                   verdict(closer), zero1_ov, zero1_ov / ddp, kCloseToDdp);
-        fmt::print("{}: overlap lowers the exposed comm of every stage\n", verdict(hidden));
-        // The timing claims are this lesson's sizes' (4 ranks, 512-wide layers); other sizes may
-        // leave too little compute to hide behind, or (one rank) nothing to communicate.
-        const bool timings = slower && closer && hidden;
-        if (!timings && !flags.defaults) {
-          fmt::print(
-              "note: at these sizes the timings differ from the default run's; with --world 1 "
-              "there is\nno communication at all. Only the default sizes are held to these "
-              "claims.\n");
-        }
+        const bool timings = check_timings(runs, flags.defaults);
         bool same_bits = true;
         for (std::size_t i = 0; i + 1 < runs.size(); i += 2)
           same_bits = same_bits && !first_difference(runs[i].result, runs[i + 1].result);

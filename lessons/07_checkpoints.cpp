@@ -60,6 +60,34 @@ double largest_difference(const ModelState& a, const ModelState& b) {
   return largest;
 }
 
+// Consolidates the last checkpoint under `checkpoints` into `out`, lists its tensors, and checks
+// they are `final_state`'s parameters exactly.
+bool consolidate_and_check(const fs::path& checkpoints, const fs::path& out,
+                           const ModelState& final_state) {
+  const ConsolidateResult written = consolidate(checkpoints, out, /*with_optimizer=*/false);
+  fmt::print("{} tensors, {} parameters (padding removed), {} bytes, from step {}:\n",
+             written.tensors, grouped(written.param_elems),
+             grouped(static_cast<std::int64_t>(written.output_bytes)), written.step);
+  const auto tensors = read_safetensors(out);
+  for (const auto& tensor : tensors) {
+    fmt::print("  {:<18} {}\n", tensor.name, shape_string(tensor.shape));
+  }
+  // The last checkpoint is the saving run's final state, which equals the uninterrupted
+  // ZeRO-1 run's bit for bit.
+  std::vector<float> flat;
+  for (const auto& tensor : tensors) {
+    const auto values = to_floats(tensor);
+    flat.insert(flat.end(), values.begin(), values.end());
+  }
+  std::vector<float> expected;
+  for (const auto& unit : final_state.params)
+    expected.insert(expected.end(), unit.begin(), unit.end());
+  const bool consolidated = flat == expected;
+  fmt::print("\n{}: the consolidated file holds the final parameters exactly\n",
+             consolidated ? "ok" : "DIFFERENT");
+  return consolidated;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,28 +165,8 @@ int main(int argc, char** argv) {
 
         pause(flags, "for consolidating");
         heading("Consolidate");
-        const fs::path out = dir / "full.safetensors";
-        const ConsolidateResult written = consolidate(save.dir, out, /*with_optimizer=*/false);
-        fmt::print("{} tensors, {} parameters (padding removed), {} bytes, from step {}:\n",
-                   written.tensors, grouped(written.param_elems),
-                   grouped(static_cast<std::int64_t>(written.output_bytes)), written.step);
-        const auto tensors = read_safetensors(out);
-        for (const auto& tensor : tensors) {
-          fmt::print("  {:<18} {}\n", tensor.name, shape_string(tensor.shape));
-        }
-        // The last checkpoint (step 6) is the saving run's final state: ZeRO-3's, which equals
-        // the uninterrupted ZeRO-1 run's bit for bit.
-        std::vector<float> flat;
-        for (const auto& tensor : tensors) {
-          const auto values = to_floats(tensor);
-          flat.insert(flat.end(), values.begin(), values.end());
-        }
-        std::vector<float> expected;
-        for (const auto& unit : uninterrupted4.final_state.params)
-          expected.insert(expected.end(), unit.begin(), unit.end());
-        const bool consolidated = flat == expected;
-        fmt::print("\n{}: the consolidated file holds the final parameters exactly\n",
-                   consolidated ? "ok" : "DIFFERENT");
+        const bool consolidated =
+            consolidate_and_check(save.dir, dir / "full.safetensors", uninterrupted4.final_state);
         fs::remove_all(dir);
         return bitwise && close && consolidated ? 0 : 1;
       });
