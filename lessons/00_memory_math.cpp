@@ -7,7 +7,9 @@
 #include <array>
 #include <vector>
 
+#include "core/error.hpp"
 #include "engines/estimate.hpp"
+#include "lesson_scale.hpp"
 #include "lesson_support.hpp"
 
 using namespace zl;
@@ -15,34 +17,48 @@ using namespace zl::lessons;
 
 namespace {
 
+// An 80 GB GPU, in the lesson's decimal GB.
+constexpr std::int64_t kGpuBytes = 80'000'000'000;
+
 std::string gb(std::int64_t bytes) {
   return fmt::format("{:.4g}", static_cast<double>(bytes) / 1e9);
 }
 
-// The estimate's table for Ψ on N GPUs, then one stacked bar per stage.
+// The estimate's table for Ψ on N GPUs, then one stacked bar per stage. The optimizer term K
+// is shown as estimate.hpp's ledger view splits it: the fp32 master copy (4 bytes, mixed
+// precision only) and Adam's m and v (8 bytes). Returns the paper view's stages.
 std::vector<StageEstimate> show_stages(std::int64_t psi, int world, StateDtype dtype) {
   const auto stages =
       estimate_stages({.params = psi,
                        .world = world,
                        .dtype = dtype,
                        .optimizer_bytes_per_param = default_optimizer_bytes_per_param(dtype)});
+  const EstimateOptions options{.precision = dtype == StateDtype::Mixed ? DType::BF16 : DType::F32};
+  const StateElems elems = state_elems(psi, world);
   fmt::print("Ψ = {} on N = {} GPUs, {}, per GPU (1 GB = 1e9 bytes):\n", grouped(psi), world,
              dtype_name(dtype));
-  fmt::print("{:<10}{:>11}{:>11}{:>14}{:>11}   {}\n", "stage", "params GB", "grads GB",
-             "optimizer GB", "total GB", "formula");
+  fmt::print("{:<10}{:>11}{:>11}{:>11}{:>11}{:>11}   {}\n", "stage", "params GB", "grads GB",
+             "master GB", "Adam GB", "total GB", "formula");
   std::vector<CategoryBytes> bars;
   for (const auto& s : stages) {
-    fmt::print("{:<10}{:>11}{:>11}{:>14}{:>11}   {}\n",
+    const LedgerEstimate ledger = estimate_ledger(elems, options, s.stage);
+    ZL_CHECK(ledger.total_bytes() == s.total_bytes() &&
+                 ledger.master_bytes + ledger.optimizer_bytes == s.optimizer_bytes,
+             "estimate.hpp's two views disagree at stage {}", s.stage);
+    fmt::print("{:<10}{:>11}{:>11}{:>11}{:>11}{:>11}   {}\n",
                s.stage == 0 ? "0 (DDP)" : fmt::format("{}", s.stage), gb(s.params_bytes),
-               gb(s.grads_bytes), gb(s.optimizer_bytes), gb(s.total_bytes()), s.formula);
+               gb(s.grads_bytes), gb(ledger.master_bytes), gb(ledger.optimizer_bytes),
+               gb(s.total_bytes()), s.formula);
     CategoryBytes bytes{};
     bytes[static_cast<std::size_t>(MemCategory::Params)] = s.params_bytes;
     bytes[static_cast<std::size_t>(MemCategory::Grads)] = s.grads_bytes;
-    bytes[static_cast<std::size_t>(MemCategory::Optimizer)] = s.optimizer_bytes;
+    bytes[static_cast<std::size_t>(MemCategory::Master)] = ledger.master_bytes;
+    bytes[static_cast<std::size_t>(MemCategory::Optimizer)] = ledger.optimizer_bytes;
     bars.push_back(bytes);
   }
   fmt::print("\n");
-  const std::array categories = {MemCategory::Params, MemCategory::Grads, MemCategory::Optimizer};
+  const std::array categories = {MemCategory::Params, MemCategory::Grads, MemCategory::Master,
+                                 MemCategory::Optimizer};
   print_bars(bars, categories, 0, "stage");
   return stages;
 }
@@ -72,92 +88,117 @@ bool totals_are(const std::vector<StageEstimate>& stages,
   return std::ranges::equal(stages, bytes, {}, &StageEstimate::total_bytes);
 }
 
+// GPT-2 small's parameters counted tensor by tensor, printed; returns Ψ.
+std::int64_t count_gpt2_small() {
+  // GPT-2 small (Hugging Face "gpt2"): n_layer 12, n_embd 768, vocab 50257, context 1024.
+  constexpr std::int64_t kLayers = 12, kEmbd = 768, kVocab = 50257, kContext = 1024;
+  const std::array<ParamRow, 6> block_rows = {{
+      {"ln_1", "weight, bias: 2 x 768", 2 * kEmbd},
+      {"attn.c_attn", "768 x 2304 + 2304 (q, k, v)", kEmbd * 3 * kEmbd + 3 * kEmbd},
+      {"attn.c_proj", "768 x 768 + 768", kEmbd * kEmbd + kEmbd},
+      {"ln_2", "2 x 768", 2 * kEmbd},
+      {"mlp.c_fc", "768 x 3072 + 3072", kEmbd * 4 * kEmbd + 4 * kEmbd},
+      {"mlp.c_proj", "3072 x 768 + 768", 4 * kEmbd * kEmbd + kEmbd},
+  }};
+  fmt::print("One transformer block:\n");
+  const std::int64_t block = print_param_rows(block_rows);
+  const std::array<ParamRow, 5> model_rows = {{
+      {"wte", "token embeddings, 50257 x 768", kVocab * kEmbd},
+      {"wpe", "position embeddings, 1024 x 768", kContext * kEmbd},
+      {"h.0 .. h.11", "12 blocks as above", kLayers * block},
+      {"ln_f", "2 x 768", 2 * kEmbd},
+      {"lm_head", "tied to wte: no parameters of its own", 0},
+  }};
+  fmt::print("\nThe model:\n");
+  const std::int64_t psi = print_param_rows(model_rows);
+  fmt::print(
+      "(nanoGPT pads the vocabulary to 50304 for speed, 36,096 more, and prints 123.69M "
+      "because\n"
+      "it leaves out the position embeddings.)\n\n");
+  return psi;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  return run_lesson(argc, argv, "Lesson 00: the memory math of ZeRO", [](const LessonFlags& flags) {
-    heading("Lesson 00: where 16Ψ comes from");
-    const int half = param_bytes_per_param(StateDtype::Mixed);
-    const int k = default_optimizer_bytes_per_param(StateDtype::Mixed);
-    fmt::print(
-        "Mixed-precision training with Adam keeps, for each of the model's Ψ parameters:\n"
-        "  fp16 parameter                        {:>2} bytes\n"
-        "  fp16 gradient                         {:>2} bytes\n"
-        "  fp32 master copy, Adam's m and v      {:>2} bytes (K: 4 + 4 + 4)\n"
-        "  total                                 {:>2} bytes: 2Ψ + 2Ψ + 12Ψ = 16Ψ\n"
-        "In fp32 there is no master copy (the parameters are fp32 already): 4 + 4 + 8 = 16 bytes\n"
-        "too, split differently. The engines of lessons 01-04 train in fp32.\n"
-        "ZeRO shards these terms over the N data-parallel GPUs: stage 1 the optimizer state,\n"
-        "stage 2 also the gradients, stage 3 also the parameters.\n",
-        half, grad_bytes_per_param(StateDtype::Mixed), k,
-        half + grad_bytes_per_param(StateDtype::Mixed) + k);
+  const LessonSizes defaults{.world = 8, .params = 7'000'000'000};
+  return run_lesson(
+      argc, argv, "Lesson 00: the memory math of ZeRO", defaults, [](const LessonFlags& flags) {
+        heading("Lesson 00: where 16Ψ comes from");
+        const int half = param_bytes_per_param(StateDtype::Mixed);
+        const int k = default_optimizer_bytes_per_param(StateDtype::Mixed);
+        fmt::print(
+            "Mixed-precision training with Adam keeps, for each of the model's Ψ parameters:\n"
+            "  fp16 parameter                        {:>2} bytes\n"
+            "  fp16 gradient                         {:>2} bytes\n"
+            "  fp32 master copy, Adam's m and v      {:>2} bytes (K: 4 + 4 + 4)\n"
+            "  total                                 {:>2} bytes: 2Ψ + 2Ψ + 12Ψ = 16Ψ\n"
+            "In fp32 there is no master copy (the parameters are fp32 already): 4 + 4 + 8 = 16 "
+            "bytes\n"
+            "too, split differently. The engines of lessons 01-04 train in fp32.\n"
+            "ZeRO shards these terms over the N data-parallel GPUs: stage 1 the optimizer state,\n"
+            "stage 2 also the gradients, stage 3 also the parameters.\n",
+            half, grad_bytes_per_param(StateDtype::Mixed), k,
+            half + grad_bytes_per_param(StateDtype::Mixed) + k);
 
-    pause(flags, "for a 7B model on 8 GPUs");
-    heading("A 7B model on 8 GPUs");
-    constexpr std::int64_t kPsi7B = 7'000'000'000;
-    const auto mixed_7b = show_stages(kPsi7B, 8, StateDtype::Mixed);
-    fmt::print(
-        "\nFor model states alone DDP needs 112 GB per GPU, more than an 80 GB GPU holds; ZeRO-1\n"
-        "already fits, and ZeRO-3 needs an eighth of DDP.\n\n");
-    const auto fp32_7b = show_stages(kPsi7B, 8, StateDtype::Fp32);
-    fmt::print(
-        "\nSame 16Ψ for DDP and ZeRO-3, but in fp32 the optimizer is a smaller share (8 of 16),\n"
-        "so sharding it alone (stage 1) saves less.\n");
+        const std::int64_t p = *flags.sizes.params;
+        const int world = *flags.sizes.world;
+        const std::string model = fmt::format("A {}-parameter model on {} GPUs", grouped(p), world);
+        pause(flags, "for " + model);
+        heading(model);
+        const auto mixed_model = show_stages(p, world, StateDtype::Mixed);
+        fmt::print(
+            "\nFor model states alone DDP needs {} GB per GPU{}; ZeRO-3 needs 1/{} of DDP.\n\n",
+            gb(mixed_model[0].total_bytes()),
+            mixed_model[0].total_bytes() > kGpuBytes ? ", more than an 80 GB GPU holds" : "",
+            world);
+        const auto fp32_model = show_stages(p, world, StateDtype::Fp32);
+        fmt::print(
+            "\nSame 16Ψ for DDP and ZeRO-3, but in fp32 there is no master copy: the optimizer\n"
+            "is Adam's 8 of the 16 bytes, not 12, so sharding it alone (stage 1) saves less.\n");
 
-    pause(flags, "for nanoGPT's GPT-2 small");
-    heading("nanoGPT's GPT-2 small (124M)");
-    // GPT-2 small (Hugging Face "gpt2"): n_layer 12, n_embd 768, vocab 50257, context 1024.
-    constexpr std::int64_t kLayers = 12, kEmbd = 768, kVocab = 50257, kContext = 1024;
-    const std::array<ParamRow, 6> block_rows = {{
-        {"ln_1", "weight, bias: 2 x 768", 2 * kEmbd},
-        {"attn.c_attn", "768 x 2304 + 2304 (q, k, v)", kEmbd * 3 * kEmbd + 3 * kEmbd},
-        {"attn.c_proj", "768 x 768 + 768", kEmbd * kEmbd + kEmbd},
-        {"ln_2", "2 x 768", 2 * kEmbd},
-        {"mlp.c_fc", "768 x 3072 + 3072", kEmbd * 4 * kEmbd + 4 * kEmbd},
-        {"mlp.c_proj", "3072 x 768 + 768", 4 * kEmbd * kEmbd + kEmbd},
-    }};
-    fmt::print("One transformer block:\n");
-    const std::int64_t block = print_param_rows(block_rows);
-    const std::array<ParamRow, 5> model_rows = {{
-        {"wte", "token embeddings, 50257 x 768", kVocab * kEmbd},
-        {"wpe", "position embeddings, 1024 x 768", kContext * kEmbd},
-        {"h.0 .. h.11", "12 blocks as above", kLayers * block},
-        {"ln_f", "2 x 768", 2 * kEmbd},
-        {"lm_head", "tied to wte: no parameters of its own", 0},
-    }};
-    fmt::print("\nThe model:\n");
-    const std::int64_t psi = print_param_rows(model_rows);
-    fmt::print(
-        "(nanoGPT pads the vocabulary to 50304 for speed, 36,096 more, and prints 123.69M because\n"
-        "it leaves out the position embeddings.)\n\n");
-    const auto mixed_124m = show_stages(psi, 8, StateDtype::Mixed);
-    fmt::print(
-        "\nAt this size the model states fit on any one GPU; ZeRO matters for models in the "
-        "billions.\n");
+        pause(flags, "for nanoGPT's GPT-2 small");
+        heading("nanoGPT's GPT-2 small (124M)");
+        const std::int64_t psi = count_gpt2_small();
+        const auto mixed_124m = show_stages(psi, world, StateDtype::Mixed);
+        fmt::print(
+            "\nAt this size the model states fit on any one GPU; ZeRO matters for models in the "
+            "billions.\n");
 
-    pause(flags, "for the check");
-    heading("Check against the closed forms");
-    // The closed forms, N dividing Ψ. Mixed: 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N; fp32: 16Ψ,
-    // 8Ψ + 8Ψ/N, 4Ψ + 12Ψ/N, 16Ψ/N.
-    const std::int64_t p = kPsi7B, n = 8;
-    const bool forms =
-        totals_are(mixed_7b, {16 * p, 4 * p + 12 * p / n, 2 * p + 14 * p / n, 16 * p / n}) &&
-        totals_are(fp32_7b, {16 * p, 8 * p + 8 * p / n, 4 * p + 12 * p / n, 16 * p / n}) &&
-        totals_are(mixed_124m,
-                   {16 * psi, 4 * psi + 12 * psi / n, 2 * psi + 14 * psi / n, 16 * psi / n});
-    const bool paper =
-        totals_are(mixed_7b, {112'000'000'000, 38'500'000'000, 26'250'000'000, 14'000'000'000});
-    fmt::print("7B on 8 GPUs, mixed, per GPU: {} / {} / {} / {} GB, {}\n",
-               gb(mixed_7b[0].total_bytes()), gb(mixed_7b[1].total_bytes()),
-               gb(mixed_7b[2].total_bytes()), gb(mixed_7b[3].total_bytes()),
-               paper ? "the expected 112 / 38.5 / 26.25 / 14"
-                     : "NOT the expected 112 / 38.5 / 26.25 / 14");
-    fmt::print("GPT-2 small: Ψ = {}, {}\n", grouped(psi),
-               psi == 124'439'808 ? "the published 124,439,808" : "NOT the published 124,439,808");
-    fmt::print(
-        "Every table above {} the closed forms 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N (mixed)\n"
-        "and 16Ψ, 8Ψ + 8Ψ/N, 4Ψ + 12Ψ/N, 16Ψ/N (fp32).\n",
-        forms ? "matches" : "does NOT match");
-    return paper && forms && psi == 124'439'808 ? 0 : 1;
-  });
+        pause(flags, "for real scale");
+        heading("Real models on 8 and 64 GPUs");
+        print_real_memory(std::array{0, 1, 2, 3});
+        fmt::print(
+            "\nThe GPT rows count the models' units padded as the engines pad them (a multiple of\n"
+            "W·64 elements each): a few thousandths of a percent. The 7B row is a bare Ψ.\n");
+
+        pause(flags, "for the check");
+        heading("Check against the closed forms");
+        // The closed forms with Ψ/N a shard: ceil(Ψ/N) when N does not divide Ψ. Mixed: 16Ψ,
+        // 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N; fp32: 16Ψ, 8Ψ + 8Ψ/N, 4Ψ + 12Ψ/N, 16Ψ/N.
+        const std::int64_t s = shard_elems(p, world), s124m = shard_elems(psi, world);
+        const bool forms =
+            totals_are(mixed_model, {16 * p, 4 * p + 12 * s, 2 * p + 14 * s, 16 * s}) &&
+            totals_are(fp32_model, {16 * p, 8 * p + 8 * s, 4 * p + 12 * s, 16 * s}) &&
+            totals_are(mixed_124m,
+                       {16 * psi, 4 * psi + 12 * s124m, 2 * psi + 14 * s124m, 16 * s124m});
+        // 7B on 8 GPUs by hand (16 x 7, 4 x 7 + 12 x 7 / 8, ...): held to at the default sizes.
+        const bool paper =
+            !flags.defaults || totals_are(mixed_model, {112'000'000'000, 38'500'000'000,
+                                                        26'250'000'000, 14'000'000'000});
+        fmt::print("Ψ = {} on {} GPUs, mixed, per GPU: {} / {} / {} / {} GB{}\n", grouped(p), world,
+                   gb(mixed_model[0].total_bytes()), gb(mixed_model[1].total_bytes()),
+                   gb(mixed_model[2].total_bytes()), gb(mixed_model[3].total_bytes()),
+                   !flags.defaults ? ""
+                   : paper         ? ", the expected 112 / 38.5 / 26.25 / 14"
+                                   : ", NOT the expected 112 / 38.5 / 26.25 / 14");
+        fmt::print(
+            "GPT-2 small: Ψ = {}, {}\n", grouped(psi),
+            psi == 124'439'808 ? "the published 124,439,808" : "NOT the published 124,439,808");
+        fmt::print(
+            "Every table above {} the closed forms 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N (mixed)\n"
+            "and 16Ψ, 8Ψ + 8Ψ/N, 4Ψ + 12Ψ/N, 16Ψ/N (fp32).\n",
+            forms ? "matches" : "does NOT match");
+        return paper && forms && psi == 124'439'808 ? 0 : 1;
+      });
 }

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <array>
 
+#include "lesson_scale.hpp"
 #include "lesson_support.hpp"
+#include "lesson_values.hpp"
 
 using namespace zl;
 using namespace zl::lessons;
@@ -32,21 +34,50 @@ std::string_view notes(std::string_view phase) {
          "parameters and identical moments, computed N times.";
 }
 
+// The numbers of the first unit at each phase of the last step.
+void show_values(const StepValues& values, int world, std::string_view phase) {
+  const UnitLayout& unit = values.layout.front();
+  const UnitValues& v = values.units.front();
+  const ShardRange whole{0, unit.padded_elems};
+  if (phase == "forward") {
+    fmt::print("{}'s parameters, the same on every rank:\n  {}\n", unit.name,
+               slice_text(v.params_before, whole));
+  } else if (phase == "backward") {
+    fmt::print("{}'s gradient on each rank, from its own rows (they differ):\n", unit.name);
+    for (int r = 0; r < world; ++r) {
+      fmt::print("  rank {} grads  {}\n", r,
+                 slice_text(v.local_grads[static_cast<std::size_t>(r)], whole));
+    }
+  } else if (phase == "all_reduce") {
+    fmt::print(
+        "{}'s gradient on every rank after the all-reduce, the sum of the above / {}:\n  {}\n",
+        unit.name, world, slice_text(v.averaged, whole));
+  } else if (phase == "update") {
+    fmt::print("{} on every rank after AdamW, each computed {} times:\n", unit.name, world);
+    fmt::print("  params  {}\n  m       {}\n  v       {}\n", slice_text(v.params_after, whole),
+               slice_text(v.exp_avg, whole), slice_text(v.exp_avg_sq, whole));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const LessonSizes defaults{.world = 4,
+                             .mlp = MlpConfig{.layers = 3, .width = 64, .in = 16, .classes = 8},
+                             .rows = 8,
+                             .steps = 3,
+                             .seed = 0};
   return run_lesson(
-      argc, argv, "Lesson 01: DDP keeps everything on every rank", [](const LessonFlags& flags) {
-        TrainConfig config;
-        config.mlp = {.layers = 3, .width = 64, .in = 16, .classes = 8};
-        config.engine = EngineKind::Ddp;
-        config.world = 4;
-        config.steps = 3;
-        config.micro_batch = 8;
+      argc, argv, "Lesson 01: DDP keeps everything on every rank", defaults,
+      [](const LessonFlags& flags) {
+        TrainConfig base;
+        base.engine = EngineKind::Ddp;
+        const TrainConfig config = sized(base, flags);
 
         // Train first, recording each rank's ledger at every engine event; narrate afterwards.
         EventRecorder recorder(config.world);
         const TrainResult result = train(config, {}, recorder.observer());
+        const StepValues values = step_values(config, result);
 
         heading("Lesson 01: DDP, everything replicated");
         print_model(config, result);
@@ -59,7 +90,9 @@ int main(int argc, char** argv) {
 
         const std::array categories = {MemCategory::Params, MemCategory::Grads,
                                        MemCategory::Optimizer, MemCategory::Activations};
-        narrate_phase_runs(flags, recorder, config.steps, categories, notes);
+        narrate_phase_runs(
+            flags, recorder, config.steps, categories, notes,
+            [&](std::string_view phase) { show_values(values, config.world, phase); });
 
         pause(flags, "for the redundancy");
         heading("The redundancy");
@@ -79,10 +112,18 @@ int main(int argc, char** argv) {
             "back.\n\n",
             grouped(per_rank), config.world, grouped(per_rank * config.world), grouped(per_rank),
             config.world - 1, config.world);
+        pause(flags, "for real scale");
+        heading("At real scale");
+        print_real_memory(std::array{0});
+        fmt::print(
+            "\nDDP's bytes per GPU are the same at 8 GPUs and at 64: adding GPUs adds copies, "
+            "never\n"
+            "room. A 7B model's 16Ψ = 112 GB fits on no 80 GB GPU, however many there are.\n\n");
         const bool states_ok = check_model_states(config, result);
 
         fmt::print("\n");
+        const bool values_ok = check_values(values, result);
         const bool same = matches_reference(config, result);
-        return identical && states_ok && same ? 0 : 1;
+        return identical && states_ok && values_ok && same ? 0 : 1;
       });
 }

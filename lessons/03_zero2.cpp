@@ -5,7 +5,9 @@
 
 #include <array>
 
+#include "lesson_scale.hpp"
 #include "lesson_support.hpp"
+#include "lesson_values.hpp"
 
 using namespace zl;
 using namespace zl::lessons;
@@ -26,21 +28,46 @@ constexpr std::string_view kUpdate =
 constexpr std::string_view kAllGather =
     "All-gather each unit's parameters, as in ZeRO-1: every rank is whole again.";
 
+// Rank 0's traffic beside DDP's on the same run: a reduce-scatter of the gradients plus an
+// all-gather of the parameters is an all-reduce's volume. True when the model states match.
+bool compare_traffic(const TrainConfig& config, const TrainResult& result) {
+  TrainConfig ddp_config = config;
+  ddp_config.engine = EngineKind::Ddp;
+  const TrainResult ddp = train(ddp_config);
+  const std::array runs = {TrafficRun{"DDP", &ddp_config, &ddp},
+                           TrafficRun{"ZeRO-2", &config, &result}};
+  print_traffic(runs);
+  const std::int64_t zero2_bytes = model_state_sent_bytes(config, result, 0);
+  const std::int64_t ddp_bytes = model_state_sent_bytes(ddp_config, ddp, 0);
+  fmt::print(
+      "\nZeRO-2 sends what ZeRO-1 sends: each gradient reduce-scattered once, Ψ(N-1)/N, the\n"
+      "parameters all-gathered once, Ψ(N-1)/N: 2Ψ(N-1)/N, an all-reduce's worth. Sharding the\n"
+      "gradients changes when they are reduced, not how much is sent. Over {} steps:\n"
+      "ZeRO-2 {} bytes, DDP {} bytes: {}.\n\n",
+      config.steps, grouped(zero2_bytes), grouped(ddp_bytes),
+      zero2_bytes == ddp_bytes ? "the same" : "NOT the same");
+  return zero2_bytes == ddp_bytes;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const LessonSizes defaults{.world = 4,
+                             .mlp = MlpConfig{.layers = 3, .width = 64, .in = 16, .classes = 64},
+                             .rows = 8,
+                             .steps = 3,
+                             .seed = 0};
   return run_lesson(
-      argc, argv, "Lesson 03: ZeRO-2 shards the gradients during backward",
+      argc, argv, "Lesson 03: ZeRO-2 shards the gradients during backward", defaults,
       [](const LessonFlags& flags) {
-        TrainConfig config;
-        config.mlp = {.layers = 3, .width = 64, .in = 16, .classes = 64};
-        config.engine = EngineKind::Zero2;
-        config.world = 4;
-        config.steps = 3;
-        config.micro_batch = 8;
+        TrainConfig base;
+        base.engine = EngineKind::Zero2;
+        const TrainConfig config = sized(base, flags);
 
         EventRecorder recorder(config.world);
         const TrainResult result = train(config, {}, recorder.observer());
+        const StepValues values = step_values(config, result);
+        const UnitLayout& first = values.layout.front();
 
         heading("Lesson 03: ZeRO-2, reduce-scatter the gradients during backward");
         print_model(config, result);
@@ -53,9 +80,17 @@ int main(int argc, char** argv) {
         const std::size_t update_end = after_last(events, "update");
         narrate(flags, recorder, config.steps, {0, forward_end}, categories, kForward);
         narrate(flags, recorder, config.steps, {forward_end, backward_end}, categories, kBackward,
-                true);
+                true, /*settled=*/true);
+        fmt::print(
+            "\n{}'s reduce-scatter, the last of backward: what each rank sends, what the "
+            "owner keeps:\n",
+            first.name);
+        print_reduce_scatter(values.units.front(), first, config.world);
         narrate(flags, recorder, config.steps, {backward_end, update_end}, categories, kUpdate,
                 true);
+        fmt::print("\n{}: each rank's own shard, before and after AdamW, and its moments:\n",
+                   first.name);
+        print_update(values.units.front(), first, config.world);
         narrate(flags, recorder, config.steps, {update_end, events.size()}, categories, kAllGather);
 
         pause(flags, "for the gradient memory");
@@ -69,9 +104,24 @@ int main(int argc, char** argv) {
             grouped(full_grads_bytes), grouped(rank0.peak_bytes(MemCategory::Grads)),
             grouped(rank0.current_bytes(MemCategory::Grads)));
 
+        pause(flags, "for the traffic");
+        heading("Traffic: does sharding the gradients cost communication?");
+        const bool same_traffic = compare_traffic(config, result);
+
+        pause(flags, "for real scale");
+        heading("At real scale");
+        print_real_memory(std::array{0, 1, 2});
+        fmt::print(
+            "\nZeRO-2 also divides the gradients: 2Ψ + 14Ψ/N tends to 2Ψ, an eighth of DDP, as N\n"
+            "grows. The one full unit it holds during backward comes on top: for GPT-2 the "
+            "largest\n"
+            "is the embeddings unit (wte and wpe: 39.4M parameters in 124M, 82.0M in 1.5B), 79 "
+            "and\n"
+            "164 MB of bf16 gradient.\n\n");
         const bool states_ok = check_model_states(config, result);
         fmt::print("\n");
+        const bool values_ok = check_values(values, result);
         const bool same = matches_reference(config, result);
-        return states_ok && same ? 0 : 1;
+        return states_ok && values_ok && same && same_traffic ? 0 : 1;
       });
 }

@@ -6,8 +6,9 @@
 
 #include <array>
 
-#include "run/compare.hpp"
+#include "lesson_scale.hpp"
 #include "lesson_support.hpp"
+#include "run/compare.hpp"
 
 using namespace zl;
 using namespace zl::lessons;
@@ -39,19 +40,48 @@ void print_split(std::string_view name, const TrainResult& result) {
              grouped(m.current_bytes(MemCategory::Optimizer)), grouped(host_bytes));
 }
 
+// Per GPU at real scale, with the optimizer offloaded at `stage`: what stays on the device,
+// what moves to the host (never added together: they are different memories), and the bf16
+// shard copied each way per step.
+void print_real_offload(int stage) {
+  fmt::print(
+      "ZeRO-{} with the optimizer offloaded, per GPU, bf16 (1 GB = 1e9 bytes). The device and\n"
+      "the host are different memories, so they are never added up:\n\n",
+      stage);
+  fmt::print("{:<13}{:>5}{:>14}{:>14}{:>14}{:>18}\n", "model", "W", "no offload", "device GB",
+             "host GB", "PCIe each way MB");
+  for (const RealModel& model : real_models()) {
+    for (const int world : kRealWorlds) {
+      const StateElems elems = real_elems(model, world);
+      const LedgerEstimate e = estimate_ledger(elems, real_options(), stage);
+      fmt::print("{:<13}{:>5}{:>14}{:>14}{:>14}{:>18}\n", model.name, world,
+                 gb_text(e.total_bytes()), gb_text(e.params_bytes + e.grads_bytes),
+                 gb_text(e.master_bytes + e.optimizer_bytes),
+                 fmt::format("{:.1f}", 2.0 * static_cast<double>(elems.shard_elems) / 1e6));
+    }
+  }
+  fmt::print(
+      "\nThe host side is 12 bytes per element of the shard, so 8 GPUs of a node hold 12Ψ/8\n"
+      "each there: a node's CPU memory has to hold 12Ψ in all.\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const LessonSizes defaults{.world = 4,
+                             .stage = 2,
+                             .min_stage = 1,
+                             .mlp = MlpConfig{.layers = 3, .width = 64, .in = 16, .classes = 64},
+                             .rows = 8,
+                             .steps = 3,
+                             .seed = 0};
   return run_lesson(
-      argc, argv, "Lesson 06: ZeRO-Offload moves the optimizer state to the host",
+      argc, argv, "Lesson 06: ZeRO-Offload moves the optimizer state to the host", defaults,
       [](const LessonFlags& flags) {
-        TrainConfig config;
-        config.mlp = {.layers = 3, .width = 64, .in = 16, .classes = 64};
-        config.engine = EngineKind::Zero2;
-        config.world = 4;
-        config.steps = 3;
-        config.micro_batch = 8;
-        config.features.precision = DType::BF16;
+        TrainConfig base;
+        base.engine = engine_of_stage(*flags.sizes.stage);
+        base.features.precision = DType::BF16;
+        const TrainConfig config = sized(base, flags);
 
         heading("Lesson 06: ZeRO-Offload, the optimizer state on the host");
         fmt::print("{}\n\n", kWhy);
@@ -63,13 +93,16 @@ int main(int argc, char** argv) {
         offload.features.offload_optimizer = true;
         const TrainResult offloaded = train(offload);
         heading("Model states per rank after the step (rank 0)");
-        print_split("ZeRO-2 bf16", on_device);
+        print_split(fmt::format("ZeRO-{} bf16", stage_of(config.engine)), on_device);
         print_split("+ offload", offloaded);
-        const std::array categories = {MemCategory::Params,     MemCategory::Grads,
-                                       MemCategory::Master,     MemCategory::Optimizer,
-                                       MemCategory::HostMaster, MemCategory::HostOptimizer};
-        fmt::print("\nWith offload, every rank:\n");
-        print_ranks(final_holdings(offloaded), categories);
+        // Device and host are different memories: each gets its own table, never one total.
+        const std::array device = {MemCategory::Params, MemCategory::Grads, MemCategory::Master,
+                                   MemCategory::Optimizer};
+        const std::array host = {MemCategory::HostMaster, MemCategory::HostOptimizer};
+        fmt::print("\nWith offload, every rank's device memory:\n");
+        print_ranks(final_holdings(offloaded), device);
+        fmt::print("\nand its host memory:\n");
+        print_ranks(final_holdings(offloaded), host);
 
         pause(flags, "for the copies");
         heading("Device-host copies");
@@ -84,6 +117,10 @@ int main(int argc, char** argv) {
             config.steps, grouped(traffic.to_host_bytes()), grouped(traffic.to_device_bytes()),
             grouped(shard_bytes), grouped(traffic.sent_bytes()),
             grouped(on_device.ranks[0].traffic.sent_bytes()));
+
+        pause(flags, "for real scale");
+        heading("At real scale");
+        print_real_offload(stage_of(config.engine));
 
         heading("Checks");
         bool ok = true;

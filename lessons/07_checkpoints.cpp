@@ -9,10 +9,11 @@
 #include <filesystem>
 #include <vector>
 
+#include "ckpt/checkpoint.hpp"
 #include "ckpt/consolidate.hpp"
 #include "ckpt/safetensors.hpp"
-#include "run/compare.hpp"
 #include "lesson_support.hpp"
+#include "run/compare.hpp"
 
 using namespace zl;
 using namespace zl::lessons;
@@ -31,19 +32,21 @@ constexpr std::string_view kSameWorld =
     "all-gathers them, and its Adam shards are exactly ZeRO-3's. The continued run is the\n"
     "uninterrupted one, bit for bit.";
 constexpr std::string_view kOtherWorld =
-    "On 2 ranks every unit is padded and cut differently, so each rank reads the element ranges\n"
-    "it now owns from the old files. The data continue by global sample: 2 ranks x 8 rows see the\n"
-    "same 16 samples per step as 4 x 4 did. Only the order of fp32 sums changes, so the result is\n"
-    "close to an uninterrupted 2-rank run, not bitwise.";
+    "On another number of ranks every unit is padded and cut differently, so each rank reads the\n"
+    "element ranges it now owns from the old files. The data continue by global sample: with the\n"
+    "rows per rank scaled (4 ranks x 4 rows become 2 x 8), each step sees the same samples as\n"
+    "before. Only the order of fp32 sums changes, so the result is close to an uninterrupted run\n"
+    "on the new ranks, not bitwise.";
 
-TrainConfig config_of(EngineKind engine, int world, std::int64_t micro_batch) {
-  TrainConfig config;
-  config.mlp = {.layers = 3, .width = 48, .in = 12, .classes = 6};
-  config.engine = engine;
+// The lesson's run as the flags size it, on `world` ranks of `micro_batch` rows each.
+TrainConfig config_of(const LessonFlags& flags, EngineKind engine, int world,
+                      std::int64_t micro_batch) {
+  TrainConfig base;
+  base.engine = engine;
+  base.adamw.lr = 1e-2;
+  TrainConfig config = sized(base, flags);
   config.world = world;
   config.micro_batch = micro_batch;
-  config.steps = 6;
-  config.adamw.lr = 1e-2;
   return config;
 }
 
@@ -57,22 +60,69 @@ double largest_difference(const ModelState& a, const ModelState& b) {
   return largest;
 }
 
+// Consolidates the last checkpoint under `checkpoints` into `out`, lists its tensors, and checks
+// they are `final_state`'s parameters exactly.
+bool consolidate_and_check(const fs::path& checkpoints, const fs::path& out,
+                           const ModelState& final_state) {
+  const ConsolidateResult written = consolidate(checkpoints, out, /*with_optimizer=*/false);
+  fmt::print("{} tensors, {} parameters (padding removed), {} bytes, from step {}:\n",
+             written.tensors, grouped(written.param_elems),
+             grouped(static_cast<std::int64_t>(written.output_bytes)), written.step);
+  const auto tensors = read_safetensors(out);
+  for (const auto& tensor : tensors) {
+    fmt::print("  {:<18} {}\n", tensor.name, shape_string(tensor.shape));
+  }
+  // The last checkpoint is the saving run's final state, which equals the uninterrupted
+  // ZeRO-1 run's bit for bit.
+  std::vector<float> flat;
+  for (const auto& tensor : tensors) {
+    const auto values = to_floats(tensor);
+    flat.insert(flat.end(), values.begin(), values.end());
+  }
+  std::vector<float> expected;
+  for (const auto& unit : final_state.params)
+    expected.insert(expected.end(), unit.begin(), unit.end());
+  const bool consolidated = flat == expected;
+  fmt::print("\n{}: the consolidated file holds the final parameters exactly\n",
+             consolidated ? "ok" : "DIFFERENT");
+  return consolidated;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const LessonSizes defaults{.world = 4,
+                             .stage = 3,
+                             .mlp = MlpConfig{.layers = 3, .width = 48, .in = 12, .classes = 6},
+                             .rows = 4,
+                             .steps = 6,
+                             .seed = 0};
   return run_lesson(
-      argc, argv, "Lesson 07: checkpoints across stages and world sizes",
+      argc, argv, "Lesson 07: checkpoints across stages and world sizes", defaults,
       [](const LessonFlags& flags) {
+        const int world = *flags.sizes.world;
+        const std::int64_t rows = *flags.sizes.rows;
+        const std::int64_t steps = *flags.sizes.steps;
+        // The other world: 2 ranks (1 when the run has 2), the same samples per step.
+        const int other = world == 2 ? 1 : 2;
+        ZL_CHECK(steps >= 2,
+                 "--steps {}: the lesson saves halfway and resumes, give --steps 2 or more", steps);
+        ZL_CHECK(world * rows % other == 0,
+                 "--world {} x --rows {} samples per step do not split over {} ranks: make one "
+                 "of them even",
+                 world, rows, other);
+        const EngineKind saver = engine_of_stage(*flags.sizes.stage);
+        const std::int64_t half = steps / 2;
         const fs::path dir =
             fs::temp_directory_path() / fmt::format("zerolab_lesson07_{}", ::getpid());
         fs::remove_all(dir);
-        heading("Lesson 07: save under ZeRO-3 on 4 ranks");
+        heading(fmt::format("Lesson 07: save under {} on {} ranks", engine_name(saver), world));
         fmt::print("{}\n\n", kSave);
         CheckpointPlan save;
         save.dir = dir / "ckpt";
-        save.every_steps = 3;
-        train(config_of(EngineKind::Zero3, 4, 4), {}, {}, save);
-        const fs::path step3 = save.dir / "step-00000003";
+        save.every_steps = half;
+        train(config_of(flags, saver, world, rows), {}, {}, save);
+        const fs::path step3 = step_dir(save.dir, half);
         std::vector<fs::path> files;
         for (const auto& entry : fs::directory_iterator(step3)) files.push_back(entry.path());
         std::ranges::sort(files);
@@ -81,23 +131,26 @@ int main(int argc, char** argv) {
                      grouped(static_cast<std::int64_t>(fs::file_size(file))));
         }
 
-        pause(flags, "for resuming under ZeRO-1 on the same 4 ranks");
-        heading("Resume under ZeRO-1 on 4 ranks");
+        pause(flags, "for resuming under ZeRO-1 on the same ranks");
+        heading(fmt::format("Resume under ZeRO-1 on {} ranks", world));
         fmt::print("{}\n\n", kSameWorld);
         CheckpointPlan resume;
         resume.resume = step3;
-        const TrainResult uninterrupted4 = train(config_of(EngineKind::Zero1, 4, 4));
-        const TrainResult resumed4 = train(config_of(EngineKind::Zero1, 4, 4), {}, {}, resume);
+        const TrainConfig same_world = config_of(flags, EngineKind::Zero1, world, rows);
+        const TrainResult uninterrupted4 = train(same_world);
+        const TrainResult resumed4 = train(same_world, {}, {}, resume);
         const bool bitwise = !first_difference("params", resumed4.final_state.params,
                                                uninterrupted4.final_state.params);
-        fmt::print("{}: resumed at step 3, final parameters {} the uninterrupted run's\n\n",
-                   bitwise ? "ok" : "DIFFERENT", bitwise ? "bit for bit" : "not");
+        fmt::print("{}: resumed at step {}, final parameters {} the uninterrupted run's\n\n",
+                   bitwise ? "ok" : "DIFFERENT", half, bitwise ? "bit for bit" : "not");
 
-        pause(flags, "for resuming on 2 ranks");
-        heading("Resume under ZeRO-1 on 2 ranks");
+        pause(flags, fmt::format("for resuming on {} ranks", other));
+        heading(fmt::format("Resume under ZeRO-1 on {} ranks", other));
         fmt::print("{}\n\n", kOtherWorld);
-        const TrainResult uninterrupted2 = train(config_of(EngineKind::Zero1, 2, 8));
-        const TrainResult resumed2 = train(config_of(EngineKind::Zero1, 2, 8), {}, {}, resume);
+        const TrainConfig other_world =
+            config_of(flags, EngineKind::Zero1, other, world * rows / other);
+        const TrainResult uninterrupted2 = train(other_world);
+        const TrainResult resumed2 = train(other_world, {}, {}, resume);
         const double difference =
             largest_difference(resumed2.final_state, uninterrupted2.final_state);
         double largest = 0.0;
@@ -112,28 +165,8 @@ int main(int argc, char** argv) {
 
         pause(flags, "for consolidating");
         heading("Consolidate");
-        const fs::path out = dir / "full.safetensors";
-        const ConsolidateResult written = consolidate(save.dir, out, /*with_optimizer=*/false);
-        fmt::print("{} tensors, {} parameters (padding removed), {} bytes, from step {}:\n",
-                   written.tensors, grouped(written.param_elems),
-                   grouped(static_cast<std::int64_t>(written.output_bytes)), written.step);
-        const auto tensors = read_safetensors(out);
-        for (const auto& tensor : tensors) {
-          fmt::print("  {:<18} {}\n", tensor.name, shape_string(tensor.shape));
-        }
-        // The last checkpoint (step 6) is the saving run's final state: ZeRO-3's, which equals
-        // the uninterrupted ZeRO-1 run's bit for bit.
-        std::vector<float> flat;
-        for (const auto& tensor : tensors) {
-          const auto values = to_floats(tensor);
-          flat.insert(flat.end(), values.begin(), values.end());
-        }
-        std::vector<float> expected;
-        for (const auto& unit : uninterrupted4.final_state.params)
-          expected.insert(expected.end(), unit.begin(), unit.end());
-        const bool consolidated = flat == expected;
-        fmt::print("\n{}: the consolidated file holds the final parameters exactly\n",
-                   consolidated ? "ok" : "DIFFERENT");
+        const bool consolidated =
+            consolidate_and_check(save.dir, dir / "full.safetensors", uninterrupted4.final_state);
         fs::remove_all(dir);
         return bitwise && close && consolidated ? 0 : 1;
       });

@@ -30,6 +30,16 @@ constexpr std::string_view kOverflow =
     "(computed the same way, to the same bits, on every rank) is not finite, so every rank skips\n"
     "the step, and the scaler halves the scale (hysteresis 1) until the gradients fit.";
 
+constexpr std::string_view kNonFinite =
+    "Why nan and not inf? An fp16 value above 65504 becomes inf. Backward then multiplies and\n"
+    "adds those infinities (inf - inf, inf x 0), which gives nan, and one nan makes the norm nan.\n"
+    "The scaler does not care which: a norm that is not finite (nan or inf) means overflow.\n\n"
+    "Hysteresis: DeepSpeed's fp16.hysteresis (default 2) is how many overflows the scaler takes\n"
+    "before it halves. Each overflow is skipped; the first hysteresis - 1 of them only spend the\n"
+    "budget, at the same scale. The budget refills only when the scale grows (after\n"
+    "loss_scale_window clean steps), not after one clean step. The run above used hysteresis 1,\n"
+    "so every overflow halved the scale.\n";
+
 struct Row {
   std::string name;
   TrainResult result;
@@ -38,16 +48,19 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const LessonSizes defaults{.world = 4,
+                             .stage = 2,
+                             .mlp = MlpConfig{.layers = 3, .width = 64, .in = 16, .classes = 8},
+                             .rows = 16,
+                             .steps = 40,
+                             .seed = 0};
   return run_lesson(
-      argc, argv, "Lesson 08: mixed precision, bf16 and fp16 with loss scaling",
+      argc, argv, "Lesson 08: mixed precision, bf16 and fp16 with loss scaling", defaults,
       [](const LessonFlags& flags) {
-        TrainConfig config;
-        config.mlp = {.layers = 3, .width = 64, .in = 16, .classes = 8};
-        config.engine = EngineKind::Zero2;
-        config.world = 4;
-        config.steps = 40;
-        config.micro_batch = 16;
-        config.adamw.lr = 3e-3;
+        TrainConfig base;
+        base.engine = engine_of_stage(*flags.sizes.stage);
+        base.adamw.lr = 3e-3;
+        const TrainConfig config = sized(base, flags);
 
         heading("Lesson 08: mixed precision");
         fmt::print("{}\n\n", kMemory);
@@ -96,7 +109,16 @@ int main(int argc, char** argv) {
             ++skipped;
           }
         }
-        fmt::print("\n{} steps skipped; then the scale settles and training goes on.\n\n", skipped);
+        fmt::print("\n{} steps skipped; then the scale settles and training goes on.\n\n{}\n",
+                   skipped, kNonFinite);
+        TrainConfig patient = overflow;
+        patient.features.loss_scale.hysteresis = 2;
+        std::int64_t patient_skipped = 0;
+        for (const auto& step : train(patient).steps) patient_skipped += step.skipped ? 1 : 0;
+        fmt::print(
+            "The same run with hysteresis 2 skips {} steps ({} above): the first overflow only\n"
+            "spends the budget, so every halving comes one overflow later.\n\n",
+            patient_skipped, skipped);
 
         heading("Checks");
         const bool skips = skipped >= 10 && skipped < overflow.steps;

@@ -1,4 +1,4 @@
-// lesson_support.cpp — flags, pauses, recorded events, tables, bars and the closing checks.
+// lesson_support.cpp — pauses, recorded events, tables, bars and the closing checks.
 #include "lesson_support.hpp"
 
 #include <fmt/format.h>
@@ -6,45 +6,18 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <iostream>
 #include <string>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "run/compare.hpp"
 #include "engines/estimate.hpp"
 #include "optim/grad_norm.hpp"
+#include "run/compare.hpp"
 
 namespace zl::lessons {
 
 namespace {
-
-// --step, --no-pause (wins over --step), --help; anything else exits 2.
-LessonFlags parse_flags(int argc, char** argv, std::string_view about) {
-  LessonFlags flags;
-  bool no_pause = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--step") {
-      flags.step = true;
-    } else if (arg == "--no-pause") {
-      no_pause = true;
-    } else if (arg == "-h" || arg == "--help") {
-      fmt::print(
-          "{}\n\nUsage: {} [--step] [--no-pause]\n"
-          "  --step      wait for Enter between phases\n"
-          "  --no-pause  run straight through (the default; overrides --step)\n",
-          about, argv[0]);
-      std::exit(0);
-    } else {
-      fmt::print(stderr, "{}: unknown flag '{}': use --step, --no-pause or --help\n", argv[0], arg);
-      std::exit(2);
-    }
-  }
-  if (no_pause) flags.step = false;
-  return flags;
-}
 
 // The current bytes of every category of a ledger.
 CategoryBytes current_bytes(const MemoryLedger& ledger) {
@@ -104,8 +77,8 @@ void print_header(std::string_view first, std::size_t first_width,
 }
 
 // The glyph that stands for a category in the stacked bars, indexed by MemCategory.
-constexpr std::array<std::string_view, kMemCategoryCount> kGlyphs = {
-    "█", "▓", "▞", "▒", "▚", "▪", "░", "◆", "◇", "·", "◦"};
+constexpr std::array<std::string_view, kMemCategoryCount> kGlyphs = {"█", "▓", "▞", "▒", "▚", "▪",
+                                                                     "░", "◆", "◇", "·", "◦"};
 
 // Sum over the shown categories.
 std::int64_t total_of(const CategoryBytes& bytes, std::span<const MemCategory> categories) {
@@ -143,17 +116,6 @@ void print_event_rows(std::span<const Snapshot> events, EventRange range,
 }
 
 }  // namespace
-
-int run_lesson(int argc, char** argv, std::string_view about,
-               const std::function<int(const LessonFlags&)>& lesson) {
-  const LessonFlags flags = parse_flags(argc, argv, about);
-  try {
-    return lesson(flags);
-  } catch (const std::exception& error) {
-    fmt::print(stderr, "{}: {}\n", argv[0], error.what());
-    return 1;
-  }
-}
 
 void pause(const LessonFlags& flags, std::string_view next) {
   if (!flags.step) return;
@@ -244,18 +206,26 @@ void print_ranks(const std::vector<CategoryBytes>& per_rank,
 
 void narrate(const LessonFlags& flags, const EventRecorder& recorder, std::int64_t steps,
              EventRange range, std::span<const MemCategory> categories, std::string_view note,
-             bool event_rows) {
+             bool event_rows, bool settled) {
   const auto events = recorder.last_step(0, steps);
-  ZL_CHECK(range.begin < range.end && range.end <= events.size(),
+  ZL_CHECK(range.begin < range.end && range.end + (settled ? 1 : 0) <= events.size(),
            "no engine events in [{}, {}) of a step of {}: did the engine's events change?",
            range.begin, range.end, events.size());
+  const std::size_t shown = settled ? range.end : range.end - 1;
   const std::string title = describe(events, range);
   pause(flags, "for " + title);
   heading(title);
   fmt::print("{}\n\n", note);
   if (event_rows) {
     print_event_rows(events, range, categories);
-    fmt::print("\nevery rank after {}:\n", label(events[range.end - 1]));
+    if (settled) {
+      fmt::print(
+          "\nA reduce_scatter row is the moment it is issued: the unit's full gradient is\n"
+          "freed right after. Every rank once it is, as {} begins:\n",
+          label(events[shown]));
+    } else {
+      fmt::print("\nevery rank after {}:\n", label(events[shown]));
+    }
   }
   // One scale for the whole step, so bars of different phases can be compared.
   std::int64_t full_bytes = 0;
@@ -263,14 +233,32 @@ void narrate(const LessonFlags& flags, const EventRecorder& recorder, std::int64
     for (const auto& event : recorder.last_step(r, steps))
       full_bytes = std::max(full_bytes, total_of(event.bytes, categories));
   }
-  print_ranks(recorder.at(range.end - 1, steps), categories, full_bytes);
+  print_ranks(recorder.at(shown, steps), categories, full_bytes);
 }
 
 void narrate_phase_runs(const LessonFlags& flags, const EventRecorder& recorder, std::int64_t steps,
-                        std::span<const MemCategory> categories, const PhaseNotes& notes) {
+                        std::span<const MemCategory> categories, const PhaseNotes& notes,
+                        const PhaseValues& values) {
   const auto events = recorder.last_step(0, steps);
-  for (const EventRange range : phase_runs(events)) {
-    narrate(flags, recorder, steps, range, categories, notes(events[range.begin].phase));
+  const auto runs = phase_runs(events);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const EventRange range = runs[i];
+    const std::string_view phase = events[range.begin].phase;
+    const bool unchanged =
+        i > 0 && recorder.at(range.end - 1, steps) == recorder.at(runs[i - 1].end - 1, steps);
+    if (!unchanged) {
+      narrate(flags, recorder, steps, range, categories, notes(phase));
+    } else {
+      const std::string title = describe(events, range);
+      pause(flags, "for " + title);
+      heading(title);
+      fmt::print("{}\n\nBytes: every rank holds exactly what it held after {}.\n", notes(phase),
+                 label(events[runs[i - 1].end - 1]));
+    }
+    if (values) {
+      fmt::print("\n");
+      values(phase);
+    }
   }
 }
 

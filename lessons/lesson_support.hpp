@@ -1,4 +1,4 @@
-// lesson_support.hpp — the narration every lesson shares: the --step/--no-pause flags and pauses,
+// lesson_support.hpp — the narration every lesson shares (its flags: lesson_flags.hpp): pauses,
 // engine events recorded per rank during a run, per-rank tables and bar charts of memory, the
 // traffic comparison, and the two closing checks (ledgers vs estimate.hpp, run vs the reference).
 // Nothing here shards or reduces: it reads and prints what the library reports.
@@ -13,20 +13,10 @@
 #include <vector>
 
 #include "core/memory_ledger.hpp"
+#include "lesson_flags.hpp"
 #include "run/train.hpp"
 
 namespace zl::lessons {
-
-/// What the command line asked for.
-struct LessonFlags {
-  bool step = false;  ///< wait for Enter between phases
-};
-
-/// Parses --step, --no-pause (forces no pausing, wins over --step) and --help (prints usage, exits
-/// 0; any other argument exits 2), runs `lesson` and returns its exit code; an exception (a
-/// zl::Error says what to do) becomes one line on stderr and exit code 1.
-int run_lesson(int argc, char** argv, std::string_view about,
-               const std::function<int(const LessonFlags&)>& lesson);
 
 /// With --step: says what comes next and waits for Enter on stdin. Without it: nothing.
 void pause(const LessonFlags& flags, std::string_view next);
@@ -88,13 +78,22 @@ using PhaseNotes = std::function<std::string_view(std::string_view phase)>;
 
 /// One stop of the walk through a step: pauses (with --step), titles the range, prints `note`,
 /// optionally lists the range's events on rank 0, then shows every rank after its last event.
+/// An engine reports a reduce_scatter as it issues it, while the unit's full gradient is still
+/// held; with `settled` the ranks are shown at the next event instead (the range's end: the
+/// first event after the range), when the last buffer of the range has been freed.
 void narrate(const LessonFlags& flags, const EventRecorder& recorder, std::int64_t steps,
              EventRange range, std::span<const MemCategory> categories, std::string_view note,
-             bool event_rows = false);
+             bool event_rows = false, bool settled = false);
 
-/// narrate() for each run of one phase in the last step, with notes(phase) as the note.
+/// Prints the values a phase leaves on the ranks (lesson_values.hpp), after its note.
+using PhaseValues = std::function<void(std::string_view phase)>;
+
+/// narrate() for each run of one phase in the last step, with notes(phase) as the note, then
+/// values(phase) when given. A stop whose bytes equal the previous stop's on every rank says so
+/// in one line instead of repeating the table.
 void narrate_phase_runs(const LessonFlags& flags, const EventRecorder& recorder, std::int64_t steps,
-                        std::span<const MemCategory> categories, const PhaseNotes& notes);
+                        std::span<const MemCategory> categories, const PhaseNotes& notes,
+                        const PhaseValues& values = {});
 
 /// The model and its units as laid out for the run: numel, padded size and shard size, and Ψ.
 void print_model(const TrainConfig& config, const TrainResult& result);

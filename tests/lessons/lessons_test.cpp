@@ -1,50 +1,24 @@
-// lessons_test.cpp — runs each lesson binary straight through (--no-pause) and stepping (--step
-// with Enter from a file), and checks its exit code and the numbers and claims it prints.
+// lessons_test.cpp — runs each lesson binary at its default sizes straight through (--no-pause) and
+// stepping (--step with Enter from a file), and checks its exit code and the numbers and claims it
+// prints.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "support/command.hpp"
+#include "lesson_runner.hpp"
 
 namespace {
 
-using zl::CommandResult;
-using zl::run_command;
+using zl::lessons_test::column;
+using zl::lessons_test::kReferenceClaim;
+using zl::lessons_test::run_lesson;
 
 namespace fs = std::filesystem;
-
-struct LessonRun {
-  int exit_code = -1;
-  std::string out;  // stdout, then stderr
-};
-
-// Runs lessons/lesson_<name> with `args`, stdin from `input` (a path; /dev/null by default).
-LessonRun run_lesson(const std::string& name, const std::string& args,
-                     const std::string& input = "/dev/null") {
-  const CommandResult run =
-      run_command(std::string(ZL_LESSONS_DIR) + "/lesson_" + name + " " + args, input);
-  return {run.exit_code, run.out + run.err};
-}
-
-// The first number after the event label on each line that starts with one of `labels` (a regex
-// alternation such as "backward|reduce_scatter"), in order.
-std::vector<std::int64_t> column(const std::string& text, const std::string& labels) {
-  const std::regex row("^(?:" + labels + ")(?: u[0-9]+)? +([0-9]+)");
-  std::vector<std::int64_t> values;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    std::smatch match;
-    if (std::regex_search(line, match, row)) values.push_back(std::stoll(match[1].str()));
-  }
-  return values;
-}
-
-constexpr auto kReferenceClaim = "matches the reference bit for bit";
 
 TEST(Lessons, MemoryMathPrintsThePaperNumbersAndChecksTheClosedForms) {
   const auto run = run_lesson("00_memory_math", "--no-pause");
@@ -54,8 +28,11 @@ TEST(Lessons, MemoryMathPrintsThePaperNumbersAndChecksTheClosedForms) {
       << run.out;
   EXPECT_NE(run.out.find("Every table above matches the closed forms"), std::string::npos)
       << run.out;
-  // The fp32 table: stage 1 is 8Ψ + 8Ψ/N = 63 GB for 7B on 8 GPUs.
-  EXPECT_TRUE(std::regex_search(run.out, std::regex(R"(\n1 +28 +28 +7 +63 )"))) << run.out;
+  // The fp32 table: stage 1 is 8Ψ + 8Ψ/N = 63 GB for 7B on 8 GPUs, with no master copy.
+  EXPECT_TRUE(std::regex_search(run.out, std::regex(R"(\n1 +28 +28 +0 +7 +63 )"))) << run.out;
+  // Mixed precision's optimizer term is the fp32 master (4Ψ = 28 GB) and Adam (8Ψ = 56 GB).
+  EXPECT_TRUE(std::regex_search(run.out, std::regex(R"(\n0 \(DDP\) +14 +14 +28 +56 +112 )")))
+      << run.out;
 }
 
 TEST(Lessons, DdpShowsEveryRankHoldingTheSameBytes) {
@@ -72,14 +49,37 @@ TEST(Lessons, DdpShowsEveryRankHoldingTheSameBytes) {
 TEST(Lessons, Zero1ShowsShardsAndTheSameTrafficAsDdp) {
   const auto run = run_lesson("02_zero1", "--no-pause");
   ASSERT_EQ(run.exit_code, 0) << run.out;
-  EXPECT_NE(run.out.find("layers.0: numel 9, padded 128, shard S = 64"), std::string::npos)
+  // Units of 1,088 and 4,160 elements pad to 1,280 and 4,352 at W = 4: padding is a detail.
+  EXPECT_NE(run.out.find("layers.0: numel 1088, padded 1280, shard S = 320"), std::string::npos)
       << run.out;
-  EXPECT_NE(run.out.find("rank 1 owns [64, 128): 0 real elements, 64 of padding"),
+  EXPECT_NE(run.out.find("rank 3 owns [960, 1280): 128 real elements, 192 of padding"),
             std::string::npos);
-  EXPECT_NE(run.out.find("ZeRO-1 3,072 bytes, DDP 3,072 bytes: the same"), std::string::npos)
+  EXPECT_NE(run.out.find("Padding: 576 of 9,984 elements (5.8%)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("ZeRO-1 179,712 bytes, DDP 179,712 bytes: the same"), std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("3Ψ(N-1)/N, 1.5x as much"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find(kReferenceClaim), std::string::npos) << run.out;
+}
+
+TEST(Lessons, Zero1PrintsTableOnlyWhereTheBytesChange) {
+  const auto run = run_lesson("02_zero1", "--no-pause");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  // ZeRO-1 allocates everything once: after forward, each phase's bytes are the previous ones.
+  for (const char* unchanged : {"held after forward u2", "held after backward u0",
+                                "held after reduce_scatter u2", "held after update"}) {
+    EXPECT_NE(run.out.find(std::string("Bytes: every rank holds exactly what it ") + unchanged),
+              std::string::npos)
+        << unchanged << "\n"
+        << run.out;
+  }
+}
+
+TEST(Lessons, Zero1OnTheToyShowsPaddingAsMostOfTheShards) {
+  const auto run = run_lesson("02_zero1", "--world 2 --layers 2 --width 3 --in 2 --classes 2");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("rank 1 owns [64, 128): 0 real elements, 64 of padding"),
+            std::string::npos)
+      << run.out;
 }
 
 TEST(Lessons, Zero2GradientMemoryFallsThroughBackward) {
@@ -92,6 +92,14 @@ TEST(Lessons, Zero2GradientMemoryFallsThroughBackward) {
   for (std::size_t i = 1; i < grads.size(); ++i) EXPECT_LE(grads[i], grads[i - 1]) << "row " << i;
   EXPECT_LT(grads.back(), grads.front());
   EXPECT_EQ(grads.back(), 9984);
+  // The backward stop's table is taken once the last full gradient is freed, as its sentence
+  // says: the own shards alone, not the 15,104 bytes of the moment reduce_scatter u0 is issued.
+  EXPECT_TRUE(std::regex_search(
+      run.out, std::regex(R"(as update begins:\nrank \(bytes\)[^\n]*\n +0 +9984 )")))
+      << run.out;
+  // Sharding the gradients costs no traffic: 2Ψ(N-1)/N, DDP's all-reduce volume.
+  EXPECT_NE(run.out.find("ZeRO-2 179,712 bytes, DDP 179,712 bytes: the same"), std::string::npos)
+      << run.out;
   EXPECT_NE(run.out.find("DDP and ZeRO-1 hold every unit's full gradient through backward: 39,936"),
             std::string::npos)
       << run.out;
@@ -113,6 +121,10 @@ TEST(Lessons, Zero3GathersUpAndDownAndCostsOneAndAHalfDdp) {
   }
   EXPECT_TRUE(rises && falls) << run.out;
   for (const auto bytes : gathered) EXPECT_LT(bytes, 25600);
+  // After backward: nothing gathered and only the gradient shards (6,400 / 4 ranks x 4 bytes).
+  EXPECT_TRUE(std::regex_search(
+      run.out, std::regex(R"(as update begins:\nrank \(bytes\)[^\n]*\n +0 +0 +6400 +6400 )")))
+      << run.out;
   EXPECT_NE(run.out.find("ZeRO-3 / DDP = 172,800 / 115,200 = 1.50 (exactly 1.5x)"),
             std::string::npos)
       << run.out;
@@ -132,6 +144,16 @@ TEST(Lessons, OverlapHidesCommunicationAndTheReplayIsDeterministic) {
   // forward and twice that backward, 805.3 MFLOP at 1 TFLOP/s: 0.8053 ms in every run.
   EXPECT_NE(run.out.find("DDP                        1.0704     0.8053"), std::string::npos)
       << run.out;
+  // The ring all-reduce on 4 ranks: 2(N-1) = 6 steps, then every rank holds every chunk's sum
+  // (rank r's chunk c starts as r+1+10c: 10 + 40c).
+  EXPECT_NE(run.out.find("step 6 of 6 (all-gather"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("rank 3         10       50       90      130\n"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("ok: each rank sent 6 chunks of S/N"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("algbw = S / t"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("busbw = algbw x 2(N-1)/N"), std::string::npos) << run.out;
+  // The timelines have a time axis: ZeRO-3 without prefetch is the longest step, 1.368 ms.
+  EXPECT_NE(run.out.find("(1.368 ms at the right edge)"), std::string::npos) << run.out;
   // Replays of recorded call sequences with modelled compute give the same numbers every time.
   EXPECT_EQ(run_lesson("05_overlap", "--no-pause").out, run.out);
 }
@@ -174,6 +196,13 @@ TEST(Lessons, OffloadMovesTwelveBytesPerShardElementToTheHost) {
             std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("4,992 B each way per step"), std::string::npos) << run.out;
+  // Device and host are separate tables with separate totals, never added together.
+  EXPECT_NE(run.out.find("and its host memory:\nrank (bytes)  host_master  host_optimizer     "
+                         "total\n   0                 9984           19968     29952\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("host_master  host_optimizer     total\n   0         19968"),
+            std::string::npos);
   EXPECT_NE(run.out.find("ok: offloaded and on-device runs are the same bits"), std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find(kReferenceClaim), std::string::npos) << run.out;
@@ -228,6 +257,11 @@ TEST(Lessons, MixedPrecisionSkipsOverflowsEverywhereAndHalvesTheScale) {
       << run.out;
   EXPECT_NE(run.out.find("updated"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("ok: the first "), std::string::npos) << run.out;
+  // NaN against inf, and hysteresis: measured with DeepSpeed's default of 2 as well.
+  EXPECT_NE(run.out.find("Why nan and not inf?"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("The same run with hysteresis 2 skips 13 steps (12 above)"),
+            std::string::npos)
+      << run.out;
   // The bf16 ZeRO-2 ledger. Units 16x64+64 = 1,088, 64x64+64 = 4,160 and 64x8+8 = 520 pad to
   // 1,280 + 4,352 + 768 = 6,400 elements at W=4 (shards of 1,600): 2-byte params whole (12,800),
   // 2-byte grad shards (3,200), a 4-byte master shard (6,400), 8-byte Adam shards (12,800).

@@ -1,0 +1,156 @@
+// lesson_values.cpp — each rank's numbers at the last step, from the engines' own pieces.
+#include "lesson_values.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "comm/reduce.hpp"
+#include "core/error.hpp"
+#include "engines/micro_batch.hpp"
+#include "ops/cpu/cpu_device.hpp"
+#include "optim/grad_norm.hpp"
+#include "run/data_source.hpp"
+#include "run/rank_model.hpp"
+
+namespace zl::lessons {
+
+namespace {
+
+// `unpadded` followed by zeros up to `padded_elems`.
+std::vector<float> padded(const std::vector<float>& unpadded, std::int64_t padded_elems) {
+  std::vector<float> out(static_cast<std::size_t>(padded_elems), 0.0f);
+  std::ranges::copy(unpadded, out.begin());
+  return out;
+}
+
+// The unpadded parameters the last of config.steps steps starts from.
+std::vector<std::vector<float>> params_before_last_step(const TrainConfig& config) {
+  if (config.steps == 1) return initial_params(config);
+  TrainConfig shorter = config;
+  shorter.steps = config.steps - 1;
+  shorter.record_timeline = false;
+  return train(shorter).final_state.params;
+}
+
+// Rank `rank`'s gradient of every unit (padded) for its micro-batch of step `step`, computed by
+// run_micro_batch as the engines compute it, from the padded parameters `params`.
+std::vector<std::vector<float>> local_grads(const TrainConfig& config,
+                                            const std::vector<UnitLayout>& layout,
+                                            const std::vector<std::vector<float>>& params,
+                                            std::int64_t step, int rank) {
+  CpuDevice device;
+  const NamedTensors init = init_tensors(config);
+  RankModel model(device, config, init);
+  std::vector<Buffer> buffers;
+  for (std::size_t u = 0; u < layout.size(); ++u) {
+    buffers.push_back(device.alloc(MemCategory::Params, DType::F32, {layout[u].padded_elems}));
+    std::memcpy(buffers.back().data(), params[u].data(), params[u].size() * sizeof(float));
+  }
+  std::vector<std::vector<float>> grads(layout.size());
+  MicroBatchHooks hooks;
+  hooks.params = [&](int u, bool) { return UnitParams{view_of(buffers[u]), {}}; };
+  hooks.grad_ready = [&](int u, TypedSpan grad) {
+    const auto values = grad.f32();
+    grads[u].assign(values.begin(), values.end());
+  };
+  const BatchFn batch = batch_source(config, 0, 0, nullptr);
+  run_micro_batch(model.get(), batch(step, rank), layout, DType::F32, 1.0f, hooks, {}, device);
+  return grads;
+}
+
+}  // namespace
+
+StepValues step_values(const TrainConfig& config, const TrainResult& result) {
+  ZL_CHECK(config.features.precision == DType::F32 && config.features.grad_accum_steps == 1,
+           "the lessons show the values of fp32 runs without accumulation only");
+  StepValues values;
+  values.layout = result.layout;
+  const auto before = params_before_last_step(config);
+  const std::size_t units = result.layout.size();
+  std::vector<std::vector<float>> padded_before;
+  for (std::size_t u = 0; u < units; ++u) {
+    padded_before.push_back(padded(before[u], result.layout[u].padded_elems));
+  }
+  std::vector<std::vector<std::vector<float>>> per_rank;
+  for (int r = 0; r < config.world; ++r) {
+    per_rank.push_back(local_grads(config, result.layout, padded_before, config.steps - 1, r));
+  }
+  std::vector<double> partials;
+  for (std::size_t u = 0; u < units; ++u) {
+    const std::int64_t elems = result.layout[u].padded_elems;
+    UnitValues unit;
+    unit.params_before = padded_before[u];
+    std::vector<const void*> inputs;
+    for (int r = 0; r < config.world; ++r) {
+      unit.local_grads.push_back(per_rank[static_cast<std::size_t>(r)][u]);
+      inputs.push_back(per_rank[static_cast<std::size_t>(r)][u].data());
+    }
+    unit.averaged.resize(static_cast<std::size_t>(elems));
+    reduce_rank_order(inputs, unit.averaged.data(), static_cast<std::size_t>(elems), DType::F32,
+                      ReduceOp::Avg);
+    append_block_sumsq(unit.averaged, partials);
+    unit.params_after = padded(result.final_state.params[u], elems);
+    unit.exp_avg = padded(result.final_state.exp_avg[u], elems);
+    unit.exp_avg_sq = padded(result.final_state.exp_avg_sq[u], elems);
+    values.units.push_back(std::move(unit));
+  }
+  values.grad_norm = norm_from_partials(partials);
+  return values;
+}
+
+bool check_values(const StepValues& values, const TrainResult& result) {
+  const double run_norm = result.steps.back().grad_norm;
+  const bool same = values.grad_norm == run_norm;
+  fmt::print("{}: the averaged gradients shown have the run's gradient norm {:.9g} {}\n",
+             same ? "ok" : "MISMATCH", run_norm,
+             same ? "bit for bit: they are the engine's"
+                  : fmt::format("(they give {:.9g})", values.grad_norm));
+  return same;
+}
+
+std::string slice_text(std::span<const float> values, ShardRange range) {
+  std::string text = fmt::format("{:<14}", fmt::format("[{}, {})", range.begin, range.end));
+  const auto show = [&](std::int64_t i) {
+    text += fmt::format(" {:>+10.3g}", values[static_cast<std::size_t>(i)]);
+  };
+  if (range.size() <= 5) {
+    for (std::int64_t i = range.begin; i < range.end; ++i) show(i);
+    return text;
+  }
+  for (std::int64_t i = range.begin; i < range.begin + 3; ++i) show(i);
+  text += " …";
+  show(range.end - 1);
+  return text;
+}
+
+void print_shards(std::string_view what, const std::vector<float>& values, const UnitLayout& unit,
+                  int world) {
+  for (int r = 0; r < world; ++r) {
+    fmt::print("  rank {} {:<12} {}\n", r, what, slice_text(values, shard_of(unit, r, world)));
+  }
+}
+
+void print_update(const UnitValues& values, const UnitLayout& unit, int world) {
+  print_shards("params was", values.params_before, unit, world);
+  print_shards("params now", values.params_after, unit, world);
+  print_shards("m", values.exp_avg, unit, world);
+  print_shards("v", values.exp_avg_sq, unit, world);
+}
+
+void print_reduce_scatter(const UnitValues& values, const UnitLayout& unit, int world) {
+  for (int owner = 0; owner < world; ++owner) {
+    const ShardRange shard = shard_of(unit, owner, world);
+    fmt::print("  rank {}'s shard {}:\n", owner, fmt::format("[{}, {})", shard.begin, shard.end));
+    for (int r = 0; r < world; ++r) {
+      fmt::print("    rank {} sends      {}\n", r,
+                 slice_text(values.local_grads[static_cast<std::size_t>(r)], shard));
+    }
+    fmt::print("    rank {} receives   {}   (the sum / {})\n", owner,
+               slice_text(values.averaged, shard), world);
+  }
+}
+
+}  // namespace zl::lessons
