@@ -48,6 +48,9 @@ bool beta_range(double x) {
 
 constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
 
+// The largest config file read: real ones are a few KiB.
+constexpr std::size_t kMaxConfigBytes = std::size_t{1} << 20;
+
 // reduce_bucket_size 0: each unit's gradient is reduced whole, in one call.
 constexpr std::int64_t kNoBucketLimit = std::numeric_limits<std::int64_t>::max();
 
@@ -323,10 +326,15 @@ DsConfig load_ds_config(const std::filesystem::path& path, std::vector<std::stri
            "{}: is a directory: give a DeepSpeed JSON file", path.string());
   std::ifstream in(path, std::ios::binary);
   ZL_CHECK(in.good(), "{}: cannot read the config file: {}", path.string(), std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
+  // Read at most one byte past the limit, so /dev/zero or a huge file is refused, not swallowed.
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
   ZL_CHECK(!in.bad(), "{}: cannot read the config file: {}", path.string(), std::strerror(errno));
-  return parse_ds_config(text.str(), path.string(), warnings);
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  ZL_CHECK(text.size() <= kMaxConfigBytes,
+           "{}: the config file is larger than {} MiB: give a DeepSpeed JSON config", path.string(),
+           kMaxConfigBytes >> 20);
+  return parse_ds_config(text, path.string(), warnings);
 }
 
 void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& steps_per_print) {

@@ -436,6 +436,10 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
          "Inject a fault into a simulated rank's collective calls (repeatable); kinds: throw, skip "
          "(the rank leaves the call out), slow (it arrives after the timeout)")
       ->type_name(std::string(kFaultSpecForm));
+  cmd.add_flag_callback(
+      "--no-memory-check", [&config] { config.check_memory = false; },
+      "Run even when the ranks' model states and activations (as zerolab estimate counts them) "
+      "exceed the host memory available");
   add_output_flags(cmd, args);
   add_timeline_flags(cmd, config);
   mark_resume_settings(cmd, args);

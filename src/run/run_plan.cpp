@@ -6,6 +6,7 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/checkpoint_folder.hpp"
+#include "run/memory_check.hpp"
 #include "run/resume_settings.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "run/data_source.hpp"
@@ -67,6 +68,7 @@ RunPlan plan_run(const TrainConfig& requested, const CheckpointPlan& checkpoints
            "checkpoints need a distributed engine (--stage 0-3): the reference keeps no shards");
   ZL_CHECK(checkpoints.every_steps >= 0, "--checkpoint-every {} is invalid: use 1 or more steps",
            checkpoints.every_steps);
+  if (config.check_memory) check_memory(config);  // before anything is allocated
   if (plan.resuming()) plan_resume(plan);
   LrSchedule& schedule = plan.config.lr_schedule;
   if (lr_schedule_decays(schedule.kind) && schedule.total_steps == 0) {

@@ -92,6 +92,9 @@ struct TrainConfig {
   std::optional<DevicePreset> device{};  ///< scale compute to this device (--device); none: CPU time
   /// Keep every rank's timeline program and events (for --trace and --what-if-world).
   bool record_timeline = false;
+  /// Refuse, before allocating, a CPU run whose ranks cannot fit in the available host memory
+  /// (run/memory_check.hpp); --no-memory-check turns it off.
+  bool check_memory = true;
 };
 
 /// Throws zl::Error with a one-line message naming the bad setting and what to use instead.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "run/launch.hpp"
+#include "run/memory_check.hpp"
 #include "run/train_config.hpp"
 
 namespace zl {
@@ -42,6 +43,13 @@ void validate(const TrainConfig& config) {
   }
   validate(config.features);
   ZL_CHECK(config.world >= 1, "--world {} is invalid: use 1 or more ranks", config.world);
+  ZL_CHECK(config.backend != Backend::Sim || config.world <= kMaxSimWorld,
+           "--world {} is invalid for --backend sim, which runs one thread per rank: use at most "
+           "{} (or --backend mpi)",
+           config.world, kMaxSimWorld);
+  ZL_CHECK(config.features.grad_accum_steps <= kMaxGradAccumSteps,
+           "gradient accumulation of {} micro-batches is invalid: use at most {} per step",
+           config.features.grad_accum_steps, kMaxGradAccumSteps);
   ZL_CHECK(config.steps >= 1, "--steps {} is invalid: train at least 1 step", config.steps);
   ZL_CHECK(config.micro_batch >= 1, "--micro-batch {} is invalid: use 1 or more rows per rank",
            config.micro_batch);

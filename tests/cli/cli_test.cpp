@@ -258,6 +258,14 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --seed -1", "--seed -1 is invalid: use a whole number from 0 to 18446744073709551615"},
       {"train --model gpt --activation-checkpointing selective --cpu-checkpointing",
        "not selective"},
+      {"train --world 100000", "--world 100000 is invalid for --backend sim"},
+      {"train --grad-accum 1000000000000000",
+       "gradient accumulation of 1000000000000000 micro-batches is invalid: use at most 1048576"},
+      {"train --layers 3 --width 200000 --world 4", "GiB of host memory"},
+      {"train --model gpt --preset 350M --world 64", "or pass --no-memory-check"},
+      {"train --config /dev/zero", "/dev/zero: the config file is larger than 1 MiB"},
+      {"train --offload-param --stage 2", "--offload-param offloads ZeRO-3's parameter shards"},
+      {"train --stage 3 --accelerator cpu-detached --offload-param", "--offload-param keeps"},
       {"", "subcommand"},
   };
   for (const auto& bad : cases) {

@@ -1,0 +1,75 @@
+// memory_check.cpp — the estimator's bytes for the run's model, stage and micro-batch, and
+// /proc/meminfo's MemAvailable.
+#include "run/memory_check.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "core/error.hpp"
+#include "engines/checked_math.hpp"
+#include "engines/estimate.hpp"
+#include "engines/estimate_activations.hpp"
+
+namespace zl {
+namespace {
+
+constexpr std::string_view kLower = "lower --world, the model or --micro-batch";
+
+double gib(std::int64_t bytes) {
+  return static_cast<double>(bytes) / static_cast<double>(std::int64_t{1} << 30);
+}
+
+}  // namespace
+
+std::int64_t planned_process_bytes(const TrainConfig& config) {
+  const bool gpt = config.model == ModelKind::Gpt;
+  const std::vector<UnitSpec> units = gpt ? checked_units(config.gpt) : checked_units(config.mlp);
+  const EstimateOptions options = estimate_options(config.features);
+  const bool reference = config.engine == EngineKind::Reference;
+  const int stage = reference ? 0 : stage_of(config.engine);
+  const StateElems elems = state_elems(units, reference ? 1 : config.world, options);
+  const std::int64_t states = estimate_ledger(elems, options, stage).total_bytes();
+  const ActivationEstimate activations =
+      gpt ? estimate_activations(config.gpt, config.micro_batch, config.gpt.block_size,
+                                 config.activations)
+          : estimate_activations(config.mlp, config.micro_batch);
+  const std::int64_t activation_bytes = checked_add(activations.total_bytes(),
+                                                    activations.host_bytes, kLower);
+  if (reference) return checked_add(states, activation_bytes, kLower);
+  const std::int64_t per_rank = checked_add(states, activation_bytes, kLower);
+  const int ranks_here = config.backend == Backend::Sim ? config.world : 1;
+  return checked_mul(per_rank, ranks_here, kLower);
+}
+
+std::optional<std::int64_t> available_host_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    std::int64_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;
+  }
+  return std::nullopt;
+}
+
+void check_memory(const TrainConfig& config) {
+  if (config.accelerator == Accelerator::Cuda) return;
+  const std::int64_t planned = planned_process_bytes(config);
+  const std::optional<std::int64_t> available = available_host_bytes();
+  if (!available) return;
+  ZL_CHECK(planned <= *available,
+           "this run needs at least {:.2f} GiB of host memory ({} model states and one "
+           "micro-batch's activations, as zerolab estimate counts them) but {:.2f} GiB are "
+           "available: lower --world, the model or --micro-batch, or pass --no-memory-check",
+           gib(planned),
+           config.backend == Backend::Sim && config.engine != EngineKind::Reference
+               ? fmt::format("{} ranks'", config.world)
+               : std::string("the rank's"),
+           gib(*available));
+}
+
+}  // namespace zl
