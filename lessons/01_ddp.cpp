@@ -43,11 +43,7 @@ void show_values(const StepValues& values, int world, std::string_view phase) {
     fmt::print("{}'s parameters, the same on every rank:\n  {}\n", unit.name,
                slice_text(v.params_before, whole));
   } else if (phase == "backward") {
-    fmt::print("{}'s gradient on each rank, from its own rows (they differ):\n", unit.name);
-    for (int r = 0; r < world; ++r) {
-      fmt::print("  rank {} grads  {}\n", r,
-                 slice_text(v.local_grads[static_cast<std::size_t>(r)], whole));
-    }
+    print_local_grads(v, unit, world);
   } else if (phase == "all_reduce") {
     fmt::print(
         "{}'s gradient on every rank after the all-reduce, the sum of the above / {}:\n  {}\n",

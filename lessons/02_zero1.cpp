@@ -78,11 +78,7 @@ void show_values(const StepValues& values, int world, std::string_view phase) {
     fmt::print("{}'s parameters, whole and the same on every rank:\n  {}\n", unit.name,
                slice_text(v.params_before, whole));
   } else if (phase == "backward") {
-    fmt::print("{}'s gradient on each rank, from its own rows (they differ):\n", unit.name);
-    for (int r = 0; r < world; ++r) {
-      fmt::print("  rank {} grads  {}\n", r,
-                 slice_text(v.local_grads[static_cast<std::size_t>(r)], whole));
-    }
+    print_local_grads(v, unit, world);
   } else if (phase == "reduce_scatter") {
     fmt::print("{}'s gradient, shard by shard: what each rank sends, what the owner receives:\n",
                unit.name);
@@ -132,14 +128,7 @@ int main(int argc, char** argv) {
 
         pause(flags, "for the traffic");
         heading("Traffic: does sharding cost communication?");
-        TrainConfig ddp_config = config;
-        ddp_config.engine = EngineKind::Ddp;
-        const TrainResult ddp = train(ddp_config);
-        const std::array runs = {TrafficRun{"DDP", &ddp_config, &ddp},
-                                 TrafficRun{"ZeRO-1", &config, &result}};
-        print_traffic(runs);
-        const std::int64_t zero1_bytes = model_state_sent_bytes(config, result, 0);
-        const std::int64_t ddp_bytes = model_state_sent_bytes(ddp_config, ddp, 0);
+        const auto [zero1_bytes, ddp_bytes] = traffic_beside_ddp("ZeRO-1", config, result);
         fmt::print(
             "\nDDP all-reduces the gradients: 2Ψ(N-1)/N per step. ZeRO-1 reduce-scatters them, "
             "(N-1)/N·Ψ,\n"

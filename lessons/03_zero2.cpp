@@ -31,14 +31,7 @@ constexpr std::string_view kAllGather =
 // Rank 0's traffic beside DDP's on the same run: a reduce-scatter of the gradients plus an
 // all-gather of the parameters is an all-reduce's volume. True when the model states match.
 bool compare_traffic(const TrainConfig& config, const TrainResult& result) {
-  TrainConfig ddp_config = config;
-  ddp_config.engine = EngineKind::Ddp;
-  const TrainResult ddp = train(ddp_config);
-  const std::array runs = {TrafficRun{"DDP", &ddp_config, &ddp},
-                           TrafficRun{"ZeRO-2", &config, &result}};
-  print_traffic(runs);
-  const std::int64_t zero2_bytes = model_state_sent_bytes(config, result, 0);
-  const std::int64_t ddp_bytes = model_state_sent_bytes(ddp_config, ddp, 0);
+  const auto [zero2_bytes, ddp_bytes] = traffic_beside_ddp("ZeRO-2", config, result);
   fmt::print(
       "\nZeRO-2 sends what ZeRO-1 sends: each gradient reduce-scattered once, Ψ(N-1)/N, the\n"
       "parameters all-gathered once, Ψ(N-1)/N: 2Ψ(N-1)/N, an all-reduce's worth. Sharding the\n"

@@ -30,14 +30,7 @@ constexpr std::string_view kUpdate =
 // Rank 0's traffic beside DDP's on the same run; true when ZeRO-3's model-state bytes are
 // exactly 1.5x DDP's.
 bool compare_traffic(const TrainConfig& config, const TrainResult& result) {
-  TrainConfig ddp_config = config;
-  ddp_config.engine = EngineKind::Ddp;
-  const TrainResult ddp = train(ddp_config);
-  const std::array runs = {TrafficRun{"DDP", &ddp_config, &ddp},
-                           TrafficRun{"ZeRO-3", &config, &result}};
-  print_traffic(runs);
-  const std::int64_t zero3_bytes = model_state_sent_bytes(config, result, 0);
-  const std::int64_t ddp_bytes = model_state_sent_bytes(ddp_config, ddp, 0);
+  const auto [zero3_bytes, ddp_bytes] = traffic_beside_ddp("ZeRO-3", config, result);
   const bool one_and_a_half = 2 * zero3_bytes == 3 * ddp_bytes;
   fmt::print(
       "\nDDP: one all-reduce of the gradients, 2Ψ(N-1)/N per step. ZeRO-3: an all-gather of the\n"

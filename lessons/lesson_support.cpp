@@ -326,6 +326,18 @@ void print_traffic(std::span<const TrafficRun> runs) {
   fmt::print("\n");
 }
 
+TrafficBeside traffic_beside_ddp(std::string_view name, const TrainConfig& config,
+                                 const TrainResult& result) {
+  TrainConfig ddp_config = config;
+  ddp_config.engine = EngineKind::Ddp;
+  const TrainResult ddp = train(ddp_config);
+  const std::array runs = {TrafficRun{"DDP", &ddp_config, &ddp},
+                           TrafficRun{std::string(name), &config, &result}};
+  print_traffic(runs);
+  return {.stage_bytes = model_state_sent_bytes(config, result, 0),
+          .ddp_bytes = model_state_sent_bytes(ddp_config, ddp, 0)};
+}
+
 bool check_model_states(const TrainConfig& config, const TrainResult& result) {
   const int stage = stage_of(config.engine);
   const EstimateConfig estimate_config{

@@ -117,6 +117,17 @@ struct TrafficRun {
 /// Rank 0's sent bytes per collective for each run, the bookkeeping, and the model-state bytes.
 void print_traffic(std::span<const TrafficRun> runs);
 
+/// Rank 0's model-state bytes of a run and of DDP on the same config, side by side.
+struct TrafficBeside {
+  std::int64_t stage_bytes = 0;  ///< the run's (`name`)
+  std::int64_t ddp_bytes = 0;    ///< DDP's
+};
+
+/// Trains DDP on `config`, prints its traffic beside the run's (`name`, `result`) with
+/// print_traffic, and returns both runs' model-state bytes.
+TrafficBeside traffic_beside_ddp(std::string_view name, const TrainConfig& config,
+                                 const TrainResult& result);
+
 /// Prints each rank's measured params, grads and optimizer bytes beside estimate.hpp's fp32
 /// formula for the run's stage, with Ψ the padded element count; true when every number agrees.
 bool check_model_states(const TrainConfig& config, const TrainResult& result);

@@ -133,6 +133,15 @@ void print_shards(std::string_view what, const std::vector<float>& values, const
   }
 }
 
+void print_local_grads(const UnitValues& values, const UnitLayout& unit, int world) {
+  fmt::print("{}'s gradient on each rank, from its own rows (they differ):\n", unit.name);
+  const ShardRange whole{0, unit.padded_elems};
+  for (int r = 0; r < world; ++r) {
+    fmt::print("  rank {} grads  {}\n", r,
+               slice_text(values.local_grads[static_cast<std::size_t>(r)], whole));
+  }
+}
+
 void print_update(const UnitValues& values, const UnitLayout& unit, int world) {
   print_shards("params was", values.params_before, unit, world);
   print_shards("params now", values.params_after, unit, world);

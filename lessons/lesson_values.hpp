@@ -52,6 +52,9 @@ std::string slice_text(std::span<const float> values, ShardRange range);
 void print_shards(std::string_view what, const std::vector<float>& values, const UnitLayout& unit,
                   int world);
 
+/// Every rank's gradient of `unit` from its own rows, before any reduction (they differ).
+void print_local_grads(const UnitValues& values, const UnitLayout& unit, int world);
+
 /// AdamW on the own shards of `unit`: every rank's parameter shard before and after the update,
 /// and its m and v shards.
 void print_update(const UnitValues& values, const UnitLayout& unit, int world);
