@@ -1,12 +1,15 @@
 // launch_mpi.cpp — the mpi backend: this process runs its rank on an MpiComm and the CPU. The
 // per-rank reports and checkpoint file entries travel to rank 0's process out of band (not in the
 // traffic ledger), so the ledgers are the sim's. A rank that fails aborts the job with its
-// message; a non-finite norm stops every rank at the same step and rank 0 reports it.
+// message; a non-finite norm stops every rank at the same step and rank 0 reports it. Before the
+// first step rank 0 compares every process's run (run_fingerprint.hpp) and ends the job, naming
+// the first field that differs, when one was started with other flags.
 #include "run/launch.hpp"
 #ifdef ZL_HAVE_MPI
 #include "comm/mpi/mpi_comm.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "run/rank_reports.hpp"
+#include "run/run_fingerprint.hpp"
 #endif
 
 namespace zl {
@@ -19,6 +22,14 @@ void launch_on_mpi(const RunPlan& plan, const RankCallbacks& callbacks, TrainRes
            "--world {} does not match the {} processes mpirun started: drop --world or run "
            "mpirun -np {}",
            config.world, comm.size(), config.world);
+  // Every process must run the same run: rank 0 compares them all before the first step and
+  // every rank fails with its verdict, in order (rank 0's process prints it).
+  const std::vector<std::string> fingerprints =
+      comm.gather_to_root(encode_fingerprint(run_fingerprint(plan)));
+  const std::string mismatch =
+      comm.broadcast_from_root(comm.rank() == 0 ? fingerprint_mismatch(fingerprints).value_or("")
+                                                : "");
+  ZL_CHECK(mismatch.empty(), "{}", mismatch);
   const ShareFile share_file = [&comm](Comm&, FileEntry entry) {
     std::vector<FileEntry> files;
     for (const auto& bytes : comm.gather_to_root(encode_file_entry(entry))) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -209,6 +210,33 @@ TEST_F(MpiTrain, AWorldThatDisagreesWithMpirunIsAnError) {
   EXPECT_NE(run.err.find("--world 3 does not match the 2 processes mpirun started"),
             std::string::npos)
       << run.err;
+}
+
+// MPMD: processes started with different flags (mpirun's "A : B") fail before the first step,
+// within seconds, naming the first field that differs and which rank holds which value, where
+// they used to hang, segfault or train a wrong result.
+TEST_F(MpiTrain, RanksStartedWithDifferentFlagsFailNamingTheFlag) {
+  const std::string base = "train --backend mpi --layers 3 --in 5 --classes 4 --quiet";
+  struct Mismatch {
+    std::string rank0, rank1, message;
+  };
+  const Mismatch cases[] = {
+      {"--lr 0.02", "--lr 0.05", "the ranks disagree on --lr: rank 0 \"0.02\"; rank 1 \"0.05\""},
+      {"--stage 0", "--stage 1", "the ranks disagree on --engine"},
+      {"--steps 3", "--steps 9", "the ranks disagree on --steps"},
+      {"--seed 2", "--seed 3", "the ranks disagree on --seed"},
+      {"--micro-batch 3", "--micro-batch 5", "the ranks disagree on --micro-batch"},
+      {"--width 12", "--width 13", "the ranks disagree on --model"},
+  };
+  for (const auto& [rank0, rank1, message] : cases) {
+    const auto started = std::chrono::steady_clock::now();
+    const auto run = run_command(fmt::format("timeout 60 {}{} {} {} : -np 1 {} {} {}",
+                                             test::mpirun(1), ZL_BINARY, base, rank0, ZL_BINARY,
+                                             base, rank1));
+    EXPECT_NE(run.exit_code, 0) << rank1;
+    EXPECT_NE(run.err.find(message), std::string::npos) << rank1 << "\n" << run.err;
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30)) << rank1;
+  }
 }
 
 // Every process reads the same command line: its error is printed once, by rank 0, not once per

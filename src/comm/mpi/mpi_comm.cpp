@@ -351,4 +351,14 @@ std::vector<std::string> MpiComm::gather_to_root(std::string_view bytes) {
   return per_rank;
 }
 
+std::string MpiComm::broadcast_from_root(std::string_view bytes) {
+  ZL_CHECK(bytes.size() <= static_cast<std::size_t>(INT_MAX),
+           "broadcast_from_root of {} bytes is too large for one MPI call", bytes.size());
+  int size = static_cast<int>(bytes.size());
+  MPI_Bcast(&size, 1, MPI_INT, 0, comm_);
+  std::string out = rank_ == 0 ? std::string(bytes) : std::string(static_cast<std::size_t>(size), '\0');
+  MPI_Bcast(out.data(), size, MPI_CHAR, 0, comm_);
+  return out;
+}
+
 }  // namespace zl

@@ -76,6 +76,10 @@ class MpiComm final : public Comm {
   /// them. Every rank must call it.
   std::vector<std::string> gather_to_root(std::string_view bytes);
 
+  /// Out of band, as gather_to_root: every rank returns rank 0's `bytes` (the others' are
+  /// ignored). Every rank must call it.
+  std::string broadcast_from_root(std::string_view bytes);
+
  private:
   // Checks `call`, runs `transfer`, then records the call's ring volume and timeline span.
   void run_call(const CallDesc& call, const std::function<void()>& transfer);

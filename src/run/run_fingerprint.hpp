@@ -1,0 +1,32 @@
+// run_fingerprint.hpp — what each rank of a process backend believes the run is, field by field
+// (model, sizes, engine, world, precision, optimizer and schedule, seed, data, features), so a
+// job whose processes were started with different flags fails before its first step, naming the
+// first field that differs and which ranks hold which value, instead of hanging or training a
+// wrong result.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "run/run_plan.hpp"
+
+namespace zl {
+
+/// One field of a run as a rank sees it: its flag-like name and its value in words.
+using FingerprintField = std::pair<std::string, std::string>;
+
+/// The fields of `plan`, in a fixed order, that every rank must agree on.
+std::vector<FingerprintField> run_fingerprint(const RunPlan& plan);
+
+/// The fields as one text, a "name=value" line each, to send to another rank.
+std::string encode_fingerprint(const std::vector<FingerprintField>& fields);
+
+/// Each rank's encoded fingerprint (index = rank) compared with the others: nothing when all are
+/// equal, else one line naming the first field that differs and the ranks of each value, e.g.
+/// "the ranks disagree on --lr: rank 0 has 0.001, rank 1 has 0.02: start every rank with the
+/// same flags".
+std::optional<std::string> fingerprint_mismatch(const std::vector<std::string>& per_rank);
+
+}  // namespace zl
