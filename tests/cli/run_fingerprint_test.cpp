@@ -35,14 +35,21 @@ TEST(RunFingerprint, TheFirstDifferingFieldIsNamedWithItsRanks) {
   // Two differences: the earlier field in the fingerprint's order is the one named.
   const std::string two = fingerprint_of({"--lr", "0.02", "--stage", "3"});
   EXPECT_NE(fingerprint_mismatch({base, two})->find("disagree on --engine"), std::string::npos);
-  for (const std::vector<std::string>& flags :
-       std::vector<std::vector<std::string>>{{"--seed", "4"},
-                                             {"--micro-batch", "5"},
-                                             {"--bf16"},
-                                             {"--lr-schedule", "cosine"},
-                                             {"--overlap-comm"},
-                                             {"--model", "gpt"}}) {
-    EXPECT_TRUE(fingerprint_mismatch({base, fingerprint_of(flags)})) << flags.front();
+  // Each flag alone, against the defaults, is named as the field that differs.
+  const std::string defaults = fingerprint_of({});
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--seed", "4"}, "--seed"},
+      {{"--micro-batch", "5"}, "--micro-batch"},
+      {{"--bf16"}, "--precision"},
+      {{"--lr-schedule", "cosine"}, "--lr-schedule"},
+      {{"--overlap-comm"}, "the features"},
+      {{"--model", "gpt"}, "--model"},
+      {{"--steps", "11"}, "--steps"},
+      {{"--beta2", "0.95"}, "--beta2"}};
+  for (const auto& [flags, field] : cases) {
+    const auto mismatch = fingerprint_mismatch({defaults, fingerprint_of(flags)});
+    ASSERT_TRUE(mismatch) << flags.front();
+    EXPECT_NE(mismatch->find("disagree on " + field + ":"), std::string::npos) << *mismatch;
   }
 }
 
