@@ -125,11 +125,11 @@ class DuplicateKeys {
       case json::parse_event_t::key: {
         key_ = parsed.get<std::string>();
         std::string path;
-        for (const auto& part : path_) path += part.empty() ? "" : part + ".";
+        for (const auto& part : path_) path += part.empty() ? "" : printable(part) + ".";
         ZL_CHECK(keys_.back().insert(key_).second,
                  "{}: key {} appears twice in one object: keep one (JSON parsers disagree on "
                  "which wins)",
-                 source_, path + key_);
+                 source_, path + printable(key_));
         break;
       }
       case json::parse_event_t::value:

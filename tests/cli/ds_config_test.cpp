@@ -386,6 +386,9 @@ TEST(DsConfig, WrongTypesAndValuesFailInOneLineNamingTheKey) {
       {R"({"zero_optimization": {"stage": 1, "overlap_comm": true, "stage": 3}})",
        "ds.json: key zero_optimization.stage appears twice in one object: keep one (JSON parsers "
        "disagree on which wins)"},
+      {R"({"a\nb": {"c\n": 1, "c\n": 2}})",  // control characters in the path stay escaped
+       "ds.json: key a\\nb.c\\n appears twice in one object: keep one (JSON parsers disagree "
+       "on which wins)"},
       {R"({"train_batch_size": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})",
        R"(ds.json: train_batch_size is "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...: use 1 or more samples)"},
   };
