@@ -11,8 +11,8 @@
 #include <string>
 
 #include "cli/train_command.hpp"
+#include "cli/train_flag_groups.hpp"
 #include "core/error.hpp"
-#include "run/resume_settings.hpp"
 
 namespace zl {
 
@@ -38,11 +38,6 @@ const std::map<std::string, ModelKind> kModelNames = {{"mlp", ModelKind::Mlp},
 
 const std::map<std::string, DType> kPrecisionNames = {
     {"fp32", DType::F32}, {"bf16", DType::BF16}, {"fp16", DType::F16}};
-
-const std::map<std::string, LrScheduleKind> kLrScheduleNames = {
-    {"constant", LrScheduleKind::Constant},
-    {"linear", LrScheduleKind::Linear},
-    {"cosine", LrScheduleKind::Cosine}};
 
 constexpr std::string_view kDefaultGptPreset = "tiny";
 // The GPT's defaults: enough for the tiny preset to learn its Markov language clearly.
@@ -283,49 +278,31 @@ void add_timeline_flags(CLI::App& cmd, TrainConfig& config) {
       ->default_str("cpu");
 }
 
-// The flags of the settings a checkpoint remembers: each one given is marked in
-// args.settings_given, so --resume takes only the others from the checkpoint.
-void mark_resume_settings(CLI::App& cmd, TrainArgs& args) {
-  const std::pair<std::string_view, ResumeSetting> flags[] = {
-      {"--lr", kResumeLr},           {"--beta1", kResumeBeta1},
-      {"--beta2", kResumeBeta2},     {"--eps", kResumeEps},
-      {"--weight-decay", kResumeWeightDecay}, {"--lr-schedule", kResumeSchedule},
-      {"--warmup-steps", kResumeSchedule},    {"--min-lr", kResumeSchedule},
-      {"--decay-steps", kResumeSchedule},     {"--seed", kResumeSeed}};
-  for (const auto& [flag, bit] : flags) {
-    cmd.get_option(std::string(flag))->each([&args, bit = bit](const std::string&) {
-      args.settings_given |= bit;
-    });
-  }
-}
-
-// The settings a --config file sets, as ResumeSetting bits.
-std::uint32_t settings_of(const DsConfig& ds) {
-  std::uint32_t bits = 0;
-  if (ds.adamw) bits |= kResumeLr | kResumeBeta1 | kResumeBeta2 | kResumeEps | kResumeWeightDecay;
-  if (ds.scheduler_peak_lr) bits |= kResumeLr;
-  if (ds.lr_schedule) bits |= kResumeSchedule;
-  return bits;
-}
-
-// The learning-rate schedule's flags, applied over --config's `scheduler` section.
-void add_schedule_flags(CLI::App& cmd, TrainArgs& args) {
-  LrSchedule& schedule = args.config.lr_schedule;
-  cmd.add_option_function<std::string>(
-         "--lr-schedule",
-         [&schedule](const std::string& name) { schedule.kind = kLrScheduleNames.at(name); },
-         "constant | linear | cosine: the lr rises linearly from 0 over --warmup-steps updates, "
-         "then stays (constant) or falls to --min-lr at --decay-steps (as transformers' "
-         "get_*_schedule_with_warmup)")
-      ->transform(CLI::IsMember({"constant", "linear", "cosine"}, CLI::ignore_case))
-      ->default_str("constant");
-  cmd.add_option("--warmup-steps", schedule.warmup_steps, "Updates of linear warmup from lr 0")
-      ->default_str("0");
-  cmd.add_option("--min-lr", schedule.min_lr, "The lr a linear or cosine decay ends at")
-      ->default_str("0");
-  cmd.add_option("--decay-steps", schedule.total_steps,
-                 "The update a linear or cosine decay ends at (after it the lr stays at --min-lr)")
-      ->default_str("--steps");
+// What a run does with non-finite steps, slow or faulty ranks, and too little memory.
+void add_fault_flags(CLI::App& cmd, TrainConfig& config) {
+  cmd.add_flag_callback(
+      "--skip-nonfinite", [&config] { config.nonfinite = NonFinitePolicy::Skip; },
+      "Skip the update of a step whose gradient norm is NaN or infinite (on every rank; Adam's "
+      "step count does not advance) instead of stopping");
+  cmd.add_option_function<std::int64_t>(
+         "--collective-timeout-ms",
+         [&config](std::int64_t ms) { config.collective_timeout = std::chrono::milliseconds(ms); },
+         "Longest a simulated rank waits in one collective before the run fails")
+      ->default_str(std::to_string(config.collective_timeout.count()));
+  cmd.add_option_function<std::vector<std::string>>(
+         "--inject-fault",
+         [&config](const std::vector<std::string>& specs) {
+           for (const auto& spec : specs) {
+             config.faults.push_back(parse_fault_spec(spec, "--inject-fault"));
+           }
+         },
+         "Inject a fault into a simulated rank's collective calls (repeatable); kinds: throw, skip "
+         "(the rank leaves the call out), slow (it arrives after the timeout)")
+      ->type_name(std::string(kFaultSpecForm));
+  cmd.add_flag_callback(
+      "--no-memory-check", [&config] { config.check_memory = false; },
+      "Run even when the ranks' model states and activations (as zerolab estimate counts them) "
+      "exceed the host memory available");
 }
 
 }  // namespace
@@ -395,54 +372,10 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
   cmd.add_option("--micro-batch", config.micro_batch, "Rows per rank per micro-step")
       ->capture_default_str();
   add_feature_flags(cmd, args);
-  cmd.add_option("--lr", config.adamw.lr, "AdamW learning rate (--model gpt: 3e-3 unless given)")
-      ->capture_default_str()
-      ->each([&args](const std::string&) { args.lr_given = true; });
-  cmd.add_option("--weight-decay", config.adamw.weight_decay, "AdamW decoupled weight decay")
-      ->capture_default_str();
-  cmd.add_option("--beta1", config.adamw.beta1, "AdamW beta1")->capture_default_str();
-  cmd.add_option("--beta2", config.adamw.beta2, "AdamW beta2")->capture_default_str();
-  cmd.add_option("--eps", config.adamw.eps, "AdamW eps")->capture_default_str();
-  add_schedule_flags(cmd, args);
-  cmd.add_option_function<std::string>(
-         "--seed",
-         [&config](const std::string& text) {
-           // Parsed here: CLI11 would wrap "-1" around to 2^64 - 1.
-           std::uint64_t seed = 0;
-           const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seed);
-           ZL_CHECK(!text.empty() && error == std::errc() && end == text.data() + text.size(),
-                    "--seed {} is invalid: use a whole number from 0 to {}", text,
-                    std::numeric_limits<std::uint64_t>::max());
-           config.seed = seed;
-         },
-         "Seed of parameter init and data")
-      ->default_str("0");
-  cmd.add_flag_callback(
-      "--skip-nonfinite", [&config] { config.nonfinite = NonFinitePolicy::Skip; },
-      "Skip the update of a step whose gradient norm is NaN or infinite (on every rank; Adam's "
-      "step count does not advance) instead of stopping");
-  cmd.add_option_function<std::int64_t>(
-         "--collective-timeout-ms",
-         [&config](std::int64_t ms) { config.collective_timeout = std::chrono::milliseconds(ms); },
-         "Longest a simulated rank waits in one collective before the run fails")
-      ->default_str(std::to_string(config.collective_timeout.count()));
-  cmd.add_option_function<std::vector<std::string>>(
-         "--inject-fault",
-         [&config](const std::vector<std::string>& specs) {
-           for (const auto& spec : specs) {
-             config.faults.push_back(parse_fault_spec(spec, "--inject-fault"));
-           }
-         },
-         "Inject a fault into a simulated rank's collective calls (repeatable); kinds: throw, skip "
-         "(the rank leaves the call out), slow (it arrives after the timeout)")
-      ->type_name(std::string(kFaultSpecForm));
-  cmd.add_flag_callback(
-      "--no-memory-check", [&config] { config.check_memory = false; },
-      "Run even when the ranks' model states and activations (as zerolab estimate counts them) "
-      "exceed the host memory available");
+  add_optimizer_flags(cmd, args);
+  add_fault_flags(cmd, config);
   add_output_flags(cmd, args);
   add_timeline_flags(cmd, config);
-  mark_resume_settings(cmd, args);
   cmd.add_option("--init", config.init_file,
                  "Start from these parameters (fp32 safetensors with the model's names, e.g. from "
                  "zerolab consolidate or --save-final, or a Hugging Face GPT-2 folder)");
