@@ -241,6 +241,11 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
 
   std::optional<bool> bf16_enabled;
   std::optional<bool> fp16_enabled;
+  const ds::Reader bf16_section = [&](const json& v, const std::string& p) {
+    check.section(v, p, {{"enabled", [&](const json& e, const std::string& ep) {
+                            bf16_enabled = check.boolean(e, ep);
+                          }}});
+  };
   const Readers top = {
       {"train_batch_size",
        [&](const json& v, const std::string& p) {
@@ -262,18 +267,8 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
        [&](const json& v, const std::string& p) {
          ds.steps_per_print = check.at_least(v, p, 1, "use 1 or more steps");
        }},
-      {"bf16",
-       [&](const json& v, const std::string& p) {
-         check.section(v, p, {{"enabled", [&](const json& e, const std::string& ep) {
-                                 bf16_enabled = check.boolean(e, ep);
-                               }}});
-       }},
-      {"bfloat16",  // DeepSpeed's older name of the bf16 section
-       [&](const json& v, const std::string& p) {
-         check.section(v, p, {{"enabled", [&](const json& e, const std::string& ep) {
-                                 bf16_enabled = check.boolean(e, ep);
-                               }}});
-       }},
+      {"bf16", bf16_section},
+      {"bfloat16", bf16_section},  // DeepSpeed's older name of the section
       {"fp16",
        [&](const json& v, const std::string& p) {
          check.section(v, p, fp16_readers(check, ds, fp16_enabled));
@@ -303,11 +298,7 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
                               source));
   }
   if (!check.problems().empty()) {  // every problem of the file, one line each
-    std::string lines;
-    for (const std::string& problem : check.problems()) {
-      lines += (lines.empty() ? "" : "\n") + problem;
-    }
-    fail("{}", lines);
+    fail("{}", fmt::join(check.problems(), "\n"));
   }
   ds.auto_keys = check.autos();
   if (bf16_enabled.value_or(false)) {
