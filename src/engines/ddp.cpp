@@ -62,14 +62,16 @@ class DdpEngine final : public Engine {
     const float loss = mean_loss_over_ranks(comm_, loss_sum / static_cast<float>(micro_steps));
     // 4. update the whole model, identically everywhere
     const std::vector<TypedSpan> grads = whole(micro_steps > 1 ? accum_ : grads_);
+    const double loss_scale = opt_.scaler.scale();  // what backward multiplied by
     const double grad_norm =
-        norm_from_partials(unscaled_partials(grads, opt_.scaler.scale(), device_));
+        norm_from_partials(unscaled_partials(grads, loss_scale, device_));
     const bool update =
         optimizer_step(grad_norm, step, whole(params_), grads, opt_, options_, device_);
     if (update) notify(options_, device_, "update");
     return {.loss = loss,
             .grad_norm = grad_norm,
-            .skipped = !update};
+            .skipped = !update,
+            .loss_scale = loss_scale};
   }
 
   ModelState full_state() override {

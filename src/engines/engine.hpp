@@ -113,6 +113,8 @@ struct StepStats {
   double grad_norm = 0.0;
   /// True when the norm was not finite and NonFinitePolicy::Skip skipped the update.
   bool skipped = false;
+  /// The loss scale this step's backward multiplied the loss by (fp16's; 1 otherwise).
+  double loss_scale = 1.0;
 };
 
 /// Thrown by step() under NonFinitePolicy::Stop, on every rank at the same step, before anything

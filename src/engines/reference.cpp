@@ -53,12 +53,14 @@ class ReferenceEngine final : public Engine {
     }
     for (float& loss : losses) loss = loss / static_cast<float>(micro_steps);
     const std::vector<TypedSpan> grads = owned_grads();
+    const double loss_scale = opt_.scaler.scale();  // what backward multiplied by
     const double grad_norm =
-        norm_from_partials(unscaled_partials(grads, opt_.scaler.scale(), device_));
+        norm_from_partials(unscaled_partials(grads, loss_scale, device_));
     const bool update = optimizer_step(grad_norm, step, owned(), grads, opt_, options_, device_);
     return {.loss = mean_over_ranks(losses),
             .grad_norm = grad_norm,
-            .skipped = !update};
+            .skipped = !update,
+            .loss_scale = loss_scale};
   }
 
   ModelState full_state() override {

@@ -75,8 +75,9 @@ class Zero1Engine final : public Engine {
     const float loss = mean_loss_over_ranks(comm_, loss_sum / static_cast<float>(micro_steps));
     const std::vector<TypedSpan> grads =
         micro_steps > 1 ? owned_spans(accum_, layout_, false, 0, 1) : own(grads_);
+    const double loss_scale = opt_.scaler.scale();  // what backward multiplied by
     const double grad_norm = sharded_grad_norm(
-        comm_, device_, layout_, unscaled_partials(grads, opt_.scaler.scale(), device_));
+        comm_, device_, layout_, unscaled_partials(grads, loss_scale, device_));
     // 4. update the own shard only (unless the step is skipped: then no rank updates)
     const bool update =
         optimizer_step(grad_norm, step, own(params_), grads, opt_, options_, device_);
@@ -85,7 +86,8 @@ class Zero1Engine final : public Engine {
     gathers_ = all_gather_params(comm_, params_, layout_, options_, device_);
     return {.loss = loss,
             .grad_norm = grad_norm,
-            .skipped = !update};
+            .skipped = !update,
+            .loss_scale = loss_scale};
   }
 
   ModelState full_state() override {

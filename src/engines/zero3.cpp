@@ -74,8 +74,9 @@ class Zero3Engine final : public Engine {
     // the logged loss, averaged over the ranks now that backward's reductions are done
     const float loss = mean_loss_over_ranks(comm_, loss_sum / static_cast<float>(micro_steps));
     const std::vector<TypedSpan> grads = owned_spans(grad_shards_, layout_, false, 0, 1);
+    const double loss_scale = opt_.scaler.scale();  // what backward multiplied by
     const double grad_norm = sharded_grad_norm(
-        comm_, device_, layout_, unscaled_partials(grads, opt_.scaler.scale(), device_));
+        comm_, device_, layout_, unscaled_partials(grads, loss_scale, device_));
     // 3. update the own shard (unless the step is skipped); persistent units are made whole
     const bool update = optimizer_step(grad_norm, step, own_params(), grads, opt_, options_,
                                        device_);
@@ -83,7 +84,8 @@ class Zero3Engine final : public Engine {
     gather_persistent(options_);
     return {.loss = loss,
             .grad_norm = grad_norm,
-            .skipped = !update};
+            .skipped = !update,
+            .loss_scale = loss_scale};
   }
 
   ModelState full_state() override {

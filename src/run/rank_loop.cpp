@@ -9,7 +9,6 @@
 #include "ckpt/checkpoint_folder.hpp"
 #include "ckpt/reshard.hpp"
 #include "ops/cpu/cpu_device.hpp"
-#include "optim/loss_scaler.hpp"
 #include "run/rank_model.hpp"
 
 namespace zl {
@@ -44,16 +43,6 @@ double ms_since(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-// fp16's loss scale as the engines' scaler holds it, for the step records: the same LossScaler
-// on the same decisions (under fp16 a step is skipped exactly when its gradients overflowed),
-// from the resumed checkpoint's state. Absent for fp32 and bf16.
-std::optional<LossScaler> scale_replica(const RunPlan& plan) {
-  if (plan.config.features.precision != DType::F16) return std::nullopt;
-  LossScaler scaler(plan.config.features.loss_scale);
-  if (plan.resumed.loss_scaler) scaler.load(*plan.resumed.loss_scaler);
-  return scaler;
-}
-
 // Makes the plan's steps on `engine` (whose loss is already the mean over ranks); `after_step`
 // gets the number of completed steps. Rank 0 records each step.
 void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank0,
@@ -62,7 +51,6 @@ void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank
   // The schedule advances with applied updates, as the engines' optimizer_step counts them.
   std::int64_t applied = plan.resuming() ? plan.resumed.adam_updates : 0;
   const auto run_started = std::chrono::steady_clock::now();
-  std::optional<LossScaler> scaler = scale_replica(plan);
   for (std::int64_t step = plan.start.step; step < plan.config.steps; ++step) {
     const auto started = std::chrono::steady_clock::now();
     clocks.begin_step(step);
@@ -72,11 +60,8 @@ void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank
     device.synchronize();  // a GPU's step has ended when its queued work has
     const double step_ms = ms_since(started);
     const StepTimes times = clocks.end_step();
-    std::optional<double> loss_scale;
-    if (scaler) {
-      loss_scale = scaler->scale();
-      scaler->update(/*overflow=*/stats.skipped);
-    }
+    std::optional<double> loss_scale;  // fp16's, for the step record
+    if (plan.config.features.precision == DType::F16) loss_scale = stats.loss_scale;
     const StepRecord record{.step = step,
                             .loss = stats.loss,
                             .grad_norm = stats.grad_norm,
