@@ -63,6 +63,7 @@ class DdpEngine final : public Engine {
     // 4. update the whole model, identically everywhere
     const std::vector<TypedSpan> grads = whole(micro_steps > 1 ? accum_ : grads_);
     const double loss_scale = opt_.scaler.scale();  // what backward multiplied by
+    const double lr = update_lr(opt_, options_);  // before the update moves the schedule
     const double grad_norm =
         norm_from_partials(unscaled_partials(grads, loss_scale, device_));
     const bool update =
@@ -71,7 +72,8 @@ class DdpEngine final : public Engine {
     return {.loss = loss,
             .grad_norm = grad_norm,
             .skipped = !update,
-            .loss_scale = loss_scale};
+            .loss_scale = loss_scale,
+            .lr = lr};
   }
 
   ModelState full_state() override {

@@ -115,6 +115,9 @@ struct StepStats {
   bool skipped = false;
   /// The loss scale this step's backward multiplied the loss by (fp16's; 1 otherwise).
   double loss_scale = 1.0;
+  /// The learning rate of this step's update (for a skipped step, the one it would have used;
+  /// the schedule stays where it was).
+  double lr = 0.0;
 };
 
 /// Thrown by step() under NonFinitePolicy::Stop, on every rank at the same step, before anything

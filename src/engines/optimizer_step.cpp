@@ -133,6 +133,10 @@ std::vector<double> unscaled_partials(const std::vector<TypedSpan>& grads, doubl
   return partials;
 }
 
+double update_lr(const OptimizerState& state, const EngineOptions& options) {
+  return scheduled_adamw(options.adamw, options.lr_schedule, state.adam.updates).lr;
+}
+
 bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<TypedSpan>& params,
                     const std::vector<TypedSpan>& grads, OptimizerState& state,
                     const EngineOptions& options, Device& device) {

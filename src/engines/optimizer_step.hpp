@@ -67,6 +67,10 @@ void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& own
 std::vector<double> unscaled_partials(const std::vector<TypedSpan>& grads, double loss_scale,
                                       Device& device);
 
+/// The learning rate the next applied update of `state` runs at (options.lr_schedule after
+/// state.adam.updates applied updates).
+double update_lr(const OptimizerState& state, const EngineOptions& options);
+
 /// Steps 3-5 for optimizer step `step` (0-based) given the canonical norm: returns true when
 /// the parameters were updated. Throws NonFiniteError under NonFinitePolicy::Stop (not in fp16,
 /// where an overflow is an expected, skipped step).

@@ -54,13 +54,15 @@ class ReferenceEngine final : public Engine {
     for (float& loss : losses) loss = loss / static_cast<float>(micro_steps);
     const std::vector<TypedSpan> grads = owned_grads();
     const double loss_scale = opt_.scaler.scale();  // what backward multiplied by
+    const double lr = update_lr(opt_, options_);  // before the update moves the schedule
     const double grad_norm =
         norm_from_partials(unscaled_partials(grads, loss_scale, device_));
     const bool update = optimizer_step(grad_norm, step, owned(), grads, opt_, options_, device_);
     return {.loss = mean_over_ranks(losses),
             .grad_norm = grad_norm,
             .skipped = !update,
-            .loss_scale = loss_scale};
+            .loss_scale = loss_scale,
+            .lr = lr};
   }
 
   ModelState full_state() override {

@@ -76,6 +76,7 @@ class Zero1Engine final : public Engine {
     const std::vector<TypedSpan> grads =
         micro_steps > 1 ? owned_spans(accum_, layout_, false, 0, 1) : own(grads_);
     const double loss_scale = opt_.scaler.scale();  // what backward multiplied by
+    const double lr = update_lr(opt_, options_);  // before the update moves the schedule
     const double grad_norm = sharded_grad_norm(
         comm_, device_, layout_, unscaled_partials(grads, loss_scale, device_));
     // 4. update the own shard only (unless the step is skipped: then no rank updates)
@@ -87,7 +88,8 @@ class Zero1Engine final : public Engine {
     return {.loss = loss,
             .grad_norm = grad_norm,
             .skipped = !update,
-            .loss_scale = loss_scale};
+            .loss_scale = loss_scale,
+            .lr = lr};
   }
 
   ModelState full_state() override {

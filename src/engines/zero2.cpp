@@ -54,6 +54,7 @@ class Zero2Engine final : public Engine {
     const float loss = mean_loss_over_ranks(comm_, loss_sum / static_cast<float>(micro_steps));
     const std::vector<TypedSpan> grads = owned_spans(grad_shards_, layout_, false, 0, 1);
     const double loss_scale = opt_.scaler.scale();  // what backward multiplied by
+    const double lr = update_lr(opt_, options_);  // before the update moves the schedule
     const double grad_norm = sharded_grad_norm(
         comm_, device_, layout_, unscaled_partials(grads, loss_scale, device_));
     // 3. update the own shard only (unless the step is skipped: then no rank updates)
@@ -65,7 +66,8 @@ class Zero2Engine final : public Engine {
     return {.loss = loss,
             .grad_norm = grad_norm,
             .skipped = !update,
-            .loss_scale = loss_scale};
+            .loss_scale = loss_scale,
+            .lr = lr};
   }
 
   ModelState full_state() override {

@@ -48,15 +48,11 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank0,
                RankTimeline& clocks, const RankCallbacks& callbacks,
                const std::function<void(std::int64_t)>& after_step) {
-  // The schedule advances with applied updates, as the engines' optimizer_step counts them.
-  std::int64_t applied = plan.resuming() ? plan.resumed.adam_updates : 0;
   const auto run_started = std::chrono::steady_clock::now();
   for (std::int64_t step = plan.start.step; step < plan.config.steps; ++step) {
     const auto started = std::chrono::steady_clock::now();
     clocks.begin_step(step);
-    const double lr = scheduled_adamw(plan.options.adamw, plan.options.lr_schedule, applied).lr;
     const StepStats stats = engine.step(step);
-    if (!stats.skipped) ++applied;
     device.synchronize();  // a GPU's step has ended when its queued work has
     const double step_ms = ms_since(started);
     const StepTimes times = clocks.end_step();
@@ -67,7 +63,7 @@ void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank
                             .grad_norm = stats.grad_norm,
                             .step_ms = step_ms,
                             .wall_ms = ms_since(run_started),
-                            .lr = lr,
+                            .lr = stats.lr,
                             .loss_scale = loss_scale,
                             .skipped = stats.skipped,
                             .compute_ms = times.compute_ms,
