@@ -1,6 +1,7 @@
 // 10_activations.cpp — lesson 10: the memory ZeRO does not shard. A GPT's activations, measured
 // by kind in the ledger beside what estimate_activations predicts; why ZeRO-1 saves little of a
-// step's peak; activation checkpointing (full, every:K, selective) trading memory for a second
+// step's peak; 16-bit activations under bf16 as autocast keeps them; activation checkpointing
+// (full, every:K, selective) trading memory for a second
 // forward with the same bits; attention that keeps two floats per row instead of T x T
 // probabilities, so activations grow linearly in T; then GPT-2 124M at the ZeRO-1 article's
 // micro-batch. Every number is the library's: train()'s ledgers and estimate's formulas.
@@ -30,6 +31,12 @@ constexpr std::string_view kCheckpointing =
     "backward; `every:2` does that for blocks 0, 2, ...; `selective` keeps the matrix products'\n"
     "outputs and reruns only the cheap parts (LayerNorms, attention's softmax, GELU). The rerun\n"
     "uses the same kernels, inputs and parameters, so the trained parameters are the same bits.";
+constexpr std::string_view kSixteenBits =
+    "Under bf16 (or fp16) a matrix product's inputs and outputs are kept in 16 bits, as\n"
+    "torch.autocast keeps them: the LayerNorm outputs, qkv, attention's output, the MLP's hidden\n"
+    "values, the logits and their gradient. The residual stream, the LayerNorm and attention\n"
+    "statistics and the loss stay fp32. The kernels compute in fp32 on one block's working copy\n"
+    "(`working`), and the LM head runs 512 token rows at a time.";
 constexpr std::string_view kAttention =
     "Attention's probabilities are B x heads x T x T per block: kept, they grow with T². zerolab\n"
     "keeps two floats per query row instead (the row's largest score and its sum of\n"
@@ -72,7 +79,32 @@ bool print_kinds(const TrainResult& result, const ActivationEstimate& estimate) 
 
 ActivationEstimate estimate_of(const TrainConfig& config) {
   return estimate_activations(config.gpt, config.micro_batch, config.gpt.block_size,
-                              config.activations);
+                              config.activations, config.features.precision);
+}
+
+// The same DDP run with fp32 activations beside the bf16 one; `estimates` turns false if the
+// fp32 run's ledger differs from its estimate.
+void show_sixteen_bits(const TrainConfig& bf16, const TrainResult& bf16_run, bool& estimates) {
+  TrainConfig fp32 = bf16;
+  fp32.features.precision = DType::F32;
+  const TrainResult fp32_run = train(fp32);
+  const ActivationEstimate fp32_estimate = estimate_of(fp32);
+  estimates = estimates && peak_activations(fp32_run) == fp32_estimate.total_bytes();
+  fmt::print("{}\n\n", kSixteenBits);
+  fmt::print("fp32 activations {:>12} B   {}\n", grouped(peak_activations(fp32_run)),
+             fp32_estimate.formula);
+  fmt::print("bf16 activations {:>12} B   {:.0f}% of fp32\n", grouped(peak_activations(bf16_run)),
+             100.0 * static_cast<double>(peak_activations(bf16_run)) /
+                 static_cast<double>(peak_activations(fp32_run)));
+  const GptConfig gpt2 = gpt_preset("124M");
+  const auto gpt2_bytes = [&](DType dtype) {
+    return static_cast<double>(
+        estimate_activations(gpt2, 12, gpt2.block_size, {}, dtype).total_bytes());
+  };
+  fmt::print(
+      "A toy of {} blocks pays much for its one working copy; GPT-2 124M's 12 blocks at 12 x 1024\n"
+      "keep {:.0f}% of their fp32 activations in bf16 (estimate).\n",
+      bf16.gpt.n_layer, 100.0 * gpt2_bytes(DType::BF16) / gpt2_bytes(DType::F32));
 }
 
 // Every policy on the ZeRO-1 run: its activations against none's, and its parameters against the
@@ -128,7 +160,8 @@ void show_real_scale() {
              static_cast<double>(zero1_states) / 1e9);
   for (const char* policy : {"none", "selective", "every:4", "full"}) {
     const ActivationEstimate a =
-        estimate_activations(gpt2, 12, gpt2.block_size, parse_activation_policy(policy));
+        estimate_activations(gpt2, 12, gpt2.block_size, parse_activation_policy(policy),
+                             options.precision);
     fmt::print("  {:<10} activations {:>6.2f} GB   total {:>6.2f} GB of an 80 GB GPU\n", policy,
                static_cast<double>(a.total_bytes()) / 1e9,
                static_cast<double>(a.total_bytes() + zero1_states) / 1e9);
@@ -141,8 +174,8 @@ void show_real_scale() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // GPT small holds 5,429,248 bytes of activations for 8 rows: about 700 KB a row.
-  const LessonSizes defaults{.world = 2, .rows = 8, .steps = 2, .seed = 5, .row_bytes = 700'000};
+  // GPT small holds 4,610,048 bytes of bf16 activations for 8 rows: about 600 KB a row.
+  const LessonSizes defaults{.world = 2, .rows = 8, .steps = 2, .seed = 5, .row_bytes = 600'000};
   return run_lesson(
       argc, argv, "Lesson 10: activations, the memory ZeRO does not shard", defaults,
       [](const LessonFlags& flags) {
@@ -172,6 +205,10 @@ int main(int argc, char** argv) {
         heading("What the activations are, measured and estimated");
         bool estimates = print_kinds(ddp, estimate_of(config));
         bool same_bits = true;
+
+        pause(flags, "for 16-bit activations");
+        heading("Activations in 16 bits");
+        show_sixteen_bits(config, ddp, estimates);
 
         pause(flags, "for activation checkpointing");
         heading("Activation checkpointing: keep less, compute again");

@@ -142,7 +142,8 @@ Report make_report(const EstimateFlags& flags) {
     } else {
       report.seq_len = flags.gpt.block_size;
       report.activations =
-          estimate_activations(flags.gpt, report.micro_batch, report.seq_len, flags.activations);
+          estimate_activations(flags.gpt, report.micro_batch, report.seq_len, flags.activations,
+                               report.options.precision);
     }
   }
   report.stages = estimate_ledgers(report.elems, report.options);
@@ -159,11 +160,16 @@ void print_activations(const Report& report) {
       report.seq_len > 0 ? fmt::format("B = {} sequences of T = {} tokens", report.micro_batch,
                                        report.seq_len)
                          : fmt::format("B = {} rows", report.micro_batch);
+  const bool sixteen = report.seq_len > 0 && report.options.precision != DType::F32;
   fmt::print(
-      "\nactivations per GPU for a micro-batch of {}, activation checkpointing {} (fp32 at every "
-      "precision; no stage shards them): {} = {} bytes\n",
-      batch, activation_policy_name(report.activation_policy), activations.formula,
-      activations.total_bytes());
+      "\nactivations per GPU for a micro-batch of {}, activation checkpointing {} ({}; no stage "
+      "shards them): {} = {} bytes\n",
+      batch, activation_policy_name(report.activation_policy),
+      sixteen ? fmt::format("matrix products' inputs and outputs in {}, the rest fp32, R = "
+                            "min(BT, 512)",
+                            dtype_name(report.options.precision))
+              : "fp32",
+      activations.formula, activations.total_bytes());
   for (int k = 0; k < kActivationKindCount; ++k) {
     const auto kind = static_cast<ActivationKind>(k);
     if (activations.bytes_of(kind) == 0) continue;

@@ -37,10 +37,11 @@ enum class ActivationKind : std::uint8_t {
   Scratch,     ///< gradient scratch reused by every block or layer (and unlabelled buffers)
   Checkpoint,  ///< block inputs kept by activation checkpointing
   Recompute,   ///< tensors a checkpointed block rebuilds for its backward
+  Working,     ///< fp32 working copies of one block's (or the LM head's) 16-bit activations
 };
 
 /// Number of ActivationKind values.
-inline constexpr int kActivationKindCount = 8;
+inline constexpr int kActivationKindCount = 9;
 
 /// Lower-case name of an activation kind as it appears in summaries ("inputs", "attention", ...).
 std::string_view activation_kind_name(ActivationKind kind);

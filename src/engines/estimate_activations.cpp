@@ -1,5 +1,5 @@
 // estimate_activations.cpp — the activation bytes the models book per micro-batch, shape by shape
-// as Gpt::begin and Mlp::begin allocate them (fp32 values, int64 ids), summed by kind.
+// as Gpt::begin and Mlp::begin allocate them (fp32 or 16-bit values, int64 ids), summed by kind.
 #include "engines/estimate_activations.hpp"
 
 #include <algorithm>
@@ -8,7 +8,9 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/dtype.hpp"
 #include "engines/checked_math.hpp"
+#include "model/gpt.hpp"
 #include "ops/device.hpp"
 
 namespace zl {
@@ -37,6 +39,40 @@ std::int64_t& at(ActivationEstimate& estimate, ActivationKind kind) {
   return estimate.bytes[static_cast<int>(kind)];
 }
 
+// The GPT's sum in its symbols, fp32 activations: "16BT + 4[L(16BTC + 4BT + 2BHT) + ...]".
+std::string gpt_formula_32(std::int64_t kept, std::int64_t rebuilt, const ActivationPolicy& policy) {
+  if (policy.recompute == Recompute::None) {
+    return "16BT + 4[L(16BTC + 4BT + 2BHT) + 16BTC + 2BT + BTV]";
+  }
+  const std::string whole = "(16BTC + 4BT + 2BHT)";
+  std::string blocks = kept == 0 ? "" : fmt::format("{}{} + ", kept == 1 ? "" : fmt::format("{}·", kept), whole);
+  if (policy.recompute == Recompute::Selective) {
+    blocks += fmt::format("{}·9BTC + (7BTC + 4BT + 2BHT) + ", rebuilt);
+  } else {  // the checkpoints themselves, unless they are on the host
+    blocks += policy.cpu_checkpoints ? "" : fmt::format("{}·BTC + ", rebuilt);
+    blocks += "(15BTC + 4BT + 2BHT) + ";
+  }
+  return fmt::format("16BT + 4[{}16BTC + 2BT + BTV]", blocks);
+}
+
+// The same in bytes with 16-bit activations; R = min(BT, 512) rows of the head's working chunk.
+std::string gpt_formula_16(std::int64_t kept, std::int64_t rebuilt, const ActivationPolicy& policy) {
+  const std::string whole = "(36BTC + 16BT + 8BHT)";
+  std::string blocks;
+  if (policy.recompute == Recompute::None) {
+    blocks = "L" + whole + " + 56BTC + ";  // and one block's fp32 working copy
+  } else {
+    if (kept > 0) blocks = fmt::format("{}{} + ", kept == 1 ? "" : fmt::format("{}·", kept), whole);
+    if (policy.recompute == Recompute::Selective) {
+      blocks += fmt::format("{}·22BTC + (56BTC + 16BT + 8BHT) + ", rebuilt);
+    } else {
+      blocks += policy.cpu_checkpoints ? "" : fmt::format("{}·4BTC + ", rebuilt);
+      blocks += "(60BTC + 16BT + 8BHT) + ";
+    }
+  }
+  return fmt::format("24BT + {}62BTC + 2BTV + 4R(C + V)", blocks);
+}
+
 }  // namespace
 
 std::int64_t ActivationEstimate::total_bytes() const {
@@ -44,7 +80,8 @@ std::int64_t ActivationEstimate::total_bytes() const {
 }
 
 ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t micro_batch,
-                                        std::int64_t seq_len, const ActivationPolicy& policy) {
+                                        std::int64_t seq_len, const ActivationPolicy& policy,
+                                        DType activation_dtype) {
   validate(config);
   check_micro_batch(micro_batch);
   ZL_CHECK(seq_len >= 1 && seq_len <= config.block_size,
@@ -53,9 +90,16 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
   ZL_CHECK(policy.every_blocks >= 1,
            "activation checkpointing every:{} is invalid: checkpoint every K >= 1 blocks",
            policy.every_blocks);
+  ZL_CHECK(activation_dtype == DType::F32 || activation_dtype == DType::BF16 ||
+               activation_dtype == DType::F16,
+           "GPT activations in {} are not supported: keep them in fp32, bf16 or fp16",
+           dtype_name(activation_dtype));
   const std::int64_t H = config.n_head, C = config.n_embd, V = config.vocab;
   const std::int64_t N = mul(micro_batch, seq_len);  // token rows, B*T
   const std::int64_t NC = mul(N, C);
+  // A matrix product's input or output: 4 bytes, or 2 when the activations are 16-bit.
+  const auto kP = static_cast<std::int64_t>(dtype_bytes(activation_dtype));
+  const bool sixteen = kP != kF32;
   // Attention keeps two floats per query row and head (its largest score and sum of exps).
   const std::int64_t BHT2 = mul(mul(micro_batch, H), mul(seq_len, kAttentionStatsPerRow));
   // Blocks that keep everything, and blocks that rebuild in backward (0, K, 2K, ...).
@@ -66,16 +110,19 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
   ActivationEstimate out;
   // tokens and targets [B, T] in int64; embedded [N, C], block 0's input.
   at(out, ActivationKind::Inputs) = add(mul(2 * kI64, N), mul(kF32, NC));
-  // A whole block: ln1, attn, mid, ln2, out [N, C] and qkv [N, 3C]: 8NC; both LayerNorms' mean
-  // and rstd: 4N. A selective one keeps qkv, mid and out: 5NC.
+  // A whole block: ln1, attn, ln2 [N, C] and qkv [N, 3C] (products' sides: 6NC), the residual
+  // sums mid and out [N, C] (fp32: 2NC), both LayerNorms' mean and rstd (4N). A selective one
+  // keeps qkv, mid and out.
+  const std::int64_t whole_block = add(add(mul(kP, 6, NC), mul(kF32, 2, NC)), mul(kF32, 4, N));
+  const std::int64_t selective_block = add(mul(kP, 3, NC), mul(kF32, 2, NC));
   at(out, ActivationKind::Block) =
-      add(mul(kept, kF32, add(mul(8, NC), mul(4, N))), selective ? mul(rebuilt, kF32, mul(5, NC)) : 0);
+      add(mul(kept, whole_block), selective ? mul(rebuilt, selective_block) : 0);
   at(out, ActivationKind::Attention) = mul(kept, kF32, BHT2);
   // fc and fc_gelu [N, 4C]; a selective block keeps fc.
   at(out, ActivationKind::MlpHidden) =
-      add(mul(kept, kF32, mul(8, NC)), selective ? mul(rebuilt, kF32, mul(4, NC)) : 0);
+      add(mul(kept, kP, mul(8, NC)), selective ? mul(rebuilt, kP, mul(4, NC)) : 0);
   // lnf [N, C] with its mean and rstd [N]; the logits [N, V], their gradient written over them.
-  at(out, ActivationKind::Logits) = mul(kF32, add(add(NC, mul(2, N)), mul(N, V)));
+  at(out, ActivationKind::Logits) = add(mul(kP, add(NC, mul(N, V))), mul(kF32, 2, N));
   // dresidual, dln, dattn [N, C], dqkv [N, 3C], dfc and dfc_gelu [N, 4C]: 14NC.
   at(out, ActivationKind::Scratch) = mul(kF32, mul(14, NC));
   // A fully checkpointed block keeps its output [N, C], the next block's input.
@@ -90,17 +137,16 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
     at(out, ActivationKind::Recompute) =
         mul(kF32, add(add(mul(selective ? 7 : 15, NC), mul(4, N)), BHT2));
   }
-  const std::string whole = "(16BTC + 4BT + 2BHT)";
-  std::string blocks = kept == 0 ? "" : fmt::format("{}{} + ", kept == 1 ? "" : fmt::format("{}·", kept), whole);
-  if (rebuilt > 0 && selective) {
-    blocks += fmt::format("{}·9BTC + (7BTC + 4BT + 2BHT) + ", rebuilt);
-  } else if (rebuilt > 0) {  // the checkpoints themselves, unless they are on the host
-    blocks += policy.cpu_checkpoints ? "" : fmt::format("{}·BTC + ", rebuilt);
-    blocks += "(15BTC + 4BT + 2BHT) + ";
+  if (sixteen) {
+    // fp32 working copies: of the products' sides no block rebuilds (all 14NC without
+    // checkpointing, qkv and fc with selective, none with full), and of the head's chunk.
+    const std::int64_t working_nc =
+        policy.recompute == Recompute::None ? 14 : (selective ? 7 : 0);
+    const std::int64_t chunk_rows = std::min(N, Gpt::kHeadChunkRows);
+    at(out, ActivationKind::Working) =
+        add(mul(kF32, mul(working_nc, NC)), mul(kF32, chunk_rows, add(C, V)));
   }
-  out.formula = policy.recompute == Recompute::None
-                    ? "16BT + 4[L(16BTC + 4BT + 2BHT) + 16BTC + 2BT + BTV]"
-                    : fmt::format("16BT + 4[{}16BTC + 2BT + BTV]", blocks);
+  out.formula = sixteen ? gpt_formula_16(kept, rebuilt, policy) : gpt_formula_32(kept, rebuilt, policy);
   return out;
 }
 

@@ -1,8 +1,9 @@
 // estimate_activations.hpp — one rank's activation bytes for one micro-batch, counted from the
 // shapes the models book as Activations when a micro-batch begins (Gpt::begin, Mlp::begin), by
-// what they hold. Activations are not sharded by any stage and the models keep them in fp32 at
-// every precision, so the bytes depend only on the model, the micro-batch, the context and the
-// activation checkpointing policy.
+// what they hold. Activations are not sharded by any stage, so the bytes depend only on the model,
+// the micro-batch, the context, the activation checkpointing policy and, for the GPT, the
+// precision (under bf16/fp16 its matrix products' inputs and outputs are kept in 16 bits; the MLP
+// keeps fp32 at every precision).
 #pragma once
 
 #include <array>
@@ -36,10 +37,13 @@ struct ActivationEstimate {
 /// The GPT's activations for a micro-batch of `micro_batch` sequences of `seq_len` tokens
 /// (B and T; T <= config.block_size), its blocks checkpointed as `policy` says: a rebuilt
 /// block keeps its output (Checkpoint) or, selective, its matrix products' outputs, and one
-/// block's worth of the rest is booked as Recompute. Throws zl::Error naming the size if B or T
-/// is out of range or the bytes overflow int64.
+/// block's worth of the rest is booked as Recompute. With a 16-bit `activation_dtype` (the
+/// run's precision) the matrix products' inputs and outputs are kept in 16 bits and one block's
+/// fp32 working copy and the LM head's chunks are booked as Working (see Gpt). Throws zl::Error
+/// naming the size if B or T is out of range or the bytes overflow int64.
 ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t micro_batch,
-                                        std::int64_t seq_len, const ActivationPolicy& policy = {});
+                                        std::int64_t seq_len, const ActivationPolicy& policy = {},
+                                        DType activation_dtype = DType::F32);
 
 /// The MLP's activations for a micro-batch of `micro_batch` rows. Throws zl::Error if B < 1 or
 /// the bytes overflow int64.

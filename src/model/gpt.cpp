@@ -1,7 +1,8 @@
 // gpt.cpp — GPT-2's units, init, call-order checks, the embedding, ln_f and the tied LM head; the
-// blocks are in gpt_block.cpp. Per micro-batch it books every activation backward needs (the
-// llm.c layout: each LayerNorm's input, mean and rstd, qkv, attention probabilities, the MLP's
-// pre- and post-GELU values, each residual) plus a few gradient scratch buffers, as Activations.
+// blocks are in gpt_block.cpp, the 16-bit head in gpt_head.cpp. Per micro-batch it books every
+// activation backward needs (the llm.c layout: each LayerNorm's output, mean and rstd, qkv,
+// attention's row statistics, the MLP's pre- and post-GELU values, each residual) plus a few
+// gradient scratch buffers, as Activations.
 #include "model/gpt.hpp"
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 
@@ -22,8 +24,16 @@ constexpr double kInitStd = 0.02;  // GPT2Config.initializer_range
 
 }  // namespace
 
-Gpt::Gpt(Device& device, const GptConfig& config, ActivationPolicy policy)
-    : device_(device), config_(config), policy_(policy), units_(gpt_units(config)) {
+Gpt::Gpt(Device& device, const GptConfig& config, ActivationPolicy policy, DType activation_dtype)
+    : device_(device),
+      config_(config),
+      policy_(policy),
+      activation_dtype_(activation_dtype),
+      units_(gpt_units(config)) {
+  ZL_CHECK(activation_dtype == DType::F32 || activation_dtype == DType::BF16 ||
+               activation_dtype == DType::F16,
+           "GPT activations in {} are not supported: keep them in fp32, bf16 or fp16",
+           dtype_name(activation_dtype));
   ZL_CHECK(policy.every_blocks >= 1,
            "activation checkpointing every:{} is invalid: checkpoint every K >= 1 blocks",
            policy.every_blocks);
@@ -64,8 +74,8 @@ void Gpt::init_unit(int unit, std::span<float> flat, std::uint64_t seed) const {
   }
 }
 
-Buffer Gpt::activation(ActivationKind kind, Shape shape) {
-  return device_.alloc_activation(kind, DType::F32, std::move(shape));
+Buffer Gpt::activation(ActivationKind kind, Shape shape, DType dtype) {
+  return device_.alloc_activation(kind, dtype, std::move(shape));
 }
 
 void Gpt::begin(const Batch& batch) {
@@ -90,9 +100,10 @@ void Gpt::begin(const Batch& batch) {
   }
   // Release the last micro-batch before booking this one, so the ledger's peak is one batch.
   blocks_.clear();
-  recompute_ = BlockActivations();
+  work_ = BlockActivations();
   for (Buffer* buffer : {&tokens_, &targets_, &embedded_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_,
-                         &dresidual_, &dln_, &dqkv_, &dattn_, &dfc_, &dfc_gelu_})
+                         &head_in_, &head_out_, &dresidual_, &dln_, &dqkv_, &dattn_, &dfc_,
+                         &dfc_gelu_})
     *buffer = Buffer();
 
   rows_ = batch.rows;
@@ -107,10 +118,17 @@ void Gpt::begin(const Batch& batch) {
                          static_cast<std::size_t>(targets_.bytes()));
   embedded_ = activation(ActivationKind::Inputs, {N, C});
   book_block_activations();
-  lnf_ = activation(ActivationKind::Logits, {N, C});
+  // ln_f's output and the logits are a matrix product's input and output: 16 bits when the
+  // activations are.
+  lnf_ = activation(ActivationKind::Logits, {N, C}, activation_dtype_);
   lnf_mean_ = activation(ActivationKind::Logits, {N});
   lnf_rstd_ = activation(ActivationKind::Logits, {N});
-  logits_ = activation(ActivationKind::Logits, {N, config_.vocab});
+  logits_ = activation(ActivationKind::Logits, {N, config_.vocab}, activation_dtype_);
+  if (sixteen_bit()) {
+    const std::int64_t chunk_rows = std::min(N, kHeadChunkRows);
+    head_in_ = activation(ActivationKind::Working, {chunk_rows, C});
+    head_out_ = activation(ActivationKind::Working, {chunk_rows, config_.vocab});
+  }
   dresidual_ = activation(ActivationKind::Scratch, {N, C});
   dln_ = activation(ActivationKind::Scratch, {N, C});
   dqkv_ = activation(ActivationKind::Scratch, {N, 3 * C});
@@ -129,22 +147,33 @@ void Gpt::book_block_activations() {
     ActivationKind kind;
     Shape shape;
     bool kept_by_selective;  // a matrix product's output (or the block's): selective keeps it
+    bool product_side;       // a matrix product's input or output: 16 bits when activations are
   };
   using A = BlockActivations;
   using K = ActivationKind;
   const Tensor tensors[] = {
-      {&A::ln1, K::Block, {N, C}, false},      {&A::ln1_mean, K::Block, {N}, false},
-      {&A::ln1_rstd, K::Block, {N}, false},    {&A::qkv, K::Block, {N, 3 * C}, true},
-      {&A::att_stats, K::Attention, {rows_, config_.n_head, T, kAttentionStatsPerRow}, false},
-      {&A::attn, K::Block, {N, C}, false},     {&A::mid, K::Block, {N, C}, true},
-      {&A::ln2, K::Block, {N, C}, false},      {&A::ln2_mean, K::Block, {N}, false},
-      {&A::ln2_rstd, K::Block, {N}, false},    {&A::fc, K::MlpHidden, {N, 4 * C}, true},
-      {&A::fc_gelu, K::MlpHidden, {N, 4 * C}, false}, {&A::out, K::Block, {N, C}, true},
+      {&A::ln1, K::Block, {N, C}, false, true},
+      {&A::ln1_mean, K::Block, {N}, false, false},
+      {&A::ln1_rstd, K::Block, {N}, false, false},
+      {&A::qkv, K::Block, {N, 3 * C}, true, true},
+      {&A::att_stats, K::Attention, {rows_, config_.n_head, T, kAttentionStatsPerRow}, false,
+       false},
+      {&A::attn, K::Block, {N, C}, false, true},
+      {&A::mid, K::Block, {N, C}, true, false},
+      {&A::ln2, K::Block, {N, C}, false, true},
+      {&A::ln2_mean, K::Block, {N}, false, false},
+      {&A::ln2_rstd, K::Block, {N}, false, false},
+      {&A::fc, K::MlpHidden, {N, 4 * C}, true, true},
+      {&A::fc_gelu, K::MlpHidden, {N, 4 * C}, false, true},
+      {&A::out, K::Block, {N, C}, true, false},
   };
   // What a checkpointed block keeps: its output only (full), or the products' outputs too.
   auto kept_when_checkpointed = [&](const Tensor& tensor) {
     return tensor.member == &A::out ||
            (policy_.recompute == Recompute::Selective && tensor.kept_by_selective);
+  };
+  auto kept_dtype = [&](const Tensor& tensor) {
+    return tensor.product_side ? activation_dtype_ : DType::F32;
   };
   for (int l = 0; l < config_.n_layer; ++l) {
     BlockActivations block;
@@ -157,15 +186,20 @@ void Gpt::book_block_activations() {
       if (checkpoint && policy_.cpu_checkpoints) {
         block.*tensor.member = device_.alloc(MemCategory::HostActivations, DType::F32, tensor.shape);
       } else {
-        block.*tensor.member = activation(checkpoint ? K::Checkpoint : tensor.kind, tensor.shape);
+        block.*tensor.member =
+            activation(checkpoint ? K::Checkpoint : tensor.kind, tensor.shape, kept_dtype(tensor));
       }
     }
     blocks_.push_back(std::move(block));
   }
-  if (policy_.recompute == Recompute::None) return;
-  for (const Tensor& tensor : tensors) {  // one block's worth of what checkpointed blocks rebuild
-    if (!kept_when_checkpointed(tensor)) {
-      recompute_.*tensor.member = activation(K::Recompute, tensor.shape);
+  // One block's worth in fp32 of what checkpointed blocks rebuild (Recompute) and of what blocks
+  // keep in 16 bits (Working), shared by every block.
+  const bool rebuilds = policy_.recompute != Recompute::None;
+  for (const Tensor& tensor : tensors) {
+    if (rebuilds && !kept_when_checkpointed(tensor)) {
+      work_.*tensor.member = activation(K::Recompute, tensor.shape);
+    } else if (kept_dtype(tensor) != DType::F32) {
+      work_.*tensor.member = activation(K::Working, tensor.shape);
     }
   }
 }
@@ -208,9 +242,13 @@ void Gpt::forward_unit(int unit, std::span<const float> params) {
     // used.
     device_.embedding_forward(tokens_.as<std::int64_t>(), params.first(V * C), params.subspan(V * C, seq_len_ * C),
                               embedded_.as<float>(), rows_, seq_len_, C, V);
+  } else if (unit == 0 && sixteen_bit()) {
+    head_forward_chunked(params);
   } else if (unit == 0) {
     // The tied LM head: logits [N, V] = ln_f(x) [N, C] * wte^T [C, V], no bias.
     device_.linear_forward(lnf_.as<float>(), params.first(V * C), {}, logits_.as<float>(), N, C, V);
+  } else if (unit == last_unit() && sixteen_bit()) {
+    lnf_forward_chunked(params);
   } else if (unit == last_unit()) {
     device_.layernorm_forward(blocks_.back().out.as<float>(), params.first(C), params.subspan(C, C),
                               lnf_.as<float>(), lnf_mean_.as<float>(), lnf_rstd_.as<float>(), N, C);
@@ -220,14 +258,24 @@ void Gpt::forward_unit(int unit, std::span<const float> params) {
   ++forward_visits_;
 }
 
-std::span<const float> Gpt::logits() const {
+std::vector<float> Gpt::logits() const {
   ZL_CHECK(rows_ > 0 && forward_visits_ == order_.size(),
            "logits() before the LM head ran: {} of {} forward visits done", forward_visits_,
            order_.size());
   ZL_CHECK(!loss_done_,
            "logits() after loss(): the logits' buffer now holds their gradient; read them before "
            "loss()");
-  return logits_.as<float>();
+  std::vector<float> host(static_cast<std::size_t>(logits_.elems()));
+  if (!sixteen_bit()) {
+    device_.copy_to_host(host.data(), logits_.data(), static_cast<std::size_t>(logits_.bytes()));
+    return host;
+  }
+  std::vector<std::uint16_t> bits(host.size());
+  device_.copy_to_host(bits.data(), logits_.data(), static_cast<std::size_t>(logits_.bytes()));
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    host[i] = activation_dtype_ == DType::BF16 ? bf16_to_f32(bits[i]) : f16_to_f32(bits[i]);
+  }
+  return host;
 }
 
 float Gpt::loss(float grad_scale) {
@@ -235,6 +283,11 @@ float Gpt::loss(float grad_scale) {
            "loss() before the forward pass finished: {} of {} forward visits ran", forward_visits_,
            order_.size());
   if (loss_done_) return loss_;
+  if (sixteen_bit()) {
+    loss_ = static_cast<float>(loss_sum_chunked(grad_scale) / static_cast<double>(token_rows()));
+    loss_done_ = true;
+    return loss_;
+  }
   // Mean over all N = rows * T tokens; the gradient (softmax - onehot) / N, then scaled, is
   // written over the logits, which nothing reads again (as llm.c does): one [N, V] buffer.
   auto logits = logits_.as<float>();
@@ -253,7 +306,9 @@ void Gpt::backward_unit(int unit, std::span<const float> params, std::span<float
   check_params("backward", unit, params, grads.size());
   const std::int64_t N = token_rows(), C = config_.n_embd, V = config_.vocab;
   const bool head = next_backward_visit_ + 1 == static_cast<int>(order_.size());
-  if (unit == 0 && head) {
+  if (unit == 0 && head && sixteen_bit()) {
+    head_backward_chunked(params, grads);
+  } else if (unit == 0 && head) {
     // d wte [V, C] += dlogits^T ln_f(x); d ln_f(x) [N, C] = dlogits wte.
     device_.linear_backward(lnf_.as<float>(), params.first(V * C), logits_.as<float>(),
                             grads.first(V * C), {}, dln_.as<float>(), N, C, V);

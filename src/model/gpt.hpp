@@ -25,10 +25,22 @@ namespace zl {
 /// GPT-2 on a Device. Activations are allocated on `device` (category Activations) per micro-batch
 /// in begin() and kept until the next begin() or the model's end; the blocks `policy` checkpoints
 /// keep less and rebuild the rest in their backward, with bitwise the same results.
+///
+/// With a 16-bit `activation_dtype` (bf16 or fp16: mixed precision) the model keeps activations
+/// as torch.autocast does: every matrix product's inputs and outputs (the LayerNorms' outputs,
+/// qkv, attention's output, c_fc's output, GELU's, ln_f's and the logits with their gradient) are
+/// rounded to 16 bits and kept in 16 bits; the residual stream, the LayerNorm and attention
+/// statistics, the loss and the gradient scratch stay fp32. The kernels compute in fp32 on one
+/// block's fp32 working copy (ActivationKind::Working) and the LM head and loss run in chunks of
+/// kHeadChunkRows token rows, so no [N, vocab] fp32 buffer exists.
 class Gpt final : public Model {
  public:
-  /// Throws zl::Error (see validate(GptConfig)) for a bad shape or an every:K policy with K < 1.
-  Gpt(Device& device, const GptConfig& config, ActivationPolicy policy = {});
+  /// Token rows the LM head and the loss take at a time with 16-bit activations.
+  static constexpr std::int64_t kHeadChunkRows = 512;
+  /// Throws zl::Error (see validate(GptConfig)) for a bad shape, an every:K policy with K < 1 or
+  /// an activation dtype other than fp32, bf16 and fp16.
+  Gpt(Device& device, const GptConfig& config, ActivationPolicy policy = {},
+      DType activation_dtype = DType::F32);
   const std::vector<UnitSpec>& units() const override { return units_; }
   /// [0, 1, ..., n_layer + 1, 0]: unit 0 runs again last, as the tied LM head.
   std::vector<int> forward_order() const override { return order_; }
@@ -49,9 +61,10 @@ class Gpt final : public Model {
 
   /// The shape the model was built with (validated).
   const GptConfig& config() const { return config_; }
-  /// The logits [rows, T, vocab] of the micro-batch, once the LM head has run and before loss(),
-  /// which writes their gradient over them.
-  std::span<const float> logits() const;
+  /// The logits [rows, T, vocab] of the micro-batch, copied to the host (widened to fp32 when kept
+  /// in 16 bits), once the LM head has run and before loss(), which writes their gradient over
+  /// them.
+  std::vector<float> logits() const;
 
  private:
   // What one block keeps from forward for backward; N = rows * T.
@@ -66,8 +79,8 @@ class Gpt final : public Model {
     Buffer fc_gelu;                  // GELU(fc) [N, 4C]
     Buffer out;                      // mid + mlp(ln_2(mid)) [N, C]: the block's output
   };
-  // A block's tensors wherever they are held: its own buffers, or the recompute workspace for
-  // those a checkpointed block does not keep.
+  // A block's tensors in fp32 wherever they are held: its own fp32 buffers, or the shared working
+  // copy for those it keeps in 16 bits or a checkpointed block does not keep.
   struct BlockTensors {
     std::span<float> ln1, ln1_mean, ln1_rstd, qkv, att_stats, attn, mid, ln2, ln2_mean, ln2_rstd, fc,
         fc_gelu, out;
@@ -86,14 +99,28 @@ class Gpt final : public Model {
   // Forward through block `layer`; with `rebuild_only`, only the steps whose outputs the block did
   // not keep (backward's recompute).
   void forward_block(int layer, std::span<const float> params, bool rebuild_only);
-  // Books block `layer`'s tensors as the policy keeps them, and the recompute workspace.
+  // Books block `layer`'s tensors as the policy keeps them, and the shared working copy.
   void book_block_activations();
   void backward_block(int layer, std::span<const float> params, std::span<float> grads);
-  Buffer activation(ActivationKind kind, Shape shape);
+  // Widens what block `layer` keeps in 16 bits into the working copy, for its backward.
+  void widen_kept(int layer);
+  Buffer activation(ActivationKind kind, Shape shape, DType dtype = DType::F32);
+  bool sixteen_bit() const { return activation_dtype_ != DType::F32; }
+  // A matrix product's input or output just computed in fp32 at `computed`: rounded to 16 bits in
+  // place and, when the block keeps it (`kept` is not empty), stored there in 16 bits. fp32: nothing.
+  void keep_rounded(std::span<float> computed, Buffer& kept);
+  // The token rows [first, first + rows) of an [N, width] buffer.
+  static void* rows_of(Buffer& buffer, std::int64_t first, std::int64_t width);
+  // ln_f, the LM head and the loss with 16-bit activations, chunk by chunk (gpt_head.cpp).
+  void lnf_forward_chunked(std::span<const float> params);
+  void head_forward_chunked(std::span<const float> params);
+  double loss_sum_chunked(float grad_scale);
+  void head_backward_chunked(std::span<const float> params, std::span<float> grads);
 
   Device& device_;
   GptConfig config_;
   ActivationPolicy policy_;
+  DType activation_dtype_;  // what matrix products' inputs and outputs are kept in
   std::vector<UnitSpec> units_;
   std::vector<int> order_;
   // Per micro-batch, allocated in begin() (see gpt.cpp).
@@ -103,9 +130,12 @@ class Gpt final : public Model {
   Buffer targets_;  // [rows, T] int64 next-token ids, on the device
   Buffer embedded_;                    // wte[token] + wpe[t] [N, C]
   std::vector<BlockActivations> blocks_;
-  BlockActivations recompute_;  // what checkpointed blocks rebuild, one block's worth, shared
+  // One block's fp32 tensors that a block keeps in 16 bits or rebuilds, shared by every block.
+  BlockActivations work_;
   Buffer lnf_, lnf_mean_, lnf_rstd_;  // ln_f(last block's out) [N, C], [N], [N]
   Buffer logits_;  // [N, vocab]; after loss(), grad_scale * d loss / d logits in their place
+  // 16-bit activations: one chunk of the head's fp32 input [R, C] and output [R, vocab].
+  Buffer head_in_, head_out_;
   // Backward scratch, reused by every block.
   Buffer dresidual_;  // d loss / d the residual stream at the current block boundary [N, C]
   Buffer dln_;        // d loss / d a LayerNorm's output [N, C]

@@ -71,7 +71,23 @@ float Device::cross_entropy_forward_backward(std::span<const float> logits,
   check_elems("cross_entropy", "dlogits", dlogits.size(), rows * classes);
   ZL_CHECK(rows >= 1, "cross_entropy: a batch of {} rows has no mean loss; pass >= 1 row", rows);
   ZL_CHECK(classes >= 1, "cross_entropy: {} classes is invalid; pass >= 1 class", classes);
-  return do_cross_entropy_forward_backward(logits, labels, dlogits, rows, classes);
+  return static_cast<float>(do_cross_entropy_forward_backward(logits, labels, dlogits, rows,
+                                                              classes, rows) /
+                            static_cast<double>(rows));
+}
+
+double Device::cross_entropy_sum_forward_backward(std::span<const float> logits,
+                                                  std::span<const std::int64_t> labels,
+                                                  std::span<float> dlogits, std::int64_t rows,
+                                                  std::int64_t classes, std::int64_t mean_rows) {
+  check_elems("cross_entropy", "logits", logits.size(), rows * classes);
+  check_elems("cross_entropy", "labels", labels.size(), rows);
+  check_elems("cross_entropy", "dlogits", dlogits.size(), rows * classes);
+  ZL_CHECK(rows >= 1 && rows <= mean_rows,
+           "cross_entropy: a chunk of {} rows of a batch of {}: pass 1 <= rows <= the batch's rows",
+           rows, mean_rows);
+  ZL_CHECK(classes >= 1, "cross_entropy: {} classes is invalid; pass >= 1 class", classes);
+  return do_cross_entropy_forward_backward(logits, labels, dlogits, rows, classes, mean_rows);
 }
 
 void Device::embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,

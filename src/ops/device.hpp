@@ -83,6 +83,10 @@ class Device : public Allocator {
   virtual void scale(std::span<float> x, float factor) = 0;
   /// x[i] = x[i] / divisor (one IEEE float division each; loss unscaling).
   virtual void divide(std::span<float> x, float divisor) = 0;
+  /// x[i] = x[i] rounded to `dtype` (bf16 or fp16, to nearest even) and widened back to fp32, in
+  /// place: the value a 16-bit copy of x holds, as fp32 (a copy of x for fp32). Throws zl::Error
+  /// for a dtype that is not a training dtype.
+  virtual void round_to(std::span<float> x, DType dtype) = 0;
   /// optim/grad_norm.hpp's append_block_sumsq on device gradients: one fp64 sum of squares per
   /// block of kNormBlockElems, in index order, appended to the host vector `partials`.
   virtual void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) = 0;
@@ -126,6 +130,14 @@ class Device : public Allocator {
                                        std::span<const std::int64_t> labels,
                                        std::span<float> dlogits, std::int64_t rows,
                                        std::int64_t classes);
+
+  /// cross_entropy_forward_backward for `rows` rows of a batch of `mean_rows` rows (rows <=
+  /// mean_rows), so a batch can go through in chunks: returns the chunk's row losses summed in row
+  /// order in double and writes dlogits = (softmax - onehot) / mean_rows.
+  double cross_entropy_sum_forward_backward(std::span<const float> logits,
+                                            std::span<const std::int64_t> labels,
+                                            std::span<float> dlogits, std::int64_t rows,
+                                            std::int64_t classes, std::int64_t mean_rows);
 
   // ---- GPT-2 kernels (fp32, row-major; cpu/cpu_gpt_kernels.cpp and cpu/cpu_attention.cpp).
   // B is the batch, T the sequence length, C the channels (n_embd), N = B*T the rows of the
@@ -219,12 +231,13 @@ class Device : public Allocator {
   /// gelu_backward after its checks.
   virtual void do_gelu_backward(std::span<const float> x, std::span<const float> dy,
                                 std::span<float> dx) = 0;
-  /// cross_entropy_forward_backward after its checks (rows >= 1, classes >= 1); the labels'
-  /// range is the device's to check.
-  virtual float do_cross_entropy_forward_backward(std::span<const float> logits,
-                                                  std::span<const std::int64_t> labels,
-                                                  std::span<float> dlogits, std::int64_t rows,
-                                                  std::int64_t classes) = 0;
+  /// cross_entropy_sum_forward_backward after its checks (1 <= rows <= mean_rows, classes >= 1):
+  /// the row losses' sum in row order in double; the labels' range is the device's to check.
+  virtual double do_cross_entropy_forward_backward(std::span<const float> logits,
+                                                   std::span<const std::int64_t> labels,
+                                                   std::span<float> dlogits, std::int64_t rows,
+                                                   std::int64_t classes,
+                                                   std::int64_t mean_rows) = 0;
   /// embedding_forward after its checks; the tokens' range is the device's to check.
   virtual void do_embedding_forward(std::span<const std::int64_t> tokens,
                                     std::span<const float> wte, std::span<const float> wpe,

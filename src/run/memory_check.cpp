@@ -34,7 +34,7 @@ std::int64_t planned_process_bytes(const TrainConfig& config) {
   const std::int64_t states = estimate_ledger(elems, options, stage).total_bytes();
   const ActivationEstimate activations =
       gpt ? estimate_activations(config.gpt, config.micro_batch, config.gpt.block_size,
-                                 config.activations)
+                                 config.activations, config.features.precision)
           : estimate_activations(config.mlp, config.micro_batch);
   const std::int64_t activation_bytes = checked_add(activations.total_bytes(),
                                                     activations.host_bytes, kLower);

@@ -132,9 +132,11 @@ TEST(EstimateCli, JsonHasEveryStageInBytes) {
   EXPECT_EQ(stages[3].at("total_formula").get<std::string>(), "16Ψ/N");
 }
 
-// GPT-2 124M at micro-batch 12 x 1024 (the ZeRO-1 article's run), by hand with N = BT = 12288:
-// inputs 16N + 4NC; per block 4(8NC + 4N) + 4·2BHT (attention's two stats per row and head) +
-// 32NC (MLP hidden); logits 4(NC + 2N + NV), their gradient written over them; scratch 56NC.
+// GPT-2 124M at micro-batch 12 x 1024 (the ZeRO-1 article's run), bf16 (estimate's default), by
+// hand with N = BT = 12288: inputs 16N + 4NC; per block 2·6NC (ln_1, qkv, attention's output,
+// ln_2 in 16 bits) + 4·2NC (the residual sums) + 4·4N (LayerNorm statistics) + 4·2BHT
+// (attention's two stats per row and head) + 2·8NC (MLP hidden, 16 bits); logits 2NC + 8N + 2NV,
+// their gradient written over them; scratch 56NC; working copies 56NC + 4·512(C + V).
 TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   const auto run = zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12 --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -144,13 +146,14 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   EXPECT_EQ(activations.at("seq_len").get<std::int64_t>(), 1024);
   const auto& by_kind = activations.at("by_kind");
   EXPECT_EQ(by_kind.at("inputs").get<std::int64_t>(), 37'945'344);
-  EXPECT_EQ(by_kind.at("block").get<std::int64_t>(), 3'626'237'952);
+  EXPECT_EQ(by_kind.at("block").get<std::int64_t>(), 2'267'283'456);
   EXPECT_EQ(by_kind.at("attention").get<std::int64_t>(), 14'155'776);
-  EXPECT_EQ(by_kind.at("mlp_hidden").get<std::int64_t>(), 3'623'878'656);
-  EXPECT_EQ(by_kind.at("logits").get<std::int64_t>(), 2'508'079'104);
+  EXPECT_EQ(by_kind.at("mlp_hidden").get<std::int64_t>(), 1'811'939'328);
+  EXPECT_EQ(by_kind.at("logits").get<std::int64_t>(), 1'254'088'704);
   EXPECT_EQ(by_kind.at("scratch").get<std::int64_t>(), 528'482'304);
+  EXPECT_EQ(by_kind.at("working").get<std::int64_t>(), 528'482'304 + 4 * 512 * (768 + 50'257));
   EXPECT_EQ(by_kind.at("checkpoint").get<std::int64_t>(), 0);
-  constexpr std::int64_t kTotal = 10'338'779'136;
+  constexpr std::int64_t kTotal = 6'546'876'416;
   EXPECT_EQ(activations.at("bytes").get<std::int64_t>(), kTotal);
   for (const auto& stage : json.at("stages")) {
     EXPECT_EQ(stage.at("activation_bytes").get<std::int64_t>(), kTotal);
@@ -159,10 +162,19 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   }
   const auto table = zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12");
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_TRUE(has(table.out, "= 10338779136 bytes")) << table.out;
+  EXPECT_TRUE(has(table.out, "= 6546876416 bytes")) << table.out;
   EXPECT_TRUE(has(table.out, "  attention           14155776 bytes")) << table.out;
+  EXPECT_TRUE(has(table.out, "matrix products' inputs and outputs in bf16")) << table.out;
+  // fp32 activations: every product's input and output at 4 bytes, no working copies:
+  // 16N + 4NC + 12(4(8NC + 4N) + 8BHT + 32NC) + 4(NC + 2N + NV) + 56NC.
+  const auto fp32 = nlohmann::json::parse(
+      zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12 --precision fp32 "
+              "--json")
+          .out);
+  EXPECT_EQ(fp32.at("activations").at("bytes").get<std::int64_t>(), 10'338'779'136);
+  EXPECT_EQ(fp32.at("activations").at("by_kind").at("working").get<std::int64_t>(), 0);
   // Full checkpointing at the same shapes: 12 block outputs (4NC each) and one block's workspace
-  // (4(15NC + 4N + 2BHT)) replace the blocks' 4·12(16NC + 4N + 2BHT).
+  // (4(15NC + 4N + 2BHT)) replace the blocks; only the head's working chunk stays.
   const auto full = nlohmann::json::parse(
       zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12 "
               "--activation-checkpointing full --json")
@@ -170,7 +182,9 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   EXPECT_EQ(full.at("activations").at("checkpointing").get<std::string>(), "full");
   EXPECT_EQ(full.at("activations").at("by_kind").at("checkpoint").get<std::int64_t>(),
             12 * 4 * 12'288 * 768);
-  EXPECT_EQ(full.at("activations").at("bytes").get<std::int64_t>(), 4'095'098'880);
+  EXPECT_EQ(full.at("activations").at("by_kind").at("working").get<std::int64_t>(),
+            4 * 512 * (768 + 50'257));
+  EXPECT_EQ(full.at("activations").at("bytes").get<std::int64_t>(), 2'945'607'680);
   // With --cpu-checkpointing the 12 checkpoints move to the host, out of the device's bytes.
   const auto host = nlohmann::json::parse(
       zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12 "
@@ -179,7 +193,7 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   EXPECT_EQ(host.at("activations").at("host_bytes").get<std::int64_t>(), 12 * 4 * 12'288 * 768);
   EXPECT_EQ(host.at("activations").at("by_kind").at("checkpoint").get<std::int64_t>(), 0);
   EXPECT_EQ(host.at("activations").at("bytes").get<std::int64_t>(),
-            4'095'098'880 - 12 * 4 * 12'288 * 768);
+            2'945'607'680 - 12 * 4 * 12'288 * 768);
   // Without --micro-batch there is no activation term.
   const auto states = nlohmann::json::parse(zerolab("estimate --model gpt --world 8 --json").out);
   EXPECT_FALSE(states.contains("activations"));

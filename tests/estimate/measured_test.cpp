@@ -51,7 +51,7 @@ ActivationEstimate activations_of(const TrainConfig& config) {
   return config.model == ModelKind::Mlp
              ? estimate_activations(config.mlp, config.micro_batch)
              : estimate_activations(config.gpt, config.micro_batch, config.gpt.block_size,
-                                    config.activations);
+                                    config.activations, config.features.precision);
 }
 
 void expect_ledgers_equal_the_estimate(ModelKind model, std::int64_t threshold) {

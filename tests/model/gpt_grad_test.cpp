@@ -69,7 +69,9 @@ TEST(GptGrad, LossMatchesTheDoubleReferenceAndChanceAtInit) {
   auto grads = zeros_like(params);
   test::forward(model, batch, params);
   const auto logits = test::ref_gpt_logits(kConfig, to_double(params), batch);
-  for (std::size_t i = 0; i < logits.size(); ++i) EXPECT_NEAR(model.logits()[i], logits[i], 2e-6);
+  const std::vector<float> model_logits = model.logits();
+  ASSERT_EQ(model_logits.size(), logits.size());
+  for (std::size_t i = 0; i < logits.size(); ++i) EXPECT_NEAR(model_logits[i], logits[i], 2e-6);
   const float loss = test::backward(model, params, grads);
   EXPECT_NEAR(loss, test::ref_gpt_loss(kConfig, to_double(params), batch), 2e-6);
   EXPECT_EQ(model.loss(), loss);  // asking again returns the same loss

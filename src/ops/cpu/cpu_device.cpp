@@ -85,10 +85,10 @@ void CpuDevice::do_gelu_backward(std::span<const float> x, std::span<const float
   }
 }
 
-float CpuDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
-                                                   std::span<const std::int64_t> labels,
-                                                   std::span<float> dlogits, std::int64_t rows,
-                                                   std::int64_t classes) {
+double CpuDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
+                                                    std::span<const std::int64_t> labels,
+                                                    std::span<float> dlogits, std::int64_t rows,
+                                                    std::int64_t classes, std::int64_t mean_rows) {
   double loss_sum = 0.0;
   for (std::int64_t r = 0; r < rows; ++r) {
     // logits row r is [classes]
@@ -107,10 +107,10 @@ float CpuDevice::do_cross_entropy_forward_backward(std::span<const float> logits
     for (std::int64_t c = 0; c < classes; ++c) {
       const double softmax = std::exp(row[c] - max_logit) / exp_sum;
       const double target = c == label ? 1.0 : 0.0;
-      drow[c] = static_cast<float>((softmax - target) / static_cast<double>(rows));
+      drow[c] = static_cast<float>((softmax - target) / static_cast<double>(mean_rows));
     }
   }
-  return static_cast<float>(loss_sum / static_cast<double>(rows));
+  return loss_sum;
 }
 
 }  // namespace zl

@@ -35,6 +35,7 @@ class CpuDevice : public Device {
                std::int64_t elems) override;
   void add(void* acc, const void* addend, DType dtype, std::int64_t elems) override;
   void scale(std::span<float> x, float factor) override;
+  void round_to(std::span<float> x, DType dtype) override;
   void divide(std::span<float> x, float divisor) override;
   void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) override;
   void adamw_update(std::span<float> params, std::span<const float> grads, std::span<float> exp_avg,
@@ -59,12 +60,12 @@ class CpuDevice : public Device {
   /// dx = dy * (Phi(x) + x phi(x)), evaluated in double and rounded once to float.
   void do_gelu_backward(std::span<const float> x, std::span<const float> dy,
                         std::span<float> dx) override;
-  /// Per row: max-subtracted log-sum-exp in double; loss = (sum of row losses) / rows and
-  /// dlogits = (softmax - onehot) / rows.
-  float do_cross_entropy_forward_backward(std::span<const float> logits,
-                                          std::span<const std::int64_t> labels,
-                                          std::span<float> dlogits, std::int64_t rows,
-                                          std::int64_t classes) override;
+  /// Per row: max-subtracted log-sum-exp in double; the row losses summed in row order and
+  /// dlogits = (softmax - onehot) / mean_rows.
+  double do_cross_entropy_forward_backward(std::span<const float> logits,
+                                           std::span<const std::int64_t> labels,
+                                           std::span<float> dlogits, std::int64_t rows,
+                                           std::int64_t classes, std::int64_t mean_rows) override;
 
   // ---- GPT-2 kernels (cpu_gpt_kernels.cpp, cpu_attention.cpp): plain loops in a fixed order,
   // sums in double and rounded once to float, except the Conv1D products, which go through

@@ -89,6 +89,16 @@ void CpuDevice::divide(std::span<float> x, float divisor) {
   for (float& value : x) value = value / divisor;
 }
 
+void CpuDevice::round_to(std::span<float> x, DType dtype) {
+  check_training_dtype(dtype);
+  if (dtype == DType::F32) return;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    std::uint16_t half = 0;
+    store(dtype, &half, 0, x[i]);
+    x[i] = load(dtype, &half, 0);
+  }
+}
+
 void CpuDevice::append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) {
   zl::append_block_sumsq(grads, partials);
 }

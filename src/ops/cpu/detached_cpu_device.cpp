@@ -225,6 +225,10 @@ void DetachedCpuDevice::divide(std::span<float> x, float divisor) {
   CpuDevice::divide(view(x), divisor);
 }
 
+void DetachedCpuDevice::round_to(std::span<float> x, DType dtype) {
+  CpuDevice::round_to(view(x), dtype);
+}
+
 void DetachedCpuDevice::append_block_sumsq(std::span<const float> grads,
                                            std::vector<double>& partials) {
   CpuDevice::append_block_sumsq(view(grads), partials);
@@ -261,13 +265,13 @@ void DetachedCpuDevice::do_gelu_backward(std::span<const float> x, std::span<con
   CpuDevice::do_gelu_backward(view(x), view(dy), view(dx));
 }
 
-float DetachedCpuDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
-                                                           std::span<const std::int64_t> labels,
-                                                           std::span<float> dlogits,
-                                                           std::int64_t rows,
-                                                           std::int64_t classes) {
+double DetachedCpuDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
+                                                            std::span<const std::int64_t> labels,
+                                                            std::span<float> dlogits,
+                                                            std::int64_t rows, std::int64_t classes,
+                                                            std::int64_t mean_rows) {
   return CpuDevice::do_cross_entropy_forward_backward(view(logits), view(labels), view(dlogits),
-                                                      rows, classes);
+                                                      rows, classes, mean_rows);
 }
 
 void DetachedCpuDevice::do_embedding_forward(std::span<const std::int64_t> tokens,

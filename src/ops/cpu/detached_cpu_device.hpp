@@ -65,6 +65,8 @@ class DetachedCpuDevice final : public CpuDevice {
   void scale(std::span<float> x, float factor) override;
   /// CpuDevice::divide on this device's memory.
   void divide(std::span<float> x, float divisor) override;
+  /// CpuDevice::round_to on this device's memory.
+  void round_to(std::span<float> x, DType dtype) override;
   /// CpuDevice::append_block_sumsq of device gradients into the host vector `partials`.
   void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) override;
   /// CpuDevice::adamw_update on four spans of this device's memory.
@@ -91,10 +93,10 @@ class DetachedCpuDevice final : public CpuDevice {
                         std::span<float> dx) override;
   /// CpuDevice::cross_entropy_forward_backward on this device's memory; the loss comes back to
   /// the host.
-  float do_cross_entropy_forward_backward(std::span<const float> logits,
-                                          std::span<const std::int64_t> labels,
-                                          std::span<float> dlogits, std::int64_t rows,
-                                          std::int64_t classes) override;
+  double do_cross_entropy_forward_backward(std::span<const float> logits,
+                                           std::span<const std::int64_t> labels,
+                                           std::span<float> dlogits, std::int64_t rows,
+                                           std::int64_t classes, std::int64_t mean_rows) override;
   /// CpuDevice::embedding_forward on this device's memory.
   void do_embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
                             std::span<const float> wpe, std::span<float> x, std::int64_t batch,

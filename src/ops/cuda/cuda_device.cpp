@@ -339,6 +339,13 @@ void CudaDevice::divide(std::span<float> x, float divisor) {
   cuda::divide(x.data(), divisor, static_cast<std::int64_t>(x.size()), stream_);
 }
 
+void CudaDevice::round_to(std::span<float> x, DType dtype) {
+  check_training_dtype("round_to", dtype);
+  if (dtype == DType::F32) return;
+  select();
+  cuda::round_to(x.data(), dtype, static_cast<std::int64_t>(x.size()), stream_);
+}
+
 void CudaDevice::adamw_update_rounded(std::span<float> master, std::span<const float> grads,
                                       std::span<float> exp_avg, std::span<float> exp_avg_sq,
                                       const AdamWScalars& scalars, void* rounded,
@@ -425,14 +432,14 @@ void CudaDevice::do_gelu_tanh_backward(std::span<const float> x, std::span<const
 
 // ---- loss and embeddings ----
 
-float CudaDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
-                                                    std::span<const std::int64_t> labels,
-                                                    std::span<float> dlogits, std::int64_t rows,
-                                                    std::int64_t classes) {
+double CudaDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
+                                                     std::span<const std::int64_t> labels,
+                                                     std::span<float> dlogits, std::int64_t rows,
+                                                     std::int64_t classes, std::int64_t mean_rows) {
   select();
   auto* row_losses = static_cast<double*>(scratch(static_cast<std::size_t>(rows) * sizeof(double)));
   cuda::cross_entropy(logits.data(), labels.data(), dlogits.data(), row_losses, reset_bad_index(),
-                      rows, classes, stream_);
+                      rows, classes, mean_rows, stream_);
   std::vector<double> host_losses(static_cast<std::size_t>(rows));
   ZL_CUDA_CHECK(cudaMemcpyAsync(host_losses.data(), row_losses, host_losses.size() * sizeof(double),
                                 cudaMemcpyDeviceToHost, stream_));
@@ -446,7 +453,7 @@ float CudaDevice::do_cross_entropy_forward_backward(std::span<const float> logit
   // The row losses summed in row order in double, as CpuDevice does.
   double loss_sum = 0.0;
   for (const double row_loss : host_losses) loss_sum += row_loss;
-  return static_cast<float>(loss_sum / static_cast<double>(rows));
+  return loss_sum;
 }
 
 void CudaDevice::do_embedding_forward(std::span<const std::int64_t> tokens,

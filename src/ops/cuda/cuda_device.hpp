@@ -125,6 +125,8 @@ class CudaDevice final : public Device {
   void add(void* acc, const void* addend, DType dtype, std::int64_t elems) override;
   void scale(std::span<float> x, float factor) override;
   void divide(std::span<float> x, float divisor) override;
+  /// fp32, bf16 or fp16 (throws zl::Error for another dtype); fp32 leaves x as it is.
+  void round_to(std::span<float> x, DType dtype) override;
   /// One thread per block sums in the host's order; the partials come back to the host (waits
   /// for the stream). Throws zl::Error unless `grads` is whole blocks.
   void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) override;
@@ -156,10 +158,10 @@ class CudaDevice final : public Device {
                         std::span<float> dx) override;
   /// One block per row; the row losses come back to the host and are summed in row order in
   /// double, as on the CPU. Waits for the stream.
-  float do_cross_entropy_forward_backward(std::span<const float> logits,
-                                          std::span<const std::int64_t> labels,
-                                          std::span<float> dlogits, std::int64_t rows,
-                                          std::int64_t classes) override;
+  double do_cross_entropy_forward_backward(std::span<const float> logits,
+                                           std::span<const std::int64_t> labels,
+                                           std::span<float> dlogits, std::int64_t rows,
+                                           std::int64_t classes, std::int64_t mean_rows) override;
   /// Waits for the stream to check the tokens (a bad token throws, as on the CPU).
   void do_embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
                             std::span<const float> wpe, std::span<float> x, std::int64_t batch,

@@ -119,8 +119,8 @@ __global__ void gelu_tanh_backward_kernel(const float* x, const float* dy, float
 
 __global__ void cross_entropy_kernel(const float* logits, const std::int64_t* labels,
                                      float* dlogits, double* row_losses,
-                                     unsigned long long* bad_index, std::int64_t rows,
-                                     std::int64_t classes) {
+                                     unsigned long long* bad_index, std::int64_t classes,
+                                     std::int64_t mean_rows) {
   __shared__ double partials[32];
   const std::int64_t r = blockIdx.x;
   const std::int64_t label = labels[r];
@@ -145,7 +145,7 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int64_t* la
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
     const double softmax = exp(row[c] - max_logit) / exp_sum;
     const double target = c == label ? 1.0 : 0.0;
-    drow[c] = static_cast<float>((softmax - target) / static_cast<double>(rows));
+    drow[c] = static_cast<float>((softmax - target) / static_cast<double>(mean_rows));
   }
 }
 
@@ -345,9 +345,9 @@ void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::int64_t
 
 void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogits,
                    double* row_losses, unsigned long long* bad_index, std::int64_t rows,
-                   std::int64_t classes, cudaStream_t stream) {
+                   std::int64_t classes, std::int64_t mean_rows, cudaStream_t stream) {
   cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
-      logits, labels, dlogits, row_losses, bad_index, rows, classes);
+      logits, labels, dlogits, row_losses, bad_index, classes, mean_rows);
   cuda_check_launch("cross_entropy");
 }
 

@@ -37,11 +37,12 @@ void gelu_tanh_forward(const float* x, float* y, std::int64_t elems, cudaStream_
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::int64_t elems,
                         cudaStream_t stream);
 
-/// One block per row: writes dlogits = (softmax - onehot) / rows and row_losses[r] (double);
-/// a label outside [0, classes) records its row in bad_index and leaves that row untouched.
+/// One block per row: writes dlogits = (softmax - onehot) / mean_rows and row_losses[r]
+/// (double); a label outside [0, classes) records its row in bad_index and leaves that row
+/// untouched.
 void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogits,
                    double* row_losses, unsigned long long* bad_index, std::int64_t rows,
-                   std::int64_t classes, cudaStream_t stream);
+                   std::int64_t classes, std::int64_t mean_rows, cudaStream_t stream);
 
 /// x[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]; a bad token records its flat index b*T + t.
 void embedding_forward(const std::int64_t* tokens, const float* wte, const float* wpe, float* x,
@@ -94,6 +95,9 @@ void scale(float* x, float factor, std::int64_t elems, cudaStream_t stream);
 
 /// x[i] = x[i] / divisor (one IEEE float division each).
 void divide(float* x, float divisor, std::int64_t elems, cudaStream_t stream);
+
+/// x[i] = x[i] rounded to bf16 or fp16 (nearest even) and widened back to fp32, in place.
+void round_to(float* x, DType dtype, std::int64_t elems, cudaStream_t stream);
 
 /// partials[b] = sum over i in block b of (double) g[i] squared, i in order: one thread per block
 /// of `block_elems`, so each partial is append_block_sumsq's, bit for bit.

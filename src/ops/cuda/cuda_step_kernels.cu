@@ -71,6 +71,14 @@ __global__ void divide_kernel(float* x, float divisor, std::int64_t elems) {
   for (std::int64_t i = first_index(); i < elems; i += stride()) x[i] = __fdiv_rn(x[i], divisor);
 }
 
+__global__ void round_to_kernel(float* x, DType dtype, std::int64_t elems) {
+  for (std::int64_t i = first_index(); i < elems; i += stride()) {
+    std::uint16_t half = 0;
+    store_f32(&half, dtype, 0, x[i]);
+    x[i] = load_f32(&half, dtype, 0);
+  }
+}
+
 // optim/grad_norm.cpp's append_block_sumsq, one block of the gradient per thread.
 __global__ void block_sumsq_kernel(const float* grads, double* partials, std::int64_t blocks,
                                    std::int64_t block_elems) {
@@ -110,6 +118,12 @@ void divide(float* x, float divisor, std::int64_t elems, cudaStream_t stream) {
   if (elems == 0) return;
   divide_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, divisor, elems);
   cuda_check_launch("divide");
+}
+
+void round_to(float* x, DType dtype, std::int64_t elems, cudaStream_t stream) {
+  if (elems == 0) return;
+  round_to_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, dtype, elems);
+  cuda_check_launch("round_to");
 }
 
 void block_sumsq(const float* grads, double* partials, std::int64_t blocks,
