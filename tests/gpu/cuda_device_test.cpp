@@ -157,6 +157,24 @@ TEST_F(GpuDeviceTest, CrossEntropyMatchesCpu) {
   }
 }
 
+// A chunk of a larger batch, as the GPT's 16-bit LM head runs it: dlogits divide by the whole
+// batch's rows and the chunk's loss sum comes back in double.
+TEST_F(GpuDeviceTest, CrossEntropyOfAChunkMatchesCpu) {
+  constexpr std::int64_t kRows = 5, kBatchRows = 12, kClasses = 700;
+  const auto logits = random_floats(kRows * kClasses, 18, -8.0f, 8.0f);
+  std::vector<std::int64_t> labels(kRows);
+  for (std::int64_t r = 0; r < kRows; ++r) labels[r] = (r * 97) % kClasses;
+  std::vector<float> dlogits(kRows * kClasses);
+  const double sum = cpu_.cross_entropy_sum_forward_backward(logits, labels, dlogits, kRows,
+                                                             kClasses, kBatchRows);
+  Buffer glogits = upload(*gpu_, logits), glabels = upload(*gpu_, labels, DType::I64);
+  const double gpu_sum = gpu_->cross_entropy_sum_forward_backward(
+      cspan_of(glogits), glabels.as<std::int64_t>(), span_of(glogits), kRows, kClasses,
+      kBatchRows);  // in place, as the GPT writes the gradient over the logits
+  EXPECT_NEAR(gpu_sum, sum, kTolerance * std::abs(sum));
+  expect_close(download(*gpu_, glogits), dlogits, kTolerance, "dlogits");
+}
+
 TEST_F(GpuDeviceTest, EmbeddingsMatchCpuBitForBit) {
   constexpr std::int64_t kBatch = 3, kSeq = 11, kChannels = 40, kVocab = 17;
   std::vector<std::int64_t> tokens(kBatch * kSeq);

@@ -1,7 +1,7 @@
 // step_kernels_test.cpp — the CUDA Device's memory calls and step work (ops/device.hpp) against the
 // CPU Device, bit for bit: copies round trip, fill_zero, convert between every pair of training
 // dtypes on every 16-bit pattern and on fp32 specials (NaN payloads, infinities, subnormals, ties),
-// add in each dtype, scale, divide, the gradient norm's block sums of squares and AdamW. Results of
+// add in each dtype, scale, divide, round_to, the gradient norm's block sums of squares and AdamW. Results of
 // arithmetic on NaN match any NaN (the GPU makes NaN canonical); conversions match every bit.
 #include <gtest/gtest.h>
 
@@ -192,6 +192,18 @@ TEST_F(GpuStepWork, ScaleAndDivideGiveTheHostBits) {
     gpu_->divide(g.as<float>(), divisor);
     expect_same(download_bytes(*gpu_, g), stored_as(cpu_x, DType::F32), DType::F32, true,
                 "divide by " + std::to_string(divisor));
+  }
+}
+
+TEST_F(GpuStepWork, RoundToGivesTheHostBits) {
+  const auto values = float_specials(76);
+  for (const DType dtype : kTrainingDtypes) {
+    std::vector<float> cpu_x = values;
+    cpu_.round_to(cpu_x, dtype);
+    Buffer g = test::upload(*gpu_, values);
+    gpu_->round_to(g.as<float>(), dtype);
+    expect_same(download_bytes(*gpu_, g), stored_as(cpu_x, DType::F32), DType::F32, false,
+                std::string("round_to ") + std::string(dtype_name(dtype)));
   }
 }
 

@@ -8,9 +8,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numbers>
+#include <span>
+#include <utility>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "grad_check.hpp"
@@ -184,6 +188,49 @@ TEST(CpuDevice, CrossEntropyBackwardMatchesFiniteDifferences) {
   const auto numeric = central_differences(mean_loss, to_double(logits), kStep);
   test::expect_gradient_ok("cross-entropy dlogits",
                            check_gradient(dlogits, numeric, kAbsTol, kRelTol));
+}
+
+// A batch in chunks: each chunk's dlogits divide by the whole batch's rows, and the chunks' loss
+// sums add up to the whole batch's mean (the rows' losses in the same order, in double).
+TEST(CpuDevice, CrossEntropyInChunksIsTheWholeBatch) {
+  CpuDevice device;
+  const std::int64_t rows = 7, classes = 5;
+  const auto logits = normals(9, rows * classes, 2.0f);
+  const std::vector<std::int64_t> labels = {0, 4, 2, 2, 1, 3, 4};
+  std::vector<float> whole(rows * classes), chunked(rows * classes);
+  const float loss = device.cross_entropy_forward_backward(logits, labels, whole, rows, classes);
+  double sum = 0.0;
+  for (const auto& [first, count] : {std::pair{0, 4}, std::pair{4, 3}}) {
+    sum += device.cross_entropy_sum_forward_backward(
+        std::span(logits).subspan(first * classes, count * classes),
+        std::span(labels).subspan(first, count),
+        std::span(chunked).subspan(first * classes, count * classes), count, classes, rows);
+  }
+  EXPECT_EQ(chunked, whole);
+  EXPECT_EQ(static_cast<float>(sum / rows), loss);
+  EXPECT_THROW(device.cross_entropy_sum_forward_backward(logits, labels, chunked, rows, classes,
+                                                         rows - 1),
+               Error);
+}
+
+// round_to leaves the value a 16-bit copy holds: to nearest even, NaN and infinity kept.
+TEST(CpuDevice, RoundToGivesTheSixteenBitValue) {
+  CpuDevice device;
+  const std::vector<float> values = {1.00390625f, 1.01171875f, 65520.0f, -3.3e38f, 1e-8f,
+                                     std::numeric_limits<float>::infinity(), 0.1f};
+  std::vector<float> bf16 = values, fp16 = values, fp32 = values;
+  device.round_to(bf16, DType::BF16);
+  device.round_to(fp16, DType::F16);
+  device.round_to(fp32, DType::F32);
+  EXPECT_EQ(fp32, values);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    EXPECT_EQ(bf16[i], bf16_to_f32(f32_to_bf16(values[i]))) << values[i];
+    EXPECT_EQ(fp16[i], f16_to_f32(f32_to_f16(values[i]))) << values[i];
+  }
+  EXPECT_EQ(bf16[0], 1.0f);       // a tie rounds to the even neighbour
+  EXPECT_EQ(bf16[1], 1.015625f);  // and the other tie up to it
+  EXPECT_TRUE(std::isinf(fp16[2]));
+  EXPECT_THROW(device.round_to(bf16, DType::I64), Error);
 }
 
 TEST(CpuDevice, CrossEntropyStaysFiniteForHugeLogits) {
