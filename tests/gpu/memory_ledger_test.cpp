@@ -1,9 +1,10 @@
 // memory_ledger_test.cpp — the CUDA Device's memory ledger against the driver: every cudaMalloc a
 // buffer makes is booked under its category, and cudaMemGetInfo's count of used bytes covers the
 // ledger (plus the device's own scratch) to within a page per allocation and the runtime's slack.
-// The consistency rule itself is tested without a GPU.
+// Freed blocks are reused in stream order. The consistency rule itself is tested without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -76,6 +77,33 @@ TEST(GpuMemoryLedger, BooksEveryCategoryAndAgreesWithTheDriver) {
   EXPECT_EQ(device.cached_bytes(), 0);
   device.check_memory_ledger();
   EXPECT_LT(device.memory_check().driver_used_bytes, before + 1280 * kMiB);
+}
+
+// A block freed while a side stream still writes it is reused only after that write: 256 MiB
+// set to 0xAB on the side stream, freed at once (no wait), taken again at the same size, and
+// zeroed on the compute stream, which must wait for the side stream's event first.
+TEST(GpuMemoryLedger, FreedBlocksAreReusedInStreamOrder) {
+  ZL_REQUIRE_GPU();
+  CudaDevice device(0);
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
+  device.add_side_stream(side);
+  constexpr std::int64_t kElems = 256 * kMiB / 4;
+  void* first = nullptr;
+  {
+    Buffer buffer = device.alloc(MemCategory::Activations, DType::F32, {kElems});
+    first = buffer.data();
+    device.synchronize();  // the allocation's own memset is done before the side stream writes
+    ASSERT_EQ(cudaMemsetAsync(buffer.data(), 0xAB, static_cast<std::size_t>(buffer.bytes()), side),
+              cudaSuccess);
+  }
+  const Buffer again = device.alloc(MemCategory::Activations, DType::F32, {kElems});
+  EXPECT_EQ(again.data(), first);
+  const auto values = test::download(device, again);
+  EXPECT_EQ(std::count(values.begin(), values.end(), 0.0f), kElems);
+  device.remove_side_stream(side);
+  cudaStreamSynchronize(side);
+  cudaStreamDestroy(side);
 }
 
 TEST(GpuMemoryLedger, MissingDeviceIsAOneLineError) {

@@ -84,12 +84,16 @@ NcclComm::NcclComm(CudaDevice& device, const NcclBootstrap& bootstrap)
     std::error_code ignored;  // a file already gone is fine
     std::filesystem::remove(bootstrap.id_file_to_remove, ignored);
   }
+  // Collectives read and write the device's buffers on comm_stream_: a buffer freed while one is
+  // queued is reused only after it.
+  device_.add_side_stream(comm_stream_);
 }
 
 NcclComm::~NcclComm() {
   // Destructors do not throw: NCCL and CUDA failures here can only be reported.
   cudaSetDevice(device_.device_index());
   cudaStreamSynchronize(comm_stream_);
+  device_.remove_side_stream(comm_stream_);
   if (comm_ != nullptr) {
     const ncclResult_t status = nccl().CommDestroy(comm_);
     if (status != ncclSuccess) {

@@ -1,5 +1,5 @@
-// cuda_device.cpp — CudaDevice's host side: the GPU, stream and cuBLAS handle; cudaMalloc'd
-// buffers and the ledger check against cudaMemGetInfo; copies between host and device; the
+// cuda_device.cpp — CudaDevice's host side: the GPU, stream and cuBLAS handle (its memory is
+// cuda_device_memory.cpp's); copies between host and device; the
 // row-major GEMMs through cuBLAS; launches of the kernels in cuda_kernels.cu, cuda_attention.cu,
 // cuda_step_kernels.cu and adamw_cuda.cu, with the checks that are CUDA's own (cuBLAS's 32-bit
 // sizes, tokens and labels read on the GPU); the checks every device runs are ops/device.cpp's.
@@ -28,12 +28,6 @@ namespace {
 // cuBLAS's workspace, set explicitly so the ledger check counts it (cuBLAS would otherwise take
 // its own, unseen): 32 MiB, what cuBLAS itself recommends for Hopper.
 constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
-
-std::int64_t driver_used_bytes() {
-  std::size_t free_bytes = 0, total_bytes = 0;
-  ZL_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  return static_cast<std::int64_t>(total_bytes - free_bytes);
-}
 
 int as_int(std::int64_t value, const char* what) {
   ZL_CHECK(value >= 0 && value <= std::numeric_limits<int>::max(),
@@ -85,7 +79,7 @@ CudaDevice::~CudaDevice() {
   // Destructors do not throw: failures here can only be reported.
   cudaSetDevice(device_index_);
   cudaStreamSynchronize(stream_);
-  for (const auto& [bytes, ptr] : cache_) cudaFree(ptr);
+  free_cache_unchecked();
   if (scratch_ != nullptr) cudaFree(scratch_);
   cudaFree(bad_index_);
   if (cublas_ != nullptr) cublas().Destroy(cublas_);
@@ -97,88 +91,9 @@ void CudaDevice::select() const {
   ZL_CUDA_CHECK(cudaSetDevice(device_index_));
 }
 
-void* CudaDevice::allocate(std::size_t bytes) {
-  select();
-  void* ptr = nullptr;
-  if (const auto cached = cache_.find(bytes); cached != cache_.end()) {
-    ptr = cached->second;
-    cache_.erase(cached);
-  } else if (cudaMalloc(&ptr, bytes) != cudaSuccess) {
-    (void)cudaGetLastError();  // the failed cudaMalloc's error is not sticky; clear it anyway
-    release_cache();
-    ZL_CUDA_CHECK(cudaMalloc(&ptr, bytes));
-  }
-  ZL_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
-  ++live_allocations_;
-  return ptr;
-}
-
-void CudaDevice::deallocate(void* ptr, std::size_t bytes) {
-  cudaSetDevice(device_index_);
-  --live_allocations_;
-  const cudaError_t status = cudaDeviceSynchronize();
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "zerolab: waiting for CUDA device %d to free %zu bytes failed: %s\n",
-                 device_index_, bytes, cudaGetErrorString(status));
-    cudaFree(ptr);
-    return;
-  }
-  cache_.emplace(bytes, ptr);
-}
-
-void CudaDevice::release_cache() {
-  select();
-  ZL_CUDA_CHECK(cudaDeviceSynchronize());
-  for (const auto& [bytes, ptr] : cache_) ZL_CUDA_CHECK(cudaFree(ptr));
-  cache_.clear();
-}
-
-std::int64_t CudaDevice::cached_bytes() const {
-  std::int64_t bytes = 0;
-  for (const auto& [block_bytes, ptr] : cache_) bytes += static_cast<std::int64_t>(block_bytes);
-  return bytes;
-}
-
 void CudaDevice::synchronize() {
   select();
   ZL_CUDA_CHECK(cudaStreamSynchronize(stream_));
-}
-
-DeviceMemoryCheck CudaDevice::memory_check() {
-  synchronize();
-  DeviceMemoryCheck check;
-  check.ledger_bytes = ledger().total_current_bytes();
-  check.internal_bytes = static_cast<std::int64_t>(cublas_workspace_bytes_ + scratch_bytes_ +
-                                                   sizeof(unsigned long long)) +
-                         cached_bytes();
-  check.allocations = live_allocations_ + static_cast<std::int64_t>(cache_.size()) + 2 +
-                      (scratch_ != nullptr ? 1 : 0);
-  check.driver_used_bytes = driver_used_bytes() - baseline_used_bytes_;
-  return check;
-}
-
-void CudaDevice::check_memory_ledger() {
-  const DeviceMemoryCheck check = memory_check();
-  ZL_CHECK(check.consistent(),
-           "CUDA device {}: the memory ledger books {} bytes and the device's scratch {} bytes in "
-           "{} allocations, but cudaMemGetInfo counts {} bytes taken since the device was made: "
-           "something allocates outside the ledger (or another process shares the GPU)",
-           device_index_, check.ledger_bytes, check.internal_bytes, check.allocations,
-           check.driver_used_bytes);
-}
-
-void* CudaDevice::scratch(std::size_t bytes) {
-  if (bytes <= scratch_bytes_) return scratch_;
-  select();
-  if (scratch_ != nullptr) {
-    ZL_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier kernels may still read it
-    ZL_CUDA_CHECK(cudaFree(scratch_));
-    scratch_ = nullptr;
-    scratch_bytes_ = 0;
-  }
-  ZL_CUDA_CHECK(cudaMalloc(&scratch_, bytes));
-  scratch_bytes_ = bytes;
-  return scratch_;
 }
 
 unsigned long long* CudaDevice::reset_bad_index() {

@@ -67,9 +67,17 @@ class CudaDevice final : public Device {
   /// so after the first one no step calls cudaMalloc or cudaFree.
   void* allocate(std::size_t bytes) override;
   /// Keeps the block for the next allocate of the same size (as PyTorch's caching allocator
-  /// does), after waiting for the whole device, as cudaFree would: no kernel or copy on any stream
-  /// still uses it. Never throws (it runs in destructors): a failure is printed to stderr.
+  /// does) without waiting: the compute stream orders its reuse after every kernel queued before
+  /// the free, and an event recorded on each side stream (add_side_stream) orders it after their
+  /// work too. Never throws (it runs in destructors): a failure is printed to stderr and the
+  /// block given back with cudaFree, which waits for the device.
   void deallocate(void* ptr, std::size_t bytes) override;
+  /// Registers a stream other than stream() that may read or write this device's buffers (a
+  /// communication stream), so that a block freed while its work is queued is not reused before
+  /// that work is done. The stream must outlive its registration.
+  void add_side_stream(cudaStream_t stream);
+  /// Undoes add_side_stream (blocks freed before keep their events).
+  void remove_side_stream(cudaStream_t stream);
   /// Gives every cached block back to the driver (torch.cuda.empty_cache()).
   void release_cache();
   /// Bytes in cached blocks: held from the driver, booked in no ledger category.
@@ -228,6 +236,16 @@ class CudaDevice final : public Device {
   std::int64_t read_bad_index();
   // Makes this device's GPU current on the calling thread.
   void select() const;
+  // The driver's used bytes on this GPU (cudaMemGetInfo).
+  static std::int64_t driver_used_bytes();
+  // Gives every cached block back to the driver and destroys its events, reporting nothing.
+  void free_cache_unchecked();
+
+  // A freed block and the events that mark the side streams' work queued before its free.
+  struct CachedBlock {
+    void* ptr = nullptr;
+    std::vector<cudaEvent_t> side_work;
+  };
 
   int device_index_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -238,7 +256,8 @@ class CudaDevice final : public Device {
   std::size_t scratch_bytes_ = 0;
   unsigned long long* bad_index_ = nullptr;  // one word of device memory
   std::int64_t live_allocations_ = 0;        // buffers handed out by allocate, not yet freed
-  std::multimap<std::size_t, void*> cache_;  // deallocated blocks by size, for allocate
+  std::multimap<std::size_t, CachedBlock> cache_;  // deallocated blocks by size, for allocate
+  std::vector<cudaStream_t> side_streams_;         // add_side_stream
   std::int64_t baseline_used_bytes_ = 0;     // driver's used bytes once this device was set up
   bool bf16_gemms_ = false;                  // set_bf16_gemms
 };
