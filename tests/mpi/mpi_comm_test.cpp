@@ -55,5 +55,31 @@ TEST(MpiFailure, AThrowingRankAbortsTheJobWithItsMessage) {
       << run.out << run.err;
 }
 
+// Rank 2 makes an all_gather where the others make their 51st all_reduce: every rank stops at
+// that call naming both, as on the sim, instead of a crash or a hang inside MPI.
+TEST(MpiFailure, RanksOnDifferentCodePathsFailNamingTheCall) {
+  const auto run = launch(4, fmt::format("{} diverge", ZL_RANK_FAILURE));
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.exit_code, 124) << "the job hung until timeout killed it";
+  EXPECT_NE(run.err.find("collective mismatch at call #51: rank 0 called all_reduce(fp32, 1000 "
+                         "elems, max) but rank 2 called all_gather(fp32, 1000 elems)"),
+            std::string::npos)
+      << run.out << run.err;
+}
+
+// Rank 2 stops calling: the others give up after the 2 s collective timeout, naming the call.
+TEST(MpiFailure, AStalledRankEndsTheJobAfterTheCollectiveTimeout) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto run = launch(4, fmt::format("{} stall", ZL_RANK_FAILURE));
+  const auto seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.exit_code, 124) << "the job hung until timeout killed it";
+  EXPECT_LT(seconds, kJobLimitSeconds);
+  EXPECT_NE(run.err.find("timeout after 2000 ms"), std::string::npos) << run.out << run.err;
+  EXPECT_NE(run.err.find("waits in call #51 all_reduce(fp32, 1000 elems, max)"), std::string::npos)
+      << run.out << run.err;
+}
+
 }  // namespace
 }  // namespace zl

@@ -144,8 +144,11 @@ void mpi_abort(std::string_view message) {
   std::abort();  // MPI_Abort does not return; this is for the compiler
 }
 
-MpiComm::MpiComm(MpiReduce mode, const TimelineOptions& timeline)
-    : mode_(mode), timeline_(mpi_world_size(), timeline) {
+MpiComm::MpiComm(MpiReduce mode, const TimelineOptions& timeline,
+                 std::chrono::milliseconds timeout)
+    : mode_(mode), timeout_(timeout), timeline_(mpi_world_size(), timeline) {
+  ZL_CHECK(timeout.count() > 0, "a collective timeout of {} ms is invalid: use a positive one",
+           timeout.count());
   MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &world_);
@@ -169,6 +172,7 @@ MpiComm::~MpiComm() {
 void MpiComm::run_call(const CallDesc& call, const std::function<void()>& transfer) {
   check_call_arguments(call, world_);  // this rank's own errors, before any rank is waited for
   const double ready_ms = timeline_.before_call();
+  agree(++agreed_, call);
   transfer();
   const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(call.dtype));
   const std::int64_t buffer_elems = ring_buffer_elems(call, world_);
@@ -329,6 +333,7 @@ void MpiComm::reduce_scatter_native(const void* send, void* recv, std::size_t re
 std::vector<std::string> MpiComm::gather_to_root(std::string_view bytes) {
   ZL_CHECK(bytes.size() <= static_cast<std::size_t>(INT_MAX),
            "gather_to_root of {} bytes is too large for one MPI call", bytes.size());
+  agree(++agreed_, {}, "gather_to_root");
   const int own_bytes = static_cast<int>(bytes.size());
   const bool is_root = rank_ == 0;
   std::vector<int> sizes(is_root ? static_cast<std::size_t>(world_) : 0);
@@ -354,6 +359,7 @@ std::vector<std::string> MpiComm::gather_to_root(std::string_view bytes) {
 std::string MpiComm::broadcast_from_root(std::string_view bytes) {
   ZL_CHECK(bytes.size() <= static_cast<std::size_t>(INT_MAX),
            "broadcast_from_root of {} bytes is too large for one MPI call", bytes.size());
+  agree(++agreed_, {}, "broadcast_from_root");
   int size = static_cast<int>(bytes.size());
   MPI_Bcast(&size, 1, MPI_INT, 0, comm_);
   std::string out = rank_ == 0 ? std::string(bytes) : std::string(static_cast<std::size_t>(size), '\0');

@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -46,8 +47,13 @@ int mpi_world_rank();
 class MpiComm final : public Comm {
  public:
   /// This process's rank of MPI_COMM_WORLD (initialising MPI if needed), reducing as `mode` says,
-  /// with a timeline kept under `timeline` (started now).
-  explicit MpiComm(MpiReduce mode, const TimelineOptions& timeline = {});
+  /// with a timeline kept under `timeline` (started now). Before every collective the ranks
+  /// check, in one small all-reduce, that they all make the same call (the sim's check: kind, op,
+  /// dtype, count, root); a mismatch throws zl::Error on every rank naming the call number and
+  /// each side's call, and a rank that waits longer than `timeout` for the others ends the job
+  /// (mpi_abort) naming the call it waits in.
+  explicit MpiComm(MpiReduce mode, const TimelineOptions& timeline = {},
+                   std::chrono::milliseconds timeout = std::chrono::seconds(120));
   /// Frees the duplicated communicator and the user ops.
   ~MpiComm() override;
   MpiComm(const MpiComm&) = delete;
@@ -81,8 +87,15 @@ class MpiComm final : public Comm {
   std::string broadcast_from_root(std::string_view bytes);
 
  private:
-  // Checks `call`, runs `transfer`, then records the call's ring volume and timeline span.
+  // Checks `call`, agrees on it with every rank, runs `transfer`, then records the call's ring
+  // volume and timeline span.
   void run_call(const CallDesc& call, const std::function<void()>& transfer);
+  // Every rank's call `call_number` is `call` (described by `name` for gather_to_root and
+  // broadcast_from_root, which are not CallDescs); throws zl::Error naming the first rank whose
+  // call differs, on every rank.
+  void agree(std::int64_t call_number, const CallDesc& call, std::string_view name = {});
+  // Waits for `request` until the timeout; past it, ends the job naming the call.
+  void wait_or_abort(MPI_Request& request, std::int64_t call_number, std::string_view what);
   // Deterministic mode: the rank-order reductions.
   void all_reduce_rank_order(void* data, std::size_t count, DType dtype, ReduceOp op);
   void reduce_scatter_rank_order(const void* send, void* recv, std::size_t recv_count, DType dtype,
@@ -99,6 +112,8 @@ class MpiComm final : public Comm {
   int rank_ = 0;
   int world_ = 1;
   std::int64_t calls_ = 0;  // collective calls made, the timeline's call numbers
+  std::int64_t agreed_ = 0;  // calls checked by agree(), out-of-band ones included
+  std::chrono::milliseconds timeout_;
   std::map<std::pair<DType, ReduceOp>, MPI_Op> user_ops_;
   RankTimeline timeline_;
 };
