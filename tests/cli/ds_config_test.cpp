@@ -536,7 +536,8 @@ TEST_F(DsConfigCommand, AnUnknownKeyWarnsAndTheRunContinuesUnlessStrict) {
   const CommandResult strict = run_command(command + " --strict --save-final " +
                                            (dir_ / "final.safetensors").string());
   EXPECT_EQ(strict.exit_code, 2);
-  EXPECT_EQ(strict.err, fmt::format("zerolab: error: {} (--strict)\nzerolab: error: {} (--strict)\n",
+  EXPECT_EQ(strict.err, fmt::format("zerolab: error: {}: an error under --strict\n"
+                                    "zerolab: error: {}: an error under --strict\n",
                                     unimplemented, unknown));
   EXPECT_FALSE(fs::exists(dir_ / "final.safetensors"));
 }
