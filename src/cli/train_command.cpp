@@ -330,7 +330,7 @@ CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
     if (args->strict && !args->config_warnings.empty()) {
       std::string lines;
       for (const auto& warning : args->config_warnings) {
-        lines += fmt::format("{}{}: an error under --strict", lines.empty() ? "" : "\n", warning);
+        lines += fmt::format("{}{}; --strict refuses it", lines.empty() ? "" : "\n", warning);
       }
       fail("{}", lines);
     }

@@ -536,8 +536,8 @@ TEST_F(DsConfigCommand, AnUnknownKeyWarnsAndTheRunContinuesUnlessStrict) {
   const CommandResult strict = run_command(command + " --strict --save-final " +
                                            (dir_ / "final.safetensors").string());
   EXPECT_EQ(strict.exit_code, 2);
-  EXPECT_EQ(strict.err, fmt::format("zerolab: error: {}: an error under --strict\n"
-                                    "zerolab: error: {}: an error under --strict\n",
+  EXPECT_EQ(strict.err, fmt::format("zerolab: error: {}; --strict refuses it\n"
+                                    "zerolab: error: {}; --strict refuses it\n",
                                     unimplemented, unknown));
   EXPECT_FALSE(fs::exists(dir_ / "final.safetensors"));
 }
