@@ -41,9 +41,11 @@ CLI::App* add_consolidate_command(CLI::App& app, std::function<int()>& run) {
 
 int run_consolidate(const ConsolidateFlags& flags) {
   const bool hf = !flags.hf.empty();
-  const ConsolidateResult result =
-      hf ? consolidate_hf(flags.checkpoint, flags.hf)
-         : consolidate(flags.checkpoint, flags.out, flags.with_optimizer);
+  // A checkpoint that cannot be read whole is a bad input (exit 3).
+  const ConsolidateResult result = with_error_kind(ErrorKind::Input, [&] {
+    return hf ? consolidate_hf(flags.checkpoint, flags.hf)
+              : consolidate(flags.checkpoint, flags.out, flags.with_optimizer);
+  });
   fmt::print("consolidated step {} of {}: {} tensors, {} parameters{}, {} bytes -> {}\n",
              result.step, flags.checkpoint.string(), result.tensors, result.param_elems,
              flags.with_optimizer ? " with Adam moments" : "", result.output_bytes,

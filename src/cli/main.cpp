@@ -1,5 +1,6 @@
 // main.cpp — the zerolab command: parses the subcommand, runs it, and turns every error into one
-// line on stderr with a non-zero exit (2 for usage errors, 1 for failures while running). Under
+// line on stderr with a non-zero exit: 2 for usage errors (flags, configs, sizes), 3 for a bad
+// input file (data, --init, a checkpoint), 1 for failures while running. Under
 // mpirun every process reads the same command line, so only rank 0's process prints what this
 // catches, and the other ranks wait before they exit (mpirun ends the whole job at the first
 // non-zero exit, which would otherwise race rank 0's line); a rank that fails during training
@@ -41,6 +42,23 @@ int quiet_exit(int exit_code) {
   return exit_code;
 }
 
+// Exit codes, one per kind of failure (docs/usage.md, "Exit codes").
+constexpr int kRuntimeExit = 1;  // a fault while running
+constexpr int kUsageExit = 2;    // the command line or config asks for what cannot be done
+constexpr int kInputExit = 3;    // a file the run reads is wrong
+
+int exit_code(zl::ErrorKind kind) {
+  switch (kind) {
+    case zl::ErrorKind::Usage:
+      return kUsageExit;
+    case zl::ErrorKind::Input:
+      return kInputExit;
+    case zl::ErrorKind::Runtime:
+      break;
+  }
+  return kRuntimeExit;
+}
+
 // An error's message, each of its lines (a config's problems, say) a "zerolab: error:" line.
 void print_error(std::string_view what) {
   std::size_t start = 0;
@@ -67,20 +85,25 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() == 0) return app.exit(error);
-    if (!prints_errors()) return quiet_exit(2);
+    if (!prints_errors()) return quiet_exit(kUsageExit);
     fmt::print(stderr, "zerolab: {}: run 'zerolab {} --help' for the options\n", error.what(),
                app.get_subcommands().empty() ? std::string() : app.get_subcommands().front()->get_name());
-    return 2;
-  } catch (const zl::Error& error) {  // a flag's own check, e.g. --stage 4
-    if (!prints_errors()) return quiet_exit(2);
+    return kUsageExit;
+  } catch (const zl::Error& error) {  // a flag's own check, e.g. --stage 4, or a --config file
+    if (!prints_errors()) return quiet_exit(kUsageExit);
     print_error(error.what());
-    return 2;
+    return kUsageExit;
   }
   try {
     return run();
-  } catch (const std::exception& error) {
-    if (!prints_errors()) return quiet_exit(1);
+  } catch (const zl::Error& error) {
+    const int code = exit_code(error.kind());
+    if (!prints_errors()) return quiet_exit(code);
     print_error(error.what());
-    return 1;
+    return code;
+  } catch (const std::exception& error) {
+    if (!prints_errors()) return quiet_exit(kRuntimeExit);
+    print_error(error.what());
+    return kRuntimeExit;
   }
 }

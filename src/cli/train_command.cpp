@@ -309,11 +309,15 @@ std::string metrics_lines(const TrainConfig& config, const TrainResult& result) 
 TrainConfig settled_config(const TrainArgs& args) {
   TrainConfig config = launch_config(args);
   if (args.checkpoints.resume.empty()) return config;
-  const std::filesystem::path from = resume_step_dir(args.checkpoints);
-  const Manifest manifest = read_manifest(from);
-  for (const std::string& line :
-       settle_resume_settings(config, manifest, from.string(), args.settings_given,
-                              args.checkpoints.override_settings)) {
+  // A checkpoint that cannot be read is a bad input; a flag that contradicts it, a bad request.
+  const std::filesystem::path from =
+      with_error_kind(ErrorKind::Input, [&] { return resume_step_dir(args.checkpoints); });
+  const Manifest manifest = with_error_kind(ErrorKind::Input, [&] { return read_manifest(from); });
+  const std::vector<std::string> taken = with_error_kind(ErrorKind::Usage, [&] {
+    return settle_resume_settings(config, manifest, from.string(), args.settings_given,
+                                  args.checkpoints.override_settings);
+  });
+  for (const std::string& line : taken) {
     fmt::print(stderr, "zerolab: resume: {}\n", line);
   }
   return config;
@@ -351,8 +355,11 @@ CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
   return cmd;
 }
 
-int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
-              const CheckpointPlan& checkpoints) {
+namespace {
+
+// What the command asks for, checked before anything runs: the settings and every output path.
+void check_request(const TrainConfig& config_in, const TrainOutputs& outputs,
+                   const CheckpointPlan& checkpoints) {
   validate(config_in);
   ZL_CHECK(outputs.steps_per_print >= 1, "--steps-per-print {} is invalid: use 1 or more steps",
            outputs.steps_per_print);
@@ -389,6 +396,13 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
   ZL_CHECK(outputs.what_if_world == 0 || config_in.engine != EngineKind::Reference,
            "--what-if-world needs a distributed engine (--stage 0-3): the reference makes no "
            "collective calls");
+}
+
+}  // namespace
+
+int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
+              const CheckpointPlan& checkpoints) {
+  with_error_kind(ErrorKind::Usage, [&] { check_request(config_in, outputs, checkpoints); });
   TrainConfig config = config_in;
   config.record_data = !outputs.save_data.empty();
   config.record_timeline =

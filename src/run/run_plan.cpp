@@ -68,8 +68,12 @@ RunPlan plan_run(const TrainConfig& requested, const CheckpointPlan& checkpoints
            "checkpoints need a distributed engine (--stage 0-3): the reference keeps no shards");
   ZL_CHECK(checkpoints.every_steps >= 0, "--checkpoint-every {} is invalid: use 1 or more steps",
            checkpoints.every_steps);
-  if (config.check_memory) check_memory(config);  // before anything is allocated
-  if (plan.resuming()) plan_resume(plan);
+  // Too large for the machine is the request's fault; a checkpoint, --init or data file that is
+  // wrong is the input's (their exit codes differ).
+  if (config.check_memory) {
+    with_error_kind(ErrorKind::Usage, [&] { check_memory(config); });  // before any allocation
+  }
+  if (plan.resuming()) with_error_kind(ErrorKind::Input, [&] { plan_resume(plan); });
   LrSchedule& schedule = plan.config.lr_schedule;
   if (lr_schedule_decays(schedule.kind) && schedule.total_steps == 0) {
     schedule.total_steps = config.steps;  // the decay ends with the run
@@ -82,22 +86,29 @@ RunPlan plan_run(const TrainConfig& requested, const CheckpointPlan& checkpoints
              checkpoints.dir.string(), steps.empty() ? 0 : steps.back(), plan.start.step,
              checkpoints.dir.string());
   }
-  plan.init = init_tensors(config);
-  if (!config.init_file.empty()) {  // check the file against the model once, before any rank starts
-    CpuDevice device;
-    RankModel check(device, config, plan.init);
-  }
-  if (config.record_data) {
-    size_used_data(config,
-                   (config.steps - plan.start.step) * config.features.grad_accum_steps *
-                       config.world * config.micro_batch,
-                   used);
-  }
+  with_error_kind(ErrorKind::Input, [&] {
+    plan.init = init_tensors(config);
+    if (!config.init_file.empty()) {  // the file against the model once, before any rank starts
+      CpuDevice device;
+      RankModel check(device, config, plan.init);
+    }
+    if (config.record_data) {
+      size_used_data(config,
+                     (config.steps - plan.start.step) * config.features.grad_accum_steps *
+                         config.world * config.micro_batch,
+                     used);
+    }
+  });
   plan.options = {.adamw = config.adamw,
                   .lr_schedule = config.lr_schedule,
                   .seed = config.seed,
-                  .batch = batch_source(config, plan.start.step, plan.start.sample,
-                                        config.record_data ? &used : nullptr),
+                  .batch = with_error_kind(ErrorKind::Input,
+                                           [&] {
+                                             return batch_source(config, plan.start.step,
+                                                                 plan.start.sample,
+                                                                 config.record_data ? &used
+                                                                                    : nullptr);
+                                           }),
                   .observer = {},
                   .nonfinite = config.nonfinite,
                   .features = config.features};

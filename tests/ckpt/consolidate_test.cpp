@@ -187,7 +187,7 @@ TEST(ConsolidateCommand, BadInputIsOneLineAndExitCode) {
   const auto failed =
       run_zerolab(dir.path(), "consolidate " + missing.string() + " " +
                                   (dir.path() / "m.safetensors").string() + " --with-optimizer");
-  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_EQ(failed.exit_code, 3);  // a bad input file
   EXPECT_EQ(failed.err, "zerolab: error: cannot read checkpoint " + missing.string() +
                             ": no such directory: check the path\n");
   const auto usage = run_zerolab(dir.path(), "consolidate " + missing.string());

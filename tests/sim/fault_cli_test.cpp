@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "support/cli_fixture.hpp"
@@ -107,24 +108,28 @@ TEST_F(FaultCli, BadFaultFlagsNameTheBadPart) {
     expect_failure(zerolab(args), 2, "zerolab: error: --inject-fault \"" + spec + "\": " + part,
                    args);
   }
-  const std::pair<std::string, std::string> run_errors[] = {
+  // Settings that cannot work are usage errors (exit 2) found before anything runs; a fault that
+  // never fired is found by the run (exit 1).
+  const std::tuple<std::string, std::string, int> run_errors[] = {
       {"--world 4 --inject-fault rank=4,at=all_gather:1,kind=throw",
        "--inject-fault rank=4,at=all_gather:1,kind=throw: rank 4 is outside the world of 4 ranks: "
-       "use rank 0..3"},
+       "use rank 0..3",
+       2},
       {"--world 1 --inject-fault rank=0,at=all_gather:1,kind=skip",
-       "kind=skip needs a world of 2 or more ranks"},
+       "kind=skip needs a world of 2 or more ranks", 2},
       {"--world 2 --engine reference --inject-fault rank=0,at=all_gather:1,kind=throw",
-       "--inject-fault needs a distributed engine (--stage 0-3)"},
+       "--inject-fault needs a distributed engine (--stage 0-3)", 2},
       {"--world 2 --stage 1 --inject-fault rank=0,at=broadcast:1,kind=throw",
        "rank 0: fault rank=0,at=broadcast:1,kind=throw never fired: the rank made 0 broadcast "
-       "calls"},
+       "calls",
+       1},
       {"--world 2 --collective-timeout-ms 0",
-       "--collective-timeout-ms 0 is invalid: use a positive number of milliseconds"},
-      {"--world 2 --collective-timeout-ms -5", "--collective-timeout-ms -5 is invalid"},
+       "--collective-timeout-ms 0 is invalid: use a positive number of milliseconds", 2},
+      {"--world 2 --collective-timeout-ms -5", "--collective-timeout-ms -5 is invalid", 2},
   };
-  for (const auto& [flags, part] : run_errors) {
+  for (const auto& [flags, part, exit_code] : run_errors) {
     const std::string args = "train " + kSmall + " " + flags + all_outputs();
-    expect_failure(zerolab(args), 1, part, args);
+    expect_failure(zerolab(args), exit_code, part, args);
   }
   const std::string args = "train --collective-timeout-ms soon" + all_outputs();
   expect_failure(zerolab(args), 2, "--collective-timeout-ms", args);
