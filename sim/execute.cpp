@@ -114,10 +114,10 @@ void write_out(std::byte* dst, const std::byte* src, std::size_t size_bytes, boo
   }
 }
 
-// How one part of the direct path writes: a cache-resident tile of kTileBytes for reductions,
-// and whether outputs are streamed.
+// How one part of the direct path writes: a cache-resident tile for reductions (made by the
+// first), and whether outputs are streamed.
 struct TileWriter {
-  std::unique_ptr<std::byte[]> scratch = std::make_unique_for_overwrite<std::byte[]>(kTileBytes);
+  std::unique_ptr<std::byte[]> scratch;
   bool stream = false;
 };
 
@@ -129,6 +129,10 @@ void reduce_tiles(const std::vector<const std::byte*>& inputs,
   const std::size_t elem_bytes = dtype_bytes(call.dtype);
   const std::size_t tile_elems = std::max<std::size_t>(1, kTileBytes / elem_bytes);
   std::vector<const void*> tile_inputs(inputs.size());
+  if (!writer.scratch) {
+    writer.scratch =
+        std::make_unique_for_overwrite<std::byte[]>(std::min(end - begin, tile_elems) * elem_bytes);
+  }
   for (std::size_t lo = begin; lo < end; lo += tile_elems) {
     const std::size_t elems = std::min(tile_elems, end - lo);
     for (std::size_t r = 0; r < inputs.size(); ++r) tile_inputs[r] = inputs[r] + lo * elem_bytes;

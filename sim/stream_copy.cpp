@@ -70,7 +70,8 @@ void stream_copy(void* dst, const void* src, std::size_t size_bytes) {
   const std::size_t lines = (size_bytes - head_bytes) / kLineBytes;
   stream_lines(out + head_bytes, in + head_bytes, lines);
   const std::size_t done_bytes = head_bytes + lines * kLineBytes;
-  if (done_bytes < size_bytes) std::memcpy(out + done_bytes, in + done_bytes, size_bytes - done_bytes);
+  if (done_bytes < size_bytes)
+    std::memcpy(out + done_bytes, in + done_bytes, size_bytes - done_bytes);
 #else
   if (size_bytes > 0) std::memcpy(dst, src, size_bytes);
 #endif

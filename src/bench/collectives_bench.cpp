@@ -124,6 +124,7 @@ void sweep_world(int world, const CollectivesBenchOptions& options,
                           .ms = timing.ms,
                           .algbw_gbps = 0.0,
                           .busbw_gbps = 0.0,
+                          .memcpy_gbps = 0.0,
                           .ideal_busbw_gbps = 0.0,
                           .busbw_over_ideal = 0.0};
         row.algbw_gbps = gbps(static_cast<double>(row.bytes), row.ms);
@@ -188,21 +189,30 @@ CollectivesBenchResult run_collectives_bench(const CollectivesBenchOptions& opti
            options.size_factor);
   CollectivesBenchResult result;
   result.memcpy_bytes = options.memcpy_bytes;
-  result.memcpy_threads = options.memcpy_threads > 0
-                              ? options.memcpy_threads
-                              : static_cast<int>(max_collective_threads());
-  std::vector<double> copy_ms;
+  result.memcpy_threads = options.memcpy_threads > 0 ? options.memcpy_threads
+                                                     : static_cast<int>(max_collective_threads());
+  // Each world's ideal uses the copies just before and after its sweep, so a change in the
+  // machine's load between worlds does not move the ratio.
+  std::vector<double> all_copies_ms;
   for (const int world : options.worlds) {
-    for (const double ms : memcpy_samples_ms(options.memcpy_bytes, 5, result.memcpy_threads)) {
-      copy_ms.push_back(ms);
-    }
+    std::vector<double> copies_ms =
+        memcpy_samples_ms(options.memcpy_bytes, 5, result.memcpy_threads);
+    const std::size_t first_row = result.rows.size();
     sweep_world(world, options, result);
+    for (const double ms : memcpy_samples_ms(options.memcpy_bytes, 5, result.memcpy_threads)) {
+      copies_ms.push_back(ms);
+    }
+    const double world_memcpy_gbps =
+        gbps(static_cast<double>(options.memcpy_bytes), median_ms(copies_ms));
+    for (std::size_t i = first_row; i < result.rows.size(); ++i) {
+      CollectiveRow& row = result.rows[i];
+      row.memcpy_gbps = world_memcpy_gbps;
+      row.ideal_busbw_gbps = world_memcpy_gbps * ideal_busbw_fraction(row.op, row.world);
+      row.busbw_over_ideal = row.busbw_gbps / row.ideal_busbw_gbps;
+    }
+    all_copies_ms.insert(all_copies_ms.end(), copies_ms.begin(), copies_ms.end());
   }
-  result.memcpy_gbps = gbps(static_cast<double>(options.memcpy_bytes), median_ms(copy_ms));
-  for (CollectiveRow& row : result.rows) {
-    row.ideal_busbw_gbps = result.memcpy_gbps * ideal_busbw_fraction(row.op, row.world);
-    row.busbw_over_ideal = row.busbw_gbps / row.ideal_busbw_gbps;
-  }
+  result.memcpy_gbps = gbps(static_cast<double>(options.memcpy_bytes), median_ms(all_copies_ms));
   std::stable_sort(result.rows.begin(), result.rows.end(),
                    [](const CollectiveRow& a, const CollectiveRow& b) {
                      return std::tuple(op_order(a.op), a.world, a.bytes) <

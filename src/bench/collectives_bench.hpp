@@ -46,14 +46,15 @@ struct CollectivesBenchOptions {
 
 /// One point of the sweep; ms is the median over the timed calls on rank 0.
 struct CollectiveRow {
-  std::string op;  ///< "all_reduce", "reduce_scatter" or "all_gather"
-  int world = 0;          ///< ranks (threads) in the SimWorld
-  std::size_t bytes = 0;  ///< nccl-tests' size (see above), rounded down to whole fp32 blocks
-  int iters = 0;          ///< timed calls behind the median
-  double ms = 0.0;        ///< median time of one call on rank 0
-  double algbw_gbps = 0.0;  ///< bytes / ms, decimal GB/s
-  double busbw_gbps = 0.0;  ///< algbw_gbps * busbw_factor(op, world)
-  double ideal_busbw_gbps = 0.0;  ///< the ideal above, at this run's memcpy speed
+  std::string op;            ///< "all_reduce", "reduce_scatter" or "all_gather"
+  int world = 0;             ///< ranks (threads) in the SimWorld
+  std::size_t bytes = 0;     ///< nccl-tests' size (see above), rounded down to whole fp32 blocks
+  int iters = 0;             ///< timed calls behind the median
+  double ms = 0.0;           ///< median time of one call on rank 0
+  double algbw_gbps = 0.0;   ///< bytes / ms, decimal GB/s
+  double busbw_gbps = 0.0;   ///< algbw_gbps * busbw_factor(op, world)
+  double memcpy_gbps = 0.0;  ///< the memcpy speed of this world's sweep (see below)
+  double ideal_busbw_gbps = 0.0;  ///< the ideal above, at memcpy_gbps
   double busbw_over_ideal = 0.0;  ///< busbw_gbps / ideal_busbw_gbps
 };
 
@@ -72,11 +73,12 @@ inline constexpr std::size_t kLatencyBytes = std::size_t{4} << 10;
 /// The sweep and its yardstick.
 struct CollectivesBenchResult {
   /// std::memcpy of memcpy_bytes on memcpy_threads threads, bytes copied / time: the median of
-  /// 5 copies before each world's sweep
+  /// 5 copies before and 5 after each world's sweep, over all worlds. Each row's ideal uses the
+  /// median of its own world's 10 (CollectiveRow::memcpy_gbps).
   double memcpy_gbps = 0.0;
-  std::size_t memcpy_bytes = 0;     ///< size of each memcpy measured
-  int memcpy_threads = 0;           ///< threads sharing each memcpy
-  std::vector<CollectiveRow> rows;  ///< by op, then world, then bytes
+  std::size_t memcpy_bytes = 0;       ///< size of each memcpy measured
+  int memcpy_threads = 0;             ///< threads sharing each memcpy
+  std::vector<CollectiveRow> rows;    ///< by op, then world, then bytes
   std::vector<LatencyRow> latencies;  ///< kLatencyBytes calls, by op, then world
 };
 

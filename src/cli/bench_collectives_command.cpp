@@ -53,6 +53,7 @@ ordered_json result_json(const bench::CollectivesBenchResult& result) {
                     {"ms", row.ms},
                     {"algbw_gbps", row.algbw_gbps},
                     {"busbw_gbps", row.busbw_gbps},
+                    {"memcpy_gbps", row.memcpy_gbps},
                     {"ideal_busbw_gbps", row.ideal_busbw_gbps},
                     {"busbw_over_ideal", row.busbw_over_ideal}});
   }
@@ -72,9 +73,11 @@ ordered_json result_json(const bench::CollectivesBenchResult& result) {
 }
 
 void print_rows(const bench::CollectivesBenchResult& result) {
-  fmt::print("sim collectives, fp32; memcpy {:.2f} GB/s ({} thread{}, {} bytes)\n",
-             result.memcpy_gbps, result.memcpy_threads, result.memcpy_threads == 1 ? "" : "s",
-             human_bytes(result.memcpy_bytes));
+  fmt::print(
+      "sim collectives, fp32; memcpy {:.2f} GB/s ({} thread{}, {} bytes; each world's "
+      "ideal uses its own)\n",
+      result.memcpy_gbps, result.memcpy_threads, result.memcpy_threads == 1 ? "" : "s",
+      human_bytes(result.memcpy_bytes));
   fmt::print(
       "algbw = bytes / time; busbw = algbw * 2(W-1)/W (all_reduce), * (W-1)/W (others);\n"
       "ideal = busbw reading every input and writing every output once at that memcpy's speed "
@@ -146,10 +149,11 @@ CLI::App* add_bench_collectives(CLI::App& bench, std::function<int()>& run) {
   cmd->add_option("--budget-ms", flags->budget_ms, "Time to spend timing each point")
       ->check(CLI::Range(1.0, 60000.0))
       ->capture_default_str();
-  cmd->add_flag("--json", flags->json,
-                "Print {memcpy_gbps, memcpy_bytes, memcpy_threads, rows: [{op, world, bytes, "
-                "iters, ms, algbw_gbps, busbw_gbps, ideal_busbw_gbps, busbw_over_ideal}], "
-                "latencies: [{op, world, bytes, iters, us}]}");
+  cmd->add_flag(
+      "--json", flags->json,
+      "Print {memcpy_gbps, memcpy_bytes, memcpy_threads, rows: [{op, world, bytes, "
+      "iters, ms, algbw_gbps, busbw_gbps, memcpy_gbps, ideal_busbw_gbps, busbw_over_ideal}], "
+      "latencies: [{op, world, bytes, iters, us}]}");
   cmd->callback([&run, flags, factor] {
     if (flags->full && factor->count() == 0) flags->size_factor = 2;
     parse_worlds(flags->worlds, "--worlds");

@@ -1,5 +1,5 @@
-// bench_collectives_command.hpp — `zerolab bench collectives`: the simulator's collectives per op,
-// world and size (algbw, busbw, the shared-memory ideal and busbw's share of it, as
+// bench_collectives_command.hpp — `zerolab bench collectives`: the simulator's collectives per
+// op, world and size (algbw, busbw, the shared-memory ideal and busbw's share of it, as
 // src/bench/collectives_bench.hpp defines them), and each op's 4 KiB latency per world.
 #pragma once
 

@@ -89,8 +89,9 @@ TEST(BenchCli, CollectivesRowsFollowTheDefinitions) {
     EXPECT_NEAR(row["algbw_gbps"].get<double>(), row["bytes"].get<double>() / (ms * 1e6), 1e-9);
     EXPECT_NEAR(row["busbw_gbps"].get<double>(),
                 row["algbw_gbps"].get<double>() * bench::busbw_factor(op, world), 1e-9);
+    EXPECT_GT(row["memcpy_gbps"].get<double>(), 0.0);
     EXPECT_NEAR(row["ideal_busbw_gbps"].get<double>(),
-                out["memcpy_gbps"].get<double>() * bench::ideal_busbw_fraction(op, world), 1e-9);
+                row["memcpy_gbps"].get<double>() * bench::ideal_busbw_fraction(op, world), 1e-9);
     EXPECT_NEAR(row["busbw_over_ideal"].get<double>(),
                 row["busbw_gbps"].get<double>() / row["ideal_busbw_gbps"].get<double>(), 1e-9);
     // Bytes are whole fp32 blocks: 4K over 3 ranks rounds down to 3 * 341 * 4.
