@@ -213,9 +213,13 @@ void execute_direct(std::span<const CallDesc> calls, std::size_t block_bytes) {
   const std::size_t line_elems = std::max<std::size_t>(1, 64 / elem_bytes);
   const std::size_t per_thread =
       ((count + threads - 1) / threads + line_elems - 1) / line_elems * line_elems;
+  // In place, the outputs are the inputs just read: their lines are cached already, so plain
+  // stores cost no extra read and leave them cached.
+  const bool stream =
+      written_bytes >= kStreamMinBytes && !in_place_form(calls.front(), 0, block_bytes);
   auto run_part = [&](std::size_t t) {
     TileWriter writer;
-    writer.stream = written_bytes >= kStreamMinBytes;
+    writer.stream = stream;
     const std::size_t begin = std::min(count, t * per_thread);
     direct_range(calls, block_bytes, begin, std::min(count, begin + per_thread), writer);
     if (writer.stream) stream_fence();
