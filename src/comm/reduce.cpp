@@ -90,12 +90,22 @@ void sum_f32_scalar(std::span<const void* const> inputs, float* dst, std::size_t
 
 using SumF32 = void (*)(std::span<const void* const>, float*, std::size_t, bool);
 
+// Elements before `first` + j sits on a 64-byte boundary (none when it never can): the vector
+// loops then read rank 0's cache lines whole, and every rank's when their buffers share rank 0's
+// offset, as large buffers from one allocator do.
+std::size_t elems_to_line(const void* first, std::size_t count) {
+  const auto misaligned_bytes = reinterpret_cast<std::uintptr_t>(first) % 64;
+  if (misaligned_bytes % sizeof(float) != 0) return 0;
+  return std::min(count, (64 - misaligned_bytes) % 64 / sizeof(float));
+}
+
 #if defined(__x86_64__)
 
 [[gnu::target("avx2")]] void sum_f32_avx2(std::span<const void* const> inputs, float* dst,
                                           std::size_t count, bool average) {
   const __m256 world = _mm256_set1_ps(static_cast<float>(inputs.size()));
-  std::size_t j = 0;
+  std::size_t j = elems_to_line(inputs[0], count);
+  sum_f32_scalar(inputs, dst, 0, j, average);
   for (; j + 8 <= count; j += 8) {
     __m256 acc = _mm256_loadu_ps(static_cast<const float*>(inputs[0]) + j);
     for (std::size_t r = 1; r < inputs.size(); ++r) {
@@ -109,7 +119,8 @@ using SumF32 = void (*)(std::span<const void* const>, float*, std::size_t, bool)
 [[gnu::target("avx512f")]] void sum_f32_avx512(std::span<const void* const> inputs, float* dst,
                                                std::size_t count, bool average) {
   const __m512 world = _mm512_set1_ps(static_cast<float>(inputs.size()));
-  std::size_t j = 0;
+  std::size_t j = elems_to_line(inputs[0], count);
+  sum_f32_scalar(inputs, dst, 0, j, average);
   for (; j + 16 <= count; j += 16) {
     __m512 acc = _mm512_loadu_ps(static_cast<const float*>(inputs[0]) + j);
     for (std::size_t r = 1; r < inputs.size(); ++r) {
