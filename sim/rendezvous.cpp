@@ -17,12 +17,17 @@ namespace zl {
 namespace {
 
 // A small call completes within microseconds of its last rank posting it. A waiting rank yields
-// its core this many times first (to the ranks still to post), before it sleeps on the condition
-// variable, whose wake-up costs a context switch and a turn at the mutex per waiting rank.
+// its core (to the ranks still to post) for up to kSpinYields turns within kSpinTime before it
+// sleeps on the condition variable, whose wake-up costs a context switch and a turn at the mutex
+// per waiting rank. The time cap keeps waiters of a large call from taking turns from the
+// threads that carry it out.
 constexpr int kSpinYields = 64;
+constexpr auto kSpinTime = std::chrono::microseconds(50);
 
 void spin_until_done(const std::atomic<bool>& done) {
+  const auto give_up = std::chrono::steady_clock::now() + kSpinTime;
   for (int i = 0; i < kSpinYields && !done.load(std::memory_order_acquire); ++i) {
+    if (std::chrono::steady_clock::now() >= give_up) return;
     std::this_thread::yield();
   }
 }
