@@ -106,12 +106,8 @@ bool direct_path_is_safe(std::span<const CallDesc> calls, std::size_t block_byte
 
 // Writes `size_bytes` of `src` to `dst`, with streaming stores when `stream`.
 void write_out(std::byte* dst, const std::byte* src, std::size_t size_bytes, bool stream) {
-  if (size_bytes == 0 || dst == src) return;
-  if (stream) {
-    stream_copy(dst, src, size_bytes);
-  } else {
-    std::memcpy(dst, src, size_bytes);
-  }
+  if (!stream) return copy_bytes(dst, src, size_bytes);
+  if (size_bytes > 0 && dst != src) stream_copy(dst, src, size_bytes);
 }
 
 // How one part of the direct path writes: a cache-resident tile for reductions (made by the
