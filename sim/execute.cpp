@@ -8,16 +8,20 @@
 // It needs outputs that overlap no input except NCCL's in-place forms (all_reduce in place,
 // reduce_scatter's recv = send + r * count, all_gather's send = recv + r * count); any other
 // overlap takes the staged path, which computes everything into one scratch buffer first.
+// Collectives whose outputs are too big to stay cached write them with streaming stores
+// (stream_copy.hpp), so the memory moves each output byte once, as a large memcpy does.
 #include "execute.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "collective_memory.hpp"
 #include "comm/reduce.hpp"
+#include "stream_copy.hpp"
 
 namespace zl {
 
@@ -29,6 +33,9 @@ using Bytes = std::vector<std::byte>;
 constexpr std::size_t kTileBytes = std::size_t{32} << 10;
 // Below this much data moved per thread, a helper thread costs more than it saves.
 constexpr std::size_t kMinBytesPerThread = std::size_t{4} << 20;
+// From this many bytes written (half this machine class's last-level cache), outputs would be
+// evicted before anyone reads them: they are streamed to memory instead.
+constexpr std::size_t kStreamMinBytes = std::size_t{16} << 20;
 
 void copy_bytes(void* dst, const void* src, std::size_t size_bytes) {
   if (size_bytes > 0 && dst != src) std::memcpy(dst, src, size_bytes);
@@ -97,21 +104,37 @@ bool direct_path_is_safe(std::span<const CallDesc> calls, std::size_t block_byte
   return true;
 }
 
+// Writes `size_bytes` of `src` to `dst`, with streaming stores when `stream`.
+void write_out(std::byte* dst, const std::byte* src, std::size_t size_bytes, bool stream) {
+  if (!stream) return copy_bytes(dst, src, size_bytes);
+  if (size_bytes > 0 && dst != src) stream_copy(dst, src, size_bytes);
+}
+
+// How one part of the direct path writes: a cache-resident tile for reductions (made by the
+// first), and whether outputs are streamed.
+struct TileWriter {
+  std::unique_ptr<std::byte[]> scratch;
+  bool stream = false;
+};
+
 // Reduces elements [begin, end) of blocks `inputs` (one per rank) into every pointer of
-// `outputs`, tile by tile through a cache-resident scratch.
+// `outputs`, tile by tile through the writer's scratch.
 void reduce_tiles(const std::vector<const std::byte*>& inputs,
                   const std::vector<std::byte*>& outputs, std::size_t begin, std::size_t end,
-                  const CallDesc& call) {
+                  const CallDesc& call, TileWriter& writer) {
   const std::size_t elem_bytes = dtype_bytes(call.dtype);
   const std::size_t tile_elems = std::max<std::size_t>(1, kTileBytes / elem_bytes);
-  Bytes scratch(std::min(end - begin, tile_elems) * elem_bytes);
   std::vector<const void*> tile_inputs(inputs.size());
+  if (!writer.scratch) {
+    writer.scratch =
+        std::make_unique_for_overwrite<std::byte[]>(std::min(end - begin, tile_elems) * elem_bytes);
+  }
   for (std::size_t lo = begin; lo < end; lo += tile_elems) {
     const std::size_t elems = std::min(tile_elems, end - lo);
     for (std::size_t r = 0; r < inputs.size(); ++r) tile_inputs[r] = inputs[r] + lo * elem_bytes;
-    reduce_rank_order(tile_inputs, scratch.data(), elems, call.dtype, call.op);
+    reduce_rank_order(tile_inputs, writer.scratch.get(), elems, call.dtype, call.op);
     for (std::byte* out : outputs) {
-      copy_bytes(out + lo * elem_bytes, scratch.data(), elems * elem_bytes);
+      write_out(out + lo * elem_bytes, writer.scratch.get(), elems * elem_bytes, writer.stream);
     }
   }
 }
@@ -119,16 +142,16 @@ void reduce_tiles(const std::vector<const std::byte*>& inputs,
 // Copies bytes [begin, end) of `src` into every pointer of `outputs`, tile by tile, so each tile
 // of the source is read from memory once and copied on from the cache.
 void copy_tiles(const std::byte* src, const std::vector<std::byte*>& outputs, std::size_t begin,
-                std::size_t end) {
+                std::size_t end, bool stream) {
   for (std::size_t lo = begin; lo < end; lo += kTileBytes) {
     const std::size_t size_bytes = std::min(kTileBytes, end - lo);
-    for (std::byte* out : outputs) copy_bytes(out + lo, src + lo, size_bytes);
+    for (std::byte* out : outputs) write_out(out + lo, src + lo, size_bytes, stream);
   }
 }
 
 // Elements [begin, end) of the per-rank count, for every rank.
 void direct_range(std::span<const CallDesc> calls, std::size_t block_bytes, std::size_t begin,
-                  std::size_t end) {
+                  std::size_t end, TileWriter& writer) {
   const CallDesc& call = calls.front();
   const std::size_t world = calls.size();
   const std::size_t elem_bytes = dtype_bytes(call.dtype);
@@ -142,11 +165,11 @@ void direct_range(std::span<const CallDesc> calls, std::size_t block_bytes, std:
         inputs[r] = static_cast<const std::byte*>(calls[r].send);
         outputs.push_back(static_cast<std::byte*>(calls[r].recv));
       }
-      return reduce_tiles(inputs, outputs, begin, end, call);
+      return reduce_tiles(inputs, outputs, begin, end, call, writer);
     case CollectiveKind::ReduceScatter:  // rank r receives the reduction of everyone's block r
       for (std::size_t b = 0; b < world; ++b) {
         for (std::size_t r = 0; r < world; ++r) inputs[r] = block(calls[r].send, b, block_bytes);
-        reduce_tiles(inputs, {static_cast<std::byte*>(calls[b].recv)}, begin, end, call);
+        reduce_tiles(inputs, {static_cast<std::byte*>(calls[b].recv)}, begin, end, call, writer);
       }
       return;
     case CollectiveKind::AllGather:  // block b of every recv is rank b's send
@@ -156,7 +179,7 @@ void direct_range(std::span<const CallDesc> calls, std::size_t block_bytes, std:
         for (std::size_t r = 0; r < world; ++r) {
           recvs.push_back(block(calls[r].recv, b, block_bytes));
         }
-        copy_tiles(send, recvs, lo_bytes, lo_bytes + range_bytes);
+        copy_tiles(send, recvs, lo_bytes, lo_bytes + range_bytes, writer.stream);
       }
       return;
     case CollectiveKind::Broadcast: {
@@ -164,7 +187,7 @@ void direct_range(std::span<const CallDesc> calls, std::size_t block_bytes, std:
       for (const auto& c : calls) recvs.push_back(static_cast<std::byte*>(c.recv));
       const auto root = static_cast<std::size_t>(call.root);
       copy_tiles(static_cast<const std::byte*>(calls[root].send), recvs, lo_bytes,
-                 lo_bytes + range_bytes);
+                 lo_bytes + range_bytes, writer.stream);
       return;
     }
     case CollectiveKind::Barrier:
@@ -173,17 +196,29 @@ void direct_range(std::span<const CallDesc> calls, std::size_t block_bytes, std:
 }
 
 // Splits the count over up to hardware_concurrency threads (the caller included) when each
-// moves at least kMinBytesPerThread.
+// moves at least kMinBytesPerThread, in parts of whole cache lines of every block.
 void execute_direct(std::span<const CallDesc> calls, std::size_t block_bytes) {
-  const std::size_t count = calls.front().count;
+  const CallDesc& call = calls.front();
+  const std::size_t count = call.count;
+  const std::size_t elem_bytes = dtype_bytes(call.dtype);
   const std::size_t moved_bytes = 2 * calls.size() * block_bytes;
-  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t threads =
-      std::clamp<std::size_t>(moved_bytes / kMinBytesPerThread, 1, std::min(cores, count + 1));
-  const std::size_t per_thread = (count + threads - 1) / threads;
+  const std::size_t written_bytes =
+      calls.size() * block_bytes * (call.kind == CollectiveKind::AllGather ? calls.size() : 1);
+  const std::size_t threads = std::clamp<std::size_t>(
+      moved_bytes / kMinBytesPerThread, 1, std::min(max_collective_threads(), count + 1));
+  const std::size_t line_elems = std::max<std::size_t>(1, 64 / elem_bytes);
+  const std::size_t per_thread =
+      ((count + threads - 1) / threads + line_elems - 1) / line_elems * line_elems;
+  // In place, the outputs are the inputs just read: their lines are cached already, so plain
+  // stores cost no extra read and leave them cached.
+  const bool stream =
+      written_bytes >= kStreamMinBytes && !in_place_form(calls.front(), 0, block_bytes);
   auto run_part = [&](std::size_t t) {
+    TileWriter writer;
+    writer.stream = stream;
     const std::size_t begin = std::min(count, t * per_thread);
-    direct_range(calls, block_bytes, begin, std::min(count, begin + per_thread));
+    direct_range(calls, block_bytes, begin, std::min(count, begin + per_thread), writer);
+    if (writer.stream) stream_fence();
   };
   // A part that throws (a dtype the reduction does not support) fails the call on the caller.
   std::vector<std::exception_ptr> errors(threads);
@@ -265,6 +300,10 @@ void execute_staged(std::span<const CallDesc> calls, std::size_t block_bytes) {
 }
 
 }  // namespace
+
+std::size_t max_collective_threads() {
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 void execute_collective(std::span<const CallDesc> calls) {
   const CallDesc& call = calls.front();

@@ -6,12 +6,33 @@
 
 #include <algorithm>
 #include <exception>
+#include <thread>
 #include <utility>
 
 #include "core/error.hpp"
 #include "execute.hpp"
 
 namespace zl {
+
+namespace {
+
+// A small call completes within microseconds of its last rank posting it. A waiting rank yields
+// its core (to the ranks still to post) for up to kSpinYields turns within kSpinTime before it
+// sleeps on the condition variable, whose wake-up costs a context switch and a turn at the mutex
+// per waiting rank. The time cap keeps waiters of a large call from taking turns from the
+// threads that carry it out.
+constexpr int kSpinYields = 64;
+constexpr auto kSpinTime = std::chrono::microseconds(50);
+
+void spin_until_done(const std::atomic<bool>& done) {
+  const auto give_up = std::chrono::steady_clock::now() + kSpinTime;
+  for (int i = 0; i < kSpinYields && !done.load(std::memory_order_acquire); ++i) {
+    if (std::chrono::steady_clock::now() >= give_up) return;
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace
 
 // The timeout is capped at a year so that now() + timeout cannot overflow the clock.
 Rendezvous::Rendezvous(int world, std::chrono::milliseconds timeout)
@@ -36,6 +57,11 @@ void Rendezvous::wait(int rank, std::int64_t call_number) {
   std::unique_lock lock(mutex_);
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   Slot& meeting = slot(call_number);
+  if (!meeting.done) {  // the slot stays until this rank leaves it, so it can be read unlocked
+    lock.unlock();
+    spin_until_done(meeting.done);
+    lock.lock();
+  }
   while (!meeting.done) {
     if (auto blocker = blocked_by_peer(rank, call_number)) {
       fail_rank(rank, std::move(blocker->message), blocker->caused_by_peer);

@@ -5,6 +5,7 @@
 // Posting and waiting are separate steps so async collectives can post now and wait later.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -71,9 +72,9 @@ class Rendezvous {
   struct Slot {
     std::vector<CallDesc> calls;  // calls[r].call_number == 0 until rank r posts
     int posted = 0;
-    int left = 0;  // ranks that saw it done and returned from wait()
-    bool done = false;
-    std::string error;  // set with done when the calls disagree
+    int left = 0;                    // ranks that saw it done and returned from wait()
+    std::atomic<bool> done = false;  // set under the mutex; wait() also reads it while spinning
+    std::string error;               // set with done when the calls disagree
   };
 
   /// Why a call can never complete.

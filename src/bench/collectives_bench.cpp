@@ -1,16 +1,18 @@
 // collectives_bench.cpp — one SimWorld per world size; every rank runs the same sweep, so the
 // calls match. Per point: one warm-up call, one call that rank 0 times to choose how many calls
 // to time (broadcast to all, so every rank makes the same number), then that many calls, each
-// after a barrier, timed on rank 0.
+// after a barrier, timed on rank 0. Each op's 4 KiB latency is such a point, timed first.
 #include "bench/collectives_bench.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <tuple>
 
 #include "bench/timing.hpp"
 #include "core/error.hpp"
+#include "execute.hpp"
 #include "sim_world.hpp"
 
 namespace zl::bench {
@@ -69,45 +71,73 @@ std::vector<std::size_t> sizes_of(const CollectivesBenchOptions& options) {
   return sizes;
 }
 
+// How many calls one point times, and their median on rank 0.
+struct PointTiming {
+  int iters = 0;
+  double ms = 0.0;
+};
+
+// Times `point` on every rank (see the file comment); the median is rank 0's.
+PointTiming time_point(Comm& comm, Point& point, const CollectivesBenchOptions& options) {
+  point.call(comm);  // warm-up: pages touched, caches and threads settled
+  comm.barrier();
+  double start_ms = now_ms();
+  point.call(comm);
+  std::int64_t iters = std::clamp<std::int64_t>(
+      static_cast<std::int64_t>(options.budget_ms / std::max(now_ms() - start_ms, 1e-3)),
+      options.min_iters, options.max_iters);
+  comm.broadcast(&iters, 1, DType::I64, 0);
+  std::vector<double> samples_ms;
+  for (std::int64_t i = 0; i < iters; ++i) {
+    comm.barrier();
+    start_ms = now_ms();
+    point.call(comm);
+    samples_ms.push_back(now_ms() - start_ms);
+  }
+  return {.iters = static_cast<int>(iters), .ms = median_ms(samples_ms)};
+}
+
 // The sweep on one world; rank 0 appends the rows.
 void sweep_world(int world, const CollectivesBenchOptions& options,
-                 std::vector<CollectiveRow>& rows) {
+                 CollectivesBenchResult& result) {
   const std::vector<std::size_t> sizes = sizes_of(options);
   const auto w = static_cast<std::size_t>(world);
   SimWorld(world).run([&](Comm& comm) {
     for (const std::string& op : kOps) {
+      Point small = make_point(op, kLatencyBytes, w);
+      const PointTiming latency = time_point(comm, small, options);
+      if (comm.rank() == 0) {
+        result.latencies.push_back({.op = op,
+                                    .world = world,
+                                    .bytes = point_bytes(op, small.count, w),
+                                    .iters = latency.iters,
+                                    .us = latency.ms * 1e3});
+      }
       for (const std::size_t size_bytes : sizes) {
         Point point = make_point(op, size_bytes, w);
-        point.call(comm);  // warm-up: pages touched, caches and threads settled
-        comm.barrier();
-        double start_ms = now_ms();
-        point.call(comm);
-        std::int64_t iters = std::clamp<std::int64_t>(
-            static_cast<std::int64_t>(options.budget_ms / std::max(now_ms() - start_ms, 1e-3)),
-            options.min_iters, options.max_iters);
-        comm.broadcast(&iters, 1, DType::I64, 0);
-        std::vector<double> samples_ms;
-        for (std::int64_t i = 0; i < iters; ++i) {
-          comm.barrier();
-          start_ms = now_ms();
-          point.call(comm);
-          samples_ms.push_back(now_ms() - start_ms);
-        }
+        const PointTiming timing = time_point(comm, point, options);
         if (comm.rank() != 0) continue;
         CollectiveRow row{.op = op,
                           .world = world,
                           .bytes = point_bytes(op, point.count, w),
-                          .iters = static_cast<int>(iters),
-                          .ms = median_ms(samples_ms),
+                          .iters = timing.iters,
+                          .ms = timing.ms,
                           .algbw_gbps = 0.0,
                           .busbw_gbps = 0.0,
-                          .ideal_busbw_gbps = 0.0};
+                          .memcpy_gbps = 0.0,
+                          .ideal_busbw_gbps = 0.0,
+                          .busbw_over_ideal = 0.0};
         row.algbw_gbps = gbps(static_cast<double>(row.bytes), row.ms);
         row.busbw_gbps = row.algbw_gbps * busbw_factor(op, world);
-        rows.push_back(row);
+        result.rows.push_back(row);
       }
     }
   });
+}
+
+// Position of `op` in kOps, to sort by.
+std::ptrdiff_t op_order(const std::string& op) {
+  return std::find(kOps.begin(), kOps.end(), op) - kOps.begin();
 }
 
 }  // namespace
@@ -124,14 +154,24 @@ double ideal_busbw_fraction(const std::string& op, int world) {
   return busbw_factor(op, world) * 2.0 / traffic_per_byte;
 }
 
-std::vector<double> memcpy_samples_ms(std::size_t bytes, int repeats) {
-  ZL_CHECK(bytes > 0 && repeats > 0, "memcpy needs bytes > 0 and repeats > 0");
+std::vector<double> memcpy_samples_ms(std::size_t bytes, int repeats, int threads) {
+  ZL_CHECK(bytes > 0 && repeats > 0 && threads > 0,
+           "memcpy needs bytes > 0, repeats > 0 and threads > 0");
   std::vector<std::byte> src(bytes, std::byte{1});
   std::vector<std::byte> dst(bytes, std::byte{0});
+  const auto parts = static_cast<std::size_t>(threads);
+  auto copy_part = [&](std::size_t t) {
+    const std::size_t begin = bytes * t / parts;
+    std::memcpy(dst.data() + begin, src.data() + begin, bytes * (t + 1) / parts - begin);
+  };
   std::vector<double> samples_ms;
   for (int r = 0; r <= repeats; ++r) {  // copy 0 warms up
     const double start_ms = now_ms();
-    std::memcpy(dst.data(), src.data(), bytes);
+    {
+      std::vector<std::jthread> helpers;
+      for (std::size_t t = 1; t < parts; ++t) helpers.emplace_back(copy_part, t);
+      copy_part(0);
+    }
     if (r > 0) samples_ms.push_back(now_ms() - start_ms);
   }
   return samples_ms;
@@ -149,22 +189,39 @@ CollectivesBenchResult run_collectives_bench(const CollectivesBenchOptions& opti
            options.size_factor);
   CollectivesBenchResult result;
   result.memcpy_bytes = options.memcpy_bytes;
-  std::vector<double> copy_ms;
+  result.memcpy_threads = options.memcpy_threads > 0 ? options.memcpy_threads
+                                                     : static_cast<int>(max_collective_threads());
+  // Each world's ideal uses the copies just before and after its sweep, so a change in the
+  // machine's load between worlds does not move the ratio.
+  std::vector<double> all_copies_ms;
   for (const int world : options.worlds) {
-    for (const double ms : memcpy_samples_ms(options.memcpy_bytes, 5)) copy_ms.push_back(ms);
-    sweep_world(world, options, result.rows);
+    std::vector<double> copies_ms =
+        memcpy_samples_ms(options.memcpy_bytes, 5, result.memcpy_threads);
+    const std::size_t first_row = result.rows.size();
+    sweep_world(world, options, result);
+    for (const double ms : memcpy_samples_ms(options.memcpy_bytes, 5, result.memcpy_threads)) {
+      copies_ms.push_back(ms);
+    }
+    const double world_memcpy_gbps =
+        gbps(static_cast<double>(options.memcpy_bytes), median_ms(copies_ms));
+    for (std::size_t i = first_row; i < result.rows.size(); ++i) {
+      CollectiveRow& row = result.rows[i];
+      row.memcpy_gbps = world_memcpy_gbps;
+      row.ideal_busbw_gbps = world_memcpy_gbps * ideal_busbw_fraction(row.op, row.world);
+      row.busbw_over_ideal = row.busbw_gbps / row.ideal_busbw_gbps;
+    }
+    all_copies_ms.insert(all_copies_ms.end(), copies_ms.begin(), copies_ms.end());
   }
-  result.memcpy_gbps = gbps(static_cast<double>(options.memcpy_bytes), median_ms(copy_ms));
-  for (CollectiveRow& row : result.rows) {
-    row.ideal_busbw_gbps = result.memcpy_gbps * ideal_busbw_fraction(row.op, row.world);
-  }
+  result.memcpy_gbps = gbps(static_cast<double>(options.memcpy_bytes), median_ms(all_copies_ms));
   std::stable_sort(result.rows.begin(), result.rows.end(),
                    [](const CollectiveRow& a, const CollectiveRow& b) {
-                     const auto rank_of = [](const std::string& op) {
-                       return std::find(kOps.begin(), kOps.end(), op) - kOps.begin();
-                     };
-                     return std::tuple(rank_of(a.op), a.world, a.bytes) <
-                            std::tuple(rank_of(b.op), b.world, b.bytes);
+                     return std::tuple(op_order(a.op), a.world, a.bytes) <
+                            std::tuple(op_order(b.op), b.world, b.bytes);
+                   });
+  std::stable_sort(result.latencies.begin(), result.latencies.end(),
+                   [](const LatencyRow& a, const LatencyRow& b) {
+                     return std::tuple(op_order(a.op), a.world) <
+                            std::tuple(op_order(b.op), b.world);
                    });
   return result;
 }

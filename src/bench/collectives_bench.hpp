@@ -11,11 +11,15 @@
 // The ideal: nccl-tests' busbw counts what each rank sends over its own link, but the sim's ranks
 // share one memory. A shared-memory collective must read every input once and write every
 // output once: all_reduce 2*W*bytes, reduce_scatter and all_gather (W+1)*bytes, where a memcpy
-// of `bytes` moves 2*bytes. Moving only that at one thread's memcpy speed would give
+// of `bytes` moves 2*bytes. Moving only that at memcpy speed would give
 //   busbw = memcpy * 2(W-1)/W^2          for all_reduce     (1/2 at W=2, 7/32 at W=8)
 //   busbw = memcpy * 2(W-1)/(W(W+1))     for the others     (1/3 at W=2, 7/36 at W=8)
-// Each row reports that ideal beside the measured busbw. It is not a ceiling: the sim splits
-// big collectives over every core, and two cores can move more than one thread's memcpy.
+// The memcpy runs on as many threads as the sim gives one large collective (every hardware
+// thread, sim/execute.hpp), each copying its own part, so both use the same cores: busbw / ideal
+// is the fraction of the machine's copy bandwidth the collective reaches.
+//
+// Small messages are bound by the rendezvous, not by memory: each row of `latencies` is the
+// median time of one 4 KiB call (nccl-tests' bytes) per op and world.
 #pragma once
 
 #include <cstddef>
@@ -36,27 +40,46 @@ struct CollectivesBenchOptions {
   int max_iters = 200;  ///< timed calls per point at most, however fast
   /// Bytes of the memcpy that measures memory bandwidth (larger than the caches).
   std::size_t memcpy_bytes = std::size_t{256} << 20;
+  /// Threads of that memcpy; 0 for as many as the sim gives one large collective.
+  int memcpy_threads = 0;
 };
 
 /// One point of the sweep; ms is the median over the timed calls on rank 0.
 struct CollectiveRow {
-  std::string op;  ///< "all_reduce", "reduce_scatter" or "all_gather"
-  int world = 0;          ///< ranks (threads) in the SimWorld
-  std::size_t bytes = 0;  ///< nccl-tests' size (see above), rounded down to whole fp32 blocks
-  int iters = 0;          ///< timed calls behind the median
-  double ms = 0.0;        ///< median time of one call on rank 0
-  double algbw_gbps = 0.0;  ///< bytes / ms, decimal GB/s
-  double busbw_gbps = 0.0;  ///< algbw_gbps * busbw_factor(op, world)
-  double ideal_busbw_gbps = 0.0;  ///< the ideal above, at this run's memcpy speed
+  std::string op;            ///< "all_reduce", "reduce_scatter" or "all_gather"
+  int world = 0;             ///< ranks (threads) in the SimWorld
+  std::size_t bytes = 0;     ///< nccl-tests' size (see above), rounded down to whole fp32 blocks
+  int iters = 0;             ///< timed calls behind the median
+  double ms = 0.0;           ///< median time of one call on rank 0
+  double algbw_gbps = 0.0;   ///< bytes / ms, decimal GB/s
+  double busbw_gbps = 0.0;   ///< algbw_gbps * busbw_factor(op, world)
+  double memcpy_gbps = 0.0;  ///< the memcpy speed of this world's sweep (see below)
+  double ideal_busbw_gbps = 0.0;  ///< the ideal above, at memcpy_gbps
+  double busbw_over_ideal = 0.0;  ///< busbw_gbps / ideal_busbw_gbps
 };
+
+/// The small-message latency of one op in one world.
+struct LatencyRow {
+  std::string op;         ///< as in CollectiveRow
+  int world = 0;          ///< ranks (threads) in the SimWorld
+  std::size_t bytes = 0;  ///< nccl-tests' size: kLatencyBytes rounded down to whole fp32 blocks
+  int iters = 0;          ///< timed calls behind the median
+  double us = 0.0;        ///< median time of one call on rank 0, microseconds
+};
+
+/// The message size of the latency rows, 4 KiB.
+inline constexpr std::size_t kLatencyBytes = std::size_t{4} << 10;
 
 /// The sweep and its yardstick.
 struct CollectivesBenchResult {
-  /// one thread's std::memcpy of memcpy_bytes, bytes copied / time: the median of 5 copies
-  /// before each world's sweep
+  /// std::memcpy of memcpy_bytes on memcpy_threads threads, bytes copied / time: the median of
+  /// 5 copies before and 5 after each world's sweep, over all worlds. Each row's ideal uses the
+  /// median of its own world's 10 (CollectiveRow::memcpy_gbps).
   double memcpy_gbps = 0.0;
-  std::size_t memcpy_bytes = 0;     ///< size of each memcpy measured
-  std::vector<CollectiveRow> rows;  ///< by op, then world, then bytes
+  std::size_t memcpy_bytes = 0;       ///< size of each memcpy measured
+  int memcpy_threads = 0;             ///< threads sharing each memcpy
+  std::vector<CollectiveRow> rows;    ///< by op, then world, then bytes
+  std::vector<LatencyRow> latencies;  ///< kLatencyBytes calls, by op, then world
 };
 
 /// busbw / algbw for `op` in a world of `world` ranks (nccl-tests' factor).
@@ -65,8 +88,9 @@ double busbw_factor(const std::string& op, int world);
 /// The ideal busbw / memcpy bandwidth for `op` in a world of `world` (above).
 double ideal_busbw_fraction(const std::string& op, int world);
 
-/// Times of `repeats` single-threaded memcpy calls of `bytes` (after one warm-up), in ms.
-std::vector<double> memcpy_samples_ms(std::size_t bytes, int repeats);
+/// Times of `repeats` memcpy calls of `bytes` (after one warm-up), in ms, each cut into
+/// `threads` equal parts copied by as many threads at once.
+std::vector<double> memcpy_samples_ms(std::size_t bytes, int repeats, int threads);
 
 /// Runs the sweep on SimWorld. Throws zl::Error for an empty or invalid sweep.
 CollectivesBenchResult run_collectives_bench(const CollectivesBenchOptions& options);

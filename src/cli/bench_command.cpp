@@ -16,10 +16,10 @@
 
 #include "bench/adam_bench.hpp"
 #include "bench/adam_bench_cuda.hpp"
-#include "bench/collectives_bench.hpp"
 #include "bench/step_bench.hpp"
 #include "bench/timing.hpp"
 #include "bench/torch_adamw.hpp"
+#include "cli/bench_collectives_command.hpp"
 #include "core/error.hpp"
 #include "model/gpt_config.hpp"
 
@@ -253,107 +253,6 @@ CLI::App* add_adam(CLI::App& bench, std::function<int()>& run) {
   return cmd;
 }
 
-// ---- collectives ----------------------------------------------------------------------------
-
-struct CollectivesFlags {
-  std::string worlds = "2..8";
-  std::string min_bytes = "4K";
-  std::string max_bytes = "256M";
-  std::size_t size_factor = 4;
-  bool full = false;
-  double budget_ms = bench::CollectivesBenchOptions{}.budget_ms;
-  bool json = false;
-};
-
-std::string human_bytes(std::size_t bytes) {
-  if (bytes >= (std::size_t{1} << 30) && bytes % (std::size_t{1} << 30) == 0) {
-    return fmt::format("{}G", bytes >> 30);
-  }
-  if (bytes >= (std::size_t{1} << 20) && bytes % (std::size_t{1} << 20) == 0) {
-    return fmt::format("{}M", bytes >> 20);
-  }
-  if (bytes >= (std::size_t{1} << 10) && bytes % (std::size_t{1} << 10) == 0) {
-    return fmt::format("{}K", bytes >> 10);
-  }
-  return fmt::format("{}", bytes);
-}
-
-int run_collectives(const CollectivesFlags& flags) {
-  bench::CollectivesBenchOptions options;
-  options.worlds = parse_worlds(flags.worlds, "--worlds");
-  options.min_bytes = parse_size_bytes(flags.min_bytes, "--min-bytes");
-  options.max_bytes = parse_size_bytes(flags.max_bytes, "--max-bytes");
-  options.size_factor = flags.size_factor;
-  options.budget_ms = flags.budget_ms;
-  const bench::CollectivesBenchResult result = bench::run_collectives_bench(options);
-  if (flags.json) {
-    ordered_json rows = ordered_json::array();
-    for (const auto& row : result.rows) {
-      rows.push_back({{"op", row.op},
-                      {"world", row.world},
-                      {"bytes", row.bytes},
-                      {"iters", row.iters},
-                      {"ms", row.ms},
-                      {"algbw_gbps", row.algbw_gbps},
-                      {"busbw_gbps", row.busbw_gbps},
-                      {"ideal_busbw_gbps", row.ideal_busbw_gbps}});
-    }
-    const ordered_json out = {
-        {"memcpy_gbps", result.memcpy_gbps}, {"memcpy_bytes", result.memcpy_bytes}, {"rows", rows}};
-    fmt::print("{}\n", out.dump(2));
-    return 0;
-  }
-  fmt::print("sim collectives, fp32; memcpy {:.2f} GB/s (one thread, {} bytes)\n",
-             result.memcpy_gbps, human_bytes(result.memcpy_bytes));
-  fmt::print(
-      "algbw = bytes / time; busbw = algbw * 2(W-1)/W (all_reduce), * (W-1)/W (others);\n"
-      "ideal = busbw moving only the bytes a shared-memory collective must, at memcpy speed "
-      "(collectives_bench.hpp)\n");
-  fmt::print("{:<15} {:>5} {:>6} {:>6} {:>11} {:>11} {:>11} {:>7} {:>11}\n", "op", "world", "bytes",
-             "iters", "time_us", "algbw_GB/s", "busbw_GB/s", "/memcpy", "ideal_GB/s");
-  for (const auto& row : result.rows) {
-    fmt::print("{:<15} {:>5} {:>6} {:>6} {:>11.1f} {:>11.3f} {:>11.3f} {:>6.0f}% {:>11.3f}\n",
-               row.op, row.world, human_bytes(row.bytes), row.iters, row.ms * 1e3, row.algbw_gbps,
-               row.busbw_gbps, 100.0 * row.busbw_gbps / result.memcpy_gbps, row.ideal_busbw_gbps);
-  }
-  return 0;
-}
-
-CLI::App* add_collectives(CLI::App& bench, std::function<int()>& run) {
-  auto* cmd =
-      bench.add_subcommand("collectives",
-                           "Sim all_reduce, reduce_scatter, all_gather: time, algbw and busbw "
-                           "(nccl-tests' definitions) per world and size, against memcpy");
-  auto flags = std::make_shared<CollectivesFlags>();
-  cmd->add_option("--worlds", flags->worlds, "World sizes: 2..8, 2,4,8 or 4")
-      ->capture_default_str();
-  cmd->add_option("--min-bytes", flags->min_bytes, "Smallest size: 4K, 1M, ...")
-      ->capture_default_str();
-  cmd->add_option("--max-bytes", flags->max_bytes, "Largest size: 64M, 256M, ...")
-      ->capture_default_str();
-  auto* factor =
-      cmd->add_option("--size-factor", flags->size_factor, "Each size is the last times this")
-          ->check(CLI::Range(2, 1024))
-          ->capture_default_str();
-  cmd->add_flag("--full", flags->full,
-                "Every size: 4K to 256M doubling, not quadrupling (about twice as long); flags "
-                "given beside it still apply");
-  cmd->add_option("--budget-ms", flags->budget_ms, "Time to spend timing each point")
-      ->check(CLI::Range(1.0, 60000.0))
-      ->capture_default_str();
-  cmd->add_flag("--json", flags->json,
-                "Print {memcpy_gbps, memcpy_bytes, rows: [{op, world, bytes, iters, ms, "
-                "algbw_gbps, busbw_gbps, ideal_busbw_gbps}]}");
-  cmd->callback([&run, flags, factor] {
-    if (flags->full && factor->count() == 0) flags->size_factor = 2;
-    parse_worlds(flags->worlds, "--worlds");
-    parse_size_bytes(flags->min_bytes, "--min-bytes");
-    parse_size_bytes(flags->max_bytes, "--max-bytes");
-    run = [flags] { return run_collectives(*flags); };
-  });
-  return cmd;
-}
-
 // ---- step -----------------------------------------------------------------------------------
 
 struct StepFlags {
@@ -488,7 +387,7 @@ CLI::App* add_bench_command(CLI::App& app, std::function<int()>& run) {
       "bench", "Speed: the fused AdamW kernel, the sim's collectives, step time per ZeRO stage");
   cmd->require_subcommand(1);
   add_adam(*cmd, run);
-  add_collectives(*cmd, run);
+  add_bench_collectives(*cmd, run);
   add_step(*cmd, run);
   return cmd;
 }

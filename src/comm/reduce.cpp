@@ -1,9 +1,18 @@
-// reduce.cpp — rank-order reduction for every dtype and op.
+// reduce.cpp — rank-order reduction for every dtype and op. fp32 sums and averages take a
+// register path on CPUs with AVX2 or AVX-512 (chosen at run time, as src/optim/adamw_fused.cpp
+// chooses its kernel): one vector of elements at a time, every rank's values added into a
+// register in rank order, so the W inputs stream through the cache in lock step and no
+// accumulator goes back to memory. Each lane does the scalar loop's IEEE adds and division, so
+// the bits are the same.
 #include "comm/reduce.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "core/error.hpp"
 
@@ -66,15 +75,89 @@ void reduce_typed(std::span<const void* const> inputs, void* out, std::size_t co
   }
 }
 
+// fp32 Sum (or Avg when `average`) of elements [begin, count), one element at a time.
+void sum_f32_scalar(std::span<const void* const> inputs, float* dst, std::size_t begin,
+                    std::size_t count, bool average) {
+  const auto world = static_cast<float>(inputs.size());
+  for (std::size_t j = begin; j < count; ++j) {
+    float acc = static_cast<const float*>(inputs[0])[j];
+    for (std::size_t r = 1; r < inputs.size(); ++r) {
+      acc = acc + static_cast<const float*>(inputs[r])[j];
+    }
+    dst[j] = average ? acc / world : acc;
+  }
+}
+
+using SumF32 = void (*)(std::span<const void* const>, float*, std::size_t, bool);
+
+// Elements before `first` + j sits on a 64-byte boundary (none when it never can): the vector
+// loops then read rank 0's cache lines whole, and every rank's when their buffers share rank 0's
+// offset, as large buffers from one allocator do.
+std::size_t elems_to_line(const void* first, std::size_t count) {
+  const auto misaligned_bytes = reinterpret_cast<std::uintptr_t>(first) % 64;
+  if (misaligned_bytes % sizeof(float) != 0) return 0;
+  return std::min(count, (64 - misaligned_bytes) % 64 / sizeof(float));
+}
+
+#if defined(__x86_64__)
+
+[[gnu::target("avx2")]] void sum_f32_avx2(std::span<const void* const> inputs, float* dst,
+                                          std::size_t count, bool average) {
+  const __m256 world = _mm256_set1_ps(static_cast<float>(inputs.size()));
+  std::size_t j = elems_to_line(inputs[0], count);
+  sum_f32_scalar(inputs, dst, 0, j, average);
+  for (; j + 8 <= count; j += 8) {
+    __m256 acc = _mm256_loadu_ps(static_cast<const float*>(inputs[0]) + j);
+    for (std::size_t r = 1; r < inputs.size(); ++r) {
+      acc = _mm256_add_ps(acc, _mm256_loadu_ps(static_cast<const float*>(inputs[r]) + j));
+    }
+    _mm256_storeu_ps(dst + j, average ? _mm256_div_ps(acc, world) : acc);
+  }
+  sum_f32_scalar(inputs, dst, j, count, average);
+}
+
+[[gnu::target("avx512f")]] void sum_f32_avx512(std::span<const void* const> inputs, float* dst,
+                                               std::size_t count, bool average) {
+  const __m512 world = _mm512_set1_ps(static_cast<float>(inputs.size()));
+  std::size_t j = elems_to_line(inputs[0], count);
+  sum_f32_scalar(inputs, dst, 0, j, average);
+  for (; j + 16 <= count; j += 16) {
+    __m512 acc = _mm512_loadu_ps(static_cast<const float*>(inputs[0]) + j);
+    for (std::size_t r = 1; r < inputs.size(); ++r) {
+      acc = _mm512_add_ps(acc, _mm512_loadu_ps(static_cast<const float*>(inputs[r]) + j));
+    }
+    _mm512_storeu_ps(dst + j, average ? _mm512_div_ps(acc, world) : acc);
+  }
+  sum_f32_scalar(inputs, dst, j, count, average);
+}
+
+// The register path this CPU runs, or nullptr for the tiled loop of reduce_typed.
+SumF32 pick_sum_f32() {
+  if (__builtin_cpu_supports("avx512f")) return sum_f32_avx512;
+  if (__builtin_cpu_supports("avx2")) return sum_f32_avx2;
+  return nullptr;
+}
+
+#else
+
+SumF32 pick_sum_f32() { return nullptr; }
+
+#endif
+
 }  // namespace
 
 void reduce_rank_order(std::span<const void* const> inputs, void* out, std::size_t count, DType dtype,
                        ReduceOp op) {
   ZL_CHECK(!inputs.empty(), "reduce over zero ranks");
   switch (dtype) {
-    case DType::F32:
+    case DType::F32: {
+      static const SumF32 sum_f32 = pick_sum_f32();
+      if (sum_f32 != nullptr && op != ReduceOp::Max) {
+        return sum_f32(inputs, static_cast<float*>(out), count, op == ReduceOp::Avg);
+      }
       return reduce_typed<float, float>(inputs, out, count, op, [](float x) { return x; },
                                         [](float x) { return x; });
+    }
     case DType::F64:
       return reduce_typed<double, double>(inputs, out, count, op, [](double x) { return x; },
                                           [](double x) { return x; });

@@ -78,6 +78,7 @@ TEST(BenchCli, CollectivesRowsFollowTheDefinitions) {
       "collectives --worlds 2,3 --min-bytes 4K --max-bytes 16K "
       "--budget-ms 1 --json");
   EXPECT_GT(out["memcpy_gbps"].get<double>(), 0.0);
+  EXPECT_GE(out["memcpy_threads"].get<int>(), 1);
   const auto& rows = out["rows"];
   ASSERT_EQ(rows.size(), 3u * 2u * 2u);  // ops x worlds x sizes (4K, 16K)
   for (const auto& row : rows) {
@@ -88,6 +89,11 @@ TEST(BenchCli, CollectivesRowsFollowTheDefinitions) {
     EXPECT_NEAR(row["algbw_gbps"].get<double>(), row["bytes"].get<double>() / (ms * 1e6), 1e-9);
     EXPECT_NEAR(row["busbw_gbps"].get<double>(),
                 row["algbw_gbps"].get<double>() * bench::busbw_factor(op, world), 1e-9);
+    EXPECT_GT(row["memcpy_gbps"].get<double>(), 0.0);
+    EXPECT_NEAR(row["ideal_busbw_gbps"].get<double>(),
+                row["memcpy_gbps"].get<double>() * bench::ideal_busbw_fraction(op, world), 1e-9);
+    EXPECT_NEAR(row["busbw_over_ideal"].get<double>(),
+                row["busbw_gbps"].get<double>() / row["ideal_busbw_gbps"].get<double>(), 1e-9);
     // Bytes are whole fp32 blocks: 4K over 3 ranks rounds down to 3 * 341 * 4.
     if (op != "all_reduce") {
       EXPECT_EQ(row["bytes"].get<std::size_t>() % (4u * static_cast<std::size_t>(world)), 0u);
@@ -96,6 +102,27 @@ TEST(BenchCli, CollectivesRowsFollowTheDefinitions) {
   EXPECT_EQ(rows[2]["op"], "all_reduce");
   EXPECT_EQ(rows[2]["world"], 3);
   EXPECT_EQ(rows[4]["bytes"], 4096);  // reduce_scatter, world 2, 4K
+  // A 4 KiB latency per op and world, in the rows' order.
+  const auto& latencies = out["latencies"];
+  ASSERT_EQ(latencies.size(), 3u * 2u);  // ops x worlds
+  const std::vector<std::string> ops = {"all_reduce", "reduce_scatter", "all_gather"};
+  for (std::size_t i = 0; i < latencies.size(); ++i) {
+    EXPECT_EQ(latencies[i]["op"], ops[i / 2]) << latencies[i].dump();
+    EXPECT_EQ(latencies[i]["world"], i % 2 == 0 ? 2 : 3) << latencies[i].dump();
+    EXPECT_GT(latencies[i]["us"].get<double>(), 0.0) << latencies[i].dump();
+  }
+  EXPECT_EQ(latencies[0]["bytes"], 4096);
+  EXPECT_EQ(latencies[3]["bytes"], 3 * 341 * 4);  // reduce_scatter, world 3: whole fp32 blocks
+}
+
+TEST(BenchCli, CollectivesTableShowsTheIdealAndLatency) {
+  const CommandResult result = run_command(std::string(ZL_BINARY) +
+                                           " bench collectives --worlds 2 --min-bytes 4K "
+                                           "--max-bytes 4K --budget-ms 1");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  for (const char* column : {"busbw_GB/s", "ideal_GB/s", "/ideal", "latency of one 4K call"}) {
+    EXPECT_NE(result.out.find(column), std::string::npos) << column << " in\n" << result.out;
+  }
 }
 
 TEST(BenchCli, StepReportsEveryStageAgainstDdp) {
