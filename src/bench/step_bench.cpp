@@ -2,6 +2,8 @@
 // and each with the GEMM rate one thread of this machine reaches.
 #include "bench/step_bench.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <thread>
 #include <vector>
@@ -45,7 +47,8 @@ double single_thread_gemm_gflops(std::int64_t n) {
     const double ms = now_ms() - start_ms;
     best_ms = round == 0 ? ms : std::min(best_ms, ms);
   }
-  const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  const double flops =
+      2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
   return best_ms > 0.0 ? flops / (best_ms * 1e6) : 0.0;
 }
 
@@ -54,7 +57,11 @@ StepBenchResult run_step_bench(const StepBenchOptions& options) {
   constexpr std::int64_t kGemmElems = 1024;
   StepBenchResult result;
   result.model = std::string(model_name(options.model));
-  result.preset = options.model == ModelKind::Gpt ? options.preset : "";
+  const GptConfig& gpt = options.gpt;
+  result.preset = options.model == ModelKind::Gpt
+                      ? fmt::format("{} (L{} H{} C{} T{} V{})", options.preset, gpt.n_layer,
+                                    gpt.n_head, gpt.n_embd, gpt.block_size, gpt.vocab)
+                      : "";
   result.world = options.world;
   result.steps = options.steps;
   result.rounds = options.rounds;

@@ -39,7 +39,7 @@ struct StepRow {
 /// All stages of one run.
 struct StepBenchResult {
   std::string model;              ///< "gpt" or "mlp"
-  std::string preset;             ///< "" for the MLP
+  std::string preset;             ///< the preset's name and the GPT's sizes; "" for the MLP
   std::int64_t params_elems = 0;  ///< unpadded parameter count
   int world = 0;                  ///< simulated ranks
   int threads = 0;                ///< CPU threads each rank ran on

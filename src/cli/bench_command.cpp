@@ -443,6 +443,10 @@ CLI::App* add_step(CLI::App& bench, std::function<int()>& run) {
     if (flags->options.threads == 0) flags->options.threads = threads_from_env();
     flags->options.gpt = gpt_preset(flags->options.preset);
     apply_gpt_sizes(flags->gpt_sizes, flags->options.gpt);
+    const GptOverrides& sizes = flags->gpt_sizes;
+    if (sizes.n_layer || sizes.n_head || sizes.n_embd || sizes.block_size || sizes.vocab) {
+      flags->options.preset += " with sizes given";
+    }
     bench::step_bench_config(flags->options, 0);  // a bad preset or size exits 2 here
     run = [flags] { return run_step(*flags); };
   });

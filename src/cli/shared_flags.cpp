@@ -2,8 +2,8 @@
 // a preset, and --threads with ZL_THREADS, how many CPU threads each rank's kernels run on (the
 // count never changes a result, docs/exactness.md, only the time a step takes).
 #include <charconv>
-#include <optional>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 

@@ -1,10 +1,9 @@
 // cpu_threads_test.cpp — the CPU device's threads change no bit: every kernel on 2 or 3 threads
 // gives what it gives on one, for random shapes at both grains, and the pool runs every task once
 // and passes a task's exception to the caller.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
-
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
@@ -41,8 +40,9 @@ std::vector<float> all_outputs(CpuDevice& device, const Shape& s) {
   };
   const auto x = normals(1, s.rows * s.in), w = normals(2, s.out * s.in), b = normals(3, s.out);
   const auto dy = normals(4, s.rows * s.out);
-  std::vector<float> y(static_cast<std::size_t>(s.rows * s.out)), dw = normals(5, s.out * s.in),
-      db = normals(6, s.out), dx(static_cast<std::size_t>(s.rows * s.in));
+  std::vector<float> y(static_cast<std::size_t>(s.rows * s.out)),
+      dw = normals(5, s.out * s.in), db = normals(6, s.out),
+      dx(static_cast<std::size_t>(s.rows * s.in));
   device.linear_forward(x, w, b, y, s.rows, s.in, s.out);
   device.linear_backward(x, w, dy, dw, db, dx, s.rows, s.in, s.out);
   keep(y), keep(dw), keep(db), keep(dx);
@@ -58,7 +58,8 @@ std::vector<float> all_outputs(CpuDevice& device, const Shape& s) {
   keep(gelu), keep(dgelu);
   const auto weight = normals(8, s.in), bias = normals(9, s.in);
   std::vector<float> ln(x.size()), mean(static_cast<std::size_t>(s.rows)), rstd(mean.size());
-  std::vector<float> dweight = normals(10, s.in), dbias = normals(11, s.in), dln = normals(12, s.rows * s.in);
+  std::vector<float> dweight = normals(10, s.in), dbias = normals(11, s.in),
+                     dln = normals(12, s.rows * s.in);
   device.layernorm_forward(x, weight, bias, ln, mean, rstd, s.rows, s.in);
   device.layernorm_backward(x, weight, mean, rstd, normals(13, s.rows * s.in), dln, dweight, dbias,
                             s.rows, s.in);

@@ -2,9 +2,10 @@
 // loops per (batch row, head, query position), with no T x T tensor kept: forward keeps two
 // floats per query row (the largest score m and the sum of exponentials l, both rounded to float)
 // and backward rebuilds each row's probabilities from q, k and them, exactly as forward made them.
-// Memory grows with T, not T². Dot products, the softmax and every gradient sum run in double in a
-// fixed order and are rounded once to float, so the bits never depend on threads or addresses; this
-// is the specification the CUDA kernels are tested against. Each (batch row, head) is one task for
+// Memory grows with T, not T². Dot products (summed over d in order, vectorized across keys), the
+// softmax and every gradient sum run in double in a fixed order and are rounded once to float, so
+// the bits never depend on threads or addresses; this is the specification the CUDA kernels are
+// tested against. Each (batch row, head) is one task for
 // the device's threads: the tasks write disjoint elements. A head's loops are compiled for the
 // baseline, AVX2 and AVX-512 (cpu_isa.hpp picks one): without FMA contraction (-ffp-contract=off)
 // and without fast-math the vector code does the same IEEE operations in the same order, so all
@@ -22,21 +23,17 @@ namespace zl {
 
 namespace {
 
-// a . b over D elements in double: four partial sums over d = 4i + j, combined as
-// (s0 + s1) + (s2 + s3), then the last D % 4 terms in order. A fixed order, and four independent
-// chains the CPU can overlap.
-[[gnu::always_inline]] inline double dot(const float* a, const float* b, std::int64_t D) {
-  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-  std::int64_t d = 0;
-  for (; d + 4 <= D; d += 4) {
-    s0 += static_cast<double>(a[d]) * b[d];
-    s1 += static_cast<double>(a[d + 1]) * b[d + 1];
-    s2 += static_cast<double>(a[d + 2]) * b[d + 2];
-    s3 += static_cast<double>(a[d + 3]) * b[d + 3];
+// out[s] = x . rows_s for s < count, where rows_t is the head's [D, T] transpose of the rows (k or
+// v): each product in double, summed over d = 0, 1, ..., D - 1 in order. The loop over s is
+// innermost and contiguous, so it vectorizes across keys without changing any sum's order.
+[[gnu::always_inline]] inline void dots(const float* x, const float* rows_t, std::int64_t T,
+                                        std::int64_t D, std::int64_t count, double* out) {
+  std::fill(out, out + count, 0.0);
+  for (std::int64_t d = 0; d < D; ++d) {
+    const auto xd = static_cast<double>(x[d]);
+    const float* row = rows_t + d * T;
+    for (std::int64_t s = 0; s < count; ++s) out[s] += xd * row[s];
   }
-  double sum = (s0 + s1) + (s2 + s3);
-  for (; d < D; ++d) sum += static_cast<double>(a[d]) * b[d];
-  return sum;
 }
 
 // One head of one sequence: row t of q, k or v is a [D] slice of qkv row t; the task's scratch.
@@ -50,6 +47,8 @@ struct Head {
   double* dprobs;  // [T] (backward)
   double* dk;      // [T, D] (backward)
   double* dv;      // [T, D] (backward)
+  float* k_t;      // [D, T]: k transposed
+  float* v_t;      // [D, T]: v transposed (backward)
   const float* q(std::int64_t t) const { return qkv + t * 3 * C + h * D; }
   const float* k(std::int64_t s) const { return qkv + s * 3 * C + C + h * D; }
   const float* v(std::int64_t s) const { return qkv + s * 3 * C + 2 * C + h * D; }
@@ -61,15 +60,26 @@ struct Head {
   return static_cast<float>(exp_term / static_cast<double>(l));
 }
 
-// z_s = q_t . k_s * scale for s <= t, into head.scores.
+// rows_t[d, s] = row(s)[d]: the head's k or v as [D, T].
+template <typename Row>
+[[gnu::always_inline]] inline void transpose(const Head& head, Row row, float* rows_t) {
+  for (std::int64_t s = 0; s < head.T; ++s) {
+    const float* values = row(s);
+    for (std::int64_t d = 0; d < head.D; ++d) rows_t[d * head.T + s] = values[d];
+  }
+}
+
+// z_s = (q_t . k_s) * scale for s <= t, into head.scores.
 [[gnu::always_inline]] inline void scores_of(const Head& head, std::int64_t t) {
-  const float* q = head.q(t);
-  for (std::int64_t s = 0; s <= t; ++s) head.scores[s] = dot(q, head.k(s), head.D) * head.scale;
+  dots(head.q(t), head.k_t, head.T, head.D, t + 1, head.scores);
+  for (std::int64_t s = 0; s <= t; ++s) head.scores[s] *= head.scale;
 }
 
 // Forward of one head: stats rows [T, 2] and out rows (stride C) of this head.
 [[gnu::always_inline]] inline void forward_head(const Head& head, float* stats, float* out) {
   const std::int64_t D = head.D;
+  transpose(
+      head, [&](std::int64_t s) { return head.k(s); }, head.k_t);
   for (std::int64_t t = 0; t < head.T; ++t) {
     scores_of(head, t);
     // The causal mask is s <= t; subtracting the max keeps every exp near (0, 1].
@@ -108,15 +118,14 @@ struct Head {
     head.p[s] = probability(std::exp(head.scores[s] - row_stats[0]), row_stats[1]);
   }
   // dprobs_ts = dout_t . v_s, and the softmax backward's shared term sum_s p_ts dprobs_ts.
+  dots(grad_out, head.v_t, head.T, D, t + 1, head.dprobs);
   double weighted = 0.0;
-  for (std::int64_t s = 0; s <= t; ++s) {
-    head.dprobs[s] = dot(grad_out, head.v(s), D);
-    weighted += head.p[s] * head.dprobs[s];
-  }
+  for (std::int64_t s = 0; s <= t; ++s) weighted += head.p[s] * head.dprobs[s];
   std::fill(head.acc, head.acc + D, 0.0);
   for (std::int64_t s = 0; s <= t; ++s) {
     const float* k = head.k(s);
-    const double dscore = head.p[s] * (head.dprobs[s] - weighted);  // d loss / d (q_t . k_s * scale)
+    const double dscore =
+        head.p[s] * (head.dprobs[s] - weighted);  // d loss / d (q_t . k_s * scale)
     const auto p = static_cast<double>(head.p[s]);
     double* dk = head.dk + s * D;
     double* dv = head.dv + s * D;
@@ -134,6 +143,10 @@ struct Head {
 [[gnu::always_inline]] inline void backward_head(const Head& head, const float* stats,
                                                  const float* dout, float* dqkv) {
   const std::int64_t T = head.T, C = head.C, D = head.D;
+  transpose(
+      head, [&](std::int64_t s) { return head.k(s); }, head.k_t);
+  transpose(
+      head, [&](std::int64_t s) { return head.v(s); }, head.v_t);
   std::fill(head.dk, head.dk + T * D, 0.0);
   std::fill(head.dv, head.dv + T * D, 0.0);
   for (std::int64_t t = 0; t < T; ++t) {
@@ -202,12 +215,22 @@ void CpuDevice::do_attention_forward(std::span<const float> qkv, std::span<float
   pool().run(batch * heads, [&](std::int64_t task) {
     const std::int64_t b = task / heads, h = task % heads;
     std::vector<double> scores(static_cast<std::size_t>(T)), acc(static_cast<std::size_t>(D));
-    std::vector<float> p(static_cast<std::size_t>(T));
-    const Head head{.qkv = qkv.data() + b * T * 3 * C, .T = T, .C = C, .D = D, .h = h,
-                    .scale = attention_scale(D), .scores = scores.data(), .p = p.data(),
-                    .acc = acc.data(), .dprobs = nullptr, .dk = nullptr, .dv = nullptr};
-    forward(head, stats.data() + task * T * kAttentionStatsPerRow,
-            out.data() + b * T * C + h * D);
+    std::vector<float> p(static_cast<std::size_t>(T)), k_t(static_cast<std::size_t>(T * D));
+    const Head head{.qkv = qkv.data() + b * T * 3 * C,
+                    .T = T,
+                    .C = C,
+                    .D = D,
+                    .h = h,
+                    .scale = attention_scale(D),
+                    .scores = scores.data(),
+                    .p = p.data(),
+                    .acc = acc.data(),
+                    .dprobs = nullptr,
+                    .dk = nullptr,
+                    .dv = nullptr,
+                    .k_t = k_t.data(),
+                    .v_t = nullptr};
+    forward(head, stats.data() + task * T * kAttentionStatsPerRow, out.data() + b * T * C + h * D);
   });
 }
 
@@ -222,10 +245,21 @@ void CpuDevice::do_attention_backward(std::span<const float> qkv, std::span<cons
     const auto rows = static_cast<std::size_t>(T);
     std::vector<double> scores(rows), dprobs(rows), acc(static_cast<std::size_t>(D));
     std::vector<double> dk(rows * static_cast<std::size_t>(D)), dv(dk.size());
-    std::vector<float> p(rows);
-    const Head head{.qkv = qkv.data() + b * T * 3 * C, .T = T, .C = C, .D = D, .h = h,
-                    .scale = attention_scale(D), .scores = scores.data(), .p = p.data(),
-                    .acc = acc.data(), .dprobs = dprobs.data(), .dk = dk.data(), .dv = dv.data()};
+    std::vector<float> p(rows), k_t(dk.size()), v_t(dk.size());
+    const Head head{.qkv = qkv.data() + b * T * 3 * C,
+                    .T = T,
+                    .C = C,
+                    .D = D,
+                    .h = h,
+                    .scale = attention_scale(D),
+                    .scores = scores.data(),
+                    .p = p.data(),
+                    .acc = acc.data(),
+                    .dprobs = dprobs.data(),
+                    .dk = dk.data(),
+                    .dv = dv.data(),
+                    .k_t = k_t.data(),
+                    .v_t = v_t.data()};
     backward(head, stats.data() + task * T * kAttentionStatsPerRow, dout.data() + b * T * C + h * D,
              dqkv.data() + b * T * 3 * C + h * D);
   });

@@ -31,7 +31,9 @@ CpuDevice::CpuDevice(int threads, cpu::Grain grain)
 
 CpuDevice::~CpuDevice() = default;
 
-int CpuDevice::threads() const { return pool_->threads(); }
+int CpuDevice::threads() const {
+  return pool_->threads();
+}
 
 void* CpuDevice::allocate(std::size_t bytes) {
   void* ptr = ::operator new(bytes, kAlignment);
@@ -89,28 +91,28 @@ void CpuDevice::do_linear_backward(std::span<const float> x, std::span<const flo
 
 void CpuDevice::do_gelu_forward(std::span<const float> x, std::span<float> y) {
   constexpr double kInvSqrt2 = 1.0 / std::numbers::sqrt2;
-  for_each_piece(pool(), static_cast<std::int64_t>(x.size()), [&](std::int64_t begin,
-                                                                   std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const double v = x[i];
-      y[i] = static_cast<float>(0.5 * v * (1.0 + std::erf(v * kInvSqrt2)));
-    }
-  });
+  for_each_piece(pool(), static_cast<std::int64_t>(x.size()),
+                 [&](std::int64_t begin, std::int64_t end) {
+                   for (std::int64_t i = begin; i < end; ++i) {
+                     const double v = x[i];
+                     y[i] = static_cast<float>(0.5 * v * (1.0 + std::erf(v * kInvSqrt2)));
+                   }
+                 });
 }
 
 void CpuDevice::do_gelu_backward(std::span<const float> x, std::span<const float> dy,
                                  std::span<float> dx) {
   constexpr double kInvSqrt2 = 1.0 / std::numbers::sqrt2;
   constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
-  for_each_piece(pool(), static_cast<std::int64_t>(x.size()), [&](std::int64_t begin,
-                                                                   std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const double v = x[i];
-      const double cdf = 0.5 * (1.0 + std::erf(v * kInvSqrt2));  // Phi(x)
-      const double pdf = kInvSqrt2Pi * std::exp(-0.5 * v * v);   // phi(x)
-      dx[i] = static_cast<float>(static_cast<double>(dy[i]) * (cdf + v * pdf));
-    }
-  });
+  for_each_piece(pool(), static_cast<std::int64_t>(x.size()),
+                 [&](std::int64_t begin, std::int64_t end) {
+                   for (std::int64_t i = begin; i < end; ++i) {
+                     const double v = x[i];
+                     const double cdf = 0.5 * (1.0 + std::erf(v * kInvSqrt2));  // Phi(x)
+                     const double pdf = kInvSqrt2Pi * std::exp(-0.5 * v * v);   // phi(x)
+                     dx[i] = static_cast<float>(static_cast<double>(dy[i]) * (cdf + v * pdf));
+                   }
+                 });
 }
 
 float CpuDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
@@ -122,30 +124,31 @@ float CpuDevice::do_cross_entropy_forward_backward(std::span<const float> logits
              "cross_entropy: row {} has label {}, outside [0, {})", r, labels[r], classes);
   }
   std::vector<double> row_losses(static_cast<std::size_t>(rows));
-  for_each_piece(pool(), rows, cpu::rows_per_piece(pool(), classes), [&](std::int64_t begin,
-                                                                  std::int64_t end) {
-    std::vector<double> exps(static_cast<std::size_t>(classes));
-    for (std::int64_t r = begin; r < end; ++r) {
-      // logits row r is [classes]
-      const float* row = logits.data() + r * classes;
-      float* drow = dlogits.data() + r * classes;
-      const std::int64_t label = labels[r];
-      // Subtracting the row max keeps every exp in (0, 1], so the sum cannot overflow.
-      double max_logit = row[0];
-      for (std::int64_t c = 1; c < classes; ++c)
-        max_logit = std::max(max_logit, static_cast<double>(row[c]));
-      double exp_sum = 0.0;
-      for (std::int64_t c = 0; c < classes; ++c) {
-        exps[c] = std::exp(row[c] - max_logit);
-        exp_sum += exps[c];
-      }
-      row_losses[r] = std::log(exp_sum) - (row[label] - max_logit);
-      for (std::int64_t c = 0; c < classes; ++c) {
-        const double target = c == label ? 1.0 : 0.0;
-        drow[c] = static_cast<float>((exps[c] / exp_sum - target) / static_cast<double>(rows));
-      }
-    }
-  });
+  for_each_piece(
+      pool(), rows, cpu::rows_per_piece(pool(), classes),
+      [&](std::int64_t begin, std::int64_t end) {
+        std::vector<double> exps(static_cast<std::size_t>(classes));
+        for (std::int64_t r = begin; r < end; ++r) {
+          // logits row r is [classes]
+          const float* row = logits.data() + r * classes;
+          float* drow = dlogits.data() + r * classes;
+          const std::int64_t label = labels[r];
+          // Subtracting the row max keeps every exp in (0, 1], so the sum cannot overflow.
+          double max_logit = row[0];
+          for (std::int64_t c = 1; c < classes; ++c)
+            max_logit = std::max(max_logit, static_cast<double>(row[c]));
+          double exp_sum = 0.0;
+          for (std::int64_t c = 0; c < classes; ++c) {
+            exps[c] = std::exp(row[c] - max_logit);
+            exp_sum += exps[c];
+          }
+          row_losses[r] = std::log(exp_sum) - (row[label] - max_logit);
+          for (std::int64_t c = 0; c < classes; ++c) {
+            const double target = c == label ? 1.0 : 0.0;
+            drow[c] = static_cast<float>((exps[c] / exp_sum - target) / static_cast<double>(rows));
+          }
+        }
+      });
   // The row losses summed in row order.
   double loss_sum = 0.0;
   for (const double loss : row_losses) loss_sum += loss;

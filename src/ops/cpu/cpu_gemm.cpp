@@ -32,7 +32,9 @@ GemmKernelFn kernel_of(Isa isa) {
   }
 }
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // The tile of `problem` that covers output rows (or columns) [begin, begin + elems).
 GemmProblem tile_of(const GemmProblem& problem, bool split_rows, std::int64_t begin,
@@ -57,8 +59,8 @@ GemmProblem tile_of(const GemmProblem& problem, bool split_rows, std::int64_t be
 std::int64_t gemm_tile_elems(std::int64_t m, std::int64_t n, std::int64_t k, Grain grain) {
   const std::int64_t longer = std::max<std::int64_t>({m, n, 1});
   if (grain == Grain::Fine) return std::max<std::int64_t>(1, ceil_div(longer, 4));
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) *
-                       static_cast<double>(k);
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   if (flops < kMinSplitFlops || longer < 2 * kTileAlignElems) return longer;
   std::int64_t count = ceil_div(longer, kTargetTileElems);
   count += count % 2;  // an even count, so two threads get equal shares

@@ -76,30 +76,30 @@ void CpuDevice::do_layernorm_forward(std::span<const float> x, std::span<const f
                                      std::span<float> mean, std::span<float> rstd,
                                      std::int64_t rows, std::int64_t channels) {
   const auto count = static_cast<double>(channels);
-  for_each_piece(pool(), rows, rows_per_piece(pool(), channels), [&](std::int64_t begin,
-                                                              std::int64_t end) {
-    for (std::int64_t r = begin; r < end; ++r) {
-      // x row r is [C]; two passes (mean, then squared deviations) avoid E[x^2] - E[x]^2's
-      // cancellation.
-      const float* in = x.data() + r * channels;
-      double sum = 0.0;
-      for (std::int64_t c = 0; c < channels; ++c) sum += in[c];
-      const double row_mean = sum / count;
-      double squares = 0.0;
-      for (std::int64_t c = 0; c < channels; ++c) {
-        const double deviation = in[c] - row_mean;
-        squares += deviation * deviation;
-      }
-      mean[r] = static_cast<float>(row_mean);
-      rstd[r] = static_cast<float>(1.0 / std::sqrt(squares / count + kLayerNormEps));
-      // y uses mean and rstd as stored, so backward sees the very xhat forward used.
-      float* out = y.data() + r * channels;
-      for (std::int64_t c = 0; c < channels; ++c) {
-        const double xhat = (static_cast<double>(in[c]) - mean[r]) * rstd[r];
-        out[c] = static_cast<float>(xhat * weight[c] + bias[c]);
-      }
-    }
-  });
+  for_each_piece(pool(), rows, rows_per_piece(pool(), channels),
+                 [&](std::int64_t begin, std::int64_t end) {
+                   for (std::int64_t r = begin; r < end; ++r) {
+                     // x row r is [C]; two passes (mean, then squared deviations) avoid E[x^2] -
+                     // E[x]^2's cancellation.
+                     const float* in = x.data() + r * channels;
+                     double sum = 0.0;
+                     for (std::int64_t c = 0; c < channels; ++c) sum += in[c];
+                     const double row_mean = sum / count;
+                     double squares = 0.0;
+                     for (std::int64_t c = 0; c < channels; ++c) {
+                       const double deviation = in[c] - row_mean;
+                       squares += deviation * deviation;
+                     }
+                     mean[r] = static_cast<float>(row_mean);
+                     rstd[r] = static_cast<float>(1.0 / std::sqrt(squares / count + kLayerNormEps));
+                     // y uses mean and rstd as stored, so backward sees the very xhat forward used.
+                     float* out = y.data() + r * channels;
+                     for (std::int64_t c = 0; c < channels; ++c) {
+                       const double xhat = (static_cast<double>(in[c]) - mean[r]) * rstd[r];
+                       out[c] = static_cast<float>(xhat * weight[c] + bias[c]);
+                     }
+                   }
+                 });
 }
 
 void CpuDevice::do_layernorm_backward(std::span<const float> x, std::span<const float> weight,
@@ -112,44 +112,45 @@ void CpuDevice::do_layernorm_backward(std::span<const float> x, std::span<const 
     return (x[r * channels + c] - static_cast<double>(mean[r])) * static_cast<double>(rstd[r]);
   };
   // dx, in pieces of rows: g = dy * weight and the two row means the formula subtracts.
-  for_each_piece(pool(), rows, rows_per_piece(pool(), channels), [&](std::int64_t begin,
-                                                              std::int64_t end) {
-    for (std::int64_t r = begin; r < end; ++r) {
-      const float* grad_out = dy.data() + r * channels;
-      float* grad_in = dx.data() + r * channels;
-      double g_sum = 0.0, g_xhat_sum = 0.0;
-      for (std::int64_t c = 0; c < channels; ++c) {
-        const double g = static_cast<double>(grad_out[c]) * weight[c];
-        g_sum += g;
-        g_xhat_sum += g * xhat_of(r, c);
-      }
-      const double g_mean = g_sum / count;
-      const double g_xhat_mean = g_xhat_sum / count;
-      const double row_rstd = rstd[r];
-      for (std::int64_t c = 0; c < channels; ++c) {
-        const double g = static_cast<double>(grad_out[c]) * weight[c];
-        grad_in[c] =
-            static_cast<float>(grad_in[c] + (g - g_mean - xhat_of(r, c) * g_xhat_mean) * row_rstd);
-      }
-    }
-  });
+  for_each_piece(
+      pool(), rows, rows_per_piece(pool(), channels), [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t r = begin; r < end; ++r) {
+          const float* grad_out = dy.data() + r * channels;
+          float* grad_in = dx.data() + r * channels;
+          double g_sum = 0.0, g_xhat_sum = 0.0;
+          for (std::int64_t c = 0; c < channels; ++c) {
+            const double g = static_cast<double>(grad_out[c]) * weight[c];
+            g_sum += g;
+            g_xhat_sum += g * xhat_of(r, c);
+          }
+          const double g_mean = g_sum / count;
+          const double g_xhat_mean = g_xhat_sum / count;
+          const double row_rstd = rstd[r];
+          for (std::int64_t c = 0; c < channels; ++c) {
+            const double g = static_cast<double>(grad_out[c]) * weight[c];
+            grad_in[c] = static_cast<float>(grad_in[c] +
+                                            (g - g_mean - xhat_of(r, c) * g_xhat_mean) * row_rstd);
+          }
+        }
+      });
   // dweight and dbias [C], in pieces of columns: each column summed over rows 0.. in double, added
   // to the output once.
-  for_each_piece(pool(), channels, cpu::columns_per_piece(pool()), [&](std::int64_t begin, std::int64_t end) {
-    const auto width = static_cast<std::size_t>(end - begin);
-    std::vector<double> dweight_sum(width, 0.0), dbias_sum(width, 0.0);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* grad_out = dy.data() + r * channels;
-      for (std::int64_t c = begin; c < end; ++c) {
-        dweight_sum[c - begin] += grad_out[c] * xhat_of(r, c);
-        dbias_sum[c - begin] += grad_out[c];
-      }
-    }
-    for (std::int64_t c = begin; c < end; ++c) {
-      dweight[c] = static_cast<float>(dweight[c] + dweight_sum[c - begin]);
-      dbias[c] = static_cast<float>(dbias[c] + dbias_sum[c - begin]);
-    }
-  });
+  for_each_piece(pool(), channels, cpu::columns_per_piece(pool()),
+                 [&](std::int64_t begin, std::int64_t end) {
+                   const auto width = static_cast<std::size_t>(end - begin);
+                   std::vector<double> dweight_sum(width, 0.0), dbias_sum(width, 0.0);
+                   for (std::int64_t r = 0; r < rows; ++r) {
+                     const float* grad_out = dy.data() + r * channels;
+                     for (std::int64_t c = begin; c < end; ++c) {
+                       dweight_sum[c - begin] += grad_out[c] * xhat_of(r, c);
+                       dbias_sum[c - begin] += grad_out[c];
+                     }
+                   }
+                   for (std::int64_t c = begin; c < end; ++c) {
+                     dweight[c] = static_cast<float>(dweight[c] + dweight_sum[c - begin]);
+                     dbias[c] = static_cast<float>(dbias[c] + dbias_sum[c - begin]);
+                   }
+                 });
 }
 
 void CpuDevice::do_conv1d_forward(std::span<const float> x, std::span<const float> w,
@@ -196,28 +197,28 @@ void CpuDevice::do_conv1d_backward(std::span<const float> x, std::span<const flo
 }
 
 void CpuDevice::do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) {
-  for_each_piece(pool(), static_cast<std::int64_t>(x.size()), [&](std::int64_t begin,
-                                                                    std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const double v = x[i];
-      const double u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
-      y[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(u)));
-    }
-  });
+  for_each_piece(pool(), static_cast<std::int64_t>(x.size()),
+                 [&](std::int64_t begin, std::int64_t end) {
+                   for (std::int64_t i = begin; i < end; ++i) {
+                     const double v = x[i];
+                     const double u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
+                     y[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(u)));
+                   }
+                 });
 }
 
 void CpuDevice::do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
                                       std::span<float> dx) {
-  for_each_piece(pool(), static_cast<std::int64_t>(x.size()), [&](std::int64_t begin,
-                                                                    std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const double v = x[i];
-      const double th = std::tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v));
-      const double du_dx = kSqrt2OverPi * (1.0 + 3.0 * kGeluCoeff * v * v);
-      const double slope = 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * du_dx;
-      dx[i] = static_cast<float>(static_cast<double>(dy[i]) * slope);
-    }
-  });
+  for_each_piece(pool(), static_cast<std::int64_t>(x.size()),
+                 [&](std::int64_t begin, std::int64_t end) {
+                   for (std::int64_t i = begin; i < end; ++i) {
+                     const double v = x[i];
+                     const double th = std::tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v));
+                     const double du_dx = kSqrt2OverPi * (1.0 + 3.0 * kGeluCoeff * v * v);
+                     const double slope = 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * du_dx;
+                     dx[i] = static_cast<float>(static_cast<double>(dy[i]) * slope);
+                   }
+                 });
 }
 
 }  // namespace zl

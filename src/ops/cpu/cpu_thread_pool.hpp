@@ -47,9 +47,9 @@ class CpuThreadPool {
   std::condition_variable done_;  // a worker finished its part of a run
   const std::function<void(std::int64_t)>* task_ = nullptr;
   std::int64_t tasks_ = 0;
-  std::int64_t next_task_ = 0;      // the next task index to hand out
-  std::uint64_t generation_ = 0;    // runs started
-  int busy_workers_ = 0;            // workers still inside the current run
+  std::int64_t next_task_ = 0;    // the next task index to hand out
+  std::uint64_t generation_ = 0;  // runs started
+  int busy_workers_ = 0;          // workers still inside the current run
   bool stopping_ = false;
   std::exception_ptr error_;
   std::vector<std::jthread> workers_;
