@@ -69,7 +69,7 @@ struct TrainConfig {
   Accelerator accelerator = Accelerator::Cpu;
   int world = 1;           ///< ranks W (the reference plays all W in one process)
   /// CPU threads each rank's kernels run on (--threads, ZL_THREADS); 0: the machine's cores
-  /// divided among the ranks of this process (run_threads()). Never changes a bit of the results.
+  /// divided among the W ranks (run_threads()). Never changes a bit of the results.
   int threads = 0;
   /// How finely the CPU kernels cut their work (Normal; Fine in tests, so that small models
   /// reach the threads). Part of what decides the bits of a CPU run, as the shapes are.
@@ -107,7 +107,8 @@ struct TrainConfig {
 void validate(const TrainConfig& config);
 
 /// The threads each rank's CpuDevice runs on: config.threads, or with 0 the machine's cores
-/// divided among the ranks this process runs (W on the sim, one under MPI), at least 1.
+/// divided among the W ranks (as if they shared this machine, so MPI ranks on one node never
+/// oversubscribe it), at least 1.
 int run_threads(const TrainConfig& config);
 
 }  // namespace zl

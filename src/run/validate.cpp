@@ -15,7 +15,7 @@ std::string_view model_name(ModelKind kind) {
 
 int run_threads(const TrainConfig& config) {
   if (config.threads > 0) return config.threads;
-  return cpu::cpu_threads_per_rank(config.backend == Backend::Sim ? config.world : 1);
+  return cpu::cpu_threads_per_rank(config.world);
 }
 
 std::string_view backend_name(Backend backend) {
