@@ -21,19 +21,21 @@ class CpuThreadPool;
 /// A row-major operand: element (i, j) of the stored matrix is data[i * stride_elems + j]. With
 /// `transposed` the product uses its transpose.
 struct GemmOperand {
-  const float* data = nullptr;
-  std::int64_t stride_elems = 0;
-  bool transposed = false;
+  const float* data = nullptr;    ///< element (0, 0) of the stored matrix
+  std::int64_t stride_elems = 0;  ///< elements from one stored row to the next
+  bool transposed = false;        ///< the product uses the stored matrix's transpose
 };
 
 /// c[m, n] (row-major, stride_elems per row) = op(a)[m, k] * op(b)[k, n], or += with accumulate.
 struct GemmProblem {
-  GemmOperand a;
-  GemmOperand b;
-  float* c = nullptr;
-  std::int64_t c_stride_elems = 0;
-  std::int64_t m = 0, n = 0, k = 0;
-  bool accumulate = false;
+  GemmOperand a;                    ///< the left factor, op(a) [m, k]
+  GemmOperand b;                    ///< the right factor, op(b) [k, n]
+  float* c = nullptr;               ///< the product [m, n], row-major
+  std::int64_t c_stride_elems = 0;  ///< elements from one row of c to the next
+  std::int64_t m = 0;               ///< rows of c
+  std::int64_t n = 0;               ///< columns of c
+  std::int64_t k = 0;               ///< the depth summed over
+  bool accumulate = false;          ///< c += product instead of c = product
 };
 
 /// One tile of a product with every pointer already offset: what each instruction set's kernel
