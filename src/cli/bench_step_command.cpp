@@ -54,7 +54,7 @@ int run_step(const StepFlags& flags) {
     return 0;
   }
   fmt::print(
-      "{}{} ({} params, {:.1f} GFLOP a step), world {}, {} threads per rank on {} cores, {} steps "
+      "{}{} ({} params, {:.3g} GFLOP a step), world {}, {} threads per rank on {} cores, {} steps "
       "per stage x {} rounds, median step ms on rank 0\n",
       result.model, result.preset.empty() ? "" : " " + result.preset, result.params_elems,
       result.step_gflop, result.world, result.threads, result.cores, result.steps, result.rounds);
