@@ -1,12 +1,14 @@
-// step_bench.hpp — `zerolab bench step`: the same training run (model, preset, world, steps) once
+// step_bench.hpp — `zerolab bench step`: the same training run (model, shape, world, steps) once
 // per ZeRO stage on the simulator, the median wall time of a step on rank 0 (StepRecord.step_ms)
-// for each, and each stage's overhead over DDP as a ratio of medians from the same run.
+// for each, each stage's overhead over DDP as a ratio of medians from the same run, and the
+// step's GFLOP/s beside the machine's single-thread GEMM rate measured in the same run.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "model/gpt_config.hpp"
 #include "run/train.hpp"
 
 namespace zl::bench {
@@ -14,8 +16,10 @@ namespace zl::bench {
 /// What to run. The rest of the TrainConfig keeps its defaults.
 struct StepBenchOptions {
   ModelKind model = ModelKind::Gpt;  ///< the model trained at every stage
-  std::string preset = "tiny";  ///< GPT preset (model Gpt); ignored for the MLP
+  std::string preset = "tiny";  ///< name of the GPT shape's preset, for the report
+  GptConfig gpt = gpt_preset("tiny");  ///< the GPT's shape (model Gpt): the preset's or given
   int world = 2;            ///< simulated ranks
+  int threads = 0;          ///< CPU threads per rank (TrainConfig::threads; 0: cores / ranks)
   std::int64_t steps = 20;  ///< per stage; the first is a warm-up and not in the median
   std::int64_t micro_batch = 32;  ///< samples per rank per step
   /// Times the four stages are trained in turn; the median is over every round's steps, so a
@@ -29,21 +33,33 @@ struct StepRow {
   std::string engine;  ///< "ddp", "zero1", "zero2" or "zero3"
   double ms = 0.0;     ///< median step_ms over steps 2..S of every round (step 1 when S is 1)
   double overhead_vs_ddp = 0.0;  ///< ms / the DDP row's ms
+  double gflops = 0.0;  ///< the step's training FLOPs (train_flops_per_step) / ms, in GFLOP/s
 };
 
 /// All stages of one run.
 struct StepBenchResult {
   std::string model;              ///< "gpt" or "mlp"
-  std::string preset;             ///< "" for the MLP
+  std::string preset;             ///< the preset's name and the GPT's sizes; "" for the MLP
   std::int64_t params_elems = 0;  ///< unpadded parameter count
   int world = 0;                  ///< simulated ranks
+  int threads = 0;                ///< CPU threads each rank ran on
+  int cores = 0;                  ///< the machine's hardware threads
   std::int64_t steps = 0;         ///< steps per stage per round, warm-up included
   int rounds = 0;                 ///< times each stage was trained
+  double step_gflop = 0.0;        ///< training GFLOP of one step of the world
+  std::string gemm_isa;           ///< the instruction set the GEMMs ran on
+  /// The best of three timings of one 1024^3 fp32 GEMM as a single Eigen call on one thread,
+  /// taken before the stages run, in GFLOP/s.
+  double gemm_gflops = 0.0;
   std::vector<StepRow> rows;  ///< stages 0..3
 };
 
 /// The TrainConfig each stage runs, with `stage`'s engine.
 TrainConfig step_bench_config(const StepBenchOptions& options, int stage);
+
+/// GFLOP/s of an n x n x n fp32 GEMM as one Eigen call on the calling thread: the best of
+/// three timings.
+double single_thread_gemm_gflops(std::int64_t n);
 
 /// Trains stages 0..3 in turn, `rounds` times. Throws zl::Error for a bad config (validate())
 /// or rounds < 1.

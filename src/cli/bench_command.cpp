@@ -16,12 +16,10 @@
 
 #include "bench/adam_bench.hpp"
 #include "bench/adam_bench_cuda.hpp"
-#include "bench/step_bench.hpp"
 #include "bench/timing.hpp"
 #include "bench/torch_adamw.hpp"
 #include "cli/bench_collectives_command.hpp"
 #include "core/error.hpp"
-#include "model/gpt_config.hpp"
 
 #ifndef ZL_SOURCE_DIR
 #define ZL_SOURCE_DIR "."
@@ -253,79 +251,6 @@ CLI::App* add_adam(CLI::App& bench, std::function<int()>& run) {
   return cmd;
 }
 
-// ---- step -----------------------------------------------------------------------------------
-
-struct StepFlags {
-  std::string model = "gpt";
-  bench::StepBenchOptions options;
-  bool json = false;
-};
-
-int run_step(const StepFlags& flags) {
-  const bench::StepBenchResult result = bench::run_step_bench(flags.options);
-  if (flags.json) {
-    ordered_json rows = ordered_json::array();
-    for (const auto& row : result.rows) {
-      rows.push_back({{"stage", row.stage},
-                      {"engine", row.engine},
-                      {"ms", row.ms},
-                      {"overhead_vs_ddp", row.overhead_vs_ddp}});
-    }
-    const ordered_json out = {
-        {"model", result.model}, {"preset", result.preset}, {"params", result.params_elems},
-        {"world", result.world}, {"steps", result.steps},   {"rounds", result.rounds},
-        {"rows", rows}};
-    fmt::print("{}\n", out.dump(2));
-    return 0;
-  }
-  fmt::print(
-      "{}{} ({} params), world {}, {} steps per stage x {} rounds, median step ms on rank 0\n",
-      result.model, result.preset.empty() ? "" : " " + result.preset, result.params_elems,
-      result.world, result.steps, result.rounds);
-  fmt::print("{:<6} {:<7} {:>10} {:>16}\n", "stage", "engine", "step_ms", "overhead_vs_ddp");
-  for (const auto& row : result.rows) {
-    fmt::print("{:<6} {:<7} {:>10.3f} {:>15.2f}x\n", row.stage, row.engine, row.ms,
-               row.overhead_vs_ddp);
-  }
-  return 0;
-}
-
-CLI::App* add_step(CLI::App& bench, std::function<int()>& run) {
-  auto* cmd = bench.add_subcommand(
-      "step",
-      "Median step time of the same training run at ZeRO stages 0..3 on the sim, and "
-      "each stage's overhead over DDP");
-  auto flags = std::make_shared<StepFlags>();
-  cmd->add_option("--model", flags->model, "mlp or gpt")
-      ->check(CLI::IsMember({"mlp", "gpt"}))
-      ->capture_default_str();
-  cmd->add_option("--preset", flags->options.preset,
-                  fmt::format("GPT preset: {}", fmt::join(gpt_preset_names(), ", ")))
-      ->capture_default_str();
-  cmd->add_option("--world", flags->options.world, "Simulated ranks")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
-  cmd->add_option("--steps", flags->options.steps, "Steps per stage; the first is not timed")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}))
-      ->capture_default_str();
-  cmd->add_option("--rounds", flags->options.rounds,
-                  "Times the four stages are trained in turn (medians over all rounds)")
-      ->check(CLI::Range(1, 1000))
-      ->capture_default_str();
-  cmd->add_option("--micro-batch", flags->options.micro_batch, "Rows per rank per step")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}))
-      ->capture_default_str();
-  cmd->add_flag("--json", flags->json,
-                "Print {model, preset, params, world, steps, rounds, rows: [{stage, engine, ms, "
-                "overhead_vs_ddp}]}");
-  cmd->callback([&run, flags] {
-    flags->options.model = flags->model == "gpt" ? ModelKind::Gpt : ModelKind::Mlp;
-    bench::step_bench_config(flags->options, 0);  // a bad preset or size exits 2 here
-    run = [flags] { return run_step(*flags); };
-  });
-  return cmd;
-}
-
 // "4K" -> 4 << 10: the multiplier of a size suffix, 0 when unknown.
 std::size_t suffix_multiplier(std::string suffix) {
   std::transform(suffix.begin(), suffix.end(), suffix.begin(),
@@ -388,7 +313,7 @@ CLI::App* add_bench_command(CLI::App& app, std::function<int()>& run) {
   cmd->require_subcommand(1);
   add_adam(*cmd, run);
   add_bench_collectives(*cmd, run);
-  add_step(*cmd, run);
+  add_bench_step(*cmd, run);
   return cmd;
 }
 

@@ -17,6 +17,9 @@ namespace zl {
 /// is set to the function that measures and prints. Bad flags throw during parsing.
 CLI::App* add_bench_command(CLI::App& app, std::function<int()>& run);
 
+/// Adds `step` under `bench` (bench_step_command.cpp); `run` is set as add_bench_command says.
+CLI::App* add_bench_step(CLI::App& bench, std::function<int()>& run);
+
 /// "4096", "4K", "64M", "1G" (also "KiB", "MiB", "GiB"; binary multiples) in bytes; throws
 /// zl::Error naming `flag` for anything else or zero.
 std::size_t parse_size_bytes(const std::string& text, const std::string& flag);

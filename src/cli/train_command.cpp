@@ -61,19 +61,6 @@ std::string six_decimals(double value) {
   return std::isnan(value) ? "nan" : fmt::format("{:.6f}", value);
 }
 
-// Training FLOPs per token (GPT) or row (MLP): 6N for the parameters' GEMMs forward and backward,
-// plus, for the GPT, 6 L C T for attention's scores and weighted sums (the issue's, nanoGPT's
-// and PaLM's convention, with T the trained sequence length).
-double flops_per_token(const TrainConfig& config) {
-  if (config.model == ModelKind::Mlp) return 6.0 * static_cast<double>(mlp_param_count(config.mlp));
-  std::int64_t params = 0;
-  for (const UnitSpec& unit : gpt_units(config.gpt)) params += unit.numel();
-  const GptConfig& gpt = config.gpt;
-  return 6.0 * static_cast<double>(params) +
-         6.0 * static_cast<double>(gpt.n_layer) * static_cast<double>(gpt.n_embd) *
-             static_cast<double>(gpt.block_size);
-}
-
 // What the device line of a step prints: throughput against the device's peak.
 struct DeviceRate {
   AcceleratorInfo info;       // the device's name and bf16 peak (0: unknown)
@@ -411,7 +398,7 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
   std::optional<DeviceRate> rate;
   if (config.accelerator != Accelerator::Cpu) {
     rate = DeviceRate{.info = accelerator_info(config.accelerator, 0),
-                      .flops_per_token = flops_per_token(config),
+                      .flops_per_token = train_flops_per_token(config),
                       .devices = config.backend == Backend::Nccl ? config.world : 1};
   }
   const TrainResult result = train(

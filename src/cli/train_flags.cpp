@@ -102,19 +102,6 @@ CLI::Option* add_elems(CLI::App& cmd, const std::string& name, std::int64_t& tar
       ->default_str(fmt::format("{}", target));
 }
 
-// A GPT size flag: recorded, applied over the preset by finish_train_args.
-template <class T>
-void add_gpt_size(CLI::App& cmd, const std::string& name, std::optional<T>& target,
-                  const std::string& help) {
-  cmd.add_option_function<T>(
-      name,
-      [&target, name](const T& value) {
-        ZL_CHECK(value >= 1, "{} {} is invalid: use 1 or more", name, value);
-        target = value;
-      },
-      help + " (overrides the preset's)");
-}
-
 std::string joined(const std::vector<std::string>& names) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
@@ -132,11 +119,7 @@ void add_model_flags(CLI::App& cmd, TrainArgs& args) {
          "--preset", [&args](const std::string& name) { args.gpt_preset = name; },
          fmt::format("GPT preset (--model gpt): {}", joined(gpt_preset_names())))
       ->default_str(std::string(kDefaultGptPreset));
-  add_gpt_size(cmd, "--n-layer", args.gpt_sizes.n_layer, "GPT blocks");
-  add_gpt_size(cmd, "--n-head", args.gpt_sizes.n_head, "GPT attention heads");
-  add_gpt_size(cmd, "--n-embd", args.gpt_sizes.n_embd, "GPT channels (a multiple of --n-head)");
-  add_gpt_size(cmd, "--block-size", args.gpt_sizes.block_size, "GPT context length in tokens");
-  add_gpt_size(cmd, "--vocab", args.gpt_sizes.vocab, "GPT vocabulary size in tokens");
+  add_gpt_size_flags(cmd, args.gpt_sizes);
   cmd.add_option("--data", config.data,
                  "GPT: train on token files instead of synthetic data: nanoGPT's uint16 .bin or "
                  "llm.c shards, comma-separated, glob patterns allowed (quote them)");
@@ -366,6 +349,7 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
                  "Number of ranks W (--backend mpi: mpirun's -np unless given, and it must match)")
       ->capture_default_str()
       ->each([&args](const std::string&) { args.world_given = true; });
+  add_threads_flag(cmd, config.threads);
   cmd.add_option("--steps", config.steps, "Optimizer steps (--model gpt: 100 unless given)")
       ->capture_default_str()
       ->each([&args](const std::string&) { args.steps_given = true; });
@@ -383,6 +367,7 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
 
 void finish_train_args(TrainArgs& args) {
   TrainConfig& config = args.config;
+  if (config.threads == 0) config.threads = threads_from_env();
   const GptOverrides& sizes = args.gpt_sizes;
   if (config.model != ModelKind::Gpt) {
     const std::pair<bool, std::string_view> gpt_only[] = {
@@ -399,12 +384,7 @@ void finish_train_args(TrainArgs& args) {
     const bool file_lr =
         args.ds_config && (args.ds_config->adamw || args.ds_config->scheduler_peak_lr);
     if (!args.lr_given && !file_lr) config.adamw.lr = kGptDefaultLr;
-    if (sizes.n_layer) config.gpt.n_layer = *sizes.n_layer;
-    if (sizes.n_head) config.gpt.n_head = *sizes.n_head;
-    if (sizes.n_embd) config.gpt.n_embd = *sizes.n_embd;
-    if (sizes.block_size) config.gpt.block_size = *sizes.block_size;
-    if (sizes.vocab) config.gpt.vocab = *sizes.vocab;
-    validate(config.gpt);
+    apply_gpt_sizes(sizes, config.gpt);
   }
   // The other engines hold no parameter shards and ignore it, as DeepSpeed below stage 3 does;
   // asked for by flag, it is a mistake worth saying.

@@ -27,9 +27,9 @@ void adamw_update_fused(std::span<float> params, std::span<const float> grads,
                         const AdamWScalars& scalars, int threads,
                         std::size_t min_elems_per_thread = kAdamMinElemsPerThread);
 
-/// The thread count the engines pass to adamw_update_fused(): the environment variable
-/// ZL_ADAM_THREADS (a positive integer, or "auto" for std::thread::hardware_concurrency()),
-/// 1 when unset. Read once per process. Throws zl::Error naming the variable for any other value.
+/// The thread count the engines pass to adamw_update_fused() when above 1 (else the CPU device's
+/// threads): the environment variable ZL_ADAM_THREADS (a positive integer, or "auto" for
+/// std::thread::hardware_concurrency()), 1 when unset. Read once per process. Throws zl::Error naming the variable for any other value.
 int adam_threads();
 
 }  // namespace zl

@@ -40,7 +40,7 @@ void launch_on_mpi(const RunPlan& plan, const RankCallbacks& callbacks, TrainRes
   };
   RankRun run;
   try {
-    CpuDevice device;
+    CpuDevice device(run_threads(plan.config), plan.config.kernel_grain);
     run = run_rank(plan, comm, device, comm.timeline(), share_file, callbacks);
   } catch (const std::exception& e) {
     mpi_abort(e.what());

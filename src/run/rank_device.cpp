@@ -37,13 +37,13 @@ std::string_view accelerator_name(Accelerator accelerator) {
 }
 
 std::unique_ptr<Device> make_rank_device(Accelerator accelerator, int device_index,
-                                         DType precision) {
+                                         DType precision, int cpu_threads, cpu::Grain grain) {
   switch (accelerator) {
     case Accelerator::Cpu:
-      return std::make_unique<CpuDevice>();
+      return std::make_unique<CpuDevice>(cpu_threads, grain);
     case Accelerator::CpuDetached:
       detached_collective_memory();
-      return std::make_unique<DetachedCpuDevice>();
+      return std::make_unique<DetachedCpuDevice>(cpu_threads, grain);
     case Accelerator::Cuda:
 #ifdef ZL_HAVE_CUDA
       ZL_CHECK(CudaDevice::device_count() > device_index,

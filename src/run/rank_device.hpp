@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "ops/cpu/cpu_grain.hpp"
 #include "ops/device.hpp"
 
 namespace zl {
@@ -23,13 +24,14 @@ enum class Accelerator : std::uint8_t {
 std::string_view accelerator_name(Accelerator accelerator);
 
 /// The device of one rank: a CudaDevice on GPU `device_index`, else a CPU device (the index is
-/// unused). Training in bf16 (`precision`), the CudaDevice runs its GEMMs in bf16 on tensor cores
+/// unused) whose kernels run on `cpu_threads` threads at `grain`. Training in bf16 (`precision`), the CudaDevice runs its GEMMs in bf16 on tensor cores
 /// with fp32 accumulation, as torch.autocast does (CudaDevice::set_bf16_gemms); the CPU devices
 /// always compute in fp32. Registers the device's memory with the simulator
 /// (sim/collective_memory.hpp) on first use. Throws zl::Error when zerolab was built without
 /// CUDA or there is no such GPU.
 std::unique_ptr<Device> make_rank_device(Accelerator accelerator, int device_index,
-                                         DType precision);
+                                         DType precision, int cpu_threads = 1,
+                                         cpu::Grain grain = cpu::Grain::Normal);
 
 /// What the step lines report about the device: its name, and its dense bf16 peak for MFU.
 struct AcceleratorInfo {

@@ -136,7 +136,7 @@ RankRun run_rank(const RunPlan& plan, Comm& comm, Device& device, RankTimeline& 
 }
 
 void run_reference(const RunPlan& plan, const RankCallbacks& callbacks, TrainResult& result) {
-  CpuDevice device;
+  CpuDevice device(run_threads(plan.config), plan.config.kernel_grain);
   RankModel rank_model(device, plan.config, plan.init);
   Model& model = rank_model.get();
   result.layout = layout_units(model.units(), plan.config.world);

@@ -8,6 +8,8 @@
 #include "ckpt/checkpoint_folder.hpp"
 #include "run/memory_check.hpp"
 #include "run/resume_settings.hpp"
+#include "engines/estimate.hpp"
+#include "model/gpt_config.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "run/data_source.hpp"
 #include "run/rank_model.hpp"
@@ -157,6 +159,24 @@ double measure_cpu_gflops() {
     best_gflops = std::max(best_gflops, flops / (spent_ms * 1e6));
   }
   return best_gflops;
+}
+
+double train_flops_per_token(const TrainConfig& config) {
+  if (config.model == ModelKind::Mlp) return 6.0 * static_cast<double>(mlp_param_count(config.mlp));
+  std::int64_t params = 0;
+  for (const UnitSpec& unit : gpt_units(config.gpt)) params += unit.numel();
+  const GptConfig& gpt = config.gpt;
+  return 6.0 * static_cast<double>(params) +
+         6.0 * static_cast<double>(gpt.n_layer) * static_cast<double>(gpt.n_embd) *
+             static_cast<double>(gpt.block_size);
+}
+
+double train_flops_per_step(const TrainConfig& config) {
+  const double tokens_per_row =
+      config.model == ModelKind::Gpt ? static_cast<double>(config.gpt.block_size) : 1.0;
+  return train_flops_per_token(config) * tokens_per_row * static_cast<double>(config.world) *
+         static_cast<double>(config.micro_batch) *
+         static_cast<double>(config.features.grad_accum_steps);
 }
 
 }  // namespace zl

@@ -111,6 +111,15 @@ TrainResult train(const TrainConfig& config, const StepCallback& on_step = {},
 /// scales it.
 double measure_cpu_gflops();
 
+/// Training FLOPs per token (GPT) or row (MLP): 6N for the parameters' GEMMs forward and
+/// backward, plus, for the GPT, 6 L C T for attention's scores and weighted sums (nanoGPT's and
+/// PaLM's convention, with T the trained sequence length).
+double train_flops_per_token(const TrainConfig& config);
+
+/// Training FLOPs of one optimizer step of the whole world: train_flops_per_token times the
+/// tokens (GPT) or rows (MLP) of W ranks' micro-batches and accumulation steps.
+double train_flops_per_step(const TrainConfig& config);
+
 /// The parameters every engine starts from: unpadded, one vector per unit.
 std::vector<std::vector<float>> initial_params(const TrainConfig& config);
 

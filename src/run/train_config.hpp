@@ -68,6 +68,12 @@ struct TrainConfig {
   /// sharing GPU 0); CpuDetached (tests: bitwise Cpu, with memory the host may not touch).
   Accelerator accelerator = Accelerator::Cpu;
   int world = 1;           ///< ranks W (the reference plays all W in one process)
+  /// CPU threads each rank's kernels run on (--threads, ZL_THREADS); 0: the machine's cores
+  /// divided among the W ranks (run_threads()). Never changes a bit of the results.
+  int threads = 0;
+  /// How finely the CPU kernels cut their work (Normal; Fine in tests, so that small models
+  /// reach the threads). Part of what decides the bits of a CPU run, as the shapes are.
+  cpu::Grain kernel_grain = cpu::Grain::Normal;
   std::int64_t steps = 10;  ///< optimizer steps, counted from the run's start (also when resuming)
   std::int64_t micro_batch = 32;  ///< rows per rank per micro-step (train_micro_batch_size_per_gpu)
   AdamWConfig adamw;  ///< learning rate, betas, eps, weight decay (torch.optim.AdamW's meaning)
@@ -99,5 +105,10 @@ struct TrainConfig {
 
 /// Throws zl::Error with a one-line message naming the bad setting and what to use instead.
 void validate(const TrainConfig& config);
+
+/// The threads each rank's CpuDevice runs on: config.threads, or with 0 the machine's cores
+/// divided among the W ranks (as if they shared this machine, so MPI ranks on one node never
+/// oversubscribe it), at least 1.
+int run_threads(const TrainConfig& config);
 
 }  // namespace zl

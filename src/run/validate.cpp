@@ -4,12 +4,18 @@
 
 #include "run/launch.hpp"
 #include "run/memory_check.hpp"
+#include "ops/cpu/cpu_thread_pool.hpp"
 #include "run/train_config.hpp"
 
 namespace zl {
 
 std::string_view model_name(ModelKind kind) {
   return kind == ModelKind::Gpt ? "gpt" : "mlp";
+}
+
+int run_threads(const TrainConfig& config) {
+  if (config.threads > 0) return config.threads;
+  return cpu::cpu_threads_per_rank(config.world);
 }
 
 std::string_view backend_name(Backend backend) {
@@ -24,6 +30,10 @@ std::string_view backend_name(Backend backend) {
 }
 
 void validate(const TrainConfig& config) {
+  ZL_CHECK(config.threads >= 0 && config.threads <= 1024,
+           "--threads {} is invalid: use a thread count from 1 to 1024 (0: the cores divided among "
+           "the ranks)",
+           config.threads);
   ZL_CHECK(!config.activations.cpu_checkpoints ||
                config.activations.recompute == Recompute::Full,
            "--cpu-checkpointing keeps full checkpoints in host memory: use it with "

@@ -133,12 +133,36 @@ TEST(BenchCli, StepReportsEveryStageAgainstDdp) {
   for (const auto& row : out["rows"]) {
     EXPECT_NEAR(row["overhead_vs_ddp"].get<double>(),
                 row["ms"].get<double>() / out["rows"][0]["ms"].get<double>(), 1e-12);
+    // GFLOP/s is the step's GFLOP over its seconds, of_gemm its share of the GEMM rate.
+    EXPECT_NEAR(row["gflops"].get<double>(),
+                out["step_gflop"].get<double>() / (row["ms"].get<double>() / 1e3), 1e-9);
+    EXPECT_NEAR(row["of_gemm"].get<double>(),
+                row["gflops"].get<double>() / out["gemm_gflops"].get<double>(), 1e-12);
   }
+  EXPECT_GT(out["gemm_gflops"].get<double>(), 0.0);
+  EXPECT_GE(out["cores"].get<int>(), 1);
+  EXPECT_EQ(out["threads"].get<int>(), std::max(1, out["cores"].get<int>() / 2));  // cores / W
+  EXPECT_FALSE(out["gemm_isa"].get<std::string>().empty());
+}
+
+// The sizes given over the preset are the shape trained, and the step's FLOPs are 6N per token
+// plus attention's 6 L C T.
+TEST(BenchCli, StepTrainsTheSizesGiven) {
+  const auto out = run_json(
+      "step --model gpt --preset tiny --n-layer 1 --vocab 10 --world 1 --threads 2 --steps 1 "
+      "--rounds 1 --micro-batch 2 --json");
+  EXPECT_EQ(out["preset"], "tiny with sizes given (L1 H2 C32 T16 V10)");
+  EXPECT_EQ(out["threads"], 2);
+  // wte 10x32 + wpe 16x32, one block of 12 C^2 + 13 C, the final LayerNorm 2C.
+  const double params = 10 * 32 + 16 * 32 + 12 * 32 * 32 + 13 * 32 + 2 * 32;
+  EXPECT_EQ(out["params"].get<double>(), params);
+  EXPECT_NEAR(out["step_gflop"].get<double>(), (6 * params + 6 * 32 * 16) * 2 * 16 / 1e9, 1e-15);
 }
 
 TEST(BenchCli, BadFlagsExitTwoWithOneLine) {
   for (const char* args : {"collectives --worlds 8..2", "collectives --max-bytes 4X",
-                           "adam --params 0", "step --preset huge", "frobnicate"}) {
+                           "adam --params 0", "step --preset huge", "step --threads 0",
+                           "step --threads x", "frobnicate"}) {
     const CommandResult result = run_command(std::string(ZL_BINARY) + " bench " + args);
     EXPECT_EQ(result.exit_code, 2) << args << ": " << result.err;
     EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;

@@ -46,6 +46,13 @@ TEST_F(CliTest, EveryStageAndTheReferenceWriteByteIdenticalFinalParameters) {
                            (dir_ / "ddp.st").string());
   ASSERT_EQ(ddp.exit_code, 0) << ddp.err;
   EXPECT_EQ(slurp(dir_ / "ddp.st"), ref_bytes);
+  for (const int threads : {1, 3}) {  // the CPU threads per rank change no byte either
+    const fs::path file = dir_ / fmt::format("threads{}.st", threads);
+    const auto run = zerolab(fmt::format("train --stage 3 --world 4 --threads {} {} --save-final {}",
+                                         threads, kSmall, file.string()));
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(slurp(file), ref_bytes) << threads << " threads";
+  }
   const auto tensors = read_safetensors(dir_ / "ref.st");
   ASSERT_EQ(tensors.size(), 6u);
   EXPECT_EQ(tensors[0].name, "layers.0.weight");
@@ -228,6 +235,9 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --stage -1", "--stage -1 is invalid"},
       {"train --stage 1 --engine zero2", "excludes"},
       {"train --world many", "--world"},
+      {"train --threads 0", "--threads '0' is invalid"},
+      {"train --threads -2", "--threads '-2' is invalid"},
+      {"train --threads two", "--threads 'two' is invalid"},
       {"train --save-final /nonexistent-dir/f.st", "does not exist"},
       {"train --metrics " + dir_.string(), "is a directory"},
       {"train --grad-accum 0", "--grad-accum 0 is invalid"},
@@ -277,6 +287,10 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
         << args << " printed: " << run.err;
     EXPECT_TRUE(files().empty()) << args << " left " << files().front();
   }
+  const auto env = zerolab("train" + outputs, "ZL_THREADS=lots ");
+  EXPECT_NE(env.exit_code, 0);
+  EXPECT_NE(env.err.find("ZL_THREADS 'lots' is invalid"), std::string::npos) << env.err;
+  EXPECT_EQ(std::count(env.err.begin(), env.err.end(), '\n'), 1) << env.err;
 }
 
 // --accelerator and --backend nccl: wrong combinations fail in one line before anything runs

@@ -28,17 +28,26 @@ TrainResult run(TrainConfig config, EngineKind engine) {
   return train(config);
 }
 
-// Every stage against the reference trained without activation checkpointing: a policy changes
-// no bit, and neither does the engine.
+// Every stage against the reference trained without activation checkpointing and on one CPU
+// thread per rank: a policy changes no bit, and neither do the engine and the thread count.
 void check_every_stage(const TrainConfig& config) {
   TrainConfig unchecked = config;
   unchecked.activations = {};
+  unchecked.threads = 1;
   const auto reference = run(unchecked, EngineKind::Reference);
   for (const EngineKind stage : kStages) {
     if (const auto diff = first_difference(run(config, stage), reference)) {
       RC_FAIL(fmt::format("{}: {}", engine_name(stage), *diff));
     }
   }
+}
+
+// CPU threads per rank 1..3 and the kernels' grain (the fine one splits even small shapes).
+void draw_threads(TrainConfig& config) {
+  config.threads = *rc::gen::inRange(1, 4);
+  config.kernel_grain = *rc::gen::element(cpu::Grain::Normal, cpu::Grain::Fine);
+  RC_LOG() << "threads " << config.threads << " fine grain "
+           << (config.kernel_grain == cpu::Grain::Fine) << "\n";
 }
 
 std::string describe(const TrainingFeatures& f) {
@@ -55,6 +64,7 @@ RC_GTEST_PROP(Features, prop_every_stage_is_bitwise_the_reference_with_every_fea
               (TrainConfig config)) {
   config.features = *rc::gen_features();
   config.lr_schedule = *rc::gen_lr_schedule();
+  draw_threads(config);
   RC_TAG(dtype_name(config.features.precision));
   RC_LOG() << describe(config.features) << " lr schedule " << lr_schedule_summary(config.lr_schedule)
            << "\n";
@@ -62,7 +72,8 @@ RC_GTEST_PROP(Features, prop_every_stage_is_bitwise_the_reference_with_every_fea
 }
 
 RC_GTEST_PROP(Features, prop_gpt_every_stage_is_bitwise_the_reference, ()) {
-  const TrainConfig config = *rc::gen_gpt_config();
+  TrainConfig config = *rc::gen_gpt_config();
+  draw_threads(config);
   RC_LOG() << fmt::format("gpt L={} H={} C={} T={} V={} W={} steps={} B={} checkpointing={} ",
                           config.gpt.n_layer, config.gpt.n_head, config.gpt.n_embd,
                           config.gpt.block_size, config.gpt.vocab, config.world, config.steps,
@@ -76,6 +87,7 @@ RC_GTEST_PROP(Features, prop_gpt_every_stage_is_bitwise_the_reference, ()) {
   // The reference with the policy too: the single-process answer key recomputes the same way.
   TrainConfig unchecked = config;
   unchecked.activations = {};
+  unchecked.threads = 1;
   if (const auto diff = first_difference(run(config, EngineKind::Reference),
                                          run(unchecked, EngineKind::Reference))) {
     RC_FAIL(fmt::format("reference with checkpointing: {}", *diff));

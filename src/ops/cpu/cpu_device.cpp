@@ -1,6 +1,7 @@
-// cpu_device.cpp — the CPU kernels. Products go through Eigen; bias sums, GELU and
-// cross-entropy are plain loops whose summation order is written down. Why the products give the
-// same bits at any address: cpu_kernel_support.hpp. The GPT-2 kernels: cpu_gpt_kernels.cpp.
+// cpu_device.cpp — the CPU kernels. Products go through cpu_gemm.hpp (Eigen at the CPU's vector
+// width, in tiles fixed by shape); bias sums, GELU and cross-entropy are plain loops whose
+// summation order is written down, cut into pieces by shape alone for the device's threads. The
+// GPT-2 kernels: cpu_gpt_kernels.cpp.
 #include "ops/cpu/cpu_device.hpp"
 
 #include <algorithm>
@@ -11,17 +12,28 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "ops/cpu/cpu_kernel_support.hpp"
+#include "ops/cpu/cpu_gemm.hpp"
+#include "ops/cpu/cpu_kernels.hpp"
+#include "ops/cpu/cpu_thread_pool.hpp"
 
 namespace zl {
 
-using cpu::matrix;
+using cpu::for_each_piece;
 
 namespace {
 
 constexpr std::align_val_t kAlignment{64};
 
 }  // namespace
+
+CpuDevice::CpuDevice(int threads, cpu::Grain grain)
+    : pool_(std::make_unique<cpu::CpuThreadPool>(threads, grain)) {}
+
+CpuDevice::~CpuDevice() = default;
+
+int CpuDevice::threads() const {
+  return pool_->threads();
+}
 
 void* CpuDevice::allocate(std::size_t bytes) {
   void* ptr = ::operator new(bytes, kAlignment);
@@ -38,11 +50,15 @@ void CpuDevice::do_linear_forward(std::span<const float> x, std::span<const floa
                                   std::span<const float> b, std::span<float> y, std::int64_t rows,
                                   std::int64_t in, std::int64_t out) {
   // y is [rows, out] = x [rows, in] * w^T [in, out]
-  matrix(y, rows, out).noalias() = matrix(x, rows, in) * matrix(w, out, in).transpose();
-  if (b.empty()) return;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t o = 0; o < out; ++o) y[r * out + o] += b[o];
-  }
+  cpu::gemm({.a = {x.data(), in, false},
+             .b = {w.data(), in, true},
+             .c = y.data(),
+             .c_stride_elems = out,
+             .m = rows,
+             .n = out,
+             .k = in},
+            pool());
+  if (!b.empty()) cpu::add_bias_rows(pool(), b, y, rows, out);
 }
 
 void CpuDevice::do_linear_backward(std::span<const float> x, std::span<const float> w,
@@ -50,66 +66,93 @@ void CpuDevice::do_linear_backward(std::span<const float> x, std::span<const flo
                                    std::span<float> db, std::span<float> dx, std::int64_t rows,
                                    std::int64_t in, std::int64_t out) {
   // dw is [out, in] += dy^T [out, rows] * x [rows, in]
-  matrix(dw, out, in).noalias() += matrix(dy, rows, out).transpose() * matrix(x, rows, in);
-
-  // db is [out]: each column of dy summed from row 0 down, then added to db once.
-  if (!db.empty()) {
-    std::vector<float> column_sums(static_cast<std::size_t>(out), 0.0f);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      for (std::int64_t o = 0; o < out; ++o) column_sums[o] += dy[r * out + o];
-    }
-    for (std::int64_t o = 0; o < out; ++o) db[o] += column_sums[o];
-  }
-
+  cpu::gemm({.a = {dy.data(), out, true},
+             .b = {x.data(), in, false},
+             .c = dw.data(),
+             .c_stride_elems = in,
+             .m = out,
+             .n = in,
+             .k = rows,
+             .accumulate = true},
+            pool());
+  if (!db.empty()) cpu::add_column_sums(pool(), dy, db, rows, out);
   // dx is [rows, in] = dy [rows, out] * w [out, in]
-  if (!dx.empty()) matrix(dx, rows, in).noalias() = matrix(dy, rows, out) * matrix(w, out, in);
+  if (!dx.empty()) {
+    cpu::gemm({.a = {dy.data(), out, false},
+               .b = {w.data(), in, false},
+               .c = dx.data(),
+               .c_stride_elems = in,
+               .m = rows,
+               .n = in,
+               .k = out},
+              pool());
+  }
 }
 
 void CpuDevice::do_gelu_forward(std::span<const float> x, std::span<float> y) {
   constexpr double kInvSqrt2 = 1.0 / std::numbers::sqrt2;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double v = x[i];
-    y[i] = static_cast<float>(0.5 * v * (1.0 + std::erf(v * kInvSqrt2)));
-  }
+  for_each_piece(pool(), static_cast<std::int64_t>(x.size()),
+                 [&](std::int64_t begin, std::int64_t end) {
+                   for (std::int64_t i = begin; i < end; ++i) {
+                     const double v = x[i];
+                     y[i] = static_cast<float>(0.5 * v * (1.0 + std::erf(v * kInvSqrt2)));
+                   }
+                 });
 }
 
 void CpuDevice::do_gelu_backward(std::span<const float> x, std::span<const float> dy,
                                  std::span<float> dx) {
   constexpr double kInvSqrt2 = 1.0 / std::numbers::sqrt2;
   constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double v = x[i];
-    const double cdf = 0.5 * (1.0 + std::erf(v * kInvSqrt2));  // Phi(x)
-    const double pdf = kInvSqrt2Pi * std::exp(-0.5 * v * v);   // phi(x)
-    dx[i] = static_cast<float>(static_cast<double>(dy[i]) * (cdf + v * pdf));
-  }
+  for_each_piece(pool(), static_cast<std::int64_t>(x.size()),
+                 [&](std::int64_t begin, std::int64_t end) {
+                   for (std::int64_t i = begin; i < end; ++i) {
+                     const double v = x[i];
+                     const double cdf = 0.5 * (1.0 + std::erf(v * kInvSqrt2));  // Phi(x)
+                     const double pdf = kInvSqrt2Pi * std::exp(-0.5 * v * v);   // phi(x)
+                     dx[i] = static_cast<float>(static_cast<double>(dy[i]) * (cdf + v * pdf));
+                   }
+                 });
 }
 
 double CpuDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
                                                     std::span<const std::int64_t> labels,
                                                     std::span<float> dlogits, std::int64_t rows,
                                                     std::int64_t classes, std::int64_t mean_rows) {
-  double loss_sum = 0.0;
   for (std::int64_t r = 0; r < rows; ++r) {
-    // logits row r is [classes]
-    const float* row = logits.data() + r * classes;
-    float* drow = dlogits.data() + r * classes;
-    const std::int64_t label = labels[r];
-    ZL_CHECK(label >= 0 && label < classes, "cross_entropy: row {} has label {}, outside [0, {})",
-             r, label, classes);
-    // Subtracting the row max keeps every exp in (0, 1], so the sum cannot overflow.
-    double max_logit = row[0];
-    for (std::int64_t c = 1; c < classes; ++c)
-      max_logit = std::max(max_logit, static_cast<double>(row[c]));
-    double exp_sum = 0.0;
-    for (std::int64_t c = 0; c < classes; ++c) exp_sum += std::exp(row[c] - max_logit);
-    loss_sum += std::log(exp_sum) - (row[label] - max_logit);
-    for (std::int64_t c = 0; c < classes; ++c) {
-      const double softmax = std::exp(row[c] - max_logit) / exp_sum;
-      const double target = c == label ? 1.0 : 0.0;
-      drow[c] = static_cast<float>((softmax - target) / static_cast<double>(mean_rows));
-    }
+    ZL_CHECK(labels[r] >= 0 && labels[r] < classes,
+             "cross_entropy: row {} has label {}, outside [0, {})", r, labels[r], classes);
   }
+  std::vector<double> row_losses(static_cast<std::size_t>(rows));
+  for_each_piece(
+      pool(), rows, cpu::rows_per_piece(pool(), classes),
+      [&](std::int64_t begin, std::int64_t end) {
+        std::vector<double> exps(static_cast<std::size_t>(classes));
+        for (std::int64_t r = begin; r < end; ++r) {
+          // logits row r is [classes]
+          const float* row = logits.data() + r * classes;
+          float* drow = dlogits.data() + r * classes;
+          const std::int64_t label = labels[r];
+          // Subtracting the row max keeps every exp in (0, 1], so the sum cannot overflow.
+          double max_logit = row[0];
+          for (std::int64_t c = 1; c < classes; ++c)
+            max_logit = std::max(max_logit, static_cast<double>(row[c]));
+          double exp_sum = 0.0;
+          for (std::int64_t c = 0; c < classes; ++c) {
+            exps[c] = std::exp(row[c] - max_logit);
+            exp_sum += exps[c];
+          }
+          row_losses[r] = std::log(exp_sum) - (row[label] - max_logit);
+          for (std::int64_t c = 0; c < classes; ++c) {
+            const double target = c == label ? 1.0 : 0.0;
+            drow[c] =
+                static_cast<float>((exps[c] / exp_sum - target) / static_cast<double>(mean_rows));
+          }
+        }
+      });
+  // The row losses summed in row order.
+  double loss_sum = 0.0;
+  for (const double loss : row_losses) loss_sum += loss;
   return loss_sum;
 }
 

@@ -1,21 +1,36 @@
-// cpu_device.hpp — the CPU Device: 64-byte aligned host memory, GEMMs through Eigen and every
-// other kernel as plain loops in a fixed order, so equal inputs give equal bits at any address.
+// cpu_device.hpp — the CPU Device: 64-byte aligned host memory, GEMMs through Eigen at the CPU's
+// vector width and every other kernel as plain loops in a fixed order, so equal inputs give equal
+// bits at any address; the big kernels shared out over the device's own threads in pieces cut by
+// shape alone, so equal inputs give equal bits with any thread count too.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
+#include "ops/cpu/cpu_grain.hpp"
 #include "ops/device.hpp"
 
 namespace zl {
 
+namespace cpu {
+class CpuThreadPool;
+}  // namespace cpu
+
 /// Host memory and fp32 kernels of one rank. Not thread-safe: one CpuDevice per rank.
 class CpuDevice : public Device {
  public:
-  CpuDevice() = default;
+  /// A device whose kernels run on `threads` threads (the caller and threads - 1 workers), cut
+  /// into pieces at `grain`. The thread count never changes a result. Throws zl::Error for
+  /// threads outside 1..1024.
+  explicit CpuDevice(int threads = 1, cpu::Grain grain = cpu::Grain::Normal);
+  ~CpuDevice() override;
   CpuDevice(const CpuDevice&) = delete;
   CpuDevice& operator=(const CpuDevice&) = delete;
+
+  /// The threads the kernels run on.
+  int threads() const;
 
   /// Returns `bytes` zeroed bytes aligned to 64 (a cache line, and enough for any SIMD load).
   void* allocate(std::size_t bytes) override;
@@ -119,6 +134,13 @@ class CpuDevice : public Device {
                              std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t channels,
                              std::int64_t heads) override;
+
+  /// The device's threads, for the products (ops/cpu/cpu_gemm.hpp) and the kernels' pieces
+  /// (ops/cpu/cpu_kernels.hpp).
+  cpu::CpuThreadPool& pool() { return *pool_; }
+
+ private:
+  std::unique_ptr<cpu::CpuThreadPool> pool_;
 };
 
 }  // namespace zl

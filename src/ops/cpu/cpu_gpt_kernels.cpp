@@ -1,7 +1,8 @@
 // cpu_gpt_kernels.cpp — the CPU kernels GPT-2 adds to the Device table: embeddings, LayerNorm,
 // Conv1D and tanh GELU (causal attention: cpu_attention.cpp). Plain loops in a fixed order with
-// sums in double, each result rounded once to float, so the bits never depend on threads or
-// addresses; Conv1D's products go through Eigen like linear_forward (see cpu_kernel_support.hpp).
+// sums in double, each result rounded once to float, cut into pieces of rows, columns or elements
+// (cpu_kernels.hpp) in which every sum keeps its order, so the bits never depend on threads or
+// addresses; Conv1D's products go through cpu_gemm.hpp like linear_forward.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -9,11 +10,13 @@
 
 #include "core/error.hpp"
 #include "ops/cpu/cpu_device.hpp"
-#include "ops/cpu/cpu_kernel_support.hpp"
+#include "ops/cpu/cpu_gemm.hpp"
+#include "ops/cpu/cpu_kernels.hpp"
 
 namespace zl {
 
-using cpu::matrix;
+using cpu::for_each_piece;
+using cpu::rows_per_piece;
 
 namespace {
 
@@ -73,27 +76,30 @@ void CpuDevice::do_layernorm_forward(std::span<const float> x, std::span<const f
                                      std::span<float> mean, std::span<float> rstd,
                                      std::int64_t rows, std::int64_t channels) {
   const auto count = static_cast<double>(channels);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    // x row r is [C]; two passes (mean, then squared deviations) avoid E[x^2] - E[x]^2's
-    // cancellation.
-    const float* in = x.data() + r * channels;
-    double sum = 0.0;
-    for (std::int64_t c = 0; c < channels; ++c) sum += in[c];
-    const double row_mean = sum / count;
-    double squares = 0.0;
-    for (std::int64_t c = 0; c < channels; ++c) {
-      const double deviation = in[c] - row_mean;
-      squares += deviation * deviation;
-    }
-    mean[r] = static_cast<float>(row_mean);
-    rstd[r] = static_cast<float>(1.0 / std::sqrt(squares / count + kLayerNormEps));
-    // y uses mean and rstd as stored, so backward sees the very xhat forward used.
-    float* out = y.data() + r * channels;
-    for (std::int64_t c = 0; c < channels; ++c) {
-      const double xhat = (static_cast<double>(in[c]) - mean[r]) * rstd[r];
-      out[c] = static_cast<float>(xhat * weight[c] + bias[c]);
-    }
-  }
+  for_each_piece(pool(), rows, rows_per_piece(pool(), channels),
+                 [&](std::int64_t begin, std::int64_t end) {
+                   for (std::int64_t r = begin; r < end; ++r) {
+                     // x row r is [C]; two passes (mean, then squared deviations) avoid E[x^2] -
+                     // E[x]^2's cancellation.
+                     const float* in = x.data() + r * channels;
+                     double sum = 0.0;
+                     for (std::int64_t c = 0; c < channels; ++c) sum += in[c];
+                     const double row_mean = sum / count;
+                     double squares = 0.0;
+                     for (std::int64_t c = 0; c < channels; ++c) {
+                       const double deviation = in[c] - row_mean;
+                       squares += deviation * deviation;
+                     }
+                     mean[r] = static_cast<float>(row_mean);
+                     rstd[r] = static_cast<float>(1.0 / std::sqrt(squares / count + kLayerNormEps));
+                     // y uses mean and rstd as stored, so backward sees the very xhat forward used.
+                     float* out = y.data() + r * channels;
+                     for (std::int64_t c = 0; c < channels; ++c) {
+                       const double xhat = (static_cast<double>(in[c]) - mean[r]) * rstd[r];
+                       out[c] = static_cast<float>(xhat * weight[c] + bias[c]);
+                     }
+                   }
+                 });
 }
 
 void CpuDevice::do_layernorm_backward(std::span<const float> x, std::span<const float> weight,
@@ -102,47 +108,64 @@ void CpuDevice::do_layernorm_backward(std::span<const float> x, std::span<const 
                                       std::span<float> dweight, std::span<float> dbias,
                                       std::int64_t rows, std::int64_t channels) {
   const auto count = static_cast<double>(channels);
-  const auto width = static_cast<std::size_t>(channels);
-  // dweight and dbias [C]: column sums over rows 0.., added to the outputs once at the end.
-  std::vector<double> dweight_sum(width, 0.0), dbias_sum(width, 0.0);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* in = x.data() + r * channels;
-    const float* grad_out = dy.data() + r * channels;
-    float* grad_in = dx.data() + r * channels;
-    const double row_mean = mean[r];
-    const double row_rstd = rstd[r];
-    // g = dy * weight; the two row means the formula subtracts.
-    double g_sum = 0.0, g_xhat_sum = 0.0;
-    for (std::int64_t c = 0; c < channels; ++c) {
-      const double xhat = (in[c] - row_mean) * row_rstd;
-      const double g = static_cast<double>(grad_out[c]) * weight[c];
-      g_sum += g;
-      g_xhat_sum += g * xhat;
-    }
-    const double g_mean = g_sum / count;
-    const double g_xhat_mean = g_xhat_sum / count;
-    for (std::int64_t c = 0; c < channels; ++c) {
-      const double xhat = (in[c] - row_mean) * row_rstd;
-      const double g = static_cast<double>(grad_out[c]) * weight[c];
-      grad_in[c] = static_cast<float>(grad_in[c] + (g - g_mean - xhat * g_xhat_mean) * row_rstd);
-      dweight_sum[c] += grad_out[c] * xhat;
-      dbias_sum[c] += grad_out[c];
-    }
-  }
-  for (std::size_t c = 0; c < width; ++c) {
-    dweight[c] = static_cast<float>(dweight[c] + dweight_sum[c]);
-    dbias[c] = static_cast<float>(dbias[c] + dbias_sum[c]);
-  }
+  const auto xhat_of = [&](std::int64_t r, std::int64_t c) {
+    return (x[r * channels + c] - static_cast<double>(mean[r])) * static_cast<double>(rstd[r]);
+  };
+  // dx, in pieces of rows: g = dy * weight and the two row means the formula subtracts.
+  for_each_piece(
+      pool(), rows, rows_per_piece(pool(), channels), [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t r = begin; r < end; ++r) {
+          const float* grad_out = dy.data() + r * channels;
+          float* grad_in = dx.data() + r * channels;
+          double g_sum = 0.0, g_xhat_sum = 0.0;
+          for (std::int64_t c = 0; c < channels; ++c) {
+            const double g = static_cast<double>(grad_out[c]) * weight[c];
+            g_sum += g;
+            g_xhat_sum += g * xhat_of(r, c);
+          }
+          const double g_mean = g_sum / count;
+          const double g_xhat_mean = g_xhat_sum / count;
+          const double row_rstd = rstd[r];
+          for (std::int64_t c = 0; c < channels; ++c) {
+            const double g = static_cast<double>(grad_out[c]) * weight[c];
+            grad_in[c] = static_cast<float>(grad_in[c] +
+                                            (g - g_mean - xhat_of(r, c) * g_xhat_mean) * row_rstd);
+          }
+        }
+      });
+  // dweight and dbias [C], in pieces of columns: each column summed over rows 0.. in double, added
+  // to the output once.
+  for_each_piece(pool(), channels, cpu::columns_per_piece(pool()),
+                 [&](std::int64_t begin, std::int64_t end) {
+                   const auto width = static_cast<std::size_t>(end - begin);
+                   std::vector<double> dweight_sum(width, 0.0), dbias_sum(width, 0.0);
+                   for (std::int64_t r = 0; r < rows; ++r) {
+                     const float* grad_out = dy.data() + r * channels;
+                     for (std::int64_t c = begin; c < end; ++c) {
+                       dweight_sum[c - begin] += grad_out[c] * xhat_of(r, c);
+                       dbias_sum[c - begin] += grad_out[c];
+                     }
+                   }
+                   for (std::int64_t c = begin; c < end; ++c) {
+                     dweight[c] = static_cast<float>(dweight[c] + dweight_sum[c - begin]);
+                     dbias[c] = static_cast<float>(dbias[c] + dbias_sum[c - begin]);
+                   }
+                 });
 }
 
 void CpuDevice::do_conv1d_forward(std::span<const float> x, std::span<const float> w,
                                   std::span<const float> b, std::span<float> y, std::int64_t rows,
                                   std::int64_t in, std::int64_t out) {
   // y is [rows, out] = x [rows, in] * w [in, out]
-  matrix(y, rows, out).noalias() = matrix(x, rows, in) * matrix(w, in, out);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t o = 0; o < out; ++o) y[r * out + o] += b[o];
-  }
+  cpu::gemm({.a = {x.data(), in, false},
+             .b = {w.data(), out, false},
+             .c = y.data(),
+             .c_stride_elems = out,
+             .m = rows,
+             .n = out,
+             .k = in},
+            pool());
+  cpu::add_bias_rows(pool(), b, y, rows, out);
 }
 
 void CpuDevice::do_conv1d_backward(std::span<const float> x, std::span<const float> w,
@@ -150,38 +173,52 @@ void CpuDevice::do_conv1d_backward(std::span<const float> x, std::span<const flo
                                    std::span<float> db, std::span<float> dx, std::int64_t rows,
                                    std::int64_t in, std::int64_t out) {
   // dw is [in, out] += x^T [in, rows] * dy [rows, out]
-  matrix(dw, in, out).noalias() += matrix(x, rows, in).transpose() * matrix(dy, rows, out);
-
-  // db is [out]: each column of dy summed from row 0 down, then added to db once.
-  std::vector<float> column_sums(static_cast<std::size_t>(out), 0.0f);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t o = 0; o < out; ++o) column_sums[o] += dy[r * out + o];
-  }
-  for (std::int64_t o = 0; o < out; ++o) db[o] += column_sums[o];
-
+  cpu::gemm({.a = {x.data(), in, true},
+             .b = {dy.data(), out, false},
+             .c = dw.data(),
+             .c_stride_elems = out,
+             .m = in,
+             .n = out,
+             .k = rows,
+             .accumulate = true},
+            pool());
+  cpu::add_column_sums(pool(), dy, db, rows, out);
   // dx is [rows, in] = dy [rows, out] * w^T [out, in]
   if (!dx.empty()) {
-    matrix(dx, rows, in).noalias() = matrix(dy, rows, out) * matrix(w, in, out).transpose();
+    cpu::gemm({.a = {dy.data(), out, false},
+               .b = {w.data(), out, true},
+               .c = dx.data(),
+               .c_stride_elems = in,
+               .m = rows,
+               .n = in,
+               .k = out},
+              pool());
   }
 }
 
 void CpuDevice::do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) {
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double v = x[i];
-    const double u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
-    y[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(u)));
-  }
+  for_each_piece(pool(), static_cast<std::int64_t>(x.size()),
+                 [&](std::int64_t begin, std::int64_t end) {
+                   for (std::int64_t i = begin; i < end; ++i) {
+                     const double v = x[i];
+                     const double u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
+                     y[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(u)));
+                   }
+                 });
 }
 
 void CpuDevice::do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
                                       std::span<float> dx) {
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double v = x[i];
-    const double th = std::tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v));
-    const double du_dx = kSqrt2OverPi * (1.0 + 3.0 * kGeluCoeff * v * v);
-    const double slope = 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * du_dx;
-    dx[i] = static_cast<float>(static_cast<double>(dy[i]) * slope);
-  }
+  for_each_piece(pool(), static_cast<std::int64_t>(x.size()),
+                 [&](std::int64_t begin, std::int64_t end) {
+                   for (std::int64_t i = begin; i < end; ++i) {
+                     const double v = x[i];
+                     const double th = std::tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v));
+                     const double du_dx = kSqrt2OverPi * (1.0 + 3.0 * kGeluCoeff * v * v);
+                     const double slope = 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * du_dx;
+                     dx[i] = static_cast<float>(static_cast<double>(dy[i]) * slope);
+                   }
+                 });
 }
 
 }  // namespace zl

@@ -106,7 +106,10 @@ void CpuDevice::append_block_sumsq(std::span<const float> grads, std::vector<dou
 void CpuDevice::adamw_update(std::span<float> params, std::span<const float> grads,
                              std::span<float> exp_avg, std::span<float> exp_avg_sq,
                              const AdamWScalars& scalars) {
-  adamw_update_fused(params, grads, exp_avg, exp_avg_sq, scalars, adam_threads());
+  // ZL_ADAM_THREADS when set, else the device's threads: element-wise, so any count gives the
+  // same bits.
+  const int threads = adam_threads() > 1 ? adam_threads() : this->threads();
+  adamw_update_fused(params, grads, exp_avg, exp_avg_sq, scalars, threads);
 }
 
 }  // namespace zl

@@ -54,7 +54,7 @@ std::string call_name(const char* where) {
 
 }  // namespace
 
-DetachedCpuDevice::DetachedCpuDevice() {
+DetachedCpuDevice::DetachedCpuDevice(int threads, cpu::Grain grain) : CpuDevice(threads, grain) {
   fd_ = memfd_create("zerolab-detached-device", MFD_CLOEXEC);
   ZL_CHECK(fd_ >= 0, "DetachedCpuDevice: memfd_create failed: {}", std::strerror(errno));
   for (std::size_t bytes = kArenaBytes; bytes >= kMinArenaBytes; bytes /= 2) {

@@ -23,8 +23,8 @@ class DetachedCpuDevice final : public CpuDevice {
  public:
   /// Creates the device's arena: a sparse memfd (64 GiB of address space, less where the system
   /// refuses that much) that holds only the pages of live buffers. Throws zl::Error if even a
-  /// small one cannot be made.
-  DetachedCpuDevice();
+  /// small one cannot be made. Its kernels run on `threads` threads at `grain`, as CpuDevice's.
+  explicit DetachedCpuDevice(int threads = 1, cpu::Grain grain = cpu::Grain::Normal);
   /// Unmaps the arena; every buffer of this device must be freed first.
   ~DetachedCpuDevice() override;
   DetachedCpuDevice(const DetachedCpuDevice&) = delete;
