@@ -1,7 +1,8 @@
 // gpt_head.cpp — ln_f, the tied LM head and the loss when activations are kept in 16 bits. They
 // run in chunks of Gpt::kHeadChunkRows token rows through one fp32 working chunk of ln_f's output
 // [R, C] and one of the logits [R, vocab], so the [N, vocab] logits and their gradient exist only
-// in 16 bits. Every value crosses the 16-bit buffers rounded to nearest even, as autocast rounds a
+// in 16 bits. Every value crosses the 16-bit buffers rounded to nearest even (by the conversion;
+// the fp32 chunk is not read again, so nothing else needs the rounded value), as autocast rounds a
 // matrix product's output and the gradient of a 16-bit tensor; the loss sums the rows' losses in
 // row order in double, the chunks one after another.
 #include <algorithm>
@@ -9,6 +10,18 @@
 #include "model/gpt.hpp"
 
 namespace zl {
+
+namespace {
+
+// Calls fn(first, rows) for each chunk of at most Gpt::kHeadChunkRows of the `token_rows` rows.
+template <class Fn>
+void for_each_chunk(std::int64_t token_rows, Fn fn) {
+  for (std::int64_t first = 0; first < token_rows; first += Gpt::kHeadChunkRows) {
+    fn(first, std::min(Gpt::kHeadChunkRows, token_rows - first));
+  }
+}
+
+}  // namespace
 
 void* Gpt::rows_of(Buffer& buffer, std::int64_t first, std::int64_t width) {
   return static_cast<char*>(buffer.data()) +
@@ -18,39 +31,34 @@ void* Gpt::rows_of(Buffer& buffer, std::int64_t first, std::int64_t width) {
 void Gpt::lnf_forward_chunked(std::span<const float> params) {
   const std::int64_t N = token_rows(), C = config_.n_embd;
   const auto x = blocks_.back().out.as<float>();
-  for (std::int64_t first = 0; first < N; first += kHeadChunkRows) {
-    const std::int64_t rows = std::min(kHeadChunkRows, N - first);
+  for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
     const auto y = head_in_.as<float>().first(static_cast<std::size_t>(rows * C));
     device_.layernorm_forward(x.subspan(static_cast<std::size_t>(first * C), y.size()),
                               params.first(C), params.subspan(C, C), y,
                               lnf_mean_.as<float>().subspan(static_cast<std::size_t>(first), rows),
                               lnf_rstd_.as<float>().subspan(static_cast<std::size_t>(first), rows),
                               rows, C);
-    device_.round_to(y, activation_dtype_);
     device_.convert(y.data(), DType::F32, rows_of(lnf_, first, C), activation_dtype_, rows * C);
-  }
+  });
 }
 
 void Gpt::head_forward_chunked(std::span<const float> params) {
   const std::int64_t N = token_rows(), C = config_.n_embd, V = config_.vocab;
-  for (std::int64_t first = 0; first < N; first += kHeadChunkRows) {
-    const std::int64_t rows = std::min(kHeadChunkRows, N - first);
+  for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
     const auto x = head_in_.as<float>().first(static_cast<std::size_t>(rows * C));
     const auto logits = head_out_.as<float>().first(static_cast<std::size_t>(rows * V));
     device_.convert(rows_of(lnf_, first, C), activation_dtype_, x.data(), DType::F32, rows * C);
     device_.linear_forward(x, params.first(V * C), {}, logits, rows, C, V);
-    device_.round_to(logits, activation_dtype_);
     device_.convert(logits.data(), DType::F32, rows_of(logits_, first, V), activation_dtype_,
                     rows * V);
-  }
+  });
 }
 
 double Gpt::loss_sum_chunked(float grad_scale) {
   const std::int64_t N = token_rows(), V = config_.vocab;
   const auto targets = targets_.as<std::int64_t>();
   double loss_sum = 0.0;
-  for (std::int64_t first = 0; first < N; first += kHeadChunkRows) {
-    const std::int64_t rows = std::min(kHeadChunkRows, N - first);
+  for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
     const auto logits = head_out_.as<float>().first(static_cast<std::size_t>(rows * V));
     device_.convert(rows_of(logits_, first, V), activation_dtype_, logits.data(), DType::F32,
                     rows * V);
@@ -61,14 +69,13 @@ double Gpt::loss_sum_chunked(float grad_scale) {
     if (grad_scale != 1.0f) device_.scale(logits, grad_scale);
     device_.convert(logits.data(), DType::F32, rows_of(logits_, first, V), activation_dtype_,
                     rows * V);
-  }
+  });
   return loss_sum;
 }
 
 void Gpt::head_backward_chunked(std::span<const float> params, std::span<float> grads) {
   const std::int64_t N = token_rows(), C = config_.n_embd, V = config_.vocab;
-  for (std::int64_t first = 0; first < N; first += kHeadChunkRows) {
-    const std::int64_t rows = std::min(kHeadChunkRows, N - first);
+  for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
     const auto x = head_in_.as<float>().first(static_cast<std::size_t>(rows * C));
     const auto dlogits = head_out_.as<float>().first(static_cast<std::size_t>(rows * V));
     device_.convert(rows_of(lnf_, first, C), activation_dtype_, x.data(), DType::F32, rows * C);
@@ -79,7 +86,7 @@ void Gpt::head_backward_chunked(std::span<const float> params, std::span<float> 
                             dln_.as<float>().subspan(static_cast<std::size_t>(first * C),
                                                      static_cast<std::size_t>(rows * C)),
                             rows, C, V);
-  }
+  });
 }
 
 }  // namespace zl
