@@ -200,4 +200,9 @@ std::unique_ptr<Engine> make_zero3_engine(Model& model, Device& device, Comm& co
 std::unique_ptr<Engine> make_engine(EngineKind kind, Model& model, Device& device, Comm& comm,
                                     const EngineOptions& options);
 
+/// Builds one rank's distributed engine of a kind, as make_engine does: how another
+/// implementation of the same stage (a learner's exercise engine) takes make_engine's place.
+using EngineFactory = std::function<std::unique_ptr<Engine>(
+    EngineKind kind, Model& model, Device& device, Comm& comm, const EngineOptions& options)>;
+
 }  // namespace zl

@@ -112,8 +112,10 @@ RankRun run_rank(const RunPlan& plan, Comm& comm, Device& device, RankTimeline& 
   RankModel rank_model(device, plan.config, plan.init);
   Model& model = rank_model.get();
   const std::vector<UnitLayout> layout = layout_units(model.units(), plan.config.world);
-  auto engine = make_engine(plan.config.engine, model, device, comm,
-                            options_of_rank(plan, comm.rank(), clocks, callbacks.observer));
+  const EngineFactory& factory =
+      plan.config.engine_factory ? plan.config.engine_factory : EngineFactory(make_engine);
+  auto engine = factory(plan.config.engine, model, device, comm,
+                        options_of_rank(plan, comm.rank(), clocks, callbacks.observer));
   if (plan.resuming()) {
     ShardState shards = load_rank_shards(plan.resumed, layout, comm.rank(), plan.config.world);
     shards.scaler = plan.resumed.loss_scaler;

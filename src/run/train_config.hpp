@@ -101,6 +101,9 @@ struct TrainConfig {
   /// Refuse, before allocating, a CPU run whose ranks cannot fit in the available host memory
   /// (run/memory_check.hpp); --no-memory-check turns it off.
   bool check_memory = true;
+  /// Sim only: builds each rank's engine instead of make_engine (the exercises' grader plugs a
+  /// learner's engines in here); empty: make_engine. The reference ignores it.
+  EngineFactory engine_factory{};
 };
 
 /// Throws zl::Error with a one-line message naming the bad setting and what to use instead.

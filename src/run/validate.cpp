@@ -103,6 +103,8 @@ void validate(const TrainConfig& config) {
              name);
     ZL_CHECK(!config.record_timeline,
              "--trace and --what-if-world need every rank's simulated timeline: use --backend sim");
+    ZL_CHECK(!config.engine_factory,
+             "an engine factory runs on --backend sim only: its engines live in this process");
     ZL_CHECK(!config.record_data,
              "--save-data needs every rank's samples in one process: use --backend sim (the data "
              "are the same on every backend)");
