@@ -1,17 +1,17 @@
 // cpu_gpt_kernels.cpp — the CPU kernels GPT-2 adds to the Device table: embeddings, LayerNorm,
-// Conv1D and tanh GELU (causal attention: cpu_attention.cpp). Plain loops in a fixed order with
+// Conv1D and tanh GELU (ops/gelu_tanh.hpp; causal attention: cpu_attention.cpp). Plain loops in a fixed order with
 // sums in double, each result rounded once to float, cut into pieces of rows, columns or elements
 // (cpu_kernels.hpp) in which every sum keeps its order, so the bits never depend on threads or
 // addresses; Conv1D's products go through cpu_gemm.hpp like linear_forward.
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <vector>
 
 #include "core/error.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "ops/cpu/cpu_gemm.hpp"
 #include "ops/cpu/cpu_kernels.hpp"
+#include "ops/gelu_tanh.hpp"
 
 namespace zl {
 
@@ -21,8 +21,6 @@ using cpu::rows_per_piece;
 namespace {
 
 constexpr double kLayerNormEps = 1e-5;  // torch.nn.LayerNorm's and GPT-2's default
-constexpr double kGeluCoeff = 0.044715;
-constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2/pi)
 
 void check_token(const char* kernel, std::int64_t token, std::int64_t row, std::int64_t position,
                  std::int64_t vocab) {
@@ -199,11 +197,7 @@ void CpuDevice::do_conv1d_backward(std::span<const float> x, std::span<const flo
 void CpuDevice::do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) {
   for_each_piece(pool(), static_cast<std::int64_t>(x.size()),
                  [&](std::int64_t begin, std::int64_t end) {
-                   for (std::int64_t i = begin; i < end; ++i) {
-                     const double v = x[i];
-                     const double u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
-                     y[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(u)));
-                   }
+                   for (std::int64_t i = begin; i < end; ++i) y[i] = gelu_tanh::forward(x[i]);
                  });
 }
 
@@ -212,11 +206,7 @@ void CpuDevice::do_gelu_tanh_backward(std::span<const float> x, std::span<const 
   for_each_piece(pool(), static_cast<std::int64_t>(x.size()),
                  [&](std::int64_t begin, std::int64_t end) {
                    for (std::int64_t i = begin; i < end; ++i) {
-                     const double v = x[i];
-                     const double th = std::tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v));
-                     const double du_dx = kSqrt2OverPi * (1.0 + 3.0 * kGeluCoeff * v * v);
-                     const double slope = 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * du_dx;
-                     dx[i] = static_cast<float>(static_cast<double>(dy[i]) * slope);
+                     dx[i] = gelu_tanh::backward(x[i], dy[i]);
                    }
                  });
 }

@@ -1,5 +1,6 @@
 // cuda_kernels.cu — the CUDA Device's kernels besides the GEMMs and attention: bias and bias
-// gradient, GELU (erf and tanh), cross-entropy, embeddings, LayerNorm. Each mirrors its CPU twin
+// gradient, GELU (erf, and tanh through ops/gelu_tanh.hpp, the CPU's own code), cross-entropy,
+// embeddings, LayerNorm. Each mirrors its CPU twin
 // (ops/cpu/*.cpp): where the CPU sums in double, so does the kernel, and elementwise results are
 // computed in double and rounded once. What differs is only the order of block-wide sums (a tree,
 // not a loop); sums that must match the CPU's order (bias, LayerNorm weight and bias gradients,
@@ -10,6 +11,7 @@
 #include "ops/cuda/cuda_check.hpp"
 #include "ops/cuda/cuda_kernels.hpp"
 #include "ops/cuda/cuda_reduce_block.cuh"
+#include "ops/gelu_tanh.hpp"
 
 namespace zl::cuda {
 
@@ -20,8 +22,6 @@ constexpr int kThreads = 256;
 constexpr double kLayerNormEps = 1e-5;
 constexpr double kInvSqrt2 = 1.0 / std::numbers::sqrt2;
 constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
-constexpr double kGeluCoeff = 0.044715;
-constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;
 
 __device__ std::int64_t global_index() {
   return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -98,20 +98,14 @@ __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx,
 
 __global__ void gelu_tanh_forward_kernel(const float* x, float* y, std::int64_t elems) {
   for (std::int64_t i = global_index(); i < elems; i += global_stride()) {
-    const double v = x[i];
-    const double u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
-    y[i] = static_cast<float>(0.5 * v * (1.0 + tanh(u)));
+    y[i] = gelu_tanh::forward(x[i]);
   }
 }
 
 __global__ void gelu_tanh_backward_kernel(const float* x, const float* dy, float* dx,
                                           std::int64_t elems) {
   for (std::int64_t i = global_index(); i < elems; i += global_stride()) {
-    const double v = x[i];
-    const double th = tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v));
-    const double du_dx = kSqrt2OverPi * (1.0 + 3.0 * kGeluCoeff * v * v);
-    const double slope = 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * du_dx;
-    dx[i] = static_cast<float>(static_cast<double>(dy[i]) * slope);
+    dx[i] = gelu_tanh::backward(x[i], dy[i]);
   }
 }
 
