@@ -98,10 +98,10 @@ TEST(NcclBootstrap, IdFileReachesTheOtherRanks) {
   std::filesystem::remove(path);
   ncclUniqueId from_rank1{};
   std::thread rank1([&] {
-    from_rank1 = nccl_unique_id_from_file({1, 2, 1}, path, std::chrono::seconds(30));
+    from_rank1 = nccl_unique_id_from_file({1, 2, 1}, path, std::chrono::seconds(30)).id;
   });
   const ncclUniqueId from_rank0 =
-      nccl_unique_id_from_file({0, 2, 0}, path, std::chrono::seconds(30));
+      nccl_unique_id_from_file({0, 2, 0}, path, std::chrono::seconds(30)).id;
   rank1.join();
   EXPECT_EQ(std::string(from_rank0.internal, sizeof(from_rank0.internal)),
             std::string(from_rank1.internal, sizeof(from_rank1.internal)));
@@ -117,13 +117,13 @@ TEST(NcclBootstrap, IdReachesTheOtherRanksOverTcp) {
   const int port = 20000 + static_cast<int>(::getpid() % 20000);
   ncclUniqueId from_rank1{}, from_rank2{};
   std::thread rank1([&] {
-    from_rank1 = nccl_unique_id_over_tcp({1, 3, 1}, "127.0.0.1", port, std::chrono::seconds(30));
+    from_rank1 = nccl_unique_id_over_tcp({1, 3, 1}, "127.0.0.1", port, std::chrono::seconds(30)).id;
   });
   std::thread rank2([&] {
-    from_rank2 = nccl_unique_id_over_tcp({2, 3, 2}, "127.0.0.1", port, std::chrono::seconds(30));
+    from_rank2 = nccl_unique_id_over_tcp({2, 3, 2}, "127.0.0.1", port, std::chrono::seconds(30)).id;
   });
   const ncclUniqueId from_rank0 =
-      nccl_unique_id_over_tcp({0, 3, 0}, "127.0.0.1", port, std::chrono::seconds(30));
+      nccl_unique_id_over_tcp({0, 3, 0}, "127.0.0.1", port, std::chrono::seconds(30)).id;
   rank1.join();
   rank2.join();
   const std::string expected(from_rank0.internal, sizeof(from_rank0.internal));
