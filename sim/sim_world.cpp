@@ -1,11 +1,9 @@
-// sim_world.cpp — SimWorld::run(): one thread per rank, released together once all have started,
-// a shared rendezvous, then the root cause.
+// sim_world.cpp — SimWorld::run(): one thread per rank, a shared rendezvous, then the root cause.
 #include "sim_world.hpp"
 
 #include <fmt/format.h>
 
 #include <exception>
-#include <latch>
 #include <memory>
 #include <system_error>
 #include <thread>
@@ -19,13 +17,10 @@ namespace zl {
 
 namespace {
 
-// Runs one rank's body once every rank's thread has started, and tells the rendezvous how it
-// ended, so no other rank waits for it. Starting together keeps the clock of a collective's wait
-// from running while a rank's thread is still being created: with a short timeout, a healthy rank
-// started late would otherwise count as absent.
-void run_rank(const std::function<void(Comm&)>& body, SimComm& comm, Rendezvous& rendezvous,
-              std::latch& started) {
-  started.arrive_and_wait();
+// Runs one rank's body and tells the rendezvous when it started (no wait's clock runs before every
+// rank's thread has) and how it ended, so no other rank waits for it.
+void run_rank(const std::function<void(Comm&)>& body, SimComm& comm, Rendezvous& rendezvous) {
+  rendezvous.mark_started(comm.rank());
   try {
     comm.timeline()->start();
     body(comm);
@@ -64,19 +59,17 @@ void SimWorld::run(const std::function<void(Comm&)>& body) {
     comms.push_back(std::make_unique<SimComm>(r, world_, rendezvous, options_.faults, &board,
                                               options_.timeline));
   }
-  std::latch started(world_);
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(world_));
   for (int r = 0; r < world_; ++r) {
     try {
       threads.emplace_back(run_rank, std::cref(body), std::ref(*comms[static_cast<std::size_t>(r)]),
-                           std::ref(rendezvous), std::ref(started));
+                           std::ref(rendezvous));
     } catch (const std::system_error& e) {
       // Ranks without a thread count as failed, so the started ones stop waiting for them.
       for (int q = r; q < world_; ++q) {
         rendezvous.mark_failed(q, fmt::format("could not start its thread: {}", e.what()));
       }
-      started.count_down(world_ - r);
       break;
     }
   }
