@@ -1,7 +1,8 @@
 // nccl_bootstrap_agreement_test.cpp — what the NCCL bootstrap settles besides the id, with no GPU:
 // every rank's run fingerprint reaches rank 0 over the bootstrap's own channel (TCP between two
 // processes, or the shared id file), and every rank receives rank 0's settlement: the run id when
-// the runs agree, the one-line mismatch naming the first differing field when they do not.
+// the runs agree, the one-line mismatch naming the first differing field when they do not; and the
+// ZL_COLLECTIVE_CHECKS switch of NcclComm's per-call check.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "comm/nccl/nccl_bootstrap.hpp"
+#include "comm/nccl/nccl_comm.hpp"
 #include "core/error.hpp"
 #include "run/run_fingerprint.hpp"
 
@@ -100,6 +102,33 @@ TEST(NcclBootstrapAgreement, TheIdFileCarriesTheSettlementToo) {
   }
   EXPECT_FALSE(std::filesystem::exists(path.string() + ".rank-1"));  // rank 0 cleans up
   std::filesystem::remove(path);
+}
+
+// ZL_COLLECTIVE_CHECKS switches NcclComm's per-call check on with "1" only; anything but 0 or 1
+// is a one-line error naming the variable.
+TEST(NcclCollectiveChecks, TheSwitchIsOneOrNothing) {
+  const char* before = std::getenv("ZL_COLLECTIVE_CHECKS");
+  const std::string saved = before != nullptr ? before : "";
+  ::unsetenv("ZL_COLLECTIVE_CHECKS");
+  EXPECT_FALSE(collective_checks_from_env());
+  ::setenv("ZL_COLLECTIVE_CHECKS", "0", 1);
+  EXPECT_FALSE(collective_checks_from_env());
+  ::setenv("ZL_COLLECTIVE_CHECKS", "1", 1);
+  EXPECT_TRUE(collective_checks_from_env());
+  ::setenv("ZL_COLLECTIVE_CHECKS", "yes", 1);
+  try {
+    collective_checks_from_env();
+    ADD_FAILURE() << "ZL_COLLECTIVE_CHECKS=yes was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "environment variable ZL_COLLECTIVE_CHECKS=yes is not 0 or 1: set it to 1 to check "
+              "every NCCL call across the ranks, or unset it");
+  }
+  if (before != nullptr) {
+    ::setenv("ZL_COLLECTIVE_CHECKS", saved.c_str(), 1);
+  } else {
+    ::unsetenv("ZL_COLLECTIVE_CHECKS");
+  }
 }
 
 }  // namespace

@@ -187,6 +187,31 @@ TEST_F(GpuNcclTest, CollectivesOfOneRankAndTheirTraffic) {
   EXPECT_EQ(traffic.recv_bytes(), 0);
 }
 
+// ZL_COLLECTIVE_CHECKS=1: each call is first compared across the ranks (one rank always agrees),
+// the data and the traffic ledger are as without it, and only the check's words join CommBuffer.
+TEST(GpuNcclChecks, CheckedCallsKeepTheirDataAndTraffic) {
+  ZL_REQUIRE_GPU();
+  ScopedEnv env;
+  env.set("ZL_COLLECTIVE_CHECKS", "1");
+  CudaDevice device(0);
+  NcclBootstrap bootstrap;
+  bootstrap.rank = {0, 1, 0};
+  ASSERT_EQ(nccl().GetUniqueId(&bootstrap.id), ncclSuccess);
+  const std::int64_t before = device.ledger().current_bytes(MemCategory::CommBuffer);
+  NcclComm comm(device, bootstrap);
+  constexpr std::size_t kElems = 333;
+  const auto values = test::random_floats(kElems, 52);
+  Buffer data = test::upload(device, values);
+  comm.all_reduce(data.data(), kElems, DType::F32, ReduceOp::Sum);
+  comm.broadcast(data.data(), kElems, DType::F32, 0);
+  comm.barrier();
+  test::expect_same_bits(test::download(device, data), values, "checked all_reduce");
+  EXPECT_EQ(comm.traffic().calls(CollectiveKind::AllReduce), 1);
+  EXPECT_EQ(comm.traffic().calls(CollectiveKind::Barrier), 1);
+  // The barrier word (4 bytes) and the check's 2 * 5 int64 words.
+  EXPECT_EQ(device.ledger().current_bytes(MemCategory::CommBuffer) - before, 4 + 80);
+}
+
 TEST_F(GpuNcclTest, HostBuffersAreStagedThroughTheDevice) {
   // The engines' small host collectives: the loss (one float) and the norm's fp64 partials.
   float loss = 2.5f;
