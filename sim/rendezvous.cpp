@@ -53,9 +53,20 @@ std::int64_t Rendezvous::post(int rank, CallDesc call) {
   return call.call_number;
 }
 
+void Rendezvous::mark_started(int rank) {
+  const std::lock_guard lock(mutex_);
+  RankState& self = ranks_[static_cast<std::size_t>(rank)];
+  if (self.started) return;
+  self.started = true;
+  if (++started_ == world_) {
+    all_started_at_ = std::chrono::steady_clock::now();
+    changed_.notify_all();
+  }
+}
+
 void Rendezvous::wait(int rank, std::int64_t call_number) {
   std::unique_lock lock(mutex_);
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  const auto entered = std::chrono::steady_clock::now();
   Slot& meeting = slot(call_number);
   if (!meeting.done) {  // the slot stays until this rank leaves it, so it can be read unlocked
     lock.unlock();
@@ -66,6 +77,11 @@ void Rendezvous::wait(int rank, std::int64_t call_number) {
     if (auto blocker = blocked_by_peer(rank, call_number)) {
       fail_rank(rank, std::move(blocker->message), blocker->caused_by_peer);
     }
+    if (started_ < world_) {  // the clock has not started: a rank's thread is still starting
+      changed_.wait(lock);
+      continue;
+    }
+    const auto deadline = std::max(entered, all_started_at_) + timeout_;
     if (std::chrono::steady_clock::now() >= deadline) {
       fail_rank(rank, timeout_message(rank, call_number), false);
     }

@@ -22,15 +22,21 @@ namespace zl {
 /// The meeting point of one SimWorld::run(). Thread-safe; one instance per run.
 class Rendezvous {
  public:
-  /// `timeout` bounds every wait().
+  /// `timeout` bounds every wait(), counted from the wait's start or, if later, from when the last
+  /// rank called mark_started().
   Rendezvous(int world, std::chrono::milliseconds timeout);
+
+  /// Records that `rank`'s thread is running. Until every rank's is (or one failed), waits have no
+  /// deadline: a thread still being created is late, not absent, however short the timeout.
+  void mark_started(int rank);
 
   /// Posts `rank`'s next call and returns its call number (1, 2, ...). The buffers must stay
   /// valid until wait() returns. Throws zl::Error if this rank has already failed.
   std::int64_t post(int rank, CallDesc call);
 
   /// Blocks until `rank`'s call `call_number` is complete. Throws zl::Error, and marks the rank
-  /// failed, if the calls disagree, if a rank it needs failed or returned, or on timeout.
+  /// failed, if the calls disagree, if a rank it needs failed or returned, or on timeout (see the
+  /// constructor).
   void wait(int rank, std::int64_t call_number);
 
   /// Records that `rank`'s body threw `message` (kept only if the rank had not failed yet).
@@ -61,6 +67,7 @@ class Rendezvous {
 
   struct RankState {
     Fate fate = Fate::Running;
+    bool started = false;  // its thread called mark_started()
     std::int64_t calls_posted = 0;
     std::string message;
     /// Failed because another rank failed.
@@ -100,6 +107,8 @@ class Rendezvous {
   std::vector<RankState> ranks_;
   std::map<std::int64_t, Slot> slots_;
   std::int64_t failures_ = 0;
+  int started_ = 0;  // ranks whose thread called mark_started()
+  std::chrono::steady_clock::time_point all_started_at_{};  // set when started_ reaches world_
   std::optional<std::string> injected_;  // "rank F: <fault>" of the first note_fault()
 };
 

@@ -17,8 +17,10 @@ namespace zl {
 
 namespace {
 
-// Runs one rank's body and tells the rendezvous how it ended, so no other rank waits for it.
+// Runs one rank's body and tells the rendezvous when it started (no wait's clock runs before every
+// rank's thread has) and how it ended, so no other rank waits for it.
 void run_rank(const std::function<void(Comm&)>& body, SimComm& comm, Rendezvous& rendezvous) {
+  rendezvous.mark_started(comm.rank());
   try {
     comm.timeline()->start();
     body(comm);

@@ -19,7 +19,8 @@ namespace zl {
 
 /// Settings of a simulated world.
 struct SimOptions {
-  /// Longest a rank waits in one collective for the others before failing with an error.
+  /// Longest a rank waits in one collective for the others before failing with an error. The
+  /// clock of a wait starts no earlier than when the last rank's thread started running.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
   /// Faults injected into the ranks' collective calls (see fault_injection.hpp).
   std::vector<FaultSpec> faults{};

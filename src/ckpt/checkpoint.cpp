@@ -26,6 +26,7 @@ namespace {
 constexpr std::string_view kManifestName = "manifest.json";
 constexpr std::string_view kLatestName = "latest";
 constexpr std::string_view kRestore = "restore it or use another step";
+constexpr std::string_view kRunIdKey = "run_id";
 
 // The whole text file at `path`.
 std::string read_text(const fs::path& path) {
@@ -56,8 +57,9 @@ void check_shapes(const ShardState& state, const std::vector<UnitLayout>& layout
   }
 }
 
-// Checks one rank file against the manifest: present, its recorded size, every unit's tensors as
-// fp32 [shard_elems], and its sha256 (last: it reads the whole file).
+// Checks one rank file against the manifest: present, its recorded size, written by the manifest's
+// run (from version 2), every unit's tensors as fp32 [shard_elems], and its sha256 (last: it reads
+// the whole file).
 void verify_rank_file(const Manifest& manifest, const FileEntry& file) {
   const fs::path path = manifest.step_dir / file.name;
   const std::string shown = path.string();
@@ -71,6 +73,17 @@ void verify_rank_file(const Manifest& manifest, const FileEntry& file) {
            "was replaced: {}",
            shown, size_bytes, file.size_bytes, kRestore);
   const SafetensorsIndex index = read_safetensors_index(path);
+  if (manifest.format_version >= 2) {
+    const auto run_id = index.metadata.find(std::string(kRunIdKey));
+    ZL_CHECK(run_id != index.metadata.end(),
+             "cannot read {}: its metadata has no run_id, which manifest format {} needs: the file "
+             "belongs to another checkpoint: {}",
+             shown, manifest.format_version, kRestore);
+    ZL_CHECK(run_id->second == manifest.run_id,
+             "cannot read {}: it was written by run {} but the manifest is run {}'s: the file "
+             "was copied in from another run: {}",
+             shown, run_id->second, manifest.run_id, kRestore);
+  }
   for (const auto& unit : manifest.units) {
     for (const ShardTensor tensor : kShardTensors) {
       const std::string name = shard_tensor_name(unit.name, tensor);
@@ -132,7 +145,8 @@ fs::path step_dir(const fs::path& dir, std::int64_t step) {
 }
 
 FileEntry write_rank_file(const fs::path& step_directory, int rank,
-                          const std::vector<UnitLayout>& layout, const ShardState& state) {
+                          const std::vector<UnitLayout>& layout, const ShardState& state,
+                          std::string_view run_id) {
   const fs::path path = step_directory / rank_file_name(rank);
   ZL_CHECK(!layout.empty() && layout.front().shard_elems > 0,
            "cannot write {}: the layout has no units: lay the model out with layout_units",
@@ -141,6 +155,9 @@ FileEntry write_rank_file(const fs::path& step_directory, int rank,
   ZL_CHECK(rank >= 0 && rank < world, "cannot write {}: rank {} is outside world {}", path.string(),
            rank, world);
   check_shapes(state, layout, rank, path);
+  ZL_CHECK(run_id.size() == kRunIdChars,
+           "cannot write {}: run id {:?} is not {} hex digits: pass the run's new_run_id()",
+           path.string(), run_id, kRunIdChars);
   std::error_code error;
   ZL_CHECK(!fs::exists(step_directory / kManifestName, error),
            "cannot write {}: step directory {} is already committed: remove it or save to another "
@@ -157,9 +174,11 @@ FileEntry write_rank_file(const fs::path& step_directory, int rank,
       tensors.push_back({shard_tensor_name(unit.name, tensor), DType::F32, {unit.shard_elems}});
     }
   }
-  const std::map<std::string, std::string> metadata = {{"format", "zerolab-shard"},
-                                                       {"rank", std::to_string(rank)},
-                                                       {"world", std::to_string(world)}};
+  const std::map<std::string, std::string> metadata = {
+      {"format", "zerolab-shard"},
+      {"rank", std::to_string(rank)},
+      {"world", std::to_string(world)},
+      {std::string(kRunIdKey), std::string(run_id)}};
   Sha256 hash;
   SafetensorsStreamWriter writer(path, std::move(tensors), metadata,
                                  [&hash](std::span<const std::byte> bytes) { hash.update(bytes); });

@@ -1,8 +1,9 @@
 // checkpoint.hpp — sharded checkpoints on disk, laid out like DeepSpeed's global_stepN + latest:
 //   DIR/step-<8 digits>/rank-<r>.safetensors   one per rank: {unit}.params, {unit}.exp_avg,
 //                                              {unit}.exp_avg_sq, fp32 [shard_elems] each
-//   DIR/step-<8 digits>/manifest.json          the run, the model, the partition, each file's
-//                                              size and sha256 (ckpt/manifest.hpp)
+//   DIR/step-<8 digits>/manifest.json          the run and its id, the model, the partition, each
+//                                              file's size and sha256, its own sha256
+//                                              (ckpt/manifest.hpp)
 //   DIR/latest                                 the name of the newest complete step directory
 // Each rank writes its file, then one process commits: manifest.json, then latest, each atomic.
 // A save that dies before the commit leaves the previous latest and its step directory as they
@@ -47,10 +48,12 @@ std::filesystem::path step_dir(const std::filesystem::path& dir, std::int64_t st
 /// Writes rank `rank`'s shards to `step_directory`/rank-<rank>.safetensors (creating the
 /// directory), streaming and hashing as it goes, and returns the entry for the manifest. `layout`
 /// is the partition the shards follow; `state` must hold shard_elems floats per unit in each
-/// member. Throws zl::Error if the step is already committed there (checkpoints are never
-/// rewritten).
+/// member. `run_id` (the run's new_run_id()) goes into the file's `__metadata__` as "run_id", for
+/// read_manifest to match with the manifest's. Throws zl::Error if the step is already committed
+/// there (checkpoints are never rewritten).
 FileEntry write_rank_file(const std::filesystem::path& step_directory, int rank,
-                          const std::vector<UnitLayout>& layout, const ShardState& state);
+                          const std::vector<UnitLayout>& layout, const ShardState& state,
+                          std::string_view run_id);
 
 /// Commits step manifest.step in `dir`: checks the manifest, and that each of `files` is on disk
 /// with its recorded size, then writes step-<N>/manifest.json (listing `files`) and then
@@ -59,8 +62,9 @@ void commit_checkpoint(const std::filesystem::path& dir, const Manifest& manifes
                        std::span<const FileEntry> files);
 
 /// Reads the checkpoint at `path`: a checkpoint directory (follows `latest`) or one step directory.
-/// Verifies every rank file's existence, size, sha256, and that it holds each unit's tensors as
-/// fp32 [shard_elems]. Every problem is a one-line zl::Error naming the file and what is wrong.
+/// Verifies the manifest's own checksum, and every rank file's existence, size, run id (the
+/// manifest's), sha256, and that it holds each unit's tensors as fp32 [shard_elems]. Every problem
+/// is a one-line zl::Error naming the file and what is wrong.
 Manifest read_manifest(const std::filesystem::path& path);
 
 /// The step directory `path` stands for: the one `latest` names in a checkpoint directory, or

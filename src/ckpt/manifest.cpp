@@ -1,12 +1,16 @@
 // manifest.cpp — manifest.json written with nlohmann::json and read back key by key, each key
 // checked for presence and type, so a damaged manifest is an error naming the key, not a crash.
+// Its last key, manifest_sha256, hashes the canonical JSON of all the others, so an edited value
+// is caught even where it still parses and stays consistent.
 #include "ckpt/manifest.hpp"
 
 #include <fmt/format.h>
 
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <random>
 
+#include "ckpt/sha256.hpp"
 #include "core/error.hpp"
 
 namespace zl {
@@ -17,6 +21,14 @@ using Json = nlohmann::ordered_json;
 
 constexpr std::string_view kFormatName = "zerolab-checkpoint";
 constexpr std::string_view kDamaged = "the manifest is damaged: restore it or use another step";
+constexpr std::string_view kChecksumKey = "manifest_sha256";
+
+// The SHA-256 of `json`'s canonical text, what manifest_sha256 covers: compact, keys sorted, so
+// neither the layout of the file nor the order of its keys matters, only the values.
+std::string content_sha256(const Json& json) {
+  const std::string text = nlohmann::json::parse(json.dump()).dump();
+  return sha256_hex(std::as_bytes(std::span(text.data(), text.size())));
+}
 
 // A JSON value and where it sits in the manifest ("units[1].params[0].shape"), for messages.
 struct Field {
@@ -169,12 +181,9 @@ LrSchedule parse_lr_schedule(const ManifestReader& read, const Field& json) {
 Json run_json(const Manifest& manifest) {
   Json json = Json::object();
   if (manifest.model_kind == "gpt") {
-    json["model"] = {{"kind", manifest.model_kind},
-                     {"n_layer", manifest.gpt.n_layer},
-                     {"n_head", manifest.gpt.n_head},
-                     {"n_embd", manifest.gpt.n_embd},
-                     {"block_size", manifest.gpt.block_size},
-                     {"vocab", manifest.gpt.vocab}};
+    json["model"] = {{"kind", manifest.model_kind},           {"n_layer", manifest.gpt.n_layer},
+                     {"n_head", manifest.gpt.n_head},         {"n_embd", manifest.gpt.n_embd},
+                     {"block_size", manifest.gpt.block_size}, {"vocab", manifest.gpt.vocab}};
   } else {
     json["model"] = {{"kind", manifest.model_kind},
                      {"layers", manifest.mlp.layers},
@@ -241,18 +250,39 @@ std::vector<UnitLayout> parse_units(const ManifestReader& read, const Field& fie
 }
 
 void check_version(int format_version, std::string_view shown) {
-  ZL_CHECK(format_version == kCheckpointFormatVersion,
-           "cannot read {}: format_version {} is not {}, the one this zerolab reads: use the "
+  ZL_CHECK(format_version >= kOldestCheckpointFormatVersion &&
+               format_version <= kCheckpointFormatVersion,
+           "cannot read {}: format_version {} is not one this zerolab reads ({} to {}): use the "
            "zerolab that wrote it",
-           shown, format_version, kCheckpointFormatVersion);
+           shown, format_version, kOldestCheckpointFormatVersion, kCheckpointFormatVersion);
+}
+
+// Takes manifest_sha256 out of `json` and checks it against the rest (from version 2 on).
+void check_and_remove_checksum(const ManifestReader& read, Json& json, std::string_view shown) {
+  const Field root{json, ""};
+  const std::string stored = read.text(read.member(root, kChecksumKey));
+  json.erase(std::string(kChecksumKey));
+  const std::string actual = content_sha256(json);
+  ZL_CHECK(stored == actual,
+           "cannot read {}: its content hashes to manifest_sha256 {} but it records {}: the "
+           "manifest was edited or damaged: restore it or use another step",
+           shown, actual, stored);
 }
 
 }  // namespace
+
+std::string new_run_id() {
+  std::random_device device;
+  std::string id;
+  while (id.size() < kRunIdChars) id += fmt::format("{:08x}", device());
+  return id.substr(0, kRunIdChars);
+}
 
 std::string manifest_json(const Manifest& manifest) {
   Json json = Json::object();
   json["format"] = kFormatName;
   json["format_version"] = manifest.format_version;
+  if (manifest.format_version >= 2) json["run_id"] = manifest.run_id;
   json["step"] = manifest.step;
   json["stage"] = manifest.stage;
   json["world"] = manifest.world;
@@ -263,6 +293,7 @@ std::string manifest_json(const Manifest& manifest) {
     files.push_back({{"name", file.name}, {"bytes", file.size_bytes}, {"sha256", file.sha256}});
   }
   json["files"] = std::move(files);
+  if (manifest.format_version >= 2) json[std::string(kChecksumKey)] = content_sha256(json);
   return json.dump(2) + "\n";
 }
 
@@ -287,6 +318,10 @@ Manifest parse_manifest(std::string_view text, std::string_view shown) {
   manifest.format_version =
       static_cast<int>(read.integer(read.member(root, "format_version"), 0, kIntMax));
   check_version(manifest.format_version, shown);
+  if (manifest.format_version >= 2) {
+    check_and_remove_checksum(read, json, shown);
+    manifest.run_id = read.text(read.member(root, "run_id"));
+  }
   manifest.step = read.integer(read.member(root, "step"), 0);
   manifest.stage = static_cast<int>(read.integer(read.member(root, "stage"), 0, 3));
   manifest.world = static_cast<int>(read.integer(read.member(root, "world"), 1, kIntMax));
@@ -297,7 +332,8 @@ Manifest parse_manifest(std::string_view text, std::string_view shown) {
            "zerolab that wrote it",
            shown, manifest.model_kind);
   if (manifest.model_kind == "gpt") {
-    manifest.gpt.n_layer = static_cast<int>(read.integer(read.member(model, "n_layer"), 1, kIntMax));
+    manifest.gpt.n_layer =
+        static_cast<int>(read.integer(read.member(model, "n_layer"), 1, kIntMax));
     manifest.gpt.n_head = static_cast<int>(read.integer(read.member(model, "n_head"), 1, kIntMax));
     manifest.gpt.n_embd = read.integer(read.member(model, "n_embd"), 1);
     manifest.gpt.block_size = read.integer(read.member(model, "block_size"), 1);
@@ -341,10 +377,11 @@ Manifest parse_manifest(std::string_view text, std::string_view shown) {
   }
   const std::int64_t stored_next_sample =
       read.integer(read.member(read.member(root, "data"), "next_sample"), 0);
-  ZL_CHECK(stored_next_sample == next_sample(manifest),
-           "cannot read {}: data.next_sample is {} but step * gradient_accumulation_steps * world * "
-           "micro_batch is {}: {}", shown,
-           stored_next_sample, next_sample(manifest), kDamaged);
+  ZL_CHECK(
+      stored_next_sample == next_sample(manifest),
+      "cannot read {}: data.next_sample is {} but step * gradient_accumulation_steps * world * "
+      "micro_batch is {}: {}",
+      shown, stored_next_sample, next_sample(manifest), kDamaged);
   return manifest;
 }
 

@@ -1,5 +1,6 @@
-// manifest_check.cpp — what makes a manifest consistent: a known version and model, sizes in range,
-// units laid out exactly as layout_units() lays them out for the world, one named file per rank.
+// manifest_check.cpp — what makes a manifest consistent: a known version and model, a run id (from
+// version 2), sizes in range, units laid out exactly as layout_units() lays them out for the
+// world, one named file per rank.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -49,10 +50,18 @@ std::optional<std::string> units_problem(const std::vector<UnitLayout>& units, i
   return std::nullopt;
 }
 
-bool is_sha256_hex(const std::string& text) {
-  return text.size() == 64 && std::ranges::all_of(text, [](char c) {
+bool is_lower_hex(const std::string& text, std::size_t digits) {
+  return text.size() == digits && std::ranges::all_of(text, [](char c) {
            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
          });
+}
+
+bool is_sha256_hex(const std::string& text) {
+  return is_lower_hex(text, 64);
+}
+
+bool is_run_id(const std::string& text) {
+  return is_lower_hex(text, kRunIdChars);
 }
 
 }  // namespace
@@ -77,9 +86,15 @@ std::string rank_file_name(int rank) {
 }
 
 std::optional<std::string> manifest_problem(const Manifest& manifest) {
-  if (manifest.format_version != kCheckpointFormatVersion) {
-    return fmt::format("format_version {} is not {}", manifest.format_version,
+  if (manifest.format_version < kOldestCheckpointFormatVersion ||
+      manifest.format_version > kCheckpointFormatVersion) {
+    return fmt::format("format_version {} is not one this zerolab reads ({} to {})",
+                       manifest.format_version, kOldestCheckpointFormatVersion,
                        kCheckpointFormatVersion);
+  }
+  if (manifest.format_version >= 2 ? !is_run_id(manifest.run_id) : !manifest.run_id.empty()) {
+    return fmt::format("run_id {:?} is not {} lowercase hex digits", manifest.run_id,
+                       manifest.format_version >= 2 ? kRunIdChars : 0);
   }
   if (manifest.model_kind != "mlp" && manifest.model_kind != "gpt") {
     return fmt::format("model kind {:?} is not one this zerolab reads (mlp, gpt)",

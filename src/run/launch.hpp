@@ -31,12 +31,15 @@ void launch_on_sim(const RunPlan& plan, const RankCallbacks& callbacks, TrainRes
 
 /// Runs this process's rank of an `mpirun` job on an MpiComm and the CPU; on rank 0's process
 /// fills `result` with every rank's ledgers and step times, elsewhere leaves it without results.
-/// A rank that fails aborts the job with its message. Throws zl::Error without MPI.
-void launch_on_mpi(const RunPlan& plan, const RankCallbacks& callbacks, TrainResult& result);
+/// A rank that fails aborts the job with its message. Before the first step the processes compare
+/// their run fingerprints (run_fingerprint.hpp) and take rank 0's plan.run_id, both out of band.
+/// Throws zl::Error without MPI.
+void launch_on_mpi(RunPlan& plan, const RankCallbacks& callbacks, TrainResult& result);
 
-/// Runs this process's rank on its GPU (LOCAL_RANK) through an NcclComm; results as
-/// launch_on_mpi. Throws zl::Error without NCCL.
-void launch_on_nccl(const RunPlan& plan, const RankCallbacks& callbacks, TrainResult& result);
+/// Runs this process's rank on its GPU (LOCAL_RANK) through an NcclComm; results, the fingerprint
+/// comparison and rank 0's plan.run_id as launch_on_mpi, exchanged over the NCCL bootstrap's own
+/// channel. Throws zl::Error without NCCL.
+void launch_on_nccl(RunPlan& plan, const RankCallbacks& callbacks, TrainResult& result);
 
 /// Every rank's `bytes` at least on rank 0, in rank order. Collective.
 using GatherBytes = std::function<std::vector<std::string>(const std::string& bytes)>;

@@ -3,7 +3,8 @@
 // traffic ledger), so the ledgers are the sim's. A rank that fails aborts the job with its
 // message; a non-finite norm stops every rank at the same step and rank 0 reports it. Before the
 // first step rank 0 compares every process's run (run_fingerprint.hpp) and ends the job, naming
-// the first field that differs, when one was started with other flags.
+// the first field that differs, when one was started with other flags; then every process takes
+// rank 0's run id, so all ranks' checkpoint files name the same run.
 #include "run/launch.hpp"
 #ifdef ZL_HAVE_MPI
 #include "comm/mpi/mpi_comm.hpp"
@@ -15,7 +16,7 @@
 namespace zl {
 
 #ifdef ZL_HAVE_MPI
-void launch_on_mpi(const RunPlan& plan, const RankCallbacks& callbacks, TrainResult& result) {
+void launch_on_mpi(RunPlan& plan, const RankCallbacks& callbacks, TrainResult& result) {
   const TrainConfig& config = plan.config;
   MpiComm comm(config.mpi_reduce, plan.timeline.options, config.collective_timeout);
   ZL_CHECK(comm.size() == config.world,
@@ -23,13 +24,12 @@ void launch_on_mpi(const RunPlan& plan, const RankCallbacks& callbacks, TrainRes
            "mpirun -np {}",
            config.world, comm.size(), config.world);
   // Every process must run the same run: rank 0 compares them all before the first step and
-  // every rank fails with its verdict, in order (rank 0's process prints it).
+  // every rank fails with its verdict, in order (rank 0's process prints it); else every rank
+  // takes rank 0's run id.
   const std::vector<std::string> fingerprints =
       comm.gather_to_root(encode_fingerprint(run_fingerprint(plan)));
-  const std::string mismatch =
-      comm.broadcast_from_root(comm.rank() == 0 ? fingerprint_mismatch(fingerprints).value_or("")
-                                                : "");
-  ZL_CHECK(mismatch.empty(), "{}", mismatch);
+  plan.run_id = agreed_run_id(
+      comm.broadcast_from_root(comm.rank() == 0 ? settle_run(fingerprints, plan.run_id) : ""));
   const ShareFile share_file = [&comm](Comm&, FileEntry entry) {
     std::vector<FileEntry> files;
     for (const auto& bytes : comm.gather_to_root(encode_file_entry(entry))) {
@@ -49,7 +49,7 @@ void launch_on_mpi(const RunPlan& plan, const RankCallbacks& callbacks, TrainRes
                      [&comm](const std::string& bytes) { return comm.gather_to_root(bytes); });
 }
 #else
-void launch_on_mpi(const RunPlan&, const RankCallbacks&, TrainResult&) {
+void launch_on_mpi(RunPlan&, const RankCallbacks&, TrainResult&) {
   fail("{}", kNoMpi);
 }
 #endif

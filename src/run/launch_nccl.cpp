@@ -1,8 +1,10 @@
 // launch_nccl.cpp — the nccl backend: this process runs its rank on its GPU (LOCAL_RANK) through
-// an NcclComm, joining the group by MPI under mpirun, by torchrun-style variables, or alone. The
-// per-rank reports and checkpoint file entries travel by all_gather_bytes. A rank that fails
-// prints its message and exits, and NCCL has no timeout: the other ranks then wait in their next
-// collective until the launcher ends them.
+// an NcclComm, joining the group by MPI under mpirun, by torchrun-style variables, or alone. While
+// the ranks bootstrap, rank 0 compares every process's run (run_fingerprint.hpp) over the
+// bootstrap's own channel and ends the job, naming the first field that differs, or hands every
+// rank its run id. The per-rank reports and checkpoint file entries travel by all_gather_bytes. A
+// rank that fails prints its message and exits, and NCCL has no timeout: the other ranks then wait
+// in their next collective until the launcher ends them.
 #include "run/launch.hpp"
 #ifdef ZL_HAVE_NCCL
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "comm/nccl/nccl_comm.hpp"
 #include "ops/cuda/cuda_device.hpp"
 #include "run/rank_reports.hpp"
+#include "run/run_fingerprint.hpp"
 #ifdef ZL_NCCL_WITH_MPI
 #include "comm/nccl/nccl_mpi_bootstrap.hpp"
 #endif
@@ -25,18 +28,19 @@ namespace zl {
 namespace {
 
 // How this process joins the NCCL group: by MPI under mpirun, by the torchrun-style variables
-// when WORLD_SIZE is above 1, else alone (W = 1, on GPU LOCAL_RANK when it is set).
-NcclBootstrap nccl_bootstrap() {
+// when WORLD_SIZE is above 1, else alone (W = 1, on GPU LOCAL_RANK when it is set). `agreement`
+// is settled on the way.
+NcclBootstrap nccl_bootstrap(const BootstrapAgreement& agreement) {
 #ifdef ZL_NCCL_WITH_MPI
-  if (under_mpirun()) return nccl_bootstrap_from_mpi();
+  if (under_mpirun()) return nccl_bootstrap_from_mpi(agreement);
 #endif
   ZL_CHECK(!under_mpirun(),
            "--backend nccl under mpirun needs a zerolab built with MPI: install libopenmpi-dev "
            "and rebuild, or launch with RANK, WORLD_SIZE and LOCAL_RANK set");
-  if (std::getenv("WORLD_SIZE") == nullptr) return nccl_bootstrap_single();
+  if (std::getenv("WORLD_SIZE") == nullptr) return nccl_bootstrap_single(agreement);
   const NcclRankInfo info = nccl_rank_from_env();
-  if (info.world > 1) return nccl_bootstrap_from_env();
-  NcclBootstrap alone = nccl_bootstrap_single();  // WORLD_SIZE=1 needs no id exchange
+  if (info.world > 1) return nccl_bootstrap_from_env(agreement);
+  NcclBootstrap alone = nccl_bootstrap_single(agreement);  // WORLD_SIZE=1 needs no id exchange
   alone.rank = info;
   return alone;
 }
@@ -65,14 +69,19 @@ std::vector<std::string> all_gather_bytes(Comm& comm, const std::string& bytes) 
 
 }  // namespace
 
-void launch_on_nccl(const RunPlan& plan, const RankCallbacks& callbacks, TrainResult& result) {
+void launch_on_nccl(RunPlan& plan, const RankCallbacks& callbacks, TrainResult& result) {
   const TrainConfig& config = plan.config;
-  const NcclBootstrap bootstrap = nccl_bootstrap();
+  const NcclBootstrap bootstrap =
+      nccl_bootstrap({.payload = encode_fingerprint(run_fingerprint(plan)),
+                      .settle = [&plan](const std::vector<std::string>& fingerprints) {
+                        return settle_run(fingerprints, plan.run_id);
+                      }});
+  plan.run_id = agreed_run_id(bootstrap.settled);
   ZL_CHECK(bootstrap.rank.world == config.world,
            "--world {} does not match the {} processes launched: drop --world or launch {}",
            config.world, bootstrap.rank.world, config.world);
-  std::unique_ptr<Device> device = make_rank_device(Accelerator::Cuda, bootstrap.rank.local_rank,
-                                                    config.features.precision);
+  std::unique_ptr<Device> device =
+      make_rank_device(Accelerator::Cuda, bootstrap.rank.local_rank, config.features.precision);
   NcclComm comm(static_cast<CudaDevice&>(*device), bootstrap);
   RankTimeline clocks(config.world, plan.timeline.options);
   clocks.start();
@@ -88,7 +97,7 @@ void launch_on_nccl(const RunPlan& plan, const RankCallbacks& callbacks, TrainRe
                      [&comm](const std::string& bytes) { return all_gather_bytes(comm, bytes); });
 }
 #else
-void launch_on_nccl(const RunPlan&, const RankCallbacks&, TrainResult&) {
+void launch_on_nccl(RunPlan&, const RankCallbacks&, TrainResult&) {
   fail("{}", kNoNccl);
 }
 #endif

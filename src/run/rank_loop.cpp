@@ -90,9 +90,11 @@ void save_if_due(const RunPlan& plan, Engine& engine, Comm& comm,
   if (!plan.saving() || !due) return;
   const ShardState state = engine.shard_state();
   const std::vector<FileEntry> files = share_file(
-      comm, write_rank_file(step_dir(checkpoints.dir, done), comm.rank(), layout, state));
+      comm,
+      write_rank_file(step_dir(checkpoints.dir, done), comm.rank(), layout, state, plan.run_id));
   if (comm.rank() == 0) {
-    commit_checkpoint(checkpoints.dir, manifest_of(plan.config, done, state, layout), files);
+    commit_checkpoint(checkpoints.dir, manifest_of(plan.config, plan.run_id, done, state, layout),
+                      files);
   }
   comm.barrier();
 }
@@ -122,8 +124,9 @@ RankRun run_rank(const RunPlan& plan, Comm& comm, Device& device, RankTimeline& 
     engine->load_shard_state(shards);
   }
   try {
-    run_steps(plan, *engine, device, comm.rank() == 0, clocks, callbacks,
-              [&](std::int64_t done) { save_if_due(plan, *engine, comm, layout, share_file, done); });
+    run_steps(plan, *engine, device, comm.rank() == 0, clocks, callbacks, [&](std::int64_t done) {
+      save_if_due(plan, *engine, comm, layout, share_file, done);
+    });
   } catch (const NonFiniteError& e) {
     // The norm has the same bits everywhere, so all ranks leave here after the same step; a
     // rank that did not would leave the others waiting, which the simulator reports.

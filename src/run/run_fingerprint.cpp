@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/error.hpp"
 #include "model/activation_policy.hpp"
 #include "optim/lr_schedule.hpp"
 
@@ -17,8 +18,8 @@ std::string model_text(const TrainConfig& c) {
     return fmt::format("gpt n_layer {} n_head {} n_embd {} block_size {} vocab {}", c.gpt.n_layer,
                        c.gpt.n_head, c.gpt.n_embd, c.gpt.block_size, c.gpt.vocab);
   }
-  return fmt::format("mlp layers {} width {} in {} classes {}", c.mlp.layers, c.mlp.width,
-                     c.mlp.in, c.mlp.classes);
+  return fmt::format("mlp layers {} width {} in {} classes {}", c.mlp.layers, c.mlp.width, c.mlp.in,
+                     c.mlp.classes);
 }
 
 std::string features_text(const TrainingFeatures& f) {
@@ -104,14 +105,30 @@ std::optional<std::string> fingerprint_mismatch(const std::vector<std::string>& 
     if (holders.size() == 1) continue;
     std::string who;
     for (const auto& [value, at] : holders) {
-      who += fmt::format("{}{} {} {:?}", who.empty() ? "" : "; ",
-                         at.size() == 1 ? "rank" : "ranks", fmt::join(at, ", "), value);
+      who += fmt::format("{}{} {} {:?}", who.empty() ? "" : "; ", at.size() == 1 ? "rank" : "ranks",
+                         fmt::join(at, ", "), value);
     }
     return fmt::format(
         "the ranks disagree on {}: {}: start every rank with the same flags and files",
         ranks.front()[f].first, who);
   }
   return std::nullopt;
+}
+
+// The run id on the first line, the mismatch (empty when the ranks agree) after it.
+std::string settle_run(const std::vector<std::string>& fingerprints, const std::string& run_id) {
+  return run_id + "\n" + fingerprint_mismatch(fingerprints).value_or("");
+}
+
+std::string agreed_run_id(const std::string& settled) {
+  const std::size_t end = settled.find('\n');
+  ZL_CHECK(end != std::string::npos,
+           "rank 0's settlement of the run is damaged ({:?}): start every rank from the same "
+           "zerolab",
+           settled);
+  const std::string mismatch = settled.substr(end + 1);
+  ZL_CHECK(mismatch.empty(), "{}", mismatch);
+  return settled.substr(0, end);
 }
 
 }  // namespace zl

@@ -2,7 +2,7 @@
 // (model, sizes, engine, world, precision, optimizer and schedule, seed, data, features), so a
 // job whose processes were started with different flags fails before its first step, naming the
 // first field that differs and which ranks hold which value, instead of hanging or training a
-// wrong result.
+// wrong result. Rank 0 settles the comparison and the run id for every process.
 #pragma once
 
 #include <optional>
@@ -28,5 +28,14 @@ std::string encode_fingerprint(const std::vector<FingerprintField>& fields);
 /// "the ranks disagree on --lr: rank 0 has 0.001, rank 1 has 0.02: start every rank with the
 /// same flags".
 std::optional<std::string> fingerprint_mismatch(const std::vector<std::string>& per_rank);
+
+/// What rank 0 settles for every process of a run before the first step, as one text to send to
+/// them all: the run id every rank takes (rank 0's `run_id`), and fingerprint_mismatch() over
+/// every rank's encoded fingerprint (index = rank).
+std::string settle_run(const std::vector<std::string>& fingerprints, const std::string& run_id);
+
+/// The run id in settle_run's text. Throws zl::Error with the mismatch line when the ranks
+/// disagree.
+std::string agreed_run_id(const std::string& settled);
 
 }  // namespace zl

@@ -6,13 +6,13 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/checkpoint_folder.hpp"
-#include "run/memory_check.hpp"
-#include "run/resume_settings.hpp"
 #include "engines/estimate.hpp"
 #include "model/gpt_config.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "run/data_source.hpp"
+#include "run/memory_check.hpp"
 #include "run/rank_model.hpp"
+#include "run/resume_settings.hpp"
 
 namespace zl {
 
@@ -47,7 +47,8 @@ bool same_folder(const fs::path& a, const fs::path& b) {
 // the ones its flags left out), unless the caller overrides them.
 void plan_resume(RunPlan& plan) {
   const fs::path from = resume_step_dir(plan.checkpoints);
-  const bool own_folder = plan.saving() && same_folder(plan.checkpoints.resume, plan.checkpoints.dir);
+  const bool own_folder =
+      plan.saving() && same_folder(plan.checkpoints.resume, plan.checkpoints.dir);
   plan.resumed = read_manifest(from);
   if (own_folder) plan.resumed_own_step = plan.resumed.step;
   settle_resume_settings(plan.config, plan.resumed, from.string(), kAllResumeSettings,
@@ -106,23 +107,24 @@ RunPlan plan_run(const TrainConfig& requested, const CheckpointPlan& checkpoints
                   .seed = config.seed,
                   .batch = with_error_kind(ErrorKind::Input,
                                            [&] {
-                                             return batch_source(config, plan.start.step,
-                                                                 plan.start.sample,
-                                                                 config.record_data ? &used
-                                                                                    : nullptr);
+                                             return batch_source(
+                                                 config, plan.start.step, plan.start.sample,
+                                                 config.record_data ? &used : nullptr);
                                            }),
                   .observer = {},
                   .nonfinite = config.nonfinite,
                   .features = config.features};
   plan.timeline = timeline_setup(config);
+  plan.run_id = new_run_id();
   plan.step_tokens = config.world * config.features.grad_accum_steps * config.micro_batch *
                      (config.model == ModelKind::Gpt ? config.gpt.block_size : 1);
   return plan;
 }
 
-Manifest manifest_of(const TrainConfig& config, std::int64_t step, const ShardState& state,
-                     const std::vector<UnitLayout>& layout) {
+Manifest manifest_of(const TrainConfig& config, std::string_view run_id, std::int64_t step,
+                     const ShardState& state, const std::vector<UnitLayout>& layout) {
   Manifest manifest;
+  manifest.run_id = run_id;
   manifest.step = step;
   manifest.adam_updates = state.adam_updates;
   if (config.features.precision == DType::F16) manifest.loss_scaler = state.scaler;
@@ -166,9 +168,9 @@ double train_flops_per_token(const TrainConfig& config) {
   std::int64_t params = 0;
   for (const UnitSpec& unit : gpt_units(config.gpt)) params += unit.numel();
   const GptConfig& gpt = config.gpt;
-  return 6.0 * static_cast<double>(params) +
-         6.0 * static_cast<double>(gpt.n_layer) * static_cast<double>(gpt.n_embd) *
-             static_cast<double>(gpt.block_size);
+  return 6.0 * static_cast<double>(params) + 6.0 * static_cast<double>(gpt.n_layer) *
+                                                 static_cast<double>(gpt.n_embd) *
+                                                 static_cast<double>(gpt.block_size);
 }
 
 double train_flops_per_step(const TrainConfig& config) {

@@ -24,27 +24,30 @@ struct StartPoint {
 /// How the ranks' timelines count: simulated compute is measured CPU time, or that scaled to the
 /// device preset (config.device).
 struct TimelineSetup {
-  TimelineOptions options;   ///< the link, the compute scale and what to record
-  double cpu_gflops = 0.0;   ///< with a device preset: the measured CPU GEMM rate behind the scale
+  TimelineOptions options;  ///< the link, the compute scale and what to record
+  double cpu_gflops = 0.0;  ///< with a device preset: the measured CPU GEMM rate behind the scale
 };
 
 /// One run, decided: what train() hands to every rank's loop and every launcher.
 struct RunPlan {
-  TrainConfig config;        ///< validated
+  TrainConfig config;          ///< validated
   CheckpointPlan checkpoints;  ///< where to save, how often, where from
-  Manifest resumed;          ///< the checkpoint resumed from (when resuming())
-  StartPoint start;          ///< the resumed step and sample, or zero
-  NamedTensors init;         ///< --init's tensors, checked against the model (empty without)
+  Manifest resumed;            ///< the checkpoint resumed from (when resuming())
+  StartPoint start;            ///< the resumed step and sample, or zero
+  NamedTensors init;           ///< --init's tensors, checked against the model (empty without)
   /// The step resumed from when it is in the folder this run saves to: rank 0 points that
   /// folder's `latest` at it before the first save.
   std::optional<std::int64_t> resumed_own_step;
   /// The engines' options without an observer (each rank adds its own); their batch source
   /// records every sample into the result's UsedData when config.record_data.
   EngineOptions options;
-  TimelineSetup timeline;    ///< how each rank's timeline measures
+  TimelineSetup timeline;  ///< how each rank's timeline measures
+  /// This run's id (new_run_id()), written into its checkpoints. Each process of an mpi or nccl
+  /// job makes one; its launcher replaces them all with rank 0's before the first step.
+  std::string run_id;
   std::int64_t step_tokens = 0;  ///< tokens (GPT) or rows (MLP) of one step over all ranks
 
-  bool saving() const { return !checkpoints.dir.empty(); }      ///< checkpoints are written
+  bool saving() const { return !checkpoints.dir.empty(); }       ///< checkpoints are written
   bool resuming() const { return !checkpoints.resume.empty(); }  ///< the run starts from one
 };
 
@@ -53,9 +56,9 @@ struct RunPlan {
 /// sample the run will draw. Throws zl::Error naming what is wrong before any rank starts.
 RunPlan plan_run(const TrainConfig& config, const CheckpointPlan& checkpoints, UsedData& used);
 
-/// The manifest of the checkpoint saved after `step` steps, for shards `state` laid out as
-/// `layout`.
-Manifest manifest_of(const TrainConfig& config, std::int64_t step, const ShardState& state,
-                     const std::vector<UnitLayout>& layout);
+/// The manifest of the checkpoint run `run_id` saves after `step` steps, for shards `state` laid
+/// out as `layout`.
+Manifest manifest_of(const TrainConfig& config, std::string_view run_id, std::int64_t step,
+                     const ShardState& state, const std::vector<UnitLayout>& layout);
 
 }  // namespace zl

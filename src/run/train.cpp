@@ -12,7 +12,7 @@ namespace zl {
 TrainResult train(const TrainConfig& config, const StepCallback& on_step,
                   const RankObserver& observer, const CheckpointPlan& checkpoints) {
   TrainResult result;
-  const RunPlan plan = plan_run(config, checkpoints, result.data);
+  RunPlan plan = plan_run(config, checkpoints, result.data);
   result.compute_scale = plan.timeline.options.compute_scale;
   result.cpu_gflops = plan.timeline.cpu_gflops;
   const RankCallbacks callbacks{.on_step = on_step, .observer = observer, .steps = result.steps};

@@ -1,12 +1,13 @@
 // checkpoint_bad_input_test.cpp — every damaged checkpoint read_manifest can meet gives a one-line
 // zl::Error naming the file and the problem: a wrong sha256, a missing or truncated rank file,
-// tensors that disagree with the manifest, a malformed manifest, a latest that points nowhere.
+// tensors that disagree with the manifest, a malformed or hand-edited manifest, a rank file of
+// another run, a latest that points nowhere. Manifests of format version 1 still read.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
-
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint_support.hpp"
@@ -40,11 +41,18 @@ class CheckpointBadInput : public ::testing::Test {
   }
   std::filesystem::path manifest_path() const { return manifest_.step_dir / "manifest.json"; }
 
-  // Rewrites manifest.json after `edit` changes its JSON.
-  void edit_manifest(const std::function<void(nlohmann::json&)>& edit) {
+  // Rewrites manifest.json after `edit` changes its JSON. Resealed, its manifest_sha256 is made
+  // over the edited content (as a writer would), so only the other checks can catch the edit.
+  void edit_manifest(const std::function<void(nlohmann::json&)>& edit, bool reseal = true) {
     const auto bytes = test::file_bytes(manifest_path());
     auto json = nlohmann::json::parse(bytes.begin(), bytes.end());
     edit(json);
+    if (reseal && json.contains("manifest_sha256")) {
+      json.erase("manifest_sha256");
+      const std::string canonical = json.dump();  // nlohmann::json sorts its keys
+      json["manifest_sha256"] =
+          sha256_hex(std::as_bytes(std::span(canonical.data(), canonical.size())));
+    }
     const std::string text = json.dump();
     test::write_file(manifest_path(), {text.begin(), text.end()});
   }
@@ -56,6 +64,21 @@ class CheckpointBadInput : public ::testing::Test {
     const std::string message = read_error(manifest_path());
     test::write_file(manifest_path(), original);
     return message;
+  }
+
+  // The manifest error after `edit` without resealing, from a fresh copy of the manifest.
+  std::string manifest_error_unsealed(const std::function<void(nlohmann::json&)>& edit) {
+    const auto original = test::file_bytes(manifest_path());
+    edit_manifest(edit, false);
+    const std::string message = read_error(manifest_path());
+    test::write_file(manifest_path(), original);
+    return message;
+  }
+
+  // The manifest_sha256 the saved manifest records.
+  std::string sealed_sha256() const {
+    const auto bytes = test::file_bytes(manifest_path());
+    return nlohmann::json::parse(bytes.begin(), bytes.end())["manifest_sha256"];
   }
 
   test::TempDir dir_;
@@ -95,8 +118,8 @@ TEST_F(CheckpointBadInput, TruncatedRankFile) {
 // shape check can tell.
 TEST_F(CheckpointBadInput, TensorShapesDisagreeWithTheManifest) {
   const auto layout5 = test::mlp_layout(kSmall, 5);
-  const FileEntry entry =
-      write_rank_file(dir_.path() / "other", 0, layout5, test::filled_shards(layout5, 0, 5));
+  const FileEntry entry = write_rank_file(dir_.path() / "other", 0, layout5,
+                                          test::filled_shards(layout5, 0, 5), test::kTestRunId);
   std::filesystem::copy_file(dir_.path() / "other" / entry.name, rank_path(0),
                              std::filesystem::copy_options::overwrite_existing);
   edit_manifest([&](nlohmann::json& json) {
@@ -109,9 +132,11 @@ TEST_F(CheckpointBadInput, TensorShapesDisagreeWithTheManifest) {
 }
 
 TEST_F(CheckpointBadInput, RankFileMissingATensor) {
-  std::filesystem::remove(rank_path(0));
-  {
-    SafetensorsStreamWriter writer(rank_path(0), {{"layers.0.params", DType::F32, {128}}});
+  // A rank file of one tensor with `metadata`, which the manifest was made to match.
+  const auto write_rank0 = [&](const std::map<std::string, std::string>& metadata) {
+    std::filesystem::remove(rank_path(0));
+    SafetensorsStreamWriter writer(rank_path(0), {{"layers.0.params", DType::F32, {128}}},
+                                   metadata);
     const std::vector<float> zeros(128);
     writer.write_tensor("layers.0.params", std::as_bytes(std::span(zeros)));
     const std::uint64_t size_bytes = writer.commit();
@@ -119,7 +144,11 @@ TEST_F(CheckpointBadInput, RankFileMissingATensor) {
       json["files"][0]["bytes"] = size_bytes;
       json["files"][0]["sha256"] = sha256_file_hex(rank_path(0));
     });
-  }
+  };
+  write_rank0({});
+  EXPECT_THAT(read_error(rank_path(0)),
+              HasSubstr(": its metadata has no run_id, which manifest format 2 needs"));
+  write_rank0({{"run_id", std::string(test::kTestRunId)}});
   EXPECT_THAT(read_error(rank_path(0)),
               HasSubstr(": it has no tensor \"layers.0.exp_avg\", which the manifest's unit "
                         "\"layers.0\" needs"));
@@ -189,16 +218,75 @@ TEST_F(CheckpointBadInput, ManifestInconsistentWithItself) {
   EXPECT_THAT(manifest_error([](auto& json) { json["files"][1]["sha256"] = "abc"; }),
               HasSubstr(": sha256 of rank-1.safetensors is \"abc\", not 64 lowercase hex digits"));
   EXPECT_THAT(manifest_error([](auto& json) { json["data"]["next_sample"] = 5; }),
-              HasSubstr(": data.next_sample is 5 but step * gradient_accumulation_steps * world * micro_batch is 84"));
+              HasSubstr(": data.next_sample is 5 but step * gradient_accumulation_steps * world * "
+                        "micro_batch is 84"));
 }
 
 TEST_F(CheckpointBadInput, ManifestOfAnotherFormatOrVersion) {
   EXPECT_THAT(manifest_error([](auto& json) { json["format"] = "deepspeed"; }),
               HasSubstr(": format is \"deepspeed\", not \"zerolab-checkpoint\""));
-  EXPECT_THAT(manifest_error([](auto& json) { json["format_version"] = 2; }),
-              HasSubstr(": format_version 2 is not 1, the one this zerolab reads"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["format_version"] = 3; }),
+              HasSubstr(": format_version 3 is not one this zerolab reads (1 to 2): use the "
+                        "zerolab that wrote it"));
+  EXPECT_THAT(manifest_error([](auto& json) { json["format_version"] = 0; }),
+              HasSubstr(": format_version 0 is not one this zerolab reads (1 to 2)"));
   EXPECT_THAT(manifest_error([](auto& json) { json["model"]["kind"] = "gpt2"; }),
               HasSubstr(": model kind \"gpt2\" is not one this zerolab reads (mlp, gpt)"));
+}
+
+TEST_F(CheckpointBadInput, HandEditedManifestFailsItsChecksum) {
+  const std::string message = manifest_error_unsealed([](auto& json) { json["seed"] = 8; });
+  EXPECT_THAT(message, HasSubstr(": its content hashes to manifest_sha256 "));
+  EXPECT_THAT(message, HasSubstr(" but it records " + sealed_sha256() +
+                                 ": the manifest was edited or damaged: restore it or use "
+                                 "another step"));
+  EXPECT_THAT(manifest_error_unsealed([](auto& json) { json["adamw"]["lr"] = 0.5; }),
+              HasSubstr(": its content hashes to manifest_sha256 "));
+  EXPECT_THAT(manifest_error_unsealed([](auto& json) { json["run_id"] = std::string(32, 'f'); }),
+              HasSubstr(": its content hashes to manifest_sha256 "));
+  EXPECT_THAT(manifest_error_unsealed([](auto& json) { json.erase("manifest_sha256"); }),
+              HasSubstr(": key \"manifest_sha256\" is missing"));
+  // Layout and key order are not content: a manifest rewritten compact, keys sorted, still reads.
+  edit_manifest([](auto&) {}, false);
+  EXPECT_EQ(read_manifest(dir_.path()).run_id, test::kTestRunId);
+}
+
+TEST_F(CheckpointBadInput, TruncatedManifest) {
+  auto bytes = test::file_bytes(manifest_path());
+  bytes.resize(bytes.size() / 2);
+  test::write_file(manifest_path(), bytes);
+  EXPECT_THAT(read_error(manifest_path()), HasSubstr(": JSON is malformed near byte "));
+}
+
+// A rank file of the same layout written by another run, copied in: the run ids tell.
+TEST_F(CheckpointBadInput, RankFileOfAnotherRun) {
+  constexpr std::string_view kOtherRun = "fedcba9876543210fedcba9876543210";
+  const auto layout = test::mlp_layout(kSmall, 3);
+  const FileEntry entry = write_rank_file(dir_.path() / "other", 1, layout,
+                                          test::filled_shards(layout, 1, 3), kOtherRun);
+  std::filesystem::copy_file(dir_.path() / "other" / entry.name, rank_path(1),
+                             std::filesystem::copy_options::overwrite_existing);
+  EXPECT_EQ(read_error(rank_path(1)),
+            fmt::format("cannot read {}: it was written by run {} but the manifest is run {}'s: "
+                        "the file was copied in from another run: restore it or use another step",
+                        rank_path(1).string(), kOtherRun, test::kTestRunId));
+}
+
+// Version 1 (before run ids and the manifest checksum) still reads; its files are still checked.
+TEST_F(CheckpointBadInput, VersionOneManifestStillReads) {
+  edit_manifest([](auto& json) {
+    json["format_version"] = 1;
+    json.erase("run_id");
+    json.erase("manifest_sha256");
+  });
+  const Manifest old = read_manifest(dir_.path());
+  EXPECT_EQ(old.format_version, 1);
+  EXPECT_EQ(old.run_id, "");
+  EXPECT_EQ(old.files, manifest_.files);
+  auto bytes = test::file_bytes(rank_path(2));
+  bytes[bytes.size() - 1] ^= 0x01;
+  test::write_file(rank_path(2), bytes);
+  EXPECT_THAT(read_error(rank_path(2)), HasSubstr(": the file is corrupted"));
 }
 
 TEST_F(CheckpointBadInput, LatestPointsNowhere) {
@@ -226,20 +314,21 @@ TEST(CheckpointBadValues, NonFiniteOrNegativeSecondMomentsAreRefused) {
     float value;
     std::string says;
   };
-  for (const Damage& damage : {Damage{ShardTensor::Params, NAN, "is nan, which training never writes:"},
-                               Damage{ShardTensor::ExpAvg, -INFINITY, "is -inf, which training"},
-                               Damage{ShardTensor::ExpAvgSq, -0.5f,
-                                      "is -0.5, which training never writes (Adam's second "
-                                      "moment is never negative)"}}) {
+  for (const Damage& damage :
+       {Damage{ShardTensor::Params, NAN, "is nan, which training never writes:"},
+        Damage{ShardTensor::ExpAvg, -INFINITY, "is -inf, which training"},
+        Damage{ShardTensor::ExpAvgSq, -0.5f,
+               "is -0.5, which training never writes (Adam's second "
+               "moment is never negative)"}}) {
     test::TempDir dir;
     const Manifest manifest = test::save_checkpoint(dir.path(), kSmall, 2, 3, [&](int rank) {
       ShardState state = test::filled_shards(layout, rank, 2);
       if (rank == 1) shard_member(state, damage.tensor)[1][5] = damage.value;
       return state;
     });
-    const std::string message =
-        test::error_of([&] { test::load_all(manifest, kSmall, 2); });
-    EXPECT_THAT(message, HasSubstr("cannot read " + (manifest.step_dir / "rank-1.safetensors").string()));
+    const std::string message = test::error_of([&] { test::load_all(manifest, kSmall, 2); });
+    EXPECT_THAT(message,
+                HasSubstr("cannot read " + (manifest.step_dir / "rank-1.safetensors").string()));
     EXPECT_THAT(message, HasSubstr(shard_tensor_name(layout[1].name, damage.tensor)));
     EXPECT_THAT(message, HasSubstr("element 5 " + damage.says));
     EXPECT_THAT(message, HasSubstr("restore the file or resume from another step"));

@@ -124,9 +124,14 @@ inline void expect_bitwise_equal(const FullState& actual, const FullState& expec
   }
 }
 
-/// A manifest for the MLP `config` saved by `world` ranks at step `step` (no files yet).
+/// The run id of the test checkpoints.
+inline constexpr std::string_view kTestRunId = "0123456789abcdef0123456789abcdef";
+
+/// A manifest for the MLP `config` saved by `world` ranks at step `step` (no files yet), by run
+/// kTestRunId.
 inline Manifest test_manifest(const MlpConfig& config, int world, std::int64_t step) {
   Manifest manifest;
+  manifest.run_id = kTestRunId;
   manifest.step = step;
   manifest.stage = 2;
   manifest.world = world;
@@ -146,7 +151,8 @@ inline Manifest save_checkpoint(const std::filesystem::path& dir, const MlpConfi
   const Manifest manifest = test_manifest(config, world, step);
   std::vector<FileEntry> files;
   for (int rank = 0; rank < world; ++rank) {
-    files.push_back(write_rank_file(step_dir(dir, step), rank, manifest.units, shards_of(rank)));
+    files.push_back(write_rank_file(step_dir(dir, step), rank, manifest.units, shards_of(rank),
+                                    manifest.run_id));
   }
   commit_checkpoint(dir, manifest, files);
   return read_manifest(dir);

@@ -55,6 +55,7 @@ TEST(Checkpoint, LayoutOnDisk) {
             test::bits(test::filled_shards(layout, 1, 3).exp_avg_sq[1]));
   EXPECT_EQ(rank1.metadata.at("rank"), "1");
   EXPECT_EQ(rank1.metadata.at("world"), "3");
+  EXPECT_EQ(rank1.metadata.at("run_id"), test::kTestRunId);
 }
 
 TEST(Checkpoint, ManifestRecordsTheRunTheLayoutAndEachFile) {
@@ -63,7 +64,8 @@ TEST(Checkpoint, ManifestRecordsTheRunTheLayoutAndEachFile) {
   const auto step = dir.path() / "step-00000007";
   const auto json = nlohmann::json::parse(text_of(step / "manifest.json"));
   EXPECT_EQ(json["format"], "zerolab-checkpoint");
-  EXPECT_EQ(json["format_version"], 1);
+  EXPECT_EQ(json["format_version"], 2);
+  EXPECT_EQ(json["run_id"], test::kTestRunId);
   EXPECT_EQ(json["step"], 7);
   EXPECT_EQ(json["stage"], 2);
   EXPECT_EQ(json["world"], 3);
@@ -87,6 +89,12 @@ TEST(Checkpoint, ManifestRecordsTheRunTheLayoutAndEachFile) {
     EXPECT_EQ(file["bytes"], std::filesystem::file_size(path));
     EXPECT_EQ(file["sha256"], sha256_file_hex(path));
   }
+  // The manifest's own checksum: the SHA-256 of every other key, compact with sorted keys.
+  auto content = json;
+  content.erase("manifest_sha256");
+  const std::string canonical = content.dump();
+  EXPECT_EQ(json["manifest_sha256"],
+            sha256_hex(std::as_bytes(std::span(canonical.data(), canonical.size()))));
 }
 
 TEST(Checkpoint, ManifestRoundTripsThroughJson) {
@@ -136,7 +144,7 @@ TEST(Checkpoint, InterruptedSaveLeavesThePreviousStepLoadable) {
   for (int rank = 0; rank < 2; ++rank) {
     ShardState other = test::filled_shards(layout, rank, 3);
     other.params[0][0] = 42.0f;
-    write_rank_file(step10, rank, layout, other);
+    write_rank_file(step10, rank, layout, other, test::kTestRunId);
   }
   test::write_file(step10 / "rank-2.safetensors.tmp.4242", {1, 2, 3});
   test::write_file(step10 / "manifest.json.tmp.4242", {'{'});
@@ -158,7 +166,8 @@ TEST(Checkpoint, ACommittedStepIsNeverRewritten) {
   const auto before = test::file_bytes(manifest.step_dir / "rank-0.safetensors");
   const auto layout = test::mlp_layout(kSmall, 2);
   EXPECT_THAT(test::error_of([&] {
-                write_rank_file(manifest.step_dir, 0, layout, test::filled_shards(layout, 0, 2));
+                write_rank_file(manifest.step_dir, 0, layout, test::filled_shards(layout, 0, 2),
+                                test::kTestRunId);
               }),
               HasSubstr("step directory " + manifest.step_dir.string() + " is already committed"));
   EXPECT_THAT(test::error_of([&] { commit_checkpoint(dir.path(), manifest, manifest.files); }),
@@ -171,7 +180,8 @@ TEST(Checkpoint, CommitRefusesMissingFilesAndLeavesLatestAlone) {
   test::save_filled(dir.path(), kSmall, 2, 5);
   const auto layout = test::mlp_layout(kSmall, 2);
   const auto step8 = step_dir(dir.path(), 8);
-  const FileEntry rank0 = write_rank_file(step8, 0, layout, test::filled_shards(layout, 0, 2));
+  const FileEntry rank0 =
+      write_rank_file(step8, 0, layout, test::filled_shards(layout, 0, 2), test::kTestRunId);
   const std::vector<FileEntry> only_rank0 = {rank0};
   EXPECT_THAT(test::error_of([&] {
                 commit_checkpoint(dir.path(), test::test_manifest(kSmall, 2, 8), only_rank0);
@@ -190,11 +200,13 @@ TEST(Checkpoint, WriteRankFileChecksTheStateAgainstTheLayout) {
   const auto layout = test::mlp_layout(kSmall, 3);
   ShardState state = test::filled_shards(layout, 0, 3);
   state.exp_avg[1].pop_back();
-  EXPECT_THAT(test::error_of([&] { write_rank_file(dir.path() / "s", 0, layout, state); }),
+  EXPECT_THAT(test::error_of(
+                  [&] { write_rank_file(dir.path() / "s", 0, layout, state, test::kTestRunId); }),
               HasSubstr("rank 0 gave 511 elements of exp_avg for unit layers.1 but its shards "
                         "hold 512"));
   EXPECT_THAT(test::error_of([&] {
-                write_rank_file(dir.path() / "s", 3, layout, test::filled_shards(layout, 0, 3));
+                write_rank_file(dir.path() / "s", 3, layout, test::filled_shards(layout, 0, 3),
+                                test::kTestRunId);
               }),
               HasSubstr("rank 3 is outside world 3"));
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "s"));

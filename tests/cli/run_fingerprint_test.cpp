@@ -1,6 +1,7 @@
-// run_fingerprint_test.cpp — what the mpi backend compares before the first step: the run each
-// process parsed from its own flags, field by field, and the one-line verdict naming the first
-// field that differs and which ranks hold which value.
+// run_fingerprint_test.cpp — what the mpi and nccl backends compare before the first step: the run
+// each process parsed from its own flags, field by field, the one-line verdict naming the first
+// field that differs and which ranks hold which value, and rank 0's settlement that hands every
+// rank its run id or that verdict.
 #include "run/run_fingerprint.hpp"
 
 #include <gtest/gtest.h>
@@ -38,19 +39,30 @@ TEST(RunFingerprint, TheFirstDifferingFieldIsNamedWithItsRanks) {
   // Each flag alone, against the defaults, is named as the field that differs.
   const std::string defaults = fingerprint_of({});
   const std::pair<std::vector<std::string>, std::string> cases[] = {
-      {{"--seed", "4"}, "--seed"},
-      {{"--micro-batch", "5"}, "--micro-batch"},
-      {{"--bf16"}, "--precision"},
-      {{"--lr-schedule", "cosine"}, "--lr-schedule"},
-      {{"--overlap-comm"}, "the features"},
-      {{"--model", "gpt"}, "--model"},
-      {{"--steps", "11"}, "--steps"},
-      {{"--beta2", "0.95"}, "--beta2"}};
+      {{"--seed", "4"}, "--seed"},          {{"--micro-batch", "5"}, "--micro-batch"},
+      {{"--bf16"}, "--precision"},          {{"--lr-schedule", "cosine"}, "--lr-schedule"},
+      {{"--overlap-comm"}, "the features"}, {{"--model", "gpt"}, "--model"},
+      {{"--steps", "11"}, "--steps"},       {{"--beta2", "0.95"}, "--beta2"}};
   for (const auto& [flags, field] : cases) {
     const auto mismatch = fingerprint_mismatch({defaults, fingerprint_of(flags)});
     ASSERT_TRUE(mismatch) << flags.front();
     EXPECT_NE(mismatch->find("disagree on " + field + ":"), std::string::npos) << *mismatch;
   }
+}
+
+TEST(RunFingerprint, RankZeroSettlesTheRunIdOrTheMismatch) {
+  const std::string id = "0123456789abcdef0123456789abcdef";
+  const std::string base = fingerprint_of({"--lr", "0.01"});
+  EXPECT_EQ(agreed_run_id(settle_run({base, base}, id)), id);
+  EXPECT_EQ(agreed_run_id(settle_run({base}, id)), id);
+  const std::string other = fingerprint_of({"--lr", "0.02"});
+  try {
+    agreed_run_id(settle_run({base, other}, id));
+    ADD_FAILURE() << "ranks that disagree got a run id";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()), *fingerprint_mismatch({base, other}));
+  }
+  EXPECT_THROW(agreed_run_id("no newline"), Error);
 }
 
 }  // namespace

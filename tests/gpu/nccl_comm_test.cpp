@@ -98,10 +98,10 @@ TEST(NcclBootstrap, IdFileReachesTheOtherRanks) {
   std::filesystem::remove(path);
   ncclUniqueId from_rank1{};
   std::thread rank1([&] {
-    from_rank1 = nccl_unique_id_from_file({1, 2, 1}, path, std::chrono::seconds(30));
+    from_rank1 = nccl_unique_id_from_file({1, 2, 1}, path, std::chrono::seconds(30)).id;
   });
   const ncclUniqueId from_rank0 =
-      nccl_unique_id_from_file({0, 2, 0}, path, std::chrono::seconds(30));
+      nccl_unique_id_from_file({0, 2, 0}, path, std::chrono::seconds(30)).id;
   rank1.join();
   EXPECT_EQ(std::string(from_rank0.internal, sizeof(from_rank0.internal)),
             std::string(from_rank1.internal, sizeof(from_rank1.internal)));
@@ -117,13 +117,13 @@ TEST(NcclBootstrap, IdReachesTheOtherRanksOverTcp) {
   const int port = 20000 + static_cast<int>(::getpid() % 20000);
   ncclUniqueId from_rank1{}, from_rank2{};
   std::thread rank1([&] {
-    from_rank1 = nccl_unique_id_over_tcp({1, 3, 1}, "127.0.0.1", port, std::chrono::seconds(30));
+    from_rank1 = nccl_unique_id_over_tcp({1, 3, 1}, "127.0.0.1", port, std::chrono::seconds(30)).id;
   });
   std::thread rank2([&] {
-    from_rank2 = nccl_unique_id_over_tcp({2, 3, 2}, "127.0.0.1", port, std::chrono::seconds(30));
+    from_rank2 = nccl_unique_id_over_tcp({2, 3, 2}, "127.0.0.1", port, std::chrono::seconds(30)).id;
   });
   const ncclUniqueId from_rank0 =
-      nccl_unique_id_over_tcp({0, 3, 0}, "127.0.0.1", port, std::chrono::seconds(30));
+      nccl_unique_id_over_tcp({0, 3, 0}, "127.0.0.1", port, std::chrono::seconds(30)).id;
   rank1.join();
   rank2.join();
   const std::string expected(from_rank0.internal, sizeof(from_rank0.internal));
@@ -185,6 +185,31 @@ TEST_F(GpuNcclTest, CollectivesOfOneRankAndTheirTraffic) {
   EXPECT_EQ(traffic.recv_bytes(CollectiveKind::AllReduce), 3 * all_reduce.recv_bytes);
   EXPECT_EQ(traffic.sent_bytes(), 0);
   EXPECT_EQ(traffic.recv_bytes(), 0);
+}
+
+// ZL_COLLECTIVE_CHECKS=1: each call is first compared across the ranks (one rank always agrees),
+// the data and the traffic ledger are as without it, and only the check's words join CommBuffer.
+TEST(GpuNcclChecks, CheckedCallsKeepTheirDataAndTraffic) {
+  ZL_REQUIRE_GPU();
+  ScopedEnv env;
+  env.set("ZL_COLLECTIVE_CHECKS", "1");
+  CudaDevice device(0);
+  NcclBootstrap bootstrap;
+  bootstrap.rank = {0, 1, 0};
+  ASSERT_EQ(nccl().GetUniqueId(&bootstrap.id), ncclSuccess);
+  const std::int64_t before = device.ledger().current_bytes(MemCategory::CommBuffer);
+  NcclComm comm(device, bootstrap);
+  constexpr std::size_t kElems = 333;
+  const auto values = test::random_floats(kElems, 52);
+  Buffer data = test::upload(device, values);
+  comm.all_reduce(data.data(), kElems, DType::F32, ReduceOp::Sum);
+  comm.broadcast(data.data(), kElems, DType::F32, 0);
+  comm.barrier();
+  test::expect_same_bits(test::download(device, data), values, "checked all_reduce");
+  EXPECT_EQ(comm.traffic().calls(CollectiveKind::AllReduce), 1);
+  EXPECT_EQ(comm.traffic().calls(CollectiveKind::Barrier), 1);
+  // The barrier word (4 bytes) and the check's 2 * 5 int64 words.
+  EXPECT_EQ(device.ledger().current_bytes(MemCategory::CommBuffer) - before, 4 + 80);
 }
 
 TEST_F(GpuNcclTest, HostBuffersAreStagedThroughTheDevice) {

@@ -186,6 +186,38 @@ TEST(SimFailures, rank_that_never_arrives_times_out) {
   EXPECT_TRUE(error.starts_with("rank 0: ") || error.starts_with("rank 2: ")) << error;
 }
 
+// The clock of a wait starts once every rank's thread is running: with a 1 ms timeout
+// (kShortestTimeout), healthy worlds whose threads take longer than that to create still
+// complete, run after run.
+TEST(SimFailures, one_ms_timeout_holds_for_healthy_ranks_started_late) {
+  constexpr int kRuns = 50;
+  for (int run = 0; run < kRuns; ++run) {
+    SimWorld sim(8, SimOptions{.timeout = kShortestTimeout});
+    sim.run([](Comm& comm) {
+      float value = 1.0f;
+      comm.all_reduce(&value, 1, DType::F32, ReduceOp::Sum);
+    });
+  }
+}
+
+// ... while a rank that stalls inside the body still times the others out, naming the call.
+TEST(SimFailures, one_ms_timeout_still_catches_a_stalled_rank) {
+  SimWorld sim(4, SimOptions{.timeout = kShortestTimeout});
+  std::string error;
+  const double seconds = seconds_taken([&] {
+    error = run_error(sim, [](Comm& comm) {
+      if (comm.rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      float value = 1.0f;
+      comm.all_reduce(&value, 1, DType::F32, ReduceOp::Sum);
+    });
+  });
+  EXPECT_LT(seconds, kFaultBoundSeconds);
+  EXPECT_TRUE(contains(error, fmt::format("timeout after {} ms: rank ", kShortestTimeout.count())))
+      << error;
+  EXPECT_TRUE(contains(error, " waits in call #1 all_reduce")) << error;
+  EXPECT_TRUE(contains(error, "; rank 2 never arrived")) << error;
+}
+
 TEST(SimFailures, invalid_arguments_fail_their_rank_first) {
   SimWorld sim(2);
   EXPECT_EQ(run_error(sim,

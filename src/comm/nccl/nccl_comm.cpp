@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <system_error>
 
+#include "call_signature.hpp"
 #include "comm/nccl/nccl_library.hpp"
 #include "comm/traffic_ledger.hpp"
 #include "core/error.hpp"
@@ -79,6 +80,11 @@ NcclComm::NcclComm(CudaDevice& device, const NcclBootstrap& bootstrap)
   ZL_CUDA_CHECK(cudaStreamCreate(&comm_stream_));
   ZL_CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
   barrier_word_ = device_.alloc(MemCategory::CommBuffer, DType::F32, {1});
+  check_calls_ = collective_checks_from_env();
+  if (check_calls_) {
+    check_words_ = device_.alloc(MemCategory::CommBuffer, DType::I64,
+                                 {std::int64_t{kSignatureFields} * (world_ + 1)});
+  }
   ZL_NCCL_CHECK(nccl().CommInitRank(&comm_, world_, bootstrap.id, rank_));
   if (!bootstrap.id_file_to_remove.empty()) {
     std::error_code ignored;  // a file already gone is fine
@@ -141,6 +147,7 @@ std::byte* NcclComm::host_staging(std::size_t bytes) {
 
 CommHandle NcclComm::collective(const CallDesc& call) {
   check_call_arguments(call, world_);
+  if (check_calls_) agree(call);
   const std::size_t elem_bytes = dtype_bytes(call.dtype);
   const std::size_t send_bytes =
       call.count * elem_bytes * (call.kind == CollectiveKind::ReduceScatter ? world_ : 1);
@@ -238,6 +245,7 @@ void NcclComm::broadcast(void* data, std::size_t count, DType dtype, int root) {
 }
 
 void NcclComm::barrier() {
+  if (check_calls_) agree({.kind = CollectiveKind::Barrier});
   after_compute();
   ZL_NCCL_CHECK(nccl().AllReduce(barrier_word_.data(), barrier_word_.data(), 1, ncclFloat32,
                                  ncclSum, comm_, comm_stream_));

@@ -20,6 +20,10 @@
 
 namespace zl {
 
+/// Whether ZL_COLLECTIVE_CHECKS asks NcclComm to compare every call across the ranks before its
+/// data moves: "1" yes; unset, empty or "0" no. Throws zl::Error naming the variable otherwise.
+bool collective_checks_from_env();
+
 /// One rank's NCCL communicator, on the GPU of its CudaDevice. Buffers are device memory of that
 /// GPU (or managed memory), or host memory: NCCL reads and writes only device memory, so a host
 /// buffer (cudaPointerGetAttributes says neither device nor managed) is copied into a staging
@@ -31,7 +35,9 @@ namespace zl {
 /// stream); async calls return a handle whose wait() orders the compute stream after the
 /// collective and then waits for it on the host. ReduceOp::Max is ncclMax, which NCCL does not
 /// promise to propagate NaN through (the sim does). Arguments are checked as the sim checks them
-/// (check_call_arguments, sim/call_desc.hpp). Not thread-safe: one NcclComm per process.
+/// (check_call_arguments, sim/call_desc.hpp). With ZL_COLLECTIVE_CHECKS=1 every call, barrier
+/// included, is first compared across the ranks (nccl_agree.cpp); a mismatch is the sim's error.
+/// Not thread-safe: one NcclComm per process.
 class NcclComm final : public Comm {
  public:
   /// Joins the group `bootstrap` describes (ncclCommInitRank: blocks until every rank has
@@ -67,6 +73,8 @@ class NcclComm final : public Comm {
   CommHandle collective(const CallDesc& call);
   // At least `bytes` of device memory for staging host buffers (host_staging_, grown on demand).
   std::byte* host_staging(std::size_t bytes);
+  // Under ZL_COLLECTIVE_CHECKS: the ranks compare `call` before its data moves (nccl_agree.cpp).
+  void agree(const CallDesc& call);
   // Orders the comm stream after the compute stream's queued work.
   void after_compute();
   // Records the collective's traffic and returns the handle that orders compute after it.
@@ -80,6 +88,9 @@ class NcclComm final : public Comm {
   cudaEvent_t compute_ready_ = nullptr;  // re-recorded before every collective
   Buffer barrier_word_;                  // one float of device memory for barrier() (CommBuffer)
   Buffer host_staging_;                  // device copies of host buffers (CommBuffer, fp64 elems)
+  bool check_calls_ = false;             // ZL_COLLECTIVE_CHECKS=1
+  std::int64_t checked_calls_ = 0;       // calls compared by agree(), barriers included
+  Buffer check_words_;  // agree()'s signatures (CommBuffer, int64), allocated with checks only
 };
 
 }  // namespace zl
