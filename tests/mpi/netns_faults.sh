@@ -9,8 +9,9 @@
 #   slow-link  rank 2's link slows down after step 5 (netem delay where the kernel has it, else a
 #              tbf rate limit): the job must finish with the sim's final parameters, bit for bit.
 # Exits 77 (CTest's SKIP_RETURN_CODE) where it cannot build the network: not root, no iproute2,
-# no network namespaces or veth, no netem or tbf qdisc. The namespaces go when it exits, pass or
-# fail. Usage: netns_faults.sh partition|slow-link <zerolab binary> <mpirun>
+# no network namespaces, bridge or veth, a read-only /proc/sys, no netem or tbf qdisc. The
+# namespaces go when it exits, pass or fail.
+# Usage: netns_faults.sh partition|slow-link <zerolab binary> <mpirun>
 set -euo pipefail
 
 mode="${1:-}"
@@ -67,7 +68,8 @@ ip -n "$switch" addr add 10.77.0.1/24 dev br0
 ip -n "$switch" link set br0 up
 # mpirun gives up on a daemon whose TCP segments go unanswered after 2 retransmissions (about
 # 1.4 s) instead of Linux's 15 (about 15 minutes): how long it takes to notice a vanished host.
-ip netns exec "$switch" sh -c 'echo 2 > /proc/sys/net/ipv4/tcp_retries2'
+ip netns exec "$switch" sh -c 'echo 2 > /proc/sys/net/ipv4/tcp_retries2' 2>"$work/ip.err" ||
+  skip "cannot set net.ipv4.tcp_retries2 in a namespace: $(head -1 "$work/ip.err")"
 hosts=()
 for rank in 0 1 2 3; do
   octet=$((10 + rank))
