@@ -9,6 +9,7 @@ packages=(
   libeigen3-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev librapidcheck-dev libbenchmark-dev time
   libopenmpi-dev openmpi-bin
+  iproute2 kmod
   doxygen graphviz
   jupyter-nbconvert python3-matplotlib python3-nbclient python3-ipykernel python3-numpy
 )

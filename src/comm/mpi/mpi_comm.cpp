@@ -144,8 +144,7 @@ void mpi_abort(std::string_view message) {
   std::abort();  // MPI_Abort does not return; this is for the compiler
 }
 
-MpiComm::MpiComm(MpiReduce mode, const TimelineOptions& timeline,
-                 std::chrono::milliseconds timeout)
+MpiComm::MpiComm(MpiReduce mode, const TimelineOptions& timeline, std::chrono::milliseconds timeout)
     : mode_(mode), timeout_(timeout), timeline_(mpi_world_size(), timeline) {
   ZL_CHECK(timeout.count() > 0, "a collective timeout of {} ms is invalid: use a positive one",
            timeout.count());
@@ -234,7 +233,10 @@ void MpiComm::all_gather(const void* send, void* recv, std::size_t send_count, D
     const std::size_t block_bytes = send_count * dtype_bytes(dtype);
     auto* own_block = static_cast<std::byte*>(recv) + static_cast<std::size_t>(rank_) * block_bytes;
     if (send == own_block) {  // already in place, as MPI wants it said
-      MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, count, mpi_type(dtype), comm_);
+      MPI_Request request = MPI_REQUEST_NULL;
+      MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, count, mpi_type(dtype), comm_,
+                     &request);
+      wait_or_abort(request);
       return;
     }
     std::vector<std::byte> copy;  // MPI forbids a send buffer inside the receive buffer
@@ -243,7 +245,9 @@ void MpiComm::all_gather(const void* send, void* recv, std::size_t send_count, D
                   static_cast<const std::byte*>(send) + block_bytes);
       send = copy.data();
     }
-    MPI_Allgather(send, count, mpi_type(dtype), recv, count, mpi_type(dtype), comm_);
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Iallgather(send, count, mpi_type(dtype), recv, count, mpi_type(dtype), comm_, &request);
+    wait_or_abort(request);
   });
 }
 
@@ -254,11 +258,19 @@ void MpiComm::broadcast(void* data, std::size_t count, DType dtype, int root) {
                       .root = root,
                       .send = data,
                       .recv = data};
-  run_call(call, [&] { MPI_Bcast(data, mpi_count(count, call), mpi_type(dtype), root, comm_); });
+  run_call(call, [&] {
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Ibcast(data, mpi_count(count, call), mpi_type(dtype), root, comm_, &request);
+    wait_or_abort(request);
+  });
 }
 
 void MpiComm::barrier() {
-  run_call({.kind = CollectiveKind::Barrier}, [&] { MPI_Barrier(comm_); });
+  run_call({.kind = CollectiveKind::Barrier}, [&] {
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Ibarrier(comm_, &request);
+    wait_or_abort(request);
+  });
 }
 
 // Chunk c of W is [count*c/W, count*(c+1)/W): near-equal, and every rank cuts alike. Rank r
@@ -277,8 +289,10 @@ void MpiComm::all_reduce_rank_order(void* data, std::size_t count, DType dtype, 
   // own_chunks is (W, own): row r is rank r's copy of this rank's chunk.
   std::vector<std::byte> own_chunks(world * static_cast<std::size_t>(own) * elem_bytes);
   const MPI_Datatype type = mpi_type(dtype);
-  MPI_Alltoallv(data, chunk_counts.data(), chunk_displs.data(), type, own_chunks.data(),
-                own_counts.data(), own_displs.data(), type, comm_);
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ialltoallv(data, chunk_counts.data(), chunk_displs.data(), type, own_chunks.data(),
+                 own_counts.data(), own_displs.data(), type, comm_, &request);
+  wait_or_abort(request);
   std::vector<const void*> inputs(world);
   for (std::size_t r = 0; r < world; ++r) {
     inputs[r] = own_chunks.data() + r * static_cast<std::size_t>(own) * elem_bytes;
@@ -287,8 +301,9 @@ void MpiComm::all_reduce_rank_order(void* data, std::size_t count, DType dtype, 
       static_cast<std::byte*>(data) +
       static_cast<std::size_t>(chunk_displs[static_cast<std::size_t>(rank_)]) * elem_bytes;
   reduce_rank_order(inputs, own_chunk, static_cast<std::size_t>(own), dtype, op);
-  MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, chunk_counts.data(), chunk_displs.data(),
-                 type, comm_);
+  MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, chunk_counts.data(),
+                  chunk_displs.data(), type, comm_, &request);
+  wait_or_abort(request);
 }
 
 // Block r of every rank's `send` goes to rank r, which sums the W blocks in rank order.
@@ -299,7 +314,9 @@ void MpiComm::reduce_scatter_rank_order(const void* send, void* recv, std::size_
   std::vector<std::byte> blocks(world * block_bytes);  // (W, recv_count): row r is rank r's block
   const MPI_Datatype type = mpi_type(dtype);
   const int count = static_cast<int>(recv_count);
-  MPI_Alltoall(send, count, type, blocks.data(), count, type, comm_);
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ialltoall(send, count, type, blocks.data(), count, type, comm_, &request);
+  wait_or_abort(request);
   std::vector<const void*> inputs(world);
   for (std::size_t r = 0; r < world; ++r) inputs[r] = blocks.data() + r * block_bytes;
   reduce_rank_order(inputs, recv, recv_count, dtype, op);
@@ -311,8 +328,10 @@ MPI_Op MpiComm::native_op(DType dtype, ReduceOp op) const {
 }
 
 void MpiComm::all_reduce_native(void* data, std::size_t count, DType dtype, ReduceOp op) {
-  MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), mpi_type(dtype), native_op(dtype, op),
-                comm_);
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), mpi_type(dtype), native_op(dtype, op),
+                 comm_, &request);
+  wait_or_abort(request);
   if (op == ReduceOp::Avg) divide_by_world(data, count, dtype, world_);
 }
 
@@ -325,8 +344,10 @@ void MpiComm::reduce_scatter_native(const void* send, void* recv, std::size_t re
                 static_cast<const std::byte*>(send) + send_bytes);
     send = copy.data();
   }
-  MPI_Reduce_scatter_block(send, recv, static_cast<int>(recv_count), mpi_type(dtype),
-                           native_op(dtype, op), comm_);
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ireduce_scatter_block(send, recv, static_cast<int>(recv_count), mpi_type(dtype),
+                            native_op(dtype, op), comm_, &request);
+  wait_or_abort(request);
   if (op == ReduceOp::Avg) divide_by_world(recv, recv_count, dtype, world_);
 }
 
@@ -337,7 +358,9 @@ std::vector<std::string> MpiComm::gather_to_root(std::string_view bytes) {
   const int own_bytes = static_cast<int>(bytes.size());
   const bool is_root = rank_ == 0;
   std::vector<int> sizes(is_root ? static_cast<std::size_t>(world_) : 0);
-  MPI_Gather(&own_bytes, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm_);
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Igather(&own_bytes, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm_, &request);
+  wait_or_abort(request);
   std::vector<int> displs(sizes.size());
   std::int64_t total = 0;
   for (std::size_t r = 0; r < sizes.size(); ++r) {
@@ -346,8 +369,9 @@ std::vector<std::string> MpiComm::gather_to_root(std::string_view bytes) {
   }
   ZL_CHECK(total <= INT_MAX, "gather_to_root of {} bytes is too large for one MPI call", total);
   std::string all(static_cast<std::size_t>(total), '\0');
-  MPI_Gatherv(bytes.data(), own_bytes, MPI_CHAR, all.data(), sizes.data(), displs.data(), MPI_CHAR,
-              0, comm_);
+  MPI_Igatherv(bytes.data(), own_bytes, MPI_CHAR, all.data(), sizes.data(), displs.data(), MPI_CHAR,
+               0, comm_, &request);
+  wait_or_abort(request);
   std::vector<std::string> per_rank;
   for (std::size_t r = 0; r < sizes.size(); ++r) {
     per_rank.push_back(
@@ -361,9 +385,13 @@ std::string MpiComm::broadcast_from_root(std::string_view bytes) {
            "broadcast_from_root of {} bytes is too large for one MPI call", bytes.size());
   agree(++agreed_, {}, "broadcast_from_root");
   int size = static_cast<int>(bytes.size());
-  MPI_Bcast(&size, 1, MPI_INT, 0, comm_);
-  std::string out = rank_ == 0 ? std::string(bytes) : std::string(static_cast<std::size_t>(size), '\0');
-  MPI_Bcast(out.data(), size, MPI_CHAR, 0, comm_);
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ibcast(&size, 1, MPI_INT, 0, comm_, &request);
+  wait_or_abort(request);
+  std::string out =
+      rank_ == 0 ? std::string(bytes) : std::string(static_cast<std::size_t>(size), '\0');
+  MPI_Ibcast(out.data(), size, MPI_CHAR, 0, comm_, &request);
+  wait_or_abort(request);
   return out;
 }
 

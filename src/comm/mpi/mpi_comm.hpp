@@ -7,6 +7,8 @@
 //                  op that adds two 16-bit values in float (bf16, fp16); Avg is that sum, then one
 //                  division by W. Max is a user op in both modes, so a NaN on any rank reaches all.
 // all_gather, broadcast and barrier are MPI's own in both modes (they move bits, never add them).
+// Every MPI call is non-blocking and waited for with the collective timeout (mpi_agree.cpp), so a
+// rank never waits for ever, even when a peer vanishes mid-transfer (a network partition).
 // Every call is recorded in the traffic ledger with the ring volume the sim records
 // (comm/traffic_ledger.hpp) and on the rank's own timeline (sim/timeline.hpp), so an MPI rank's
 // ledger equals the sim rank's. The async forms run blocking (the Comm base class).
@@ -50,8 +52,9 @@ class MpiComm final : public Comm {
   /// with a timeline kept under `timeline` (started now). Before every collective the ranks
   /// check, in one small all-reduce, that they all make the same call (the sim's check: kind, op,
   /// dtype, count, root); a mismatch throws zl::Error on every rank naming the call number and
-  /// each side's call, and a rank that waits longer than `timeout` for the others ends the job
-  /// (mpi_abort) naming the call it waits in.
+  /// each side's call. A rank that waits longer than `timeout` for the others, in that check or
+  /// in the transfer, asks every rank whether it is there (a roll call of up to 2 s) and ends the
+  /// job (mpi_abort) naming the call it waits in and the ranks that did not answer.
   explicit MpiComm(MpiReduce mode, const TimelineOptions& timeline = {},
                    std::chrono::milliseconds timeout = std::chrono::seconds(120));
   /// Frees the duplicated communicator and the user ops.
@@ -94,8 +97,16 @@ class MpiComm final : public Comm {
   // broadcast_from_root, which are not CallDescs); throws zl::Error naming the first rank whose
   // call differs, on every rank.
   void agree(std::int64_t call_number, const CallDesc& call, std::string_view name = {});
-  // Waits for `request` until the timeout; past it, ends the job naming the call.
-  void wait_or_abort(MPI_Request& request, std::int64_t call_number, std::string_view what);
+  // Waits for `request`, part of the call agree() last checked, until the timeout; past it, ends
+  // the job naming the call and the ranks that do not answer the roll call.
+  void wait_or_abort(MPI_Request& request);
+  // After a timeout: every rank that times out sends its call number to every other rank and
+  // listens for theirs until `listen`; returns each rank's call number as heard (this rank's
+  // own; 0 for a rank not heard from).
+  std::vector<std::int64_t> roll_call(std::chrono::milliseconds listen);
+  // The timeout's one-line message, from the roll call's answers.
+  std::string timeout_message(const std::vector<std::int64_t>& heard,
+                              std::chrono::milliseconds listen) const;
   // Deterministic mode: the rank-order reductions.
   void all_reduce_rank_order(void* data, std::size_t count, DType dtype, ReduceOp op);
   void reduce_scatter_rank_order(const void* send, void* recv, std::size_t recv_count, DType dtype,
@@ -111,8 +122,9 @@ class MpiComm final : public Comm {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int world_ = 1;
-  std::int64_t calls_ = 0;  // collective calls made, the timeline's call numbers
+  std::int64_t calls_ = 0;   // collective calls made, the timeline's call numbers
   std::int64_t agreed_ = 0;  // calls checked by agree(), out-of-band ones included
+  std::string waiting_in_;   // the call agree() last checked, as timeout messages name it
   std::chrono::milliseconds timeout_;
   std::map<std::pair<DType, ReduceOp>, MPI_Op> user_ops_;
   RankTimeline timeline_;
