@@ -15,6 +15,7 @@
 #include "comm/nccl/nccl_bootstrap.hpp"
 #include "comm/nccl/nccl_comm.hpp"
 #include "ops/cuda/cuda_device.hpp"
+#include "run/memory_check.hpp"
 #include "run/rank_reports.hpp"
 #include "run/run_fingerprint.hpp"
 #ifdef ZL_NCCL_WITH_MPI
@@ -80,6 +81,10 @@ void launch_on_nccl(RunPlan& plan, const RankCallbacks& callbacks, TrainResult& 
   ZL_CHECK(bootstrap.rank.world == config.world,
            "--world {} does not match the {} processes launched: drop --world or launch {}",
            config.world, bootstrap.rank.world, config.world);
+  if (config.check_memory) {
+    with_error_kind(ErrorKind::Usage,
+                    [&] { check_gpu_memory(config, bootstrap.rank.local_rank); });
+  }
   std::unique_ptr<Device> device =
       make_rank_device(Accelerator::Cuda, bootstrap.rank.local_rank, config.features.precision);
   NcclComm comm(static_cast<CudaDevice&>(*device), bootstrap);

@@ -1,5 +1,5 @@
-// memory_check.cpp — the estimator's bytes for the run's model, stage and micro-batch, and
-// /proc/meminfo's MemAvailable.
+// memory_check.cpp — the estimator's bytes for the run's model, stage and micro-batch, against
+// /proc/meminfo's MemAvailable or the GPU's free bytes.
 #include "run/memory_check.hpp"
 
 #include <fmt/format.h>
@@ -12,6 +12,7 @@
 #include "engines/checked_math.hpp"
 #include "engines/estimate.hpp"
 #include "engines/estimate_activations.hpp"
+#include "run/rank_device.hpp"
 
 namespace zl {
 namespace {
@@ -56,20 +57,34 @@ std::optional<std::int64_t> available_host_bytes() {
   return std::nullopt;
 }
 
-void check_memory(const TrainConfig& config) {
-  if (config.accelerator == Accelerator::Cuda) return;
-  const std::int64_t planned = planned_process_bytes(config);
-  const std::optional<std::int64_t> available = available_host_bytes();
-  if (!available) return;
-  ZL_CHECK(planned <= *available,
-           "this run needs at least {:.2f} GiB of host memory ({} model states and one "
-           "micro-batch's activations, as zerolab estimate counts them) but {:.2f} GiB are "
-           "available: lower --world, the model or --micro-batch, or pass --no-memory-check",
-           gib(planned),
+void check_fits(const TrainConfig& config, std::int64_t planned_bytes,
+                std::int64_t available_bytes, std::string_view memory) {
+  ZL_CHECK(planned_bytes <= available_bytes,
+           "this run needs at least {:.2f} GiB of {} ({} model states and one micro-batch's "
+           "activations, as zerolab estimate counts them) but {:.2f} GiB are available: lower "
+           "--world, the model or --micro-batch, or pass --no-memory-check",
+           gib(planned_bytes), memory,
            config.backend == Backend::Sim && config.engine != EngineKind::Reference
                ? fmt::format("{} ranks'", config.world)
                : std::string("the rank's"),
-           gib(*available));
+           gib(available_bytes));
+}
+
+void check_gpu_memory(const TrainConfig& config, int device_index) {
+  const std::optional<std::int64_t> available = free_device_bytes(Accelerator::Cuda, device_index);
+  if (!available) return;
+  check_fits(config, planned_process_bytes(config), *available,
+             fmt::format("GPU {}'s memory", device_index));
+}
+
+void check_memory(const TrainConfig& config) {
+  if (config.accelerator == Accelerator::Cuda) {
+    if (config.backend == Backend::Sim) check_gpu_memory(config, 0);
+    return;
+  }
+  const std::optional<std::int64_t> available = available_host_bytes();
+  if (!available) return;
+  check_fits(config, planned_process_bytes(config), *available, "host memory");
 }
 
 }  // namespace zl

@@ -1,12 +1,13 @@
 // memory_check.hpp — a run refused before it allocates when this machine cannot hold it: the
 // bytes every rank of this process will hold (model states at its stage and one micro-batch's
 // activations, as `zerolab estimate` counts them: a lower bound, the transient buffers left out)
-// against the host memory the kernel says is available. CPU ranks only: a GPU run's device memory
-// is not checked yet.
+// against the memory they come from: the host memory the kernel says is available for CPU ranks,
+// the GPU's free memory (cudaMemGetInfo) for CUDA ones.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "run/train_config.hpp"
 
@@ -27,8 +28,19 @@ std::int64_t planned_process_bytes(const TrainConfig& config);
 /// The host memory available now (MemAvailable of /proc/meminfo), or nothing where unknown.
 std::optional<std::int64_t> available_host_bytes();
 
-/// Throws zl::Error with both figures and what to change when a CPU run's planned bytes exceed
-/// the available host memory; nothing to check for a CUDA run or where the figure is unknown.
+/// Throws zl::Error with both figures and what to change when the planned bytes exceed the
+/// memory available: the host's for CPU ranks, GPU 0's for CUDA ranks on the sim (they share
+/// it); an nccl process checks its own GPU when it knows which (check_gpu_memory). Nothing to
+/// check where the figure is unknown.
 void check_memory(const TrainConfig& config);
+
+/// check_memory for this process's ranks on GPU `device_index`: the nccl backend calls it once
+/// its bootstrap has named the process's GPU, before the device allocates.
+void check_gpu_memory(const TrainConfig& config, int device_index);
+
+/// The refusal itself: throws zl::Error naming both figures, `memory` ("host memory", "GPU 0's
+/// memory") and what to change when `planned_bytes` exceed `available_bytes`.
+void check_fits(const TrainConfig& config, std::int64_t planned_bytes,
+                std::int64_t available_bytes, std::string_view memory);
 
 }  // namespace zl

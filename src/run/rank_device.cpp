@@ -65,6 +65,22 @@ std::unique_ptr<Device> make_rank_device(Accelerator accelerator, int device_ind
   fail("unknown accelerator {}", static_cast<int>(accelerator));
 }
 
+std::optional<std::int64_t> free_device_bytes(Accelerator accelerator, int device_index) {
+  if (accelerator != Accelerator::Cuda) return std::nullopt;
+#ifdef ZL_HAVE_CUDA
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (cudaSetDevice(device_index) != cudaSuccess ||
+      cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();  // clear it: making the device reports the error in its own words
+    return std::nullopt;
+  }
+  return static_cast<std::int64_t>(free_bytes);
+#else
+  (void)device_index;
+  return std::nullopt;
+#endif
+}
+
 AcceleratorInfo accelerator_info(Accelerator accelerator, int device_index) {
   if (accelerator == Accelerator::Cpu) return {"CPU", 0.0};
   if (accelerator == Accelerator::CpuDetached) return {"CPU (detached memory)", 0.0};

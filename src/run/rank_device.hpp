@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,10 @@ std::string_view accelerator_name(Accelerator accelerator);
 std::unique_ptr<Device> make_rank_device(Accelerator accelerator, int device_index,
                                          DType precision, int cpu_threads = 1,
                                          cpu::Grain grain = cpu::Grain::Normal);
+
+/// Bytes free now on GPU `device_index` (cudaMemGetInfo), or nothing for the CPU accelerators,
+/// a build without CUDA, or a GPU the driver cannot report on.
+std::optional<std::int64_t> free_device_bytes(Accelerator accelerator, int device_index);
 
 /// What the step lines report about the device: its name, and its dense bf16 peak for MFU.
 struct AcceleratorInfo {

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "gpu_test_support.hpp"
 #include "ops/cuda/cuda_device.hpp"
+#include "run/train.hpp"
 
 namespace zl {
 namespace {
@@ -113,6 +114,25 @@ TEST(GpuMemoryLedger, MissingDeviceIsAOneLineError) {
     ADD_FAILURE() << "a device index past the last GPU was accepted";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("does not exist"), std::string::npos) << error.what();
+  }
+}
+
+// A run whose ranks cannot fit in the GPU's free memory is refused before anything is allocated,
+// naming the GPU: 64 sim ranks of GPT-2 350M on GPU 0 would need hundreds of GiB.
+TEST(GpuMemoryCheck, ARunLargerThanTheGpuIsRefusedBeforeAllocating) {
+  ZL_REQUIRE_GPU();
+  TrainConfig config;
+  config.model = ModelKind::Gpt;
+  config.gpt = gpt_preset("350M");
+  config.world = 64;
+  config.engine = EngineKind::Ddp;
+  config.accelerator = Accelerator::Cuda;
+  try {
+    train(config);
+    FAIL() << "trained";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GiB of GPU 0's memory (64 ranks'"), std::string::npos)
+        << e.what();
   }
 }
 
