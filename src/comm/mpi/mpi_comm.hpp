@@ -8,8 +8,9 @@
 //                  division by W. Max is a user op in both modes, so a NaN on any rank reaches all.
 // all_gather, broadcast and barrier are MPI's own in both modes (they move bits, never add them).
 // Every call is recorded in the traffic ledger with the ring volume the sim records
-// (comm/traffic_ledger.hpp) and on the rank's own timeline (sim/timeline.hpp), so an MPI rank's
-// ledger equals the sim rank's. The async forms run blocking (the Comm base class).
+// (comm/traffic_ledger.hpp) and on the rank's own timeline (sim/timeline.hpp), host copies too,
+// so an MPI rank's ledger equals the sim rank's. The async forms run blocking (the Comm base
+// class).
 #pragma once
 
 #include <mpi.h>
@@ -70,6 +71,9 @@ class MpiComm final : public Comm {
   void all_gather(const void* send, void* recv, std::size_t send_count, DType dtype) override;
   void broadcast(void* data, std::size_t count, DType dtype, int root) override;
   void barrier() override;
+
+  /// Records the copy in the traffic ledger and on the timeline, priced on the host link.
+  void host_copy(HostCopy direction, std::int64_t bytes) override;
 
   /// This rank's timeline: measured CPU time for compute; each collective on the comm stream for
   /// its alpha-beta time on the link, starting when this rank is ready (the rank's own clocks:
