@@ -1,5 +1,5 @@
-// links.cpp — the link and device presets with the source of every number, and the alpha-beta
-// cost of one collective.
+// links.cpp — the link, host link and device presets with the source of every number, the
+// alpha-beta cost of one collective and the cost of one host copy.
 #include "links.hpp"
 
 #include <fmt/format.h>
@@ -58,6 +58,37 @@ LinkPreset link_preset(std::string_view name) {
   ZL_CHECK(it != presets.end(), "link {} is unknown: use one of {}", name,
            fmt::join(names_of(presets), ", "));
   return *it;
+}
+
+const std::vector<HostLinkPreset>& host_link_presets() {
+  static const std::vector<HostLinkPreset> presets = {
+      // PCIe 4.0 x16 (A100): 16 GT/s * 16 lanes * 128/130 = 31.5 GB/s each way; pinned copies
+      // measure ~25 GB/s (the BaM authors' measured peak for an A100, ZaidQureshi/bam#54).
+      {"pcie4-x16", 10.0, 25.0,
+       "PCIe 4.0 x16 (A100): 31.5 GB/s/direction line rate, ~25 GB/s measured for pinned copies "
+       "(bam#54); latency assumed"},
+      // PCIe 5.0 x16 (H100): 63 GB/s each way; copy-engine memcpy on HGX H100 measures ~53 GB/s
+      // device to host (NVIDIA/nvbandwidth#24); 50 GB/s leaves room for pageable buffers and
+      // concurrent traffic, about 80% of the line rate as for Gen4. Latency: a small
+      // cudaMemcpyAsync costs a few microseconds of launch plus the DMA round trip; 10 us is an
+      // assumption for both.
+      {"pcie5-x16", 10.0, 50.0,
+       "PCIe 5.0 x16 (H100): 63 GB/s/direction line rate, ~53 GB/s measured by nvbandwidth "
+       "(nvbandwidth#24), 50 used; latency assumed"},
+  };
+  return presets;
+}
+
+HostLinkPreset host_link_preset(std::string_view name) {
+  const auto& presets = host_link_presets();
+  const auto it = std::ranges::find(presets, name, &HostLinkPreset::name);
+  ZL_CHECK(it != presets.end(), "host link {} is unknown: use one of {}", name,
+           fmt::join(names_of(presets), ", "));
+  return *it;
+}
+
+double host_copy_ms(const HostLinkPreset& link, std::int64_t bytes) {
+  return link.latency_us / 1e3 + static_cast<double>(bytes) / (link.gbps * 1e9) * 1e3;
 }
 
 const std::vector<DevicePreset>& device_presets() {

@@ -35,6 +35,29 @@ LinkPreset link_preset(std::string_view name);
 /// "h100-nvlink", the default of `zerolab train --link`.
 inline constexpr std::string_view kDefaultLink = "h100-nvlink";
 
+/// The link between a device and its host's memory (PCIe), which prices ZeRO-Offload's and
+/// offload_param's copies: copy_ms = latency_us / 1e3 + bytes / (gbps * 1e9) * 1e3.
+struct HostLinkPreset {
+  std::string name;         ///< "pcie4-x16", "pcie5-x16"
+  double latency_us = 0.0;  ///< fixed cost of one copy, microseconds
+  double gbps = 1.0;        ///< effective bandwidth of one direction, GB/s (1e9 bytes per second)
+  std::string source;       ///< where the numbers come from, one line
+};
+
+/// The host link presets: pcie4-x16, pcie5-x16.
+const std::vector<HostLinkPreset>& host_link_presets();
+
+/// The preset named `name`; throws zl::Error naming the known presets otherwise.
+HostLinkPreset host_link_preset(std::string_view name);
+
+/// "pcie5-x16", the default of `zerolab train --host-link` (an H100's host link, as the default
+/// --link is H100 NVLink).
+inline constexpr std::string_view kDefaultHostLink = "pcie5-x16";
+
+/// Milliseconds one copy of `bytes` between device and host takes on `link`:
+/// latency + bytes / bandwidth.
+double host_copy_ms(const HostLinkPreset& link, std::int64_t bytes);
+
 /// A device the measured CPU compute can be scaled to (docs/timeline.md, "Compute").
 struct DevicePreset {
   std::string name;          ///< "h100", "a100", or "cpu" (no scaling)

@@ -1,5 +1,5 @@
 // sim_comm.cpp — SimComm: call counts and injected faults, argument checks, then post, wait and
-// record the ring volume and the timeline.
+// record the ring volume and the timeline; host copies on the timeline.
 #include "sim_comm.hpp"
 
 #include <fmt/format.h>
@@ -91,6 +91,11 @@ CommHandle SimComm::all_gather_async(const void* send, void* recv, std::size_t s
                              .send = send,
                              .recv = recv},
                             true));
+}
+
+void SimComm::host_copy(HostCopy direction, std::int64_t bytes) {
+  Comm::host_copy(direction, bytes);
+  if (timeline_) timeline_->host_copy(direction, bytes);
 }
 
 CommHandle SimComm::handle_of(std::int64_t call_number) {

@@ -2,7 +2,8 @@
 // faults it was given, checks its arguments, posts each call at the shared rendezvous, waits for
 // it, records the call's ring volume in its traffic ledger and puts it on the rank's timeline.
 // Async calls move their data at issue too (all ranks meet at the rendezvous), but on the
-// timeline they run on the comm stream and hold the compute clock only at wait().
+// timeline they run on the comm stream and hold the compute clock only at wait(). Host copies
+// (offload) go on the timeline too, priced on the host link.
 #pragma once
 
 #include <array>
@@ -45,6 +46,10 @@ class SimComm final : public Comm {
                                   ReduceOp op) override;
   CommHandle all_gather_async(const void* send, void* recv, std::size_t send_count,
                               DType dtype) override;
+
+  /// Records the copy in the traffic ledger and, with a timeline, blocks its compute stream for
+  /// the copy's time on the host link.
+  void host_copy(HostCopy direction, std::int64_t bytes) override;
 
   /// This rank's timeline; null without a board.
   RankTimeline* timeline() { return timeline_ ? &*timeline_ : nullptr; }

@@ -45,6 +45,9 @@ SimWorld::SimWorld(int world, SimOptions options)
   ZL_CHECK(options_.timeline.link.busbw_gbps > 0.0 && options_.timeline.link.alpha_us >= 0.0,
            "link {} is invalid: give a bus bandwidth > 0 GB/s and a latency >= 0 us",
            options_.timeline.link.name);
+  ZL_CHECK(options_.timeline.host_link.gbps > 0.0 && options_.timeline.host_link.latency_us >= 0.0,
+           "host link {} is invalid: give a bandwidth > 0 GB/s and a latency >= 0 us",
+           options_.timeline.host_link.name);
   ZL_CHECK(options_.timeline.compute_scale > 0.0,
            "compute scale {} is invalid: simulated compute needs a factor > 0",
            options_.timeline.compute_scale);

@@ -67,6 +67,21 @@ void RankClocks::wait(std::int64_t call_number) {
   join(pending.call, pending.end_ms);
 }
 
+void RankClocks::host_copy(HostCopy direction, std::int64_t bytes, double dur_ms) {
+  ZL_CHECK(dur_ms >= 0.0, "host copy of {} ms is invalid: durations are >= 0", dur_ms);
+  push({.kind = TimelineOp::Kind::Copy, .copy = direction, .copy_bytes = bytes});
+  if (record_events_) {
+    events_.push_back({.stream = Stream::Host,
+                       .name = fmt::format("copy {}", host_copy_name(direction)),
+                       .start_ms = compute_ms_,
+                       .dur_ms = dur_ms,
+                       .step = step_,
+                       .copy_bytes = bytes});
+  }
+  compute_ms_ += dur_ms;
+  copy_total_ms_ += dur_ms;
+}
+
 // The compute stream waits from its clock to `end_ms`; the part of that wait covered by comm
 // spans is exposed comm. A span wholly inside counts its own duration, so blocking calls alone
 // give exposed == comm exactly.
@@ -117,6 +132,7 @@ StepTimes RankClocks::end_step() {
                         .compute_ms = now.compute_ms - step_start_.compute_ms,
                         .comm_ms = now.comm_ms - step_start_.comm_ms,
                         .exposed_comm_ms = now.exposed_comm_ms - step_start_.exposed_comm_ms,
+                        .copy_ms = now.copy_ms - step_start_.copy_ms,
                         .step_ms = now.step_ms - step_start_.step_ms};
   steps_.push_back(times);
   step_ = -1;
@@ -128,6 +144,7 @@ StepTimes RankClocks::totals() const {
           .compute_ms = compute_total_ms_,
           .comm_ms = comm_total_ms_,
           .exposed_comm_ms = exposed_total_ms_,
+          .copy_ms = copy_total_ms_,
           .step_ms = compute_ms_};
 }
 
@@ -141,6 +158,7 @@ StepTimes TimelineRecord::totals() const {
     sum.compute_ms += step.compute_ms;
     sum.comm_ms += step.comm_ms;
     sum.exposed_comm_ms += step.exposed_comm_ms;
+    sum.copy_ms += step.copy_ms;
     sum.step_ms += step.step_ms;
   }
   return sum;
@@ -149,7 +167,8 @@ StepTimes TimelineRecord::totals() const {
 // Call by call in number order: every rank runs its program up to its next Issue, then the call
 // starts at the latest ready time, as the board makes it live.
 std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& programs,
-                                   const LinkPreset& link, int world, bool record_events) {
+                                   const LinkPreset& link, const HostLinkPreset& host_link,
+                                   int world, bool record_events) {
   const std::size_t ranks = programs.size();
   std::vector<RankClocks> clocks(ranks, RankClocks(false, record_events));
   std::vector<std::size_t> next(ranks, 0);
@@ -163,6 +182,9 @@ std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& p
           break;
         case TimelineOp::Kind::Wait:
           clocks[r].wait(op.call.number);
+          break;
+        case TimelineOp::Kind::Copy:
+          clocks[r].host_copy(op.copy, op.copy_bytes, host_copy_ms(host_link, op.copy_bytes));
           break;
         case TimelineOp::Kind::BeginStep:
           clocks[r].begin_step(op.step);
@@ -243,11 +265,13 @@ void RankTimeline::start() {
 
 void RankTimeline::mark(std::string_view label) {
   const double now_ms = thread_cpu_ms();
+  flush_cuts(label);
   clocks_.compute(std::max(0.0, now_ms - mark_cpu_ms_) * options_.compute_scale, label);
   mark_cpu_ms_ = now_ms;
 }
 
 void RankTimeline::discard() {
+  flush_cuts("compute");
   mark_cpu_ms_ = thread_cpu_ms();
 }
 
@@ -274,6 +298,21 @@ void RankTimeline::after_call(CallInfo call, bool async, double start_ms) {
 void RankTimeline::wait(std::int64_t call_number) {
   mark("compute");
   clocks_.wait(call_number);
+}
+
+void RankTimeline::host_copy(HostCopy direction, std::int64_t bytes) {
+  const double now_ms = thread_cpu_ms();
+  cuts_.push_back(
+      {std::max(0.0, now_ms - mark_cpu_ms_) * options_.compute_scale, direction, bytes});
+  mark_cpu_ms_ = now_ms;
+}
+
+void RankTimeline::flush_cuts(std::string_view label) {
+  for (const CutCopy& cut : cuts_) {
+    clocks_.compute(cut.compute_ms, label);
+    clocks_.host_copy(cut.direction, cut.bytes, host_copy_ms(options_.host_link, cut.bytes));
+  }
+  cuts_.clear();
 }
 
 }  // namespace zl

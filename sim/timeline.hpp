@@ -6,7 +6,9 @@
 //              start = max over ranks of max(comm clock, compute clock at issue),
 //            and takes alpha + wire_bytes / busbw (links.hpp); the comm clock moves to its end;
 //   waits    a blocking call, or wait() on an async one, joins the clocks:
-//              compute = max(compute, end of the call).
+//              compute = max(compute, end of the call);
+//   copies   a copy between device and host (offload) blocks the compute stream for
+//              latency + bytes / bandwidth on the host link (links.hpp), drawn on its own row.
 // Exposed comm is the part of those waits during which the rank's comm stream was busy (the
 // rest of a wait is waiting for slower ranks); so exposed <= comm, and with blocking calls only
 // exposed == comm. The same clocks replay a recorded program with other comm costs: that is how
@@ -40,21 +42,25 @@ struct CallInfo {
 struct TimelineOp {
   /// What the op does to the clocks: Compute advances the compute stream by compute_ms, Issue
   /// puts a collective on the comm stream, Wait makes the compute stream wait for an async call,
-  /// BeginStep and EndStep open and close a training step.
-  enum class Kind : std::uint8_t { Compute, Issue, Wait, BeginStep, EndStep };
+  /// Copy blocks the compute stream for a host copy, BeginStep and EndStep open and close a
+  /// training step.
+  enum class Kind : std::uint8_t { Compute, Issue, Wait, Copy, BeginStep, EndStep };
   Kind kind = Kind::Compute;  ///< which of the fields below apply
   double compute_ms = 0.0;  ///< Compute: simulated duration
   std::string label{};      ///< Compute: "forward 2", "backward 0", "update", "compute"
   CallInfo call{};          ///< Issue: the call; Wait: call.number
   bool async = false;       ///< Issue: the compute stream goes on until a Wait
   std::int64_t step = -1;   ///< BeginStep: the 0-based step
+  HostCopy copy = HostCopy::ToHost;  ///< Copy: which way
+  std::int64_t copy_bytes = 0;       ///< Copy: bytes copied (priced by the host link)
 };
 
-/// The streams of a rank.
-enum class Stream : std::uint8_t { Compute, Comm };
+/// The streams of a rank: Host is the host link, whose copies block the compute stream.
+enum class Stream : std::uint8_t { Compute, Comm, Host };
 
 /// One span on a stream, for the trace. Compute spans are computation (named by their label) or
-/// waits ("wait all_gather"); comm spans are collectives (named as in the traffic ledger).
+/// waits ("wait all_gather"); comm spans are collectives (named as in the traffic ledger); host
+/// spans are copies ("copy to_host", "copy to_device").
 struct TimelineEvent {
   Stream stream = Stream::Compute;  ///< the row of the trace it is drawn on
   std::string name{};               ///< compute label, "wait all_gather", or the collective
@@ -65,6 +71,7 @@ struct TimelineEvent {
   bool async = false;       ///< collectives: issued by an async call
   double issue_ms = 0.0;    ///< collectives: compute clock when the rank issued it
   double exposed_ms = 0.0;  ///< waits: the part during which the comm stream was busy
+  std::int64_t copy_bytes = 0;  ///< copies: bytes copied
 };
 
 /// One rank's simulated times over one step (or summed over steps).
@@ -74,6 +81,7 @@ struct StepTimes {
   double compute_ms = 0.0;       ///< compute-stream time spent computing
   double comm_ms = 0.0;          ///< comm-stream time of the collectives issued in the step
   double exposed_comm_ms = 0.0;  ///< compute-stream time spent waiting while comm was busy
+  double copy_ms = 0.0;          ///< compute-stream time blocked by host copies (offload)
   double step_ms = 0.0;          ///< compute clock at the step's end minus at its start
 };
 
@@ -99,12 +107,15 @@ class RankClocks {
   /// The compute stream waits for async call `call_number`; throws zl::Error if it was never
   /// issued async or was already waited.
   void wait(std::int64_t call_number);
+  /// A copy of `bytes` going `direction` blocks the compute stream for `dur_ms` (>= 0).
+  void host_copy(HostCopy direction, std::int64_t bytes, double dur_ms);
   /// Opens step `step` (0-based); closes an open one first.
   void begin_step(std::int64_t step);
   /// Closes the open step and returns its times (step -1 and zeros if none is open).
   StepTimes end_step();
 
-  /// Running totals since the start: compute, comm and exposed comm (step_ms is the compute clock).
+  /// Running totals since the start: compute, comm, exposed comm and copies (step_ms is the
+  /// compute clock).
   StepTimes totals() const;
   /// Times of every closed step, in order.
   const std::vector<StepTimes>& steps() const { return steps_; }
@@ -127,6 +138,7 @@ class RankClocks {
   bool record_program_, record_events_;
   double compute_ms_ = 0.0, comm_ms_ = 0.0;
   double compute_total_ms_ = 0.0, comm_total_ms_ = 0.0, exposed_total_ms_ = 0.0;
+  double copy_total_ms_ = 0.0;
   std::vector<Busy> busy_;      // comm spans, in order; those before first_busy_ are behind
   std::size_t first_busy_ = 0;  // the compute clock for good
   std::map<std::int64_t, Pending> pending_;  // async calls not yet waited
@@ -148,16 +160,19 @@ struct TimelineRecord {
 };
 
 /// Replays the ranks' programs (the same call sequence on every rank) with comm costs from `link`
-/// among `world` ranks, taking each call's wire_bytes as given: the same clocks as a live run,
-/// so programs recorded at W and replayed with W's costs give the recorded times. Throws
-/// zl::Error if the programs' calls disagree.
+/// among `world` ranks, taking each call's wire_bytes as given, and host copies priced on
+/// `host_link`: the same clocks as a live run, so programs recorded at W and replayed with W's
+/// costs give the recorded times. Throws zl::Error if the programs' calls disagree.
 std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& programs,
-                                   const LinkPreset& link, int world, bool record_events = false);
+                                   const LinkPreset& link, const HostLinkPreset& host_link,
+                                   int world, bool record_events = false);
 
 /// How a simulated world keeps its timeline.
 struct TimelineOptions {
   /// Prices every collective (alpha-beta); the default is kDefaultLink.
   LinkPreset link = link_preset(kDefaultLink);
+  /// Prices every host copy (offload); the default is kDefaultHostLink.
+  HostLinkPreset host_link = host_link_preset(kDefaultHostLink);
   /// Simulated compute ms per measured CPU ms (1: CPU time as measured).
   double compute_scale = 1.0;
   bool record_program = false;  ///< keep the ops, for replay() (what-if)
@@ -218,6 +233,10 @@ class RankTimeline {
   void after_call(CallInfo call, bool async, double start_ms);
   /// wait() on an async call: ends the compute span, then joins the clocks.
   void wait(std::int64_t call_number);
+  /// A host copy of `bytes` going `direction`, made just now: cuts the compute span running since
+  /// the last mark and blocks the compute stream for the copy's time on the host link. The cut
+  /// pieces take the name of the span they belong to, given by the next mark.
+  void host_copy(HostCopy direction, std::int64_t bytes);
 
   /// The clocks so far: steps, totals, and the program and events when recorded.
   const RankClocks& clocks() const { return clocks_; }
@@ -225,10 +244,20 @@ class RankTimeline {
   const TimelineOptions& options() const { return options_; }
 
  private:
+  // A piece of the running compute span, cut by the copy after it.
+  struct CutCopy {
+    double compute_ms;
+    HostCopy direction;
+    std::int64_t bytes;
+  };
+  // Puts the pieces cut since the last mark on the clocks, named `label`, each with its copy.
+  void flush_cuts(std::string_view label);
+
   int world_;
   TimelineOptions options_;
   RankClocks clocks_;
   double mark_cpu_ms_ = 0.0;
+  std::vector<CutCopy> cuts_;  // since the last mark
 };
 
 }  // namespace zl

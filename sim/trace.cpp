@@ -48,8 +48,10 @@ void add_rank(json& events, const TimelineRecord& rank) {
   const int pid = rank.rank;
   events.push_back(metadata("process_name", pid, -1, {{"name", fmt::format("rank {}", pid)}}));
   events.push_back(metadata("process_sort_index", pid, -1, {{"sort_index", pid}}));
-  const std::pair<int, std::string_view> tracks[] = {
-      {kStepTrack, "steps"}, {kComputeTrack, "compute"}, {kCommTrack, "comm"}};
+  const std::pair<int, std::string_view> tracks[] = {{kStepTrack, "steps"},
+                                                     {kComputeTrack, "compute"},
+                                                     {kCommTrack, "comm"},
+                                                     {kHostTrack, "host copies"}};
   for (const auto& [tid, name] : tracks) {
     events.push_back(metadata("thread_name", pid, tid, {{"name", name}}));
     events.push_back(metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
@@ -59,12 +61,16 @@ void add_rank(json& events, const TimelineRecord& rank) {
                           step.start_ms, step.step_ms,
                           {{"compute_ms", step.compute_ms},
                            {"comm_ms", step.comm_ms},
-                           {"exposed_comm_ms", step.exposed_comm_ms}}));
+                           {"exposed_comm_ms", step.exposed_comm_ms},
+                           {"copy_ms", step.copy_ms}}));
   }
   for (const auto& event : rank.events) {
     if (event.stream == Stream::Comm) {
       events.push_back(span(event.name, "comm", pid, kCommTrack, event.start_ms, event.dur_ms,
                             comm_args(event)));
+    } else if (event.stream == Stream::Host) {
+      events.push_back(span(event.name, "copy", pid, kHostTrack, event.start_ms, event.dur_ms,
+                            {{"bytes", event.copy_bytes}, {"step", event.step}}));
     } else if (event.call.number != 0) {
       events.push_back(span(
           event.name, "wait", pid, kComputeTrack, event.start_ms, event.dur_ms,
@@ -87,6 +93,7 @@ std::string chrome_trace_json(const std::vector<TimelineRecord>& ranks, const Tr
                           {{"engine", info.engine},
                            {"world", info.world},
                            {"link", info.link},
+                           {"host_link", info.host_link},
                            {"device", info.device},
                            {"compute_scale", info.compute_scale},
                            {"time", "simulated"}}}};

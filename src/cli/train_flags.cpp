@@ -254,6 +254,14 @@ void add_timeline_flags(CLI::App& cmd, TrainConfig& config) {
       ->type_name("NAME")
       ->default_str(std::string(kDefaultLink));
   cmd.add_option_function<std::string>(
+         "--host-link",
+         [&config](const std::string& name) { config.host_link = host_link_preset(name); },
+         fmt::format("Link the simulated host-device copies of offload are timed on: {} "
+                     "(docs/timeline.md)",
+                     joined(preset_names(host_link_presets()))))
+      ->type_name("NAME")
+      ->default_str(std::string(kDefaultHostLink));
+  cmd.add_option_function<std::string>(
          "--device", [&config](const std::string& name) { config.device = device_preset(name); },
          fmt::format("Scale measured CPU compute to this device: {} (cpu: as measured)",
                      joined(preset_names(device_presets()))))

@@ -46,6 +46,7 @@ void fill_times(WorldFigures& figures, const std::vector<TimelineRecord>& ranks)
     figures.compute_ms = std::max(figures.compute_ms, sum.compute_ms / steps);
     figures.comm_ms = std::max(figures.comm_ms, sum.comm_ms / steps);
     figures.exposed_comm_ms = std::max(figures.exposed_comm_ms, sum.exposed_comm_ms / steps);
+    figures.copy_ms = std::max(figures.copy_ms, sum.copy_ms / steps);
   }
 }
 
@@ -64,6 +65,7 @@ nlohmann::json figures_json(const WorldFigures& figures) {
           {"compute_ms", figures.compute_ms},
           {"comm_ms", figures.comm_ms},
           {"exposed_comm_ms", figures.exposed_comm_ms},
+          {"copy_ms", figures.copy_ms},
           {"sent_bytes", figures.sent_bytes},
           {"model_state_bytes", figures.model_state_bytes},
           {"peak_bytes", figures.peak_bytes}};
@@ -80,6 +82,9 @@ std::vector<TimelineOp> program_for_world(const std::vector<TimelineOp>& program
   for (auto& op : out) {
     if (op.kind == TimelineOp::Kind::Compute && sharded_update && op.label == "update") {
       op.compute_ms = op.compute_ms * from_world / to_world;
+    }
+    if (op.kind == TimelineOp::Kind::Copy && sharded_update) {
+      op.copy_bytes = op.copy_bytes * from_world / to_world;
     }
     if (op.kind != TimelineOp::Kind::Issue) continue;
     CallInfo& call = op.call;
@@ -121,7 +126,7 @@ WhatIf predict_world(const TrainConfig& config, const TrainResult& result, int w
   }
   WorldFigures& predicted = what_if.predicted;
   predicted.world = world;
-  fill_times(predicted, replay(programs, config.link, world));
+  fill_times(predicted, replay(programs, config.link, config.host_link, world));
   predicted.sent_bytes = sent_bytes_per_step(programs.front(), steps);
   const EstimateOptions options = estimate_options(config.features);
   predicted.model_state_bytes =
@@ -150,6 +155,7 @@ std::string format_what_if(const WhatIf& what_if) {
   row_ms("compute_ms", m.compute_ms, p.compute_ms);
   row_ms("comm_ms", m.comm_ms, p.comm_ms);
   row_ms("exposed_comm_ms", m.exposed_comm_ms, p.exposed_comm_ms);
+  if (m.copy_ms > 0.0) row_ms("copy_ms", m.copy_ms, p.copy_ms);
   row_bytes("sent_B (rank 0)", m.sent_bytes, p.sent_bytes);
   row_bytes("model_states_B", m.model_state_bytes, p.model_state_bytes);
   row_bytes("peak_B", m.peak_bytes, p.peak_bytes);

@@ -3,6 +3,8 @@
 //   compute  each rank's recorded compute spans as measured (data parallel: the same micro-batch
 //            per rank at any N), but the optimizer update of a sharded stage (ZeRO-1/2/3) scaled
 //            by W/N, since each rank updates 1/N of the model;
+//   copies   offload's host copies on the same host link; a sharded stage's copy the own shard,
+//            so its bytes scale by W/N too (rounded down: about, as a shard is padded);
 //   comm     the same call sequence, each call's buffer re-derived for N and re-costed on the
 //            link: a reduce_scatter or all_gather of whole units (a multiple of W * 64 elements)
 //            padded to a multiple of N * 64 instead, as layout_units pads a unit (exact when N is
@@ -29,6 +31,7 @@ struct WorldFigures {
   double compute_ms = 0.0;       ///< simulated time on the compute stream
   double comm_ms = 0.0;          ///< simulated time on the comm stream, alpha-beta priced
   double exposed_comm_ms = 0.0;  ///< comm time not hidden behind compute
+  double copy_ms = 0.0;          ///< simulated time of the host copies (offload), on the host link
   std::int64_t sent_bytes = 0;         ///< per step, rank 0, ring volumes
   std::int64_t model_state_bytes = 0;  ///< per rank: params + grads + master + optimizer
   std::int64_t peak_bytes = 0;         ///< per rank
@@ -45,8 +48,8 @@ struct WhatIf {
 
 /// `program` (recorded on rank `rank` of `from_world`) as it would run on `to_world` ranks: each
 /// Issue's buffer re-derived and its bytes recounted for `to_world`; with `sharded_update` every
-/// "update" compute span scaled by from_world / to_world. The same program at to_world ==
-/// from_world.
+/// "update" compute span and every host copy's bytes scaled by from_world / to_world. The same
+/// program at to_world == from_world.
 std::vector<TimelineOp> program_for_world(const std::vector<TimelineOp>& program, int rank,
                                           int from_world, int to_world, bool sharded_update);
 
@@ -59,7 +62,7 @@ WhatIf predict_world(const TrainConfig& config, const TrainResult& result, int w
 std::string format_what_if(const WhatIf& what_if);
 
 /// {"engine", "link", "device", "measured": {...}, "predicted": {...}} with the WorldFigures keys
-/// (world, step_ms, compute_ms, comm_ms, exposed_comm_ms, sent_bytes, model_state_bytes,
+/// (world, step_ms, compute_ms, comm_ms, exposed_comm_ms, copy_ms, sent_bytes, model_state_bytes,
 /// peak_bytes).
 nlohmann::json what_if_json(const WhatIf& what_if);
 

@@ -4,9 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
-#include <utility>
 #include <string_view>
+#include <utility>
 
 #include "comm/traffic_ledger.hpp"
 #include "core/dtype.hpp"
@@ -94,6 +95,14 @@ class Comm {
                                       DType dtype) {
     all_gather(send, recv, send_count, dtype);
     return {};
+  }
+
+  /// Notes a copy of `bytes` between this rank's device and host memory that the caller made
+  /// (ZeRO-Offload's gradients and updated parameters, offload_param's shards): not a collective,
+  /// no other rank takes part. Recorded in the traffic ledger; backends that keep a timeline also
+  /// put it there, priced on the host link (docs/timeline.md).
+  virtual void host_copy(HostCopy direction, std::int64_t bytes) {
+    traffic_.record_copy(direction, bytes);
   }
 
   /// Bytes and calls this rank has sent and received so far.

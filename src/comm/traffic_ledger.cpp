@@ -16,6 +16,10 @@ std::string_view collective_name(CollectiveKind kind) {
   fail("unknown collective kind {}", static_cast<int>(kind));
 }
 
+std::string_view host_copy_name(HostCopy direction) {
+  return direction == HostCopy::ToHost ? "to_host" : "to_device";
+}
+
 namespace {
 
 // Elements of ring chunk `chunk` when `elems` are cut into `world` near-equal chunks.

@@ -36,6 +36,12 @@ struct RingVolume {
 RingVolume ring_volume(CollectiveKind kind, std::int64_t elems, std::int64_t elem_bytes, int rank,
                        int world, int root = 0);
 
+/// Which way a copy between a rank's device and host memory goes (ZeRO-Offload, offload_param).
+enum class HostCopy : std::uint8_t { ToHost, ToDevice };
+
+/// "to_host" or "to_device", as the summaries name the ledger's copy totals.
+std::string_view host_copy_name(HostCopy direction);
+
 /// One rank's totals per collective kind.
 class TrafficLedger {
  public:
@@ -56,6 +62,10 @@ class TrafficLedger {
   void record_to_host(std::int64_t bytes) { to_host_bytes_ += bytes; }
   /// Adds a host-to-device copy of `bytes` (ZeRO-Offload's updated parameters coming back).
   void record_to_device(std::int64_t bytes) { to_device_bytes_ += bytes; }
+  /// Adds a copy of `bytes` going `direction`: record_to_host() or record_to_device().
+  void record_copy(HostCopy direction, std::int64_t bytes) {
+    direction == HostCopy::ToHost ? record_to_host(bytes) : record_to_device(bytes);
+  }
   /// Total bytes copied device to host (0 without offload).
   std::int64_t to_host_bytes() const { return to_host_bytes_; }
   /// Total bytes copied host to device (0 without offload).

@@ -50,6 +50,12 @@ void MemoryLedger::book(MemCategory category, std::int64_t bytes, ActivationKind
   peak_[index(category)] = std::max(peak_[index(category)], current);
   total_current_ += bytes;
   total_peak_ = std::max(total_peak_, total_current_);
+  if (is_host(category)) {
+    host_peak_ = std::max(host_peak_, host_current_bytes());
+  } else {
+    device_current_ += bytes;
+    device_peak_ = std::max(device_peak_, device_current_);
+  }
 }
 
 void MemoryLedger::release(MemCategory category, std::int64_t bytes, ActivationKind kind) {
@@ -65,6 +71,7 @@ void MemoryLedger::release(MemCategory category, std::int64_t bytes, ActivationK
   }
   current -= bytes;
   total_current_ -= bytes;
+  if (!is_host(category)) device_current_ -= bytes;
 }
 
 }  // namespace zl

@@ -83,6 +83,15 @@ class MemoryLedger {
   std::int64_t total_current_bytes() const { return total_current_; }
   /// Highest total bytes in use at any moment.
   std::int64_t total_peak_bytes() const { return total_peak_; }
+  /// Bytes in use now over the device categories (those not is_host()).
+  std::int64_t device_current_bytes() const { return device_current_; }
+  /// Highest bytes in use at any moment over the device categories together: what the device
+  /// must hold (at most the sum of their peaks, which need not coincide).
+  std::int64_t device_peak_bytes() const { return device_peak_; }
+  /// Bytes in use now over the host categories (is_host()).
+  std::int64_t host_current_bytes() const { return total_current_ - device_current_; }
+  /// Highest bytes in use at any moment over the host categories together.
+  std::int64_t host_peak_bytes() const { return host_peak_; }
 
  private:
   static int index(MemCategory category) { return static_cast<int>(category); }
@@ -92,6 +101,9 @@ class MemoryLedger {
   std::array<std::int64_t, kActivationKindCount> activations_at_peak_{};
   std::int64_t total_current_ = 0;
   std::int64_t total_peak_ = 0;
+  std::int64_t device_current_ = 0;
+  std::int64_t device_peak_ = 0;
+  std::int64_t host_peak_ = 0;
 };
 
 }  // namespace zl

@@ -26,7 +26,8 @@ std::span<float> unscaled(TypedSpan grad, double loss_scale, OptimizerState& sta
                            DType::F32, {grad.elems});
     out = scratch.as<float>();
     widen(device, grad, out);
-    if (state.offload && state.transfers != nullptr) state.transfers->record_to_host(grad.bytes());
+    if (state.offload && state.comm != nullptr)
+      state.comm->host_copy(HostCopy::ToHost, grad.bytes());
   }
   if (loss_scale != 1.0) device.divide(out, static_cast<float>(loss_scale));
   return out;
@@ -39,13 +40,13 @@ std::span<float> unscaled(TypedSpan grad, double loss_scale, OptimizerState& sta
 void count_param_copies(OptimizerState& state, std::size_t unit, std::int64_t bytes,
                         bool read_on_device) {
   const bool on_host = unit < state.params_on_host.size() && state.params_on_host[unit];
-  if (state.transfers == nullptr || state.offload == on_host) return;
+  if (state.comm == nullptr || state.offload == on_host) return;
   if (state.offload) {
-    state.transfers->record_to_device(bytes);
+    state.comm->host_copy(HostCopy::ToDevice, bytes);
     return;
   }
-  if (read_on_device) state.transfers->record_to_device(bytes);
-  state.transfers->record_to_host(bytes);
+  if (read_on_device) state.comm->host_copy(HostCopy::ToDevice, bytes);
+  state.comm->host_copy(HostCopy::ToHost, bytes);
 }
 
 }  // namespace
@@ -60,7 +61,7 @@ OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& la
       .scaler = {},
       .offload = offload,
       .params_on_host = {},
-      .transfers = nullptr};
+      .comm = nullptr};
   if (features.precision != DType::F32 || offload) {
     state.master =
         alloc_units(device, layout, offload ? MemCategory::HostMaster : MemCategory::Master, shard);

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "comm/traffic_ledger.hpp"
+#include "comm/comm.hpp"
 #include "engines/engine.hpp"
 #include "engines/typed_span.hpp"
 #include "engines/unit_buffers.hpp"
@@ -22,7 +22,7 @@ namespace zl {
 
 /// What the optimizer owns for the part of the model a rank updates. With ZeRO-Offload the master
 /// and the moments are host memory (HostMaster, HostOptimizer) and the update runs there: each
-/// unit's gradient goes to the host (HostGrads, counted as a device-to-host copy in `transfers`)
+/// unit's gradient goes to the host (HostGrads, noted as a device-to-host copy through `comm`)
 /// and its updated parameters come back (a host-to-device copy).
 struct OptimizerState {
   UnitBuffers master;  ///< fp32 copy of the owned parameters (16-bit or offload); else empty
@@ -30,9 +30,11 @@ struct OptimizerState {
   LossScaler scaler;   ///< dynamic for fp16, fixed at 1 otherwise
   bool offload = false;                ///< master and moments in host memory
   /// Per unit: its owned parameters are in host memory (ZeRO-3 offload_param); an update made
-  /// on the device sends them back (a device-to-host copy in `transfers`). Empty: none are.
+  /// on the device sends them back (a device-to-host copy). Empty: none are.
   std::vector<bool> params_on_host;
-  TrafficLedger* transfers = nullptr;  ///< where offload's copies are counted (may be null)
+  /// Where offload's copies are noted (Comm::host_copy: the traffic ledger, and the timeline of
+  /// backends that keep one); may be null.
+  Comm* comm = nullptr;
 };
 
 /// Zeroed state for whole units or (`shard`) the own shards, booked as Master and Optimizer (or

@@ -33,7 +33,7 @@ class Zero1Engine final : public Engine {
         grads_(alloc_units(device, layout_, MemCategory::Grads, false, features_.precision)),
         opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)) {
     validate(features_);
-    opt_.transfers = &comm.traffic();
+    opt_.comm = &comm;
     if (features_.grad_accum_steps > 1) {
       accum_ = alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true,
                            features_.precision);

@@ -33,7 +33,7 @@ class Zero2Engine final : public Engine {
             alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
         opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)) {
     validate(features_);
-    opt_.transfers = &comm.traffic();
+    opt_.comm = &comm;
     init_params(model_, layout_, params_, options_.seed, device_);
     master_from_params(opt_, own_params(), device_);
   }

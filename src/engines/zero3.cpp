@@ -42,7 +42,7 @@ class Zero3Engine final : public Engine {
             alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
         opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)) {
     validate(features_);
-    opt_.transfers = &comm.traffic();
+    opt_.comm = &comm;
     for (const auto& unit : layout_) {
       persistent_.push_back(unit.numel < features_.persistence_threshold_elems);
       const bool on_host = features_.offload_param && !persistent_.back();
@@ -194,7 +194,7 @@ class Zero3Engine final : public Engine {
     if (!features_.offload_param) return view_of(shard);
     staged = device_.alloc(MemCategory::CommBuffer, shard.dtype(), {layout_[unit].shard_elems});
     device_.copy_from_host(staged.data(), shard.data(), static_cast<std::size_t>(shard.bytes()));
-    comm_.traffic().record_to_device(shard.bytes());
+    comm_.host_copy(HostCopy::ToDevice, shard.bytes());
     return view_of(staged);
   }
 

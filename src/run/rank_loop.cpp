@@ -69,6 +69,7 @@ void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank
                             .compute_ms = times.compute_ms,
                             .comm_ms = times.comm_ms,
                             .exposed_comm_ms = times.exposed_comm_ms,
+                            .copy_ms = times.copy_ms,
                             .sim_step_ms = times.step_ms,
                             .tokens = plan.step_tokens,
                             .memory = device.ledger()};

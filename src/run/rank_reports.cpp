@@ -69,7 +69,7 @@ using KindBytes = std::array<std::int64_t, kActivationKindCount>;
 // What a ledger's totals are made of, as sent: bytes per category and per activation kind.
 struct LedgerTotals {
   CategoryBytes current{}, peak{};
-  std::int64_t total_peak = 0;
+  std::int64_t total_peak = 0, device_peak = 0, host_peak = 0;
   KindBytes activations{}, activations_at_peak{};
 };
 
@@ -90,11 +90,39 @@ void book_split(MemoryLedger& ledger, MemCategory category, std::int64_t bytes,
   ZL_CHECK(bytes == 0, "{}: activation kinds add up to less than their category", kTotalsWhat);
 }
 
-// A ledger with the totals of `sent`. Bookings that reach the total peak come first (each
-// category at most its peak, filled in order: the peaks add up to at least the total peak), are
-// released, then each category reaches its peak alone (never more than the total peak) and is
-// released, and last each category's current bytes are booked. Activations are booked by kind as
-// they were at their peak, so the peak's breakdown is rebuilt too, and the current ones by kind.
+MemCategory category_of(int c) {
+  return static_cast<MemCategory>(c);
+}
+
+// Books `bytes` over the host categories (`host`) or the device ones, each at most its peak,
+// filled in category order; returns what each category got.
+CategoryBytes fill_side(MemoryLedger& ledger, const LedgerTotals& sent, bool host,
+                        std::int64_t bytes) {
+  CategoryBytes booked{};
+  for (int c = 0; c < kMemCategoryCount; ++c) {
+    if (is_host(category_of(c)) != host) continue;
+    booked[c] = std::min(sent.peak[c], bytes);
+    bytes -= booked[c];
+    book_split(ledger, category_of(c), booked[c], sent.activations_at_peak, false);
+  }
+  ZL_CHECK(bytes == 0, "{}: a {} peak is above its categories' peaks", kTotalsWhat,
+           host ? "host" : "device");
+  return booked;
+}
+
+void release_all(MemoryLedger& ledger, const LedgerTotals& sent, const CategoryBytes& booked) {
+  for (int c = 0; c < kMemCategoryCount; ++c) {
+    book_split(ledger, category_of(c), booked[c], sent.activations_at_peak, true);
+  }
+}
+
+// A ledger with the totals of `sent`. First the total peak is reached, with as much of it on the
+// device as the device peak allows and the rest on the host (the split at the real moment fits
+// both peaks, so this one does too), each category at most its peak, and released; then the
+// device peak and the host peak alone, and released; then each category reaches its peak alone
+// (never more than its side's peak) and is released; last each category's current bytes are
+// booked. Activations are booked by kind as they were at their peak, so the peak's breakdown is
+// rebuilt too, and the current ones by kind.
 MemoryLedger rebuild_ledger(const LedgerTotals& sent) {
   const auto activations = static_cast<std::size_t>(MemCategory::Activations);
   ZL_CHECK(std::accumulate(sent.activations.begin(), sent.activations.end(), std::int64_t{0}) ==
@@ -102,26 +130,23 @@ MemoryLedger rebuild_ledger(const LedgerTotals& sent) {
                std::accumulate(sent.activations_at_peak.begin(), sent.activations_at_peak.end(),
                                std::int64_t{0}) == sent.peak[activations],
            "{}: the activation kinds do not add up to the activations' bytes", kTotalsWhat);
+  const std::int64_t device_part = std::min(sent.device_peak, sent.total_peak);
+  ZL_CHECK(sent.total_peak - device_part <= sent.host_peak,
+           "{}: a total peak of {} bytes is above the device peak {} and the host peak {}",
+           kTotalsWhat, sent.total_peak, sent.device_peak, sent.host_peak);
   MemoryLedger ledger;
-  auto category = [](int c) { return static_cast<MemCategory>(c); };
-  std::int64_t left = sent.total_peak;
-  CategoryBytes at_total_peak{};
+  CategoryBytes at_total_peak = fill_side(ledger, sent, false, device_part);
+  const CategoryBytes host_share = fill_side(ledger, sent, true, sent.total_peak - device_part);
+  for (int c = 0; c < kMemCategoryCount; ++c) at_total_peak[c] += host_share[c];
+  release_all(ledger, sent, at_total_peak);
+  release_all(ledger, sent, fill_side(ledger, sent, false, sent.device_peak));
+  release_all(ledger, sent, fill_side(ledger, sent, true, sent.host_peak));
   for (int c = 0; c < kMemCategoryCount; ++c) {
-    at_total_peak[c] = std::min(sent.peak[c], left);
-    left -= at_total_peak[c];
-    book_split(ledger, category(c), at_total_peak[c], sent.activations_at_peak, false);
-  }
-  ZL_CHECK(left == 0, "{}: a total peak of {} bytes is above the categories' peaks", kTotalsWhat,
-           sent.total_peak);
-  for (int c = 0; c < kMemCategoryCount; ++c) {
-    book_split(ledger, category(c), at_total_peak[c], sent.activations_at_peak, true);
+    book_split(ledger, category_of(c), sent.peak[c], sent.activations_at_peak, false);
+    book_split(ledger, category_of(c), sent.peak[c], sent.activations_at_peak, true);
   }
   for (int c = 0; c < kMemCategoryCount; ++c) {
-    book_split(ledger, category(c), sent.peak[c], sent.activations_at_peak, false);
-    book_split(ledger, category(c), sent.peak[c], sent.activations_at_peak, true);
-  }
-  for (int c = 0; c < kMemCategoryCount; ++c) {
-    book_split(ledger, category(c), sent.current[c], sent.activations, false);
+    book_split(ledger, category_of(c), sent.current[c], sent.activations, false);
   }
   return ledger;
 }
@@ -137,6 +162,8 @@ std::string encode_rank_totals(const RankTotals& totals) {
     out.put(memory.peak_bytes(static_cast<MemCategory>(c)));
   }
   out.put(memory.total_peak_bytes());
+  out.put(memory.device_peak_bytes());
+  out.put(memory.host_peak_bytes());
   for (int k = 0; k < kActivationKindCount; ++k) {
     out.put(memory.activation_bytes(static_cast<ActivationKind>(k)));
     out.put(memory.activation_bytes_at_peak(static_cast<ActivationKind>(k)));
@@ -165,6 +192,8 @@ RankTotals decode_rank_totals(std::string_view bytes) {
     sent.peak[c] = in.get<std::int64_t>();
   }
   sent.total_peak = in.get<std::int64_t>();
+  sent.device_peak = in.get<std::int64_t>();
+  sent.host_peak = in.get<std::int64_t>();
   for (int k = 0; k < kActivationKindCount; ++k) {
     sent.activations[k] = in.get<std::int64_t>();
     sent.activations_at_peak[k] = in.get<std::int64_t>();

@@ -23,8 +23,9 @@ struct RankTotals {
 std::string encode_rank_totals(const RankTotals& totals);
 
 /// The RankTotals that encode_rank_totals() wrote into `bytes`. The memory ledger is rebuilt with
-/// the same current and peak bytes per category, the same total in use and the same total peak,
-/// and the same activation bytes by kind, now and at their peak. Throws zl::Error if `bytes` is not such an encoding.
+/// the same current and peak bytes per category, the same total in use, the same total, device and
+/// host peaks, and the same activation bytes by kind, now and at their peak. Throws zl::Error if
+/// `bytes` is not such an encoding.
 RankTotals decode_rank_totals(std::string_view bytes);
 
 /// `entry` as bytes.

@@ -38,6 +38,7 @@ struct StepRecord {
   double compute_ms = 0.0;
   double comm_ms = 0.0;  ///< simulated time the comm stream was busy
   double exposed_comm_ms = 0.0;  ///< the compute stream's wait while comm was busy
+  double copy_ms = 0.0;          ///< the compute stream's time blocked by host copies (offload)
   double sim_step_ms = 0.0;      ///< simulated time of the step
   /// Tokens (GPT) or rows (MLP) the step trained on over all ranks and micro-batches.
   std::int64_t tokens = 0;

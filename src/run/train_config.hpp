@@ -95,6 +95,8 @@ struct TrainConfig {
   /// compute is each rank's measured CPU time, scaled to `device` when one other than "cpu" is
   /// given. Never changes results.
   LinkPreset link = link_preset(kDefaultLink);
+  /// Prices the host copies of offload (--host-link): latency + bytes / bandwidth each.
+  HostLinkPreset host_link = host_link_preset(kDefaultHostLink);
   std::optional<DevicePreset> device{};  ///< scale compute to this device (--device); none: CPU time
   /// Keep every rank's timeline program and events (for --trace and --what-if-world).
   bool record_timeline = false;

@@ -134,6 +134,9 @@ void validate(const TrainConfig& config) {
   ZL_CHECK(config.link.busbw_gbps > 0.0 && config.link.alpha_us >= 0.0,
            "link {} is invalid: give a bus bandwidth > 0 GB/s and a latency >= 0 us",
            config.link.name);
+  ZL_CHECK(config.host_link.gbps > 0.0 && config.host_link.latency_us >= 0.0,
+           "host link {} is invalid: give a bandwidth > 0 GB/s and a latency >= 0 us",
+           config.host_link.name);
 }
 
 }  // namespace zl

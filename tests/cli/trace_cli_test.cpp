@@ -132,6 +132,7 @@ TEST_F(TraceCli, BadTimelineFlagsFailInOneLine) {
       {"--link carrier-pigeon",
        "link carrier-pigeon is unknown: use one of h100-nvlink, a100-nvlink, ib-400g, pcie4"},
       {"--device tpu", "device tpu is unknown: use one of cpu, a100, h100"},
+      {"--host-link usb2", "host link usb2 is unknown: use one of pcie4-x16, pcie5-x16"},
       {"--what-if-world 0", "--what-if-world 0 is invalid: use 1 or more ranks"},
       {"--engine reference --what-if-world 8",
        "--what-if-world needs a distributed engine (--stage 0-3)"},

@@ -1,4 +1,5 @@
-// buffer_test.cpp — buffers book their bytes for exactly their lifetime; the ledger keeps peaks.
+// buffer_test.cpp — buffers book their bytes for exactly their lifetime; the ledger keeps peaks:
+// per category, in total, and over the device and the host categories apart.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -58,6 +59,27 @@ TEST(Buffer, PeakIsTheHighestMoment) {
 
 // The activations' breakdown is the one of their highest moment: a checkpoint kept after the
 // peak does not enter it, and a moved buffer keeps its kind.
+// The device and host peaks are the highest moments of each side's sum, not sums of peaks.
+TEST(Buffer, DeviceAndHostPeaksAreEachSidesHighestMoment) {
+  MemoryLedger ledger;
+  ledger.book(MemCategory::Params, 100);
+  ledger.book(MemCategory::Activations, 50);  // device 150
+  ledger.book(MemCategory::HostParams, 30);   // host 30, total 180
+  ledger.release(MemCategory::Activations, 50);
+  ledger.book(MemCategory::Grads, 70);          // device 170: its peak
+  ledger.release(MemCategory::HostParams, 30);  // host 0
+  ledger.book(MemCategory::HostMaster, 40);     // host 40: its peak; total 210
+  ledger.book(MemCategory::HostOptimizer, 20);  // host 60, total 230
+  ledger.release(MemCategory::HostOptimizer, 20);
+  EXPECT_EQ(ledger.device_peak_bytes(), 170);  // not 100 + 50 + 70
+  EXPECT_EQ(ledger.host_peak_bytes(), 60);     // not 30 + 40 + 20
+  EXPECT_EQ(ledger.total_peak_bytes(), 230);
+  EXPECT_EQ(ledger.device_current_bytes(), 170);
+  EXPECT_EQ(ledger.host_current_bytes(), 40);
+  EXPECT_EQ(ledger.device_current_bytes() + ledger.host_current_bytes(),
+            ledger.total_current_bytes());
+}
+
 TEST(Buffer, ActivationKindsAreReadAtTheActivationsPeak) {
   TestAllocator allocator;
   MemoryLedger ledger;

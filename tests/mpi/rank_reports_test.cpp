@@ -1,6 +1,7 @@
 // rank_reports_test.cpp — what an mpi run's ranks send to rank 0 comes back as it was: the memory
-// ledger's current and peak bytes per category and its total peak, the traffic ledger's bytes and
-// calls per collective, the step times, and checkpoint file entries; damaged bytes are an error.
+// ledger's current and peak bytes per category and its total, device and host peaks, the traffic
+// ledger's bytes and calls per collective, the step times, and checkpoint file entries; damaged
+// bytes are an error.
 #include "run/rank_reports.hpp"
 
 #include <gtest/gtest.h>
@@ -14,17 +15,22 @@ TEST(MpiReports, RankTotalsComeBackAsTheyWere) {
   RankTotals totals;
   totals.report.rank = 3;
   MemoryLedger& memory = totals.report.memory;
-  // Activations peak early while little else is held; params stay; the total peak is their sum.
-  // At their peak they are attention and logits; afterwards a checkpoint stays.
+  // Activations peak early while little else is held; params stay; the total peak is their sum
+  // with the host gradients of the time. At their peak they are attention and logits; afterwards
+  // a checkpoint stays. The device peak (1300) and the host peak (120) are not a moment's split
+  // of the total's only by chance: the host master comes later, when the device holds less.
   memory.book(MemCategory::Params, 400);
+  memory.book(MemCategory::HostGrads, 120);
   memory.book(MemCategory::Activations, 600, ActivationKind::Attention);
   memory.book(MemCategory::Activations, 300, ActivationKind::Logits);
   memory.release(MemCategory::Activations, 600, ActivationKind::Attention);
   memory.release(MemCategory::Activations, 300, ActivationKind::Logits);
+  memory.release(MemCategory::HostGrads, 120);
   memory.book(MemCategory::Activations, 40, ActivationKind::Checkpoint);
   memory.book(MemCategory::Optimizer, 800);
   memory.book(MemCategory::Gathered, 50);
   memory.release(MemCategory::Gathered, 20);
+  memory.book(MemCategory::HostMaster, 100);
   TrafficLedger& traffic = totals.report.traffic;
   traffic.record(CollectiveKind::AllReduce, {100, 90});
   traffic.record(CollectiveKind::AllReduce, {7, 8});
@@ -42,6 +48,7 @@ TEST(MpiReports, RankTotalsComeBackAsTheyWere) {
                    .compute_ms = 1.0,
                    .comm_ms = 0.25,
                    .exposed_comm_ms = 0.125,
+                   .copy_ms = 0.0625,
                    .step_ms = 1.5}};
 
   const RankTotals back = decode_rank_totals(encode_rank_totals(totals));
@@ -52,7 +59,11 @@ TEST(MpiReports, RankTotalsComeBackAsTheyWere) {
     EXPECT_EQ(back.report.memory.peak_bytes(category), memory.peak_bytes(category)) << c;
   }
   EXPECT_EQ(back.report.memory.total_current_bytes(), memory.total_current_bytes());
-  EXPECT_EQ(back.report.memory.total_peak_bytes(), 1300);
+  EXPECT_EQ(back.report.memory.total_peak_bytes(), 1420);
+  EXPECT_EQ(back.report.memory.device_peak_bytes(), 1300);
+  EXPECT_EQ(back.report.memory.host_peak_bytes(), 120);
+  EXPECT_EQ(back.report.memory.device_current_bytes(), memory.device_current_bytes());
+  EXPECT_EQ(back.report.memory.host_current_bytes(), 100);
   for (int k = 0; k < kActivationKindCount; ++k) {
     const auto kind = static_cast<ActivationKind>(k);
     EXPECT_EQ(back.report.memory.activation_bytes(kind), memory.activation_bytes(kind)) << k;
@@ -74,6 +85,7 @@ TEST(MpiReports, RankTotalsComeBackAsTheyWere) {
   ASSERT_EQ(back.steps.size(), 2u);
   EXPECT_EQ(back.steps[1].step, 1);
   EXPECT_EQ(back.steps[1].exposed_comm_ms, 0.125);
+  EXPECT_EQ(back.steps[1].copy_ms, 0.0625);
   EXPECT_EQ(back.steps[0].step_ms, 2.0);
 }
 

@@ -23,6 +23,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "sim_world.hpp"
+#include "timeline.hpp"
 
 namespace zl {
 
@@ -37,6 +38,15 @@ inline void showValue(ReduceOp op, std::ostream& os) {
 namespace simtest {
 
 using Bytes = std::vector<std::uint8_t>;
+
+// Burns `ms` of this thread's CPU time: "compute" the timeline measures.
+inline void burn_cpu_ms(double ms) {
+  const double start_ms = thread_cpu_ms();
+  volatile double sink = 0.0;
+  while (thread_cpu_ms() - start_ms < ms) {
+    for (int i = 0; i < 1000; ++i) sink = sink + std::sqrt(static_cast<double>(i));
+  }
+}
 
 /// World sizes 1..8, shrinking towards 1.
 inline rc::Gen<int> gen_world() {

@@ -10,8 +10,9 @@
 // Every MPI call is non-blocking and waited for with the collective timeout (mpi_agree.cpp), so a
 // rank never waits for ever, even when a peer vanishes mid-transfer (a network partition).
 // Every call is recorded in the traffic ledger with the ring volume the sim records
-// (comm/traffic_ledger.hpp) and on the rank's own timeline (sim/timeline.hpp), so an MPI rank's
-// ledger equals the sim rank's. The async forms run blocking (the Comm base class).
+// (comm/traffic_ledger.hpp) and on the rank's own timeline (sim/timeline.hpp), host copies too,
+// so an MPI rank's ledger equals the sim rank's. The async forms run blocking (the Comm base
+// class).
 #pragma once
 
 #include <mpi.h>
@@ -73,6 +74,9 @@ class MpiComm final : public Comm {
   void all_gather(const void* send, void* recv, std::size_t send_count, DType dtype) override;
   void broadcast(void* data, std::size_t count, DType dtype, int root) override;
   void barrier() override;
+
+  /// Records the copy in the traffic ledger and on the timeline, priced on the host link.
+  void host_copy(HostCopy direction, std::int64_t bytes) override;
 
   /// This rank's timeline: measured CPU time for compute; each collective on the comm stream for
   /// its alpha-beta time on the link, starting when this rank is ready (the rank's own clocks:

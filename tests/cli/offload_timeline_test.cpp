@@ -1,0 +1,176 @@
+// offload_timeline_test.cpp — offload's host copies on the simulated timeline of whole training
+// runs: every copy the traffic ledger counts costs latency + bytes / bandwidth on the host link
+// (the runs' copy time is that closed form over the ledger's bytes); a replay of the recorded
+// programs and the what-if at the measured world give the live times; a run without offload has
+// no copy and no host-link time; the host link never changes a result; `zerolab train
+// --host-link` reaches the summary, the trace (copies carrying the ledger's bytes) and the
+// progress line.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/test_files.hpp"
+#include "cli/what_if.hpp"
+#include "run/compare.hpp"
+#include "support/command.hpp"
+#include "support/small_config.hpp"
+#include "trace.hpp"
+
+namespace zl {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+TrainConfig recorded(EngineKind engine) {
+  TrainConfig config = small_config();
+  config.engine = engine;
+  config.record_timeline = true;
+  return config;
+}
+
+// ZeRO-3 with its parameter shards on the host (bf16): per step, each unit's shard goes up for
+// the forward gather and again for the backward one, and back after the update.
+TrainConfig offload_param() {
+  TrainConfig config = recorded(EngineKind::Zero3);
+  config.features.precision = DType::BF16;
+  config.features.offload_param = true;
+  return config;
+}
+
+// ZeRO-2 with ZeRO-Offload (fp32): per step, each unit's gradient shard goes to the host and its
+// updated parameters come back.
+TrainConfig offload_optimizer() {
+  TrainConfig config = recorded(EngineKind::Zero2);
+  config.features.offload_optimizer = true;
+  return config;
+}
+
+std::int64_t copy_ops(const std::vector<TimelineOp>& program) {
+  return std::ranges::count(program, TimelineOp::Kind::Copy, &TimelineOp::kind);
+}
+
+TEST(OffloadTimeline, EveryCopyCostsLatencyPlusBytesOverBandwidth) {
+  const std::pair<TrainConfig, int> cases[] = {{offload_param(), 3}, {offload_optimizer(), 2}};
+  for (const auto& [config, copies_per_unit] : cases) {
+    const TrainResult result = train(config);
+    const auto units = static_cast<std::int64_t>(result.layout.size());
+    const HostLinkPreset& link = config.host_link;
+    for (int r = 0; r < config.world; ++r) {
+      const TrafficLedger& traffic = result.ranks[r].traffic;
+      const TimelineRecord& timeline = result.timelines[r];
+      const std::int64_t copies = copies_per_unit * units * config.steps;
+      ASSERT_EQ(copy_ops(timeline.program), copies) << engine_name(config.engine) << " rank " << r;
+      const std::int64_t bytes = traffic.to_host_bytes() + traffic.to_device_bytes();
+      ASSERT_GT(bytes, 0);
+      // The closed form: n copies of latency each, and all their bytes over the bandwidth.
+      const double closed_ms = static_cast<double>(copies) * link.latency_us / 1e3 +
+                               static_cast<double>(bytes) / (link.gbps * 1e9) * 1e3;
+      EXPECT_NEAR(timeline.totals().copy_ms, closed_ms, 1e-12 * closed_ms)
+          << engine_name(config.engine) << " rank " << r;
+      for (const auto& step : timeline.steps) {
+        EXPECT_GT(step.copy_ms, 0.0);
+        EXPECT_GE(step.step_ms, step.compute_ms + step.exposed_comm_ms + step.copy_ms - 1e-9);
+      }
+    }
+  }
+}
+
+TEST(OffloadTimeline, ReplayAndTheWhatIfAtTheMeasuredWorldGiveTheLiveTimes) {
+  for (const TrainConfig& config : {offload_param(), offload_optimizer()}) {
+    const TrainResult result = train(config);
+    std::vector<std::vector<TimelineOp>> programs;
+    for (const auto& rank : result.timelines) programs.push_back(rank.program);
+    const auto replayed = replay(programs, config.link, config.host_link, config.world);
+    for (int r = 0; r < config.world; ++r) {
+      const auto& live = result.timelines[r].steps;
+      ASSERT_EQ(replayed[r].steps.size(), live.size());
+      for (std::size_t s = 0; s < live.size(); ++s) {
+        EXPECT_EQ(replayed[r].steps[s].step_ms, live[s].step_ms) << "rank " << r << " step " << s;
+        EXPECT_EQ(replayed[r].steps[s].copy_ms, live[s].copy_ms) << "rank " << r << " step " << s;
+        EXPECT_EQ(replayed[r].steps[s].exposed_comm_ms, live[s].exposed_comm_ms);
+      }
+    }
+    const WhatIf same = predict_world(config, result, config.world);
+    EXPECT_GT(same.measured.copy_ms, 0.0);
+    EXPECT_EQ(same.predicted.copy_ms, same.measured.copy_ms);
+    EXPECT_EQ(same.predicted.step_ms, same.measured.step_ms);
+    // On 4x the ranks each shard, so each copy, is about a quarter: the bandwidth part shrinks.
+    const WhatIf larger = predict_world(config, result, 4 * config.world);
+    EXPECT_LT(larger.predicted.copy_ms, same.measured.copy_ms);
+  }
+}
+
+TEST(OffloadTimeline, WithoutOffloadThereIsNoCopyAndTheHostLinkChangesNothing) {
+  for (const EngineKind engine : {EngineKind::Ddp, EngineKind::Zero2, EngineKind::Zero3}) {
+    const TrainConfig config = recorded(engine);
+    const TrainResult result = train(config);
+    std::vector<std::vector<TimelineOp>> programs;
+    for (const auto& rank : result.timelines) {
+      EXPECT_EQ(copy_ops(rank.program), 0) << engine_name(engine);
+      EXPECT_EQ(rank.totals().copy_ms, 0.0);
+      programs.push_back(rank.program);
+    }
+    const auto pcie4 = replay(programs, config.link, host_link_preset("pcie4-x16"), config.world);
+    const auto pcie5 = replay(programs, config.link, host_link_preset("pcie5-x16"), config.world);
+    for (int r = 0; r < config.world; ++r) {
+      for (std::size_t s = 0; s < pcie4[r].steps.size(); ++s) {
+        EXPECT_EQ(pcie4[r].steps[s].step_ms, pcie5[r].steps[s].step_ms) << engine_name(engine);
+        EXPECT_EQ(pcie4[r].steps[s].step_ms, result.timelines[r].steps[s].step_ms);
+      }
+    }
+  }
+}
+
+TEST(OffloadTimeline, TheHostLinkNeverChangesAResult) {
+  TrainConfig config = offload_param();
+  config.features.offload_optimizer = true;
+  const TrainResult on_pcie5 = train(config);
+  config.host_link = host_link_preset("pcie4-x16");
+  const TrainResult on_pcie4 = train(config);
+  EXPECT_FALSE(first_difference(on_pcie4, on_pcie5));
+  EXPECT_GT(on_pcie4.timelines[0].totals().copy_ms, 0.0);
+}
+
+class OffloadTimelineCli : public ::testing::Test {
+ protected:
+  test::TempDir temp_;
+  const fs::path& dir_ = temp_.path();
+};
+
+TEST_F(OffloadTimelineCli, HostLinkReachesTheSummaryTheTraceAndTheProgressLine) {
+  const fs::path summary = dir_ / "summary.json";
+  const fs::path trace = dir_ / "trace.json";
+  const auto run = run_command(fmt::format(
+      "{} train --layers 3 --width 24 --in 8 --classes 4 --steps 2 --micro-batch 4 --stage 3 "
+      "--world 2 --bf16 --offload-param --host-link pcie4-x16 --summary {} --trace {}",
+      ZL_BINARY, summary.string(), trace.string()));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("host link pcie4-x16 (10 us + bytes / 25 GB/s)"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find(" copy "), std::string::npos) << run.out;  // the progress line
+  const json ledgers = json::parse(slurp(summary));
+  EXPECT_EQ(ledgers["timeline"]["host_link"], "pcie4-x16");
+  EXPECT_EQ(ledgers["timeline"]["host_gbps"], 25.0);
+  EXPECT_GT(ledgers["copy_ms"].get<double>(), 0.0);
+  std::vector<std::int64_t> copied_bytes(2, 0);
+  const json document = json::parse(slurp(trace));
+  for (const auto& event : document["traceEvents"]) {
+    if (event["ph"] != "X" || event["cat"] != "copy") continue;
+    EXPECT_EQ(event["tid"], kHostTrack);
+    copied_bytes[event["pid"].get<int>()] += event["args"]["bytes"].get<std::int64_t>();
+  }
+  for (int r = 0; r < 2; ++r) {
+    const json& comm = ledgers["ranks"][r]["comm"];
+    EXPECT_GT(ledgers["ranks"][r]["copy_ms"].get<double>(), 0.0);
+    EXPECT_EQ(copied_bytes[r],
+              comm["to_host"].get<std::int64_t>() + comm["to_device"].get<std::int64_t>())
+        << "rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace zl
