@@ -36,6 +36,10 @@ class GradingComm final : public Comm {
                                   ReduceOp op) override;
   CommHandle all_gather_async(const void* send, void* recv, std::size_t send_count,
                               DType dtype) override;
+  /// Passed on: the copy lands in `inner`'s ledger and timeline.
+  void host_copy(HostCopy direction, std::int64_t bytes) override {
+    inner_.host_copy(direction, bytes);
+  }
 
  private:
   // An async call not yet waited: what its input held when it started.
