@@ -2,9 +2,10 @@
 # test.sh — what CI runs: set up, build with warnings as errors and run the whole test suite with
 # CTest (MPI tests under mpirun when OpenMPI is installed; GPU tests report skipped without a GPU);
 # build the Doxygen reference (warnings fail it) and execute every notebook; run the simulator,
-# engine, fault and CPU-thread tests again under ThreadSanitizer; build and run the
-# whole suite under AddressSanitizer + UndefinedBehaviorSanitizer; then replay the fuzz corpora
-# and fuzz each libFuzzer target for ZL_FUZZ_SECONDS (default 60), the targets side by side.
+# engine, fault and CPU-thread tests and two shapes of the emulated CUDA kernels again under
+# ThreadSanitizer; build and run the whole suite under AddressSanitizer +
+# UndefinedBehaviorSanitizer; then replay the fuzz corpora and fuzz each libFuzzer target for
+# ZL_FUZZ_SECONDS (default 60), the targets side by side.
 # Properties run 300 cases each (override with RC_PARAMS, e.g. RC_PARAMS="max_success=2000").
 # Arguments go to the ci and asan ctest runs (e.g. -R Sim).
 set -euo pipefail
@@ -23,8 +24,8 @@ cmake --build --preset ci --target docs
 ZEROLAB_BIN="build/ci/zerolab" bash scripts/notebooks.sh
 
 cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j "$jobs" --target test_core test_sim test_engines test_features test_faults test_sim_direct test_detached test_model
-ctest --preset tsan -j "$jobs" -R '^(DType|Rng|Buffer|Sim|Equivalence|Features|Accelerator|Detached|Ledgers|TrainFaults|NonFinite|FaultCli|CpuThreads)' "$@"
+cmake --build --preset tsan -j "$jobs" --target test_core test_sim test_engines test_features test_faults test_sim_direct test_detached test_model test_cuda_emulation
+ctest --preset tsan -j "$jobs" -R '^(DType|Rng|Buffer|Sim|Equivalence|Features|Accelerator|Detached|Ledgers|TrainFaults|NonFinite|FaultCli|CpuThreads|CudaEmulation/.*/B(2_T5|1_T64)_)' "$@"
 
 # Peak-RSS bounds do not hold under ASan, whose shadow memory and quarantine are resident too.
 cmake --preset asan >/dev/null

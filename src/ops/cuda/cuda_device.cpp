@@ -1,8 +1,9 @@
 // cuda_device.cpp — CudaDevice's host side: the GPU, stream and cuBLAS handle (its memory is
 // cuda_device_memory.cpp's); copies between host and device; the
-// row-major GEMMs through cuBLAS; launches of the kernels in cuda_kernels.cu, cuda_attention.cu,
-// cuda_step_kernels.cu and adamw_cuda.cu, with the checks that are CUDA's own (cuBLAS's 32-bit
-// sizes, tokens and labels read on the GPU); the checks every device runs are ops/device.cpp's.
+// row-major GEMMs through cuBLAS; launches of the kernels in cuda_kernels.cu,
+// cuda_tiled_attention.cu, cuda_attention.cu, cuda_step_kernels.cu and adamw_cuda.cu, with the
+// checks that are CUDA's own (cuBLAS's 32-bit sizes, tokens and labels read on the GPU); the checks
+// every device runs are ops/device.cpp's.
 //
 // Row-major through column-major cuBLAS: a row-major X [r, c] is the column-major X^T with
 // leading dimension c, so C [M, N] = op(A) op(B) is computed as C^T = op(B)^T op(A)^T, cuBLAS's
@@ -10,7 +11,9 @@
 #include "ops/cuda/cuda_device.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include "core/error.hpp"
@@ -28,6 +31,15 @@ namespace {
 // cuBLAS's workspace, set explicitly so the ledger check counts it (cuBLAS would otherwise take
 // its own, unseen): 32 MiB, what cuBLAS itself recommends for Hopper.
 constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
+
+// ZL_CUDA_ATTENTION: tiled (the default) or gemm.
+bool gemm_attention_from_environment() {
+  const char* value = std::getenv("ZL_CUDA_ATTENTION");
+  if (value == nullptr || std::string_view(value) == "tiled") return false;
+  ZL_CHECK(std::string_view(value) == "gemm",
+           "ZL_CUDA_ATTENTION is '{}': use tiled (the default) or gemm", value);
+  return true;
+}
 
 int as_int(std::int64_t value, const char* what) {
   ZL_CHECK(value >= 0 && value <= std::numeric_limits<int>::max(),
@@ -52,7 +64,8 @@ int CudaDevice::device_count() {
   return count;
 }
 
-CudaDevice::CudaDevice(int device_index) : device_index_(device_index) {
+CudaDevice::CudaDevice(int device_index)
+    : device_index_(device_index), gemm_attention_(gemm_attention_from_environment()) {
   const int count = device_count();
   ZL_CHECK(device_index >= 0 && device_index < count,
            "CUDA device {} does not exist: this process sees {} GPU(s) (check LOCAL_RANK and "
@@ -440,6 +453,22 @@ void CudaDevice::gemm_heads(bool transpose_a, bool transpose_b, std::int64_t m, 
       as_int(batch, "heads")));
 }
 
+void CudaDevice::check_tiled_attention(std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
+                                       std::int64_t head_dim) const {
+  ZL_CHECK(head_dim <= cuda::kTiledAttentionMaxHeadDim,
+           "attention: the head size is {} (channels / heads), above the CUDA attention's {}: use "
+           "more heads, or ZL_CUDA_ATTENTION=gemm",
+           head_dim, cuda::kTiledAttentionMaxHeadDim);
+  ZL_CHECK((seq_len + 31) / 32 <= 65535,
+           "attention: the sequence length {} is above the CUDA attention's {}: use a shorter "
+           "--block-size",
+           seq_len, 65535 * 32);
+  ZL_CHECK(batch * heads <= std::numeric_limits<int>::max(),
+           "attention: {} x {} (batch x heads) sequences are more than one CUDA launch takes: use "
+           "a smaller micro-batch",
+           batch, heads);
+}
+
 // In cuBLAS's column-major view a row-major [T, D] head of q (rows 3C floats apart) is a D x T
 // matrix with leading dimension 3C, and a row-major [T, T] probs block is its transpose, T x T
 // with leading dimension T: each row-major product below is written as the column-major one of
@@ -453,6 +482,12 @@ void CudaDevice::do_attention_forward(std::span<const float> qkv, std::span<floa
   const std::int64_t T = seq_len, C = channels, D = channels / heads;
   select();
   const auto scale = static_cast<float>(attention_scale(D));
+  if (!gemm_attention_) {
+    check_tiled_attention(batch, T, heads, D);
+    cuda::tiled_attention_forward(qkv.data(), stats.data(), out.data(), batch, T, C, heads, scale,
+                                  stream_);
+    return;
+  }
   auto* p = static_cast<float*>(scratch(static_cast<std::size_t>(heads * T * T) * sizeof(float)));
   for (std::int64_t b = 0; b < batch; ++b) {
     const float* q = qkv.data() + b * T * 3 * C;
@@ -473,6 +508,14 @@ void CudaDevice::do_attention_backward(std::span<const float> qkv, std::span<con
   const std::int64_t T = seq_len, C = channels, D = channels / heads;
   select();
   const auto scale = static_cast<float>(attention_scale(D));
+  if (!gemm_attention_) {
+    check_tiled_attention(batch, T, heads, D);
+    auto* delta =
+        static_cast<float*>(scratch(static_cast<std::size_t>(batch * heads * T) * sizeof(float)));
+    cuda::tiled_attention_backward(qkv.data(), stats.data(), dout.data(), dqkv.data(), delta, batch,
+                                   T, C, heads, scale, stream_);
+    return;
+  }
   const std::int64_t block = heads * T * T;
   auto* p = static_cast<float*>(scratch(static_cast<std::size_t>(2 * block) * sizeof(float)));
   float* dscores = p + block;

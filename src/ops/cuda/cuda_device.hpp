@@ -200,18 +200,21 @@ class CudaDevice final : public Device {
   void do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) override;
   void do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
                              std::span<float> dx) override;
-  /// Per batch element b, in device scratch of heads * T * T floats (not kept): the scores
+  /// By default (ZL_CUDA_ATTENTION unset or tiled) in tiles, flash-attention style, with no
+  /// T x T scratch (cuda_tiled_attention.cu; head size at most 256). With ZL_CUDA_ATTENTION=gemm,
+  /// per batch element b in device scratch of heads * T * T floats (not kept): the scores
   /// q kᵀ / sqrt(D) of every head by one strided-batched fp32 cuBLAS GEMM, the causal softmax in
   /// place writing each row's stats (one warp per row, sums in double, cuda_attention.cu), then
-  /// out = probs v by a second batched GEMM into the heads' channels of out. Not flash
-  /// attention: the scratch holds one batch element's T x T scores.
+  /// out = probs v by a second batched GEMM into the heads' channels of out.
   void do_attention_forward(std::span<const float> qkv, std::span<float> stats,
                             std::span<float> out, std::int64_t batch, std::int64_t seq_len,
                             std::int64_t channels, std::int64_t heads) override;
-  /// Per batch element b, in device scratch of 2 * heads * T * T floats: probs rebuilt (the
-  /// scores GEMM again, then exp(score - m) / l from the stats), dprobs = dout vᵀ (batched GEMM),
-  /// the softmax backward in place into dscores, then dq = dscores k / sqrt(D),
-  /// dk = dscoresᵀ q / sqrt(D) and dv = probsᵀ dout by three batched GEMMs into dqkv.
+  /// Tiled by default: dq (with each row's sum of p dp, in device scratch of batch * heads * T
+  /// floats) by one kernel per query tile, then dk and dv by one per key tile, no atomics. With
+  /// ZL_CUDA_ATTENTION=gemm, per batch element b in device scratch of 2 * heads * T * T floats:
+  /// probs rebuilt (the scores GEMM again, then exp(score - m) / l from the stats), dprobs =
+  /// dout vᵀ (batched GEMM), the softmax backward in place into dscores, then dq = dscores k /
+  /// sqrt(D), dk = dscoresᵀ q / sqrt(D) and dv = probsᵀ dout by three batched GEMMs into dqkv.
   void do_attention_backward(std::span<const float> qkv, std::span<const float> stats,
                              std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t channels,
@@ -228,6 +231,9 @@ class CudaDevice final : public Device {
                   std::int64_t k, float alpha, const float* a, std::int64_t lda,
                   std::int64_t stride_a, const float* b, std::int64_t ldb, std::int64_t stride_b,
                   float* c, std::int64_t ldc, std::int64_t stride_c, std::int64_t batch);
+  // Refuses, in one line, the shapes the tiled attention kernels cannot launch.
+  void check_tiled_attention(std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
+                             std::int64_t head_dim) const;
   // At least `bytes` of device scratch, grown (never shrunk) on demand; booked as internal.
   void* scratch(std::size_t bytes);
   // Resets the "first bad index" word, for a kernel that validates indices.
@@ -248,18 +254,19 @@ class CudaDevice final : public Device {
   };
 
   int device_index_ = 0;
+  bool gemm_attention_ = false;  // ZL_CUDA_ATTENTION=gemm: attention by cuBLAS GEMMs and scratch
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;
   std::size_t cublas_workspace_bytes_ = 0;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
-  unsigned long long* bad_index_ = nullptr;  // one word of device memory
-  std::int64_t live_allocations_ = 0;        // buffers handed out by allocate, not yet freed
+  unsigned long long* bad_index_ = nullptr;        // one word of device memory
+  std::int64_t live_allocations_ = 0;              // buffers handed out by allocate, not yet freed
   std::multimap<std::size_t, CachedBlock> cache_;  // deallocated blocks by size, for allocate
   std::vector<cudaStream_t> side_streams_;         // add_side_stream
-  std::int64_t baseline_used_bytes_ = 0;     // driver's used bytes once this device was set up
-  bool bf16_gemms_ = false;                  // set_bf16_gemms
+  std::int64_t baseline_used_bytes_ = 0;  // driver's used bytes once this device was set up
+  bool bf16_gemms_ = false;               // set_bf16_gemms
 };
 
 }  // namespace zl

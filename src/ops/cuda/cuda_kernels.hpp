@@ -82,6 +82,24 @@ void causal_softmax_from_stats(float* scores, const float* stats, std::int64_t r
 void causal_softmax_backward(const float* probs, float* dprobs, std::int64_t rows,
                              std::int64_t seq_len, cudaStream_t stream);
 
+/// The largest head size (channels / heads) tiled_attention_forward and _backward take.
+inline constexpr std::int64_t kTiledAttentionMaxHeadDim = 256;
+
+/// Causal attention forward in tiles, with no T x T scratch (cuda_tiled_attention.cu): out
+/// [B, T, C] and stats [B, heads, T, 2] = {m, l} of each query row by an online softmax, from qkv
+/// [B, T, 3C], scores scaled by `scale`. Head size C / heads at most 256; seq_len / 32 tiles at
+/// most 65535 and batch * heads below 2^31 (checked by the caller).
+void tiled_attention_forward(const float* qkv, float* stats, float* out, std::int64_t batch,
+                             std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
+                             float scale, cudaStream_t stream);
+
+/// Its backward: dqkv [B, T, 3C] overwritten from the stats forward kept and dout [B, T, C];
+/// `delta` is device scratch of batch * heads * seq_len floats.
+void tiled_attention_backward(const float* qkv, const float* stats, const float* dout, float* dqkv,
+                              float* delta, std::int64_t batch, std::int64_t seq_len,
+                              std::int64_t channels, std::int64_t heads, float scale,
+                              cudaStream_t stream);
+
 /// out[i] = in[i] converted between training dtypes (fp32, bf16, fp16; checked by the caller):
 /// widened to fp32 exactly, rounded to nearest even (core/dtype.hpp's bits, NaN included).
 void convert(const void* in, DType in_dtype, void* out, DType out_dtype, std::int64_t elems,

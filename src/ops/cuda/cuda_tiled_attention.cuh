@@ -1,0 +1,362 @@
+// cuda_tiled_attention.cuh — the device code of causal multi-head attention in tiles, as flash
+// attention computes it (private to src/ops/cuda; cuda_tiled_attention.cu launches it, and
+// tests/cuda_emulation runs the same kernels on the CPU). No T x T tensor exists, not even in
+// scratch, so memory grows with T. A block of 4 warps takes 32 query rows (or, in backward's
+// dk/dv kernel, 32 keys) of one (batch element, head) and walks the other side's rows 32 at a
+// time through shared memory, each lane owning one row of the tile; a warp works on 8 of the
+// block's rows.
+//
+// Forward keeps a running max and sum of exponentials per query row (online softmax) and writes
+// out and each row's stats {m, l}, the Device contract. Backward rebuilds the probabilities from
+// the stats in two kernels, so nothing is added by atomics: the first, per query tile, sums
+// delta_t = sum_s p_ts dp_ts and then dq; the second, per key tile, sums dk and dv.
+//
+// Every sum runs in a fixed order (over d in order, over keys tile by tile, lanes by the fixed
+// shuffle tree of warp_sum), so a result repeats bit for bit run to run. A score is computed the
+// same way in all three kernels (fused multiply-adds over d from 0, times the scale), so backward
+// rebuilds exactly forward's scores. fp32 throughout, with the CPU's double-precision kernel
+// (cpu_attention.cpp) as the specification the tests compare against within a tolerance.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/cuda/cuda_reduce_block.cuh"
+
+/// ZL_DYNAMIC_SHARED_FLOATS(name) declares `name`, the block's dynamic shared memory as floats (an
+/// emulator that runs these kernels on the CPU defines it first).
+#ifndef ZL_DYNAMIC_SHARED_FLOATS
+#define ZL_DYNAMIC_SHARED_FLOATS(name) extern __shared__ float name[]
+#endif
+
+namespace zl::cuda::tiled_attention {
+
+inline constexpr int kTile = kWarpThreads;           // rows of a tile: one per lane
+inline constexpr int kWarps = 4;                     // warps per block
+inline constexpr int kRowsPerWarp = kTile / kWarps;  // a warp's rows of the block's tile
+inline constexpr int kPad = kTile + 1;               // row stride of a transposed tile [D, kPad]
+inline constexpr unsigned kAllLanes = 0xFFFFFFFFu;
+
+// Where one (batch element, head)'s rows are: row t of q at q + t * stride (k at + C, v at + 2C;
+// qkv rows are 3C floats apart), row t of out or dout at o + t * C.
+struct HeadRows {
+  const float* q;
+  std::int64_t stride;  // 3C
+  std::int64_t C;
+  std::int64_t T;
+  int D;
+};
+
+__device__ inline HeadRows head_rows(const float* qkv, std::int64_t b, std::int64_t h,
+                                     std::int64_t T, std::int64_t C, int D) {
+  return {qkv + b * T * 3 * C + h * D, 3 * C, C, T, D};
+}
+
+// tile[i * D + d] = rows[(t0 + i) * stride + d] for the tile's kTile rows (0 past T).
+__device__ inline void load_rows(float* tile, const float* rows, std::int64_t stride,
+                                 std::int64_t t0, std::int64_t T, int D) {
+  for (int e = threadIdx.x; e < kTile * D; e += blockDim.x) {
+    const int i = e / D, d = e % D;
+    tile[e] = t0 + i < T ? rows[(t0 + i) * stride + d] : 0.0f;
+  }
+}
+
+// tile_t[d * kPad + i] = rows[(t0 + i) * stride + d]: the tile transposed, each row padded by one
+// float so that lane i reading column i, or lane d reading row d, hits 32 different banks.
+__device__ inline void load_transposed(float* tile_t, const float* rows, std::int64_t stride,
+                                       std::int64_t t0, std::int64_t T, int D) {
+  for (int e = threadIdx.x; e < kTile * D; e += blockDim.x) {
+    const int i = e / D, d = e % D;
+    tile_t[d * kPad + i] = t0 + i < T ? rows[(t0 + i) * stride + d] : 0.0f;
+  }
+}
+
+// sum_d row[d] * tile_t[d * kPad + lane], one fused multiply-add per d, d = 0, 1, ... in order:
+// the dot product of a row with the lane's row of a transposed tile. fma is exact before its one
+// rounding, so the order of its two factors does not matter: q . k and k . q give the same bits.
+__device__ inline float dot_lane(const float* row, const float* tile_t, int lane, int D) {
+  float acc = 0.0f;
+  for (int d = 0; d < D; ++d) acc = fmaf(row[d], tile_t[d * kPad + lane], acc);
+  return acc;
+}
+
+// acc[x] += sum_j weight_j * tile_t[d * kPad + j] for the lane's channels d = lane + 32 x < D,
+// weight_j being lane j's `weight`, j = 0, 1, ... in order.
+template <int kDPerLane>
+__device__ inline void add_weighted_columns(float (&acc)[kDPerLane], float weight,
+                                            const float* tile_t, int lane, int D) {
+  for (int j = 0; j < kTile; ++j) {
+    const float w = __shfl_sync(kAllLanes, weight, j);
+#pragma unroll
+    for (int x = 0; x < kDPerLane; ++x) {
+      const int d = lane + x * kWarpThreads;
+      if (d < D) acc[x] = fmaf(w, tile_t[d * kPad + j], acc[x]);
+    }
+  }
+}
+
+// A probability from its score and the row's stats {m, l}: forward's online softmax ends with
+// exactly these m and l.
+__device__ inline float probability(float score, float m, float l) {
+  return expf(score - m) / l;
+}
+
+// One block per (batch element, head) and tile of 32 query rows, the tiles with most keys first.
+// Shared memory: q [kTile, D], k transposed [D, kPad], v transposed [D, kPad].
+template <int kDPerLane>
+__global__ void __launch_bounds__(kWarps* kWarpThreads)
+    forward_kernel(const float* qkv, float* stats, float* out, std::int64_t T, std::int64_t C,
+                   int D, std::int64_t heads, float scale, int tiles) {
+  ZL_DYNAMIC_SHARED_FLOATS(shared);
+  float* q_tile = shared;
+  float* k_t = q_tile + kTile * D;
+  float* v_t = k_t + D * kPad;
+  const std::int64_t bh = blockIdx.x, b = bh / heads, h = bh % heads;
+  const int query_tile = tiles - 1 - static_cast<int>(blockIdx.y);
+  const std::int64_t t0 = static_cast<std::int64_t>(query_tile) * kTile;
+  const int lane = threadIdx.x % kWarpThreads, warp = threadIdx.x / kWarpThreads;
+  const HeadRows rows = head_rows(qkv, b, h, T, C, D);
+  load_rows(q_tile, rows.q, rows.stride, t0, T, D);
+  float m[kRowsPerWarp], l[kRowsPerWarp], o[kRowsPerWarp][kDPerLane];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+#pragma unroll
+    for (int x = 0; x < kDPerLane; ++x) o[r][x] = 0.0f;
+  }
+  for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
+    const std::int64_t s0 = static_cast<std::int64_t>(key_tile) * kTile, s = s0 + lane;
+    __syncthreads();  // every warp is done with the previous tile
+    load_transposed(k_t, rows.q + C, rows.stride, s0, T, D);
+    load_transposed(v_t, rows.q + 2 * C, rows.stride, s0, T, D);
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int i = warp * kRowsPerWarp + r;
+      const std::int64_t t = t0 + i;
+      if (t >= T) continue;  // the same for the whole warp
+      const bool causal = s <= t;
+      const float z = causal ? dot_lane(q_tile + i * D, k_t, lane, D) * scale : -INFINITY;
+      const float m_new = fmaxf(m[r], warp_max(z));  // lane 0's key s0 <= t: finite
+      const float e = causal ? expf(z - m_new) : 0.0f;
+      const float rescale = expf(m[r] - m_new);  // 0 on the first tile, where m is -inf
+      l[r] = l[r] * rescale + warp_sum(e);
+#pragma unroll
+      for (int x = 0; x < kDPerLane; ++x) o[r][x] *= rescale;
+      add_weighted_columns<kDPerLane>(o[r], e, v_t, lane, D);
+      m[r] = m_new;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const std::int64_t t = t0 + warp * kRowsPerWarp + r;
+    if (t >= T) continue;
+    float* o_row = out + (b * T + t) * C + h * D;
+#pragma unroll
+    for (int x = 0; x < kDPerLane; ++x) {
+      const int d = lane + x * kWarpThreads;
+      if (d < D) o_row[d] = o[r][x] / l[r];
+    }
+    if (lane == 0) {
+      stats[(bh * T + t) * 2] = m[r];
+      stats[(bh * T + t) * 2 + 1] = l[r];
+    }
+  }
+}
+
+// One block per (batch element, head) and tile of 32 query rows. For each row, in two passes over
+// its keys: delta_t = sum_s p_ts dp_ts (dp_ts = dout_t . v_s), then dq_t = scale * sum_s
+// p_ts (dp_ts - delta_t) k_s. Writes dq and delta [B * heads, T] for dkv_kernel.
+// Shared memory: q [kTile, D], dout [kTile, D], k and v transposed [D, kPad] each.
+template <int kDPerLane>
+__global__ void __launch_bounds__(kWarps* kWarpThreads)
+    dq_kernel(const float* qkv, const float* stats, const float* dout, float* dqkv, float* delta,
+              std::int64_t T, std::int64_t C, int D, std::int64_t heads, float scale, int tiles) {
+  ZL_DYNAMIC_SHARED_FLOATS(shared);
+  float* q_tile = shared;
+  float* do_tile = q_tile + kTile * D;
+  float* k_t = do_tile + kTile * D;
+  float* v_t = k_t + D * kPad;
+  const std::int64_t bh = blockIdx.x, b = bh / heads, h = bh % heads;
+  const int query_tile = tiles - 1 - static_cast<int>(blockIdx.y);
+  const std::int64_t t0 = static_cast<std::int64_t>(query_tile) * kTile;
+  const int lane = threadIdx.x % kWarpThreads, warp = threadIdx.x / kWarpThreads;
+  const HeadRows rows = head_rows(qkv, b, h, T, C, D);
+  const float* dout_rows = dout + b * T * C + h * D;
+  load_rows(q_tile, rows.q, rows.stride, t0, T, D);
+  load_rows(do_tile, dout_rows, C, t0, T, D);
+  float m[kRowsPerWarp], l[kRowsPerWarp], weighted[kRowsPerWarp], acc[kRowsPerWarp][kDPerLane];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const std::int64_t t = t0 + warp * kRowsPerWarp + r;
+    m[r] = t < T ? stats[(bh * T + t) * 2] : 0.0f;
+    l[r] = t < T ? stats[(bh * T + t) * 2 + 1] : 1.0f;
+    weighted[r] = 0.0f;
+#pragma unroll
+    for (int x = 0; x < kDPerLane; ++x) acc[r][x] = 0.0f;
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
+      const std::int64_t s0 = static_cast<std::int64_t>(key_tile) * kTile, s = s0 + lane;
+      __syncthreads();
+      load_transposed(k_t, rows.q + C, rows.stride, s0, T, D);
+      load_transposed(v_t, rows.q + 2 * C, rows.stride, s0, T, D);
+      __syncthreads();
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const int i = warp * kRowsPerWarp + r;
+        const std::int64_t t = t0 + i;
+        if (t >= T) continue;
+        const bool causal = s <= t;
+        const float p =
+            causal ? probability(dot_lane(q_tile + i * D, k_t, lane, D) * scale, m[r], l[r]) : 0.0f;
+        const float dp = causal ? dot_lane(do_tile + i * D, v_t, lane, D) : 0.0f;
+        if (pass == 0) {
+          weighted[r] = fmaf(p, dp, weighted[r]);  // the lane's part of delta_t
+        } else {
+          add_weighted_columns<kDPerLane>(acc[r], p * (dp - weighted[r]), k_t, lane, D);
+        }
+      }
+    }
+    if (pass == 0) {
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) weighted[r] = warp_sum(weighted[r]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const std::int64_t t = t0 + warp * kRowsPerWarp + r;
+    if (t >= T) continue;
+    float* dq_row = dqkv + (b * T + t) * 3 * C + h * D;
+#pragma unroll
+    for (int x = 0; x < kDPerLane; ++x) {
+      const int d = lane + x * kWarpThreads;
+      if (d < D) dq_row[d] = acc[r][x] * scale;
+    }
+    if (lane == 0) delta[bh * T + t] = weighted[r];
+  }
+}
+
+// One block per (batch element, head) and tile of 32 keys, over the query tiles from the keys'
+// own: dv_s = sum_{t >= s} p_ts dout_t and dk_s = scale * sum_{t >= s} p_ts (dp_ts - delta_t) q_t,
+// with p, dp and delta exactly as dq_kernel had them. Shared memory: k and v [kTile, D], q and
+// dout transposed [D, kPad] each, and the query tile's m, l and delta [kTile] each.
+template <int kDPerLane>
+__global__ void __launch_bounds__(kWarps* kWarpThreads)
+    dkv_kernel(const float* qkv, const float* stats, const float* dout, const float* delta,
+               float* dqkv, std::int64_t T, std::int64_t C, int D, std::int64_t heads, float scale,
+               int tiles) {
+  ZL_DYNAMIC_SHARED_FLOATS(shared);
+  float* k_tile = shared;
+  float* v_tile = k_tile + kTile * D;
+  float* q_t = v_tile + kTile * D;
+  float* do_t = q_t + D * kPad;
+  float* m_tile = do_t + D * kPad;
+  float* l_tile = m_tile + kTile;
+  float* delta_tile = l_tile + kTile;
+  const std::int64_t bh = blockIdx.x, b = bh / heads, h = bh % heads;
+  const int key_tile = static_cast<int>(blockIdx.y);  // tile 0 has the most queries: first
+  const std::int64_t s0 = static_cast<std::int64_t>(key_tile) * kTile;
+  const int lane = threadIdx.x % kWarpThreads, warp = threadIdx.x / kWarpThreads;
+  const HeadRows rows = head_rows(qkv, b, h, T, C, D);
+  const float* dout_rows = dout + b * T * C + h * D;
+  load_rows(k_tile, rows.q + C, rows.stride, s0, T, D);
+  load_rows(v_tile, rows.q + 2 * C, rows.stride, s0, T, D);
+  float dk[kRowsPerWarp][kDPerLane], dv[kRowsPerWarp][kDPerLane];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+#pragma unroll
+    for (int x = 0; x < kDPerLane; ++x) dk[r][x] = dv[r][x] = 0.0f;
+  }
+  for (int query_tile = key_tile; query_tile < tiles; ++query_tile) {
+    const std::int64_t t0 = static_cast<std::int64_t>(query_tile) * kTile, t = t0 + lane;
+    __syncthreads();
+    load_transposed(q_t, rows.q, rows.stride, t0, T, D);
+    load_transposed(do_t, dout_rows, C, t0, T, D);
+    if (threadIdx.x < kTile) {
+      const std::int64_t row = t0 + threadIdx.x;
+      m_tile[threadIdx.x] = row < T ? stats[(bh * T + row) * 2] : 0.0f;
+      l_tile[threadIdx.x] = row < T ? stats[(bh * T + row) * 2 + 1] : 1.0f;
+      delta_tile[threadIdx.x] = row < T ? delta[bh * T + row] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int i = warp * kRowsPerWarp + r;
+      const std::int64_t s = s0 + i;
+      if (s >= T) continue;
+      const bool causal = t >= s && t < T;
+      const float p = causal ? probability(dot_lane(k_tile + i * D, q_t, lane, D) * scale,
+                                           m_tile[lane], l_tile[lane])
+                             : 0.0f;
+      const float dp = causal ? dot_lane(v_tile + i * D, do_t, lane, D) : 0.0f;
+      add_weighted_columns<kDPerLane>(dv[r], p, do_t, lane, D);
+      add_weighted_columns<kDPerLane>(dk[r], p * (dp - delta_tile[lane]), q_t, lane, D);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const std::int64_t s = s0 + warp * kRowsPerWarp + r;
+    if (s >= T) continue;
+    float* dk_row = dqkv + (b * T + s) * 3 * C + C + h * D;
+#pragma unroll
+    for (int x = 0; x < kDPerLane; ++x) {
+      const int d = lane + x * kWarpThreads;
+      if (d < D) {
+        dk_row[d] = dk[r][x] * scale;
+        dk_row[C + d] = dv[r][x];
+      }
+    }
+  }
+}
+
+/// Calls f.template operator()<kDPerLane>() with the kernels' channels per lane for a head of
+/// `head_dim` channels (at most 8 per lane, 256): 1, 2, 4 or 8, the fewest that cover it.
+template <class F>
+void with_channels_per_lane(std::int64_t head_dim, F&& f) {
+  switch ((head_dim + kWarpThreads - 1) / kWarpThreads) {
+    case 1:
+      return f.template operator()<1>();
+    case 2:
+      return f.template operator()<2>();
+    case 3:
+    case 4:
+      return f.template operator()<4>();
+    default:
+      return f.template operator()<8>();
+  }
+}
+
+/// Bytes of `floats` floats.
+inline std::size_t floats_bytes(std::int64_t floats) {
+  return static_cast<std::size_t>(floats) * sizeof(float);
+}
+
+/// Grid, block and tiles of a launch: x the (batch element, head) pairs, y the 32-row tiles.
+struct Launch {
+  dim3 grid;   ///< (batch * heads, tiles)
+  dim3 block;  ///< 4 warps
+  int tiles;   ///< ceil(seq_len / 32)
+};
+
+/// The launch of every kernel here for `batch` sequences of `seq_len` rows with `heads` heads.
+inline Launch launch_shape(std::int64_t batch, std::int64_t seq_len, std::int64_t heads) {
+  const int tiles = static_cast<int>((seq_len + kTile - 1) / kTile);
+  return {dim3(static_cast<unsigned>(batch * heads), static_cast<unsigned>(tiles)),
+          dim3(kWarps * kWarpThreads), tiles};
+}
+
+/// Dynamic shared memory of forward_kernel, dq_kernel and dkv_kernel for head size D.
+inline std::size_t forward_shared_bytes(int D) {
+  return floats_bytes(kTile * D + 2 * D * kPad);
+}
+inline std::size_t dq_shared_bytes(int D) {
+  return floats_bytes(2 * kTile * D + 2 * D * kPad);
+}
+inline std::size_t dkv_shared_bytes(int D) {
+  return floats_bytes(2 * kTile * D + 2 * D * kPad + 3 * kTile);
+}
+
+}  // namespace zl::cuda::tiled_attention

@@ -1,0 +1,135 @@
+// tiled_attention_emulated_test.cpp — the CUDA device's tiled attention kernels
+// (src/ops/cuda/cuda_tiled_attention.cuh), run on the CPU by the emulator in include/, against
+// CpuDevice's attention, the specification: forward's out and stats, and backward's dqkv from the
+// CPU's stats and from the kernels' own, within the tolerance tests/gpu holds the GPU to. The
+// shapes cover a sequence shorter than a tile, whole and partial tiles, and every
+// channels-per-lane variant (1, 2, 4 and 8, with heads that leave lanes idle). The grid, block
+// and shared memory of each launch are the header's, as cuda_tiled_attention.cu launches them.
+// Runs everywhere, GPU or not; under ThreadSanitizer a missing barrier is a reported race.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/cpu/cpu_device.hpp"
+#include "ops/cuda/cuda_tiled_attention.cuh"
+
+namespace zl {
+namespace {
+
+using cuda_emulation::emulate;
+namespace ta = cuda::tiled_attention;
+
+constexpr double kTolerance = 1e-5;  // tests/gpu's, relative to the largest |cpu| element
+
+struct Shape {
+  std::int64_t batch, seq_len, channels, heads;
+};
+
+void PrintTo(const Shape& s, std::ostream* out) {
+  *out << "B " << s.batch << ", T " << s.seq_len << ", C " << s.channels << ", heads " << s.heads;
+}
+
+std::vector<float> uniform_floats(std::size_t count, unsigned seed) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  std::vector<float> values(count);
+  for (float& value : values) value = uniform(generator);
+  return values;
+}
+
+// Asserts max |actual - expected| <= kTolerance * max |expected| over elements offset,
+// offset + stride, ...
+void expect_close(const std::vector<float>& actual, const std::vector<float>& expected,
+                  const char* what, std::size_t stride = 1, std::size_t offset = 0) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  double scale = 0.0, worst = 0.0;
+  std::size_t worst_index = offset;
+  for (std::size_t i = offset; i < expected.size(); i += stride) {
+    scale = std::max(scale, std::abs(static_cast<double>(expected[i])));
+    const double difference = std::abs(static_cast<double>(actual[i]) - expected[i]);
+    if (!(difference <= worst)) {  // NaN counts as worst
+      worst = difference;
+      worst_index = i;
+    }
+  }
+  EXPECT_TRUE(worst <= kTolerance * scale)
+      << what << ": largest difference " << worst << " at element " << worst_index << " (kernel "
+      << actual[worst_index] << ", cpu " << expected[worst_index] << ")";
+}
+
+// The launches of cuda_tiled_attention.cu, through the emulator.
+void forward(const Shape& s, const std::vector<float>& qkv, std::vector<float>& stats,
+             std::vector<float>& out) {
+  const int D = static_cast<int>(s.channels / s.heads);
+  const ta::Launch at = ta::launch_shape(s.batch, s.seq_len, s.heads);
+  const auto scale = static_cast<float>(attention_scale(D));
+  ta::with_channels_per_lane(D, [&]<int kDPerLane>() {
+    emulate(ta::forward_kernel<kDPerLane>, at.grid, at.block, ta::forward_shared_bytes(D))(
+        qkv.data(), stats.data(), out.data(), s.seq_len, s.channels, D, s.heads, scale, at.tiles);
+  });
+}
+
+void backward(const Shape& s, const std::vector<float>& qkv, const std::vector<float>& stats,
+              const std::vector<float>& dout, std::vector<float>& dqkv) {
+  const int D = static_cast<int>(s.channels / s.heads);
+  const ta::Launch at = ta::launch_shape(s.batch, s.seq_len, s.heads);
+  const auto scale = static_cast<float>(attention_scale(D));
+  std::vector<float> delta(static_cast<std::size_t>(s.batch * s.heads * s.seq_len), std::nanf(""));
+  ta::with_channels_per_lane(D, [&]<int kDPerLane>() {
+    emulate(ta::dq_kernel<kDPerLane>, at.grid, at.block, ta::dq_shared_bytes(D))(
+        qkv.data(), stats.data(), dout.data(), dqkv.data(), delta.data(), s.seq_len, s.channels, D,
+        s.heads, scale, at.tiles);
+    emulate(ta::dkv_kernel<kDPerLane>, at.grid, at.block, ta::dkv_shared_bytes(D))(
+        qkv.data(), stats.data(), dout.data(), delta.data(), dqkv.data(), s.seq_len, s.channels, D,
+        s.heads, scale, at.tiles);
+  });
+}
+
+class TiledAttentionEmulated : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(TiledAttentionEmulated, MatchesTheCpuSpecification) {
+  const Shape s = GetParam();
+  const auto rows = static_cast<std::size_t>(s.batch * s.seq_len);
+  const auto qkv = uniform_floats(rows * 3 * s.channels, 30),
+             dout = uniform_floats(rows * s.channels, 31);
+  const std::size_t stats_floats = rows * s.heads * kAttentionStatsPerRow;
+  std::vector<float> stats(stats_floats), out(rows * s.channels), dqkv(rows * 3 * s.channels);
+  CpuDevice cpu;
+  cpu.attention_forward(qkv, stats, out, s.batch, s.seq_len, s.channels, s.heads);
+  cpu.attention_backward(qkv, stats, dout, dqkv, s.batch, s.seq_len, s.channels, s.heads);
+
+  std::vector<float> kernel_stats(stats_floats, std::nanf("")),
+      kernel_out(out.size(), std::nanf(""));
+  forward(s, qkv, kernel_stats, kernel_out);
+  expect_close(kernel_out, out, "out");
+  expect_close(kernel_stats, stats, "m", kAttentionStatsPerRow, 0);
+  expect_close(kernel_stats, stats, "l", kAttentionStatsPerRow, 1);
+  // From the CPU's stats only the backward kernels are compared; from their own, the pair.
+  std::vector<float> kernel_dqkv(dqkv.size(), std::nanf(""));
+  backward(s, qkv, stats, dout, kernel_dqkv);
+  expect_close(kernel_dqkv, dqkv, "dqkv (the cpu's stats)");
+  std::fill(kernel_dqkv.begin(), kernel_dqkv.end(), std::nanf(""));
+  backward(s, qkv, kernel_stats, dout, kernel_dqkv);
+  expect_close(kernel_dqkv, dqkv, "dqkv (the kernels' stats)");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    CudaEmulation, TiledAttentionEmulated,
+    ::testing::Values(Shape{2, 5, 8, 2},      // shorter than a tile; 1 channel per lane, 4 used
+                      Shape{1, 40, 24, 2},    // a whole tile and a partial one; D 12
+                      Shape{1, 64, 64, 1},    // two whole tiles; D 64, 2 channels per lane
+                      Shape{1, 33, 100, 1},   // D 100: 4 channels per lane, the last partly idle
+                      Shape{1, 33, 200, 1}),  // D 200: 8 channels per lane
+    [](const ::testing::TestParamInfo<Shape>& info) {
+      const Shape& s = info.param;
+      return "B" + std::to_string(s.batch) + "_T" + std::to_string(s.seq_len) + "_C" +
+             std::to_string(s.channels) + "_H" + std::to_string(s.heads);
+    });
+
+}  // namespace
+}  // namespace zl

@@ -1,0 +1,152 @@
+// tiled_attention_test.cpp — the CUDA device's attention on a GPU: the tiled kernels (the
+// default) against the CPU device at every channels-per-lane width, with more than 48 KiB of
+// shared memory (head size 256) and at GPT-2's shape; bit-for-bit repeats; no T x T scratch; the
+// cuBLAS path (ZL_CUDA_ATTENTION=gemm) still within tolerance; and the one-line refusals. The
+// same kernels run on the CPU, GPU or not, in tests/cuda_emulation. Every test skips when the
+// machine has no GPU.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/error.hpp"
+#include "gpu_test_support.hpp"
+#include "ops/cpu/cpu_device.hpp"
+#include "ops/cuda/cuda_device.hpp"
+
+namespace zl {
+namespace {
+
+using test::cspan_of;
+using test::download;
+using test::expect_close;
+using test::expect_same_bits;
+using test::random_floats;
+using test::span_of;
+using test::upload;
+
+constexpr double kTolerance = 1e-5;  // cuda_device_test.cpp's fp32 tolerance
+
+struct Shape {
+  std::int64_t batch, seq_len, channels, heads;
+};
+
+struct Attention {
+  std::vector<float> stats, out, dqkv;
+};
+
+std::vector<float> qkv_of(const Shape& s) {
+  return random_floats(s.batch * s.seq_len * 3 * s.channels, 40, -2.0f, 2.0f);
+}
+std::vector<float> dout_of(const Shape& s) {
+  return random_floats(s.batch * s.seq_len * s.channels, 41);
+}
+std::size_t stats_floats(const Shape& s) {
+  return s.batch * s.heads * s.seq_len * kAttentionStatsPerRow;
+}
+
+Attention on_cpu(const Shape& s) {
+  CpuDevice cpu;
+  const auto qkv = qkv_of(s), dout = dout_of(s);
+  Attention a{std::vector<float>(stats_floats(s)), std::vector<float>(dout.size()),
+              std::vector<float>(qkv.size())};
+  cpu.attention_forward(qkv, a.stats, a.out, s.batch, s.seq_len, s.channels, s.heads);
+  cpu.attention_backward(qkv, a.stats, dout, a.dqkv, s.batch, s.seq_len, s.channels, s.heads);
+  return a;
+}
+
+Attention on_gpu(CudaDevice& gpu, const Shape& s) {
+  const auto qkv = qkv_of(s), dout = dout_of(s);
+  Buffer gqkv = upload(gpu, qkv), gdout = upload(gpu, dout);
+  Buffer stats =
+      gpu.alloc(MemCategory::Activations, DType::F32, {static_cast<std::int64_t>(stats_floats(s))});
+  Buffer out = gpu.alloc(MemCategory::Activations, DType::F32, {s.batch * s.seq_len * s.channels});
+  Buffer dqkv = upload(gpu, random_floats(qkv.size(), 42));  // overwritten, not added to
+  gpu.attention_forward(cspan_of(gqkv), span_of(stats), span_of(out), s.batch, s.seq_len,
+                        s.channels, s.heads);
+  gpu.attention_backward(cspan_of(gqkv), cspan_of(stats), cspan_of(gdout), span_of(dqkv), s.batch,
+                         s.seq_len, s.channels, s.heads);
+  return {download(gpu, stats), download(gpu, out), download(gpu, dqkv)};
+}
+
+void expect_matches_cpu(const Attention& gpu, const Shape& s, const char* what) {
+  const Attention cpu = on_cpu(s);
+  SCOPED_TRACE(what);
+  expect_close(gpu.stats, cpu.stats, kTolerance, "stats");
+  expect_close(gpu.out, cpu.out, kTolerance, "out");
+  expect_close(gpu.dqkv, cpu.dqkv, kTolerance, "dqkv");
+}
+
+// A CudaDevice made while ZL_CUDA_ATTENTION is `value` (the variable is restored after).
+std::unique_ptr<CudaDevice> device_with_attention(const char* value) {
+  ::setenv("ZL_CUDA_ATTENTION", value, 1);
+  std::unique_ptr<CudaDevice> device;
+  try {
+    device = std::make_unique<CudaDevice>(0);
+  } catch (...) {
+    ::unsetenv("ZL_CUDA_ATTENTION");
+    throw;
+  }
+  ::unsetenv("ZL_CUDA_ATTENTION");
+  return device;
+}
+
+class TiledAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ZL_REQUIRE_GPU();
+    ::unsetenv("ZL_CUDA_ATTENTION");
+    gpu_ = std::make_unique<CudaDevice>(0);
+  }
+  std::unique_ptr<CudaDevice> gpu_;
+};
+
+TEST_F(TiledAttention, MatchesCpuAtEveryHeadWidth) {
+  for (const Shape s : {Shape{2, 45, 16, 2},         // D 8: 1 channel per lane; a partial tile
+                        Shape{2, 257, 128, 2},       // D 64: 2 per lane
+                        Shape{1, 100, 100, 1},       // D 100: 4 per lane, some lanes idle
+                        Shape{1, 70, 256, 1},        // D 256: 8 per lane, 99 KiB of shared memory
+                        Shape{1, 1024, 768, 12}}) {  // GPT-2 124M's attention, one sequence
+    expect_matches_cpu(on_gpu(*gpu_, s), s, "tiled");
+  }
+}
+
+TEST_F(TiledAttention, RepeatsBitForBit) {
+  const Shape s{3, 300, 192, 3};
+  const Attention first = on_gpu(*gpu_, s), second = on_gpu(*gpu_, s);
+  expect_same_bits(second.stats, first.stats, "stats");
+  expect_same_bits(second.out, first.out, "out");
+  expect_same_bits(second.dqkv, first.dqkv, "dqkv");
+}
+
+TEST_F(TiledAttention, KeepsNoSequenceSquaredScratch) {
+  const Shape s{1, 4096, 512, 8};  // the cuBLAS path's scratch: 2 x 8 x 4096² floats, 1 GiB
+  on_gpu(*gpu_, s);
+  const std::int64_t square_bytes = s.heads * s.seq_len * s.seq_len * std::int64_t{4};
+  EXPECT_LT(gpu_->memory_check().internal_bytes, square_bytes / 8);
+}
+
+TEST_F(TiledAttention, GemmPathStillMatchesCpu) {
+  const auto gemm = device_with_attention("gemm");
+  const Shape s{2, 300, 48, 4};
+  expect_matches_cpu(on_gpu(*gemm, s), s, "gemm");
+}
+
+TEST_F(TiledAttention, RefusesHeadsWiderThan256) {
+  const Shape s{1, 4, 264, 1};
+  EXPECT_THAT([&] { on_gpu(*gpu_, s); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                  "the head size is 264 (channels / heads), above the CUDA attention's 256")));
+}
+
+TEST_F(TiledAttention, RefusesAnUnknownAttentionSetting) {
+  EXPECT_THAT([] { device_with_attention("flash"); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                  "ZL_CUDA_ATTENTION is 'flash': use tiled (the default) or gemm")));
+}
+
+}  // namespace
+}  // namespace zl
