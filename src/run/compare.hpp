@@ -16,6 +16,16 @@
 
 namespace zl {
 
+/// True when `a` and `b` hold the same bits: a NaN equals only a NaN of the same payload, and 0
+/// and -0 differ.
+inline bool same_bits(float a, float b) {
+  return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+}
+/// The same for doubles.
+inline bool same_bits(double a, double b) {
+  return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+}
+
 /// Empty when `a` and `b` hold the same bits; otherwise where and how they first differ.
 inline std::optional<std::string> first_difference(const std::string& what,
                                                    const std::vector<std::vector<float>>& a,
@@ -26,7 +36,7 @@ inline std::optional<std::string> first_difference(const std::string& what,
       return fmt::format("{} unit {}: {} elements vs {}", what, u, a[u].size(), b[u].size());
     }
     for (std::size_t i = 0; i < a[u].size(); ++i) {
-      if (std::bit_cast<std::uint32_t>(a[u][i]) != std::bit_cast<std::uint32_t>(b[u][i])) {
+      if (!same_bits(a[u][i], b[u][i])) {
         return fmt::format("{} unit {} element {}: {:.9g} vs {:.9g}", what, u, i, a[u][i], b[u][i]);
       }
     }
@@ -47,16 +57,14 @@ inline std::optional<std::string> first_difference(const TrainResult& a, const T
   if (a.steps.size() != b.steps.size())
     return fmt::format("{} steps vs {}", a.steps.size(), b.steps.size());
   for (std::size_t s = 0; s < a.steps.size(); ++s) {
-    if (std::bit_cast<std::uint32_t>(a.steps[s].loss) !=
-        std::bit_cast<std::uint32_t>(b.steps[s].loss)) {
+    if (!same_bits(a.steps[s].loss, b.steps[s].loss)) {
       return fmt::format("loss of step {}: {:.9g} vs {:.9g}", s, a.steps[s].loss, b.steps[s].loss);
     }
-    if (std::bit_cast<std::uint64_t>(a.steps[s].grad_norm) !=
-        std::bit_cast<std::uint64_t>(b.steps[s].grad_norm)) {
+    if (!same_bits(a.steps[s].grad_norm, b.steps[s].grad_norm)) {
       return fmt::format("grad norm of step {}: {:.17g} vs {:.17g}", s, a.steps[s].grad_norm,
                          b.steps[s].grad_norm);
     }
-    if (std::bit_cast<std::uint64_t>(a.steps[s].lr) != std::bit_cast<std::uint64_t>(b.steps[s].lr)) {
+    if (!same_bits(a.steps[s].lr, b.steps[s].lr)) {
       return fmt::format("lr of step {}: {:.17g} vs {:.17g}", s, a.steps[s].lr, b.steps[s].lr);
     }
     if (a.steps[s].skipped != b.steps[s].skipped) {

@@ -5,8 +5,6 @@
 
 #include <fmt/format.h>
 
-#include <bit>
-#include <cstring>
 #include <memory>
 #include <string_view>
 #include <tuple>
@@ -14,6 +12,7 @@
 #include "core/error.hpp"
 #include "exercise.hpp"
 #include "grader/grading_comm.hpp"
+#include "run/compare.hpp"
 
 namespace zl::exercise {
 
@@ -41,13 +40,6 @@ EngineFactory graded(EngineFactory factory) {
     return std::make_unique<GradedEngine>(std::make_unique<GradingComm>(comm), factory, kind, model,
                                           device, options);
   };
-}
-
-bool same_bits(float a, float b) {
-  return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
-}
-bool same_bits(double a, double b) {
-  return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
 }
 
 // Where to look when the first difference is in `what` of step `step` (0-based).
