@@ -11,40 +11,17 @@
 // against long double: the old 0.5 x (1 + tanh u) was not for 2.4% of the points, all x < 0).
 #pragma once
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
 
-#if defined(__CUDACC__)
-#define ZL_HOST_DEVICE __host__ __device__
-#else
-#define ZL_HOST_DEVICE
-#endif
+#include "ops/host_device.hpp"
 
 namespace zl::gelu_tanh {
 
 inline constexpr double kCoeff = 0.044715;
 inline constexpr double kSqrt2OverPi =
     std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2/pi)
-
-/// The double with bits `bits`.
-ZL_HOST_DEVICE inline double from_bits(std::uint64_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __longlong_as_double(static_cast<long long>(bits));
-#else
-  return std::bit_cast<double>(bits);
-#endif
-}
-
-/// The bits of `value`.
-ZL_HOST_DEVICE inline std::uint64_t to_bits(double value) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<std::uint64_t>(__double_as_longlong(value));
-#else
-  return std::bit_cast<std::uint64_t>(value);
-#endif
-}
 
 /// e^t for t <= 0 (to within about one ulp; 0 below -708, where e^t leaves the normal range).
 ZL_HOST_DEVICE inline double exp_nonpositive(double t) {
@@ -66,7 +43,7 @@ ZL_HOST_DEVICE inline double exp_nonpositive(double t) {
                    2.00000000000000000009e0;
   const double exp_r = 1.0 + 2.0 * (p / (q - p));
   // 2^n: n + 1023 in the exponent field (the low 12 bits of `shifted`'s bits are n's, mod 4096)
-  const double scale = from_bits((to_bits(shifted) + 1023u) << 52);
+  const double scale = host_device::double_from_bits((host_device::bits_of(shifted) + 1023u) << 52);
   const double value = exp_r * scale;
   return underflow ? 0.0 : value;
 }

@@ -1,9 +1,10 @@
 // tiled_attention_test.cpp — the CUDA device's attention on a GPU: the tiled kernels (the
-// default) against the CPU device at every channels-per-lane width, with more than 48 KiB of
-// shared memory (head size 256) and at GPT-2's shape; bit-for-bit repeats; no T x T scratch; the
-// cuBLAS path (ZL_CUDA_ATTENTION=gemm) still within tolerance; and the one-line refusals. The
-// same kernels run on the CPU, GPU or not, in tests/cuda_emulation. Every test skips when the
-// machine has no GPU.
+// default) give the CPU device's bits (both do the same float operations in the same order,
+// ops/attention_tile.hpp) at every channels-per-lane width, with more than 48 KiB of shared
+// memory (head size 256) and at GPT-2's shape; they repeat bit for bit; they keep no T x T
+// scratch; the cuBLAS path (ZL_CUDA_ATTENTION=gemm) is still within cuda_device_test.cpp's fp32
+// tolerance; and the one-line refusals. The same kernels run on the CPU, GPU or not, in
+// tests/cuda_emulation. Every test skips when the machine has no GPU.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ using test::random_floats;
 using test::span_of;
 using test::upload;
 
-constexpr double kTolerance = 1e-5;  // cuda_device_test.cpp's fp32 tolerance
+constexpr double kTolerance = 1e-5;  // cuda_device_test.cpp's fp32 tolerance, for the gemm path
 
 struct Shape {
   std::int64_t batch, seq_len, channels, heads;
@@ -72,12 +73,13 @@ Attention on_gpu(CudaDevice& gpu, const Shape& s) {
   return {download(gpu, stats), download(gpu, out), download(gpu, dqkv)};
 }
 
-void expect_matches_cpu(const Attention& gpu, const Shape& s, const char* what) {
+void expect_same_bits_as_cpu(const Attention& gpu, const Shape& s) {
   const Attention cpu = on_cpu(s);
-  SCOPED_TRACE(what);
-  expect_close(gpu.stats, cpu.stats, kTolerance, "stats");
-  expect_close(gpu.out, cpu.out, kTolerance, "out");
-  expect_close(gpu.dqkv, cpu.dqkv, kTolerance, "dqkv");
+  SCOPED_TRACE(::testing::Message() << "B " << s.batch << ", T " << s.seq_len << ", C "
+                                    << s.channels << ", heads " << s.heads);
+  expect_same_bits(gpu.stats, cpu.stats, "stats");
+  expect_same_bits(gpu.out, cpu.out, "out");
+  expect_same_bits(gpu.dqkv, cpu.dqkv, "dqkv");
 }
 
 // A CudaDevice made while ZL_CUDA_ATTENTION is `value` (the variable is restored after).
@@ -104,13 +106,13 @@ class TiledAttention : public ::testing::Test {
   std::unique_ptr<CudaDevice> gpu_;
 };
 
-TEST_F(TiledAttention, MatchesCpuAtEveryHeadWidth) {
+TEST_F(TiledAttention, GivesTheCpuDevicesBitsAtEveryHeadWidth) {
   for (const Shape s : {Shape{2, 45, 16, 2},         // D 8: 1 channel per lane; a partial tile
                         Shape{2, 257, 128, 2},       // D 64: 2 per lane
                         Shape{1, 100, 100, 1},       // D 100: 4 per lane, some lanes idle
                         Shape{1, 70, 256, 1},        // D 256: 8 per lane, 99 KiB of shared memory
                         Shape{1, 1024, 768, 12}}) {  // GPT-2 124M's attention, one sequence
-    expect_matches_cpu(on_gpu(*gpu_, s), s, "tiled");
+    expect_same_bits_as_cpu(on_gpu(*gpu_, s), s);
   }
 }
 
@@ -140,7 +142,10 @@ TEST_F(TiledAttention, KeepsNoSequenceSquaredScratch) {
 TEST_F(TiledAttention, GemmPathStillMatchesCpu) {
   const auto gemm = device_with_attention("gemm");
   const Shape s{2, 300, 48, 4};
-  expect_matches_cpu(on_gpu(*gemm, s), s, "gemm");
+  const Attention got = on_gpu(*gemm, s), cpu = on_cpu(s);
+  expect_close(got.stats, cpu.stats, kTolerance, "stats");
+  expect_close(got.out, cpu.out, kTolerance, "out");
+  expect_close(got.dqkv, cpu.dqkv, kTolerance, "dqkv");
 }
 
 TEST_F(TiledAttention, RefusesHeadsWiderThan256) {

@@ -6,11 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "ckpt/test_files.hpp"
 #include "gpt_reference.hpp"
+#include "ops/attention_tile.hpp"
 #include "ops/cpu/cpu_device.hpp"
 
 namespace zl {
@@ -86,6 +90,52 @@ TEST(GptOps, AttentionBackwardMatchesFiniteDifferences) {
       },
       to_double(qkv), kOpStep);
   expect_gradient_ok("dqkv", check_gradient(dqkv, numeric, kOpAbsTol, kOpRelTol));
+}
+
+// attention_tile::exp_float, the CPU's and the GPU's exponential: within 1 ulp of the correctly
+// rounded e^t over its range, exact at 0, and 0, +inf or NaN where it says.
+TEST(GptOps, AttentionExpIsWithinOneUlp) {
+  const auto ulps_apart = [](float a, float b) {
+    return std::abs(static_cast<std::int64_t>(std::bit_cast<std::int32_t>(a)) -
+                    std::bit_cast<std::int32_t>(b));
+  };
+  std::int64_t worst = 0;
+  for (float t = -87.0f; t <= 88.0f; t += 0.000731f) {
+    const auto expected = static_cast<float>(std::exp(static_cast<double>(t)));
+    worst = std::max(worst, ulps_apart(attention_tile::exp_float(t), expected));
+  }
+  EXPECT_LE(worst, 1);
+  EXPECT_EQ(attention_tile::exp_float(0.0f), 1.0f);
+  EXPECT_EQ(attention_tile::exp_float(-0.0f), 1.0f);
+  EXPECT_EQ(attention_tile::exp_float(-87.5f), 0.0f);
+  EXPECT_EQ(attention_tile::exp_float(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(attention_tile::exp_float(88.5f), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(attention_tile::exp_float(std::nanf(""))));
+}
+
+// Over several tiles of 32 keys, the last one partial, the online softmax rescales its running
+// sums from tile to tile: forward against the double reference, and backward along a random
+// direction against the reference's central difference.
+TEST(GptOps, AttentionOverManyTilesMatchesTheDoubleReference) {
+  constexpr std::int64_t B = 1, T = 100, C = 32, H = 2;
+  CpuDevice device;
+  const auto qkv = random_normals(3, B * T * 3 * C), dout = random_normals(4, B * T * C);
+  std::vector<float> stats(B * H * T * kAttentionStatsPerRow), out(B * T * C), dqkv(qkv.size());
+  device.attention_forward(qkv, stats, out, B, T, C, H);
+  const auto expected = test::ref_attention(to_double(qkv), B, T, C, H);
+  for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-5) << i;
+  device.attention_backward(qkv, stats, dout, dqkv, B, T, C, H);
+  const auto direction = random_normals(5, B * T * 3 * C);
+  const auto loss_at = [&](double step) {
+    auto moved = to_double(qkv);
+    for (std::size_t i = 0; i < moved.size(); ++i) moved[i] += step * direction[i];
+    return weighted_sum(dout, test::ref_attention(moved, B, T, C, H));
+  };
+  constexpr double kStep = 1e-4;
+  const double numeric = (loss_at(kStep) - loss_at(-kStep)) / (2 * kStep);
+  double analytic = 0.0;
+  for (std::size_t i = 0; i < dqkv.size(); ++i) analytic += double{dqkv[i]} * direction[i];
+  EXPECT_NEAR(analytic, numeric, 1e-4 * std::max(1.0, std::abs(numeric)));
 }
 
 TEST(GptOps, EmbeddingAddsTokenAndPositionRows) {

@@ -1,20 +1,28 @@
-// cpu_attention.cpp — causal multi-head self-attention on the CPU, forward and backward, as plain
-// loops per (batch row, head, query position), with no T x T tensor kept: forward keeps two
-// floats per query row (the largest score m and the sum of exponentials l, both rounded to float)
-// and backward rebuilds each row's probabilities from q, k and them, exactly as forward made them.
-// Memory grows with T, not T². Dot products (summed over d in order, vectorized across keys), the
-// softmax and every gradient sum run in double in a fixed order and are rounded once to float, so
-// the bits never depend on threads or addresses; this is the specification the CUDA kernels are
-// tested against. Each (batch row, head) is one task for
-// the device's threads: the tasks write disjoint elements. A head's loops are compiled for the
-// baseline, AVX2 and AVX-512 (cpu_isa.hpp picks one): without FMA contraction (-ffp-contract=off)
-// and without fast-math the vector code does the same IEEE operations in the same order, so all
-// three give the same bits.
+// cpu_attention.cpp — causal multi-head self-attention on the CPU, forward and backward, with the
+// CUDA device's tiled kernels' operations in their order (ops/cuda/cuda_tiled_attention.cuh), so
+// for finite inputs the two devices give the same bits: keys and queries go by tiles of 32
+// (ops/attention_tile.hpp), a score is a chain of fused multiply-adds over the head's channels in
+// order times the scale, forward runs an online softmax tile by tile and keeps two floats per
+// query row (the largest score m and the sum of exponentials l), and a tile's 32 values are
+// summed and maxed in the GPU's shuffle-tree order. Backward rebuilds each probability from q, k
+// and the stats: per query row, one pass over its keys sums delta_t = sum_s p_ts dp_ts, a second
+// sums dq_t and adds the row's terms to each key's dk and dv (the GPU recomputes them in a
+// kernel per key tile; the sums' order is the same). Where the GPU adds a lane that the causal
+// mask or the sequence's end leaves out, so does this code, unless the term is a product by zero
+// added to zero. No T x T tensor exists: memory grows with T.
+//
+// Each (batch row, head) is one task for the device's threads; the tasks write disjoint
+// elements, so the bits never depend on the thread count. A head's loops are compiled for the
+// baseline, AVX2+FMA and AVX-512+FMA (cpu_isa.hpp picks one); with contraction off
+// (-ffp-contract=off), explicit fused multiply-adds and no fast-math, every build does the same
+// IEEE operations in the same order and gives the same bits.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <vector>
 
+#include "ops/attention_tile.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "ops/cpu/cpu_isa.hpp"
 #include "ops/cpu/cpu_thread_pool.hpp"
@@ -23,141 +31,150 @@ namespace zl {
 
 namespace {
 
-// out[s] = x . rows_s for s < count, where rows_t is the head's [D, T] transpose of the rows (k or
-// v): each product in double, summed over d = 0, 1, ..., D - 1 in order. The loop over s is
-// innermost and contiguous, so it vectorizes across keys without changing any sum's order.
-[[gnu::always_inline]] inline void dots(const float* x, const float* rows_t, std::int64_t T,
-                                        std::int64_t D, std::int64_t count, double* out) {
-  std::fill(out, out + count, 0.0);
-  for (std::int64_t d = 0; d < D; ++d) {
-    const auto xd = static_cast<double>(x[d]);
-    const float* row = rows_t + d * T;
-    for (std::int64_t s = 0; s < count; ++s) out[s] += xd * row[s];
-  }
-}
+using attention_tile::exp_float;
+using attention_tile::kTile;
+using attention_tile::probability;
 
-// One head of one sequence: row t of q, k or v is a [D] slice of qkv row t; the task's scratch.
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// One (batch row, head): where its rows are in qkv, dout and the outputs, and the task's copies
+// of them in the layouts the loops read contiguously, zero past T: rows [Tp, D] and columns
+// [D, Tp] (transposed), Tp = T rounded up to whole tiles, as the GPU's tiles load them.
 struct Head {
-  const float* qkv;  // the sequence's first qkv row
-  std::int64_t T, C, D, h;
-  double scale;
-  double* scores;  // [T]
-  float* p;        // [T]
-  double* acc;     // [D]: out_t (forward) or dq_t (backward)
-  double* dprobs;  // [T] (backward)
-  double* dk;      // [T, D] (backward)
-  double* dv;      // [T, D] (backward)
-  float* k_t;      // [D, T]: k transposed
-  float* v_t;      // [D, T]: v transposed (backward)
-  const float* q(std::int64_t t) const { return qkv + t * 3 * C + h * D; }
-  const float* k(std::int64_t s) const { return qkv + s * 3 * C + C + h * D; }
-  const float* v(std::int64_t s) const { return qkv + s * 3 * C + 2 * C + h * D; }
+  const float* qkv;  // the sequence's first qkv row, offset to the head (k at + C, v at + 2C)
+  std::int64_t T, C, D, Tp;
+  float scale;
+  // rows[t * D + d] = source row t's element d (row t at source + t * stride), 0 past T.
+  void copy_rows(const float* source, std::int64_t stride, std::vector<float>& rows) const {
+    rows.assign(static_cast<std::size_t>(Tp * D), 0.0f);
+    for (std::int64_t t = 0; t < T; ++t) std::copy_n(source + t * stride, D, rows.data() + t * D);
+  }
+  // cols[d * Tp + t] = source row t's element d, 0 past T.
+  void copy_cols(const float* source, std::int64_t stride, std::vector<float>& cols) const {
+    cols.assign(static_cast<std::size_t>(D * Tp), 0.0f);
+    for (std::int64_t t = 0; t < T; ++t) {
+      for (std::int64_t d = 0; d < D; ++d) cols[d * Tp + t] = source[t * stride + d];
+    }
+  }
 };
 
-// A probability from its exponential exp(z_s - m) and the row's l: in double, rounded once. The
-// one definition forward and backward share.
-[[gnu::always_inline]] inline float probability(double exp_term, float l) {
-  return static_cast<float>(exp_term / static_cast<double>(l));
-}
-
-// rows_t[d, s] = row(s)[d]: the head's k or v as [D, T].
-template <typename Row>
-[[gnu::always_inline]] inline void transpose(const Head& head, Row row, float* rows_t) {
-  for (std::int64_t s = 0; s < head.T; ++s) {
-    const float* values = row(s);
-    for (std::int64_t d = 0; d < head.D; ++d) rows_t[d * head.T + s] = values[d];
+// dots[j] = sum_d row[d] * cols[d * Tp + first + j] for the tile's 32 lanes: one fused
+// multiply-add per d, d = 0, 1, ... in order (the GPU's dot_lane; the lanes vectorise).
+[[gnu::always_inline]] inline void tile_dots(const float* row, const float* cols, std::int64_t D,
+                                             std::int64_t Tp, std::int64_t first, float* dots) {
+  std::fill(dots, dots + kTile, 0.0f);
+  for (std::int64_t d = 0; d < D; ++d) {
+    const float x = row[d];
+    const float* col = cols + d * Tp + first;
+    for (int j = 0; j < kTile; ++j) dots[j] = std::fma(x, col[j], dots[j]);
   }
 }
 
-// z_s = (q_t . k_s) * scale for s <= t, into head.scores.
-[[gnu::always_inline]] inline void scores_of(const Head& head, std::int64_t t) {
-  dots(head.q(t), head.k_t, head.T, head.D, t + 1, head.scores);
-  for (std::int64_t s = 0; s <= t; ++s) head.scores[s] *= head.scale;
+// acc[d] = fma(weights[j], rows[(first + j) * D + d], acc[d]) for j = 0, 1, ..., 31 in order
+// (the GPU's add_weighted_columns).
+[[gnu::always_inline]] inline void add_weighted_rows(const float* weights, const float* rows,
+                                                     std::int64_t D, std::int64_t first,
+                                                     float* acc) {
+  for (int j = 0; j < kTile; ++j) {
+    const float w = weights[j];
+    const float* row = rows + (first + j) * D;
+    for (std::int64_t d = 0; d < D; ++d) acc[d] = std::fma(w, row[d], acc[d]);
+  }
 }
 
 // Forward of one head: stats rows [T, 2] and out rows (stride C) of this head.
 [[gnu::always_inline]] inline void forward_head(const Head& head, float* stats, float* out) {
-  const std::int64_t D = head.D;
-  transpose(
-      head, [&](std::int64_t s) { return head.k(s); }, head.k_t);
-  for (std::int64_t t = 0; t < head.T; ++t) {
-    scores_of(head, t);
-    // The causal mask is s <= t; subtracting the max keeps every exp near (0, 1].
-    double max_score = head.scores[0];
-    for (std::int64_t s = 1; s <= t; ++s) max_score = std::max(max_score, head.scores[s]);
-    const auto m = static_cast<float>(max_score);
-    double exp_sum = 0.0;
-    for (std::int64_t s = 0; s <= t; ++s) {
-      head.scores[s] = std::exp(head.scores[s] - m);  // from here on the exponentials
-      exp_sum += head.scores[s];
+  const std::int64_t T = head.T, C = head.C, D = head.D, Tp = head.Tp;
+  std::vector<float> k_cols, v_rows, o(static_cast<std::size_t>(D));
+  head.copy_cols(head.qkv + C, 3 * C, k_cols);
+  head.copy_rows(head.qkv + 2 * C, 3 * C, v_rows);
+  float z[kTile], e[kTile], scratch[kTile];
+  for (std::int64_t t = 0; t < T; ++t) {
+    const float* q = head.qkv + t * 3 * C;
+    float m = kNegInf, l = 0.0f;
+    std::fill(o.begin(), o.end(), 0.0f);
+    for (std::int64_t s0 = 0; s0 <= t; s0 += kTile) {
+      tile_dots(q, k_cols.data(), D, Tp, s0, z);
+      for (int j = 0; j < kTile; ++j) z[j] = s0 + j <= t ? z[j] * head.scale : kNegInf;
+      std::copy_n(z, kTile, scratch);
+      const float m_new = attention_tile::running_max(m, attention_tile::tile_max(scratch));
+      for (int j = 0; j < kTile; ++j) e[j] = s0 + j <= t ? exp_float(z[j] - m_new) : 0.0f;
+      const float rescale = exp_float(m - m_new);  // 0 on the first tile, where m is -inf
+      std::copy_n(e, kTile, scratch);
+      l = l * rescale + attention_tile::tile_sum(scratch);
+      for (float& value : o) value *= rescale;
+      add_weighted_rows(e, v_rows.data(), D, s0, o.data());
+      m = m_new;
     }
-    const auto l = static_cast<float>(exp_sum);
+    float* o_row = out + t * C;
+    for (std::int64_t d = 0; d < D; ++d) o_row[d] = o[static_cast<std::size_t>(d)] / l;
     stats[t * kAttentionStatsPerRow] = m;
     stats[t * kAttentionStatsPerRow + 1] = l;
-    for (std::int64_t s = 0; s <= t; ++s) head.p[s] = probability(head.scores[s], l);
-    // out_t [D] = sum_s p_ts v_s, with the probabilities backward rebuilds.
-    std::fill(head.acc, head.acc + D, 0.0);
-    for (std::int64_t s = 0; s <= t; ++s) {
-      const float* v = head.v(s);
-      const auto p = static_cast<double>(head.p[s]);
-      for (std::int64_t d = 0; d < D; ++d) head.acc[d] += p * v[d];
-    }
-    float* o = out + t * head.C;
-    for (std::int64_t d = 0; d < D; ++d) o[d] = static_cast<float>(head.acc[d]);
   }
 }
 
-// Backward of one query row t: dq_t written to dq_out, its terms added to head.dk and head.dv.
-[[gnu::always_inline]] inline void backward_row(const Head& head, std::int64_t t,
-                                                const float* row_stats, const float* grad_out,
-                                                float* dq_out) {
-  const std::int64_t D = head.D;
-  const float* q = head.q(t);
-  scores_of(head, t);
-  for (std::int64_t s = 0; s <= t; ++s) {
-    head.p[s] = probability(std::exp(head.scores[s] - row_stats[0]), row_stats[1]);
-  }
-  // dprobs_ts = dout_t . v_s, and the softmax backward's shared term sum_s p_ts dprobs_ts.
-  dots(grad_out, head.v_t, head.T, D, t + 1, head.dprobs);
-  double weighted = 0.0;
-  for (std::int64_t s = 0; s <= t; ++s) weighted += head.p[s] * head.dprobs[s];
-  std::fill(head.acc, head.acc + D, 0.0);
-  for (std::int64_t s = 0; s <= t; ++s) {
-    const float* k = head.k(s);
-    const double dscore =
-        head.p[s] * (head.dprobs[s] - weighted);  // d loss / d (q_t . k_s * scale)
-    const auto p = static_cast<double>(head.p[s]);
-    double* dk = head.dk + s * D;
-    double* dv = head.dv + s * D;
-    for (std::int64_t d = 0; d < D; ++d) {
-      head.acc[d] += dscore * k[d];
-      dk[d] += dscore * q[d];
-      dv[d] += p * grad_out[d];
-    }
-  }
-  for (std::int64_t d = 0; d < D; ++d) dq_out[d] = static_cast<float>(head.acc[d] * head.scale);
-}
-
-// Backward of one head: dk and dv [T, D] are summed over t in double (every later query adds to
-// them) and written once.
+// Backward of one head: dqkv rows (stride 3C) of this head from its stats rows and dout rows
+// (stride C). Query row by query row: the probabilities and dp of its keys and delta_t (the
+// GPU's dq kernel, first pass), then dq_t (its second pass) and each key's share of dk and dv,
+// added in the order the GPU's dk/dv kernel adds them (by query, ascending; a key's terms for
+// queries before it are products by zero added to zero, so skipping them changes no bit).
 [[gnu::always_inline]] inline void backward_head(const Head& head, const float* stats,
                                                  const float* dout, float* dqkv) {
-  const std::int64_t T = head.T, C = head.C, D = head.D;
-  transpose(
-      head, [&](std::int64_t s) { return head.k(s); }, head.k_t);
-  transpose(
-      head, [&](std::int64_t s) { return head.v(s); }, head.v_t);
-  std::fill(head.dk, head.dk + T * D, 0.0);
-  std::fill(head.dv, head.dv + T * D, 0.0);
+  const std::int64_t T = head.T, C = head.C, D = head.D, Tp = head.Tp;
+  std::vector<float> q_rows, k_rows, k_cols, v_cols, dout_rows;
+  head.copy_rows(head.qkv, 3 * C, q_rows);
+  head.copy_rows(head.qkv + C, 3 * C, k_rows);
+  head.copy_cols(head.qkv + C, 3 * C, k_cols);
+  head.copy_cols(head.qkv + 2 * C, 3 * C, v_cols);
+  head.copy_rows(dout, C, dout_rows);
+  const auto head_floats = static_cast<std::size_t>(Tp * D);
+  std::vector<float> dk(head_floats, 0.0f), dv(head_floats, 0.0f), dq(static_cast<std::size_t>(D)),
+      p(static_cast<std::size_t>(Tp)), dp(static_cast<std::size_t>(Tp));
+  float z[kTile], lanes[kTile];
   for (std::int64_t t = 0; t < T; ++t) {
-    backward_row(head, t, stats + t * kAttentionStatsPerRow, dout + t * C, dqkv + t * 3 * C);
+    const float m = stats[t * kAttentionStatsPerRow], l = stats[t * kAttentionStatsPerRow + 1];
+    const float* q = q_rows.data() + t * D;
+    const float* g = dout_rows.data() + t * D;
+    std::fill(lanes, lanes + kTile, 0.0f);  // each lane's part of delta_t
+    for (std::int64_t s0 = 0; s0 <= t; s0 += kTile) {
+      float* p_tile = p.data() + s0;
+      float* dp_tile = dp.data() + s0;
+      tile_dots(q, k_cols.data(), D, Tp, s0, z);
+      tile_dots(g, v_cols.data(), D, Tp, s0, dp_tile);
+      for (int j = 0; j < kTile; ++j) {
+        const bool causal = s0 + j <= t;
+        p_tile[j] = causal ? probability(z[j] * head.scale, m, l) : 0.0f;
+        dp_tile[j] = causal ? dp_tile[j] : 0.0f;
+        lanes[j] = std::fma(p_tile[j], dp_tile[j], lanes[j]);
+      }
+    }
+    const float delta_t = attention_tile::tile_sum(lanes);
+    std::fill(dq.begin(), dq.end(), 0.0f);
+    for (std::int64_t s0 = 0; s0 <= t; s0 += kTile) {
+      for (int j = 0; j < kTile; ++j) z[j] = p[s0 + j] * (dp[s0 + j] - delta_t);  // ds
+      add_weighted_rows(z, k_rows.data(), D, s0, dq.data());
+      for (int j = 0; j < kTile && s0 + j <= t; ++j) {
+        float* dk_s = dk.data() + (s0 + j) * D;
+        float* dv_s = dv.data() + (s0 + j) * D;
+        const float ds = z[j], p_ts = p[s0 + j];
+        for (std::int64_t d = 0; d < D; ++d) {
+          dk_s[d] = std::fma(ds, q[d], dk_s[d]);
+          dv_s[d] = std::fma(p_ts, g[d], dv_s[d]);
+        }
+      }
+    }
+    float* dq_out = dqkv + t * 3 * C;
+    for (std::int64_t d = 0; d < D; ++d) dq_out[d] = dq[static_cast<std::size_t>(d)] * head.scale;
   }
+  // The GPU adds the last tile's lanes past T too: +0 times a zero row, which turns a -0 sum
+  // into +0 and leaves every other sum as it is.
+  const float past_end = T < Tp ? 0.0f : -0.0f;
   for (std::int64_t s = 0; s < T; ++s) {
     float* dk_out = dqkv + s * 3 * C + C;
-    float* dv_out = dk_out + C;
     for (std::int64_t d = 0; d < D; ++d) {
-      dk_out[d] = static_cast<float>(head.dk[s * D + d] * head.scale);
-      dv_out[d] = static_cast<float>(head.dv[s * D + d]);
+      const auto i = static_cast<std::size_t>(s * D + d);
+      dk_out[d] = (dk[i] + past_end) * head.scale;
+      dk_out[C + d] = dv[i] + past_end;
     }
   }
 }
@@ -173,18 +190,18 @@ void backward_baseline(const Head& head, const float* stats, const float* dout, 
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-[[gnu::target("avx2")]] void forward_avx2(const Head& head, float* stats, float* out) {
+[[gnu::target("avx2,fma")]] void forward_avx2(const Head& head, float* stats, float* out) {
   forward_head(head, stats, out);
 }
-[[gnu::target("avx2")]] void backward_avx2(const Head& head, const float* stats, const float* dout,
-                                           float* dqkv) {
+[[gnu::target("avx2,fma")]] void backward_avx2(const Head& head, const float* stats,
+                                               const float* dout, float* dqkv) {
   backward_head(head, stats, dout, dqkv);
 }
-[[gnu::target("avx512f")]] void forward_avx512(const Head& head, float* stats, float* out) {
+[[gnu::target("avx512f,fma")]] void forward_avx512(const Head& head, float* stats, float* out) {
   forward_head(head, stats, out);
 }
-[[gnu::target("avx512f")]] void backward_avx512(const Head& head, const float* stats,
-                                                const float* dout, float* dqkv) {
+[[gnu::target("avx512f,fma")]] void backward_avx512(const Head& head, const float* stats,
+                                                    const float* dout, float* dqkv) {
   backward_head(head, stats, dout, dqkv);
 }
 #endif
@@ -205,32 +222,28 @@ BackwardFn backward_fn() {
   return backward_baseline;
 }
 
+Head head_of(const float* qkv, std::int64_t b, std::int64_t h, std::int64_t T, std::int64_t C,
+             std::int64_t heads) {
+  const std::int64_t D = C / heads;  // heads divide C: Device checked
+  return Head{.qkv = qkv + b * T * 3 * C + h * D,
+              .T = T,
+              .C = C,
+              .D = D,
+              .Tp = (T + kTile - 1) / kTile * kTile,
+              .scale = static_cast<float>(attention_scale(D))};
+}
+
 }  // namespace
 
 void CpuDevice::do_attention_forward(std::span<const float> qkv, std::span<float> stats,
                                      std::span<float> out, std::int64_t batch, std::int64_t seq_len,
                                      std::int64_t channels, std::int64_t heads) {
-  const std::int64_t T = seq_len, C = channels, D = C / heads;  // heads divide C: Device checked
   static const ForwardFn forward = forward_fn();
   pool().run(batch * heads, [&](std::int64_t task) {
     const std::int64_t b = task / heads, h = task % heads;
-    std::vector<double> scores(static_cast<std::size_t>(T)), acc(static_cast<std::size_t>(D));
-    std::vector<float> p(static_cast<std::size_t>(T)), k_t(static_cast<std::size_t>(T * D));
-    const Head head{.qkv = qkv.data() + b * T * 3 * C,
-                    .T = T,
-                    .C = C,
-                    .D = D,
-                    .h = h,
-                    .scale = attention_scale(D),
-                    .scores = scores.data(),
-                    .p = p.data(),
-                    .acc = acc.data(),
-                    .dprobs = nullptr,
-                    .dk = nullptr,
-                    .dv = nullptr,
-                    .k_t = k_t.data(),
-                    .v_t = nullptr};
-    forward(head, stats.data() + task * T * kAttentionStatsPerRow, out.data() + b * T * C + h * D);
+    const Head head = head_of(qkv.data(), b, h, seq_len, channels, heads);
+    forward(head, stats.data() + task * seq_len * kAttentionStatsPerRow,
+            out.data() + b * seq_len * channels + h * head.D);
   });
 }
 
@@ -238,30 +251,13 @@ void CpuDevice::do_attention_backward(std::span<const float> qkv, std::span<cons
                                       std::span<const float> dout, std::span<float> dqkv,
                                       std::int64_t batch, std::int64_t seq_len,
                                       std::int64_t channels, std::int64_t heads) {
-  const std::int64_t T = seq_len, C = channels, D = C / heads;  // heads divide C: Device checked
   static const BackwardFn backward = backward_fn();
   pool().run(batch * heads, [&](std::int64_t task) {
     const std::int64_t b = task / heads, h = task % heads;
-    const auto rows = static_cast<std::size_t>(T);
-    std::vector<double> scores(rows), dprobs(rows), acc(static_cast<std::size_t>(D));
-    std::vector<double> dk(rows * static_cast<std::size_t>(D)), dv(dk.size());
-    std::vector<float> p(rows), k_t(dk.size()), v_t(dk.size());
-    const Head head{.qkv = qkv.data() + b * T * 3 * C,
-                    .T = T,
-                    .C = C,
-                    .D = D,
-                    .h = h,
-                    .scale = attention_scale(D),
-                    .scores = scores.data(),
-                    .p = p.data(),
-                    .acc = acc.data(),
-                    .dprobs = dprobs.data(),
-                    .dk = dk.data(),
-                    .dv = dv.data(),
-                    .k_t = k_t.data(),
-                    .v_t = v_t.data()};
-    backward(head, stats.data() + task * T * kAttentionStatsPerRow, dout.data() + b * T * C + h * D,
-             dqkv.data() + b * T * 3 * C + h * D);
+    const Head head = head_of(qkv.data(), b, h, seq_len, channels, heads);
+    backward(head, stats.data() + task * seq_len * kAttentionStatsPerRow,
+             dout.data() + b * seq_len * channels + h * head.D,
+             dqkv.data() + b * seq_len * 3 * channels + h * head.D);
   });
 }
 

@@ -14,14 +14,17 @@
 // Every sum runs in a fixed order (over d in order, over keys tile by tile, lanes by the fixed
 // shuffle tree of warp_sum), so a result repeats bit for bit run to run. A score is computed the
 // same way in all three kernels (fused multiply-adds over d from 0, times the scale), so backward
-// rebuilds exactly forward's scores. fp32 throughout, with the CPU's double-precision kernel
-// (cpu_attention.cpp) as the specification the tests compare against within a tolerance.
+// rebuilds exactly forward's scores. fp32 throughout, with no library math: the exponential,
+// the probability and the running max are ops/attention_tile.hpp's, and the CPU device
+// (cpu_attention.cpp) does the same operations in the same order, so for finite inputs the two
+// devices give the same bits (tests/cuda_emulation and tests/gpu compare them bit for bit).
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/attention_tile.hpp"
 #include "ops/cuda/cuda_reduce_block.cuh"
 
 /// ZL_DYNAMIC_SHARED_FLOATS(name) declares `name`, the block's dynamic shared memory as floats (an
@@ -32,7 +35,8 @@
 
 namespace zl::cuda::tiled_attention {
 
-inline constexpr int kTile = kWarpThreads;           // rows of a tile: one per lane
+inline constexpr int kTile = attention_tile::kTile;  // rows of a tile: one per lane
+static_assert(kTile == kWarpThreads, "a lane per row of a tile");
 inline constexpr int kWarps = 4;                     // warps per block
 inline constexpr int kRowsPerWarp = kTile / kWarps;  // a warp's rows of the block's tile
 inline constexpr int kPad = kTile + 1;               // row stride of a transposed tile [D, kPad]
@@ -96,11 +100,9 @@ __device__ inline void add_weighted_columns(float (&acc)[kDPerLane], float weigh
   }
 }
 
-// A probability from its score and the row's stats {m, l}: forward's online softmax ends with
-// exactly these m and l.
-__device__ inline float probability(float score, float m, float l) {
-  return expf(score - m) / l;
-}
+using attention_tile::exp_float;
+using attention_tile::probability;
+using attention_tile::running_max;
 
 // One block per (batch element, head) and tile of 32 query rows, the tiles with most keys first.
 // Shared memory: q [kTile, D], k transposed [D, kPad], v transposed [D, kPad].
@@ -139,9 +141,9 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
       if (t >= T) continue;  // the same for the whole warp
       const bool causal = s <= t;
       const float z = causal ? dot_lane(q_tile + i * D, k_t, lane, D) * scale : -INFINITY;
-      const float m_new = fmaxf(m[r], warp_max(z));  // lane 0's key s0 <= t: finite
-      const float e = causal ? expf(z - m_new) : 0.0f;
-      const float rescale = expf(m[r] - m_new);  // 0 on the first tile, where m is -inf
+      const float m_new = running_max(m[r], warp_max(z));  // lane 0's key s0 <= t: finite
+      const float e = causal ? exp_float(z - m_new) : 0.0f;
+      const float rescale = exp_float(m[r] - m_new);  // 0 on the first tile, where m is -inf
       l[r] = l[r] * rescale + warp_sum(e);
 #pragma unroll
       for (int x = 0; x < kDPerLane; ++x) o[r][x] *= rescale;
