@@ -6,8 +6,6 @@
 // step must not pay by default, hence the switch.
 #include <cuda_runtime_api.h>
 
-#include <cstdlib>
-#include <string_view>
 #include <vector>
 
 #include "call_signature.hpp"
@@ -25,18 +23,6 @@ void check_nccl(ncclResult_t status, const char* call) {
 }
 
 }  // namespace
-
-bool collective_checks_from_env() {
-  const char* value = std::getenv("ZL_COLLECTIVE_CHECKS");
-  if (value == nullptr || std::string_view(value).empty() || std::string_view(value) == "0") {
-    return false;
-  }
-  ZL_CHECK(std::string_view(value) == "1",
-           "environment variable ZL_COLLECTIVE_CHECKS={} is not 0 or 1: set it to 1 to check "
-           "every NCCL call across the ranks, or unset it",
-           value);
-  return true;
-}
 
 void NcclComm::agree(const CallDesc& call) {
   ++checked_calls_;

@@ -14,15 +14,12 @@
 #include <filesystem>
 
 #include "call_desc.hpp"
+#include "comm/collective_checks.hpp"
 #include "comm/comm.hpp"
 #include "comm/nccl/nccl_bootstrap.hpp"
 #include "ops/cuda/cuda_device.hpp"
 
 namespace zl {
-
-/// Whether ZL_COLLECTIVE_CHECKS asks NcclComm to compare every call across the ranks before its
-/// data moves: "1" yes; unset, empty or "0" no. Throws zl::Error naming the variable otherwise.
-bool collective_checks_from_env();
 
 /// One rank's NCCL communicator, on the GPU of its CudaDevice. Buffers are device memory of that
 /// GPU (or managed memory), or host memory: NCCL reads and writes only device memory, so a host
