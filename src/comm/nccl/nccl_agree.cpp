@@ -24,8 +24,7 @@ void check_nccl(ncclResult_t status, const char* call) {
 
 }  // namespace
 
-void NcclComm::agree(const CallDesc& call) {
-  ++checked_calls_;
+void NcclComm::agree(std::int64_t call_number, const CallDesc& call) {
   const CallSignature own = call_signature(call);
   SignatureBounds bounds = signature_bounds(own);
   // check_words_: [0, kSignatureFields) this rank's signature, then every rank's; the bounds
@@ -39,7 +38,7 @@ void NcclComm::agree(const CallDesc& call) {
              "ncclAllReduce (ZL_COLLECTIVE_CHECKS)");
   ZL_CUDA_CHECK(
       cudaMemcpyAsync(bounds.data(), words, bounds_bytes, cudaMemcpyDeviceToHost, comm_stream_));
-  ZL_CUDA_CHECK(cudaStreamSynchronize(comm_stream_));
+  wait_for_comm_stream(call_number, call);
   if (signatures_agree(bounds)) return;
   // Every rank saw the same bounds, so every rank is here: gather who called what.
   std::vector<CallSignature> all(static_cast<std::size_t>(world_));
@@ -50,8 +49,8 @@ void NcclComm::agree(const CallDesc& call) {
              "ncclAllGather (ZL_COLLECTIVE_CHECKS)");
   ZL_CUDA_CHECK(cudaMemcpyAsync(all.data(), words + kSignatureFields, sizeof(own) * all.size(),
                                 cudaMemcpyDeviceToHost, comm_stream_));
-  ZL_CUDA_CHECK(cudaStreamSynchronize(comm_stream_));
-  fail("{}", signature_mismatch(checked_calls_, all));
+  wait_for_comm_stream(call_number, call);
+  fail("{}", signature_mismatch(call_number, all));
 }
 
 }  // namespace zl
