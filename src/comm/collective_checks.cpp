@@ -19,9 +19,10 @@ std::string collective_checks_setting() {
 bool collective_checks_from_env() {
   const std::string setting = collective_checks_setting();
   if (setting == "on" || setting == "off") return setting == "on";
-  fail("environment variable ZL_COLLECTIVE_CHECKS={} is not 0 or 1: set it to 1 to check every "
-       "NCCL call across the ranks, or unset it",
-       setting);
+  fail(
+      "environment variable ZL_COLLECTIVE_CHECKS={} is not 0 or 1: set it to 1 to check every "
+      "NCCL call across the ranks, or unset it",
+      setting);
 }
 
 }  // namespace zl

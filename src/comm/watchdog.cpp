@@ -27,9 +27,10 @@ void watch_collective(const std::function<CollectivePoll()>& poll,
     const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
     if (waited > watched.timeout) {
       abort();
-      fail("timeout after {} ms: rank {} waits in {}; not every rank completed it (a rank stuck, "
-           "gone or in another call): its communicator was aborted",
-           watched.timeout.count(), watched.rank, watched.call);
+      fail(
+          "timeout after {} ms: rank {} waits in {}; not every rank completed it (a rank stuck, "
+          "gone or in another call): its communicator was aborted",
+          watched.timeout.count(), watched.rank, watched.call);
     }
     const std::chrono::microseconds pause = poll_pause(waited);
     if (pause.count() == 0) {

@@ -27,8 +27,8 @@ bool is_file_at(int fd, const std::filesystem::path& path) {
 
 }  // namespace
 
-FileLock::FileLock(std::filesystem::path lock_file, std::string_view what,
-                   std::string_view instead, LockFileFate fate)
+FileLock::FileLock(std::filesystem::path lock_file, std::string_view what, std::string_view instead,
+                   LockFileFate fate)
     : path_(std::move(lock_file)), fate_(fate) {
   for (;;) {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);

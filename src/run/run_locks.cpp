@@ -11,8 +11,8 @@ std::vector<FileLock> lock_run_files(const RunPlan& plan) {
   for (const OutputFile& output : plan.outputs) {
     std::filesystem::path lock_file = output.path;
     lock_file += ".lock";
-    locks.emplace_back(lock_file, output.flag + " " + output.path.string(),
-                       "write to another path", LockFileFate::Remove);
+    locks.emplace_back(lock_file, output.flag + " " + output.path.string(), "write to another path",
+                       LockFileFate::Remove);
   }
   return locks;
 }

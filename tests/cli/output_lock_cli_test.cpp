@@ -82,17 +82,17 @@ TEST_F(CliTest, OutputLockRefusesASecondRunAtItsStart) {
   const fs::path out = dir_ / "out";
   fs::create_directories(out);
   const auto path = [&](const char* name) { return (out / name).string(); };
-  BackgroundRun first(kLongRun + " --metrics " + path("m.jsonl") + " --summary " +
-                          path("s.json") + " --save-final " + path("f.st") + " --trace " +
-                          path("t.json"),
+  BackgroundRun first(kLongRun + " --metrics " + path("m.jsonl") + " --summary " + path("s.json") +
+                          " --save-final " + path("f.st") + " --trace " + path("t.json"),
                       dir_ / "first.out");
   ASSERT_TRUE(first.wait_for_first_step()) << slurp(dir_ / "first.out.err");
   const auto before = listing(out);
   // Each output of the running run, named by a second run beside an output of its own (locked
   // before the held one for --trace, so its lock file is removed again on the way out).
-  const std::pair<std::string, std::string> cases[] = {
-      {"--metrics", "m.jsonl"}, {"--summary", "s.json"}, {"--save-final", "f.st"},
-      {"--trace", "t.json"}};
+  const std::pair<std::string, std::string> cases[] = {{"--metrics", "m.jsonl"},
+                                                       {"--summary", "s.json"},
+                                                       {"--save-final", "f.st"},
+                                                       {"--trace", "t.json"}};
   for (const auto& [flag, name] : cases) {
     const char* own = flag == "--save-final" ? "--save-init" : "--save-final";
     const auto second =

@@ -74,9 +74,9 @@ TEST(RunFingerprint, CollectiveChecksAreAFieldOnNccl) {
             "the ranks disagree on the environment variable ZL_COLLECTIVE_CHECKS: rank 1 \"off\"; "
             "ranks 0, 2 \"on\": start every rank with the same flags and files");
   // A value NcclComm would refuse is compared as it is set.
-  EXPECT_NE(fingerprint_mismatch({on, fingerprint_with("yes", Backend::Nccl)})
-                ->find("rank 1 \"yes\""),
-            std::string::npos);
+  EXPECT_NE(
+      fingerprint_mismatch({on, fingerprint_with("yes", Backend::Nccl)})->find("rank 1 \"yes\""),
+      std::string::npos);
   EXPECT_EQ(fingerprint_with("1", Backend::Mpi), fingerprint_with(nullptr, Backend::Mpi));
   if (before != nullptr) {
     ::setenv("ZL_COLLECTIVE_CHECKS", saved.c_str(), 1);

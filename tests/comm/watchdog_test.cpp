@@ -52,11 +52,10 @@ Outcome watch(const std::function<CollectivePoll(int poll, double seconds)>& pol
 }
 
 TEST(Watchdog, ACallThatCompletesReturnsWithoutAnAbort) {
-  const Outcome outcome = watch(
-      [](int poll, double) {
-        return CollectivePoll{poll < 5 ? PollState::Pending : PollState::Done};
-      },
-      milliseconds(10000));
+  const Outcome outcome =
+      watch([](int poll,
+               double) { return CollectivePoll{poll < 5 ? PollState::Pending : PollState::Done}; },
+            milliseconds(10000));
   EXPECT_EQ(outcome.error, "(no error)");
   EXPECT_EQ(outcome.aborts, 0);
   EXPECT_EQ(outcome.polls, 6);

@@ -258,8 +258,9 @@ TEST(GpuNcclWatchdog, ACollectivePastTheTimeoutAbortsTheCommunicator) {
             "every rank completed it (a rank stuck, gone or in another call): its communicator "
             "was aborted");
   EXPECT_LT(took.count(), 1.5);  // at the timeout, not when the host function lets go
-  EXPECT_NE(error_of([&] { comm.barrier(); })
-                .find("the NCCL communicator was aborted (rank 0 gave up in call #2 all_reduce"),
+  EXPECT_NE(error_of([&] {
+              comm.barrier();
+            }).find("the NCCL communicator was aborted (rank 0 gave up in call #2 all_reduce"),
             std::string::npos);
 }
 
