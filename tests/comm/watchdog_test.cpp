@@ -124,7 +124,8 @@ TEST(Watchdog, PollsPauseWithoutABusyLoopAndNoticeCompletionSoon) {
   EXPECT_EQ(poll_pause(milliseconds(8)), kMaxPollPause);
   EXPECT_EQ(poll_pause(std::chrono::seconds(100)), kMaxPollPause);
   // A call that completes after 300 ms: about one poll per millisecond, not a spin of millions,
-  // and the wait ends within a few milliseconds of the completion.
+  // and the wait ends soon after the completion (the pauses above bound it to about 1 ms; the
+  // margin is for a loaded or sanitized machine, where a sleep can overrun by tens of ms).
   const Outcome outcome = watch(
       [](int, double seconds) {
         return CollectivePoll{seconds < 0.3 ? PollState::Pending : PollState::Done};
@@ -133,7 +134,7 @@ TEST(Watchdog, PollsPauseWithoutABusyLoopAndNoticeCompletionSoon) {
   EXPECT_EQ(outcome.aborts, 0);
   EXPECT_GT(outcome.polls, 20);
   EXPECT_LT(outcome.polls, 1000);
-  EXPECT_LT(outcome.seconds, 0.3 + 0.05);
+  EXPECT_LT(outcome.seconds, 0.3 + 0.2);
 }
 
 }  // namespace
