@@ -1,15 +1,9 @@
-// checkpoint_folder.cpp — flock(2) on DIR/.lock, the committed step directories, and the removal
+// checkpoint_folder.cpp — the lock on DIR/.lock, the committed step directories, and the removal
 // of killed saves' temporaries.
 #include "ckpt/checkpoint_folder.hpp"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -55,32 +49,15 @@ void remove_temporaries(const fs::path& dir) {
 
 }  // namespace
 
-CheckpointFolderLock::CheckpointFolderLock(const fs::path& dir) {
+FileLock lock_checkpoint_folder(const fs::path& dir) {
   std::error_code error;
   fs::create_directories(dir, error);
   ZL_CHECK(fs::is_directory(dir, error),
            "cannot use checkpoint folder {}: it is not a directory and cannot be created: choose "
            "another --checkpoint-dir",
            dir.string());
-  const fs::path lock = dir / ".lock";
-  fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  ZL_CHECK(fd_ >= 0, "cannot lock checkpoint folder {}: {}: make it writable or choose another",
-           dir.string(), std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    ::close(fd_);
-    fd_ = -1;
-    ZL_CHECK(err != EWOULDBLOCK,
-             "checkpoint folder {} is in use by another run: wait for it to end or save to "
-             "another folder",
-             dir.string());
-    fail("cannot lock checkpoint folder {}: {}: check the file system", dir.string(),
-         std::strerror(err));
-  }
-}
-
-CheckpointFolderLock::~CheckpointFolderLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing drops the flock
+  return FileLock(dir / ".lock", "checkpoint folder " + dir.string(), "save to another folder",
+                  LockFileFate::Keep);
 }
 
 std::vector<std::int64_t> committed_steps(const fs::path& dir) {

@@ -9,22 +9,15 @@
 #include <optional>
 #include <vector>
 
+#include "core/file_lock.hpp"
+
 namespace zl {
 
-/// Exclusive ownership of a checkpoint folder while the object lives.
-class CheckpointFolderLock {
- public:
-  /// Creates `dir` if needed and takes the lock on `dir`/.lock. Throws zl::Error in one line if
-  /// another run holds it ("... is in use by another run: wait for it or save to another folder")
-  /// or the folder cannot be created or locked.
-  explicit CheckpointFolderLock(const std::filesystem::path& dir);
-  ~CheckpointFolderLock();
-  CheckpointFolderLock(const CheckpointFolderLock&) = delete;
-  CheckpointFolderLock& operator=(const CheckpointFolderLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
+/// Exclusive ownership of checkpoint folder `dir` while the returned lock lives: creates `dir` if
+/// needed and locks `dir`/.lock (core/file_lock.hpp; the file stays in the folder). Throws zl::Error
+/// in one line if another run holds it ("checkpoint folder ... is in use by another run: wait for
+/// it to end or save to another folder") or the folder cannot be created or locked.
+FileLock lock_checkpoint_folder(const std::filesystem::path& dir);
 
 /// The steps of `dir` that are committed (step-<N> directories holding a manifest.json), in
 /// increasing order; empty if `dir` does not exist. Reads only.

@@ -156,6 +156,19 @@ CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
 
 namespace {
 
+// The files the command writes after the run, each with its flag.
+std::vector<OutputFile> output_files(const TrainOutputs& outputs) {
+  const std::pair<const std::filesystem::path*, const char*> named[] = {
+      {&outputs.metrics, "--metrics"},       {&outputs.summary, "--summary"},
+      {&outputs.save_init, "--save-init"},   {&outputs.save_final, "--save-final"},
+      {&outputs.save_data, "--save-data"},   {&outputs.trace, "--trace"}};
+  std::vector<OutputFile> files;
+  for (const auto& [path, flag] : named) {
+    if (!path->empty()) files.push_back({.path = *path, .flag = flag});
+  }
+  return files;
+}
+
 // What the command asks for, checked before anything runs: the settings and every output path.
 void check_request(const TrainConfig& config_in, const TrainOutputs& outputs,
                    const CheckpointPlan& checkpoints) {
@@ -169,25 +182,15 @@ void check_request(const TrainConfig& config_in, const TrainOutputs& outputs,
              checkpoints.dir.string());
     check_writable(checkpoints.dir, "--checkpoint-dir");  // its parent must exist
   }
-  const std::pair<const std::filesystem::path*, std::string_view> files[] = {
-      {&outputs.metrics, "--metrics"},
-      {&outputs.summary, "--summary"},
-      {&outputs.save_init, "--save-init"},
-      {&outputs.save_final, "--save-final"},
-      {&outputs.save_data, "--save-data"},
-      {&outputs.trace, "--trace"}};
-  for (const auto& [path, flag] : files) {
-    if (!path->empty()) check_writable(*path, flag);
-  }
+  const std::vector<OutputFile> files = output_files(outputs);
+  for (const auto& [path, flag] : files) check_writable(path, flag);
   // Two outputs on one path would overwrite each other: refuse before anything is written.
-  for (std::size_t i = 0; i < std::size(files); ++i) {
-    for (std::size_t j = i + 1; j < std::size(files); ++j) {
-      const auto& [a, a_flag] = files[i];
-      const auto& [b, b_flag] = files[j];
-      ZL_CHECK(a->empty() || b->empty() ||
-                   std::filesystem::weakly_canonical(*a) != std::filesystem::weakly_canonical(*b),
-               "{} and {} are the same file {}: give each output its own path", a_flag, b_flag,
-               a->string());
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    for (std::size_t j = i + 1; j < files.size(); ++j) {
+      ZL_CHECK(std::filesystem::weakly_canonical(files[i].path) !=
+                   std::filesystem::weakly_canonical(files[j].path),
+               "{} and {} are the same file {}: give each output its own path", files[i].flag,
+               files[j].flag, files[i].path.string());
     }
   }
   ZL_CHECK(outputs.what_if_world >= 0, "--what-if-world {} is invalid: use 1 or more ranks",
@@ -222,7 +225,7 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
         print_step(record, config.steps);
         if (rate) print_device_line(record, *rate);
       },
-      {}, checkpoints);
+      {}, checkpoints, output_files(outputs));
   if (!result.has_results) return 0;  // an mpi rank other than 0: rank 0's process reports
   print_summary(config, result);
   print_timeline(config, result);

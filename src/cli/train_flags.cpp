@@ -278,7 +278,8 @@ void add_fault_flags(CLI::App& cmd, TrainConfig& config) {
   cmd.add_option_function<std::int64_t>(
          "--collective-timeout-ms",
          [&config](std::int64_t ms) { config.collective_timeout = std::chrono::milliseconds(ms); },
-         "Longest a rank waits in one collective before the run fails (sim and mpi backends)")
+         "Longest a rank waits in one collective before the run fails (every backend; nccl aborts "
+         "its communicator)")
       ->default_str(std::to_string(config.collective_timeout.count()));
   cmd.add_option_function<std::vector<std::string>>(
          "--inject-fault",

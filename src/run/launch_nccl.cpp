@@ -3,8 +3,8 @@
 // the ranks bootstrap, rank 0 compares every process's run (run_fingerprint.hpp) over the
 // bootstrap's own channel and ends the job, naming the first field that differs, or hands every
 // rank its run id. The per-rank reports and checkpoint file entries travel by all_gather_bytes. A
-// rank that fails prints its message and exits, and NCCL has no timeout: the other ranks then wait
-// in their next collective until the launcher ends them.
+// rank that fails prints its message and exits; the other ranks' next collective then ends at the
+// collective timeout, when NcclComm's watchdog aborts the communicator and names the call.
 #include "run/launch.hpp"
 #ifdef ZL_HAVE_NCCL
 #include <algorithm>
@@ -87,7 +87,7 @@ void launch_on_nccl(RunPlan& plan, const RankCallbacks& callbacks, TrainResult& 
   }
   std::unique_ptr<Device> device =
       make_rank_device(Accelerator::Cuda, bootstrap.rank.local_rank, config.features.precision);
-  NcclComm comm(static_cast<CudaDevice&>(*device), bootstrap);
+  NcclComm comm(static_cast<CudaDevice&>(*device), bootstrap, config.collective_timeout);
   RankTimeline clocks(config.world, plan.timeline.options);
   clocks.start();
   const ShareFile share_file = [](Comm& own, FileEntry entry) {

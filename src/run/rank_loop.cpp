@@ -10,6 +10,7 @@
 #include "ckpt/reshard.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "run/rank_model.hpp"
+#include "run/run_locks.hpp"
 
 namespace zl {
 
@@ -104,12 +105,13 @@ void save_if_due(const RunPlan& plan, Engine& engine, Comm& comm,
 
 RankRun run_rank(const RunPlan& plan, Comm& comm, Device& device, RankTimeline& clocks,
                  const ShareFile& share_file, const RankCallbacks& callbacks) {
-  // Rank 0 owns the checkpoint folder for the whole run, from before anything is written: the
-  // other ranks write their files only at a save, after collectives rank 0 takes part in.
-  std::optional<CheckpointFolderLock> folder;
-  if (plan.saving() && comm.rank() == 0) {
-    folder.emplace(plan.checkpoints.dir);
-    tidy_checkpoint_folder(plan.checkpoints.dir, plan.resumed_own_step);
+  // Rank 0 owns the checkpoint folder and the output files for the whole run, from before
+  // anything is written: the other ranks write their files only at a save, after collectives rank
+  // 0 takes part in.
+  std::vector<FileLock> owned;
+  if (comm.rank() == 0) {
+    owned = lock_run_files(plan);
+    if (plan.saving()) tidy_checkpoint_folder(plan.checkpoints.dir, plan.resumed_own_step);
   }
   RankRun run;
   RankModel rank_model(device, plan.config, plan.init);
@@ -142,6 +144,7 @@ RankRun run_rank(const RunPlan& plan, Comm& comm, Device& device, RankTimeline& 
 }
 
 void run_reference(const RunPlan& plan, const RankCallbacks& callbacks, TrainResult& result) {
+  const std::vector<FileLock> owned = lock_run_files(plan);
   CpuDevice device(run_threads(plan.config), plan.config.kernel_grain);
   RankModel rank_model(device, plan.config, plan.init);
   Model& model = rank_model.get();

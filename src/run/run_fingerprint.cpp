@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "comm/collective_checks.hpp"
 #include "core/error.hpp"
 #include "model/activation_policy.hpp"
 #include "optim/lr_schedule.hpp"
@@ -52,7 +53,7 @@ std::vector<FingerprintField> decode(const std::string& text) {
 std::vector<FingerprintField> run_fingerprint(const RunPlan& plan) {
   const TrainConfig& c = plan.config;
   const AdamWConfig& a = c.adamw;
-  return {
+  std::vector<FingerprintField> fields = {
       {"--model", model_text(c)},
       {"--engine", std::string(engine_name(c.engine))},
       {"--world", fmt::format("{}", c.world)},
@@ -79,6 +80,13 @@ std::vector<FingerprintField> run_fingerprint(const RunPlan& plan) {
       {"--checkpoint-every", fmt::format("{}", plan.checkpoints.every_steps)},
       {"the resumed step", fmt::format("{}", plan.start.step)},
   };
+  // NCCL's per-call check is a collective itself: a rank that makes it waits for ranks that do
+  // not. The sim and MPI always check, whatever the variable says.
+  if (c.backend == Backend::Nccl) {
+    fields.emplace_back("the environment variable ZL_COLLECTIVE_CHECKS",
+                        collective_checks_setting());
+  }
+  return fields;
 }
 
 std::string encode_fingerprint(const std::vector<FingerprintField>& fields) {

@@ -1,8 +1,9 @@
 // run_fingerprint.hpp — what each rank of a process backend believes the run is, field by field
-// (model, sizes, engine, world, precision, optimizer and schedule, seed, data, features), so a
-// job whose processes were started with different flags fails before its first step, naming the
-// first field that differs and which ranks hold which value, instead of hanging or training a
-// wrong result. Rank 0 settles the comparison and the run id for every process.
+// (model, sizes, engine, world, precision, optimizer and schedule, seed, data, features, and on
+// nccl whether ZL_COLLECTIVE_CHECKS is on), so a job whose processes were started with different
+// flags or settings fails before its first step, naming the first field that differs and which
+// ranks hold which value, instead of hanging or training a wrong result. Rank 0 settles the
+// comparison and the run id for every process.
 #pragma once
 
 #include <optional>
@@ -17,7 +18,8 @@ namespace zl {
 /// One field of a run as a rank sees it: its flag-like name and its value in words.
 using FingerprintField = std::pair<std::string, std::string>;
 
-/// The fields of `plan`, in a fixed order, that every rank must agree on.
+/// The fields of `plan`, in a fixed order, that every rank must agree on; on the nccl backend the
+/// last is ZL_COLLECTIVE_CHECKS (collective_checks_setting()).
 std::vector<FingerprintField> run_fingerprint(const RunPlan& plan);
 
 /// The fields as one text, a "name=value" line each, to send to another rank.

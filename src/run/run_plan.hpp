@@ -42,6 +42,8 @@ struct RunPlan {
   /// records every sample into the result's UsedData when config.record_data.
   EngineOptions options;
   TimelineSetup timeline;  ///< how each rank's timeline measures
+  /// The files the caller writes after the run, locked by rank 0 with the checkpoint folder.
+  std::vector<OutputFile> outputs;
   /// This run's id (new_run_id()), written into its checkpoints. Each process of an mpi or nccl
   /// job makes one; its launcher replaces them all with rank 0's before the first step.
   std::string run_id;

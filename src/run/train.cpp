@@ -10,9 +10,11 @@
 namespace zl {
 
 TrainResult train(const TrainConfig& config, const StepCallback& on_step,
-                  const RankObserver& observer, const CheckpointPlan& checkpoints) {
+                  const RankObserver& observer, const CheckpointPlan& checkpoints,
+                  const std::vector<OutputFile>& outputs) {
   TrainResult result;
   RunPlan plan = plan_run(config, checkpoints, result.data);
+  plan.outputs = outputs;
   result.compute_scale = plan.timeline.options.compute_scale;
   result.cpu_gflops = plan.timeline.cpu_gflops;
   const RankCallbacks callbacks{.on_step = on_step, .observer = observer, .steps = result.steps};

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "comm/traffic_ledger.hpp"
@@ -91,6 +92,13 @@ struct CheckpointPlan {
   bool override_settings = false;
 };
 
+/// A file a run writes at its end (the command's --metrics, --save-final, ...). Rank 0 locks it
+/// from the run's start (run/run_locks.hpp), so a second run that names it fails before writing.
+struct OutputFile {
+  std::filesystem::path path;  ///< where it is written
+  std::string flag;            ///< the flag that named it, for messages ("--metrics")
+};
+
 /// Called on rank 0 after each step.
 using StepCallback = std::function<void(const StepRecord&)>;
 
@@ -103,9 +111,12 @@ using RankObserver = std::function<void(int rank, const EngineEvent&, const Memo
 /// ledgers in the result are read right after the last step (before the final state is assembled).
 /// With `checkpoints.resume`, the run continues from the checkpoint's step (`config.steps` is
 /// the total counted from the run's start): same W, any stage, bitwise as if never interrupted;
-/// another W re-slices every unit and the data continue by global sample index.
+/// another W re-slices every unit and the data continue by global sample index. Rank 0 owns the
+/// checkpoint folder and the `outputs` its caller writes after the run from before the first step
+/// to the end (run/run_locks.hpp): another run holding one is an error before anything is written.
 TrainResult train(const TrainConfig& config, const StepCallback& on_step = {},
-                  const RankObserver& observer = {}, const CheckpointPlan& checkpoints = {});
+                  const RankObserver& observer = {}, const CheckpointPlan& checkpoints = {},
+                  const std::vector<OutputFile>& outputs = {});
 
 /// GFLOP/s of this machine's fp32 GEMM (the CPU device's linear_forward on 256 x 256 x 256, on
 /// the calling thread): what a rank's measured CPU time is divided by when a device preset

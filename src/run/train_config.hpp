@@ -82,7 +82,8 @@ struct TrainConfig {
   LrSchedule lr_schedule{};
   std::uint64_t seed = 0;    ///< parameter init and data
   bool record_data = false;  ///< keep every sample the engines were given (for --save-data)
-  /// Sim only: the longest a rank waits in one collective before the run fails naming it.
+  /// The longest a rank waits in one collective before the run fails naming it (sim, mpi and
+  /// nccl, where the watchdog then aborts the communicator).
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(120)};
   /// Steps whose gradient norm is NaN or infinite stop the run (Stop) or are skipped (Skip).
   NonFinitePolicy nonfinite = NonFinitePolicy::Stop;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,40 @@ TEST(RunFingerprint, TheFirstDifferingFieldIsNamedWithItsRanks) {
     const auto mismatch = fingerprint_mismatch({defaults, fingerprint_of(flags)});
     ASSERT_TRUE(mismatch) << flags.front();
     EXPECT_NE(mismatch->find("disagree on " + field + ":"), std::string::npos) << *mismatch;
+  }
+}
+
+// On nccl, ZL_COLLECTIVE_CHECKS is a field: a rank that checks every call would wait in a check
+// the others never make. The sim and MPI always check, so there the variable is not compared.
+TEST(RunFingerprint, CollectiveChecksAreAFieldOnNccl) {
+  const char* before = std::getenv("ZL_COLLECTIVE_CHECKS");
+  const std::string saved = before != nullptr ? before : "";
+  const auto fingerprint_with = [](const char* checks, Backend backend) {
+    if (checks != nullptr) {
+      ::setenv("ZL_COLLECTIVE_CHECKS", checks, 1);
+    } else {
+      ::unsetenv("ZL_COLLECTIVE_CHECKS");
+    }
+    RunPlan plan;
+    plan.config.backend = backend;
+    return encode_fingerprint(run_fingerprint(plan));
+  };
+  const std::string off = fingerprint_with(nullptr, Backend::Nccl);
+  EXPECT_EQ(fingerprint_with("0", Backend::Nccl), off);
+  EXPECT_EQ(fingerprint_with("", Backend::Nccl), off);
+  const std::string on = fingerprint_with("1", Backend::Nccl);
+  EXPECT_EQ(fingerprint_mismatch({on, off, on}),
+            "the ranks disagree on the environment variable ZL_COLLECTIVE_CHECKS: rank 1 \"off\"; "
+            "ranks 0, 2 \"on\": start every rank with the same flags and files");
+  // A value NcclComm would refuse is compared as it is set.
+  EXPECT_NE(
+      fingerprint_mismatch({on, fingerprint_with("yes", Backend::Nccl)})->find("rank 1 \"yes\""),
+      std::string::npos);
+  EXPECT_EQ(fingerprint_with("1", Backend::Mpi), fingerprint_with(nullptr, Backend::Mpi));
+  if (before != nullptr) {
+    ::setenv("ZL_COLLECTIVE_CHECKS", saved.c_str(), 1);
+  } else {
+    ::unsetenv("ZL_COLLECTIVE_CHECKS");
   }
 }
 

@@ -1,13 +1,14 @@
 // nccl_comm_test.cpp — NcclComm with one rank on one GPU (NCCL refuses two ranks on one device):
 // each collective leaves the data as a world of one defines it, the async forms complete on
-// wait(), host buffers are staged through the device, and the traffic ledger holds what the sim
-// would record (ring_volume for W = 1).
+// wait(), host buffers are staged through the device, the traffic ledger holds what the sim
+// would record (ring_volume for W = 1), and the watchdog aborts a call past the timeout.
 // The bootstrap's environment handling and id exchange need no GPU and always run.
 #include "comm/nccl/nccl_comm.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -231,6 +232,36 @@ TEST_F(GpuNcclTest, HostBuffersAreStagedThroughTheDevice) {
   comm_->all_gather(on_device.data(), back.data(), kElems, DType::F32);
   test::expect_same_bits(back, values, "device -> host");
   EXPECT_EQ(comm_->traffic().calls(CollectiveKind::AllGather), 2);
+}
+
+// The watchdog (nccl_watchdog.cpp): a collective that cannot complete within the collective
+// timeout (the compute stream it is ordered after is held by a host function for 2 s) ends at the
+// timeout with the sim's message shape, the communicator is aborted, and every later call fails.
+TEST(GpuNcclWatchdog, ACollectivePastTheTimeoutAbortsTheCommunicator) {
+  ZL_REQUIRE_GPU();
+  CudaDevice device(0);
+  NcclBootstrap bootstrap;
+  bootstrap.rank = {0, 1, 0};
+  ASSERT_EQ(nccl().GetUniqueId(&bootstrap.id), ncclSuccess);
+  NcclComm comm(device, bootstrap, std::chrono::milliseconds(200));
+  Buffer data = device.alloc(MemCategory::CommBuffer, DType::F32, {4});
+  comm.all_reduce(data.data(), 4, DType::F32, ReduceOp::Sum);  // a healthy call passes the watch
+  ZL_CUDA_CHECK(cudaLaunchHostFunc(
+      device.stream(), [](void*) { std::this_thread::sleep_for(std::chrono::seconds(2)); },
+      nullptr));
+  const auto start = std::chrono::steady_clock::now();
+  const std::string error =
+      error_of([&] { comm.all_reduce(data.data(), 4, DType::F32, ReduceOp::Sum); });
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(error,
+            "timeout after 200 ms: rank 0 waits in call #2 all_reduce(fp32, 4 elems, sum); not "
+            "every rank completed it (a rank stuck, gone or in another call): its communicator "
+            "was aborted");
+  EXPECT_LT(took.count(), 1.5);  // at the timeout, not when the host function lets go
+  EXPECT_NE(error_of([&] {
+              comm.barrier();
+            }).find("the NCCL communicator was aborted (rank 0 gave up in call #2 all_reduce"),
+            std::string::npos);
 }
 
 TEST_F(GpuNcclTest, ReductionOverInt64IsRefused) {

@@ -19,6 +19,8 @@ TEST(NcclLibrary, ResolvesEveryFunctionFromTheInstalledLibrary) {
   EXPECT_NE(table.GetUniqueId, nullptr);
   EXPECT_NE(table.CommInitRank, nullptr);
   EXPECT_NE(table.CommDestroy, nullptr);
+  EXPECT_NE(table.CommAbort, nullptr);
+  EXPECT_NE(table.CommGetAsyncError, nullptr);
   EXPECT_NE(table.AllReduce, nullptr);
   EXPECT_NE(table.ReduceScatter, nullptr);
   EXPECT_NE(table.AllGather, nullptr);

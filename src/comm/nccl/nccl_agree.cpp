@@ -6,8 +6,6 @@
 // step must not pay by default, hence the switch.
 #include <cuda_runtime_api.h>
 
-#include <cstdlib>
-#include <string_view>
 #include <vector>
 
 #include "call_signature.hpp"
@@ -26,20 +24,7 @@ void check_nccl(ncclResult_t status, const char* call) {
 
 }  // namespace
 
-bool collective_checks_from_env() {
-  const char* value = std::getenv("ZL_COLLECTIVE_CHECKS");
-  if (value == nullptr || std::string_view(value).empty() || std::string_view(value) == "0") {
-    return false;
-  }
-  ZL_CHECK(std::string_view(value) == "1",
-           "environment variable ZL_COLLECTIVE_CHECKS={} is not 0 or 1: set it to 1 to check "
-           "every NCCL call across the ranks, or unset it",
-           value);
-  return true;
-}
-
-void NcclComm::agree(const CallDesc& call) {
-  ++checked_calls_;
+void NcclComm::agree(std::int64_t call_number, const CallDesc& call) {
   const CallSignature own = call_signature(call);
   SignatureBounds bounds = signature_bounds(own);
   // check_words_: [0, kSignatureFields) this rank's signature, then every rank's; the bounds
@@ -53,7 +38,7 @@ void NcclComm::agree(const CallDesc& call) {
              "ncclAllReduce (ZL_COLLECTIVE_CHECKS)");
   ZL_CUDA_CHECK(
       cudaMemcpyAsync(bounds.data(), words, bounds_bytes, cudaMemcpyDeviceToHost, comm_stream_));
-  ZL_CUDA_CHECK(cudaStreamSynchronize(comm_stream_));
+  wait_for_comm_stream(call_number, call);
   if (signatures_agree(bounds)) return;
   // Every rank saw the same bounds, so every rank is here: gather who called what.
   std::vector<CallSignature> all(static_cast<std::size_t>(world_));
@@ -64,8 +49,8 @@ void NcclComm::agree(const CallDesc& call) {
              "ncclAllGather (ZL_COLLECTIVE_CHECKS)");
   ZL_CUDA_CHECK(cudaMemcpyAsync(all.data(), words + kSignatureFields, sizeof(own) * all.size(),
                                 cudaMemcpyDeviceToHost, comm_stream_));
-  ZL_CUDA_CHECK(cudaStreamSynchronize(comm_stream_));
-  fail("{}", signature_mismatch(checked_calls_, all));
+  wait_for_comm_stream(call_number, call);
+  fail("{}", signature_mismatch(call_number, all));
 }
 
 }  // namespace zl

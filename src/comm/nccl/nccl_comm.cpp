@@ -74,8 +74,9 @@ std::size_t align_up(std::size_t bytes) {
 
 }  // namespace
 
-NcclComm::NcclComm(CudaDevice& device, const NcclBootstrap& bootstrap)
-    : device_(device), rank_(bootstrap.rank.rank), world_(bootstrap.rank.world) {
+NcclComm::NcclComm(CudaDevice& device, const NcclBootstrap& bootstrap,
+                   std::chrono::milliseconds timeout)
+    : device_(device), rank_(bootstrap.rank.rank), world_(bootstrap.rank.world), timeout_(timeout) {
   ZL_CUDA_CHECK(cudaSetDevice(device_.device_index()));
   ZL_CUDA_CHECK(cudaStreamCreate(&comm_stream_));
   ZL_CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
@@ -100,7 +101,7 @@ NcclComm::~NcclComm() {
   cudaSetDevice(device_.device_index());
   cudaStreamSynchronize(comm_stream_);
   device_.remove_side_stream(comm_stream_);
-  if (comm_ != nullptr) {
+  if (comm_ != nullptr && aborted_after_.empty()) {  // ncclCommAbort freed an aborted one
     const ncclResult_t status = nccl().CommDestroy(comm_);
     if (status != ncclSuccess) {
       std::fprintf(stderr, "zerolab: ncclCommDestroy on rank %d failed: %s\n", rank_,
@@ -117,22 +118,38 @@ void NcclComm::after_compute() {
   ZL_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, compute_ready_, 0));
 }
 
-CommHandle NcclComm::finish(CollectiveKind kind, std::int64_t buffer_elems, DType dtype, int root) {
+void NcclComm::check_not_aborted() const {
+  ZL_CHECK(aborted_after_.empty(),
+           "rank {}: the NCCL communicator was aborted ({}): the run cannot go on", rank_,
+           aborted_after_);
+}
+
+std::int64_t NcclComm::next_call() {
+  check_not_aborted();
+  return ++calls_;
+}
+
+CommHandle NcclComm::finish(std::int64_t call_number, const CallDesc& call,
+                            std::int64_t buffer_elems) {
   cudaEvent_t done = nullptr;
   ZL_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   ZL_CUDA_CHECK(cudaEventRecord(done, comm_stream_));
   // The sim's record (sim/sim_comm.cpp): the ring volume of the whole buffer.
-  const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(dtype));
-  traffic_.record(kind, ring_volume(kind, buffer_elems, elem_bytes, rank_, world_, root));
-  cudaStream_t compute = device_.stream();
-  return CommHandle([done, compute] {
+  const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(call.dtype));
+  traffic_.record(call.kind,
+                  ring_volume(call.kind, buffer_elems, elem_bytes, rank_, world_, call.root));
+  return CommHandle([this, done, call_number, call] {
     // Later compute waits on the device; the host waits too, since callers may read results
     // through the host (and the handle's contract is "complete").
-    const cudaError_t ordered = cudaStreamWaitEvent(compute, done, 0);
-    const cudaError_t completed = cudaEventSynchronize(done);
+    const cudaError_t ordered = cudaStreamWaitEvent(device_.stream(), done, 0);
+    try {
+      wait_for(done, call_number, call);
+    } catch (...) {
+      cudaEventDestroy(done);
+      throw;
+    }
     cudaEventDestroy(done);
     ZL_CUDA_CHECK(ordered);
-    ZL_CUDA_CHECK(completed);
   });
 }
 
@@ -147,7 +164,8 @@ std::byte* NcclComm::host_staging(std::size_t bytes) {
 
 CommHandle NcclComm::collective(const CallDesc& call) {
   check_call_arguments(call, world_);
-  if (check_calls_) agree(call);
+  const std::int64_t call_number = next_call();
+  if (check_calls_) agree(call_number, call);
   const std::size_t elem_bytes = dtype_bytes(call.dtype);
   const std::size_t send_bytes =
       call.count * elem_bytes * (call.kind == CollectiveKind::ReduceScatter ? world_ : 1);
@@ -189,8 +207,8 @@ CommHandle NcclComm::collective(const CallDesc& call) {
         cudaMemcpyAsync(call.recv, recv, recv_bytes, cudaMemcpyDeviceToHost, comm_stream_));
   }
   // Staged host buffers are complete on return, and the staging buffer is free for the next call.
-  if (stage_send || stage_recv) ZL_CUDA_CHECK(cudaStreamSynchronize(comm_stream_));
-  return finish(call.kind, ring_buffer_elems(call, world_), call.dtype, call.root);
+  if (stage_send || stage_recv) wait_for_comm_stream(call_number, call);
+  return finish(call_number, call, ring_buffer_elems(call, world_));
 }
 
 CommHandle NcclComm::all_reduce_async(void* data, std::size_t count, DType dtype, ReduceOp op) {
@@ -245,11 +263,13 @@ void NcclComm::broadcast(void* data, std::size_t count, DType dtype, int root) {
 }
 
 void NcclComm::barrier() {
-  if (check_calls_) agree({.kind = CollectiveKind::Barrier});
+  const CallDesc call{.kind = CollectiveKind::Barrier};
+  const std::int64_t call_number = next_call();
+  if (check_calls_) agree(call_number, call);
   after_compute();
   ZL_NCCL_CHECK(nccl().AllReduce(barrier_word_.data(), barrier_word_.data(), 1, ncclFloat32,
                                  ncclSum, comm_, comm_stream_));
-  finish(CollectiveKind::Barrier, 0, DType::F32, 0).wait();
+  finish(call_number, call, 0).wait();
 }
 
 }  // namespace zl

@@ -9,20 +9,19 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <string>
 
 #include "call_desc.hpp"
+#include "comm/collective_checks.hpp"
 #include "comm/comm.hpp"
 #include "comm/nccl/nccl_bootstrap.hpp"
 #include "ops/cuda/cuda_device.hpp"
 
 namespace zl {
-
-/// Whether ZL_COLLECTIVE_CHECKS asks NcclComm to compare every call across the ranks before its
-/// data moves: "1" yes; unset, empty or "0" no. Throws zl::Error naming the variable otherwise.
-bool collective_checks_from_env();
 
 /// One rank's NCCL communicator, on the GPU of its CudaDevice. Buffers are device memory of that
 /// GPU (or managed memory), or host memory: NCCL reads and writes only device memory, so a host
@@ -37,13 +36,17 @@ bool collective_checks_from_env();
 /// promise to propagate NaN through (the sim does). Arguments are checked as the sim checks them
 /// (check_call_arguments, sim/call_desc.hpp). With ZL_COLLECTIVE_CHECKS=1 every call, barrier
 /// included, is first compared across the ranks (nccl_agree.cpp); a mismatch is the sim's error.
-/// Not thread-safe: one NcclComm per process.
+/// Every host wait is guarded by the watchdog (comm/watchdog.hpp, nccl_watchdog.cpp): it polls the
+/// call's event and ncclCommGetAsyncError, and at an asynchronous error or past the collective
+/// timeout calls ncclCommAbort and throws the sim's timeout message; every later call then fails
+/// at once. Not thread-safe: one NcclComm per process.
 class NcclComm final : public Comm {
  public:
   /// Joins the group `bootstrap` describes (ncclCommInitRank: blocks until every rank has
   /// joined), on `device`'s GPU, and removes rank 0's id file once all have joined. `device`
-  /// must outlive this communicator.
-  NcclComm(CudaDevice& device, const NcclBootstrap& bootstrap);
+  /// must outlive this communicator. No wait for a collective lasts longer than `timeout`.
+  NcclComm(CudaDevice& device, const NcclBootstrap& bootstrap,
+           std::chrono::milliseconds timeout = std::chrono::seconds(120));
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -73,12 +76,22 @@ class NcclComm final : public Comm {
   CommHandle collective(const CallDesc& call);
   // At least `bytes` of device memory for staging host buffers (host_staging_, grown on demand).
   std::byte* host_staging(std::size_t bytes);
-  // Under ZL_COLLECTIVE_CHECKS: the ranks compare `call` before its data moves (nccl_agree.cpp).
-  void agree(const CallDesc& call);
+  // Under ZL_COLLECTIVE_CHECKS: the ranks compare `call`, number `call_number`, before its data
+  // moves (nccl_agree.cpp).
+  void agree(std::int64_t call_number, const CallDesc& call);
   // Orders the comm stream after the compute stream's queued work.
   void after_compute();
+  // Throws once the watchdog has aborted the communicator: nothing may use it afterwards.
+  void check_not_aborted() const;
+  // Counts a call and fails if the communicator was aborted; returns the call's number.
+  std::int64_t next_call();
+  // Waits on the host for `event`, part of call `call_number` (`call`), under the watchdog: at an
+  // error or past the timeout, aborts the communicator and throws (nccl_watchdog.cpp).
+  void wait_for(cudaEvent_t event, std::int64_t call_number, const CallDesc& call);
+  // wait_for() on everything queued on the comm stream so far.
+  void wait_for_comm_stream(std::int64_t call_number, const CallDesc& call);
   // Records the collective's traffic and returns the handle that orders compute after it.
-  CommHandle finish(CollectiveKind kind, std::int64_t buffer_elems, DType dtype, int root);
+  CommHandle finish(std::int64_t call_number, const CallDesc& call, std::int64_t buffer_elems);
 
   CudaDevice& device_;
   int rank_ = 0;
@@ -89,7 +102,9 @@ class NcclComm final : public Comm {
   Buffer barrier_word_;                  // one float of device memory for barrier() (CommBuffer)
   Buffer host_staging_;                  // device copies of host buffers (CommBuffer, fp64 elems)
   bool check_calls_ = false;             // ZL_COLLECTIVE_CHECKS=1
-  std::int64_t checked_calls_ = 0;       // calls compared by agree(), barriers included
+  std::int64_t calls_ = 0;               // calls made, barriers included, as the sim numbers them
+  std::chrono::milliseconds timeout_;    // the longest host wait for one call
+  std::string aborted_after_;            // the watchdog's message once it aborted comm_
   Buffer check_words_;  // agree()'s signatures (CommBuffer, int64), allocated with checks only
 };
 

@@ -18,6 +18,8 @@ NcclLibrary load_nccl(const std::string& soname) {
   library.resolve(table.GetUniqueId, "ncclGetUniqueId");
   library.resolve(table.CommInitRank, "ncclCommInitRank");
   library.resolve(table.CommDestroy, "ncclCommDestroy");
+  library.resolve(table.CommAbort, "ncclCommAbort");
+  library.resolve(table.CommGetAsyncError, "ncclCommGetAsyncError");
   library.resolve(table.AllReduce, "ncclAllReduce");
   library.resolve(table.ReduceScatter, "ncclReduceScatter");
   library.resolve(table.AllGather, "ncclAllGather");

@@ -18,6 +18,10 @@ struct NcclLibrary {
   decltype(&::ncclCommInitRank) CommInitRank = nullptr;
   /// ncclCommDestroy.
   decltype(&::ncclCommDestroy) CommDestroy = nullptr;
+  /// ncclCommAbort.
+  decltype(&::ncclCommAbort) CommAbort = nullptr;
+  /// ncclCommGetAsyncError.
+  decltype(&::ncclCommGetAsyncError) CommGetAsyncError = nullptr;
   /// ncclAllReduce.
   decltype(&::ncclAllReduce) AllReduce = nullptr;
   /// ncclReduceScatter.

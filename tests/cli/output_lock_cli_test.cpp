@@ -1,0 +1,131 @@
+// output_lock_cli_test.cpp — a run owns the files it writes from its start, as it owns its
+// checkpoint folder: with one zerolab process running, a second that names one of its outputs fails
+// at its start in one line (exit code 1) and writes nothing; the lock file a killed run leaves
+// behind blocks no later run, and a run that ends removes its lock files.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/cli_fixture.hpp"
+
+namespace zl {
+namespace {
+
+namespace fs = std::filesystem;
+using test::CliTest;
+
+// A zerolab process running in the background, its stdout and stderr in files; killed (SIGKILL:
+// nothing is cleaned up on the way out) when the test is done with it.
+class BackgroundRun {
+ public:
+  BackgroundRun(const std::string& args, const fs::path& out) : out_(out) {
+    const std::string line =
+        fmt::format("exec {} {} >{} 2>{}.err", ZL_BINARY, args, out.string(), out.string());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  ~BackgroundRun() { kill(); }
+  BackgroundRun(const BackgroundRun&) = delete;
+  BackgroundRun& operator=(const BackgroundRun&) = delete;
+
+  // True once the run has printed its first step (it holds its locks from before that step), false
+  // if it ended or printed none within a minute.
+  bool wait_for_first_step() const {
+    for (int i = 0; i < 600; ++i) {
+      if (slurp(out_).find("step ") != std::string::npos) return true;
+      if (::waitpid(pid_, nullptr, WNOHANG) != 0) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
+  void kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  fs::path out_;
+  pid_t pid_ = -1;
+};
+
+// Sorted names and sizes of every file under `dir`.
+std::vector<std::string> listing(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    names.push_back(entry.path().string() + " " +
+                    std::to_string(entry.is_regular_file() ? fs::file_size(entry) : 0));
+  }
+  std::ranges::sort(names);
+  return names;
+}
+
+// Long enough to be running while the test's other runs start; killed by the test.
+const std::string kLongRun =
+    "train --stage 1 --world 2 --layers 3 --width 12 --in 5 --classes 4 --micro-batch 3 "
+    "--steps 1000000 --steps-per-print 1";
+
+TEST_F(CliTest, OutputLockRefusesASecondRunAtItsStart) {
+  const fs::path out = dir_ / "out";
+  fs::create_directories(out);
+  const auto path = [&](const char* name) { return (out / name).string(); };
+  BackgroundRun first(kLongRun + " --metrics " + path("m.jsonl") + " --summary " + path("s.json") +
+                          " --save-final " + path("f.st") + " --trace " + path("t.json"),
+                      dir_ / "first.out");
+  ASSERT_TRUE(first.wait_for_first_step()) << slurp(dir_ / "first.out.err");
+  const auto before = listing(out);
+  // Each output of the running run, named by a second run beside an output of its own (locked
+  // before the held one for --trace, so its lock file is removed again on the way out).
+  const std::pair<std::string, std::string> cases[] = {{"--metrics", "m.jsonl"},
+                                                       {"--summary", "s.json"},
+                                                       {"--save-final", "f.st"},
+                                                       {"--trace", "t.json"}};
+  for (const auto& [flag, name] : cases) {
+    const char* own = flag == "--save-final" ? "--save-init" : "--save-final";
+    const auto second =
+        zerolab(fmt::format("train {} --stage 2 --world 2 {} {} {} {}", test::kSmall, flag,
+                            path(name.c_str()), own, path("second.st")));
+    EXPECT_EQ(second.exit_code, 1) << flag << "\n" << second.err;
+    EXPECT_NE(second.err.find(fmt::format("{} {} is in use by another run: wait for it to end "
+                                          "or write to another path",
+                                          flag, path(name.c_str()))),
+              std::string::npos)
+        << second.err;
+    EXPECT_EQ(std::count(second.err.begin(), second.err.end(), '\n'), 1) << second.err;
+    EXPECT_EQ(listing(out), before) << flag;  // nothing written, no lock file of its own left
+  }
+}
+
+TEST_F(CliTest, OutputLockLeftByAKilledRunDoesNotBlockAndAnEndedRunLeavesNone) {
+  const fs::path metrics = dir_ / "m.jsonl";
+  {
+    BackgroundRun killed(kLongRun + " --metrics " + metrics.string(), dir_ / "killed.out");
+    ASSERT_TRUE(killed.wait_for_first_step()) << slurp(dir_ / "killed.out.err");
+  }
+  // The kernel dropped the killed run's lock; only the file is left.
+  EXPECT_TRUE(fs::exists(dir_ / "m.jsonl.lock"));
+  EXPECT_FALSE(fs::exists(metrics));
+  const auto next = zerolab("train " + test::kSmall + " --stage 1 --world 2 --metrics " +
+                            metrics.string() + " --save-final " + (dir_ / "f.st").string());
+  ASSERT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_TRUE(fs::exists(metrics));
+  for (const auto& name : files()) {
+    EXPECT_FALSE(name.ends_with(".lock")) << name << " was left behind";
+  }
+}
+
+}  // namespace
+}  // namespace zl
