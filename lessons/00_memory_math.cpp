@@ -112,9 +112,11 @@ std::int64_t count_gpt2_small() {
   fmt::print("\nThe model:\n");
   const std::int64_t psi = print_param_rows(model_rows);
   fmt::print(
-      "(nanoGPT pads the vocabulary to 50304 for speed, 36,096 more, and prints 123.69M "
-      "because\n"
-      "it leaves out the position embeddings.)\n\n");
+      "(zerolab, like llm.c and nanoGPT, pads the vocabulary to 50304 rows in memory for "
+      "speed:\n"
+      "36,096 zero parameters more, in the ledgers' bytes but in no file; nanoGPT prints "
+      "123.69M\n"
+      "because it leaves out the position embeddings.)\n\n");
   return psi;
 }
 

@@ -23,8 +23,10 @@ namespace zl::bench {
 std::vector<std::int64_t> gpt2_124m_tensor_elems(std::int64_t params_elems) {
   ZL_CHECK(params_elems > 0, "--params {} is invalid: give a positive count", params_elems);
   std::vector<std::int64_t> preset;
+  // Hugging Face's tensor sizes (wte's 50257 rows, not the 50304 zerolab pads it to), as torch
+  // holds them: the comparison with torch's AdamW updates the same elements.
   for (const auto& unit : gpt_units(gpt_preset("124M"))) {
-    for (const auto& param : unit.params) preset.push_back(numel(param.shape));
+    for (const auto& param : unit.params) preset.push_back(numel(param.real_shape()));
   }
   std::vector<std::int64_t> sizes;
   for (std::int64_t left = params_elems; left > 0;) {
@@ -37,7 +39,7 @@ std::vector<std::int64_t> gpt2_124m_tensor_elems(std::int64_t params_elems) {
 
 std::int64_t gpt2_124m_params_elems() {
   std::int64_t total = 0;
-  for (const auto& unit : gpt_units(gpt_preset("124M"))) total += unit.numel();
+  for (const auto& unit : gpt_units(gpt_preset("124M"))) total += unit.real_numel();
   return total;
 }
 

@@ -77,11 +77,8 @@ StepBenchResult run_step_bench(const StepBenchOptions& options) {
       for (const StepRecord& record : run.steps) {
         if (record.step > 0 || run.steps.size() == 1) samples_ms[stage].push_back(record.step_ms);
       }
-      if (round == 0 && stage == 0) {
-        for (const auto& unit : run.final_state.params) {
-          result.params_elems += static_cast<std::int64_t>(unit.size());
-        }
-      }
+      // The model's parameters (wte's padded rows left out), as the FLOPs count them.
+      if (round == 0 && stage == 0) result.params_elems = total_real_numel(run.layout);
     }
   }
   for (int stage = 0; stage <= 3; ++stage) {

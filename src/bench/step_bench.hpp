@@ -40,7 +40,7 @@ struct StepRow {
 struct StepBenchResult {
   std::string model;              ///< "gpt" or "mlp"
   std::string preset;             ///< the preset's name and the GPT's sizes; "" for the MLP
-  std::int64_t params_elems = 0;  ///< unpadded parameter count
+  std::int64_t params_elems = 0;  ///< the model's parameter count (no padding, no padded rows)
   int world = 0;                  ///< simulated ranks
   int threads = 0;                ///< CPU threads each rank ran on
   int cores = 0;                  ///< the machine's hardware threads

@@ -40,14 +40,14 @@ ConsolidateResult consolidate(const std::filesystem::path& checkpoint,
   for (const auto& unit : manifest.units) {
     for (const ShardTensor kind : kinds) {
       for (const auto& param : unit.params) {
-        tensors.push_back({output_name(param, kind), DType::F32, param.shape});
+        tensors.push_back({output_name(param, kind), DType::F32, param.real_shape()});
       }
     }
   }
   ConsolidateResult result;
   result.step = manifest.step;
   result.tensors = static_cast<std::int64_t>(tensors.size());
-  result.param_elems = total_numel(manifest.units);
+  result.param_elems = total_real_numel(manifest.units);
 
   Metadata metadata =
       manifest.model_kind == "gpt" ? model_metadata(manifest.gpt) : model_metadata(manifest.mlp);
@@ -57,11 +57,12 @@ ConsolidateResult consolidate(const std::filesystem::path& checkpoint,
   for (std::size_t u = 0; u < manifest.units.size(); ++u) {
     const UnitLayout& unit = manifest.units[u];
     for (const ShardTensor kind : kinds) {
-      // flat holds the unit's unpadded buffer [numel]: its parameters back to back.
+      // flat holds the unit's unpadded buffer [numel]: its parameters back to back. A parameter's
+      // padded rows (wte's beyond the vocabulary) come last in it and are left out.
       const std::vector<float> flat = reader.read_range(u, kind, {0, unit.numel});
       for (const auto& param : unit.params) {
         const std::span<const float> values(flat.data() + param.offset_elems,
-                                            static_cast<std::size_t>(param.numel));
+                                            static_cast<std::size_t>(param.real_numel()));
         writer.write_tensor(output_name(param, kind), std::as_bytes(values));
       }
     }

@@ -11,13 +11,14 @@ namespace zl {
 struct ConsolidateResult {
   std::int64_t step = 0;           ///< the checkpoint's step
   std::int64_t tensors = 0;        ///< tensors in the output
-  std::int64_t param_elems = 0;    ///< model parameters (Psi), padding removed
+  std::int64_t param_elems = 0;    ///< model parameters (Psi), padding and padded rows removed
   std::uint64_t output_bytes = 0;  ///< size of the output file
 };
 
 /// Writes the checkpoint at `checkpoint` (a checkpoint directory or a step directory, verified as
 /// read_manifest does) to `out` as one fp32 safetensors file: every parameter under its model name
-/// and shape (e.g. `layers.0.weight` [out, in]), padding removed; with `with_optimizer` also
+/// and real shape (e.g. `layers.0.weight` [out, in], GPT-2's `wte.weight` [vocab, C] without its
+/// padded rows), padding removed; with `with_optimizer` also
 /// `<name>.exp_avg` and `<name>.exp_avg_sq` of the same shape. Tensors come unit by unit (a unit's
 /// parameters, then its exp_avg, then its exp_avg_sq); metadata: model_metadata() of the
 /// checkpoint's model ({"format": "pt"}, the model and its sizes) and "step": N. The

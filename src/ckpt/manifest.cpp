@@ -216,8 +216,11 @@ Json units_json(const std::vector<UnitLayout>& units) {
   for (const auto& unit : units) {
     Json params = Json::array();
     for (const auto& param : unit.params) {
-      params.push_back(
-          {{"name", param.name}, {"shape", param.shape}, {"offset_elems", param.offset_elems}});
+      Json entry = {
+          {"name", param.name}, {"shape", param.shape}, {"offset_elems", param.offset_elems}};
+      // Only a padded parameter (GPT-2's wte) says how many of its rows are padding.
+      if (param.pad_rows > 0) entry["pad_rows"] = param.pad_rows;
+      params.push_back(std::move(entry));
     }
     json.push_back({{"name", unit.name},
                     {"numel", unit.numel},
@@ -242,6 +245,10 @@ std::vector<UnitLayout> parse_units(const ManifestReader& read, const Field& fie
       param.shape = read.shape(read.member(param_field, "shape"));
       param.offset_elems = read.integer(read.member(param_field, "offset_elems"), 0);
       param.numel = numel(param.shape);
+      // Absent for a parameter without padded rows (and in checkpoints from before wte's).
+      if (param_field.value.is_object() && param_field.value.contains("pad_rows")) {
+        param.pad_rows = read.integer(read.member(param_field, "pad_rows"), 1, kMaxUnitElems);
+      }
       unit.params.push_back(std::move(param));
     }
     units.push_back(std::move(unit));

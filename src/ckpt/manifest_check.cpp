@@ -30,6 +30,11 @@ std::optional<std::string> units_problem(const std::vector<UnitLayout>& units, i
         return fmt::format("parameter {:?} has numel {} for shape {}", param.name, param.numel,
                            shape_string(param.shape));
       }
+      if (param.pad_rows != 0 && (param.pad_rows < 0 || param.shape.empty() ||
+                                  param.pad_rows >= param.shape.front())) {
+        return fmt::format("parameter {:?} has {} padded rows for shape {}", param.name,
+                           param.pad_rows, shape_string(param.shape));
+      }
       offset += param.numel;
       if (offset > kMaxUnitElems) {
         return fmt::format("unit {:?} holds more elements than any model", unit.name);

@@ -45,6 +45,10 @@ std::optional<std::string> model_difference(const std::vector<UnitLayout>& saved
                            old_param.name, shape_string(old_param.shape),
                            shape_string(new_param.shape));
       }
+      if (old_param.pad_rows != new_param.pad_rows) {
+        return fmt::format("parameter {:?} has {} padded rows in the checkpoint but {} in the model",
+                           old_param.name, old_param.pad_rows, new_param.pad_rows);
+      }
     }
   }
   return std::nullopt;

@@ -116,15 +116,17 @@ Report make_report(const EstimateFlags& flags) {
   } else {
     ZL_CHECK(flags.model == "gpt", "--model {} is not known: use mlp or gpt", flags.model);
     const GptConfig& gpt = flags.gpt;
-    report.shape = fmt::format("gpt{}: n_layer {}, n_head {}, n_embd {}, block_size {}, vocab {}",
-                               flags.preset.empty() ? "" : " " + flags.preset, gpt.n_layer,
-                               gpt.n_head, gpt.n_embd, gpt.block_size, gpt.vocab);
+    report.shape = fmt::format(
+        "gpt{}: n_layer {}, n_head {}, n_embd {}, block_size {}, vocab {} (padded to {})",
+        flags.preset.empty() ? "" : " " + flags.preset, gpt.n_layer, gpt.n_head, gpt.n_embd,
+        gpt.block_size, gpt.vocab, padded_vocab(gpt));
     report.shape_json = {{"preset", string_or_null(flags.preset)},
                          {"n_layer", gpt.n_layer},
                          {"n_head", gpt.n_head},
                          {"n_embd", gpt.n_embd},
                          {"block_size", gpt.block_size},
-                         {"vocab", gpt.vocab}};
+                         {"vocab", gpt.vocab},
+                         {"padded_vocab", padded_vocab(gpt)}};
     report.elems = state_elems(checked_units(gpt), flags.world, report.options);
   }
   if (flags.micro_batch) {
@@ -196,11 +198,17 @@ void print_table(const Report& report) {
   const int p = training_bytes_per_param(options.precision);
   fmt::print("model states per GPU for Ψ = {} parameters{} on N = {} GPUs\n", elems.params,
              report.shape.empty() ? "" : " (" + report.shape + ")", elems.world);
+  if (elems.padded_row_elems > 0) {
+    fmt::print(
+        "wte is padded to a multiple of {} rows: {} elements of zero rows past the vocabulary are "
+        "allocated, part of Ψp below, not of Ψ\n",
+        kVocabPaddingMultiple, elems.padded_row_elems);
+  }
   if (elems.padded()) {
     fmt::print(
         "Ψp = {} elements: each of the {} units padded with zeros to a multiple of N·64 = {} "
-        "(+{} elements, {:.4f}% of Ψ); a sharded term (/N) is one rank's S = Ψp/N = {} "
-        "elements\n",
+        "(+{} elements with the padded rows, {:.4f}% of Ψ); a sharded term (/N) is one rank's "
+        "S = Ψp/N = {} elements\n",
         elems.replica_elems, elems.units, std::int64_t{elems.world} * kNormBlockElems,
         elems.padding_elems(), 100.0 * static_cast<double>(elems.padding_elems()) / elems.params,
         elems.shard_elems);
@@ -275,6 +283,7 @@ void print_json(const Report& report) {
       {"units", elems.units},
       {"padded_elems", elems.replica_elems},
       {"padding_elems", elems.padding_elems()},
+      {"padded_row_elems", elems.padded_row_elems},
       {"shard_elems", elems.shard_elems},
       {"persistent_units", elems.persistent_units},
       {"persistent_elems", elems.persistent_elems},

@@ -26,15 +26,16 @@ namespace zl {
 
 namespace {
 
-// One tensor per parameter, named as the model names it, from unpadded unit vectors.
+// One tensor per parameter, named as the model names it and in its real shape (wte without its
+// padded rows, as Hugging Face holds it), from unpadded unit vectors.
 std::vector<TensorRecord> param_tensors(const std::vector<UnitLayout>& layout,
                                         const std::vector<std::vector<float>>& units) {
   std::vector<TensorRecord> tensors;
   for (std::size_t u = 0; u < layout.size(); ++u) {
     for (const auto& slot : layout[u].params) {
       const std::span<const float> values(units[u].data() + slot.offset_elems,
-                                          static_cast<std::size_t>(slot.numel));
-      tensors.push_back(make_tensor(slot.name, slot.shape, values));
+                                          static_cast<std::size_t>(slot.real_numel()));
+      tensors.push_back(make_tensor(slot.name, slot.real_shape(), values));
     }
   }
   return tensors;

@@ -74,7 +74,7 @@ std::string json_number(double value) {
 
 void print_summary(const TrainConfig& config, const TrainResult& result) {
   fmt::print("\nengine {} with W={}: {} parameters, {} with padding\n", engine_name(config.engine),
-             config.world, total_numel(result.layout), total_padded_elems(result.layout));
+             config.world, total_real_numel(result.layout), total_padded_elems(result.layout));
   fmt::print(
       "{:>4} {:>11} {:>11} {:>11} {:>11} {:>13} {:>13} {:>12} {:>13} {:>12} {:>11} {:>11} {:>6}\n",
       "rank", "params_B", "grads_B", "master_B", "optimizer_B", "gathered_pk_B", "activ_peak_B",
@@ -180,7 +180,7 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
       {"stage", is_reference ? nlohmann::json(nullptr) : nlohmann::json(stage_of(config.engine))},
       {"world", config.world},
       {"steps", config.steps},
-      {"params", total_numel(result.layout)},
+      {"params", total_real_numel(result.layout)},
       {"padded_params", total_padded_elems(result.layout)},
       {"ranks", ranks},
       {"timeline",

@@ -240,7 +240,9 @@ StateElems state_elems(const std::vector<UnitSpec>& units, int world,
              numel);
     // The engines' layout (partition.hpp): zeros up to a multiple of N * kNormBlockElems.
     const std::int64_t padded = padded_elems(numel, world);
-    elems.params = checked_add(elems.params, numel);
+    // Ψ counts the model's parameters (wte's padded rows are not); Ψp all that is allocated.
+    elems.params = checked_add(elems.params, unit.real_numel());
+    elems.padded_row_elems += numel - unit.real_numel();
     elems.replica_elems = checked_add(elems.replica_elems, padded);
     elems.shard_elems += padded / world;
     if (numel < options.persistence_threshold_elems) {

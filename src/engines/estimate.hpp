@@ -108,11 +108,14 @@ int master_bytes_per_param(DType precision);
 struct StateElems {
   int world = 1;                      ///< N
   std::int64_t params = 0;            ///< Ψ, the model's real parameters
-  std::int64_t replica_elems = 0;     ///< a whole term: Ψp (units padded) or Ψ (a bare count)
+  /// A whole term: Ψp (units padded, and GPT-2's wte rows past the vocabulary) or Ψ (a bare count).
+  std::int64_t replica_elems = 0;
   std::int64_t shard_elems = 0;       ///< S, a sharded term: Ψp/N, or ceil(Ψ/N) for a bare Ψ
   std::int64_t persistent_elems = 0;  ///< Ψw, padded elements of the units ZeRO-3 keeps whole
   std::int64_t persistent_units = 0;  ///< how many units those are
   std::int64_t units = 0;             ///< units counted (0 for a bare count)
+  /// Elements of padded rows in Ψp (GPT-2's wte rows past the vocabulary; 0 for the MLP).
+  std::int64_t padded_row_elems = 0;
   std::int64_t padding_elems() const { return replica_elems - params; }  ///< Ψp - Ψ
   bool padded() const { return units > 0; }  ///< counted from units: formulas say Ψp
 };

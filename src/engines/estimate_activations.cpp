@@ -42,7 +42,7 @@ std::int64_t& at(ActivationEstimate& estimate, ActivationKind kind) {
 // The GPT's sum in its symbols, fp32 activations: "16BT + 4[L(16BTC + 4BT + 2BHT) + ...]".
 std::string gpt_formula_32(std::int64_t kept, std::int64_t rebuilt, const ActivationPolicy& policy) {
   if (policy.recompute == Recompute::None) {
-    return "16BT + 4[L(16BTC + 4BT + 2BHT) + 16BTC + 2BT + BTV]";
+    return "16BT + 4[L(16BTC + 4BT + 2BHT) + 16BTC + 2BT + BTVp]";
   }
   const std::string whole = "(16BTC + 4BT + 2BHT)";
   std::string blocks = kept == 0 ? "" : fmt::format("{}{} + ", kept == 1 ? "" : fmt::format("{}·", kept), whole);
@@ -52,7 +52,7 @@ std::string gpt_formula_32(std::int64_t kept, std::int64_t rebuilt, const Activa
     blocks += policy.cpu_checkpoints ? "" : fmt::format("{}·BTC + ", rebuilt);
     blocks += "(15BTC + 4BT + 2BHT) + ";
   }
-  return fmt::format("16BT + 4[{}16BTC + 2BT + BTV]", blocks);
+  return fmt::format("16BT + 4[{}16BTC + 2BT + BTVp]", blocks);
 }
 
 // The same in bytes with 16-bit activations; R = min(BT, 512) rows of the head's working chunk.
@@ -70,7 +70,7 @@ std::string gpt_formula_16(std::int64_t kept, std::int64_t rebuilt, const Activa
       blocks += "(60BTC + 16BT + 8BHT) + ";
     }
   }
-  return fmt::format("24BT + {}62BTC + 2BTV + 4R(C + V)", blocks);
+  return fmt::format("24BT + {}62BTC + 2BTVp + 4R(C + Vp)", blocks);
 }
 
 }  // namespace
@@ -94,7 +94,8 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
                activation_dtype == DType::F16,
            "GPT activations in {} are not supported: keep them in fp32, bf16 or fp16",
            dtype_name(activation_dtype));
-  const std::int64_t H = config.n_head, C = config.n_embd, V = config.vocab;
+  // The logits have a column for each row of the padded wte: Vp = padded_vocab(), not the vocab.
+  const std::int64_t H = config.n_head, C = config.n_embd, Vp = padded_vocab(config);
   const std::int64_t N = mul(micro_batch, seq_len);  // token rows, B*T
   const std::int64_t NC = mul(N, C);
   // A matrix product's input or output: 4 bytes, or 2 when the activations are 16-bit.
@@ -121,8 +122,8 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
   // fc and fc_gelu [N, 4C]; a selective block keeps fc.
   at(out, ActivationKind::MlpHidden) =
       add(mul(kept, kP, mul(8, NC)), selective ? mul(rebuilt, kP, mul(4, NC)) : 0);
-  // lnf [N, C] with its mean and rstd [N]; the logits [N, V], their gradient written over them.
-  at(out, ActivationKind::Logits) = add(mul(kP, add(NC, mul(N, V))), mul(kF32, 2, N));
+  // lnf [N, C] with its mean and rstd [N]; the logits [N, Vp], their gradient written over them.
+  at(out, ActivationKind::Logits) = add(mul(kP, add(NC, mul(N, Vp))), mul(kF32, 2, N));
   // dresidual, dln, dattn [N, C], dqkv [N, 3C], dfc and dfc_gelu [N, 4C]: 14NC.
   at(out, ActivationKind::Scratch) = mul(kF32, mul(14, NC));
   // A fully checkpointed block keeps its output [N, C], the next block's input.
@@ -144,7 +145,7 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
         policy.recompute == Recompute::None ? 14 : (selective ? 7 : 0);
     const std::int64_t chunk_rows = std::min(N, Gpt::kHeadChunkRows);
     at(out, ActivationKind::Working) =
-        add(mul(kF32, mul(working_nc, NC)), mul(kF32, chunk_rows, add(C, V)));
+        add(mul(kF32, mul(working_nc, NC)), mul(kF32, chunk_rows, add(C, Vp)));
   }
   out.formula = sixteen ? gpt_formula_16(kept, rebuilt, policy) : gpt_formula_32(kept, rebuilt, policy);
   return out;

@@ -26,7 +26,8 @@ struct ActivationEstimate {
   /// Checkpoints kept in host memory with the policy's cpu_checkpoints (MemCategory::
   /// HostActivations); not in `bytes` or total_bytes().
   std::int64_t host_bytes = 0;
-  /// The sum in the model's symbols, e.g. "16BT + 4[L(16BTC + 4BT + 2BHT) + 16BTC + 2BT + BTV]".
+  /// The sum in the model's symbols, e.g. "16BT + 4[L(16BTC + 4BT + 2BHT) + 16BTC + 2BT + BTVp]"
+  /// (Vp: the padded vocabulary, padded_vocab()).
   std::string formula;
   /// Bytes of `kind`.
   std::int64_t bytes_of(ActivationKind kind) const { return bytes[static_cast<int>(kind)]; }

@@ -24,7 +24,7 @@ std::vector<UnitLayout> layout_units(const std::vector<UnitSpec>& units, int wor
       ZL_CHECK(count > 0,
                "parameter {} has shape {} with no elements: every layer needs a size >= 1",
                param.name, shape_string(param.shape));
-      layout.params.push_back({param.name, param.shape, layout.numel, count});
+      layout.params.push_back({param.name, param.shape, layout.numel, count, param.pad_rows});
       layout.numel += count;
     }
     layout.padded_elems = padded_elems(layout.numel, world);
@@ -47,6 +47,14 @@ ShardRange shard_of(const UnitLayout& unit, int rank, int world) {
 std::int64_t total_numel(const std::vector<UnitLayout>& units) {
   std::int64_t count = 0;
   for (const auto& unit : units) count += unit.numel;
+  return count;
+}
+
+std::int64_t total_real_numel(const std::vector<UnitLayout>& units) {
+  std::int64_t count = 0;
+  for (const auto& unit : units) {
+    for (const auto& param : unit.params) count += param.real_numel();
+  }
   return count;
 }
 

@@ -20,6 +20,11 @@ struct ParamSlot {
   Shape shape;                    ///< its dimensions, outermost first
   std::int64_t offset_elems = 0;  ///< first element in the unit's flat buffer (back to back)
   std::int64_t numel = 0;         ///< elements, numel(shape)
+  std::int64_t pad_rows = 0;      ///< zero rows at the end of shape (ParamSpec::pad_rows)
+  /// The shape without the padded rows, as files in Hugging Face's shapes hold the parameter.
+  Shape real_shape() const { return zl::real_shape(shape, pad_rows); }
+  /// Elements of real_shape(): the first real_numel() of the parameter's numel elements.
+  std::int64_t real_numel() const { return zl::numel(real_shape()); }
 };
 
 /// A unit laid out for a world of W ranks.
@@ -48,8 +53,11 @@ std::vector<UnitLayout> layout_units(const std::vector<UnitSpec>& units, int wor
 /// The elements rank `rank` owns of `unit` (laid out for `world`).
 ShardRange shard_of(const UnitLayout& unit, int rank, int world);
 
-/// Sum of numel over units (the model's Psi).
+/// Sum of numel over units (the elements of the flat buffers, padded rows included).
 std::int64_t total_numel(const std::vector<UnitLayout>& units);
+
+/// Sum of real_numel over every parameter of `units`: the model's Psi, as Hugging Face counts it.
+std::int64_t total_real_numel(const std::vector<UnitLayout>& units);
 
 /// Sum of padded_elems over units (Psi with padding).
 std::int64_t total_padded_elems(const std::vector<UnitLayout>& units);

@@ -58,7 +58,12 @@ void Gpt::init_unit(int unit, std::span<float> flat, std::uint64_t seed) const {
   std::size_t offset = 0;
   for (const auto& param : spec.params) {
     const auto elems = static_cast<std::size_t>(numel(param.shape));
-    const auto values = flat.subspan(offset, elems);
+    // wte's padded rows, after its real ones, are zero; the real ones draw the same values as
+    // without padding (element e of the [V, C] tensor is element e of the stream).
+    const auto real_elems = static_cast<std::size_t>(numel(param.real_shape()));
+    std::fill(flat.begin() + static_cast<std::ptrdiff_t>(offset + real_elems),
+              flat.begin() + static_cast<std::ptrdiff_t>(offset + elems), 0.0f);
+    const auto values = flat.subspan(offset, real_elems);
     offset += elems;
     const std::string_view name = param.name;
     if (name.ends_with(".bias")) {
@@ -68,7 +73,7 @@ void Gpt::init_unit(int unit, std::span<float> flat, std::uint64_t seed) const {
     } else {
       const double stddev = name.ends_with("c_proj.weight") ? proj_std : kInitStd;
       const std::uint64_t stream = stream_of(name);
-      for (std::size_t e = 0; e < elems; ++e)
+      for (std::size_t e = 0; e < real_elems; ++e)
         values[e] = static_cast<float>(stddev * standard_normal(seed, stream, e));
     }
   }
@@ -123,11 +128,13 @@ void Gpt::begin(const Batch& batch) {
   lnf_ = activation(ActivationKind::Logits, {N, C}, activation_dtype_);
   lnf_mean_ = activation(ActivationKind::Logits, {N});
   lnf_rstd_ = activation(ActivationKind::Logits, {N});
-  logits_ = activation(ActivationKind::Logits, {N, config_.vocab}, activation_dtype_);
+  // The logits have a column for every row of the padded wte (padded_vocab(), a multiple of 128
+  // that keeps the head's matrix product aligned); the padded columns are masked in the loss.
+  logits_ = activation(ActivationKind::Logits, {N, padded_vocab(config_)}, activation_dtype_);
   if (sixteen_bit()) {
     const std::int64_t chunk_rows = std::min(N, kHeadChunkRows);
     head_in_ = activation(ActivationKind::Working, {chunk_rows, C});
-    head_out_ = activation(ActivationKind::Working, {chunk_rows, config_.vocab});
+    head_out_ = activation(ActivationKind::Working, {chunk_rows, padded_vocab(config_)});
   }
   dresidual_ = activation(ActivationKind::Scratch, {N, C});
   dln_ = activation(ActivationKind::Scratch, {N, C});
@@ -236,17 +243,21 @@ void Gpt::forward_unit(int unit, std::span<const float> params) {
            unit, last_unit(), forward_hint());
   check_params("forward", unit, params, static_cast<std::size_t>(units_[unit].numel()));
   const std::int64_t N = token_rows(), C = config_.n_embd, V = config_.vocab;
+  const std::int64_t Vp = padded_vocab(config_);
   const bool head = forward_visits_ + 1 == order_.size();
   if (unit == 0 && !head) {
-    // x [N, C] = wte[token] + wpe[t]: wte [V, C], then wpe [block_size, C] of which T rows are
-    // used.
-    device_.embedding_forward(tokens_.as<std::int64_t>(), params.first(V * C), params.subspan(V * C, seq_len_ * C),
-                              embedded_.as<float>(), rows_, seq_len_, C, V);
+    // x [N, C] = wte[token] + wpe[t]: wte [Vp, C] of which the V real rows are looked up, then
+    // wpe [block_size, C] of which T rows are used.
+    device_.embedding_forward(tokens_.as<std::int64_t>(), params.first(V * C),
+                              params.subspan(Vp * C, seq_len_ * C), embedded_.as<float>(), rows_,
+                              seq_len_, C, V);
   } else if (unit == 0 && sixteen_bit()) {
     head_forward_chunked(params);
   } else if (unit == 0) {
-    // The tied LM head: logits [N, V] = ln_f(x) [N, C] * wte^T [C, V], no bias.
-    device_.linear_forward(lnf_.as<float>(), params.first(V * C), {}, logits_.as<float>(), N, C, V);
+    // The tied LM head: logits [N, Vp] = ln_f(x) [N, C] * wte^T [C, Vp], no bias; the padded
+    // columns [V, Vp) come out zero (their wte rows are) and the loss ignores them.
+    device_.linear_forward(lnf_.as<float>(), params.first(Vp * C), {}, logits_.as<float>(), N, C,
+                           Vp);
   } else if (unit == last_unit() && sixteen_bit()) {
     lnf_forward_chunked(params);
   } else if (unit == last_unit()) {
@@ -265,15 +276,21 @@ std::vector<float> Gpt::logits() const {
   ZL_CHECK(!loss_done_,
            "logits() after loss(): the logits' buffer now holds their gradient; read them before "
            "loss()");
-  std::vector<float> host(static_cast<std::size_t>(logits_.elems()));
+  std::vector<float> padded(static_cast<std::size_t>(logits_.elems()));
   if (!sixteen_bit()) {
-    device_.copy_to_host(host.data(), logits_.data(), static_cast<std::size_t>(logits_.bytes()));
-    return host;
+    device_.copy_to_host(padded.data(), logits_.data(), static_cast<std::size_t>(logits_.bytes()));
+  } else {
+    std::vector<std::uint16_t> bits(padded.size());
+    device_.copy_to_host(bits.data(), logits_.data(), static_cast<std::size_t>(logits_.bytes()));
+    for (std::size_t i = 0; i < bits.size(); ++i) {
+      padded[i] = activation_dtype_ == DType::BF16 ? bf16_to_f32(bits[i]) : f16_to_f32(bits[i]);
+    }
   }
-  std::vector<std::uint16_t> bits(host.size());
-  device_.copy_to_host(bits.data(), logits_.data(), static_cast<std::size_t>(logits_.bytes()));
-  for (std::size_t i = 0; i < bits.size(); ++i) {
-    host[i] = activation_dtype_ == DType::BF16 ? bf16_to_f32(bits[i]) : f16_to_f32(bits[i]);
+  // Each token row [Vp] keeps its first V columns: the padded ones are not the model's.
+  const std::int64_t V = config_.vocab, Vp = padded_vocab(config_);
+  std::vector<float> host(static_cast<std::size_t>(token_rows() * V));
+  for (std::int64_t r = 0; r < token_rows(); ++r) {
+    std::copy_n(padded.begin() + r * Vp, V, host.begin() + r * V);
   }
   return host;
 }
@@ -289,10 +306,12 @@ float Gpt::loss(float grad_scale) {
     return loss_;
   }
   // Mean over all N = rows * T tokens; the gradient (softmax - onehot) / N, then scaled, is
-  // written over the logits, which nothing reads again (as llm.c does): one [N, V] buffer.
+  // written over the logits, which nothing reads again (as llm.c does): one [N, Vp] buffer. The
+  // softmax covers the V real columns; the padded ones get a zero gradient.
   auto logits = logits_.as<float>();
   loss_ = device_.cross_entropy_forward_backward(logits, targets_.as<std::int64_t>(), logits,
-                                                 token_rows(), config_.vocab);
+                                                 token_rows(), config_.vocab,
+                                                 padded_vocab(config_));
   if (grad_scale != 1.0f) device_.scale(logits, grad_scale);
   loss_done_ = true;
   return loss_;
@@ -305,17 +324,20 @@ void Gpt::backward_unit(int unit, std::span<const float> params, std::span<float
            unit, last_unit(), backward_hint());
   check_params("backward", unit, params, grads.size());
   const std::int64_t N = token_rows(), C = config_.n_embd, V = config_.vocab;
+  const std::int64_t Vp = padded_vocab(config_);
   const bool head = next_backward_visit_ + 1 == static_cast<int>(order_.size());
   if (unit == 0 && head && sixteen_bit()) {
     head_backward_chunked(params, grads);
   } else if (unit == 0 && head) {
-    // d wte [V, C] += dlogits^T ln_f(x); d ln_f(x) [N, C] = dlogits wte.
-    device_.linear_backward(lnf_.as<float>(), params.first(V * C), logits_.as<float>(),
-                            grads.first(V * C), {}, dln_.as<float>(), N, C, V);
+    // d wte [Vp, C] += dlogits^T ln_f(x) (the padded rows add dlogits' zero columns: 0);
+    // d ln_f(x) [N, C] = dlogits wte.
+    device_.linear_backward(lnf_.as<float>(), params.first(Vp * C), logits_.as<float>(),
+                            grads.first(Vp * C), {}, dln_.as<float>(), N, C, Vp);
   } else if (unit == 0) {
-    // dresidual now holds d loss / d (wte[token] + wpe[t]).
-    device_.embedding_backward(tokens_.as<std::int64_t>(), dresidual_.as<float>(), grads.first(V * C),
-                               grads.subspan(V * C, seq_len_ * C), rows_, seq_len_, C, V);
+    // dresidual now holds d loss / d (wte[token] + wpe[t]); tokens are real rows of wte.
+    device_.embedding_backward(tokens_.as<std::int64_t>(), dresidual_.as<float>(),
+                               grads.first(V * C), grads.subspan(Vp * C, seq_len_ * C), rows_,
+                               seq_len_, C, V);
   } else if (unit == last_unit()) {
     // The residual stream's gradient starts here: ln_f's input gets only ln_f's part.
     auto dresidual = dresidual_.as<float>();

@@ -4,6 +4,11 @@
 // GELU MLP; a final ln_f; logits = ln_f(x) wte^T (the LM head is tied to the token embedding);
 // cross-entropy averaged over all B*T tokens.
 //
+// The vocabulary is padded, as llm.c pads it: wte has padded_vocab() rows (a multiple of 128,
+// 50304 for GPT-2's 50257) so that the LM head's matrix product is aligned; the rows past the
+// vocabulary start at zero, their logits take no part in the softmax and the loss, so their
+// gradient is zero and they stay zero. Files in Hugging Face's shapes leave them out.
+//
 // Units: 0 = {wte, wpe}; 1+i = block h.{i}; L+1 = {ln_f}. forward_order() is [0, 1, ..., L+1, 0]:
 // unit 0's first visit looks the tokens up, its second is the LM head. Backward runs the order
 // reversed, so the head adds its d wte first and the embedding adds its part last, into the same
@@ -50,7 +55,7 @@ class Gpt final : public Model {
   /// stream_of(name), e), computed in double and rounded once: the same for every world size.
   void init_unit(int unit, std::span<float> flat, std::uint64_t seed) const override;
   /// Takes tokens [rows, T] and next tokens y [rows, T] with T = batch.features <= block_size
-  /// and every id in [0, vocab); throws zl::Error naming what is wrong otherwise.
+  /// and every id in [0, vocab) (the real vocabulary, not the padded one); throws zl::Error naming what is wrong otherwise.
   void begin(const Batch& batch) override;
   void forward_unit(int unit, std::span<const float> params) override;
   using Model::loss;
@@ -61,9 +66,9 @@ class Gpt final : public Model {
 
   /// The shape the model was built with (validated).
   const GptConfig& config() const { return config_; }
-  /// The logits [rows, T, vocab] of the micro-batch, copied to the host (widened to fp32 when kept
-  /// in 16 bits), once the LM head has run and before loss(), which writes their gradient over
-  /// them.
+  /// The logits [rows, T, vocab] of the micro-batch (the real vocabulary's columns; the padded
+  /// ones are left out), copied to the host (widened to fp32 when kept in 16 bits), once the LM
+  /// head has run and before loss(), which writes their gradient over them.
   std::vector<float> logits() const;
 
  private:
@@ -133,8 +138,8 @@ class Gpt final : public Model {
   // One block's fp32 tensors that a block keeps in 16 bits or rebuilds, shared by every block.
   BlockActivations work_;
   Buffer lnf_, lnf_mean_, lnf_rstd_;  // ln_f(last block's out) [N, C], [N], [N]
-  Buffer logits_;  // [N, vocab]; after loss(), grad_scale * d loss / d logits in their place
-  // 16-bit activations: one chunk of the head's fp32 input [R, C] and output [R, vocab].
+  Buffer logits_;  // [N, Vp]; after loss(), grad_scale * d loss / d logits in their place
+  // 16-bit activations: one chunk of the head's fp32 input [R, C] and output [R, Vp].
   Buffer head_in_, head_out_;
   // Backward scratch, reused by every block.
   Buffer dresidual_;  // d loss / d the residual stream at the current block boundary [N, C]

@@ -57,12 +57,19 @@ std::vector<std::string> gpt_preset_names() {
   return names;
 }
 
+std::int64_t padded_vocab(const GptConfig& config) {
+  const std::int64_t multiples =
+      (config.vocab + kVocabPaddingMultiple - 1) / kVocabPaddingMultiple;
+  return multiples * kVocabPaddingMultiple;
+}
+
 std::vector<UnitSpec> gpt_units(const GptConfig& config) {
   validate(config);
-  const std::int64_t C = config.n_embd;
+  const std::int64_t C = config.n_embd, Vp = padded_vocab(config);
   std::vector<UnitSpec> units;
-  units.push_back(
-      {"embeddings", {{"wte.weight", {config.vocab, C}}, {"wpe.weight", {config.block_size, C}}}});
+  units.push_back({"embeddings",
+                   {{"wte.weight", {Vp, C}, Vp - config.vocab},
+                    {"wpe.weight", {config.block_size, C}}}});
   for (int i = 0; i < config.n_layer; ++i) {
     const std::string h = fmt::format("h.{}", i);
     units.push_back({h,

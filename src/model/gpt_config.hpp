@@ -18,8 +18,17 @@ struct GptConfig {
   int n_head = 2;                ///< attention heads per block; divides n_embd
   std::int64_t n_embd = 32;      ///< channels C of the residual stream
   std::int64_t block_size = 16;  ///< T: the longest context, rows of wpe.weight
-  std::int64_t vocab = 64;       ///< V: tokens are in [0, vocab), rows of wte.weight
+  std::int64_t vocab = 64;       ///< V: tokens are in [0, vocab), wte.weight's real rows
 };
+
+/// The multiple of rows the vocabulary is padded to in wte and the LM head (llm.c's 128): a GPU's
+/// matrix products run at full speed when the logits' row length is aligned.
+inline constexpr std::int64_t kVocabPaddingMultiple = 128;
+
+/// Vp, config.vocab rounded up to a multiple of kVocabPaddingMultiple (GPT-2's 50257 -> 50304):
+/// the rows of wte.weight in memory and the columns of the logits. Rows [V, Vp) of wte are zero
+/// and stay zero: their logits take no part in the loss, so their gradient is zero.
+std::int64_t padded_vocab(const GptConfig& config);
 
 /// Throws zl::Error with a one-line message naming the bad size (every size >= 1, n_embd a
 /// multiple of n_head).
@@ -30,7 +39,8 @@ void validate(const GptConfig& config);
 GptConfig gpt_preset(std::string_view name);
 
 /// The units of GPT-2 with `config`, in forward order, with Hugging Face names and shapes:
-/// unit 0 `wte.weight` [V,C] and `wpe.weight` [T,C]; unit 1+i block i (`h.{i}.ln_1.weight`, ...);
+/// unit 0 `wte.weight` [Vp,C] (Vp = padded_vocab(config), its last Vp - V rows padding:
+/// ParamSpec::pad_rows; [V,C] in files) and `wpe.weight` [T,C]; unit 1+i block i (`h.{i}.ln_1.weight`, ...);
 /// the last unit `ln_f.weight`, `ln_f.bias`. The LM head is tied to wte (unit 0 runs again last).
 std::vector<UnitSpec> gpt_units(const GptConfig& config);
 

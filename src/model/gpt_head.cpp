@@ -1,7 +1,7 @@
 // gpt_head.cpp — ln_f, the tied LM head and the loss when activations are kept in 16 bits. They
 // run in chunks of Gpt::kHeadChunkRows token rows through one fp32 working chunk of ln_f's output
-// [R, C] and one of the logits [R, vocab], so the [N, vocab] logits and their gradient exist only
-// in 16 bits. Every value crosses the 16-bit buffers rounded to nearest even (by the conversion;
+// [R, C] and one of the logits [R, Vp] (Vp = padded_vocab(), the padded columns masked in the
+// loss), so the [N, Vp] logits and their gradient exist only in 16 bits. Every value crosses the 16-bit buffers rounded to nearest even (by the conversion;
 // the fp32 chunk is not read again, so nothing else needs the rounded value), as autocast rounds a
 // matrix product's output and the gradient of a 16-bit tensor; the loss sums the rows' losses in
 // row order in double, the chunks one after another.
@@ -43,49 +43,50 @@ void Gpt::lnf_forward_chunked(std::span<const float> params) {
 }
 
 void Gpt::head_forward_chunked(std::span<const float> params) {
-  const std::int64_t N = token_rows(), C = config_.n_embd, V = config_.vocab;
+  const std::int64_t N = token_rows(), C = config_.n_embd, Vp = padded_vocab(config_);
   for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
     const auto x = head_in_.as<float>().first(static_cast<std::size_t>(rows * C));
-    const auto logits = head_out_.as<float>().first(static_cast<std::size_t>(rows * V));
+    const auto logits = head_out_.as<float>().first(static_cast<std::size_t>(rows * Vp));
     device_.convert(rows_of(lnf_, first, C), activation_dtype_, x.data(), DType::F32, rows * C);
-    device_.linear_forward(x, params.first(V * C), {}, logits, rows, C, V);
-    device_.convert(logits.data(), DType::F32, rows_of(logits_, first, V), activation_dtype_,
-                    rows * V);
+    device_.linear_forward(x, params.first(Vp * C), {}, logits, rows, C, Vp);
+    device_.convert(logits.data(), DType::F32, rows_of(logits_, first, Vp), activation_dtype_,
+                    rows * Vp);
   });
 }
 
 double Gpt::loss_sum_chunked(float grad_scale) {
-  const std::int64_t N = token_rows(), V = config_.vocab;
+  const std::int64_t N = token_rows(), Vp = padded_vocab(config_);
   const auto targets = targets_.as<std::int64_t>();
   double loss_sum = 0.0;
   for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
-    const auto logits = head_out_.as<float>().first(static_cast<std::size_t>(rows * V));
-    device_.convert(rows_of(logits_, first, V), activation_dtype_, logits.data(), DType::F32,
-                    rows * V);
-    // The gradient (softmax - onehot) / N, scaled, written over the chunk and then the logits.
+    const auto logits = head_out_.as<float>().first(static_cast<std::size_t>(rows * Vp));
+    device_.convert(rows_of(logits_, first, Vp), activation_dtype_, logits.data(), DType::F32,
+                    rows * Vp);
+    // The gradient (softmax - onehot) / N over the real vocabulary, zero in the padded columns,
+    // scaled, written over the chunk and then the logits.
     loss_sum += device_.cross_entropy_sum_forward_backward(
         logits, targets.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(rows)),
-        logits, rows, V, N);
+        logits, rows, config_.vocab, Vp, N);
     if (grad_scale != 1.0f) device_.scale(logits, grad_scale);
-    device_.convert(logits.data(), DType::F32, rows_of(logits_, first, V), activation_dtype_,
-                    rows * V);
+    device_.convert(logits.data(), DType::F32, rows_of(logits_, first, Vp), activation_dtype_,
+                    rows * Vp);
   });
   return loss_sum;
 }
 
 void Gpt::head_backward_chunked(std::span<const float> params, std::span<float> grads) {
-  const std::int64_t N = token_rows(), C = config_.n_embd, V = config_.vocab;
+  const std::int64_t N = token_rows(), C = config_.n_embd, Vp = padded_vocab(config_);
   for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
     const auto x = head_in_.as<float>().first(static_cast<std::size_t>(rows * C));
-    const auto dlogits = head_out_.as<float>().first(static_cast<std::size_t>(rows * V));
+    const auto dlogits = head_out_.as<float>().first(static_cast<std::size_t>(rows * Vp));
     device_.convert(rows_of(lnf_, first, C), activation_dtype_, x.data(), DType::F32, rows * C);
-    device_.convert(rows_of(logits_, first, V), activation_dtype_, dlogits.data(), DType::F32,
-                    rows * V);
-    // d wte [V, C] += dlogits^T ln_f(x), chunk after chunk; d ln_f(x) rows = dlogits wte.
-    device_.linear_backward(x, params.first(V * C), dlogits, grads.first(V * C), {},
+    device_.convert(rows_of(logits_, first, Vp), activation_dtype_, dlogits.data(), DType::F32,
+                    rows * Vp);
+    // d wte [Vp, C] += dlogits^T ln_f(x), chunk after chunk; d ln_f(x) rows = dlogits wte.
+    device_.linear_backward(x, params.first(Vp * C), dlogits, grads.first(Vp * C), {},
                             dln_.as<float>().subspan(static_cast<std::size_t>(first * C),
                                                      static_cast<std::size_t>(rows * C)),
-                            rows, C, V);
+                            rows, C, Vp);
   });
 }
 

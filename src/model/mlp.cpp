@@ -137,7 +137,7 @@ float Mlp::loss(float grad_scale) {
   // The logits are the last layer's output [rows, classes]; their gradient seeds backward.
   loss_ = device_.cross_entropy_forward_backward(
       floats(pre_[last()]), labels_.as<std::int64_t>(), floats(grad_pre_, rows_ * config_.classes),
-      rows_, config_.classes);
+      rows_, config_.classes, config_.classes);
   if (grad_scale != 1.0f) device_.scale(floats(grad_pre_, rows_ * config_.classes), grad_scale);
   loss_done_ = true;
   return loss_;

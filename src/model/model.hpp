@@ -9,23 +9,49 @@
 #include <vector>
 
 #include "core/buffer.hpp"
+#include "core/error.hpp"
 
 namespace zl {
+
+/// `shape` without its last `pad_rows` rows (outermost dimension): the shape files in Hugging
+/// Face's layout hold. Throws zl::Error unless pad_rows is 0, or 0 < pad_rows < shape[0].
+inline Shape real_shape(const Shape& shape, std::int64_t pad_rows) {
+  if (pad_rows == 0) return shape;
+  ZL_CHECK(pad_rows > 0 && !shape.empty() && pad_rows < shape[0],
+           "{} padded rows do not fit a tensor of shape {}: pad fewer rows than it has", pad_rows,
+           shape_string(shape));
+  Shape real = shape;
+  real[0] -= pad_rows;
+  return real;
+}
 
 /// One named parameter tensor (Hugging Face / PyTorch names and shapes).
 struct ParamSpec {
   std::string name;  ///< stable name, e.g. "layers.0.weight" or "h.1.attn.c_attn.weight"
-  Shape shape;       ///< dimensions, outermost first, as PyTorch stores the tensor
+  Shape shape;       ///< dimensions in memory, outermost first, as PyTorch stores the tensor
+  /// Zero rows at the end of `shape` that are not part of the model: GPT-2's wte is padded from
+  /// the vocabulary V to padded_vocab() rows, so shape is [padded_vocab, C] and pad_rows is
+  /// padded_vocab - V. They stay zero, and files in Hugging Face's shapes leave them out.
+  std::int64_t pad_rows = 0;
+  /// The shape without the padded rows: what consolidate, --save-final and --init show.
+  Shape real_shape() const { return zl::real_shape(shape, pad_rows); }
 };
 
 /// A group of parameters gathered, computed and reduced together.
 struct UnitSpec {
   std::string name;               ///< stable name, e.g. "layers.0" or "h.1"
   std::vector<ParamSpec> params;  ///< in the order they lie in the unit's flat buffer
-  /// Elements of all params together (the unpadded flat size).
+  /// Elements of all params together (the flat size before partition.hpp's padding; padded
+  /// rows of a parameter, ParamSpec::pad_rows, included).
   std::int64_t numel() const {
     std::int64_t count = 0;
     for (const auto& param : params) count += zl::numel(param.shape);
+    return count;
+  }
+  /// The model's parameters in the unit, without the padded rows (Hugging Face's count).
+  std::int64_t real_numel() const {
+    std::int64_t count = 0;
+    for (const auto& param : params) count += zl::numel(param.real_shape());
     return count;
   }
 };

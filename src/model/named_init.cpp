@@ -35,9 +35,9 @@ NamedInitModel::NamedInitModel(Model& model, const NamedTensors& tensors, const 
       ZL_CHECK(found != nullptr,
                "{} has no tensor {}: give a file of this model (zerolab consolidate writes one)",
                source, param.name);
-      ZL_CHECK(found->second.shape == param.shape,
+      ZL_CHECK(found->second.shape == param.real_shape(),
                "{}: {} has shape {} but the model needs {}: check {}", source, param.name,
-               shape_string(found->second.shape), shape_string(param.shape),
+               shape_string(found->second.shape), shape_string(param.real_shape()),
                size_flags(param.name));
       const auto& values = found->second.values;
       const auto bad = std::ranges::find_if(values, [](float v) { return !std::isfinite(v); });
@@ -68,6 +68,9 @@ void NamedInitModel::init_unit(int unit, std::span<float> flat, std::uint64_t) c
   for (const auto& param : model_.units().at(static_cast<std::size_t>(unit)).params) {
     const auto& values = find(param.name)->second.values;
     out = std::copy(values.begin(), values.end(), out);
+    // The file holds the real rows; the padded rows after them (wte's) start at zero.
+    const auto padding = static_cast<std::ptrdiff_t>(numel(param.shape) - numel(param.real_shape()));
+    out = std::fill_n(out, padding, 0.0f);
   }
 }
 

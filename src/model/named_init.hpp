@@ -19,7 +19,9 @@ struct NamedTensor {
 /// Tensors by name, as read from a safetensors file.
 using NamedTensors = std::map<std::string, NamedTensor>;
 
-/// `model` with init_unit() copying from `tensors` (which must outlive it). Hugging Face GPT-2
+/// `model` with init_unit() copying from `tensors` (which must outlive it). Each tensor has its
+/// parameter's real shape (ParamSpec::real_shape(): GPT-2's wte.weight [vocab, C]); padded rows
+/// start at zero. Hugging Face GPT-2
 /// files load as they are: names may carry the "transformer." prefix, and the tied
 /// `lm_head.weight` and the `*.attn.bias` / `*.attn.masked_bias` mask buffers are ignored. Throws zl::Error
 /// (naming `source`, e.g. the file) if a parameter is missing or has another shape, or a tensor

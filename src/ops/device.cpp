@@ -65,25 +65,32 @@ void Device::gelu_backward(std::span<const float> x, std::span<const float> dy,
 float Device::cross_entropy_forward_backward(std::span<const float> logits,
                                              std::span<const std::int64_t> labels,
                                              std::span<float> dlogits, std::int64_t rows,
-                                             std::int64_t classes) {
+                                             std::int64_t classes, std::int64_t padded_classes) {
   ZL_CHECK(rows >= 1, "cross_entropy: a batch of {} rows has no mean loss; pass >= 1 row", rows);
-  return static_cast<float>(
-      cross_entropy_sum_forward_backward(logits, labels, dlogits, rows, classes, rows) /
-      static_cast<double>(rows));
+  return static_cast<float>(cross_entropy_sum_forward_backward(logits, labels, dlogits, rows,
+                                                               classes, padded_classes, rows) /
+                            static_cast<double>(rows));
 }
 
 double Device::cross_entropy_sum_forward_backward(std::span<const float> logits,
                                                   std::span<const std::int64_t> labels,
                                                   std::span<float> dlogits, std::int64_t rows,
-                                                  std::int64_t classes, std::int64_t mean_rows) {
-  check_elems("cross_entropy", "logits", logits.size(), rows * classes);
+                                                  std::int64_t classes,
+                                                  std::int64_t padded_classes,
+                                                  std::int64_t mean_rows) {
+  ZL_CHECK(classes >= 1, "cross_entropy: {} classes is invalid; pass >= 1 class", classes);
+  ZL_CHECK(padded_classes >= classes,
+           "cross_entropy: rows of {} columns cannot hold {} classes; pass padded_classes >= "
+           "classes",
+           padded_classes, classes);
+  check_elems("cross_entropy", "logits", logits.size(), rows * padded_classes);
   check_elems("cross_entropy", "labels", labels.size(), rows);
-  check_elems("cross_entropy", "dlogits", dlogits.size(), rows * classes);
+  check_elems("cross_entropy", "dlogits", dlogits.size(), rows * padded_classes);
   ZL_CHECK(rows >= 1 && rows <= mean_rows,
            "cross_entropy: a chunk of {} rows of a batch of {}: pass 1 <= rows <= the batch's rows",
            rows, mean_rows);
-  ZL_CHECK(classes >= 1, "cross_entropy: {} classes is invalid; pass >= 1 class", classes);
-  return do_cross_entropy_forward_backward(logits, labels, dlogits, rows, classes, mean_rows);
+  return do_cross_entropy_forward_backward(logits, labels, dlogits, rows, classes, padded_classes,
+                                           mean_rows);
 }
 
 void Device::embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,

@@ -124,20 +124,24 @@ class Device : public Allocator {
   /// dx = dy * d/dx[x * Phi(x)].
   void gelu_backward(std::span<const float> x, std::span<const float> dy, std::span<float> dx);
 
-  /// Mean cross-entropy of logits[rows, classes] against labels[rows]; writes d(loss)/d(logits).
-  /// `dlogits` may be `logits` itself (in place): each row is read whole before it is written.
+  /// Mean cross-entropy of logits[rows, padded_classes] against labels[rows] in [0, classes);
+  /// writes d(loss)/d(logits). Only a row's first `classes` columns are classes: the columns
+  /// [classes, padded_classes) (GPT-2's padded vocabulary) take no part in the max, the softmax
+  /// or the loss, and their dlogits are 0. `dlogits` may be `logits` itself (in place): each row
+  /// is read whole before it is written.
   float cross_entropy_forward_backward(std::span<const float> logits,
                                        std::span<const std::int64_t> labels,
                                        std::span<float> dlogits, std::int64_t rows,
-                                       std::int64_t classes);
+                                       std::int64_t classes, std::int64_t padded_classes);
 
   /// cross_entropy_forward_backward for `rows` rows of a batch of `mean_rows` rows (rows <=
   /// mean_rows), so a batch can go through in chunks: returns the chunk's row losses summed in row
-  /// order in double and writes dlogits = (softmax - onehot) / mean_rows.
+  /// order in double and writes dlogits = (softmax - onehot) / mean_rows (0 in padded columns).
   double cross_entropy_sum_forward_backward(std::span<const float> logits,
                                             std::span<const std::int64_t> labels,
                                             std::span<float> dlogits, std::int64_t rows,
-                                            std::int64_t classes, std::int64_t mean_rows);
+                                            std::int64_t classes, std::int64_t padded_classes,
+                                            std::int64_t mean_rows);
 
   // ---- GPT-2 kernels (fp32, row-major; cpu/cpu_gpt_kernels.cpp and cpu/cpu_attention.cpp).
   // B is the batch, T the sequence length, C the channels (n_embd), N = B*T the rows of the
@@ -231,12 +235,14 @@ class Device : public Allocator {
   /// gelu_backward after its checks.
   virtual void do_gelu_backward(std::span<const float> x, std::span<const float> dy,
                                 std::span<float> dx) = 0;
-  /// cross_entropy_sum_forward_backward after its checks (1 <= rows <= mean_rows, classes >= 1):
-  /// the row losses' sum in row order in double; the labels' range is the device's to check.
+  /// cross_entropy_sum_forward_backward after its checks (1 <= rows <= mean_rows,
+  /// 1 <= classes <= padded_classes): the row losses' sum in row order in double; the labels'
+  /// range is the device's to check.
   virtual double do_cross_entropy_forward_backward(std::span<const float> logits,
                                                    std::span<const std::int64_t> labels,
                                                    std::span<float> dlogits, std::int64_t rows,
                                                    std::int64_t classes,
+                                                   std::int64_t padded_classes,
                                                    std::int64_t mean_rows) = 0;
   /// embedding_forward after its checks; the tokens' range is the device's to check.
   virtual void do_embedding_forward(std::span<const std::int64_t> tokens,

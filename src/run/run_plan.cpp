@@ -167,7 +167,8 @@ double measure_cpu_gflops() {
 double train_flops_per_token(const TrainConfig& config) {
   if (config.model == ModelKind::Mlp) return 6.0 * static_cast<double>(mlp_param_count(config.mlp));
   std::int64_t params = 0;
-  for (const UnitSpec& unit : gpt_units(config.gpt)) params += unit.numel();
+  // The model's parameters, as nanoGPT counts them for MFU: wte's padded rows do no useful work.
+  for (const UnitSpec& unit : gpt_units(config.gpt)) params += unit.real_numel();
   const GptConfig& gpt = config.gpt;
   return 6.0 * static_cast<double>(params) + 6.0 * static_cast<double>(gpt.n_layer) *
                                                  static_cast<double>(gpt.n_embd) *

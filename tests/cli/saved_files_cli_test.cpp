@@ -1,6 +1,6 @@
 // saved_files_cli_test.cpp — the parameter files `zerolab train` writes (--save-init,
-// --save-final) carry {"format": "pt"}, which transformers' from_pretrained requires, and the
-// model's configuration, which --init checks: a GPT file of another head count has the same
+// --save-final) carry {"format": "pt"}, which transformers' from_pretrained requires, GPT-2's wte
+// in Hugging Face's shape (the padded rows left out), and the model's configuration, which --init checks: a GPT file of another head count has the same
 // shapes but is refused, naming the field and the flag.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -32,6 +32,13 @@ TEST_F(CliTest, SavedParameterFilesCarryFormatAndModelConfiguration) {
       {"n_embd", "32"}, {"n_positions", "16"}, {"vocab_size", "64"}};
   EXPECT_EQ(read_safetensors_file(init).metadata, expected);
   EXPECT_EQ(read_safetensors_file(final_file).metadata, expected);
+  // wte in Hugging Face's shape: the vocabulary's 64 rows, not the 128 it is padded to in memory.
+  for (const fs::path& file : {init, final_file}) {
+    const auto tensors = read_safetensors(file);
+    const auto wte = std::ranges::find(tensors, "wte.weight", &TensorRecord::name);
+    ASSERT_NE(wte, tensors.end());
+    EXPECT_EQ(wte->shape, (Shape{64, 32})) << file;
+  }
   const fs::path mlp = dir_ / "mlp.st";
   ASSERT_EQ(zerolab("train " + test::kSmall + " --save-final " + mlp.string()).exit_code, 0);
   EXPECT_EQ(read_safetensors_file(mlp).metadata,

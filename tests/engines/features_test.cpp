@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <optional>
 
 #include "run/compare.hpp"
 #include "engines/optimizer_step.hpp"
@@ -40,6 +42,25 @@ void check_every_stage(const TrainConfig& config) {
       RC_FAIL(fmt::format("{}: {}", engine_name(stage), *diff));
     }
   }
+}
+
+// The first element of wte's padded rows (past the vocabulary) in `result`'s final parameters or
+// Adam moments whose bits are not +0, or nothing: the rows start at zero, their gradient is zero
+// (their logits are masked out of the loss) and AdamW's decay of 0 is 0, so they stay zero.
+std::optional<std::string> padded_rows_not_zero(const TrainResult& result, const GptConfig& gpt) {
+  const auto begin = static_cast<std::size_t>(gpt.vocab * gpt.n_embd);
+  const auto end = static_cast<std::size_t>(padded_vocab(gpt) * gpt.n_embd);
+  const ModelState& state = result.final_state;
+  for (const auto* tensor : {&state.params, &state.exp_avg, &state.exp_avg_sq}) {
+    const std::vector<float>& unit = tensor->at(0);  // wte [Vp, C], then wpe
+    for (std::size_t e = begin; e < end; ++e) {
+      if (std::bit_cast<std::uint32_t>(unit[e]) != 0) {
+        return fmt::format("wte's padded element {} (row {}) is {} after training", e,
+                           e / static_cast<std::size_t>(gpt.n_embd), unit[e]);
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 // CPU threads per rank 1..3 and the kernels' grain (the fine one splits even small shapes).
@@ -88,9 +109,35 @@ RC_GTEST_PROP(Features, prop_gpt_every_stage_is_bitwise_the_reference, ()) {
   TrainConfig unchecked = config;
   unchecked.activations = {};
   unchecked.threads = 1;
-  if (const auto diff = first_difference(run(config, EngineKind::Reference),
-                                         run(unchecked, EngineKind::Reference))) {
+  const TrainResult reference = run(config, EngineKind::Reference);
+  if (const auto diff = first_difference(reference, run(unchecked, EngineKind::Reference))) {
     RC_FAIL(fmt::format("reference with checkpointing: {}", *diff));
+  }
+  // Every stage equals the reference, so its padded rows are theirs.
+  if (const auto nonzero = padded_rows_not_zero(reference, config.gpt)) RC_FAIL(*nonzero);
+}
+
+// GPT-2's vocabulary padded as llm.c pads it: wte's rows past the vocabulary stay exactly zero
+// through training with weight decay, at every stage and precision, and files leave them out.
+TEST(Features, GptPaddedVocabularyRowsStayZero) {
+  TrainConfig config;
+  config.model = ModelKind::Gpt;
+  config.gpt = gpt_preset("tiny");  // vocab 64 in 128 rows
+  config.world = 3;
+  config.steps = 4;
+  config.micro_batch = 2;
+  config.adamw.weight_decay = 0.1;
+  for (const DType precision : {DType::F32, DType::BF16, DType::F16}) {
+    config.features.precision = precision;
+    for (const EngineKind engine : {EngineKind::Reference, EngineKind::Ddp, EngineKind::Zero1,
+                                    EngineKind::Zero2, EngineKind::Zero3}) {
+      const TrainResult result = run(config, engine);
+      EXPECT_FALSE(padded_rows_not_zero(result, config.gpt))
+          << engine_name(engine) << " " << dtype_name(precision) << ": "
+          << padded_rows_not_zero(result, config.gpt).value_or("");
+      // The real rows did train.
+      EXPECT_NE(result.final_state.params[0], initial_params(config)[0]);
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "ckpt/checkpoint.hpp"
 #include "ckpt/consolidate.hpp"
 #include "ckpt/safetensors.hpp"
 #include "run/compare.hpp"
@@ -137,6 +138,14 @@ TEST_F(Resume, GptResumesBitwiseAndConsolidatesToHuggingFaceNames) {
   const auto diff = first_difference(resumed, tail);
   EXPECT_FALSE(diff) << *diff;
 
+  // The shards keep wte as the model holds it, padded to 128 rows; the manifest says how many
+  // are padding, and a model padded otherwise would not resume from it.
+  const Manifest manifest = read_manifest(dir_);
+  EXPECT_EQ(manifest.units[0].params[0].shape, (Shape{128, 16}));
+  EXPECT_EQ(manifest.units[0].params[0].pad_rows, 128 - 24);
+  EXPECT_EQ(manifest.units[0].params[1].pad_rows, 0);
+
+  // Consolidated, wte has the vocabulary's 24 rows: the padded ones are left out.
   const fs::path out = dir_ / "gpt.safetensors";
   consolidate(dir_, out, /*with_optimizer=*/false);
   const auto tensors = read_safetensors(out);
@@ -149,6 +158,9 @@ TEST_F(Resume, GptResumesBitwiseAndConsolidatesToHuggingFaceNames) {
   const auto wte = to_floats(find_tensor(tensors, "wte.weight"));
   const auto& unit0 = uninterrupted.final_state.params[0];
   EXPECT_TRUE(std::equal(wte.begin(), wte.end(), unit0.begin()));
+  // wpe follows wte's padded rows in the unit, and the file's wpe is the unit's.
+  const auto wpe = to_floats(find_tensor(tensors, "wpe.weight"));
+  EXPECT_TRUE(std::equal(wpe.begin(), wpe.end(), unit0.begin() + 128 * 16));
 
   TrainConfig from_file = config(EngineKind::Zero2, 1);
   from_file.init_file = out;

@@ -135,8 +135,9 @@ TEST(EstimateCli, JsonHasEveryStageInBytes) {
 // GPT-2 124M at micro-batch 12 x 1024 (the ZeRO-1 article's run), bf16 (estimate's default), by
 // hand with N = BT = 12288: inputs 16N + 4NC; per block 2·6NC (ln_1, qkv, attention's output,
 // ln_2 in 16 bits) + 4·2NC (the residual sums) + 4·4N (LayerNorm statistics) + 4·2BHT
-// (attention's two stats per row and head) + 2·8NC (MLP hidden, 16 bits); logits 2NC + 8N + 2NV,
-// their gradient written over them; scratch 56NC; working copies 56NC + 4·512(C + V).
+// (attention's two stats per row and head) + 2·8NC (MLP hidden, 16 bits); logits 2NC + 8N + 2NVp
+// (Vp = 50,304, the padded vocabulary), their gradient written over them; scratch 56NC; working
+// copies 56NC + 4·512(C + Vp).
 TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   const auto run = zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12 --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -149,11 +150,11 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   EXPECT_EQ(by_kind.at("block").get<std::int64_t>(), 2'267'283'456);
   EXPECT_EQ(by_kind.at("attention").get<std::int64_t>(), 14'155'776);
   EXPECT_EQ(by_kind.at("mlp_hidden").get<std::int64_t>(), 1'811'939'328);
-  EXPECT_EQ(by_kind.at("logits").get<std::int64_t>(), 1'254'088'704);
+  EXPECT_EQ(by_kind.at("logits").get<std::int64_t>(), 1'255'243'776);
   EXPECT_EQ(by_kind.at("scratch").get<std::int64_t>(), 528'482'304);
-  EXPECT_EQ(by_kind.at("working").get<std::int64_t>(), 528'482'304 + 4 * 512 * (768 + 50'257));
+  EXPECT_EQ(by_kind.at("working").get<std::int64_t>(), 528'482'304 + 4 * 512 * (768 + 50'304));
   EXPECT_EQ(by_kind.at("checkpoint").get<std::int64_t>(), 0);
-  constexpr std::int64_t kTotal = 6'546'876'416;
+  constexpr std::int64_t kTotal = 6'548'127'744;
   EXPECT_EQ(activations.at("bytes").get<std::int64_t>(), kTotal);
   for (const auto& stage : json.at("stages")) {
     EXPECT_EQ(stage.at("activation_bytes").get<std::int64_t>(), kTotal);
@@ -162,16 +163,16 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   }
   const auto table = zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12");
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_TRUE(has(table.out, "= 6546876416 bytes")) << table.out;
+  EXPECT_TRUE(has(table.out, "= 6548127744 bytes")) << table.out;
   EXPECT_TRUE(has(table.out, "  attention           14155776 bytes")) << table.out;
   EXPECT_TRUE(has(table.out, "matrix products' inputs and outputs in bf16")) << table.out;
   // fp32 activations: every product's input and output at 4 bytes, no working copies:
-  // 16N + 4NC + 12(4(8NC + 4N) + 8BHT + 32NC) + 4(NC + 2N + NV) + 56NC.
+  // 16N + 4NC + 12(4(8NC + 4N) + 8BHT + 32NC) + 4(NC + 2N + NVp) + 56NC.
   const auto fp32 = nlohmann::json::parse(
       zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12 --precision fp32 "
               "--json")
           .out);
-  EXPECT_EQ(fp32.at("activations").at("bytes").get<std::int64_t>(), 10'338'779'136);
+  EXPECT_EQ(fp32.at("activations").at("bytes").get<std::int64_t>(), 10'341'089'280);
   EXPECT_EQ(fp32.at("activations").at("by_kind").at("working").get<std::int64_t>(), 0);
   // Full checkpointing at the same shapes: 12 block outputs (4NC each) and one block's workspace
   // (4(15NC + 4N + 2BHT)) replace the blocks; only the head's working chunk stays.
@@ -183,8 +184,8 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   EXPECT_EQ(full.at("activations").at("by_kind").at("checkpoint").get<std::int64_t>(),
             12 * 4 * 12'288 * 768);
   EXPECT_EQ(full.at("activations").at("by_kind").at("working").get<std::int64_t>(),
-            4 * 512 * (768 + 50'257));
-  EXPECT_EQ(full.at("activations").at("bytes").get<std::int64_t>(), 2'945'607'680);
+            4 * 512 * (768 + 50'304));
+  EXPECT_EQ(full.at("activations").at("bytes").get<std::int64_t>(), 2'946'859'008);
   // With --cpu-checkpointing the 12 checkpoints move to the host, out of the device's bytes.
   const auto host = nlohmann::json::parse(
       zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12 "
@@ -193,7 +194,7 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   EXPECT_EQ(host.at("activations").at("host_bytes").get<std::int64_t>(), 12 * 4 * 12'288 * 768);
   EXPECT_EQ(host.at("activations").at("by_kind").at("checkpoint").get<std::int64_t>(), 0);
   EXPECT_EQ(host.at("activations").at("bytes").get<std::int64_t>(),
-            2'945'607'680 - 12 * 4 * 12'288 * 768);
+            2'946'859'008 - 12 * 4 * 12'288 * 768);
   // Without --micro-batch there is no activation term.
   const auto states = nlohmann::json::parse(zerolab("estimate --model gpt --world 8 --json").out);
   EXPECT_FALSE(states.contains("activations"));
@@ -228,28 +229,29 @@ TEST(EstimateCli, GradAccumAddsTheAccumulator) {
 }
 
 // GPT-2 small on 8 GPUs in bf16: DeepSpeed's numbers on Ψ = 124,439,808, and zerolab's on
-// Ψp = 124,443,136 (3,328 elements of padding).
+// Ψp = 124,478,976 (wte's 36,096 padded elements and 3,072 of unit padding).
 TEST(EstimateCli, Gpt124MOn8Gpus) {
   const auto run =
       zerolab("estimate --model gpt --preset 124M --world 8 --bf16 --persistence-threshold 0");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_TRUE(has(run.out,
                   "Ψ = 124439808 parameters (gpt 124M: n_layer 12, n_head 12, "
-                  "n_embd 768, block_size 1024, vocab 50257)"))
+                  "n_embd 768, block_size 1024, vocab 50257 (padded to 50304))"))
       << run.out;
-  EXPECT_TRUE(has(run.out, "Ψp = 124443136 elements")) << run.out;
-  EXPECT_TRUE(has(run.out, "(+3328 elements")) << run.out;
-  expect_bytes(run.out, "0 (DDP)", {"1991090176", "1991036928", "53248"});
-  expect_bytes(run.out, "1", {"684437248", "684418944", "18304"});
-  expect_bytes(run.out, "2", {"466661760", "466649280", "12480"});
-  expect_bytes(run.out, "3", {"248886272", "248879616", "6656"});
+  EXPECT_TRUE(has(run.out, "36096 elements of zero rows past the vocabulary")) << run.out;
+  EXPECT_TRUE(has(run.out, "Ψp = 124478976 elements")) << run.out;
+  EXPECT_TRUE(has(run.out, "(+39168 elements")) << run.out;
+  expect_bytes(run.out, "0 (DDP)", {"1991663616", "1991036928", "626688"});
+  expect_bytes(run.out, "1", {"684634368", "684418944", "215424"});
+  expect_bytes(run.out, "2", {"466796160", "466649280", "146880"});
+  expect_bytes(run.out, "3", {"248957952", "248879616", "78336"});
   EXPECT_TRUE(has(run.out, "2Ψp + 2Ψp/N + 4Ψp/N + 8Ψp/N = 2Ψp + 14Ψp/N")) << run.out;
   // DeepSpeed's default threshold keeps ln_f (1,536 elements) whole at ZeRO-3.
   const auto persist =
       zerolab("estimate --model gpt --preset 124M --world 8 --bf16 --persistence-threshold 100000");
   ASSERT_EQ(persist.exit_code, 0) << persist.err;
-  expect_bytes(persist.out, "3", {"248888960", "248879616", "9344"});
-  expect_bytes(persist.out, "2", {"466661760", "466649280", "12480"});
+  expect_bytes(persist.out, "3", {"248960640", "248879616", "81024"});
+  expect_bytes(persist.out, "2", {"466796160", "466649280", "146880"});
   EXPECT_TRUE(has(persist.out, "Ψw = 1536 padded elements in 1 of the 14 units")) << persist.out;
   EXPECT_TRUE(has(persist.out,
                   "2(Ψp - Ψw)/N + 2Ψw + 2Ψp/N + 4Ψp/N + 8Ψp/N = 16Ψp/N + "
@@ -268,6 +270,7 @@ TEST(EstimateCli, GptSizesOverrideThePreset) {
   EXPECT_EQ(json.at("shape").at("preset").get<std::string>(), "124M");
   EXPECT_EQ(json.at("shape").at("n_layer").get<int>(), 24);
   EXPECT_EQ(json.at("shape").at("vocab").get<int>(), 50257);
+  EXPECT_EQ(json.at("shape").at("padded_vocab").get<int>(), 50304);
   EXPECT_EQ(json.at("units").get<int>(), 26);
   const auto medium = zerolab("estimate --model gpt --preset 350M --world 1 --json");
   EXPECT_EQ(nlohmann::json::parse(medium.out).at("params").get<std::int64_t>(), 354'823'168);

@@ -229,23 +229,26 @@ TEST(LedgerEstimate, AccumulationAddsAnAccumulatorToDdpAndZero1Only) {
   }
 }
 
-// Hugging Face's gpt2: 124,439,808 parameters in 14 units (embeddings, 12 blocks, ln_f).
+// Hugging Face's gpt2: 124,439,808 parameters in 14 units (embeddings, 12 blocks, ln_f); wte
+// padded from 50,257 to 50,304 rows in memory.
 TEST(LedgerEstimate, Gpt124M) {
   const auto units = checked_units(gpt_preset("124M"));
   const StateElems elems = state_elems(units, 8, options(DType::BF16));
   EXPECT_EQ(elems.params, 124'439'808);
   EXPECT_EQ(elems.units, 14);
-  // On N = 8 units pad to multiples of 512: the embeddings (39,383,808) and each block
-  // (7,087,872) gain 256 elements, ln_f (1,536) none: 13 * 256 = 3,328.
-  EXPECT_EQ(elems.padding_elems(), 3'328);
-  EXPECT_EQ(elems.replica_elems, 124'443'136);
-  EXPECT_EQ(elems.shard_elems, 15'555'392);
+  // wte's 47 padded rows are 36,096 elements. On N = 8 units pad to multiples of 512: the
+  // embeddings ((50,304 + 1,024) * 768 = 39,419,904) need nothing, each block (7,087,872) gains
+  // 256 elements, ln_f (1,536) none: 36,096 + 12 * 256 = 39,168.
+  EXPECT_EQ(elems.padded_row_elems, 36'096);
+  EXPECT_EQ(elems.padding_elems(), 39'168);
+  EXPECT_EQ(elems.replica_elems, 124'478'976);
+  EXPECT_EQ(elems.shard_elems, 15'559'872);
   const auto padded_stages = estimate_ledgers(elems, options(DType::BF16));
   const auto bare_stages = estimate_ledgers(state_elems(124'439'808, 8), options(DType::BF16));
   // 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N on Ψ = 124,439,808 ...
   const std::int64_t bare[] = {1'991'036'928, 684'418'944, 466'649'280, 248'879'616};
-  // ... and on Ψp = 124,443,136: 16 * 3,328 = 53,248 more for DDP.
-  const std::int64_t with_padding[] = {1'991'090'176, 684'437'248, 466'661'760, 248'886'272};
+  // ... and on Ψp = 124,478,976: 16 * 39,168 = 626,688 more for DDP.
+  const std::int64_t with_padding[] = {1'991'663'616, 684'634'368, 466'796'160, 248'957'952};
   for (int stage = 0; stage < kEstimateStages; ++stage) {
     EXPECT_EQ(bare_stages[stage].total_bytes(), bare[stage]) << "stage " << stage;
     EXPECT_EQ(padded_stages[stage].total_bytes(), with_padding[stage]) << "stage " << stage;
@@ -255,7 +258,7 @@ TEST(LedgerEstimate, Gpt124M) {
   EXPECT_EQ(persistent.persistent_units, 1);
   EXPECT_EQ(persistent.persistent_elems, 1'536);
   EXPECT_EQ(estimate_ledger(persistent, options(DType::BF16, 1, 100'000), 3).total_bytes(),
-            248'886'272 + 2'688);
+            248'957'952 + 2'688);
 }
 
 // Hugging Face's gpt2-medium: 354,823,168 parameters.

@@ -131,25 +131,39 @@ TEST_F(GpuDeviceTest, GeluKernelsMatchCpu) {
   expect_close(download(*gpu_, gout), out, kTolerance, "gelu_tanh_backward");
 }
 
+// Rows padded as the GPT pads its vocabulary: the padded columns hold large logits that would
+// dominate the softmax if it read them; both devices leave them out and give them dlogits 0.
 TEST_F(GpuDeviceTest, CrossEntropyMatchesCpu) {
-  constexpr std::int64_t kRows = 9, kClasses = 1000;  // more classes than threads per block
-  const auto logits = random_floats(kRows * kClasses, 17, -8.0f, 8.0f);
+  // More classes than threads per block, in rows padded to a multiple of 128.
+  constexpr std::int64_t kRows = 9, kClasses = 1000, kPadded = 1024;
+  auto logits = random_floats(kRows * kPadded, 17, -8.0f, 8.0f);
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    for (std::int64_t c = kClasses; c < kPadded; ++c) logits[r * kPadded + c] = 50.0f;
+  }
   std::vector<std::int64_t> labels(kRows);
   for (std::int64_t r = 0; r < kRows; ++r) labels[r] = (r * 131) % kClasses;
-  std::vector<float> dlogits(kRows * kClasses);
-  const float loss = cpu_.cross_entropy_forward_backward(logits, labels, dlogits, kRows, kClasses);
+  std::vector<float> dlogits(kRows * kPadded, 1.0f);
+  const float loss =
+      cpu_.cross_entropy_forward_backward(logits, labels, dlogits, kRows, kClasses, kPadded);
   Buffer glogits = upload(*gpu_, logits), glabels = upload(*gpu_, labels, DType::I64);
-  Buffer gdlogits = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows * kClasses});
-  const float gpu_loss = gpu_->cross_entropy_forward_backward(
-      cspan_of(glogits), glabels.as<std::int64_t>(), span_of(gdlogits), kRows, kClasses);
+  Buffer gdlogits = upload(*gpu_, std::vector<float>(kRows * kPadded, 1.0f));
+  const float gpu_loss =
+      gpu_->cross_entropy_forward_backward(cspan_of(glogits), glabels.as<std::int64_t>(),
+                                           span_of(gdlogits), kRows, kClasses, kPadded);
   EXPECT_NEAR(gpu_loss, loss, kTolerance * std::abs(loss));
-  expect_close(download(*gpu_, gdlogits), dlogits, kTolerance, "dlogits");
+  const std::vector<float> gpu_dlogits = download(*gpu_, gdlogits);
+  expect_close(gpu_dlogits, dlogits, kTolerance, "dlogits");
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    for (std::int64_t c = kClasses; c < kPadded; ++c) {
+      ASSERT_EQ(gpu_dlogits[r * kPadded + c], 0.0f) << "row " << r << ", padded column " << c;
+    }
+  }
 
   labels[3] = kClasses;  // out of range: the GPU must say which row, as the CPU does
   Buffer bad_labels = upload(*gpu_, labels, DType::I64);
   try {
     gpu_->cross_entropy_forward_backward(cspan_of(glogits), bad_labels.as<std::int64_t>(),
-                                         span_of(gdlogits), kRows, kClasses);
+                                         span_of(gdlogits), kRows, kClasses, kPadded);
     ADD_FAILURE() << "a label outside [0, classes) was accepted";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("row 3 has label 1000"), std::string::npos)
@@ -160,16 +174,16 @@ TEST_F(GpuDeviceTest, CrossEntropyMatchesCpu) {
 // A chunk of a larger batch, as the GPT's 16-bit LM head runs it: dlogits divide by the whole
 // batch's rows and the chunk's loss sum comes back in double.
 TEST_F(GpuDeviceTest, CrossEntropyOfAChunkMatchesCpu) {
-  constexpr std::int64_t kRows = 5, kBatchRows = 12, kClasses = 700;
-  const auto logits = random_floats(kRows * kClasses, 18, -8.0f, 8.0f);
+  constexpr std::int64_t kRows = 5, kBatchRows = 12, kClasses = 700, kPadded = 768;
+  const auto logits = random_floats(kRows * kPadded, 18, -8.0f, 8.0f);
   std::vector<std::int64_t> labels(kRows);
   for (std::int64_t r = 0; r < kRows; ++r) labels[r] = (r * 97) % kClasses;
-  std::vector<float> dlogits(kRows * kClasses);
+  std::vector<float> dlogits(kRows * kPadded);
   const double sum = cpu_.cross_entropy_sum_forward_backward(logits, labels, dlogits, kRows,
-                                                             kClasses, kBatchRows);
+                                                             kClasses, kPadded, kBatchRows);
   Buffer glogits = upload(*gpu_, logits), glabels = upload(*gpu_, labels, DType::I64);
   const double gpu_sum = gpu_->cross_entropy_sum_forward_backward(
-      cspan_of(glogits), glabels.as<std::int64_t>(), span_of(glogits), kRows, kClasses,
+      cspan_of(glogits), glabels.as<std::int64_t>(), span_of(glogits), kRows, kClasses, kPadded,
       kBatchRows);  // in place, as the GPT writes the gradient over the logits
   EXPECT_NEAR(gpu_sum, sum, kTolerance * std::abs(sum));
   expect_close(download(*gpu_, glogits), dlogits, kTolerance, "dlogits");

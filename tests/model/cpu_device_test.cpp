@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -164,7 +165,7 @@ TEST(CpuDevice, CrossEntropyMatchesHandComputation) {
   const std::vector<float> logits = {1, 2, 3, 0, 0, 0};
   const std::vector<std::int64_t> labels = {2, 0};
   std::vector<float> dlogits(6);
-  const float loss = device.cross_entropy_forward_backward(logits, labels, dlogits, 2, 3);
+  const float loss = device.cross_entropy_forward_backward(logits, labels, dlogits, 2, 3, 3);
   EXPECT_FLOAT_EQ(loss, 0.7531091266f);
   const std::vector<float> expected = {
       0.0900305732f / 2,  0.2447284711f / 2, (0.6652409558f - 1) / 2,
@@ -180,7 +181,8 @@ TEST(CpuDevice, CrossEntropyBackwardMatchesFiniteDifferences) {
   const auto logits = normals(8, rows * classes, 2.0f);
   const std::vector<std::int64_t> labels = {0, 4, 2, 2, 1, 3};
   std::vector<float> dlogits(rows * classes);
-  const float loss = device.cross_entropy_forward_backward(logits, labels, dlogits, rows, classes);
+  const float loss = device.cross_entropy_forward_backward(logits, labels, dlogits, rows, classes,
+                                                          classes);
   const auto mean_loss = [&](std::span<const double> p) {
     return test::ref_cross_entropy(p, labels, rows, classes);
   };
@@ -198,18 +200,59 @@ TEST(CpuDevice, CrossEntropyInChunksIsTheWholeBatch) {
   const auto logits = normals(9, rows * classes, 2.0f);
   const std::vector<std::int64_t> labels = {0, 4, 2, 2, 1, 3, 4};
   std::vector<float> whole(rows * classes), chunked(rows * classes);
-  const float loss = device.cross_entropy_forward_backward(logits, labels, whole, rows, classes);
+  const float loss = device.cross_entropy_forward_backward(logits, labels, whole, rows, classes,
+                                                          classes);
   double sum = 0.0;
   for (const auto& [first, count] : {std::pair{0, 4}, std::pair{4, 3}}) {
     sum += device.cross_entropy_sum_forward_backward(
         std::span(logits).subspan(first * classes, count * classes),
         std::span(labels).subspan(first, count),
-        std::span(chunked).subspan(first * classes, count * classes), count, classes, rows);
+        std::span(chunked).subspan(first * classes, count * classes), count, classes, classes,
+        rows);
   }
   EXPECT_EQ(chunked, whole);
   EXPECT_EQ(static_cast<float>(sum / rows), loss);
   EXPECT_THROW(device.cross_entropy_sum_forward_backward(logits, labels, chunked, rows, classes,
-                                                         rows - 1),
+                                                         classes, rows - 1),
+               Error);
+}
+
+// Rows padded past the classes (GPT-2's vocabulary padded to a multiple of 128): the padded
+// columns, however large, take no part in the loss or the softmax, their dlogits are 0, and the
+// real columns' dlogits and the loss are bitwise those of unpadded rows, in place or not.
+TEST(CpuDevice, CrossEntropyMasksThePaddedColumns) {
+  CpuDevice device;
+  const std::int64_t rows = 4, classes = 5, padded = 8;
+  const auto logits = normals(10, rows * classes, 2.0f);
+  const std::vector<std::int64_t> labels = {0, 4, 2, 1};
+  std::vector<float> padded_logits(rows * padded, 80.0f);  // would dominate any softmax
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::copy_n(logits.begin() + r * classes, classes, padded_logits.begin() + r * padded);
+  }
+  std::vector<float> dlogits(rows * classes), padded_dlogits(rows * padded, 1.0f);
+  const float loss =
+      device.cross_entropy_forward_backward(logits, labels, dlogits, rows, classes, classes);
+  EXPECT_EQ(device.cross_entropy_forward_backward(padded_logits, labels, padded_dlogits, rows,
+                                                  classes, padded),
+            loss);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < padded; ++c) {
+      const float expected = c < classes ? dlogits[r * classes + c] : 0.0f;
+      EXPECT_EQ(padded_dlogits[r * padded + c], expected) << "row " << r << ", column " << c;
+    }
+  }
+  // In place, as the GPT writes the gradient over its logits.
+  EXPECT_EQ(device.cross_entropy_forward_backward(padded_logits, labels, padded_logits, rows,
+                                                  classes, padded),
+            loss);
+  EXPECT_EQ(padded_logits, padded_dlogits);
+  // Labels are checked against the classes, not the padded width.
+  const std::vector<std::int64_t> padded_label = {0, 4, 6, 1};
+  EXPECT_THROW(device.cross_entropy_forward_backward(padded_logits, padded_label, padded_dlogits,
+                                                     rows, classes, padded),
+               Error);
+  EXPECT_THROW(device.cross_entropy_forward_backward(logits, labels, dlogits, rows, classes,
+                                                     classes - 1),
                Error);
 }
 
@@ -239,7 +282,7 @@ TEST(CpuDevice, CrossEntropyStaysFiniteForHugeLogits) {
   const std::vector<float> logits = {1000.0f, 0.0f, -1000.0f};
   const std::vector<std::int64_t> labels = {1};
   std::vector<float> dlogits(3);
-  EXPECT_FLOAT_EQ(device.cross_entropy_forward_backward(logits, labels, dlogits, 1, 3), 1000.0f);
+  EXPECT_FLOAT_EQ(device.cross_entropy_forward_backward(logits, labels, dlogits, 1, 3, 3), 1000.0f);
   EXPECT_FLOAT_EQ(dlogits[0], 1.0f);
   EXPECT_FLOAT_EQ(dlogits[1], -1.0f);
   EXPECT_EQ(dlogits[2], 0.0f);
@@ -249,7 +292,7 @@ TEST(CpuDevice, KernelsRejectBadInputsWithAMessage) {
   CpuDevice device;
   std::vector<float> logits(6), dlogits(6);
   const std::vector<std::int64_t> bad_labels = {0, 3};
-  EXPECT_THROW(device.cross_entropy_forward_backward(logits, bad_labels, dlogits, 2, 3), Error);
+  EXPECT_THROW(device.cross_entropy_forward_backward(logits, bad_labels, dlogits, 2, 3, 3), Error);
   std::vector<float> x(6), w(6), b(2), y(5);
   EXPECT_THROW(device.linear_forward(x, w, b, y, 2, 3, 2), Error);  // y needs 2 * 2 = 4
 }

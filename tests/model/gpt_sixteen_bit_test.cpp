@@ -85,7 +85,7 @@ TEST(GptSixteenBit, FollowsFp32WithinTheRoundingOfSixteenBits) {
     EXPECT_EQ(fp32.block_bytes, L * (4 * 8 * N * C + 4 * 4 * N));
     // One block's fp32 copy of ln_1, qkv, attention's output, ln_2, fc and GELU(fc) (14NC), and
     // the head's chunk of 512 rows of ln_f's output and logits.
-    EXPECT_EQ(half.working_bytes, 4 * (14 * N * C + 512 * (C + kConfig.vocab)));
+    EXPECT_EQ(half.working_bytes, 4 * (14 * N * C + 512 * (C + padded_vocab(kConfig))));
     EXPECT_NEAR(half.loss, fp32.loss, tolerance * fp32.loss);
     ASSERT_EQ(half.logits.size(), fp32.logits.size());
     EXPECT_TRUE(std::all_of(half.logits.begin(), half.logits.end(),

@@ -25,9 +25,10 @@ using test::init_params;
 using test::zeros_like;
 using ::testing::HasSubstr;
 
+// The model's parameters as Hugging Face counts them: wte's padded rows left out.
 std::int64_t total_params(const GptConfig& config) {
   std::int64_t total = 0;
-  for (const auto& unit : gpt_units(config)) total += unit.numel();
+  for (const auto& unit : gpt_units(config)) total += unit.real_numel();
   return total;
 }
 
@@ -45,7 +46,11 @@ TEST(GptConfig, UnitsFollowHuggingFaceNamesAndShapes) {
   }
   ASSERT_EQ(names.size(), 2u + 2 * 12 + 2);
   EXPECT_EQ(names[0], "wte.weight");
-  EXPECT_EQ(shapes[0], (Shape{11, 8}));
+  // In memory wte has a row for each of the 128 padded vocabulary entries; files see 11.
+  EXPECT_EQ(shapes[0], (Shape{128, 8}));
+  EXPECT_EQ(units[0].params[0].pad_rows, 128 - 11);
+  EXPECT_EQ(units[0].params[0].real_shape(), (Shape{11, 8}));
+  EXPECT_EQ(units[0].params[1].pad_rows, 0);
   EXPECT_EQ(names[1], "wpe.weight");
   EXPECT_EQ(shapes[1], (Shape{6, 8}));
   const std::vector<std::string> block = {
@@ -71,6 +76,9 @@ TEST(GptConfig, PresetsHaveThePublishedParameterCounts) {
   // once): wte 50257*768 + wpe 1024*768 + 12 blocks of 7,087,872 + ln_f 2*768.
   const GptConfig small = gpt_preset("124M");
   EXPECT_EQ(total_params(small), 124'439'808);
+  // In memory: wte padded to 50304 rows, as llm.c pads it, 47 * 768 = 36,096 zeros more.
+  EXPECT_EQ(padded_vocab(small), 50'304);
+  EXPECT_EQ(gpt_units(small)[0].numel(), (50'304 + 1024) * 768);
   EXPECT_EQ(gpt_units(small)[1].numel(), 7'087'872);
   EXPECT_EQ(gpt_units(small).size(), 14u);
   EXPECT_EQ(total_params(gpt_preset("350M")), 354'823'168);  // "gpt2-medium"
@@ -78,6 +86,15 @@ TEST(GptConfig, PresetsHaveThePublishedParameterCounts) {
   for (const auto& name : gpt_preset_names()) EXPECT_NO_THROW(validate(gpt_preset(name)));
   EXPECT_EQ(error_of([] { gpt_preset("gpt2-xl"); }),
             "GPT preset \"gpt2-xl\" does not exist: use one of tiny, small, 124M, 350M");
+}
+
+TEST(GptConfig, VocabularyPadsToAMultipleOf128) {
+  EXPECT_EQ(padded_vocab({.vocab = 1}), 128);
+  EXPECT_EQ(padded_vocab({.vocab = 128}), 128);
+  EXPECT_EQ(padded_vocab({.vocab = 129}), 256);
+  EXPECT_EQ(padded_vocab(gpt_preset("tiny")), 128);   // vocab 64
+  EXPECT_EQ(padded_vocab(gpt_preset("small")), 128);  // vocab 128: no padded rows
+  EXPECT_EQ(gpt_units(gpt_preset("small"))[0].params[0].pad_rows, 0);
 }
 
 TEST(GptConfig, ValidateRejectsBadSizesWithOneLine) {
@@ -109,10 +126,15 @@ TEST(Gpt, InitFollowsTheFormulaAndGpt2Statistics) {
   for (std::size_t u = 0; u < units.size(); ++u) {
     std::size_t offset = 0;
     for (const auto& param : units[u].params) {
-      const auto elems = static_cast<std::size_t>(numel(param.shape));
+      const auto elems = static_cast<std::size_t>(numel(param.real_shape()));
       const std::vector<float> values(params[u].begin() + offset,
                                       params[u].begin() + offset + elems);
-      offset += elems;
+      // wte's padded rows follow its real ones and start at zero.
+      const auto padded_end = offset + static_cast<std::size_t>(numel(param.shape));
+      for (std::size_t e = offset + elems; e < padded_end; ++e) {
+        EXPECT_EQ(params[u][e], 0.0f) << param.name << " padded element " << e - offset;
+      }
+      offset = padded_end;
       const std::string& name = param.name;
       if (name.ends_with(".bias")) {
         for (const float v : values) EXPECT_EQ(v, 0.0f) << name;
@@ -157,7 +179,7 @@ TEST(Gpt, ActivationsAreBookedWhileAMicroBatchIsInFlight) {
     const auto params = init_params(model, 1);
     auto grads = zeros_like(params);
     const std::int64_t B = 3, T = 10, C = config.n_embd, V = config.vocab, H = config.n_head;
-    const std::int64_t N = B * T;
+    const std::int64_t N = B * T, Vp = padded_vocab(config);  // the logits' row: 128 columns
     // Per block: ln_1 and ln_2 outputs with their mean and rstd, qkv, attention's two stats per
     // row and head (never the T x T probabilities), attention output, mid, fc, GELU(fc), out.
     // Besides: the embedding, ln_f, the logits (their gradient written over them), the backward scratch
@@ -165,7 +187,7 @@ TEST(Gpt, ActivationsAreBookedWhileAMicroBatchIsInFlight) {
     const std::int64_t per_block =
         2 * (N * C + 2 * N) + 3 * N * C + B * H * T * 2 + 2 * N * C + 2 * 4 * N * C + N * C;
     const std::int64_t rest =
-        N * C + (N * C + 2 * N) + N * V + (N * C + N * C + 3 * N * C + N * C + 2 * 4 * N * C);
+        N * C + (N * C + 2 * N) + N * Vp + (N * C + N * C + 3 * N * C + N * C + 2 * 4 * N * C);
     const std::int64_t expected_bytes = 4 * (config.n_layer * per_block + rest) + 8 * 2 * N;
     EXPECT_EQ(activation_bytes(), 0);
     const auto batch = MarkovTokens(V, 1).batch(0, B, T);

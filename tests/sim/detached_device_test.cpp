@@ -170,7 +170,7 @@ std::vector<Bytes> kernels(Device& device) {
   Buffer labels = upload(device, DType::I64, std::vector<std::int64_t>{0, 4, 2, 2, 1, 3});
   Buffer dy = device.alloc(MemCategory::Activations, DType::F32, {kRows, kOut});
   const float loss = device.cross_entropy_forward_backward(y.as<float>(), labels.as<std::int64_t>(),
-                                                           dy.as<float>(), kRows, kOut);
+                                                           dy.as<float>(), kRows, kOut, kOut);
   Buffer loss_bytes = upload(device, DType::F32, std::vector<float>{loss});
 
   Buffer dw = device.alloc(MemCategory::Grads, DType::F32, {kOut, kIn});
@@ -235,7 +235,7 @@ TEST(DetachedDevice, HostMemoryGivenToACallIsAnError) {
                "DetachedCpuDevice::copy_from_host was given device memory");
   const std::vector<std::int64_t> labels{0, 1, 2, 3};
   expect_error(
-      [&] { device.cross_entropy_forward_backward(y.as<float>(), labels, y.as<float>(), 4, 4); },
+      [&] { device.cross_entropy_forward_backward(y.as<float>(), labels, y.as<float>(), 4, 4, 4); },
       "DetachedCpuDevice::cross_entropy_forward_backward was given host memory");
   // Empty spans and zero bytes are no memory at all, wherever they point.
   device.gelu_forward(std::span<const float>(host.data(), 0), std::span<float>(host.data(), 0));

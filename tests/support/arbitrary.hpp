@@ -125,7 +125,8 @@ inline Gen<zl::LrSchedule> gen_lr_schedule() {
                                              .decay_mom_rate = 0.01}});
 }
 
-/// A small GPT run: 1-3 blocks of 1-2 heads, 2-16 channels, 1-8 tokens, a vocabulary of 2-39,
+/// A small GPT run: 1-3 blocks of 1-2 heads, 2-16 channels, 1-8 tokens, a vocabulary of 2-39 (or
+/// 128 or 129, on both sides of the padding's multiple),
 /// W 1..8, 1-3 steps of 1-3 sequences, any seed, any training features (gen_features), any
 /// activation checkpointing (gen_activation_policy) and any lr schedule (gen_lr_schedule).
 inline Gen<zl::TrainConfig> gen_gpt_config() {
@@ -137,7 +138,10 @@ inline Gen<zl::TrainConfig> gen_gpt_config() {
                   .n_head = heads,
                   .n_embd = heads * *gen::element<std::int64_t>(2, 4, 8),
                   .block_size = *gen::inRange<std::int64_t>(1, 9),
-                  .vocab = *gen::inRange<std::int64_t>(2, 40)};
+                  // Padded to 128 rows, or exactly 128 (none padded), or 129 (padded to 256).
+                  .vocab = *gen::weightedOneOf<std::int64_t>(
+                      {{8, gen::inRange<std::int64_t>(2, 40)},
+                       {1, gen::element<std::int64_t>(128, 129)}})};
     config.world = *gen::inRange(1, 9);
     config.steps = *gen::inRange(1, 4);
     config.micro_batch = *gen::inRange(1, 4);

@@ -75,12 +75,14 @@ class CpuDevice : public Device {
   /// dx = dy * (Phi(x) + x phi(x)), evaluated in double and rounded once to float.
   void do_gelu_backward(std::span<const float> x, std::span<const float> dy,
                         std::span<float> dx) override;
-  /// Per row: max-subtracted log-sum-exp in double; the row losses summed in row order and
-  /// dlogits = (softmax - onehot) / mean_rows.
+  /// Per row: max-subtracted log-sum-exp in double over the first `classes` columns; the row
+  /// losses summed in row order and dlogits = (softmax - onehot) / mean_rows, 0 in the padded
+  /// columns.
   double do_cross_entropy_forward_backward(std::span<const float> logits,
                                            std::span<const std::int64_t> labels,
                                            std::span<float> dlogits, std::int64_t rows,
-                                           std::int64_t classes, std::int64_t mean_rows) override;
+                                           std::int64_t classes, std::int64_t padded_classes,
+                                           std::int64_t mean_rows) override;
 
   // ---- GPT-2 kernels (cpu_gpt_kernels.cpp, cpu_attention.cpp): plain loops in a fixed order,
   // sums in double and rounded once to float, except the Conv1D products, which go through

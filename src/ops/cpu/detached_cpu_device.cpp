@@ -269,9 +269,10 @@ double DetachedCpuDevice::do_cross_entropy_forward_backward(std::span<const floa
                                                             std::span<const std::int64_t> labels,
                                                             std::span<float> dlogits,
                                                             std::int64_t rows, std::int64_t classes,
+                                                            std::int64_t padded_classes,
                                                             std::int64_t mean_rows) {
   return CpuDevice::do_cross_entropy_forward_backward(view(logits), view(labels), view(dlogits),
-                                                      rows, classes, mean_rows);
+                                                      rows, classes, padded_classes, mean_rows);
 }
 
 void DetachedCpuDevice::do_embedding_forward(std::span<const std::int64_t> tokens,

@@ -96,7 +96,8 @@ class DetachedCpuDevice final : public CpuDevice {
   double do_cross_entropy_forward_backward(std::span<const float> logits,
                                            std::span<const std::int64_t> labels,
                                            std::span<float> dlogits, std::int64_t rows,
-                                           std::int64_t classes, std::int64_t mean_rows) override;
+                                           std::int64_t classes, std::int64_t padded_classes,
+                                           std::int64_t mean_rows) override;
   /// CpuDevice::embedding_forward on this device's memory.
   void do_embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
                             std::span<const float> wpe, std::span<float> x, std::int64_t batch,

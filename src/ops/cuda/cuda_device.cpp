@@ -363,11 +363,13 @@ void CudaDevice::do_gelu_tanh_backward(std::span<const float> x, std::span<const
 double CudaDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
                                                      std::span<const std::int64_t> labels,
                                                      std::span<float> dlogits, std::int64_t rows,
-                                                     std::int64_t classes, std::int64_t mean_rows) {
+                                                     std::int64_t classes,
+                                                     std::int64_t padded_classes,
+                                                     std::int64_t mean_rows) {
   select();
   auto* row_losses = static_cast<double*>(scratch(static_cast<std::size_t>(rows) * sizeof(double)));
   cuda::cross_entropy(logits.data(), labels.data(), dlogits.data(), row_losses, reset_bad_index(),
-                      rows, classes, mean_rows, stream_);
+                      rows, classes, padded_classes, mean_rows, stream_);
   std::vector<double> host_losses(static_cast<std::size_t>(rows));
   ZL_CUDA_CHECK(cudaMemcpyAsync(host_losses.data(), row_losses, host_losses.size() * sizeof(double),
                                 cudaMemcpyDeviceToHost, stream_));

@@ -109,12 +109,13 @@ __global__ void gelu_tanh_backward_kernel(const float* x, const float* dy, float
   }
 }
 
-// ---- cross-entropy: one block per row of logits [rows, classes] ----
+// ---- cross-entropy: one block per row of logits [rows, padded_classes], of which the first
+// `classes` columns are classes and the rest padding (zero gradient) ----
 
 __global__ void cross_entropy_kernel(const float* logits, const std::int64_t* labels,
                                      float* dlogits, double* row_losses,
                                      unsigned long long* bad_index, std::int64_t classes,
-                                     std::int64_t mean_rows) {
+                                     std::int64_t padded_classes, std::int64_t mean_rows) {
   __shared__ double partials[32];
   const std::int64_t r = blockIdx.x;
   const std::int64_t label = labels[r];
@@ -122,8 +123,8 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int64_t* la
     if (threadIdx.x == 0) atomicMin(bad_index, static_cast<unsigned long long>(r));
     return;
   }
-  const float* row = logits + r * classes;
-  float* drow = dlogits + r * classes;
+  const float* row = logits + r * padded_classes;
+  float* drow = dlogits + r * padded_classes;
   // Read before the reductions' barriers: in place, another thread writes drow[label] after them.
   const double label_logit = row[label];
   // Subtracting the row max keeps every exp in (0, 1]; a max is exact in any order.
@@ -141,6 +142,7 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int64_t* la
     const double target = c == label ? 1.0 : 0.0;
     drow[c] = static_cast<float>((softmax - target) / static_cast<double>(mean_rows));
   }
+  for (std::int64_t c = classes + threadIdx.x; c < padded_classes; c += blockDim.x) drow[c] = 0.0f;
 }
 
 // ---- embeddings: tokens [B, T] (N = B*T rows), wte [vocab, C], wpe [T, C], x [N, C] ----
@@ -339,9 +341,10 @@ void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::int64_t
 
 void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogits,
                    double* row_losses, unsigned long long* bad_index, std::int64_t rows,
-                   std::int64_t classes, std::int64_t mean_rows, cudaStream_t stream) {
+                   std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+                   cudaStream_t stream) {
   cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
-      logits, labels, dlogits, row_losses, bad_index, classes, mean_rows);
+      logits, labels, dlogits, row_losses, bad_index, classes, padded_classes, mean_rows);
   cuda_check_launch("cross_entropy");
 }
 

@@ -37,12 +37,14 @@ void gelu_tanh_forward(const float* x, float* y, std::int64_t elems, cudaStream_
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::int64_t elems,
                         cudaStream_t stream);
 
-/// One block per row: writes dlogits = (softmax - onehot) / mean_rows and row_losses[r]
-/// (double); a label outside [0, classes) records its row in bad_index and leaves that row
+/// One block per row of logits [rows, padded_classes]: over the first `classes` columns writes
+/// dlogits = (softmax - onehot) / mean_rows and row_losses[r] (double), and 0 in the padded
+/// columns; a label outside [0, classes) records its row in bad_index and leaves that row
 /// untouched.
 void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogits,
                    double* row_losses, unsigned long long* bad_index, std::int64_t rows,
-                   std::int64_t classes, std::int64_t mean_rows, cudaStream_t stream);
+                   std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+                   cudaStream_t stream);
 
 /// x[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]; a bad token records its flat index b*T + t.
 void embedding_forward(const std::int64_t* tokens, const float* wte, const float* wpe, float* x,
