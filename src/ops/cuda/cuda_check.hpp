@@ -5,6 +5,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 namespace zl {
 
 /// Throws zl::Error "CUDA call <call> failed: <cudaGetErrorString> (<error name>)" unless
@@ -14,6 +16,9 @@ void cuda_check(cudaError_t status, const char* call);
 /// Throws zl::Error "cuBLAS call <call> failed: <cublasGetStatusString>" unless `status` is
 /// CUBLAS_STATUS_SUCCESS.
 void cublas_check(cublasStatus_t status, const char* call);
+
+/// `value` as one of cuBLAS's 32-bit sizes; throws zl::Error naming `what` when it does not fit.
+int cublas_int(std::int64_t value, const char* what);
 
 /// Throws zl::Error naming the first kernel launched by `kernel` that failed to launch (bad
 /// configuration, no device), from cudaGetLastError.

@@ -1,9 +1,9 @@
 // cuda_device.cpp — CudaDevice's host side: the GPU, stream and cuBLAS handle (its memory is
 // cuda_device_memory.cpp's); copies between host and device; the
-// row-major GEMMs through cuBLAS; launches of the kernels in cuda_kernels.cu,
-// cuda_tiled_attention.cu, cuda_attention.cu, cuda_step_kernels.cu and adamw_cuda.cu, with the
-// checks that are CUDA's own (cuBLAS's 32-bit sizes, tokens and labels read on the GPU); the checks
-// every device runs are ops/device.cpp's.
+// row-major GEMMs through cuBLAS; launches of the kernels in cuda_kernels.cu, cuda_step_kernels.cu
+// and adamw_cuda.cu, with the checks that are CUDA's own (cuBLAS's 32-bit sizes, tokens and labels
+// read on the GPU); the checks every device runs are ops/device.cpp's. Attention is
+// cuda_device_attention.cpp's.
 //
 // Row-major through column-major cuBLAS: a row-major X [r, c] is the column-major X^T with
 // leading dimension c, so C [M, N] = op(A) op(B) is computed as C^T = op(B)^T op(A)^T, cuBLAS's
@@ -39,12 +39,6 @@ bool gemm_attention_from_environment() {
   ZL_CHECK(std::string_view(value) == "gemm",
            "ZL_CUDA_ATTENTION is '{}': use tiled (the default) or gemm", value);
   return true;
-}
-
-int as_int(std::int64_t value, const char* what) {
-  ZL_CHECK(value >= 0 && value <= std::numeric_limits<int>::max(),
-           "{} = {} does not fit cuBLAS's 32-bit sizes: split the product", what, value);
-  return static_cast<int>(value);
 }
 
 // The step work runs on the training dtypes only, as on the CPU.
@@ -149,7 +143,7 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
     return matmul_bf16(transpose_a, transpose_b, m, n, k, a16, b16, c, beta);
   }
   const float alpha = 1.0f;
-  const int mi = as_int(m, "M"), ni = as_int(n, "N"), ki = as_int(k, "K");
+  const int mi = cublas_int(m, "M"), ni = cublas_int(n, "N"), ki = cublas_int(k, "K");
   // C^T [N, M] = op(B)^T op(A)^T; B stored [K, N] (or [N, K] transposed) has leading dim N (K).
   ZL_CUBLAS_CHECK(cublas().Sgemm(cublas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                  transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, ni, mi, ki, &alpha, b,
@@ -163,7 +157,7 @@ void CudaDevice::matmul_bf16(bool transpose_a, bool transpose_b, std::int64_t m,
   if (m == 0 || n == 0) return;
   select();
   const float alpha = 1.0f;
-  const int mi = as_int(m, "M"), ni = as_int(n, "N"), ki = as_int(k, "K");
+  const int mi = cublas_int(m, "M"), ni = cublas_int(n, "N"), ki = cublas_int(k, "K");
   ZL_CUBLAS_CHECK(cublas().GemmEx(
       cublas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, ni,
       mi, ki, &alpha, b, CUDA_R_16BF, transpose_b ? ki : ni, a, CUDA_R_16BF, transpose_a ? mi : ki,
@@ -360,12 +354,9 @@ void CudaDevice::do_gelu_tanh_backward(std::span<const float> x, std::span<const
 
 // ---- loss and embeddings ----
 
-double CudaDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
-                                                     std::span<const std::int64_t> labels,
-                                                     std::span<float> dlogits, std::int64_t rows,
-                                                     std::int64_t classes,
-                                                     std::int64_t padded_classes,
-                                                     std::int64_t mean_rows) {
+double CudaDevice::do_cross_entropy_forward_backward(
+    std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
+    std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows) {
   select();
   auto* row_losses = static_cast<double*>(scratch(static_cast<std::size_t>(rows) * sizeof(double)));
   cuda::cross_entropy(logits.data(), labels.data(), dlogits.data(), row_losses, reset_bad_index(),
@@ -421,7 +412,7 @@ void CudaDevice::do_embedding_backward(std::span<const std::int64_t> tokens,
       token, bad / seq_len, bad % seq_len, vocab);
 }
 
-// ---- LayerNorm and attention ----
+// ---- LayerNorm (attention: cuda_device_attention.cpp) ----
 
 void CudaDevice::do_layernorm_forward(std::span<const float> x, std::span<const float> weight,
                                       std::span<const float> bias, std::span<float> y,
@@ -440,107 +431,6 @@ void CudaDevice::do_layernorm_backward(std::span<const float> x, std::span<const
   select();
   cuda::layernorm_backward(x.data(), weight.data(), mean.data(), rstd.data(), dy.data(), dx.data(),
                            dweight.data(), dbias.data(), rows, channels, stream_);
-}
-
-void CudaDevice::gemm_heads(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
-                            std::int64_t k, float alpha, const float* a, std::int64_t lda,
-                            std::int64_t stride_a, const float* b, std::int64_t ldb,
-                            std::int64_t stride_b, float* c, std::int64_t ldc,
-                            std::int64_t stride_c, std::int64_t batch) {
-  const float beta = 0.0f;
-  ZL_CUBLAS_CHECK(cublas().SgemmStridedBatched(
-      cublas_, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-      as_int(m, "M"), as_int(n, "N"), as_int(k, "K"), &alpha, a, as_int(lda, "lda"), stride_a, b,
-      as_int(ldb, "ldb"), stride_b, &beta, c, as_int(ldc, "ldc"), stride_c,
-      as_int(batch, "heads")));
-}
-
-void CudaDevice::check_tiled_attention(std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
-                                       std::int64_t head_dim) const {
-  ZL_CHECK(head_dim <= cuda::kTiledAttentionMaxHeadDim,
-           "attention: the head size is {} (channels / heads), above the CUDA attention's {}: use "
-           "more heads, or ZL_CUDA_ATTENTION=gemm",
-           head_dim, cuda::kTiledAttentionMaxHeadDim);
-  ZL_CHECK((seq_len + 31) / 32 <= 65535,
-           "attention: the sequence length {} is above the CUDA attention's {}: use a shorter "
-           "--block-size",
-           seq_len, 65535 * 32);
-  ZL_CHECK(batch * heads <= std::numeric_limits<int>::max(),
-           "attention: {} x {} (batch x heads) sequences are more than one CUDA launch takes: use "
-           "a smaller micro-batch",
-           batch, heads);
-}
-
-// In cuBLAS's column-major view a row-major [T, D] head of q (rows 3C floats apart) is a D x T
-// matrix with leading dimension 3C, and a row-major [T, T] probs block is its transpose, T x T
-// with leading dimension T: each row-major product below is written as the column-major one of
-// the transposes, heads batched D floats apart in qkv and out and T * T apart in probs. The
-// probabilities of one batch element live in device scratch only while it is computed; what
-// stays is each row's stats, from which backward rebuilds the same probabilities.
-void CudaDevice::do_attention_forward(std::span<const float> qkv, std::span<float> stats,
-                                      std::span<float> out, std::int64_t batch,
-                                      std::int64_t seq_len, std::int64_t channels,
-                                      std::int64_t heads) {
-  const std::int64_t T = seq_len, C = channels, D = channels / heads;
-  select();
-  const auto scale = static_cast<float>(attention_scale(D));
-  if (!gemm_attention_) {
-    check_tiled_attention(batch, T, heads, D);
-    cuda::tiled_attention_forward(qkv.data(), stats.data(), out.data(), batch, T, C, heads, scale,
-                                  stream_);
-    return;
-  }
-  auto* p = static_cast<float*>(scratch(static_cast<std::size_t>(heads * T * T) * sizeof(float)));
-  for (std::int64_t b = 0; b < batch; ++b) {
-    const float* q = qkv.data() + b * T * 3 * C;
-    // scoresᵀ (s, t) = k_s . q_t * scale
-    gemm_heads(true, false, T, T, D, scale, q + C, 3 * C, D, q, 3 * C, D, p, T, T * T, heads);
-    cuda::causal_softmax(p, stats.data() + b * heads * T * kAttentionStatsPerRow, heads * T, T,
-                         stream_);
-    // outᵀ (d, t) = sum_s v_s[d] p_ts
-    gemm_heads(false, false, D, T, T, 1.0f, q + 2 * C, 3 * C, D, p, T, T * T,
-               out.data() + b * T * C, C, D, heads);
-  }
-}
-
-void CudaDevice::do_attention_backward(std::span<const float> qkv, std::span<const float> stats,
-                                       std::span<const float> dout, std::span<float> dqkv,
-                                       std::int64_t batch, std::int64_t seq_len,
-                                       std::int64_t channels, std::int64_t heads) {
-  const std::int64_t T = seq_len, C = channels, D = channels / heads;
-  select();
-  const auto scale = static_cast<float>(attention_scale(D));
-  if (!gemm_attention_) {
-    check_tiled_attention(batch, T, heads, D);
-    auto* delta =
-        static_cast<float*>(scratch(static_cast<std::size_t>(batch * heads * T) * sizeof(float)));
-    cuda::tiled_attention_backward(qkv.data(), stats.data(), dout.data(), dqkv.data(), delta, batch,
-                                   T, C, heads, scale, stream_);
-    return;
-  }
-  const std::int64_t block = heads * T * T;
-  auto* p = static_cast<float*>(scratch(static_cast<std::size_t>(2 * block) * sizeof(float)));
-  float* dscores = p + block;
-  for (std::int64_t b = 0; b < batch; ++b) {
-    const float* q = qkv.data() + b * T * 3 * C;
-    const float* dy = dout.data() + b * T * C;
-    float* dq = dqkv.data() + b * T * 3 * C;
-    // forward's probabilities again: the same scores GEMM, then exp(score - m) / l per row
-    gemm_heads(true, false, T, T, D, scale, q + C, 3 * C, D, q, 3 * C, D, p, T, T * T, heads);
-    cuda::causal_softmax_from_stats(p, stats.data() + b * heads * T * kAttentionStatsPerRow,
-                                    heads * T, T, stream_);
-    // dprobsᵀ (s, t) = v_s . dout_t, then dscores in place
-    gemm_heads(true, false, T, T, D, 1.0f, q + 2 * C, 3 * C, D, dy, C, D, dscores, T, T * T, heads);
-    cuda::causal_softmax_backward(p, dscores, heads * T, T, stream_);
-    // dqᵀ (d, t) = scale * sum_s k_s[d] dscores_ts
-    gemm_heads(false, false, D, T, T, scale, q + C, 3 * C, D, dscores, T, T * T, dq, 3 * C, D,
-               heads);
-    // dkᵀ (d, s) = scale * sum_t q_t[d] dscores_ts
-    gemm_heads(false, true, D, T, T, scale, q, 3 * C, D, dscores, T, T * T, dq + C, 3 * C, D,
-               heads);
-    // dvᵀ (d, s) = sum_t dout_t[d] p_ts
-    gemm_heads(false, true, D, T, T, 1.0f, dy, C, D, p, T, T * T, dq + 2 * C, 3 * C, D, heads);
-  }
 }
 
 }  // namespace zl
