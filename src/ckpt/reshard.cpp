@@ -46,8 +46,9 @@ std::optional<std::string> model_difference(const std::vector<UnitLayout>& saved
                            shape_string(new_param.shape));
       }
       if (old_param.pad_rows != new_param.pad_rows) {
-        return fmt::format("parameter {:?} has {} padded rows in the checkpoint but {} in the model",
-                           old_param.name, old_param.pad_rows, new_param.pad_rows);
+        return fmt::format(
+            "parameter {:?} has {} padded rows in the checkpoint but {} in the model",
+            old_param.name, old_param.pad_rows, new_param.pad_rows);
       }
     }
   }
@@ -78,6 +79,24 @@ std::vector<ShardPiece> pieces_of(const UnitLayout& unit, int world, ShardRange 
 }
 
 void check_same_model(const Manifest& manifest, const std::vector<UnitLayout>& layout) {
+  // A checkpoint from before the vocabulary was padded holds the same model with fewer rows.
+  for (std::size_t u = 0; u < std::min(manifest.units.size(), layout.size()); ++u) {
+    const auto& saved = manifest.units[u].params;
+    const auto& model = layout[u].params;
+    for (std::size_t p = 0; p < std::min(saved.size(), model.size()); ++p) {
+      const ParamSlot& old_param = saved[p];
+      const ParamSlot& new_param = model[p];
+      if (old_param.name == new_param.name && old_param.pad_rows == 0 && new_param.pad_rows > 0 &&
+          old_param.shape == new_param.real_shape()) {
+        fail(
+            "cannot load {}: parameter {:?} is saved unpadded, {}, by a zerolab from before the "
+            "vocabulary was padded to a multiple of 128 (this model holds {}): consolidate the "
+            "checkpoint with the zerolab that wrote it and start from that file with --init",
+            (manifest.step_dir / "manifest.json").string(), old_param.name,
+            shape_string(old_param.shape), shape_string(new_param.shape));
+      }
+    }
+  }
   if (const auto difference = model_difference(manifest.units, layout)) {
     fail(
         "cannot load {}: it holds another model: {}: load it into the model it was saved from "

@@ -113,6 +113,17 @@ TEST(Reshard, RefusesAnotherModelNamingTheDifference) {
   renamed[1].name = "blocks.1";
   EXPECT_THAT(test::error_of([&] { load_rank_shards(manifest, renamed, 0, 2); }),
               HasSubstr("unit 1 is \"layers.1\" in the checkpoint but \"blocks.1\" in the model"));
+  // The same parameter with padded rows: a checkpoint from before the vocabulary was padded.
+  auto padded = test::mlp_layout(kSmall, 2);
+  padded[0].params[0].shape.front() += 3;
+  padded[0].params[0].pad_rows = 3;
+  EXPECT_EQ(
+      test::error_of([&] { load_rank_shards(manifest, padded, 0, 2); }),
+      "cannot load " + shown +
+          ": parameter \"layers.0.weight\" is saved unpadded, [37, 5], by a zerolab from "
+          "before the vocabulary was padded to a multiple of 128 (this model holds [40, 5]): "
+          "consolidate the checkpoint with the zerolab that wrote it and start from that file "
+          "with --init");
 }
 
 }  // namespace
