@@ -1,7 +1,8 @@
 // output_lock_cli_test.cpp — a run owns the files it writes from its start, as it owns its
 // checkpoint folder: with one zerolab process running, a second that names one of its outputs fails
 // at its start in one line (exit code 1) and writes nothing; the lock file a killed run leaves
-// behind blocks no later run, and a run that ends removes its lock files.
+// behind blocks no later run, the next run removes the temporaries a killed write left, and a
+// run that ends removes its lock files.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -115,9 +117,13 @@ TEST_F(CliTest, OutputLockLeftByAKilledRunDoesNotBlockAndAnEndedRunLeavesNone) {
     BackgroundRun killed(kLongRun + " --metrics " + metrics.string(), dir_ / "killed.out");
     ASSERT_TRUE(killed.wait_for_first_step()) << slurp(dir_ / "killed.out.err");
   }
-  // The kernel dropped the killed run's lock; only the file is left.
+  // The kernel dropped the killed run's lock; only the file is left. So is a temporary of a
+  // write the kill cut short (made here, as a kill mid-write would leave it).
   EXPECT_TRUE(fs::exists(dir_ / "m.jsonl.lock"));
   EXPECT_FALSE(fs::exists(metrics));
+  for (const char* name : {"m.jsonl.tmp.4242", "m.jsonl.tmp.x", "other.tmp.4242"}) {
+    std::ofstream(dir_ / name) << "partial";
+  }
   const auto next = zerolab("train " + test::kSmall + " --stage 1 --world 2 --metrics " +
                             metrics.string() + " --save-final " + (dir_ / "f.st").string());
   ASSERT_EQ(next.exit_code, 0) << next.err;
@@ -125,6 +131,10 @@ TEST_F(CliTest, OutputLockLeftByAKilledRunDoesNotBlockAndAnEndedRunLeavesNone) {
   for (const auto& name : files()) {
     EXPECT_FALSE(name.ends_with(".lock")) << name << " was left behind";
   }
+  // The next run that owns m.jsonl removed its stale temporary, and nothing that is not one.
+  EXPECT_FALSE(fs::exists(dir_ / "m.jsonl.tmp.4242"));
+  EXPECT_TRUE(fs::exists(dir_ / "m.jsonl.tmp.x"));
+  EXPECT_TRUE(fs::exists(dir_ / "other.tmp.4242"));
 }
 
 }  // namespace
