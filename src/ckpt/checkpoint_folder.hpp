@@ -14,9 +14,9 @@
 namespace zl {
 
 /// Exclusive ownership of checkpoint folder `dir` while the returned lock lives: creates `dir` if
-/// needed and locks `dir`/.lock (core/file_lock.hpp; the file stays in the folder). Throws zl::Error
-/// in one line if another run holds it ("checkpoint folder ... is in use by another run: wait for
-/// it to end or save to another folder") or the folder cannot be created or locked.
+/// needed and locks `dir`/.lock (core/file_lock.hpp; the file stays in the folder). Throws
+/// zl::Error in one line if another run holds it ("checkpoint folder ... is in use by another run:
+/// wait for it to end or save to another folder") or the folder cannot be created or locked.
 FileLock lock_checkpoint_folder(const std::filesystem::path& dir);
 
 /// The steps of `dir` that are committed (step-<N> directories holding a manifest.json), in

@@ -55,7 +55,8 @@ class Gpt final : public Model {
   /// stream_of(name), e), computed in double and rounded once: the same for every world size.
   void init_unit(int unit, std::span<float> flat, std::uint64_t seed) const override;
   /// Takes tokens [rows, T] and next tokens y [rows, T] with T = batch.features <= block_size
-  /// and every id in [0, vocab) (the real vocabulary, not the padded one); throws zl::Error naming what is wrong otherwise.
+  /// and every id in [0, vocab) (the real vocabulary, not the padded one); throws zl::Error naming
+  /// what is wrong otherwise.
   void begin(const Batch& batch) override;
   void forward_unit(int unit, std::span<const float> params) override;
   using Model::loss;

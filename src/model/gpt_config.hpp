@@ -40,8 +40,9 @@ GptConfig gpt_preset(std::string_view name);
 
 /// The units of GPT-2 with `config`, in forward order, with Hugging Face names and shapes:
 /// unit 0 `wte.weight` [Vp,C] (Vp = padded_vocab(config), its last Vp - V rows padding:
-/// ParamSpec::pad_rows; [V,C] in files) and `wpe.weight` [T,C]; unit 1+i block i (`h.{i}.ln_1.weight`, ...);
-/// the last unit `ln_f.weight`, `ln_f.bias`. The LM head is tied to wte (unit 0 runs again last).
+/// ParamSpec::pad_rows; [V,C] in files) and `wpe.weight` [T,C]; unit 1+i block i
+/// (`h.{i}.ln_1.weight`, ...); the last unit `ln_f.weight`, `ln_f.bias`. The LM head is tied to wte
+/// (unit 0 runs again last).
 std::vector<UnitSpec> gpt_units(const GptConfig& config);
 
 /// The preset names, in the order `zerolab train --help` lists them.

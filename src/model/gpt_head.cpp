@@ -1,10 +1,11 @@
 // gpt_head.cpp — ln_f, the tied LM head and the loss when activations are kept in 16 bits. They
 // run in chunks of Gpt::kHeadChunkRows token rows through one fp32 working chunk of ln_f's output
 // [R, C] and one of the logits [R, Vp] (Vp = padded_vocab(), the padded columns masked in the
-// loss), so the [N, Vp] logits and their gradient exist only in 16 bits. Every value crosses the 16-bit buffers rounded to nearest even (by the conversion;
-// the fp32 chunk is not read again, so nothing else needs the rounded value), as autocast rounds a
-// matrix product's output and the gradient of a 16-bit tensor; the loss sums the rows' losses in
-// row order in double, the chunks one after another.
+// loss), so the [N, Vp] logits and their gradient exist only in 16 bits. Every value crosses the
+// 16-bit buffers rounded to nearest even (by the conversion; the fp32 chunk is not read again, so
+// nothing else needs the rounded value), as autocast rounds a matrix product's output and the
+// gradient of a 16-bit tensor; the loss sums the rows' losses in row order in double, the chunks
+// one after another.
 #include <algorithm>
 
 #include "model/gpt.hpp"

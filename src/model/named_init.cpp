@@ -69,7 +69,8 @@ void NamedInitModel::init_unit(int unit, std::span<float> flat, std::uint64_t) c
     const auto& values = find(param.name)->second.values;
     out = std::copy(values.begin(), values.end(), out);
     // The file holds the real rows; the padded rows after them (wte's) start at zero.
-    const auto padding = static_cast<std::ptrdiff_t>(numel(param.shape) - numel(param.real_shape()));
+    const auto padding =
+        static_cast<std::ptrdiff_t>(numel(param.shape) - numel(param.real_shape()));
     out = std::fill_n(out, padding, 0.0f);
   }
 }

@@ -1,7 +1,8 @@
 // saved_files_cli_test.cpp — the parameter files `zerolab train` writes (--save-init,
 // --save-final) carry {"format": "pt"}, which transformers' from_pretrained requires, GPT-2's wte
-// in Hugging Face's shape (the padded rows left out), and the model's configuration, which --init checks: a GPT file of another head count has the same
-// shapes but is refused, naming the field and the flag.
+// in Hugging Face's shape (the padded rows left out), and the model's configuration, which --init
+// checks: a GPT file of another head count has the same shapes but is refused, naming the field and
+// the flag.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

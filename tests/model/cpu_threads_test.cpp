@@ -67,7 +67,8 @@ std::vector<float> all_outputs(CpuDevice& device, const Shape& s) {
   std::vector<std::int64_t> labels(static_cast<std::size_t>(s.rows));
   for (std::size_t r = 0; r < labels.size(); ++r) labels[r] = static_cast<std::int64_t>(r) % s.out;
   std::vector<float> dlogits(y.size());
-  results.push_back(device.cross_entropy_forward_backward(y, labels, dlogits, s.rows, s.out, s.out));
+  results.push_back(
+      device.cross_entropy_forward_backward(y, labels, dlogits, s.rows, s.out, s.out));
   keep(dlogits);
   const std::int64_t C = s.heads * s.head_dim, N = s.batch * s.seq_len;
   const auto qkv = normals(14, N * 3 * C), dout = normals(15, N * C);
