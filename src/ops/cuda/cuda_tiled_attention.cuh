@@ -42,19 +42,22 @@ inline constexpr int kRowsPerWarp = kTile / kWarps;  // a warp's rows of the blo
 inline constexpr int kPad = kTile + 1;               // row stride of a transposed tile [D, kPad]
 inline constexpr unsigned kAllLanes = 0xFFFFFFFFu;
 
-// Where one (batch element, head)'s rows are: row t of q at q + t * stride (k at + C, v at + 2C;
-// qkv rows are 3C floats apart), row t of out or dout at o + t * C.
-struct HeadRows {
-  const float* q;
-  std::int64_t stride;  // 3C
-  std::int64_t C;
-  std::int64_t T;
-  int D;
+// The (batch element, head) a block works on (blockIdx.x = b * heads + h) and the calling thread's
+// lane and warp: the head's row t is at qkv + qkv_offset + t * 3C (q; k at + C, v at + 2C) and at
+// channels_offset + t * C in [B, T, C] tensors (out, dout).
+struct BlockPlace {
+  std::int64_t bh;  // b * heads + h: the head's rows of stats and delta, [B * heads, T]
+  std::int64_t qkv_offset;
+  std::int64_t channels_offset;
+  int lane, warp;
 };
 
-__device__ inline HeadRows head_rows(const float* qkv, std::int64_t b, std::int64_t h,
-                                     std::int64_t T, std::int64_t C, int D) {
-  return {qkv + b * T * 3 * C + h * D, 3 * C, C, T, D};
+__device__ inline BlockPlace block_place(std::int64_t T, std::int64_t C, int D,
+                                         std::int64_t heads) {
+  const std::int64_t bh = blockIdx.x, b = bh / heads, h = bh % heads;
+  const int thread = static_cast<int>(threadIdx.x);
+  return {bh, b * T * 3 * C + h * D, b * T * C + h * D, thread % kWarpThreads,
+          thread / kWarpThreads};
 }
 
 // tile[i * D + d] = rows[(t0 + i) * stride + d] for the tile's kTile rows (0 past T).
@@ -114,12 +117,13 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   float* q_tile = shared;
   float* k_t = q_tile + kTile * D;
   float* v_t = k_t + D * kPad;
-  const std::int64_t bh = blockIdx.x, b = bh / heads, h = bh % heads;
+  const BlockPlace at = block_place(T, C, D, heads);
+  const std::int64_t bh = at.bh;
+  const int lane = at.lane, warp = at.warp;
+  const float* q_rows = qkv + at.qkv_offset;
   const int query_tile = tiles - 1 - static_cast<int>(blockIdx.y);
   const std::int64_t t0 = static_cast<std::int64_t>(query_tile) * kTile;
-  const int lane = threadIdx.x % kWarpThreads, warp = threadIdx.x / kWarpThreads;
-  const HeadRows rows = head_rows(qkv, b, h, T, C, D);
-  load_rows(q_tile, rows.q, rows.stride, t0, T, D);
+  load_rows(q_tile, q_rows, 3 * C, t0, T, D);
   float m[kRowsPerWarp], l[kRowsPerWarp], o[kRowsPerWarp][kDPerLane];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -131,8 +135,8 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
     const std::int64_t s0 = static_cast<std::int64_t>(key_tile) * kTile, s = s0 + lane;
     __syncthreads();  // every warp is done with the previous tile
-    load_transposed(k_t, rows.q + C, rows.stride, s0, T, D);
-    load_transposed(v_t, rows.q + 2 * C, rows.stride, s0, T, D);
+    load_transposed(k_t, q_rows + C, 3 * C, s0, T, D);
+    load_transposed(v_t, q_rows + 2 * C, 3 * C, s0, T, D);
     __syncthreads();
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -155,7 +159,7 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const std::int64_t t = t0 + warp * kRowsPerWarp + r;
     if (t >= T) continue;
-    float* o_row = out + (b * T + t) * C + h * D;
+    float* o_row = out + at.channels_offset + t * C;
 #pragma unroll
     for (int x = 0; x < kDPerLane; ++x) {
       const int d = lane + x * kWarpThreads;
@@ -181,13 +185,14 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   float* do_tile = q_tile + kTile * D;
   float* k_t = do_tile + kTile * D;
   float* v_t = k_t + D * kPad;
-  const std::int64_t bh = blockIdx.x, b = bh / heads, h = bh % heads;
+  const BlockPlace at = block_place(T, C, D, heads);
+  const std::int64_t bh = at.bh;
+  const int lane = at.lane, warp = at.warp;
+  const float* q_rows = qkv + at.qkv_offset;
   const int query_tile = tiles - 1 - static_cast<int>(blockIdx.y);
   const std::int64_t t0 = static_cast<std::int64_t>(query_tile) * kTile;
-  const int lane = threadIdx.x % kWarpThreads, warp = threadIdx.x / kWarpThreads;
-  const HeadRows rows = head_rows(qkv, b, h, T, C, D);
-  const float* dout_rows = dout + b * T * C + h * D;
-  load_rows(q_tile, rows.q, rows.stride, t0, T, D);
+  const float* dout_rows = dout + at.channels_offset;
+  load_rows(q_tile, q_rows, 3 * C, t0, T, D);
   load_rows(do_tile, dout_rows, C, t0, T, D);
   float m[kRowsPerWarp], l[kRowsPerWarp], weighted[kRowsPerWarp], acc[kRowsPerWarp][kDPerLane];
 #pragma unroll
@@ -203,8 +208,8 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
     for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
       const std::int64_t s0 = static_cast<std::int64_t>(key_tile) * kTile, s = s0 + lane;
       __syncthreads();
-      load_transposed(k_t, rows.q + C, rows.stride, s0, T, D);
-      load_transposed(v_t, rows.q + 2 * C, rows.stride, s0, T, D);
+      load_transposed(k_t, q_rows + C, 3 * C, s0, T, D);
+      load_transposed(v_t, q_rows + 2 * C, 3 * C, s0, T, D);
       __syncthreads();
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -231,7 +236,7 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const std::int64_t t = t0 + warp * kRowsPerWarp + r;
     if (t >= T) continue;
-    float* dq_row = dqkv + (b * T + t) * 3 * C + h * D;
+    float* dq_row = dqkv + at.qkv_offset + t * 3 * C;
 #pragma unroll
     for (int x = 0; x < kDPerLane; ++x) {
       const int d = lane + x * kWarpThreads;
@@ -258,14 +263,15 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   float* m_tile = do_t + D * kPad;
   float* l_tile = m_tile + kTile;
   float* delta_tile = l_tile + kTile;
-  const std::int64_t bh = blockIdx.x, b = bh / heads, h = bh % heads;
+  const BlockPlace at = block_place(T, C, D, heads);
+  const std::int64_t bh = at.bh;
+  const int lane = at.lane, warp = at.warp;
+  const float* q_rows = qkv + at.qkv_offset;
   const int key_tile = static_cast<int>(blockIdx.y);  // tile 0 has the most queries: first
   const std::int64_t s0 = static_cast<std::int64_t>(key_tile) * kTile;
-  const int lane = threadIdx.x % kWarpThreads, warp = threadIdx.x / kWarpThreads;
-  const HeadRows rows = head_rows(qkv, b, h, T, C, D);
-  const float* dout_rows = dout + b * T * C + h * D;
-  load_rows(k_tile, rows.q + C, rows.stride, s0, T, D);
-  load_rows(v_tile, rows.q + 2 * C, rows.stride, s0, T, D);
+  const float* dout_rows = dout + at.channels_offset;
+  load_rows(k_tile, q_rows + C, 3 * C, s0, T, D);
+  load_rows(v_tile, q_rows + 2 * C, 3 * C, s0, T, D);
   float dk[kRowsPerWarp][kDPerLane], dv[kRowsPerWarp][kDPerLane];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -275,7 +281,7 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   for (int query_tile = key_tile; query_tile < tiles; ++query_tile) {
     const std::int64_t t0 = static_cast<std::int64_t>(query_tile) * kTile, t = t0 + lane;
     __syncthreads();
-    load_transposed(q_t, rows.q, rows.stride, t0, T, D);
+    load_transposed(q_t, q_rows, 3 * C, t0, T, D);
     load_transposed(do_t, dout_rows, C, t0, T, D);
     if (threadIdx.x < kTile) {
       const std::int64_t row = t0 + threadIdx.x;
@@ -302,7 +308,7 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const std::int64_t s = s0 + warp * kRowsPerWarp + r;
     if (s >= T) continue;
-    float* dk_row = dqkv + (b * T + s) * 3 * C + C + h * D;
+    float* dk_row = dqkv + at.qkv_offset + s * 3 * C + C;
 #pragma unroll
     for (int x = 0; x < kDPerLane; ++x) {
       const int d = lane + x * kWarpThreads;
