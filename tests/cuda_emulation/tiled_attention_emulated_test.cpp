@@ -9,7 +9,6 @@
 // missing barrier is a reported race.
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <ostream>
@@ -19,11 +18,13 @@
 
 #include "ops/cpu/cpu_device.hpp"
 #include "ops/cuda/cuda_tiled_attention.cuh"
+#include "support/same_bits.hpp"
 
 namespace zl {
 namespace {
 
 using cuda_emulation::emulate;
+using test::expect_same_bits;
 namespace ta = cuda::tiled_attention;
 
 struct Shape {
@@ -40,19 +41,6 @@ std::vector<float> uniform_floats(std::size_t count, unsigned seed) {
   std::vector<float> values(count);
   for (float& value : values) value = uniform(generator);
   return values;
-}
-
-// Asserts the two hold the same bits, naming the first element that differs.
-void expect_same_bits(const std::vector<float>& actual, const std::vector<float>& expected,
-                      const char* what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    if (std::bit_cast<std::uint32_t>(actual[i]) != std::bit_cast<std::uint32_t>(expected[i])) {
-      ADD_FAILURE() << what << ": element " << i << " is " << actual[i] << " (kernel), "
-                    << expected[i] << " (cpu)";
-      return;
-    }
-  }
 }
 
 // The launches of cuda_tiled_attention.cu, through the emulator.

@@ -22,6 +22,7 @@
 #include "core/dtype.hpp"
 #include "ops/cuda/cuda_check.hpp"
 #include "ops/cuda/cuda_device.hpp"
+#include "support/same_bits.hpp"
 
 /// Skips the calling test, saying why, when this machine has no CUDA GPU.
 #define ZL_REQUIRE_GPU()                                                                      \
@@ -93,19 +94,6 @@ inline void expect_close(const std::vector<float>& actual, const std::vector<flo
       << what << ": largest difference " << worst << " at element " << worst_index << " (gpu "
       << actual[worst_index] << ", cpu " << expected[worst_index] << ") exceeds "
       << relative_tolerance << " x max |cpu| = " << relative_tolerance * scale;
-}
-
-/// Asserts the two vectors are equal bit for bit, printing the first difference.
-inline void expect_same_bits(const std::vector<float>& actual, const std::vector<float>& expected,
-                             const char* what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    if (std::bit_cast<std::uint32_t>(actual[i]) != std::bit_cast<std::uint32_t>(expected[i])) {
-      ADD_FAILURE() << what << ": first different element " << i << " (gpu " << actual[i]
-                    << ", cpu " << expected[i] << ")";
-      return;
-    }
-  }
 }
 
 /// Element i of a buffer of `dtype` as a double (16-bit types widened exactly), to print it and
