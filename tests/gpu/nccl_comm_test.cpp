@@ -235,8 +235,11 @@ TEST_F(GpuNcclTest, HostBuffersAreStagedThroughTheDevice) {
 }
 
 // The watchdog (nccl_watchdog.cpp): a collective that cannot complete within the collective
-// timeout (the compute stream it is ordered after is held by a host function for 2 s) ends at the
-// timeout with the sim's message shape, the communicator is aborted, and every later call fails.
+// timeout (the compute stream it is ordered after is held by a host function for 2 s) ends with
+// the sim's timeout message, the communicator is aborted, and every later call fails. The call
+// returns when the host function lets go, not at the timeout: ncclCommAbort waits for the stream
+// to pass it (2.006 s on an H200, 2026-11-26). A rank stuck inside an NCCL kernel, the case the
+// watchdog is for, is what the abort ends; one GPU cannot hold the two ranks that would show it.
 TEST(GpuNcclWatchdog, ACollectivePastTheTimeoutAbortsTheCommunicator) {
   ZL_REQUIRE_GPU();
   CudaDevice device(0);
@@ -257,7 +260,7 @@ TEST(GpuNcclWatchdog, ACollectivePastTheTimeoutAbortsTheCommunicator) {
             "timeout after 200 ms: rank 0 waits in call #2 all_reduce(fp32, 4 elems, sum); not "
             "every rank completed it (a rank stuck, gone or in another call): its communicator "
             "was aborted");
-  EXPECT_LT(took.count(), 1.5);  // at the timeout, not when the host function lets go
+  EXPECT_GE(took.count(), 0.2);  // not before the timeout
   EXPECT_NE(error_of([&] {
               comm.barrier();
             }).find("the NCCL communicator was aborted (rank 0 gave up in call #2 all_reduce"),
