@@ -53,12 +53,12 @@ Gpt::BlockTensors Gpt::block_tensors_of(int layer) {
     Buffer& kept = own.*tensor;
     return (kept.elems() > 0 && kept.dtype() == DType::F32 ? kept : work_.*tensor).as<float>();
   };
-  return {held(&BlockActivations::ln1),      held(&BlockActivations::ln1_mean),
-          held(&BlockActivations::ln1_rstd), held(&BlockActivations::qkv),
-          held(&BlockActivations::att_stats),   held(&BlockActivations::attn),
-          held(&BlockActivations::mid),      held(&BlockActivations::ln2),
-          held(&BlockActivations::ln2_mean), held(&BlockActivations::ln2_rstd),
-          held(&BlockActivations::fc),       held(&BlockActivations::fc_gelu),
+  return {held(&BlockActivations::ln1),       held(&BlockActivations::ln1_mean),
+          held(&BlockActivations::ln1_rstd),  held(&BlockActivations::qkv),
+          held(&BlockActivations::att_stats), held(&BlockActivations::attn),
+          held(&BlockActivations::mid),       held(&BlockActivations::ln2),
+          held(&BlockActivations::ln2_mean),  held(&BlockActivations::ln2_rstd),
+          held(&BlockActivations::fc),        held(&BlockActivations::fc_gelu),
           held(&BlockActivations::out)};
 }
 
@@ -99,7 +99,8 @@ void Gpt::forward_block(int layer, std::span<const float> params, bool rebuild_o
   if (runs(own.mid)) {
     device_.conv1d_forward(a.attn, p[kAttnProjWeight], p[kAttnProjBias], a.mid, N, C, C);
     keep_rounded(a.mid, none);
-    device_.add(a.mid.data(), x.data(), DType::F32, static_cast<std::int64_t>(a.mid.size()));  // the skip connection
+    device_.add(a.mid.data(), x.data(), DType::F32,
+                static_cast<std::int64_t>(a.mid.size()));  // the skip connection
   }
   // MLP: fc [N, 4C] = ln_2(mid) c_fc; out = mid + GELU(fc) c_proj.
   if (runs(own.ln2)) {
@@ -118,7 +119,8 @@ void Gpt::forward_block(int layer, std::span<const float> params, bool rebuild_o
   if (rebuild_only) return;  // backward needs nothing past GELU, and the output is always kept
   device_.conv1d_forward(a.fc_gelu, p[kMlpProjWeight], p[kMlpProjBias], a.out, N, 4 * C, C);
   keep_rounded(a.out, none);
-  device_.add(a.out.data(), a.mid.data(), DType::F32, static_cast<std::int64_t>(a.out.size()));  // the skip connection
+  device_.add(a.out.data(), a.mid.data(), DType::F32,
+              static_cast<std::int64_t>(a.out.size()));  // the skip connection
 }
 
 void Gpt::widen_kept(int layer) {
@@ -154,8 +156,8 @@ void Gpt::backward_block(int layer, std::span<const float> params, std::span<flo
   // Now dresidual = d loss / d mid; the same again for the attention branch, down to d x.
   device_.conv1d_backward(a.attn, p[kAttnProjWeight], dresidual, g[kAttnProjWeight],
                           g[kAttnProjBias], dattn_.as<float>(), N, C, C);
-  device_.attention_backward(a.qkv, a.att_stats, dattn_.as<float>(), dqkv_.as<float>(), rows_,
-                             seq_len_, C, H);
+  device_.attention_backward(a.qkv, a.att_stats, a.attn, dattn_.as<float>(), dqkv_.as<float>(),
+                             rows_, seq_len_, C, H);
   device_.conv1d_backward(a.ln1, p[kAttnWeight], dqkv_.as<float>(), g[kAttnWeight], g[kAttnBias],
                           dln_.as<float>(), N, C, 3 * C);
   device_.layernorm_backward(block_input(layer), p[kLn1Weight], a.ln1_mean, a.ln1_rstd,

@@ -75,8 +75,7 @@ float Device::cross_entropy_forward_backward(std::span<const float> logits,
 double Device::cross_entropy_sum_forward_backward(std::span<const float> logits,
                                                   std::span<const std::int64_t> labels,
                                                   std::span<float> dlogits, std::int64_t rows,
-                                                  std::int64_t classes,
-                                                  std::int64_t padded_classes,
+                                                  std::int64_t classes, std::int64_t padded_classes,
                                                   std::int64_t mean_rows) {
   ZL_CHECK(classes >= 1, "cross_entropy: {} classes is invalid; pass >= 1 class", classes);
   ZL_CHECK(padded_classes >= classes,
@@ -183,25 +182,27 @@ void Device::attention_forward(std::span<const float> qkv, std::span<float> stat
   check_heads("attention_forward", channels, heads);
   const std::int64_t T = seq_len, C = channels;
   check_elems("attention_forward", "qkv", qkv.size(), batch * T * 3 * C);
-  check_elems("attention_forward", "stats", stats.size(), batch * heads * T * kAttentionStatsPerRow);
+  check_elems("attention_forward", "stats", stats.size(),
+              batch * heads * T * kAttentionStatsPerRow);
   check_elems("attention_forward", "out", out.size(), batch * T * C);
   if (batch * T == 0) return;
   do_attention_forward(qkv, stats, out, batch, seq_len, channels, heads);
 }
 
 void Device::attention_backward(std::span<const float> qkv, std::span<const float> stats,
-                                std::span<const float> dout, std::span<float> dqkv,
-                                std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                                std::int64_t heads) {
+                                std::span<const float> out, std::span<const float> dout,
+                                std::span<float> dqkv, std::int64_t batch, std::int64_t seq_len,
+                                std::int64_t channels, std::int64_t heads) {
   check_heads("attention_backward", channels, heads);
   const std::int64_t T = seq_len, C = channels;
   check_elems("attention_backward", "qkv", qkv.size(), batch * T * 3 * C);
   check_elems("attention_backward", "stats", stats.size(),
               batch * heads * T * kAttentionStatsPerRow);
+  check_elems("attention_backward", "out", out.size(), batch * T * C);
   check_elems("attention_backward", "dout", dout.size(), batch * T * C);
   check_elems("attention_backward", "dqkv", dqkv.size(), batch * T * 3 * C);
   if (batch * T == 0) return;
-  do_attention_backward(qkv, stats, dout, dqkv, batch, seq_len, channels, heads);
+  do_attention_backward(qkv, stats, out, dout, dqkv, batch, seq_len, channels, heads);
 }
 
 }  // namespace zl

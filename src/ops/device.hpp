@@ -209,13 +209,15 @@ class Device : public Allocator {
                          std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                          std::int64_t heads);
 
-  /// Given dout [B, T, C] and forward's stats, writes dqkv [B, T, 3C] (overwritten): with p_ts
-  /// rebuilt as forward defines it, dp_ts = dout_t . v_s and ds_ts = p_ts (dp_ts - sum_s' p_ts'
-  /// dp_ts'), dq_t = sum_s ds_ts k_s / sqrt(D), dk_s = sum_t ds_ts q_t / sqrt(D),
-  /// dv_s = sum_t p_ts dout_t.
+  /// Given forward's out [B, T, C] and stats, and dout [B, T, C], writes dqkv [B, T, 3C]
+  /// (overwritten): with p_ts rebuilt as forward defines it, dp_ts = dout_t . v_s,
+  /// delta_t = dout_t . out_t per head (which is sum_s p_ts dp_ts, as flash attention 2 computes
+  /// it), ds_ts = p_ts (dp_ts - delta_t), dq_t = sum_s ds_ts k_s / sqrt(D),
+  /// dk_s = sum_t ds_ts q_t / sqrt(D), dv_s = sum_t p_ts dout_t.
   void attention_backward(std::span<const float> qkv, std::span<const float> stats,
-                          std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
-                          std::int64_t seq_len, std::int64_t channels, std::int64_t heads);
+                          std::span<const float> out, std::span<const float> dout,
+                          std::span<float> dqkv, std::int64_t batch, std::int64_t seq_len,
+                          std::int64_t channels, std::int64_t heads);
 
  protected:
   // ---- the kernels' implementations, called by the kernels above once their arguments have
@@ -288,9 +290,10 @@ class Device : public Allocator {
   /// attention_backward after its checks (heads >= 1 divide the channels; batch and seq_len are
   /// not 0).
   virtual void do_attention_backward(std::span<const float> qkv, std::span<const float> stats,
-                                     std::span<const float> dout, std::span<float> dqkv,
-                                     std::int64_t batch, std::int64_t seq_len,
-                                     std::int64_t channels, std::int64_t heads) = 0;
+                                     std::span<const float> out, std::span<const float> dout,
+                                     std::span<float> dqkv, std::int64_t batch,
+                                     std::int64_t seq_len, std::int64_t channels,
+                                     std::int64_t heads) = 0;
 
  private:
   MemoryLedger ledger_;

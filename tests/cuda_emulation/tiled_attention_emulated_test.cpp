@@ -14,6 +14,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/cpu/cpu_device.hpp"
@@ -56,15 +57,16 @@ void forward(const Shape& s, const std::vector<float>& qkv, std::vector<float>& 
 }
 
 void backward(const Shape& s, const std::vector<float>& qkv, const std::vector<float>& stats,
-              const std::vector<float>& dout, std::vector<float>& dqkv) {
+              const std::vector<float>& out, const std::vector<float>& dout,
+              std::vector<float>& dqkv) {
   const int D = static_cast<int>(s.channels / s.heads);
   const ta::Launch at = ta::launch_shape(s.batch, s.seq_len, s.heads);
   const auto scale = static_cast<float>(attention_scale(D));
   std::vector<float> delta(static_cast<std::size_t>(s.batch * s.heads * s.seq_len), std::nanf(""));
   ta::with_channels_per_lane(D, [&]<int kDPerLane>() {
     emulate(ta::dq_kernel<kDPerLane>, at.grid, at.block, ta::dq_shared_bytes(D))(
-        qkv.data(), stats.data(), dout.data(), dqkv.data(), delta.data(), s.seq_len, s.channels, D,
-        s.heads, scale, at.tiles);
+        qkv.data(), stats.data(), out.data(), dout.data(), dqkv.data(), delta.data(), s.seq_len,
+        s.channels, D, s.heads, scale, at.tiles);
     emulate(ta::dkv_kernel<kDPerLane>, at.grid, at.block, ta::dkv_shared_bytes(D))(
         qkv.data(), stats.data(), dout.data(), delta.data(), dqkv.data(), s.seq_len, s.channels, D,
         s.heads, scale, at.tiles);
@@ -82,14 +84,14 @@ TEST_P(TiledAttentionEmulated, GivesTheCpuDevicesBits) {
   std::vector<float> stats(stats_floats), out(rows * s.channels), dqkv(rows * 3 * s.channels);
   CpuDevice cpu;
   cpu.attention_forward(qkv, stats, out, s.batch, s.seq_len, s.channels, s.heads);
-  cpu.attention_backward(qkv, stats, dout, dqkv, s.batch, s.seq_len, s.channels, s.heads);
+  cpu.attention_backward(qkv, stats, out, dout, dqkv, s.batch, s.seq_len, s.channels, s.heads);
 
   std::vector<float> kernel_stats(stats_floats, std::nanf("")),
       kernel_out(out.size(), std::nanf("")), kernel_dqkv(dqkv.size(), std::nanf(""));
   forward(s, qkv, kernel_stats, kernel_out);
   expect_same_bits(kernel_out, out, "out");
   expect_same_bits(kernel_stats, stats, "stats");
-  backward(s, qkv, kernel_stats, dout, kernel_dqkv);
+  backward(s, qkv, kernel_stats, kernel_out, dout, kernel_dqkv);
   expect_same_bits(kernel_dqkv, dqkv, "dqkv");
 }
 
@@ -97,13 +99,17 @@ INSTANTIATE_TEST_SUITE_P(
     CudaEmulation, TiledAttentionEmulated,
     ::testing::Values(Shape{2, 5, 8, 2},      // shorter than a tile; 1 channel per lane, 4 used
                       Shape{1, 40, 24, 2},    // a whole tile and a partial one; D 12
+                      Shape{1, 40, 18, 2},    // D 9, not a multiple of 4: one channel at a time
                       Shape{1, 64, 64, 1},    // two whole tiles; D 64, 2 channels per lane
                       Shape{1, 33, 100, 1},   // D 100: 4 channels per lane, the last partly idle
                       Shape{1, 33, 200, 1}),  // D 200: 8 channels per lane
     [](const ::testing::TestParamInfo<Shape>& info) {
       const Shape& s = info.param;
-      return "B" + std::to_string(s.batch) + "_T" + std::to_string(s.seq_len) + "_C" +
-             std::to_string(s.channels) + "_H" + std::to_string(s.heads);
+      std::string name = "B";
+      for (const auto& [part, value] : {std::pair{"", s.batch}, std::pair{"_T", s.seq_len},
+                                        std::pair{"_C", s.channels}, std::pair{"_H", s.heads}})
+        name.append(part).append(std::to_string(value));
+      return name;
     });
 
 }  // namespace

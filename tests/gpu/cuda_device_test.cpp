@@ -147,9 +147,8 @@ TEST_F(GpuDeviceTest, CrossEntropyMatchesCpu) {
       cpu_.cross_entropy_forward_backward(logits, labels, dlogits, kRows, kClasses, kPadded);
   Buffer glogits = upload(*gpu_, logits), glabels = upload(*gpu_, labels, DType::I64);
   Buffer gdlogits = upload(*gpu_, std::vector<float>(kRows * kPadded, 1.0f));
-  const float gpu_loss =
-      gpu_->cross_entropy_forward_backward(cspan_of(glogits), glabels.as<std::int64_t>(),
-                                           span_of(gdlogits), kRows, kClasses, kPadded);
+  const float gpu_loss = gpu_->cross_entropy_forward_backward(
+      cspan_of(glogits), glabels.as<std::int64_t>(), span_of(gdlogits), kRows, kClasses, kPadded);
   EXPECT_NEAR(gpu_loss, loss, kTolerance * std::abs(loss));
   const std::vector<float> gpu_dlogits = download(*gpu_, gdlogits);
   expect_close(gpu_dlogits, dlogits, kTolerance, "dlogits");
@@ -263,7 +262,7 @@ TEST_F(GpuDeviceTest, AttentionMatchesCpu) {
   std::vector<float> stats(kBatch * kHeads * kSeq * kAttentionStatsPerRow),
       out(kBatch * kSeq * kChannels), dqkv(kBatch * kSeq * 3 * kChannels);
   cpu_.attention_forward(qkv, stats, out, kBatch, kSeq, kChannels, kHeads);
-  cpu_.attention_backward(qkv, stats, dout, dqkv, kBatch, kSeq, kChannels, kHeads);
+  cpu_.attention_backward(qkv, stats, out, dout, dqkv, kBatch, kSeq, kChannels, kHeads);
   Buffer gqkv = upload(*gpu_, qkv), gdout = upload(*gpu_, dout);
   Buffer gstats = gpu_->alloc(MemCategory::Activations, DType::F32,
                               {kBatch * kHeads * kSeq * kAttentionStatsPerRow});
@@ -272,11 +271,12 @@ TEST_F(GpuDeviceTest, AttentionMatchesCpu) {
                           kHeads);
   expect_close(download(*gpu_, gstats), stats, kTolerance, "stats");
   expect_close(download(*gpu_, gout), out, kTolerance, "out");
-  // Backward from the CPU's stats, so only the backward kernels (and the rebuild) are compared.
-  Buffer gstats_cpu = upload(*gpu_, stats);
+  // Backward from the CPU's stats and out, so only the backward kernels (and the rebuild) are
+  // compared.
+  Buffer gstats_cpu = upload(*gpu_, stats), gout_cpu = upload(*gpu_, out);
   Buffer gdqkv = upload(*gpu_, random_floats(dqkv.size(), 32));  // overwritten, not added to
-  gpu_->attention_backward(cspan_of(gqkv), cspan_of(gstats_cpu), cspan_of(gdout), span_of(gdqkv),
-                           kBatch, kSeq, kChannels, kHeads);
+  gpu_->attention_backward(cspan_of(gqkv), cspan_of(gstats_cpu), cspan_of(gout_cpu),
+                           cspan_of(gdout), span_of(gdqkv), kBatch, kSeq, kChannels, kHeads);
   expect_close(download(*gpu_, gdqkv), dqkv, kTolerance, "dqkv");
 }
 

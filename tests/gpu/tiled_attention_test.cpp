@@ -55,7 +55,8 @@ Attention on_cpu(const Shape& s) {
   Attention a{std::vector<float>(stats_floats(s)), std::vector<float>(dout.size()),
               std::vector<float>(qkv.size())};
   cpu.attention_forward(qkv, a.stats, a.out, s.batch, s.seq_len, s.channels, s.heads);
-  cpu.attention_backward(qkv, a.stats, dout, a.dqkv, s.batch, s.seq_len, s.channels, s.heads);
+  cpu.attention_backward(qkv, a.stats, a.out, dout, a.dqkv, s.batch, s.seq_len, s.channels,
+                         s.heads);
   return a;
 }
 
@@ -68,8 +69,8 @@ Attention on_gpu(CudaDevice& gpu, const Shape& s) {
   Buffer dqkv = upload(gpu, random_floats(qkv.size(), 42));  // overwritten, not added to
   gpu.attention_forward(cspan_of(gqkv), span_of(stats), span_of(out), s.batch, s.seq_len,
                         s.channels, s.heads);
-  gpu.attention_backward(cspan_of(gqkv), cspan_of(stats), cspan_of(gdout), span_of(dqkv), s.batch,
-                         s.seq_len, s.channels, s.heads);
+  gpu.attention_backward(cspan_of(gqkv), cspan_of(stats), cspan_of(out), cspan_of(gdout),
+                         span_of(dqkv), s.batch, s.seq_len, s.channels, s.heads);
   return {download(gpu, stats), download(gpu, out), download(gpu, dqkv)};
 }
 

@@ -75,7 +75,7 @@ std::vector<float> all_outputs(CpuDevice& device, const Shape& s) {
   std::vector<float> stats(static_cast<std::size_t>(s.batch * s.heads * s.seq_len * 2)),
       att(static_cast<std::size_t>(N * C)), dqkv(qkv.size());
   device.attention_forward(qkv, stats, att, s.batch, s.seq_len, C, s.heads);
-  device.attention_backward(qkv, stats, dout, dqkv, s.batch, s.seq_len, C, s.heads);
+  device.attention_backward(qkv, stats, att, dout, dqkv, s.batch, s.seq_len, C, s.heads);
   keep(stats), keep(att), keep(dqkv);
   return results;
 }

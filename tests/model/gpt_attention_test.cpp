@@ -83,7 +83,7 @@ TEST(GptOps, AttentionBackwardMatchesFiniteDifferences) {
   std::vector<float> stats(kB * kHeads * kT * kAttentionStatsPerRow), out(kB * kT * kC);
   device.attention_forward(qkv, stats, out, kB, kT, kC, kHeads);
   std::vector<float> dqkv(qkv.size(), 99.0f);  // overwritten
-  device.attention_backward(qkv, stats, dout, dqkv, kB, kT, kC, kHeads);
+  device.attention_backward(qkv, stats, out, dout, dqkv, kB, kT, kC, kHeads);
   const auto numeric = central_differences(
       [&](std::span<const double> v) {
         return weighted_sum(dout, test::ref_attention(v, kB, kT, kC, kHeads));
@@ -124,7 +124,7 @@ TEST(GptOps, AttentionOverManyTilesMatchesTheDoubleReference) {
   device.attention_forward(qkv, stats, out, B, T, C, H);
   const auto expected = test::ref_attention(to_double(qkv), B, T, C, H);
   for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-5) << i;
-  device.attention_backward(qkv, stats, dout, dqkv, B, T, C, H);
+  device.attention_backward(qkv, stats, out, dout, dqkv, B, T, C, H);
   const auto direction = random_normals(5, B * T * 3 * C);
   const auto loss_at = [&](double step) {
     auto moved = to_double(qkv);

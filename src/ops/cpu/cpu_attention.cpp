@@ -5,11 +5,12 @@
 // order times the scale, forward runs an online softmax tile by tile and keeps two floats per
 // query row (the largest score m and the sum of exponentials l), and a tile's 32 values are
 // summed and maxed in the GPU's shuffle-tree order. Backward rebuilds each probability from q, k
-// and the stats: per query row, one pass over its keys sums delta_t = sum_s p_ts dp_ts, a second
-// sums dq_t and adds the row's terms to each key's dk and dv (the GPU recomputes them in a
-// kernel per key tile; the sums' order is the same). Where the GPU adds a lane that the causal
-// mask or the sequence's end leaves out, so does this code, unless the term is a product by zero
-// added to zero. No T x T tensor exists: memory grows with T.
+// and the stats: per query row, delta_t = dout_t . out_t (the GPU's lanes, then its warp sum), one
+// pass over its keys for p_ts and dp_ts, a second that sums dq_t and adds the row's terms to each
+// key's dk and dv (the GPU recomputes them in a kernel per key tile; the sums' order is the same).
+// Where the GPU adds a lane that the causal mask or the sequence's end leaves out, so does this
+// code, unless the term is a product by zero added to zero. No T x T tensor exists: memory grows
+// with T.
 //
 // Each (batch row, head) is one task for the device's threads; the tasks write disjoint
 // elements, so the bits never depend on the thread count. A head's loops are compiled for the
@@ -59,7 +60,7 @@ struct Head {
 };
 
 // dots[j] = sum_d row[d] * cols[d * Tp + first + j] for the tile's 32 lanes: one fused
-// multiply-add per d, d = 0, 1, ... in order (the GPU's dot_lane; the lanes vectorise).
+// multiply-add per d, d = 0, 1, ... in order (the GPU's dot_rows; the lanes vectorise).
 [[gnu::always_inline]] inline void tile_dots(const float* row, const float* cols, std::int64_t D,
                                              std::int64_t Tp, std::int64_t first, float* dots) {
   std::fill(dots, dots + kTile, 0.0f);
@@ -113,13 +114,14 @@ struct Head {
   }
 }
 
-// Backward of one head: dqkv rows (stride 3C) of this head from its stats rows and dout rows
-// (stride C). Query row by query row: the probabilities and dp of its keys and delta_t (the
-// GPU's dq kernel, first pass), then dq_t (its second pass) and each key's share of dk and dv,
+// Backward of one head: dqkv rows (stride 3C) of this head from its stats rows and its out and
+// dout rows (stride C). Query row by query row: delta_t = dout_t . out_t as the GPU's dq kernel
+// sums it (lane j adds the channels j, j + 32, ... in order, then the lanes go in the shuffle
+// tree's order), the probabilities and dp of its keys, then dq_t and each key's share of dk and dv,
 // added in the order the GPU's dk/dv kernel adds them (by query, ascending; a key's terms for
 // queries before it are products by zero added to zero, so skipping them changes no bit).
 [[gnu::always_inline]] inline void backward_head(const Head& head, const float* stats,
-                                                 const float* dout, float* dqkv) {
+                                                 const float* out, const float* dout, float* dqkv) {
   const std::int64_t T = head.T, C = head.C, D = head.D, Tp = head.Tp;
   std::vector<float> q_rows, k_rows, k_cols, v_cols, dout_rows;
   head.copy_rows(head.qkv, 3 * C, q_rows);
@@ -135,7 +137,12 @@ struct Head {
     const float m = stats[t * kAttentionStatsPerRow], l = stats[t * kAttentionStatsPerRow + 1];
     const float* q = q_rows.data() + t * D;
     const float* g = dout_rows.data() + t * D;
-    std::fill(lanes, lanes + kTile, 0.0f);  // each lane's part of delta_t
+    const float* o = out + t * C;
+    for (int j = 0; j < kTile; ++j) {  // lane j's part of delta_t
+      lanes[j] = 0.0f;
+      for (std::int64_t d = j; d < D; d += kTile) lanes[j] = std::fma(g[d], o[d], lanes[j]);
+    }
+    const float delta_t = attention_tile::tile_sum(lanes);
     for (std::int64_t s0 = 0; s0 <= t; s0 += kTile) {
       float* p_tile = p.data() + s0;
       float* dp_tile = dp.data() + s0;
@@ -145,10 +152,8 @@ struct Head {
         const bool causal = s0 + j <= t;
         p_tile[j] = causal ? probability(z[j] * head.scale, m, l) : 0.0f;
         dp_tile[j] = causal ? dp_tile[j] : 0.0f;
-        lanes[j] = std::fma(p_tile[j], dp_tile[j], lanes[j]);
       }
     }
-    const float delta_t = attention_tile::tile_sum(lanes);
     std::fill(dq.begin(), dq.end(), 0.0f);
     for (std::int64_t s0 = 0; s0 <= t; s0 += kTile) {
       for (int j = 0; j < kTile; ++j) z[j] = p[s0 + j] * (dp[s0 + j] - delta_t);  // ds
@@ -180,13 +185,14 @@ struct Head {
 }
 
 using ForwardFn = void (*)(const Head&, float*, float*);
-using BackwardFn = void (*)(const Head&, const float*, const float*, float*);
+using BackwardFn = void (*)(const Head&, const float*, const float*, const float*, float*);
 
 void forward_baseline(const Head& head, float* stats, float* out) {
   forward_head(head, stats, out);
 }
-void backward_baseline(const Head& head, const float* stats, const float* dout, float* dqkv) {
-  backward_head(head, stats, dout, dqkv);
+void backward_baseline(const Head& head, const float* stats, const float* out, const float* dout,
+                       float* dqkv) {
+  backward_head(head, stats, out, dout, dqkv);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -194,15 +200,16 @@ void backward_baseline(const Head& head, const float* stats, const float* dout, 
   forward_head(head, stats, out);
 }
 [[gnu::target("avx2,fma")]] void backward_avx2(const Head& head, const float* stats,
-                                               const float* dout, float* dqkv) {
-  backward_head(head, stats, dout, dqkv);
+                                               const float* out, const float* dout, float* dqkv) {
+  backward_head(head, stats, out, dout, dqkv);
 }
 [[gnu::target("avx512f,fma")]] void forward_avx512(const Head& head, float* stats, float* out) {
   forward_head(head, stats, out);
 }
 [[gnu::target("avx512f,fma")]] void backward_avx512(const Head& head, const float* stats,
-                                                    const float* dout, float* dqkv) {
-  backward_head(head, stats, dout, dqkv);
+                                                    const float* out, const float* dout,
+                                                    float* dqkv) {
+  backward_head(head, stats, out, dout, dqkv);
 }
 #endif
 
@@ -248,14 +255,16 @@ void CpuDevice::do_attention_forward(std::span<const float> qkv, std::span<float
 }
 
 void CpuDevice::do_attention_backward(std::span<const float> qkv, std::span<const float> stats,
-                                      std::span<const float> dout, std::span<float> dqkv,
-                                      std::int64_t batch, std::int64_t seq_len,
-                                      std::int64_t channels, std::int64_t heads) {
+                                      std::span<const float> out, std::span<const float> dout,
+                                      std::span<float> dqkv, std::int64_t batch,
+                                      std::int64_t seq_len, std::int64_t channels,
+                                      std::int64_t heads) {
   static const BackwardFn backward = backward_fn();
   pool().run(batch * heads, [&](std::int64_t task) {
     const std::int64_t b = task / heads, h = task % heads;
     const Head head = head_of(qkv.data(), b, h, seq_len, channels, heads);
     backward(head, stats.data() + task * seq_len * kAttentionStatsPerRow,
+             out.data() + b * seq_len * channels + h * head.D,
              dout.data() + b * seq_len * channels + h * head.D,
              dqkv.data() + b * seq_len * 3 * channels + h * head.D);
   });

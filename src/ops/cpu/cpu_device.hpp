@@ -130,12 +130,13 @@ class CpuDevice : public Device {
   void do_attention_forward(std::span<const float> qkv, std::span<float> stats,
                             std::span<float> out, std::int64_t batch, std::int64_t seq_len,
                             std::int64_t channels, std::int64_t heads) override;
-  /// Per (b, h): each row's probabilities rebuilt from its scores and stats; dq, dk, dv
-  /// accumulated in double over t = 0.. and rounded once to float.
+  /// Per (b, h), in the CUDA tiled kernels' float operations and order (cpu_attention.cpp):
+  /// delta_t from dout and out, each row's probabilities rebuilt from its scores and stats, then
+  /// dq, dk and dv.
   void do_attention_backward(std::span<const float> qkv, std::span<const float> stats,
-                             std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
-                             std::int64_t seq_len, std::int64_t channels,
-                             std::int64_t heads) override;
+                             std::span<const float> out, std::span<const float> dout,
+                             std::span<float> dqkv, std::int64_t batch, std::int64_t seq_len,
+                             std::int64_t channels, std::int64_t heads) override;
 
   /// The device's threads, for the products (ops/cpu/cpu_gemm.hpp) and the kernels' pieces
   /// (ops/cpu/cpu_kernels.hpp).

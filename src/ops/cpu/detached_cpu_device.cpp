@@ -158,8 +158,7 @@ std::optional<std::size_t> DetachedCpuDevice::offset_of(const void* ptr,
   return address - base;
 }
 
-void* DetachedCpuDevice::translate(const void* device, std::size_t bytes,
-                                   const char* where) const {
+void* DetachedCpuDevice::translate(const void* device, std::size_t bytes, const char* where) const {
   if (bytes == 0) return nullptr;
   if (const std::optional<std::size_t> at = offset_of(device, handed_out_)) {
     ZL_CHECK(bytes <= arena_bytes_ - *at,
@@ -177,8 +176,7 @@ void* DetachedCpuDevice::translate(const void* device, std::size_t bytes,
       call_name(where), device, bytes);
 }
 
-void DetachedCpuDevice::check_host(const void* host, std::size_t bytes,
-                                   const char* where) {
+void DetachedCpuDevice::check_host(const void* host, std::size_t bytes, const char* where) {
   ZL_CHECK(bytes == 0 || host_view(host) == nullptr,
            "{} was given device memory at {} as its host buffer: use copy() between device "
            "buffers",
@@ -265,12 +263,9 @@ void DetachedCpuDevice::do_gelu_backward(std::span<const float> x, std::span<con
   CpuDevice::do_gelu_backward(view(x), view(dy), view(dx));
 }
 
-double DetachedCpuDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
-                                                            std::span<const std::int64_t> labels,
-                                                            std::span<float> dlogits,
-                                                            std::int64_t rows, std::int64_t classes,
-                                                            std::int64_t padded_classes,
-                                                            std::int64_t mean_rows) {
+double DetachedCpuDevice::do_cross_entropy_forward_backward(
+    std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
+    std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows) {
   return CpuDevice::do_cross_entropy_forward_backward(view(logits), view(labels), view(dlogits),
                                                       rows, classes, padded_classes, mean_rows);
 }
@@ -343,11 +338,12 @@ void DetachedCpuDevice::do_attention_forward(std::span<const float> qkv, std::sp
 
 void DetachedCpuDevice::do_attention_backward(std::span<const float> qkv,
                                               std::span<const float> stats,
+                                              std::span<const float> out,
                                               std::span<const float> dout, std::span<float> dqkv,
                                               std::int64_t batch, std::int64_t seq_len,
                                               std::int64_t channels, std::int64_t heads) {
-  CpuDevice::do_attention_backward(view(qkv), view(stats), view(dout), view(dqkv), batch, seq_len,
-                                   channels, heads);
+  CpuDevice::do_attention_backward(view(qkv), view(stats), view(out), view(dout), view(dqkv), batch,
+                                   seq_len, channels, heads);
 }
 
 }  // namespace zl

@@ -139,9 +139,9 @@ class DetachedCpuDevice final : public CpuDevice {
                             std::int64_t channels, std::int64_t heads) override;
   /// CpuDevice::attention_backward on this device's memory.
   void do_attention_backward(std::span<const float> qkv, std::span<const float> stats,
-                             std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
-                             std::int64_t seq_len, std::int64_t channels,
-                             std::int64_t heads) override;
+                             std::span<const float> out, std::span<const float> dout,
+                             std::span<float> dqkv, std::int64_t batch, std::int64_t seq_len,
+                             std::int64_t channels, std::int64_t heads) override;
 
  private:
   // The read-write address of `bytes` bytes at `device` (which must all lie in this arena), for

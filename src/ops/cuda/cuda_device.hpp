@@ -217,9 +217,9 @@ class CudaDevice final : public Device {
   /// dout vᵀ (batched GEMM), the softmax backward in place into dscores, then dq = dscores k /
   /// sqrt(D), dk = dscoresᵀ q / sqrt(D) and dv = probsᵀ dout by three batched GEMMs into dqkv.
   void do_attention_backward(std::span<const float> qkv, std::span<const float> stats,
-                             std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
-                             std::int64_t seq_len, std::int64_t channels,
-                             std::int64_t heads) override;
+                             std::span<const float> out, std::span<const float> dout,
+                             std::span<float> dqkv, std::int64_t batch, std::int64_t seq_len,
+                             std::int64_t channels, std::int64_t heads) override;
 
  private:
   // Row-major C[M, N] = op(A) op(B) + beta C in fp32 (see matmul_bf16 for op()); beta is 0

@@ -74,7 +74,8 @@ void CudaDevice::do_attention_forward(std::span<const float> qkv, std::span<floa
 }
 
 void CudaDevice::do_attention_backward(std::span<const float> qkv, std::span<const float> stats,
-                                       std::span<const float> dout, std::span<float> dqkv,
+                                       std::span<const float> out, std::span<const float> dout,
+                                       std::span<float> dqkv,
                                        std::int64_t batch, std::int64_t seq_len,
                                        std::int64_t channels, std::int64_t heads) {
   const std::int64_t T = seq_len, C = channels, D = channels / heads;
@@ -84,8 +85,8 @@ void CudaDevice::do_attention_backward(std::span<const float> qkv, std::span<con
     check_tiled_attention(batch, T, heads, D);
     auto* delta =
         static_cast<float*>(scratch(static_cast<std::size_t>(batch * heads * T) * sizeof(float)));
-    cuda::tiled_attention_backward(qkv.data(), stats.data(), dout.data(), dqkv.data(), delta, batch,
-                                   T, C, heads, scale, stream_);
+    cuda::tiled_attention_backward(qkv.data(), stats.data(), out.data(), dout.data(), dqkv.data(),
+                                   delta, batch, T, C, heads, scale, stream_);
     return;
   }
   const std::int64_t block = heads * T * T;

@@ -95,12 +95,12 @@ void tiled_attention_forward(const float* qkv, float* stats, float* out, std::in
                              std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
                              float scale, cudaStream_t stream);
 
-/// Its backward: dqkv [B, T, 3C] overwritten from the stats forward kept and dout [B, T, C];
-/// `delta` is device scratch of batch * heads * seq_len floats.
-void tiled_attention_backward(const float* qkv, const float* stats, const float* dout, float* dqkv,
-                              float* delta, std::int64_t batch, std::int64_t seq_len,
-                              std::int64_t channels, std::int64_t heads, float scale,
-                              cudaStream_t stream);
+/// Its backward: dqkv [B, T, 3C] overwritten from the out and stats forward wrote and dout
+/// [B, T, C]; `delta` is device scratch of batch * heads * seq_len floats.
+void tiled_attention_backward(const float* qkv, const float* stats, const float* out,
+                              const float* dout, float* dqkv, float* delta, std::int64_t batch,
+                              std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
+                              float scale, cudaStream_t stream);
 
 /// out[i] = in[i] converted between training dtypes (fp32, bf16, fp16; checked by the caller):
 /// widened to fp32 exactly, rounded to nearest even (core/dtype.hpp's bits, NaN included).

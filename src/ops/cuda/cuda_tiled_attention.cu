@@ -37,10 +37,10 @@ void tiled_attention_forward(const float* qkv, float* stats, float* out, std::in
   cuda_check_launch("tiled_attention_forward");
 }
 
-void tiled_attention_backward(const float* qkv, const float* stats, const float* dout, float* dqkv,
-                              float* delta, std::int64_t batch, std::int64_t seq_len,
-                              std::int64_t channels, std::int64_t heads, float scale,
-                              cudaStream_t stream) {
+void tiled_attention_backward(const float* qkv, const float* stats, const float* out,
+                              const float* dout, float* dqkv, float* delta, std::int64_t batch,
+                              std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
+                              float scale, cudaStream_t stream) {
   using namespace tiled_attention;
   if (batch == 0 || seq_len == 0) return;
   const int D = static_cast<int>(channels / heads);
@@ -49,7 +49,7 @@ void tiled_attention_backward(const float* qkv, const float* stats, const float*
     const std::size_t dq_bytes = dq_shared_bytes(D);
     allow_shared_bytes(dq_kernel<kDPerLane>, dq_bytes);
     dq_kernel<kDPerLane><<<at.grid, at.block, dq_bytes, stream>>>(
-        qkv, stats, dout, dqkv, delta, seq_len, channels, D, heads, scale, at.tiles);
+        qkv, stats, out, dout, dqkv, delta, seq_len, channels, D, heads, scale, at.tiles);
     cuda_check_launch("tiled_attention_backward (dq)");
     const std::size_t dkv_bytes = dkv_shared_bytes(D);
     allow_shared_bytes(dkv_kernel<kDPerLane>, dkv_bytes);

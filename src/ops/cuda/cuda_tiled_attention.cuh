@@ -8,8 +8,13 @@
 //
 // Forward keeps a running max and sum of exponentials per query row (online softmax) and writes
 // out and each row's stats {m, l}, the Device contract. Backward rebuilds the probabilities from
-// the stats in two kernels, so nothing is added by atomics: the first, per query tile, sums
-// delta_t = sum_s p_ts dp_ts and then dq; the second, per key tile, sums dk and dv.
+// the stats in two kernels, so nothing is added by atomics: the first, per query tile, takes
+// delta_t = dout_t . out_t (as flash attention 2 does) and sums dq; the second, per key tile,
+// sums dk and dv.
+//
+// A warp's 8 rows go together: each lane computes its key's (or query's) dot products with all 8
+// rows, so one load of the lane's column serves 8 fused multiply-adds, and the weights of the
+// weighted sums (the exponentials, p, ds) go through shared memory, read 4 at a time.
 //
 // Every sum runs in a fixed order (over d in order, over keys tile by tile, lanes by the fixed
 // shuffle tree of warp_sum), so a result repeats bit for bit run to run. A score is computed the
@@ -60,45 +65,93 @@ __device__ inline BlockPlace block_place(std::int64_t T, std::int64_t C, int D,
           thread / kWarpThreads};
 }
 
-// tile[i * D + d] = rows[(t0 + i) * stride + d] for the tile's kTile rows (0 past T).
+// tile[i * D + d] = rows[(t0 + i) * stride + d] for the tile's kTile rows (0 past T): warp w
+// copies rows w, w + 4, ..., its lanes a row's channels side by side (coalesced reads, no
+// division by D).
 __device__ inline void load_rows(float* tile, const float* rows, std::int64_t stride,
                                  std::int64_t t0, std::int64_t T, int D) {
-  for (int e = threadIdx.x; e < kTile * D; e += blockDim.x) {
-    const int i = e / D, d = e % D;
-    tile[e] = t0 + i < T ? rows[(t0 + i) * stride + d] : 0.0f;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
+  for (int i = static_cast<int>(threadIdx.x) / kWarpThreads; i < kTile; i += kWarps) {
+    const float* row = rows + (t0 + i) * stride;
+    const bool inside = t0 + i < T;
+    for (int d = lane; d < D; d += kWarpThreads) tile[i * D + d] = inside ? row[d] : 0.0f;
   }
 }
 
 // tile_t[d * kPad + i] = rows[(t0 + i) * stride + d]: the tile transposed, each row padded by one
-// float so that lane i reading column i, or lane d reading row d, hits 32 different banks.
+// float so that lane i reading column i, or lane d reading row d, hits 32 different banks. The
+// same warps and lanes as load_rows.
 __device__ inline void load_transposed(float* tile_t, const float* rows, std::int64_t stride,
                                        std::int64_t t0, std::int64_t T, int D) {
-  for (int e = threadIdx.x; e < kTile * D; e += blockDim.x) {
-    const int i = e / D, d = e % D;
-    tile_t[d * kPad + i] = t0 + i < T ? rows[(t0 + i) * stride + d] : 0.0f;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
+  for (int i = static_cast<int>(threadIdx.x) / kWarpThreads; i < kTile; i += kWarps) {
+    const float* row = rows + (t0 + i) * stride;
+    const bool inside = t0 + i < T;
+    for (int d = lane; d < D; d += kWarpThreads) tile_t[d * kPad + i] = inside ? row[d] : 0.0f;
   }
 }
 
-// sum_d row[d] * tile_t[d * kPad + lane], one fused multiply-add per d, d = 0, 1, ... in order:
-// the dot product of a row with the lane's row of a transposed tile. fma is exact before its one
-// rounding, so the order of its two factors does not matter: q . k and k . q give the same bits.
-__device__ inline float dot_lane(const float* row, const float* tile_t, int lane, int D) {
-  float acc = 0.0f;
-  for (int d = 0; d < D; ++d) acc = fmaf(row[d], tile_t[d * kPad + lane], acc);
-  return acc;
+// z[r] = sum_d rows[r * D + d] * tile_t[d * kPad + lane] for the warp's kRowsPerWarp rows: each
+// the dot product of a row with the lane's row of a transposed tile, one fused multiply-add per
+// d, d = 0, 1, ... in order. The rows share each load of tile_t, and when D is a multiple of 4 a
+// row's 4 channels come in one 16-byte load (a broadcast: every lane reads the same row). fma is
+// exact before its one rounding, so the order of its two factors does not matter: q . k and
+// k . q give the same bits.
+__device__ inline void dot_rows(float (&z)[kRowsPerWarp], const float* rows, const float* tile_t,
+                                int lane, int D) {
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) z[r] = 0.0f;
+  int d = 0;
+  if (D % 4 == 0) {
+    for (; d < D; d += 4) {
+      const float k0 = tile_t[d * kPad + lane], k1 = tile_t[(d + 1) * kPad + lane];
+      const float k2 = tile_t[(d + 2) * kPad + lane], k3 = tile_t[(d + 3) * kPad + lane];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const float4 row = *reinterpret_cast<const float4*>(rows + r * D + d);
+        z[r] = fmaf(row.x, k0, z[r]);
+        z[r] = fmaf(row.y, k1, z[r]);
+        z[r] = fmaf(row.z, k2, z[r]);
+        z[r] = fmaf(row.w, k3, z[r]);
+      }
+    }
+  }
+  for (; d < D; ++d) {
+    const float k = tile_t[d * kPad + lane];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) z[r] = fmaf(rows[r * D + d], k, z[r]);
+  }
 }
 
-// acc[x] += sum_j weight_j * tile_t[d * kPad + j] for the lane's channels d = lane + 32 x < D,
-// weight_j being lane j's `weight`, j = 0, 1, ... in order.
+// Component c (0 to 3, a constant once unrolled) of a float4.
+__device__ inline float component(const float4& v, int c) {
+  return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
+}
+
+// acc[r][x] += sum_j weights[r * kTile + j] * tile_t[d * kPad + j] for the warp's rows r and the
+// lane's channels d = lane + 32 x < D, j = 0, 1, ... in order. `weights` is the warp's
+// [kRowsPerWarp, kTile] in shared memory (row r's weight of key or query j), read 4 at a time
+// by every lane alike; each load of tile_t serves all the rows.
 template <int kDPerLane>
-__device__ inline void add_weighted_columns(float (&acc)[kDPerLane], float weight,
-                                            const float* tile_t, int lane, int D) {
-  for (int j = 0; j < kTile; ++j) {
-    const float w = __shfl_sync(kAllLanes, weight, j);
+__device__ inline void add_weighted_columns(float (&acc)[kRowsPerWarp][kDPerLane],
+                                            const float* weights, const float* tile_t, int lane,
+                                            int D) {
+  for (int j = 0; j < kTile; j += 4) {
+    float4 w[kRowsPerWarp];
 #pragma unroll
-    for (int x = 0; x < kDPerLane; ++x) {
-      const int d = lane + x * kWarpThreads;
-      if (d < D) acc[x] = fmaf(w, tile_t[d * kPad + j], acc[x]);
+    for (int r = 0; r < kRowsPerWarp; ++r)
+      w[r] = *reinterpret_cast<const float4*>(weights + r * kTile + j);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+#pragma unroll
+      for (int x = 0; x < kDPerLane; ++x) {
+        const int d = lane + x * kWarpThreads;
+        if (d >= D) continue;
+        const float column = tile_t[d * kPad + j + c];
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r)
+          acc[r][x] = fmaf(component(w[r], c), column, acc[r][x]);
+      }
     }
   }
 }
@@ -107,8 +160,16 @@ using attention_tile::exp_float;
 using attention_tile::probability;
 using attention_tile::running_max;
 
+// The shared memory each kernel puts after its tiles: a warp's [kRowsPerWarp, kTile] weights,
+// starting at a multiple of 4 floats (16 bytes) for add_weighted_columns's float4 loads.
+inline constexpr int kWeightsFloats = kWarps * kRowsPerWarp * kTile;
+ZL_HOST_DEVICE constexpr int aligned_floats(int floats) {
+  return (floats + 3) / 4 * 4;
+}
+
 // One block per (batch element, head) and tile of 32 query rows, the tiles with most keys first.
-// Shared memory: q [kTile, D], k transposed [D, kPad], v transposed [D, kPad].
+// Shared memory: q [kTile, D], k transposed [D, kPad], v transposed [D, kPad], and each warp's
+// exponentials [kRowsPerWarp, kTile].
 template <int kDPerLane>
 __global__ void __launch_bounds__(kWarps* kWarpThreads)
     forward_kernel(const float* qkv, float* stats, float* out, std::int64_t T, std::int64_t C,
@@ -120,9 +181,11 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   const BlockPlace at = block_place(T, C, D, heads);
   const std::int64_t bh = at.bh;
   const int lane = at.lane, warp = at.warp;
+  float* weights = shared + aligned_floats(kTile * D + 2 * D * kPad) + warp * kRowsPerWarp * kTile;
   const float* q_rows = qkv + at.qkv_offset;
   const int query_tile = tiles - 1 - static_cast<int>(blockIdx.y);
   const std::int64_t t0 = static_cast<std::int64_t>(query_tile) * kTile;
+  const std::int64_t warp_t0 = t0 + warp * kRowsPerWarp;
   load_rows(q_tile, q_rows, 3 * C, t0, T, D);
   float m[kRowsPerWarp], l[kRowsPerWarp], o[kRowsPerWarp][kDPerLane];
 #pragma unroll
@@ -134,30 +197,32 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   }
   for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
     const std::int64_t s0 = static_cast<std::int64_t>(key_tile) * kTile, s = s0 + lane;
-    __syncthreads();  // every warp is done with the previous tile
+    __syncthreads();  // every warp is done with the previous tile and its weights
     load_transposed(k_t, q_rows + C, 3 * C, s0, T, D);
     load_transposed(v_t, q_rows + 2 * C, 3 * C, s0, T, D);
     __syncthreads();
+    float z[kRowsPerWarp];
+    dot_rows(z, q_tile + warp * kRowsPerWarp * D, k_t, lane, D);
+    // Rows past T (zeros in q_tile) are computed too, all finite, and never written.
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
-      const int i = warp * kRowsPerWarp + r;
-      const std::int64_t t = t0 + i;
-      if (t >= T) continue;  // the same for the whole warp
-      const bool causal = s <= t;
-      const float z = causal ? dot_lane(q_tile + i * D, k_t, lane, D) * scale : -INFINITY;
-      const float m_new = running_max(m[r], warp_max(z));  // lane 0's key s0 <= t: finite
-      const float e = causal ? exp_float(z - m_new) : 0.0f;
+      const bool causal = s <= warp_t0 + r;
+      const float score = causal ? z[r] * scale : -INFINITY;
+      const float m_new = running_max(m[r], warp_max(score));  // lane 0's key s0 <= t: finite
+      const float e = causal ? exp_float(score - m_new) : 0.0f;
       const float rescale = exp_float(m[r] - m_new);  // 0 on the first tile, where m is -inf
       l[r] = l[r] * rescale + warp_sum(e);
 #pragma unroll
       for (int x = 0; x < kDPerLane; ++x) o[r][x] *= rescale;
-      add_weighted_columns<kDPerLane>(o[r], e, v_t, lane, D);
       m[r] = m_new;
+      weights[r * kTile + lane] = e;
     }
+    __syncwarp();  // the warp's exponentials are in shared memory
+    add_weighted_columns<kDPerLane>(o, weights, v_t, lane, D);
   }
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
-    const std::int64_t t = t0 + warp * kRowsPerWarp + r;
+    const std::int64_t t = warp_t0 + r;
     if (t >= T) continue;
     float* o_row = out + at.channels_offset + t * C;
 #pragma unroll
@@ -172,14 +237,16 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   }
 }
 
-// One block per (batch element, head) and tile of 32 query rows. For each row, in two passes over
-// its keys: delta_t = sum_s p_ts dp_ts (dp_ts = dout_t . v_s), then dq_t = scale * sum_s
-// p_ts (dp_ts - delta_t) k_s. Writes dq and delta [B * heads, T] for dkv_kernel.
-// Shared memory: q [kTile, D], dout [kTile, D], k and v transposed [D, kPad] each.
+// One block per (batch element, head) and tile of 32 query rows: delta_t = dout_t . out_t (lane
+// by lane over the channels d = lane + 32 x in x order, then the warp's sum), then, over the
+// row's keys, dq_t = scale * sum_s p_ts (dp_ts - delta_t) k_s with dp_ts = dout_t . v_s. Writes
+// dq and delta [B * heads, T] for dkv_kernel. Shared memory: q [kTile, D], dout [kTile, D], k
+// and v transposed [D, kPad] each, and each warp's weights [kRowsPerWarp, kTile].
 template <int kDPerLane>
 __global__ void __launch_bounds__(kWarps* kWarpThreads)
-    dq_kernel(const float* qkv, const float* stats, const float* dout, float* dqkv, float* delta,
-              std::int64_t T, std::int64_t C, int D, std::int64_t heads, float scale, int tiles) {
+    dq_kernel(const float* qkv, const float* stats, const float* out, const float* dout,
+              float* dqkv, float* delta, std::int64_t T, std::int64_t C, int D, std::int64_t heads,
+              float scale, int tiles) {
   ZL_DYNAMIC_SHARED_FLOATS(shared);
   float* q_tile = shared;
   float* do_tile = q_tile + kTile * D;
@@ -188,53 +255,54 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   const BlockPlace at = block_place(T, C, D, heads);
   const std::int64_t bh = at.bh;
   const int lane = at.lane, warp = at.warp;
+  float* weights =
+      shared + aligned_floats(2 * kTile * D + 2 * D * kPad) + warp * kRowsPerWarp * kTile;
   const float* q_rows = qkv + at.qkv_offset;
   const int query_tile = tiles - 1 - static_cast<int>(blockIdx.y);
   const std::int64_t t0 = static_cast<std::int64_t>(query_tile) * kTile;
+  const std::int64_t warp_t0 = t0 + warp * kRowsPerWarp;
   const float* dout_rows = dout + at.channels_offset;
   load_rows(q_tile, q_rows, 3 * C, t0, T, D);
   load_rows(do_tile, dout_rows, C, t0, T, D);
-  float m[kRowsPerWarp], l[kRowsPerWarp], weighted[kRowsPerWarp], acc[kRowsPerWarp][kDPerLane];
+  float m[kRowsPerWarp], l[kRowsPerWarp], row_delta[kRowsPerWarp], acc[kRowsPerWarp][kDPerLane];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
-    const std::int64_t t = t0 + warp * kRowsPerWarp + r;
+    const std::int64_t t = warp_t0 + r;
     m[r] = t < T ? stats[(bh * T + t) * 2] : 0.0f;
     l[r] = t < T ? stats[(bh * T + t) * 2 + 1] : 1.0f;
-    weighted[r] = 0.0f;
+    float part = 0.0f;  // the lane's part of delta_t
+#pragma unroll
+    for (int x = 0; x < kDPerLane; ++x) {
+      const int d = lane + x * kWarpThreads;
+      if (t < T && d < D)
+        part = fmaf(dout_rows[t * C + d], out[at.channels_offset + t * C + d], part);
+    }
+    row_delta[r] = warp_sum(part);
 #pragma unroll
     for (int x = 0; x < kDPerLane; ++x) acc[r][x] = 0.0f;
   }
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
-      const std::int64_t s0 = static_cast<std::int64_t>(key_tile) * kTile, s = s0 + lane;
-      __syncthreads();
-      load_transposed(k_t, q_rows + C, 3 * C, s0, T, D);
-      load_transposed(v_t, q_rows + 2 * C, 3 * C, s0, T, D);
-      __syncthreads();
+  for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
+    const std::int64_t s0 = static_cast<std::int64_t>(key_tile) * kTile, s = s0 + lane;
+    __syncthreads();  // every warp is done with the previous tile and its weights
+    load_transposed(k_t, q_rows + C, 3 * C, s0, T, D);
+    load_transposed(v_t, q_rows + 2 * C, 3 * C, s0, T, D);
+    __syncthreads();
+    float qk[kRowsPerWarp], dov[kRowsPerWarp];
+    dot_rows(qk, q_tile + warp * kRowsPerWarp * D, k_t, lane, D);
+    dot_rows(dov, do_tile + warp * kRowsPerWarp * D, v_t, lane, D);
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const int i = warp * kRowsPerWarp + r;
-        const std::int64_t t = t0 + i;
-        if (t >= T) continue;
-        const bool causal = s <= t;
-        const float p =
-            causal ? probability(dot_lane(q_tile + i * D, k_t, lane, D) * scale, m[r], l[r]) : 0.0f;
-        const float dp = causal ? dot_lane(do_tile + i * D, v_t, lane, D) : 0.0f;
-        if (pass == 0) {
-          weighted[r] = fmaf(p, dp, weighted[r]);  // the lane's part of delta_t
-        } else {
-          add_weighted_columns<kDPerLane>(acc[r], p * (dp - weighted[r]), k_t, lane, D);
-        }
-      }
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const bool causal = s <= warp_t0 + r;
+      const float p = causal ? probability(qk[r] * scale, m[r], l[r]) : 0.0f;
+      const float dp = causal ? dov[r] : 0.0f;
+      weights[r * kTile + lane] = p * (dp - row_delta[r]);  // ds_ts
     }
-    if (pass == 0) {
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) weighted[r] = warp_sum(weighted[r]);
-    }
+    __syncwarp();
+    add_weighted_columns<kDPerLane>(acc, weights, k_t, lane, D);
   }
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
-    const std::int64_t t = t0 + warp * kRowsPerWarp + r;
+    const std::int64_t t = warp_t0 + r;
     if (t >= T) continue;
     float* dq_row = dqkv + at.qkv_offset + t * 3 * C;
 #pragma unroll
@@ -242,14 +310,15 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
       const int d = lane + x * kWarpThreads;
       if (d < D) dq_row[d] = acc[r][x] * scale;
     }
-    if (lane == 0) delta[bh * T + t] = weighted[r];
+    if (lane == 0) delta[bh * T + t] = row_delta[r];
   }
 }
 
 // One block per (batch element, head) and tile of 32 keys, over the query tiles from the keys'
 // own: dv_s = sum_{t >= s} p_ts dout_t and dk_s = scale * sum_{t >= s} p_ts (dp_ts - delta_t) q_t,
 // with p, dp and delta exactly as dq_kernel had them. Shared memory: k and v [kTile, D], q and
-// dout transposed [D, kPad] each, and the query tile's m, l and delta [kTile] each.
+// dout transposed [D, kPad] each, the query tile's m, l and delta [kTile] each, and each warp's
+// two sets of weights (p, and p (dp - delta)) [kRowsPerWarp, kTile].
 template <int kDPerLane>
 __global__ void __launch_bounds__(kWarps* kWarpThreads)
     dkv_kernel(const float* qkv, const float* stats, const float* dout, const float* delta,
@@ -266,9 +335,13 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   const BlockPlace at = block_place(T, C, D, heads);
   const std::int64_t bh = at.bh;
   const int lane = at.lane, warp = at.warp;
+  float* p_weights = shared + aligned_floats(2 * kTile * D + 2 * D * kPad + 3 * kTile) +
+                     warp * kRowsPerWarp * kTile;
+  float* ds_weights = p_weights + kWeightsFloats;
   const float* q_rows = qkv + at.qkv_offset;
   const int key_tile = static_cast<int>(blockIdx.y);  // tile 0 has the most queries: first
   const std::int64_t s0 = static_cast<std::int64_t>(key_tile) * kTile;
+  const std::int64_t warp_s0 = s0 + warp * kRowsPerWarp;
   const float* dout_rows = dout + at.channels_offset;
   load_rows(k_tile, q_rows + C, 3 * C, s0, T, D);
   load_rows(v_tile, q_rows + 2 * C, 3 * C, s0, T, D);
@@ -290,23 +363,25 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
       delta_tile[threadIdx.x] = row < T ? delta[bh * T + row] : 0.0f;
     }
     __syncthreads();
+    float kq[kRowsPerWarp], vdo[kRowsPerWarp];
+    dot_rows(kq, k_tile + warp * kRowsPerWarp * D, q_t, lane, D);
+    dot_rows(vdo, v_tile + warp * kRowsPerWarp * D, do_t, lane, D);
+    // Keys past T (zeros in k_tile and v_tile) are computed too, all finite, and never written.
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
-      const int i = warp * kRowsPerWarp + r;
-      const std::int64_t s = s0 + i;
-      if (s >= T) continue;
-      const bool causal = t >= s && t < T;
-      const float p = causal ? probability(dot_lane(k_tile + i * D, q_t, lane, D) * scale,
-                                           m_tile[lane], l_tile[lane])
-                             : 0.0f;
-      const float dp = causal ? dot_lane(v_tile + i * D, do_t, lane, D) : 0.0f;
-      add_weighted_columns<kDPerLane>(dv[r], p, do_t, lane, D);
-      add_weighted_columns<kDPerLane>(dk[r], p * (dp - delta_tile[lane]), q_t, lane, D);
+      const bool causal = t >= warp_s0 + r && t < T;
+      const float p = causal ? probability(kq[r] * scale, m_tile[lane], l_tile[lane]) : 0.0f;
+      const float dp = causal ? vdo[r] : 0.0f;
+      p_weights[r * kTile + lane] = p;
+      ds_weights[r * kTile + lane] = p * (dp - delta_tile[lane]);
     }
+    __syncwarp();
+    add_weighted_columns<kDPerLane>(dv, p_weights, do_t, lane, D);
+    add_weighted_columns<kDPerLane>(dk, ds_weights, q_t, lane, D);
   }
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
-    const std::int64_t s = s0 + warp * kRowsPerWarp + r;
+    const std::int64_t s = warp_s0 + r;
     if (s >= T) continue;
     float* dk_row = dqkv + at.qkv_offset + s * 3 * C + C;
 #pragma unroll
@@ -358,13 +433,14 @@ inline Launch launch_shape(std::int64_t batch, std::int64_t seq_len, std::int64_
 
 /// Dynamic shared memory of forward_kernel, dq_kernel and dkv_kernel for head size D.
 inline std::size_t forward_shared_bytes(int D) {
-  return floats_bytes(kTile * D + 2 * D * kPad);
+  return floats_bytes(aligned_floats(kTile * D + 2 * D * kPad) + kWeightsFloats);
 }
 inline std::size_t dq_shared_bytes(int D) {
-  return floats_bytes(2 * kTile * D + 2 * D * kPad);
+  return floats_bytes(aligned_floats(2 * kTile * D + 2 * D * kPad) + kWeightsFloats);
 }
 inline std::size_t dkv_shared_bytes(int D) {
-  return floats_bytes(2 * kTile * D + 2 * D * kPad + 3 * kTile);
+  return floats_bytes(aligned_floats(2 * kTile * D + 2 * D * kPad + 3 * kTile) +
+                      2 * kWeightsFloats);
 }
 
 }  // namespace zl::cuda::tiled_attention

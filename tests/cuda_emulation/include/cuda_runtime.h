@@ -1,5 +1,6 @@
 // cuda_runtime.h (tests/cuda_emulation) — what a CUDA kernel written in zerolab's style needs to
 // run on the CPU: `__global__` and `__device__` as nothing, threadIdx, blockIdx and blockDim,
+// float4,
 // __syncthreads, __syncwarp, the warp shuffles, dynamic shared memory, and `emulate`, which
 // launches a kernel. Each CUDA thread of a block is a std::thread; __syncthreads is a barrier of
 // the block's threads, a shuffle is two barriers of the warp's 32 (one to publish every lane's
@@ -21,6 +22,10 @@
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
   dim3(unsigned x_in = 1, unsigned y_in = 1, unsigned z_in = 1) : x(x_in), y(y_in), z(z_in) {}
+};
+/// Four floats, 16-byte aligned, as CUDA's vector type.
+struct alignas(16) float4 {
+  float x, y, z, w;
 };
 /// Streams are accepted and ignored: a launch runs to completion before `emulate` returns.
 using cudaStream_t = void*;
