@@ -210,12 +210,13 @@ class CudaDevice final : public Device {
   void do_attention_forward(std::span<const float> qkv, std::span<float> stats,
                             std::span<float> out, std::int64_t batch, std::int64_t seq_len,
                             std::int64_t channels, std::int64_t heads) override;
-  /// Tiled by default: dq (with each row's sum of p dp, in device scratch of batch * heads * T
-  /// floats) by one kernel per query tile, then dk and dv by one per key tile, no atomics. With
-  /// ZL_CUDA_ATTENTION=gemm, per batch element b in device scratch of 2 * heads * T * T floats:
-  /// probs rebuilt (the scores GEMM again, then exp(score - m) / l from the stats), dprobs =
-  /// dout vᵀ (batched GEMM), the softmax backward in place into dscores, then dq = dscores k /
-  /// sqrt(D), dk = dscoresᵀ q / sqrt(D) and dv = probsᵀ dout by three batched GEMMs into dqkv.
+  /// Tiled by default: dq (with each row's delta_t = dout_t . out_t, in device scratch of
+  /// batch * heads * T floats) by one kernel per query tile, then dk and dv by one per key tile,
+  /// no atomics. With ZL_CUDA_ATTENTION=gemm (which does not read out), per batch element b in
+  /// device scratch of 2 * heads * T * T floats: probs rebuilt (the scores GEMM again, then
+  /// exp(score - m) / l from the stats), dprobs = dout vᵀ (batched GEMM), the softmax backward in
+  /// place into dscores, then dq = dscores k / sqrt(D), dk = dscoresᵀ q / sqrt(D) and dv = probsᵀ
+  /// dout by three batched GEMMs into dqkv.
   void do_attention_backward(std::span<const float> qkv, std::span<const float> stats,
                              std::span<const float> out, std::span<const float> dout,
                              std::span<float> dqkv, std::int64_t batch, std::int64_t seq_len,
