@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "gpt_reference.hpp"
 #include "ops/cpu/cpu_device.hpp"
+#include "ops/gelu_tanh.hpp"
 
 namespace zl {
 namespace {
@@ -187,6 +188,27 @@ TEST(GptOps, GeluTanhBackwardMatchesFiniteDifferences) {
       },
       to_double(x), kOpStep);
   expect_gradient_ok("dx", check_gradient(dx, numeric, kOpAbsTol, kOpRelTol));
+}
+
+// The device's GELU loops are built for this CPU's widest vectors (cpu_gpt_kernels.cpp); they give
+// the bits of gelu_tanh.hpp's scalar functions, as built for the baseline here, on values from
+// 1e-30 to 1e4 of both signs, zeros, and pieces that start at every offset of a vector.
+TEST(GptOps, GeluTanhKernelsGiveTheScalarBitsAtThisCpusWidth) {
+  std::vector<float> x = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e4f, -1e4f, 30.0f, -30.0f};
+  for (int i = 0; i < 4099; ++i) {
+    const float magnitude = std::pow(10.0f, -6.0f + 8.0f * static_cast<float>(i) / 4099.0f);
+    x.push_back(i % 2 == 0 ? magnitude : -magnitude);
+  }
+  const auto dy = random_normals(3, static_cast<std::int64_t>(x.size()));
+  CpuDevice device(2);
+  std::vector<float> y(x.size()), dx(x.size());
+  device.gelu_tanh_forward(x, y);
+  device.gelu_tanh_backward(x, dy, dx);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float want_y = gelu_tanh::forward(x[i]), want_dx = gelu_tanh::backward(x[i], dy[i]);
+    ASSERT_EQ(std::memcmp(&y[i], &want_y, sizeof(float)), 0) << "GELU(" << x[i] << ")";
+    ASSERT_EQ(std::memcmp(&dx[i], &want_dx, sizeof(float)), 0) << "GELU'(" << x[i] << ")";
+  }
 }
 
 TEST(GptOps, KernelsRejectBadShapesWithAMessage) {

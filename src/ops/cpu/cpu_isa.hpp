@@ -1,7 +1,7 @@
 // cpu_isa.hpp — the widest x86 vector instruction set this CPU runs, for the kernels that are
-// built once per set and chosen at run time (cpu_gemm.cpp, cpu_attention.cpp). Chosen with
-// __builtin_cpu_supports into a plain function pointer, never target_clones, whose load-time
-// resolvers crash under the thread and address sanitizers.
+// built once per set and chosen at run time (cpu_gemm.cpp, cpu_attention.cpp, the GELU of
+// cpu_gpt_kernels.cpp). Chosen with __builtin_cpu_supports into a plain function pointer, never
+// target_clones, whose load-time resolvers crash under the thread and address sanitizers.
 #pragma once
 
 #include <cstdint>
