@@ -184,9 +184,6 @@ struct Head {
   }
 }
 
-using ForwardFn = void (*)(const Head&, float*, float*);
-using BackwardFn = void (*)(const Head&, const float*, const float*, const float*, float*);
-
 void forward_baseline(const Head& head, float* stats, float* out) {
   forward_head(head, stats, out);
 }
@@ -194,39 +191,19 @@ void backward_baseline(const Head& head, const float* stats, const float* out, c
                        float* dqkv) {
   backward_head(head, stats, out, dout, dqkv);
 }
-
-#if defined(__x86_64__) && defined(__GNUC__)
-[[gnu::target("avx2,fma")]] void forward_avx2(const Head& head, float* stats, float* out) {
+ZL_TARGET_AVX2 void forward_avx2(const Head& head, float* stats, float* out) {
   forward_head(head, stats, out);
 }
-[[gnu::target("avx2,fma")]] void backward_avx2(const Head& head, const float* stats,
-                                               const float* out, const float* dout, float* dqkv) {
+ZL_TARGET_AVX2 void backward_avx2(const Head& head, const float* stats, const float* out,
+                                  const float* dout, float* dqkv) {
   backward_head(head, stats, out, dout, dqkv);
 }
-[[gnu::target("avx512f,fma")]] void forward_avx512(const Head& head, float* stats, float* out) {
+ZL_TARGET_AVX512 void forward_avx512(const Head& head, float* stats, float* out) {
   forward_head(head, stats, out);
 }
-[[gnu::target("avx512f,fma")]] void backward_avx512(const Head& head, const float* stats,
-                                                    const float* out, const float* dout,
-                                                    float* dqkv) {
+ZL_TARGET_AVX512 void backward_avx512(const Head& head, const float* stats, const float* out,
+                                      const float* dout, float* dqkv) {
   backward_head(head, stats, out, dout, dqkv);
-}
-#endif
-
-ForwardFn forward_fn() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (cpu::widest_isa() == cpu::Isa::Avx512) return forward_avx512;
-  if (cpu::widest_isa() == cpu::Isa::Avx2) return forward_avx2;
-#endif
-  return forward_baseline;
-}
-
-BackwardFn backward_fn() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (cpu::widest_isa() == cpu::Isa::Avx512) return backward_avx512;
-  if (cpu::widest_isa() == cpu::Isa::Avx2) return backward_avx2;
-#endif
-  return backward_baseline;
 }
 
 Head head_of(const float* qkv, std::int64_t b, std::int64_t h, std::int64_t T, std::int64_t C,
@@ -245,7 +222,7 @@ Head head_of(const float* qkv, std::int64_t b, std::int64_t h, std::int64_t T, s
 void CpuDevice::do_attention_forward(std::span<const float> qkv, std::span<float> stats,
                                      std::span<float> out, std::int64_t batch, std::int64_t seq_len,
                                      std::int64_t channels, std::int64_t heads) {
-  static const ForwardFn forward = forward_fn();
+  static const auto forward = cpu::widest_of(forward_baseline, forward_avx2, forward_avx512);
   pool().run(batch * heads, [&](std::int64_t task) {
     const std::int64_t b = task / heads, h = task % heads;
     const Head head = head_of(qkv.data(), b, h, seq_len, channels, heads);
@@ -259,7 +236,7 @@ void CpuDevice::do_attention_backward(std::span<const float> qkv, std::span<cons
                                       std::span<float> dqkv, std::int64_t batch,
                                       std::int64_t seq_len, std::int64_t channels,
                                       std::int64_t heads) {
-  static const BackwardFn backward = backward_fn();
+  static const auto backward = cpu::widest_of(backward_baseline, backward_avx2, backward_avx512);
   pool().run(batch * heads, [&](std::int64_t task) {
     const std::int64_t b = task / heads, h = task % heads;
     const Head head = head_of(qkv.data(), b, h, seq_len, channels, heads);

@@ -1,8 +1,8 @@
 // cpu_gpt_kernels.cpp — the CPU kernels GPT-2 adds to the Device table: embeddings, LayerNorm,
-// Conv1D and tanh GELU (ops/gelu_tanh.hpp; causal attention: cpu_attention.cpp). Plain loops in a fixed order with
-// sums in double, each result rounded once to float, cut into pieces of rows, columns or elements
-// (cpu_kernels.hpp) in which every sum keeps its order, so the bits never depend on threads or
-// addresses; Conv1D's products go through cpu_gemm.hpp like linear_forward.
+// Conv1D and tanh GELU (ops/gelu_tanh.hpp; causal attention: cpu_attention.cpp). Plain loops in a
+// fixed order with sums in double, each result rounded once to float, cut into pieces of rows,
+// columns or elements (cpu_kernels.hpp) in which every sum keeps its order, so the bits never
+// depend on threads or addresses; Conv1D's products go through cpu_gemm.hpp like linear_forward.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -201,57 +201,42 @@ namespace {
 // picks one; `flatten` inlines gelu_tanh.hpp into each, so its double loop vectorises at that
 // width). With contraction off and no fast-math, each does the same IEEE operations and gives
 // the same bits.
-using GeluForwardFn = void (*)(const float*, float*, std::int64_t);
-using GeluBackwardFn = void (*)(const float*, const float*, float*, std::int64_t);
+[[gnu::always_inline]] inline void gelu_forward(const float* x, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = gelu_tanh::forward(x[i]);
+}
+[[gnu::always_inline]] inline void gelu_backward(const float* x, const float* dy, float* dx,
+                                                 std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) dx[i] = gelu_tanh::backward(x[i], dy[i]);
+}
 
 [[gnu::flatten]] void gelu_forward_baseline(const float* x, float* y, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) y[i] = gelu_tanh::forward(x[i]);
+  gelu_forward(x, y, n);
 }
 [[gnu::flatten]] void gelu_backward_baseline(const float* x, const float* dy, float* dx,
                                              std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) dx[i] = gelu_tanh::backward(x[i], dy[i]);
+  gelu_backward(x, dy, dx, n);
 }
-
-#if defined(__x86_64__) && defined(__GNUC__)
-[[gnu::flatten, gnu::target("avx2,fma")]] void gelu_forward_avx2(const float* x, float* y,
-                                                                 std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) y[i] = gelu_tanh::forward(x[i]);
+[[gnu::flatten]] ZL_TARGET_AVX2 void gelu_forward_avx2(const float* x, float* y, std::int64_t n) {
+  gelu_forward(x, y, n);
 }
-[[gnu::flatten, gnu::target("avx2,fma")]] void gelu_backward_avx2(const float* x, const float* dy,
-                                                                  float* dx, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) dx[i] = gelu_tanh::backward(x[i], dy[i]);
+[[gnu::flatten]] ZL_TARGET_AVX2 void gelu_backward_avx2(const float* x, const float* dy, float* dx,
+                                                        std::int64_t n) {
+  gelu_backward(x, dy, dx, n);
 }
-[[gnu::flatten, gnu::target("avx512f,fma")]] void gelu_forward_avx512(const float* x, float* y,
-                                                                      std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) y[i] = gelu_tanh::forward(x[i]);
+[[gnu::flatten]] ZL_TARGET_AVX512 void gelu_forward_avx512(const float* x, float* y,
+                                                           std::int64_t n) {
+  gelu_forward(x, y, n);
 }
-[[gnu::flatten, gnu::target("avx512f,fma")]] void gelu_backward_avx512(const float* x,
-                                                                       const float* dy, float* dx,
-                                                                       std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) dx[i] = gelu_tanh::backward(x[i], dy[i]);
-}
-#endif
-
-GeluForwardFn gelu_forward_fn() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (cpu::widest_isa() == cpu::Isa::Avx512) return gelu_forward_avx512;
-  if (cpu::widest_isa() == cpu::Isa::Avx2) return gelu_forward_avx2;
-#endif
-  return gelu_forward_baseline;
-}
-
-GeluBackwardFn gelu_backward_fn() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (cpu::widest_isa() == cpu::Isa::Avx512) return gelu_backward_avx512;
-  if (cpu::widest_isa() == cpu::Isa::Avx2) return gelu_backward_avx2;
-#endif
-  return gelu_backward_baseline;
+[[gnu::flatten]] ZL_TARGET_AVX512 void gelu_backward_avx512(const float* x, const float* dy,
+                                                            float* dx, std::int64_t n) {
+  gelu_backward(x, dy, dx, n);
 }
 
 }  // namespace
 
 void CpuDevice::do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) {
-  static const GeluForwardFn forward = gelu_forward_fn();
+  static const auto forward =
+      cpu::widest_of(gelu_forward_baseline, gelu_forward_avx2, gelu_forward_avx512);
   for_each_piece(pool(), static_cast<std::int64_t>(x.size()),
                  [&](std::int64_t begin, std::int64_t end) {
                    forward(x.data() + begin, y.data() + begin, end - begin);
@@ -260,7 +245,8 @@ void CpuDevice::do_gelu_tanh_forward(std::span<const float> x, std::span<float> 
 
 void CpuDevice::do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
                                       std::span<float> dx) {
-  static const GeluBackwardFn backward = gelu_backward_fn();
+  static const auto backward =
+      cpu::widest_of(gelu_backward_baseline, gelu_backward_avx2, gelu_backward_avx512);
   for_each_piece(pool(), static_cast<std::int64_t>(x.size()),
                  [&](std::int64_t begin, std::int64_t end) {
                    backward(x.data() + begin, dy.data() + begin, dx.data() + begin, end - begin);

@@ -6,6 +6,17 @@
 
 #include <cstdint>
 
+/// ZL_TARGET_AVX2 and ZL_TARGET_AVX512 build a function for AVX2+FMA or AVX-512F+FMA, to be
+/// called only where widest_isa() says the CPU has the set; off x86 they build it for the
+/// baseline, which widest_of then never picks.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ZL_TARGET_AVX2 [[gnu::target("avx2,fma")]]
+#define ZL_TARGET_AVX512 [[gnu::target("avx512f,fma")]]
+#else
+#define ZL_TARGET_AVX2
+#define ZL_TARGET_AVX512
+#endif
+
 namespace zl::cpu {
 
 /// An instruction set a kernel is built for.
@@ -28,6 +39,19 @@ inline Isa widest_isa() {
 #else
   return Isa::Baseline;
 #endif
+}
+
+/// Of one kernel built for each set, the one for the widest set this CPU has.
+template <class Fn>
+Fn widest_of(Fn baseline, Fn avx2, Fn avx512) {
+  switch (widest_isa()) {
+    case Isa::Avx512:
+      return avx512;
+    case Isa::Avx2:
+      return avx2;
+    default:
+      return baseline;
+  }
 }
 
 }  // namespace zl::cpu
