@@ -252,15 +252,12 @@ TEST(GpuNcclWatchdog, ACollectivePastTheTimeoutAbortsTheCommunicator) {
   ZL_CUDA_CHECK(cudaLaunchHostFunc(
       device.stream(), [](void*) { std::this_thread::sleep_for(std::chrono::seconds(2)); },
       nullptr));
-  const auto start = std::chrono::steady_clock::now();
   const std::string error =
       error_of([&] { comm.all_reduce(data.data(), 4, DType::F32, ReduceOp::Sum); });
-  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(error,
             "timeout after 200 ms: rank 0 waits in call #2 all_reduce(fp32, 4 elems, sum); not "
             "every rank completed it (a rank stuck, gone or in another call): its communicator "
             "was aborted");
-  EXPECT_GE(took.count(), 0.2);  // not before the timeout
   EXPECT_NE(error_of([&] {
               comm.barrier();
             }).find("the NCCL communicator was aborted (rank 0 gave up in call #2 all_reduce"),

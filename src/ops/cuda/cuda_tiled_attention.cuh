@@ -72,8 +72,8 @@ __device__ inline void load_rows(float* tile, const float* rows, std::int64_t st
                                  std::int64_t t0, std::int64_t T, int D) {
   const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
   for (int i = static_cast<int>(threadIdx.x) / kWarpThreads; i < kTile; i += kWarps) {
-    const float* row = rows + (t0 + i) * stride;
     const bool inside = t0 + i < T;
+    const float* row = inside ? rows + (t0 + i) * stride : rows;  // read only when inside
     for (int d = lane; d < D; d += kWarpThreads) tile[i * D + d] = inside ? row[d] : 0.0f;
   }
 }
@@ -85,10 +85,21 @@ __device__ inline void load_transposed(float* tile_t, const float* rows, std::in
                                        std::int64_t t0, std::int64_t T, int D) {
   const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
   for (int i = static_cast<int>(threadIdx.x) / kWarpThreads; i < kTile; i += kWarps) {
-    const float* row = rows + (t0 + i) * stride;
     const bool inside = t0 + i < T;
+    const float* row = inside ? rows + (t0 + i) * stride : rows;  // read only when inside
     for (int d = lane; d < D; d += kWarpThreads) tile_t[d * kPad + i] = inside ? row[d] : 0.0f;
   }
+}
+
+// The key tile from key s0 into k_t and v_t (transposed), between two barriers: the block's warps
+// are done with the previous tile (and the weights they made from it) before it is overwritten,
+// and the whole tile is in before any warp reads it.
+__device__ inline void load_key_tile(float* k_t, float* v_t, const float* q_rows, std::int64_t C,
+                                     std::int64_t s0, std::int64_t T, int D) {
+  __syncthreads();
+  load_transposed(k_t, q_rows + C, 3 * C, s0, T, D);
+  load_transposed(v_t, q_rows + 2 * C, 3 * C, s0, T, D);
+  __syncthreads();
 }
 
 // z[r] = sum_d rows[r * D + d] * tile_t[d * kPad + lane] for the warp's kRowsPerWarp rows: each
@@ -197,10 +208,7 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   }
   for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
     const std::int64_t s0 = static_cast<std::int64_t>(key_tile) * kTile, s = s0 + lane;
-    __syncthreads();  // every warp is done with the previous tile and its weights
-    load_transposed(k_t, q_rows + C, 3 * C, s0, T, D);
-    load_transposed(v_t, q_rows + 2 * C, 3 * C, s0, T, D);
-    __syncthreads();
+    load_key_tile(k_t, v_t, q_rows, C, s0, T, D);
     float z[kRowsPerWarp];
     dot_rows(z, q_tile + warp * kRowsPerWarp * D, k_t, lane, D);
     // Rows past T (zeros in q_tile) are computed too, all finite, and never written.
@@ -283,10 +291,7 @@ __global__ void __launch_bounds__(kWarps* kWarpThreads)
   }
   for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
     const std::int64_t s0 = static_cast<std::int64_t>(key_tile) * kTile, s = s0 + lane;
-    __syncthreads();  // every warp is done with the previous tile and its weights
-    load_transposed(k_t, q_rows + C, 3 * C, s0, T, D);
-    load_transposed(v_t, q_rows + 2 * C, 3 * C, s0, T, D);
-    __syncthreads();
+    load_key_tile(k_t, v_t, q_rows, C, s0, T, D);
     float qk[kRowsPerWarp], dov[kRowsPerWarp];
     dot_rows(qk, q_tile + warp * kRowsPerWarp * D, k_t, lane, D);
     dot_rows(dov, do_tile + warp * kRowsPerWarp * D, v_t, lane, D);
