@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake g++ git patch
+  build-essential cmake g++ git patch ccache
   libeigen3-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev librapidcheck-dev libbenchmark-dev time
   libopenmpi-dev openmpi-bin
