@@ -92,9 +92,10 @@ void Rendezvous::wait(int rank, std::int64_t call_number) {
   if (!error.empty()) fail_rank(rank, std::move(error), false);
 }
 
-void Rendezvous::mark_failed(int rank, std::string message) {
+void Rendezvous::mark_failed(int rank, std::string message, ErrorKind kind) {
   const std::lock_guard lock(mutex_);
   record_failure(rank, std::move(message), false);
+  ranks_[static_cast<std::size_t>(rank)].kind = kind;
   changed_.notify_all();
 }
 
@@ -115,14 +116,14 @@ void Rendezvous::sleep_unless_failed(std::chrono::milliseconds duration) {
   changed_.wait_for(lock, duration, [this] { return any_failed(); });
 }
 
-std::optional<std::string> Rendezvous::root_cause() const {
+std::optional<Error> Rendezvous::root_cause() const {
   const std::lock_guard lock(mutex_);
   const int rank = first_failed(-1);
   if (rank < 0) return std::nullopt;
-  std::string cause =
-      fmt::format("rank {}: {}", rank, ranks_[static_cast<std::size_t>(rank)].message);
+  const RankState& state = ranks_[static_cast<std::size_t>(rank)];
+  std::string cause = fmt::format("rank {}: {}", rank, state.message);
   if (injected_) cause = fmt::format("{}; then {}", *injected_, cause);
-  return cause;
+  return Error(cause, state.kind);
 }
 
 Rendezvous::Slot& Rendezvous::slot(std::int64_t call_number) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "call_desc.hpp"
+#include "core/error.hpp"
 
 namespace zl {
 
@@ -40,7 +41,7 @@ class Rendezvous {
   void wait(int rank, std::int64_t call_number);
 
   /// Records that `rank`'s body threw `message` (kept only if the rank had not failed yet).
-  void mark_failed(int rank, std::string message);
+  void mark_failed(int rank, std::string message, ErrorKind kind = ErrorKind::Runtime);
 
   /// Records that `rank`'s body returned.
   void mark_returned(int rank);
@@ -58,9 +59,9 @@ class Rendezvous {
 
   /// "rank R: <message>" for the first rank that failed by itself (a mismatch, a timeout, an
   /// early return it waited for, or its own exception) rather than because another rank
-  /// failed; nullopt if no rank failed. After an injected fault it reads
-  /// "rank F: <fault>; then rank R: <message>".
-  std::optional<std::string> root_cause() const;
+  /// failed, with that failure's kind; nullopt if no rank failed. After an injected fault it
+  /// reads "rank F: <fault>; then rank R: <message>".
+  std::optional<Error> root_cause() const;
 
  private:
   enum class Fate : std::uint8_t { Running, Returned, Failed };
@@ -70,6 +71,7 @@ class Rendezvous {
     bool started = false;  // its thread called mark_started()
     std::int64_t calls_posted = 0;
     std::string message;
+    ErrorKind kind = ErrorKind::Runtime;  // what its own error reported (mark_failed)
     /// Failed because another rank failed.
     bool caused_by_peer = false;
     /// Order in which ranks failed, to find the first.

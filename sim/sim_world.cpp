@@ -25,6 +25,8 @@ void run_rank(const std::function<void(Comm&)>& body, SimComm& comm, Rendezvous&
     comm.timeline()->start();
     body(comm);
     rendezvous.mark_returned(comm.rank());
+  } catch (const Error& e) {
+    rendezvous.mark_failed(comm.rank(), e.what(), e.kind());
   } catch (const std::exception& e) {
     rendezvous.mark_failed(comm.rank(), e.what());
   } catch (...) {
@@ -84,7 +86,7 @@ void SimWorld::run(const std::function<void(Comm&)>& body) {
     timelines_[static_cast<std::size_t>(r)] = {
         .rank = r, .steps = clocks.steps(), .program = clocks.program(), .events = clocks.events()};
   }
-  if (auto cause = rendezvous.root_cause()) throw Error(*cause);
+  if (auto cause = rendezvous.root_cause()) throw *cause;
   for (const auto& comm : comms) {
     if (auto unfired = comm->unfired_fault()) throw Error(*unfired);
   }

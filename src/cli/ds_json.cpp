@@ -15,6 +15,10 @@ namespace {
 // Longest value a message quotes; longer ones are cut and end in "...".
 constexpr std::size_t kShownChars = 40;
 
+// Deepest nesting a config may have. DeepSpeed's own keys nest three levels; the bound keeps a
+// hostile file from making the parse, the messages or the value's destruction deep.
+constexpr int kMaxConfigDepth = 64;
+
 // A key as a message shows it: control characters escaped, so a message stays one line.
 std::string printable(std::string_view key) {
   const bool plain = std::ranges::none_of(
@@ -105,34 +109,40 @@ class ErrorLocator : public json::json_sax_t {
 }
 
 // json::parse keeps the last of two equal keys in one object without a word; this parser
-// callback refuses the second, naming its full path ("zero_optimization.stage").
+// callback refuses the second, naming its full path ("zero_optimization.stage"). It also bounds
+// the nesting as the parse goes. Each event costs time independent of the depth (the open
+// objects' path is kept as one string with its length at each level), so a parse is linear.
 class DuplicateKeys {
  public:
   explicit DuplicateKeys(std::string_view source) : source_(source) {}
-  bool operator()(int, json::parse_event_t event, json& parsed) {
+  bool operator()(int depth, json::parse_event_t event, json& parsed) {
     switch (event) {
       case json::parse_event_t::object_start:
       case json::parse_event_t::array_start:
+        ZL_CHECK(depth < kMaxConfigDepth,
+                 "{}: objects and arrays nest deeper than {} levels: a DeepSpeed config nests a "
+                 "few; give a DeepSpeed JSON config",
+                 source_, kMaxConfigDepth);
         keys_.emplace_back();
-        path_.push_back(key_);
+        prefix_sizes_.push_back(prefix_.size());
+        if (!key_.empty()) prefix_ += printable(key_) + ".";
         key_.clear();
         break;
       case json::parse_event_t::object_end:
       case json::parse_event_t::array_end:
         keys_.pop_back();
-        path_.pop_back();
+        prefix_.resize(prefix_sizes_.back());
+        prefix_sizes_.pop_back();
         break;
-      case json::parse_event_t::key: {
+      case json::parse_event_t::key:
         key_ = parsed.get<std::string>();
-        std::string path;
-        for (const auto& part : path_) path += part.empty() ? "" : printable(part) + ".";
         ZL_CHECK(keys_.back().insert(key_).second,
                  "{}: key {} appears twice in one object: keep one (JSON parsers disagree on "
                  "which wins)",
-                 source_, path + printable(key_));
+                 source_, prefix_ + printable(key_));
         break;
-      }
       case json::parse_event_t::value:
+        key_.clear();
         break;
     }
     return true;
@@ -141,8 +151,9 @@ class DuplicateKeys {
  private:
   std::string source_;
   std::vector<std::set<std::string>> keys_;  // the keys seen in each open object
-  std::vector<std::string> path_;            // the key each open object or array stands under
-  std::string key_;                          // the last key read
+  std::string prefix_;                       // "a.b." for the open objects under keys a and b
+  std::vector<std::size_t> prefix_sizes_;    // prefix_'s size before each open level was added
+  std::string key_;                          // the last key read, until its value is read
 };
 
 }  // namespace

@@ -32,7 +32,9 @@ std::string path_of(std::string_view parent, std::string_view key);
 
 /// Parses `text`, the config named `source` in messages. Throws zl::Error in one line for text
 /// that is not JSON ("<source>: line L, column C: not valid JSON: ...") and for a key that appears
-/// twice in one object ("<source>: key a.b appears twice in one object: ...").
+/// twice in one object ("<source>: key a.b appears twice in one object: ..."), and for objects
+/// and arrays nested deeper than 64 levels, as soon as the parse reaches them. Linear in the
+/// text's length.
 json parse_config(std::string_view text, std::string_view source);
 
 /// Reads the value of one key; gets the value and its full path ("zero_optimization.stage").

@@ -112,6 +112,9 @@ TrainConfig settled_config(const TrainArgs& args) {
   // A checkpoint that cannot be read is a bad input; a flag that contradicts it, a bad request.
   const std::filesystem::path from =
       with_error_kind(ErrorKind::Input, [&] { return resume_step_dir(args.checkpoints); });
+  if (const auto skipped = skipped_latest(args.checkpoints, from)) {
+    fmt::print(stderr, "zerolab: resume: {}\n", *skipped);
+  }
   const Manifest manifest = with_error_kind(ErrorKind::Input, [&] { return read_manifest(from); });
   const std::vector<std::string> taken = with_error_kind(ErrorKind::Usage, [&] {
     return settle_resume_settings(config, manifest, from.string(), args.settings_given,

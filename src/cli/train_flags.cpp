@@ -222,8 +222,11 @@ void add_output_flags(CLI::App& cmd, TrainArgs& args) {
   cmd.add_option(
       "--checkpoint-dir", args.checkpoints.dir,
       "Save sharded checkpoints here (DIR/step-N/rank-R.safetensors, manifest.json, DIR/latest)");
-  cmd.add_option("--checkpoint-every", args.checkpoints.every_steps,
-                 "Save after every K steps (the last step is always saved)");
+  add_at_least(cmd, "--checkpoint-every", args.checkpoints.every_steps, std::int64_t{1},
+               "use 1 or more steps (without the flag only the last step is saved)",
+               "Save after every K steps (the last step is always saved)")
+      ->type_name("K")
+      ->default_str("");
   cmd.add_option("--resume", args.checkpoints.resume,
                  "Continue from a checkpoint (any stage, any world); --steps stays the run's "
                  "total; the optimizer, schedule and seed settings are the checkpoint's");

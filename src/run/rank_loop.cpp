@@ -122,7 +122,12 @@ RankRun run_rank(const RunPlan& plan, Comm& comm, Device& device, RankTimeline& 
   auto engine = factory(plan.config.engine, model, device, comm,
                         options_of_rank(plan, comm.rank(), clocks, callbacks.observer));
   if (plan.resuming()) {
-    ShardState shards = load_rank_shards(plan.resumed, layout, comm.rank(), plan.config.world);
+    // Flags that describe another model than the checkpoint's are a bad request (exit code 2); a
+    // shard that cannot be read is a bad input, as it is to `consolidate` (exit code 3).
+    with_error_kind(ErrorKind::Usage, [&] { check_same_model(plan.resumed, layout); });
+    ShardState shards = with_error_kind(ErrorKind::Input, [&] {
+      return load_rank_shards(plan.resumed, layout, comm.rank(), plan.config.world);
+    });
     shards.scaler = plan.resumed.loss_scaler;
     engine->load_shard_state(shards);
   }

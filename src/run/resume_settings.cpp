@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
 #include <functional>
 
 #include "ckpt/checkpoint.hpp"
@@ -41,6 +42,18 @@ fs::path resume_step_dir(const CheckpointPlan& plan) {
     if (!steps.empty()) return step_dir(plan.dir, steps.back());
   }
   return plan.resume;
+}
+
+std::optional<std::string> skipped_latest(const CheckpointPlan& plan, const fs::path& from) {
+  if (from == plan.resume) return std::nullopt;  // not the run's own folder: latest is read as is
+  const fs::path latest = plan.resume / "latest";
+  std::ifstream file(latest);
+  std::string named;
+  if (!file || !std::getline(file, named) || named == from.filename().string()) {
+    return std::nullopt;
+  }
+  return fmt::format("{} names {}, but {} is the newest committed step: resuming from {}",
+                     latest.string(), named, from.filename().string(), from.string());
 }
 
 std::vector<std::string> settle_resume_settings(TrainConfig& config, const Manifest& manifest,

@@ -1,13 +1,15 @@
 // resume_settings.hpp — what a resumed run takes from the checkpoint it resumes: the optimizer's
 // settings, the learning-rate schedule and the seed (the data stream), as the manifest recorded
 // them. The batch shape is free: the stream continues by global sample, so a resume at another
-// world may change the micro-batch and accumulation. A setting the caller did not set is taken from the manifest; one set to another value is
-// an error naming the flag, both values and what to do, unless the override is asked for
+// world may change the micro-batch and accumulation. A setting the caller did not set is taken from
+// the manifest; one set to another value is an error naming the flag, both values and what to do,
+// unless the override is asked for
 // (--resume-override), and then each change is one line the caller prints.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,13 @@ inline constexpr std::uint32_t kAllResumeSettings = (1u << 7) - 1;
 /// The step directory a resume from `plan` reads: plan.resume, or, when it is the folder the run
 /// saves to, that folder's newest committed step (whatever `latest` says).
 std::filesystem::path resume_step_dir(const CheckpointPlan& plan);
+
+/// When a resume from `plan` reads `from` (resume_step_dir) although the folder's `latest` names
+/// another step (a save killed before it moved `latest`, or a `latest` written by hand), the line
+/// that says so ("DIR/latest names step-4, but step-6 is the newest committed step: resuming
+/// from step-6"); nullopt when `latest` names `from` or the folder has none.
+std::optional<std::string> skipped_latest(const CheckpointPlan& plan,
+                                          const std::filesystem::path& from);
 
 /// Settles `config` against `manifest` (read from `shown`): each differing setting not in `given`
 /// is taken from the manifest; each one in `given` that differs throws zl::Error naming the flag

@@ -70,8 +70,10 @@ RunPlan plan_run(const TrainConfig& requested, const CheckpointPlan& checkpoints
   const TrainConfig& config = plan.config;  // settled against the checkpoint when resuming
   ZL_CHECK(!(plan.saving() || plan.resuming()) || config.engine != EngineKind::Reference,
            "checkpoints need a distributed engine (--stage 0-3): the reference keeps no shards");
-  ZL_CHECK(checkpoints.every_steps >= 0, "--checkpoint-every {} is invalid: use 1 or more steps",
-           checkpoints.every_steps);
+  with_error_kind(ErrorKind::Usage, [&] {
+    ZL_CHECK(checkpoints.every_steps >= 0, "--checkpoint-every {} is invalid: use 1 or more steps",
+             checkpoints.every_steps);
+  });
   // Too large for the machine is the request's fault; a checkpoint, --init or data file that is
   // wrong is the input's (their exit codes differ).
   if (config.check_memory) {

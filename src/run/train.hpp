@@ -85,7 +85,7 @@ struct TrainResult {
 /// to resume from. Checkpoints need a distributed engine (stage 0-3).
 struct CheckpointPlan {
   std::filesystem::path dir;       ///< save here; empty: never save
-  std::int64_t every_steps = 0;    ///< save after every K steps; the last step is always saved
+  std::int64_t every_steps = 0;    ///< save after every K steps (0: none); the last is always saved
   std::filesystem::path resume;    ///< resume from this checkpoint (or step) directory
   /// On resume, a setting that differs from the checkpoint's (lr, betas, eps, weight decay,
   /// schedule, seed) replaces it instead of failing the run.

@@ -46,6 +46,12 @@ std::string_view backend_name(Backend backend);
 /// Mpi when zerolab was built without MPI.
 std::optional<int> launched_world(Backend backend);
 
+/// The shortest collective timeout a run accepts. A wait lasts as long as the slowest peer takes
+/// to reach the call: its compute since the last collective, and on a machine with more busy
+/// threads than cores, the time the scheduler keeps it off a core. Below a second, healthy runs
+/// fail on loaded machines (docs/usage.md gives the measured rates); a hang still ends in seconds.
+inline constexpr std::chrono::milliseconds kMinCollectiveTimeout{1000};
+
 /// Everything that defines a run. Two runs with equal configs produce identical bits.
 struct TrainConfig {
   ModelKind model = ModelKind::Mlp;  ///< which model trains (--model)
@@ -83,7 +89,7 @@ struct TrainConfig {
   std::uint64_t seed = 0;    ///< parameter init and data
   bool record_data = false;  ///< keep every sample the engines were given (for --save-data)
   /// The longest a rank waits in one collective before the run fails naming it (sim, mpi and
-  /// nccl, where the watchdog then aborts the communicator).
+  /// nccl, where the watchdog then aborts the communicator); at least kMinCollectiveTimeout.
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(120)};
   /// Steps whose gradient norm is NaN or infinite stop the run (Stop) or are skipped (Skip).
   NonFinitePolicy nonfinite = NonFinitePolicy::Stop;

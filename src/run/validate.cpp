@@ -79,9 +79,10 @@ void validate(const TrainConfig& config) {
   ZL_CHECK(config.lr_schedule.min_lr <= adamw.lr,
            "--min-lr {} is invalid: the schedule's floor must not exceed the peak --lr {}",
            config.lr_schedule.min_lr, adamw.lr);
-  ZL_CHECK(config.collective_timeout.count() > 0,
-           "--collective-timeout-ms {} is invalid: use a positive number of milliseconds",
-           config.collective_timeout.count());
+  ZL_CHECK(config.collective_timeout >= kMinCollectiveTimeout,
+           "--collective-timeout-ms {} is invalid: use {} or more (a healthy rank waits for its "
+           "peers' compute, and on a loaded machine for a core)",
+           config.collective_timeout.count(), kMinCollectiveTimeout.count());
   ZL_CHECK(config.faults.empty() || config.engine != EngineKind::Reference,
            "--inject-fault needs a distributed engine (--stage 0-3): the reference makes no "
            "collective calls");

@@ -15,6 +15,7 @@
 
 #ifdef ZL_HAVE_CUDA
 #include "ops/cuda/cuda_device.hpp"
+#include "support/test_paths.hpp"
 #endif
 
 namespace zl {
@@ -53,8 +54,8 @@ TEST(BenchAdamCuda, OtherSizesCycleThroughTheTensorsAndCutTheLast) {
 
 TEST(BenchAdamCuda, WithoutAGpuItFailsWithOneLine) {
   if (visible_gpus() > 0) GTEST_SKIP() << "a GPU is visible: the next test runs the benchmark";
-  const CommandResult result =
-      run_command(std::string(ZL_BINARY) + " bench adam --accelerator cuda --params 1000 --json");
+  const CommandResult result = run_command(std::string(zl::test::zerolab_binary()) +
+                                           " bench adam --accelerator cuda --params 1000 --json");
   EXPECT_NE(result.exit_code, 0) << result.out;
   EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
   const bool says_why = result.err.find("no CUDA GPU") != std::string::npos ||
@@ -66,7 +67,7 @@ TEST(BenchAdamCuda, WithoutAGpuItFailsWithOneLine) {
 TEST(BenchAdamCuda, OnAGpuTheJsonFollowsTheDefinitions) {
   if (visible_gpus() == 0) GTEST_SKIP() << "no GPU visible";
   const CommandResult result =
-      run_command(std::string(ZL_BINARY) +
+      run_command(std::string(zl::test::zerolab_binary()) +
                   " bench adam --accelerator cuda --params 40000000 --repeats 3 --no-torch --json");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const auto out = nlohmann::json::parse(result.out);
@@ -82,8 +83,8 @@ TEST(BenchAdamCuda, OnAGpuTheJsonFollowsTheDefinitions) {
 }
 
 TEST(BenchAdamCuda, CpuOnlyFlagsAreRefused) {
-  const CommandResult result =
-      run_command(std::string(ZL_BINARY) + " bench adam --accelerator cuda --threads 2");
+  const CommandResult result = run_command(std::string(zl::test::zerolab_binary()) +
+                                           " bench adam --accelerator cuda --threads 2");
   EXPECT_EQ(result.exit_code, 2) << result.err;
   EXPECT_NE(result.err.find("--accelerator cpu"), std::string::npos) << result.err;
 }

@@ -13,11 +13,13 @@
 #include <string>
 #include <string_view>
 
+#include "support/test_paths.hpp"
+
 namespace zl::test {
 
 /// Path of a fixture file in tests/fixtures/.
 inline std::filesystem::path fixture_path(std::string_view name) {
-  return std::filesystem::path(ZL_TEST_DATA_DIR) / "fixtures" / name;
+  return std::filesystem::path(zl::test::data_dir()) / "fixtures" / name;
 }
 
 /// Largest |value| (0 for none): the scale of a tensor, for absolute tolerances.

@@ -4,11 +4,13 @@
 // stays near one unit on a model of 8 layers of 2048 x 2048.
 #include "ckpt/consolidate.hpp"
 
-#include <gmock/gmock.h>
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
@@ -17,6 +19,7 @@
 #include "ckpt/checkpoint_support.hpp"
 #include "ckpt/safetensors.hpp"
 #include "ckpt/test_files.hpp"
+#include "support/test_paths.hpp"
 
 namespace zl {
 namespace {
@@ -158,8 +161,8 @@ CommandResult run_zerolab(const std::filesystem::path& dir, const std::string& a
                           const std::string& prefix = "") {
   const auto out = dir / "stdout.txt";
   const auto err = dir / "stderr.txt";
-  const std::string command =
-      prefix + std::string(ZL_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
+  const std::string command = prefix + std::string(zl::test::zerolab_binary()) + " " + args +
+                              " >" + out.string() + " 2>" + err.string();
   const int status = std::system(command.c_str());
   CommandResult result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
   std::filesystem::remove(out);
@@ -179,6 +182,30 @@ TEST(ConsolidateCommand, WritesTheFileAndSaysWhat) {
       fmt::format("consolidated step 7 of {}: 6 tensors, 1742 parameters, {} bytes -> {}\n",
                   (dir.path() / "ckpt").string(), std::filesystem::file_size(out), out.string()));
   EXPECT_EQ(read_safetensors(out).size(), 6u);
+}
+
+// A shard holding a value training never writes, under a checksum made over it, is a bad input
+// to every reader: consolidate and train --resume both exit 3 naming the file.
+TEST(ConsolidateCommand, ANonFiniteShardIsABadInputToConsolidateAndToResume) {
+  test::TempDir dir;
+  const auto layout = test::mlp_layout(kSmall, 3);
+  const Manifest manifest = test::save_checkpoint(dir.path() / "ckpt", kSmall, 3, 7, [&](int rank) {
+    ShardState state = test::filled_shards(layout, rank, 3);
+    if (rank == 1) shard_member(state, ShardTensor::Params)[1][5] = NAN;
+    return state;
+  });
+  const std::string shard = (manifest.step_dir / "rank-1.safetensors").string();
+  const std::string ckpt = (dir.path() / "ckpt").string();
+  for (const std::string& args :
+       {"consolidate " + ckpt + " " + (dir.path() / "m.safetensors").string(),
+        "train --layers 3 --width 37 --in 5 --classes 3 --stage 1 --world 3 --steps 9 --quiet "
+        "--lr 0.003 --beta2 0.95 --weight-decay 0.1 --seed 7 --resume " + ckpt}) {
+    const auto run = run_zerolab(dir.path(), args);
+    EXPECT_EQ(run.exit_code, 3) << args << "\n" << run.err;
+    EXPECT_THAT(run.err, HasSubstr("cannot read " + shard)) << args;
+    EXPECT_THAT(run.err, HasSubstr("is nan, which training never writes")) << args;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << args << "\n" << run.err;
+  }
 }
 
 TEST(ConsolidateCommand, BadInputIsOneLineAndExitCode) {

@@ -13,12 +13,14 @@
 #include "bench/collectives_bench.hpp"
 #include "core/error.hpp"
 #include "support/command.hpp"
+#include "support/test_paths.hpp"
 
 namespace zl {
 namespace {
 
 nlohmann::json run_json(const std::string& args) {
-  const CommandResult result = run_command(std::string(ZL_BINARY) + " bench " + args);
+  const CommandResult result =
+      run_command(std::string(zl::test::zerolab_binary()) + " bench " + args);
   EXPECT_EQ(result.exit_code, 0) << result.err;
   return nlohmann::json::parse(result.out);
 }
@@ -116,7 +118,7 @@ TEST(BenchCli, CollectivesRowsFollowTheDefinitions) {
 }
 
 TEST(BenchCli, CollectivesTableShowsTheIdealAndLatency) {
-  const CommandResult result = run_command(std::string(ZL_BINARY) +
+  const CommandResult result = run_command(std::string(zl::test::zerolab_binary()) +
                                            " bench collectives --worlds 2 --min-bytes 4K "
                                            "--max-bytes 4K --budget-ms 1");
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -160,10 +162,11 @@ TEST(BenchCli, StepTrainsTheSizesGiven) {
 }
 
 TEST(BenchCli, BadFlagsExitTwoWithOneLine) {
-  for (const char* args : {"collectives --worlds 8..2", "collectives --max-bytes 4X",
-                           "adam --params 0", "step --preset huge", "step --threads 0",
-                           "step --threads x", "frobnicate"}) {
-    const CommandResult result = run_command(std::string(ZL_BINARY) + " bench " + args);
+  for (const char* args :
+       {"collectives --worlds 8..2", "collectives --max-bytes 4X", "adam --params 0",
+        "step --preset huge", "step --threads 0", "step --threads x", "frobnicate"}) {
+    const CommandResult result =
+        run_command(std::string(zl::test::zerolab_binary()) + " bench " + args);
     EXPECT_EQ(result.exit_code, 2) << args << ": " << result.err;
     EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
   }

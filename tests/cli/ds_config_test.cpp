@@ -8,13 +8,14 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <limits>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
 #include "support/command.hpp"
+#include "support/test_paths.hpp"
 
 namespace zl {
 namespace {
@@ -300,8 +301,8 @@ TEST(DsConfig, AllProblemsOfAFileAreReportedTogether) {
 }
 
 // DeepSpeed's older spellings still work: cpu_offload for offload_optimizer.device "cpu",
-// cpu_offload_params for offload_param.device "cpu", the bfloat16 section for bf16; a static fp16.loss_scale is DeepSpeed's static scaling;
-// reduce_bucket_size 0 reduces each unit whole.
+// cpu_offload_params for offload_param.device "cpu", the bfloat16 section for bf16; a static
+// fp16.loss_scale is DeepSpeed's static scaling; reduce_bucket_size 0 reduces each unit whole.
 TEST(DsConfig, OlderSpellingsStaticScaleAndUnboundedBuckets) {
   Applied a = apply(R"({"zero_optimization": {"stage": 2, "cpu_offload": true,
     "reduce_bucket_size": 0}, "bfloat16": {"enabled": true}})");
@@ -415,6 +416,34 @@ TEST(DsConfig, MalformedJsonNamesLineAndColumn) {
   EXPECT_EQ(error_of(text).find('\n'), std::string::npos);
 }
 
+// Nesting is bounded as the parse goes: 64 levels parse (the extra keys warn), 65 are refused in
+// one line, and so is a file of 174,000 levels (under the 1 MiB limit), which a parser that
+// rebuilt each key's path from its levels took minutes to read.
+TEST(DsConfig, NestingDeeperThanTheLimitIsRefusedAsTheParseReachesIt) {
+  const auto nested = [](std::size_t levels) {
+    std::string text;
+    for (std::size_t level = 1; level < levels; ++level) text += R"({"a":)";
+    text += "{}";
+    text.append(levels - 1, '}');
+    return text;
+  };
+  const std::string refused =
+      "ds.json: objects and arrays nest deeper than 64 levels: a DeepSpeed config nests a few; "
+      "give a DeepSpeed JSON config";
+  EXPECT_EQ(error_of(nested(64)), "");
+  EXPECT_EQ(error_of(nested(65)), refused);
+  EXPECT_EQ(error_of(nested(174'000)), refused);
+  EXPECT_EQ(error_of(std::string(100'000, '[') + std::string(100'000, ']')), refused);
+}
+
+// A key twice in an object that is an array's element is named by the key above the array, not
+// by a key of an earlier element.
+TEST(DsConfig, AKeyTwiceInAnArraysObjectIsNamedByItsOwnPath) {
+  EXPECT_EQ(error_of(R"({"a": [{"b": 1}, {"c": 1, "c": 2}]})"),
+            "ds.json: key a.c appears twice in one object: keep one (JSON parsers disagree on "
+            "which wins)");
+}
+
 // DeepSpeed's rule: train_batch_size = micro batch * accumulation steps * world.
 TEST(DsConfig, TrainBatchSizeMustBeMicroTimesAccumTimesWorld) {
   Applied a = apply(
@@ -440,7 +469,7 @@ TEST(DsConfig, TrainBatchSizeMustBeMicroTimesAccumTimesWorld) {
 
 TEST(DsConfig, EveryExampleInDocsConfigsParsesWithoutWarnings) {
   int examples = 0;
-  for (const auto& entry : fs::directory_iterator(ZL_CONFIGS_DIR)) {
+  for (const auto& entry : fs::directory_iterator(zl::test::configs_dir())) {
     if (entry.path().extension() != ".json") continue;
     std::vector<std::string> warnings;
     EXPECT_NO_THROW(load_ds_config(entry.path(), warnings)) << entry.path();
@@ -450,11 +479,11 @@ TEST(DsConfig, EveryExampleInDocsConfigsParsesWithoutWarnings) {
   EXPECT_GE(examples, 3);
   std::vector<std::string> warnings;
   const DsConfig zero3 =
-      load_ds_config(fs::path(ZL_CONFIGS_DIR) / "zero3_fp16_accum.json", warnings);
+      load_ds_config(fs::path(zl::test::configs_dir()) / "zero3_fp16_accum.json", warnings);
   EXPECT_EQ(zero3.engine, EngineKind::Zero3);
   EXPECT_EQ(zero3.precision, DType::F16);
   EXPECT_EQ(zero3.grad_accum_steps, 4);
-  EXPECT_EQ(zero3.source, (fs::path(ZL_CONFIGS_DIR) / "zero3_fp16_accum.json").string());
+  EXPECT_EQ(zero3.source, (fs::path(zl::test::configs_dir()) / "zero3_fp16_accum.json").string());
 }
 
 TEST(DsConfig, AMissingFileNamesItsPath) {
@@ -507,8 +536,9 @@ TEST_F(DsConfigCommand, ABadConfigExitsTwoWithOneLine) {
                    (dir_ / "batch.json").string())},
   };
   for (const auto& [path, message] : cases) {
-    const CommandResult run = run_command(fmt::format(
-        "{} train --config {} --steps 1 --save-final {}", ZL_BINARY, path, outputs.string()));
+    const CommandResult run =
+        run_command(fmt::format("{} train --config {} --steps 1 --save-final {}",
+                                zl::test::zerolab_binary(), path, outputs.string()));
     EXPECT_EQ(run.exit_code, 2) << path;
     EXPECT_EQ(run.err, fmt::format("zerolab: error: {}\n", message));
     EXPECT_FALSE(fs::exists(outputs));
@@ -521,7 +551,7 @@ TEST_F(DsConfigCommand, AnUnknownKeyWarnsAndTheRunContinuesUnlessStrict) {
   const fs::path config = write("ds.json", R"({"wall_clock_breakdwn": false, "memory_breakdown": false})");
   const std::string command =
       fmt::format("{} train --config {} --layers 2 --width 4 --in 3 --classes 2 --steps 1 --quiet",
-                  ZL_BINARY, config.string());
+                  zl::test::zerolab_binary(), config.string());
   const CommandResult run = run_command(command);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   const std::string unknown = fmt::format(
@@ -546,7 +576,7 @@ TEST_F(DsConfigCommand, AnUnknownKeyWarnsAndTheRunContinuesUnlessStrict) {
 // unimplemented and unknown keys as warnings, or is refused with a message naming the key and
 // what to use: never a crash or an unexplained error.
 TEST(DsConfig, RealConfigsParseOrSayWhatToChange) {
-  const fs::path dir = fs::path(ZL_TEST_DATA_DIR) / "cli" / "ds_configs";
+  const fs::path dir = fs::path(zl::test::data_dir()) / "cli" / "ds_configs";
   int parsed = 0, refused = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.path().extension() != ".json") continue;

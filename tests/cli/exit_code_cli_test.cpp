@@ -18,6 +18,7 @@ namespace {
 
 using test::CliTest;
 using test::kSmall;
+using test::kSmallShape;
 
 constexpr int kRuntime = 1, kUsage = 2, kInput = 3;
 
@@ -26,6 +27,12 @@ TEST_F(CliTest, TheExitCodeSaysWhatKindOfFailureEndedTheRun) {
   std::ofstream(dir_ / "tokens.bin") << "odd";  // 3 bytes: not whole uint16 tokens
   std::ofstream(dir_ / "init.safetensors") << "not a safetensors file";
   std::filesystem::create_directories(dir_ / "empty_ckpt");
+  ASSERT_EQ(
+      zerolab("train " + kSmallShape + " --stage 1 --steps 2 --checkpoint-dir " + dir + "/saved")
+          .exit_code,
+      0);
+  std::string wider = kSmall;
+  wider.replace(wider.find("--width 12"), 10, "--width 13");
   const std::tuple<std::string, int, std::string> cases[] = {
       {"train --stage 9", kUsage, "--stage"},
       {"train " + kSmall + " --world 2 --engine reference --inject-fault rank=0,at=all_gather:1,kind=throw",
@@ -36,6 +43,12 @@ TEST_F(CliTest, TheExitCodeSaysWhatKindOfFailureEndedTheRun) {
        "tokens.bin"},
       {"train " + kSmall + " --init " + dir + "/init.safetensors", kInput, "init.safetensors"},
       {"train " + kSmall + " --stage 1 --resume " + dir + "/empty_ckpt", kInput, "empty_ckpt"},
+      {"train " + wider + " --stage 1 --resume " + dir + "/saved", kUsage,
+       "it holds another model"},
+      {"train " + kSmall + " --stage 1 --checkpoint-every 0 --checkpoint-dir " + dir + "/ck",
+       kUsage, "--checkpoint-every 0 is invalid: use 1 or more steps"},
+      {"train " + kSmall + " --stage 1 --checkpoint-every -1 --checkpoint-dir " + dir + "/ck",
+       kUsage, "--checkpoint-every -1 is invalid: use 1 or more steps"},
       {"consolidate " + dir + "/absent " + dir + "/out.safetensors", kInput, "absent"},
       {"train " + kSmall + " --stage 2 --world 2 --inject-fault rank=1,at=reduce_scatter:2,kind=throw",
        kRuntime, "injected fault"},

@@ -14,6 +14,7 @@
 #include "ckpt/hf_folder.hpp"
 #include "ckpt/safetensors.hpp"
 #include "support/cli_fixture.hpp"
+#include "support/test_paths.hpp"
 
 namespace zl {
 namespace {
@@ -21,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::CliTest;
 
-const fs::path kFixture = fs::path(ZL_TEST_DATA_DIR) / "fixtures" / "hf_tiny_gpt2";
+const fs::path kFixture = fs::path(zl::test::data_dir()) / "fixtures" / "hf_tiny_gpt2";
 const std::string kTinyGpt = "train --model gpt --preset tiny --micro-batch 1 --quiet";
 
 // Tensors by name, a "transformer." prefix dropped.

@@ -17,6 +17,7 @@
 #include "run/compare.hpp"
 #include "support/command.hpp"
 #include "support/small_config.hpp"
+#include "support/test_paths.hpp"
 #include "trace.hpp"
 
 namespace zl {
@@ -147,7 +148,7 @@ TEST_F(OffloadTimelineCli, HostLinkReachesTheSummaryTheTraceAndTheProgressLine) 
   const auto run = run_command(fmt::format(
       "{} train --layers 3 --width 24 --in 8 --classes 4 --steps 2 --micro-batch 4 --stage 3 "
       "--world 2 --bf16 --offload-param --host-link pcie4-x16 --summary {} --trace {}",
-      ZL_BINARY, summary.string(), trace.string()));
+      zl::test::zerolab_binary(), summary.string(), trace.string()));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("host link pcie4-x16 (10 us + bytes / 25 GB/s)"), std::string::npos)
       << run.out;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "support/cli_fixture.hpp"
+#include "support/test_paths.hpp"
 
 namespace zl {
 namespace {
@@ -29,8 +30,8 @@ using test::CliTest;
 class BackgroundRun {
  public:
   BackgroundRun(const std::string& args, const fs::path& out) : out_(out) {
-    const std::string line =
-        fmt::format("exec {} {} >{} 2>{}.err", ZL_BINARY, args, out.string(), out.string());
+    const std::string line = fmt::format("exec {} {} >{} 2>{}.err", zl::test::zerolab_binary(),
+                                         args, out.string(), out.string());
     pid_ = ::fork();
     if (pid_ == 0) {
       ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));

@@ -12,11 +12,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "ckpt/test_files.hpp"
 #include "cli/what_if.hpp"
 #include "engines/estimate.hpp"
-#include "ckpt/test_files.hpp"
 #include "support/command.hpp"
 #include "support/small_config.hpp"
+#include "support/test_paths.hpp"
 
 namespace zl {
 namespace {
@@ -27,7 +28,7 @@ using nlohmann::json;
 class TraceCli : public ::testing::Test {
  protected:
   static CommandResult zerolab(const std::string& args) {
-    return run_command(fmt::format("{} {}", ZL_BINARY, args));
+    return run_command(fmt::format("{} {}", zl::test::zerolab_binary(), args));
   }
   test::TempDir temp_;
   const fs::path& dir_ = temp_.path();

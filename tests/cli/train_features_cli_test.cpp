@@ -10,6 +10,7 @@
 #include "ckpt/safetensors.hpp"
 #include "ckpt/test_files.hpp"
 #include "support/command.hpp"
+#include "support/test_paths.hpp"
 
 namespace zl {
 namespace {
@@ -19,7 +20,7 @@ namespace fs = std::filesystem;
 class TrainFeaturesCli : public ::testing::Test {
  protected:
   static CommandResult zerolab(const std::string& args) {
-    return run_command(fmt::format("{} {}", ZL_BINARY, args));
+    return run_command(fmt::format("{} {}", zl::test::zerolab_binary(), args));
   }
   test::TempDir temp_;
   const fs::path& dir_ = temp_.path();
@@ -69,7 +70,7 @@ TEST_F(TrainFeaturesCli, DeepSpeedConfigMatchesTheReferenceGivenTheSameFlags) {
   const fs::path reference = dir_ / "reference.safetensors";
   const auto from_config = zerolab(fmt::format(
       "train --config {}/zero3_fp16_accum.json --world 4 --steps 6 --quiet --save-final {}",
-      ZL_CONFIGS_DIR, zero3.string()));
+      zl::test::configs_dir(), zero3.string()));
   ASSERT_EQ(from_config.exit_code, 0) << from_config.err;
   const auto from_flags = zerolab(fmt::format(
       "train --engine reference --world 4 --steps 6 --micro-batch 4 --grad-accum 4 --clip 1.0 "
@@ -80,10 +81,10 @@ TEST_F(TrainFeaturesCli, DeepSpeedConfigMatchesTheReferenceGivenTheSameFlags) {
   EXPECT_FALSE(slurp(zero3).empty());
   EXPECT_EQ(slurp(zero3), slurp(reference));
   // A flag overrides the file: another learning rate gives other parameters.
-  const auto overridden = zerolab(fmt::format(
-      "train --config {}/zero3_fp16_accum.json --world 4 --steps 6 --lr 1e-3 --quiet "
-      "--save-final {}",
-      ZL_CONFIGS_DIR, zero3.string()));
+  const auto overridden = zerolab(
+      fmt::format("train --config {}/zero3_fp16_accum.json --world 4 --steps 6 --lr 1e-3 --quiet "
+                  "--save-final {}",
+                  zl::test::configs_dir(), zero3.string()));
   ASSERT_EQ(overridden.exit_code, 0) << overridden.err;
   EXPECT_NE(slurp(zero3), slurp(reference));
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "support/command.hpp"
+#include "support/test_paths.hpp"
 
 namespace zl {
 namespace {
@@ -18,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 CommandResult zerolab(const std::string& args) {
-  return run_command(std::string(ZL_BINARY) + " " + args);
+  return run_command(std::string(zl::test::zerolab_binary()) + " " + args);
 }
 
 // Whitespace-separated fields of the table row (below the "stage" header) that starts with

@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "support/command.hpp"
+#include "support/test_paths.hpp"
 
 namespace {
 
 using zl::CommandResult;
 
 CommandResult grade(const std::string& grader, const std::string& flags) {
-  return zl::run_command(std::string(ZL_GRADERS_DIR) + "/" + grader + " " + flags);
+  return zl::run_command(std::string(zl::test::lessons_dir()) + "/" + grader + " " + flags);
 }
 
 bool has(const std::string& text, const std::string& part) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "support/command.hpp"
+#include "support/test_paths.hpp"
 
 namespace zl::lessons_test {
 
@@ -22,7 +23,7 @@ struct LessonRun {
 inline LessonRun run_lesson(const std::string& name, const std::string& args,
                             const std::string& input = "/dev/null") {
   const zl::CommandResult run =
-      zl::run_command(std::string(ZL_LESSONS_DIR) + "/lesson_" + name + " " + args, input);
+      zl::run_command(std::string(zl::test::lessons_dir()) + "/lesson_" + name + " " + args, input);
   return {run.exit_code, run.out + run.err};
 }
 

@@ -19,6 +19,7 @@
 #include "ckpt/test_files.hpp"
 #include "mpi/mpi_launch.hpp"
 #include "support/command.hpp"
+#include "support/test_paths.hpp"
 
 namespace zl {
 namespace {
@@ -36,16 +37,17 @@ const std::string kSmall =
     "--layers 3 --width 12 --in 5 --classes 4 --steps 3 --micro-batch 3 --lr 0.02 --quiet";
 
 CommandResult zerolab(const std::string& args) {
-  return run_command(fmt::format("{} {}", ZL_BINARY, args));
+  return run_command(fmt::format("{} {}", zl::test::zerolab_binary(), args));
 }
 
 // `zerolab` alone with --backend mpi: a world of one (an MPI singleton).
 CommandResult zerolab_singleton(const std::string& args) {
-  return run_command(fmt::format("{}{} {}", test::without_leak_check(), ZL_BINARY, args));
+  return run_command(
+      fmt::format("{}{} {}", test::without_leak_check(), zl::test::zerolab_binary(), args));
 }
 
 CommandResult zerolab_mpi(int ranks, const std::string& args) {
-  return run_command(fmt::format("{}{} {}", test::mpirun(ranks), ZL_BINARY, args));
+  return run_command(fmt::format("{}{} {}", test::mpirun(ranks), zl::test::zerolab_binary(), args));
 }
 
 // Loss, gradient norm and skip flag of every step in a --metrics file: what must be equal.
@@ -231,8 +233,8 @@ TEST_F(MpiTrain, RanksStartedWithDifferentFlagsFailNamingTheFlag) {
   for (const auto& [rank0, rank1, message] : cases) {
     const auto started = std::chrono::steady_clock::now();
     const auto run = run_command(fmt::format("timeout 60 {}{} {} {} : -np 1 {} {} {}",
-                                             test::mpirun(1), ZL_BINARY, base, rank0, ZL_BINARY,
-                                             base, rank1));
+                                             test::mpirun(1), zl::test::zerolab_binary(), base,
+                                             rank0, zl::test::zerolab_binary(), base, rank1));
     EXPECT_NE(run.exit_code, 0) << rank1;
     EXPECT_NE(run.err.find(message), std::string::npos) << rank1 << "\n" << run.err;
     EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30)) << rank1;

@@ -124,8 +124,9 @@ TEST_F(FaultCli, BadFaultFlagsNameTheBadPart) {
        "calls",
        1},
       {"--world 2 --collective-timeout-ms 0",
-       "--collective-timeout-ms 0 is invalid: use a positive number of milliseconds", 2},
+       "--collective-timeout-ms 0 is invalid: use 1000 or more", 2},
       {"--world 2 --collective-timeout-ms -5", "--collective-timeout-ms -5 is invalid", 2},
+      {"--world 2 --collective-timeout-ms 999", "--collective-timeout-ms 999 is invalid", 2},
   };
   for (const auto& [flags, part, exit_code] : run_errors) {
     const std::string args = "train " + kSmall + " " + flags + all_outputs();

@@ -117,7 +117,8 @@ TEST(TrainFaults, bad_fault_configs_are_named) {
   config = small_config(EngineKind::Zero1);
   config.collective_timeout = std::chrono::milliseconds(0);
   EXPECT_EQ(train_error(config),
-            "--collective-timeout-ms 0 is invalid: use a positive number of milliseconds");
+            "--collective-timeout-ms 0 is invalid: use 1000 or more (a healthy rank waits for its "
+            "peers' compute, and on a loaded machine for a core)");
 }
 
 // --- non-finite steps ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "support/command.hpp"
+#include "support/test_paths.hpp"
 
 namespace zl::test {
 
@@ -29,7 +30,7 @@ class CliTest : public ::testing::Test {
 
   /// Runs the binary with `args`, optionally behind a `prefix` command such as "timeout 1 ".
   static CommandResult zerolab(const std::string& args, const std::string& prefix = "") {
-    return run_command(prefix + std::string(ZL_BINARY) + " " + args);
+    return run_command(prefix + std::string(zl::test::zerolab_binary()) + " " + args);
   }
 
   // Files in the test directory, for "nothing was left behind".
