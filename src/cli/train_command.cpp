@@ -13,6 +13,7 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/safetensors.hpp"
+#include "cli/output_paths.hpp"
 #include "cli/train_report.hpp"
 #include "cli/what_if.hpp"
 #include "core/atomic_file.hpp"
@@ -152,6 +153,10 @@ CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
       }
     }
     run = [args] {
+      // The output paths before --resume's settings, which print what they take: a refused path
+      // is the one line the run prints (run_train checks them again, for its other callers).
+      with_error_kind(ErrorKind::Usage,
+                      [&] { check_output_paths(args->outputs, args->checkpoints); });
       return run_train(settled_config(*args), args->outputs, args->checkpoints);
     };
   });
@@ -160,43 +165,13 @@ CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
 
 namespace {
 
-// The files the command writes after the run, each with its flag.
-std::vector<OutputFile> output_files(const TrainOutputs& outputs) {
-  const std::pair<const std::filesystem::path*, const char*> named[] = {
-      {&outputs.metrics, "--metrics"},       {&outputs.summary, "--summary"},
-      {&outputs.save_init, "--save-init"},   {&outputs.save_final, "--save-final"},
-      {&outputs.save_data, "--save-data"},   {&outputs.trace, "--trace"}};
-  std::vector<OutputFile> files;
-  for (const auto& [path, flag] : named) {
-    if (!path->empty()) files.push_back({.path = *path, .flag = flag});
-  }
-  return files;
-}
-
 // What the command asks for, checked before anything runs: the settings and every output path.
 void check_request(const TrainConfig& config_in, const TrainOutputs& outputs,
                    const CheckpointPlan& checkpoints) {
   validate(config_in);
   ZL_CHECK(outputs.steps_per_print >= 1, "--steps-per-print {} is invalid: use 1 or more steps",
            outputs.steps_per_print);
-  if (!checkpoints.dir.empty() && !std::filesystem::is_directory(checkpoints.dir)) {
-    std::error_code error;
-    ZL_CHECK(!std::filesystem::exists(checkpoints.dir, error),
-             "--checkpoint-dir {} is a file: give a directory (it is created if missing)",
-             checkpoints.dir.string());
-    check_writable(checkpoints.dir, "--checkpoint-dir");  // its parent must exist
-  }
-  const std::vector<OutputFile> files = output_files(outputs);
-  for (const auto& [path, flag] : files) check_writable(path, flag);
-  // Two outputs on one path would overwrite each other: refuse before anything is written.
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    for (std::size_t j = i + 1; j < files.size(); ++j) {
-      ZL_CHECK(std::filesystem::weakly_canonical(files[i].path) !=
-                   std::filesystem::weakly_canonical(files[j].path),
-               "{} and {} are the same file {}: give each output its own path", files[i].flag,
-               files[j].flag, files[i].path.string());
-    }
-  }
+  check_output_paths(outputs, checkpoints);
   ZL_CHECK(outputs.what_if_world >= 0, "--what-if-world {} is invalid: use 1 or more ranks",
            outputs.what_if_world);
   ZL_CHECK(outputs.what_if_world == 0 || config_in.engine != EngineKind::Reference,

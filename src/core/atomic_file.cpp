@@ -1,5 +1,5 @@
 // atomic_file.cpp — temporary file, fsync, rename, fsync of the directory; and the up-front
-// writability check.
+// check that a path can take a new file.
 #include "core/atomic_file.hpp"
 
 #include <fcntl.h>
@@ -72,6 +72,35 @@ std::filesystem::path directory_of(const std::filesystem::path& path) {
   return path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
 }
 
+// What a file that is not a regular one is, in words ("a character device").
+std::string_view kind_of(std::filesystem::file_type type) {
+  switch (type) {
+    case std::filesystem::file_type::directory:
+      return "a directory";
+    case std::filesystem::file_type::character:
+      return "a character device";
+    case std::filesystem::file_type::block:
+      return "a block device";
+    case std::filesystem::file_type::fifo:
+      return "a fifo";
+    case std::filesystem::file_type::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
+  }
+}
+
+// Refuses an existing `path` that is not a regular file (followed through a link): the rename
+// that commits a write would replace it, a device node or a fifo included.
+void check_replaceable(const std::filesystem::path& path, std::string_view what) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status) || std::filesystem::is_regular_file(status)) return;
+  const bool link = std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec));
+  fail("{} {}: {}{}, not a regular file: give a file name (the output replaces what is there)",
+       what, path.string(), link ? "links to " : "is ", kind_of(status.type()));
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(std::filesystem::path path)
@@ -125,8 +154,7 @@ void check_writable(const std::filesystem::path& path, std::string_view what) {
   ZL_CHECK(std::filesystem::is_directory(directory, ec),
            "{} {}: directory {} does not exist: create it or choose another path", what, path.string(),
            directory.string());
-  ZL_CHECK(!std::filesystem::is_directory(path, ec), "{} {}: is a directory: give a file name", what,
-           path.string());
+  check_replaceable(path, what);
   ZL_CHECK(::access(directory.c_str(), W_OK) == 0, "{} {}: directory {} is not writable: {}", what,
            path.string(), directory.string(), std::strerror(errno));
 }

@@ -44,8 +44,9 @@ void write_file_atomically(const std::filesystem::path& path,
 void write_file_atomically(const std::filesystem::path& path, std::string_view text);
 
 /// Throws zl::Error (naming `what`, e.g. "--save-final") unless a file could be created at `path`:
-/// its directory exists and is writable and `path` is not a directory. Checked before long work so
-/// a bad path fails in a second, not after training.
+/// its directory exists and is writable, and `path` is new or a regular file (or a link to one),
+/// never a directory, device, fifo or socket, which the rename that commits a write would replace.
+/// Checked before long work so a bad path fails in a second, not after training.
 void check_writable(const std::filesystem::path& path, std::string_view what);
 
 }  // namespace zl
