@@ -86,7 +86,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() == 0) return app.exit(error);
     if (!prints_errors()) return quiet_exit(kUsageExit);
-    fmt::print(stderr, "zerolab: {}: run 'zerolab {} --help' for the options\n", error.what(),
+    fmt::print(stderr, "zerolab: error: {}: run 'zerolab {} --help' for the options\n",
+               error.what(),
                app.get_subcommands().empty() ? std::string() : app.get_subcommands().front()->get_name());
     return kUsageExit;
   } catch (const zl::Error& error) {  // a flag's own check, e.g. --stage 4, or a --config file

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -28,9 +29,36 @@ class CliTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  /// Runs the binary with `args`, optionally behind a `prefix` command such as "timeout 1 ".
+  /// Runs the binary with `args`, optionally behind a `prefix` command such as "timeout 1 ". A
+  /// run that fails by itself (no prefix) is held to the rule of exit codes (expect_exit_rule).
   static CommandResult zerolab(const std::string& args, const std::string& prefix = "") {
-    return run_command(prefix + std::string(zl::test::zerolab_binary()) + " " + args);
+    CommandResult run = run_command(prefix + std::string(zl::test::zerolab_binary()) + " " + args);
+    if (prefix.empty() && run.exit_code != 0) expect_exit_rule(run, args);
+    return run;
+  }
+
+  /// The rule every refusal and failure keeps (docs/usage.md, "Exit codes"): exit code 1 (a
+  /// fault while running), 2 (the request cannot work) or 3 (a file the run reads is wrong);
+  /// every line on stderr is zerolab's own ("zerolab: error: ...", or a warning, note or resume
+  /// line before it), the last an error; and a refused request or input ran nothing, so stdout
+  /// is empty.
+  static void expect_exit_rule(const CommandResult& run, const std::string& args) {
+    EXPECT_TRUE(run.exit_code == 1 || run.exit_code == 2 || run.exit_code == 3)
+        << "exit code " << run.exit_code << ": " << args << "\n" << run.err;
+    std::size_t start = 0;
+    std::string last;
+    while (start < run.err.size()) {
+      const std::size_t end = std::min(run.err.find('\n', start), run.err.size());
+      last = run.err.substr(start, end - start);
+      EXPECT_TRUE(last.starts_with("zerolab: ")) << "stray stderr line: " << args << "\n"
+                                                 << run.err;
+      start = end + 1;
+    }
+    EXPECT_TRUE(last.starts_with("zerolab: error: ")) << "no error line last: " << args << "\n"
+                                                      << run.err;
+    if (run.exit_code == 2 || run.exit_code == 3) {
+      EXPECT_EQ(run.out, "") << "exit code " << run.exit_code << " after output: " << args;
+    }
   }
 
   // Files in the test directory, for "nothing was left behind".
