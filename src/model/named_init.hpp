@@ -23,10 +23,10 @@ using NamedTensors = std::map<std::string, NamedTensor>;
 /// parameter's real shape (ParamSpec::real_shape(): GPT-2's wte.weight [vocab, C]); padded rows
 /// start at zero. Hugging Face GPT-2
 /// files load as they are: names may carry the "transformer." prefix, and the tied
-/// `lm_head.weight` and the `*.attn.bias` / `*.attn.masked_bias` mask buffers are ignored. Throws zl::Error
-/// (naming `source`, e.g. the file) if a parameter is missing or has another shape, or a tensor
-/// is neither a parameter nor an Adam moment of one (consolidate --with-optimizer writes those;
-/// they are ignored: --init starts the weights, not the optimizer).
+/// `lm_head.weight` and the `*.attn.bias` / `*.attn.masked_bias` mask buffers are ignored. Throws
+/// zl::Error (naming `source`, e.g. the file) if a parameter is missing or has another shape, or a
+/// tensor is neither a parameter nor an Adam moment of one (consolidate --with-optimizer writes
+/// those; they are ignored: --init starts the weights, not the optimizer).
 class NamedInitModel final : public Model {
  public:
   /// Wraps `model` (which must outlive this); checks every name and shape here, before training.

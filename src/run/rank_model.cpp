@@ -33,8 +33,8 @@ NamedTensors init_tensors(const TrainConfig& config) {
 
 RankModel::RankModel(Device& device, const TrainConfig& config, const NamedTensors& init) {
   if (config.model == ModelKind::Gpt) {
-    model_ = std::make_unique<Gpt>(device, config.gpt, config.activations,
-                                   config.features.precision);
+    model_ =
+        std::make_unique<Gpt>(device, config.gpt, config.activations, config.features.precision);
   } else {
     model_ = std::make_unique<Mlp>(device, config.mlp);
   }

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <limits>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -119,8 +119,9 @@ TEST(DsConfig, ActivationCheckpointingSectionCheckpointsEveryBlock) {
             "ds.json: activation_checkpointing.partition_activations is true: zerolab has no "
             "model parallelism to partition across; ignored");
   EXPECT_EQ(apply("{}").config.activations, ActivationPolicy{});
-  EXPECT_EQ(apply(R"({"activation_checkpointing": {"cpu_checkpointing": true}})").config.activations,
-            (ActivationPolicy{.recompute = Recompute::Full, .cpu_checkpoints = true}));
+  EXPECT_EQ(
+      apply(R"({"activation_checkpointing": {"cpu_checkpointing": true}})").config.activations,
+      (ActivationPolicy{.recompute = Recompute::Full, .cpu_checkpoints = true}));
 }
 
 TEST(DsConfig, AbsentKeysLeaveTheConfigAlone) {
@@ -161,21 +162,25 @@ TEST(DsConfig, SchedulerSectionMapsToTheSchedule) {
     "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": 1e-5,
       "warmup_max_lr": 0.02, "warmup_num_steps": 7, "total_num_steps": 90, "warmup_type": "linear"}}})");
   EXPECT_EQ(a.config.adamw.lr, 0.02);
-  EXPECT_EQ(a.config.lr_schedule,
-            (LrSchedule{.kind = LrScheduleKind::WarmupDecayLR, .warmup_steps = 7,
-                        .total_steps = 90, .min_lr = 1e-5, .warmup_shape = WarmupShape::Linear}));
+  EXPECT_EQ(a.config.lr_schedule, (LrSchedule{.kind = LrScheduleKind::WarmupDecayLR,
+                                              .warmup_steps = 7,
+                                              .total_steps = 90,
+                                              .min_lr = 1e-5,
+                                              .warmup_shape = WarmupShape::Linear}));
   EXPECT_TRUE(a.warnings.empty());
 
   a = apply(R"({"scheduler": {"type": "WarmupLR"}})");  // DeepSpeed's defaults
-  EXPECT_EQ(a.config.lr_schedule, (LrSchedule{.kind = LrScheduleKind::WarmupLR,
-                                              .warmup_steps = 1000}));
+  EXPECT_EQ(a.config.lr_schedule,
+            (LrSchedule{.kind = LrScheduleKind::WarmupLR, .warmup_steps = 1000}));
   EXPECT_EQ(a.config.adamw.lr, 1e-3);  // no warmup_max_lr: the optimizer's lr is the peak
 
   a = apply(R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": "auto",
     "warmup_num_steps": 10, "warmup_min_ratio": 0.1, "cos_min_ratio": 0.01}}})");
-  EXPECT_EQ(a.config.lr_schedule,
-            (LrSchedule{.kind = LrScheduleKind::WarmupCosineLR, .warmup_steps = 10,
-                        .total_steps = 0, .warmup_min_ratio = 0.1, .cos_min_ratio = 0.01}));
+  EXPECT_EQ(a.config.lr_schedule, (LrSchedule{.kind = LrScheduleKind::WarmupCosineLR,
+                                              .warmup_steps = 10,
+                                              .total_steps = 0,
+                                              .warmup_min_ratio = 0.1,
+                                              .cos_min_ratio = 0.01}));
   EXPECT_TRUE(a.warnings.empty());
   EXPECT_EQ(a.ds.auto_keys, std::vector<std::string>{"scheduler.params.total_num_steps"});
   a.config.steps = 40;
@@ -188,9 +193,10 @@ TEST(DsConfig, SchedulerSectionMapsToTheSchedule) {
     "decay_step_size": 5, "decay_lr_rate": 0.1, "cycle_momentum": false}}})");
   EXPECT_EQ(a.config.adamw.lr, 1e-2);
   EXPECT_EQ(a.config.lr_schedule.min_lr, 1e-4);
-  EXPECT_EQ(a.config.lr_schedule.one_cycle,
-            (OneCycleParams{.first_step_size = 30, .decay_step_size = 5, .decay_lr_rate = 0.1,
-                            .cycle_momentum = false}));
+  EXPECT_EQ(a.config.lr_schedule.one_cycle, (OneCycleParams{.first_step_size = 30,
+                                                            .decay_step_size = 5,
+                                                            .decay_lr_rate = 0.1,
+                                                            .cycle_momentum = false}));
 }
 
 TEST(DsConfig, SchedulerProblemsFailNamingTheKey) {
@@ -214,7 +220,8 @@ TEST(DsConfig, SchedulerProblemsFailNamingTheKey) {
   EXPECT_EQ(error_of(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": -1}}})"),
             "ds.json: scheduler.params.warmup_num_steps is -1: use 0 or more updates");
   EXPECT_EQ(
-      error_of(R"({"scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 0, "cycle_max_lr": 1, "cycle_max_mom": 1.0}}})"),
+      error_of(
+          R"({"scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 0, "cycle_max_lr": 1, "cycle_max_mom": 1.0}}})"),
       "ds.json: scheduler.params.cycle_max_mom is 1.0: use a beta1 in [0, 1)");
 }
 
@@ -300,8 +307,8 @@ TEST(DsConfig, AllProblemsOfAFileAreReportedTogether) {
 }
 
 // DeepSpeed's older spellings still work: cpu_offload for offload_optimizer.device "cpu",
-// cpu_offload_params for offload_param.device "cpu", the bfloat16 section for bf16; a static fp16.loss_scale is DeepSpeed's static scaling;
-// reduce_bucket_size 0 reduces each unit whole.
+// cpu_offload_params for offload_param.device "cpu", the bfloat16 section for bf16; a static
+// fp16.loss_scale is DeepSpeed's static scaling; reduce_bucket_size 0 reduces each unit whole.
 TEST(DsConfig, OlderSpellingsStaticScaleAndUnboundedBuckets) {
   Applied a = apply(R"({"zero_optimization": {"stage": 2, "cpu_offload": true,
     "reduce_bucket_size": 0}, "bfloat16": {"enabled": true}})");
@@ -518,23 +525,24 @@ TEST_F(DsConfigCommand, ABadConfigExitsTwoWithOneLine) {
 // An unknown key is a warning and the run goes on (a plain fp32 run: no new training feature);
 // with --strict it and an unimplemented key are errors, all of them at once.
 TEST_F(DsConfigCommand, AnUnknownKeyWarnsAndTheRunContinuesUnlessStrict) {
-  const fs::path config = write("ds.json", R"({"wall_clock_breakdwn": false, "memory_breakdown": false})");
+  const fs::path config =
+      write("ds.json", R"({"wall_clock_breakdwn": false, "memory_breakdown": false})");
   const std::string command =
       fmt::format("{} train --config {} --layers 2 --width 4 --in 3 --classes 2 --steps 1 --quiet",
                   ZL_BINARY, config.string());
   const CommandResult run = run_command(command);
   EXPECT_EQ(run.exit_code, 0) << run.err;
-  const std::string unknown = fmt::format(
-      "{}: unknown key wall_clock_breakdwn ignored: did you mean wall_clock_breakdown?",
-      config.string());
+  const std::string unknown =
+      fmt::format("{}: unknown key wall_clock_breakdwn ignored: did you mean wall_clock_breakdown?",
+                  config.string());
   const std::string unimplemented = fmt::format(
       "{}: memory_breakdown is a DeepSpeed key zerolab does not implement (zerolab prints each "
       "step and writes --metrics JSON lines; the ledgers count memory and traffic); ignored",
       config.string());
-  EXPECT_EQ(run.err, fmt::format("zerolab: warning: {}\nzerolab: warning: {}\n", unimplemented,
-                                 unknown));
-  const CommandResult strict = run_command(command + " --strict --save-final " +
-                                           (dir_ / "final.safetensors").string());
+  EXPECT_EQ(run.err,
+            fmt::format("zerolab: warning: {}\nzerolab: warning: {}\n", unimplemented, unknown));
+  const CommandResult strict =
+      run_command(command + " --strict --save-final " + (dir_ / "final.safetensors").string());
   EXPECT_EQ(strict.exit_code, 2);
   EXPECT_EQ(strict.err, fmt::format("zerolab: error: {}; --strict refuses it\n"
                                     "zerolab: error: {}; --strict refuses it\n",
