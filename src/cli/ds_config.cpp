@@ -180,7 +180,13 @@ Readers adam_params_readers(const Checker& check, AdamWConfig& adamw) {
   };
 }
 
-// optimizer: {"type": "AdamW" | "Adam", "params": {...}}; DeepSpeed matches the type ignoring case.
+// The optimizer types DeepSpeed runs as AdamW (unless adam_w_mode is false), as its config
+// lowercases them: "deepspeed_adam" is DeepSpeed's older name of DeepSpeedCPUAdam (adam_w_mode
+// true by default), which DeepSpeedExamples' Megatron offload configs spell "DeepSpeed_Adam".
+constexpr std::string_view kAdamTypes[] = {"adamw", "adam", "deepspeed_adam"};
+
+// optimizer: {"type": "AdamW" | "Adam" | "DeepSpeed_Adam", "params": {...}}; DeepSpeed matches
+// the type ignoring case.
 AdamWConfig read_optimizer(const Checker& check, const json& value, const std::string& path) {
   AdamWConfig adamw = kDeepSpeedAdamDefaults;
   bool has_type = false;
@@ -192,7 +198,7 @@ AdamWConfig read_optimizer(const Checker& check, const json& value, const std::s
                       return static_cast<char>(std::tolower(c));
                     });
                     has_type = true;
-                    if (type != "adamw" && type != "adam") {
+                    if (std::ranges::find(kAdamTypes, type) == std::end(kAdamTypes)) {
                       check.bad(p, v, "use AdamW, or Adam with adam_w_mode true");
                     }
                   }},

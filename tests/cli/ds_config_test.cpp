@@ -154,6 +154,30 @@ TEST(DsConfig, OptimizerIsAdamWWithDeepSpeedDefaults) {
             0.5);
 }
 
+// "DeepSpeed_Adam" (DeepSpeedExamples' Megatron offload configs) is DeepSpeed's older name of
+// DeepSpeedCPUAdam, which DeepSpeed runs as AdamW: DeepSpeed's defaults, any case; adam_w_mode
+// false is refused as for Adam.
+TEST(DsConfig, DeepSpeedAdamIsAdamW) {
+  for (const char* type : {"DeepSpeed_Adam", "deepspeed_adam", "DEEPSPEED_ADAM"}) {
+    const Applied a = apply(fmt::format(
+        R"({{"optimizer": {{"type": "{}", "params": {{"lr": 0.00015, "betas": [0.9, 0.95]}}}}}})",
+        type));
+    EXPECT_TRUE(a.warnings.empty()) << type;
+    EXPECT_EQ(a.config.adamw.lr, 0.00015) << type;
+    EXPECT_EQ(a.config.adamw.beta1, 0.9);
+    EXPECT_EQ(a.config.adamw.beta2, 0.95);
+    EXPECT_EQ(a.config.adamw.eps, 1e-8);
+    EXPECT_EQ(a.config.adamw.weight_decay, 0.0);
+  }
+  EXPECT_EQ(
+      error_of(R"({"optimizer": {"type": "DeepSpeed_Adam", "params": {"adam_w_mode": false}}})"),
+      "ds.json: optimizer.params.adam_w_mode is false: zerolab trains with AdamW only: use true "
+      "or leave it out");
+  EXPECT_EQ(
+      error_of(R"({"optimizer": {"type": "DeepSpeedAdam"}})"),
+      R"(ds.json: optimizer.type is "DeepSpeedAdam": use AdamW, or Adam with adam_w_mode true)");
+}
+
 // scheduler: each of DeepSpeed's four schedules with its params and defaults; the peak lr
 // (warmup_max_lr, cycle_max_lr) replaces the optimizer's, as DeepSpeed's scheduler does; "auto"
 // resolves to the run's values, saying so.
