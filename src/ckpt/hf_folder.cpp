@@ -1,5 +1,6 @@
 // hf_folder.cpp — Hugging Face's GPT-2 folder: config.json written from a GptConfig and read back
-// as model fields, and consolidate into model.safetensors beside it.
+// as model fields, the sharded folder's index, and consolidate into model.safetensors beside
+// config.json. The weights are read in hf_weights.cpp.
 #include "ckpt/hf_folder.hpp"
 
 #include <cmath>
@@ -39,10 +40,16 @@ nlohmann::json read_json(const fs::path& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  nlohmann::json config = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  ZL_CHECK(config.is_object(), "{}: not a JSON object: give the config.json save_pretrained wrote",
-           path.string());
-  return config;
+  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  ZL_CHECK(json.is_object(), "{}: not a JSON object: give the {} save_pretrained wrote",
+           path.string(), path.filename().string());
+  return json;
+}
+
+// A file name without a folder: what save_pretrained writes into a weight_map.
+bool plain_file_name(const std::string& name) {
+  const fs::path path(name);
+  return !name.empty() && name != "." && name != ".." && path.filename() == path;
 }
 
 }  // namespace
@@ -103,6 +110,21 @@ Metadata hf_config_metadata(const fs::path& path) {
           {"n_embd", std::to_string(size_field(config, "n_embd", path))},
           {"n_positions", std::to_string(size_field(config, "n_positions", path))},
           {"vocab_size", std::to_string(size_field(config, "vocab_size", path))}};
+}
+
+std::map<std::string, std::string> hf_weight_map(const fs::path& path) {
+  const nlohmann::json index = read_json(path);
+  const auto map = index.find("weight_map");
+  ZL_CHECK(map != index.end() && map->is_object(),
+           "{}: no \"weight_map\" object: give the index save_pretrained wrote", path.string());
+  std::map<std::string, std::string> files;
+  for (const auto& [name, file] : map->items()) {
+    ZL_CHECK(file.is_string() && plain_file_name(file.get<std::string>()),
+             "{}: weight_map gives tensor {} the file {}: give the name of a shard in the folder",
+             path.string(), name, file.dump());
+    files.emplace(name, file.get<std::string>());
+  }
+  return files;
 }
 
 ConsolidateResult consolidate_hf(const fs::path& checkpoint, const fs::path& dir) {

@@ -1,6 +1,8 @@
 // rank_model.cpp — the model of one rank, and the parameters every engine starts from.
 #include "run/rank_model.hpp"
 
+#include <utility>
+
 #include "ckpt/hf_folder.hpp"
 #include "ckpt/safetensors.hpp"
 #include "model/gpt.hpp"
@@ -14,19 +16,33 @@ Metadata model_metadata(const TrainConfig& config) {
   return config.model == ModelKind::Gpt ? model_metadata(config.gpt) : model_metadata(config.mlp);
 }
 
+namespace {
+
+// The tensors of --init's file or Hugging Face folder, each with its file, after the
+// configuration they hold is checked against the run's: a folder's is its config.json, a file's
+// its metadata.
+std::vector<HfTensor> read_init(const TrainConfig& config) {
+  const std::filesystem::path& init = config.init_file;
+  if (std::filesystem::is_directory(init)) {
+    const std::filesystem::path hf_config = init / kHfConfigFile;
+    check_model_metadata(hf_config_metadata(hf_config), model_metadata(config),
+                         "--init " + hf_config.string());
+    return read_hf_weights(init);
+  }
+  SafetensorsFile file = read_safetensors_file(init);
+  check_model_metadata(file.metadata, model_metadata(config), "--init " + init.string());
+  std::vector<HfTensor> tensors;
+  for (auto& record : file.tensors) tensors.push_back({init, std::move(record)});
+  return tensors;
+}
+
+}  // namespace
+
 NamedTensors init_tensors(const TrainConfig& config) {
   NamedTensors tensors;
   if (config.init_file.empty()) return tensors;
-  // A Hugging Face folder's configuration is its config.json; a file's is its metadata.
-  const bool folder = std::filesystem::is_directory(config.init_file);
-  const SafetensorsFile file =
-      read_safetensors_file(folder ? config.init_file / kHfWeightsFile : config.init_file);
-  const std::filesystem::path hf_config = config.init_file / kHfConfigFile;
-  check_model_metadata(folder ? hf_config_metadata(hf_config) : file.metadata,
-                       model_metadata(config),
-                       "--init " + (folder ? hf_config : config.init_file).string());
-  for (const auto& record : file.tensors) {
-    tensors[record.name] = {record.shape, to_floats(record)};
+  for (const HfTensor& tensor : read_init(config)) {
+    tensors[tensor.record.name] = {tensor.record.shape, to_floats(tensor.record)};
   }
   return tensors;
 }

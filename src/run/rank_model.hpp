@@ -13,8 +13,10 @@
 
 namespace zl {
 
-/// The tensors of config.init_file, read once for all ranks (empty without --init). Throws
-/// zl::Error naming the file and the field when its metadata holds another model configuration.
+/// The tensors of config.init_file, read once for all ranks (empty without --init): an fp32
+/// safetensors file, or a Hugging Face GPT-2 folder (ckpt/hf_folder.hpp; one model.safetensors
+/// or the shards its index names). Throws zl::Error naming the file and the field when its
+/// metadata or config.json holds another model configuration.
 NamedTensors init_tensors(const TrainConfig& config);
 
 /// The `__metadata__` of a file of the run's model's parameters (ckpt/model_metadata.hpp).

@@ -1,7 +1,8 @@
 // hf_cli_test.cpp — the Hugging Face round trip through the binary: a folder that transformers'
 // save_pretrained wrote (tests/fixtures/hf_tiny_gpt2, made by make_hf_fixture.py) starts a run
-// with its weights and gives transformers' loss; its config.json is checked against the run's
-// model; and `consolidate --hf` writes a folder of the same kind that --init reads back bitwise.
+// with its weights and gives transformers' loss, also saved in shards; its config.json is checked
+// against the run's model; and `consolidate --hf` writes a folder of the same kind that --init
+// reads back bitwise.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include "ckpt/hf_folder.hpp"
 #include "ckpt/safetensors.hpp"
 #include "support/cli_fixture.hpp"
+#include "support/hf_shards.hpp"
 
 namespace zl {
 namespace {
@@ -44,6 +46,16 @@ void expect_same_tensors(const fs::path& a, const fs::path& b) {
     EXPECT_EQ(record.shape, right.at(name).shape) << name;
     EXPECT_EQ(record.bytes, right.at(name).bytes) << name;
   }
+}
+
+// The loss of each line of a --metrics file.
+std::vector<double> losses(const fs::path& metrics) {
+  std::vector<double> values;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    values.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  }
+  return values;
 }
 
 // The fixture's one window (tokens.bin holds block_size + 1 tokens) through the fixture's weights:
@@ -82,6 +94,28 @@ TEST_F(CliTest, AHuggingFaceConfigOfAnotherModelIsRefused) {
             std::string::npos)
       << other.err;
   EXPECT_EQ(std::count(other.err.begin(), other.err.end(), '\n'), 1) << other.err;
+}
+
+// Saved in two shards with their index, the folder trains exactly as from model.safetensors.
+TEST_F(CliTest, AShardedHuggingFaceFolderTrainsAsTheWholeFile) {
+  const fs::path sharded = dir_ / "sharded";
+  test::write_two_shards(kFixture, sharded);
+  std::vector<std::string> finals;
+  std::vector<std::vector<double>> runs;
+  for (const fs::path& folder : {kFixture, sharded}) {
+    const fs::path final_file = dir_ / "final.st";
+    const fs::path metrics = dir_ / "m.jsonl";
+    const auto run = zerolab(fmt::format(
+        "{} --steps 3 --init {} --data {} --save-final {} --metrics {}", kTinyGpt, folder.string(),
+        (kFixture / "tokens.bin").string(), final_file.string(), metrics.string()));
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(run.err, "");
+    finals.push_back(slurp(final_file));
+    runs.push_back(losses(metrics));
+  }
+  EXPECT_EQ(finals[1], finals[0]);
+  EXPECT_EQ(runs[1], runs[0]);
+  EXPECT_EQ(runs[0].size(), 3U);
 }
 
 TEST_F(CliTest, ConsolidateHfWritesAFolderInitReadsBack) {
