@@ -18,6 +18,11 @@ bool hugging_face_extra(const std::string& name) {
          name.ends_with(".attn.masked_bias");
 }
 
+// The file `tensor` was read from, or the model's source when it was not recorded.
+const std::string& file_of(const NamedTensor& tensor, const std::string& source) {
+  return tensor.file.empty() ? source : tensor.file;
+}
+
 // The flags that set a parameter's shape, for the message when a file's shape differs.
 std::string_view size_flags(const std::string& param) {
   return param.starts_with("layers.") ? "--layers, --width, --in, --classes"
@@ -36,23 +41,23 @@ NamedInitModel::NamedInitModel(Model& model, const NamedTensors& tensors, const 
                "{} has no tensor {}: give a file of this model (zerolab consolidate writes one)",
                source, param.name);
       ZL_CHECK(found->second.shape == param.real_shape(),
-               "{}: {} has shape {} but the model needs {}: check {}", source, param.name,
-               shape_string(found->second.shape), shape_string(param.real_shape()),
-               size_flags(param.name));
+               "{}: {} has shape {} but the model needs {}: check {}",
+               file_of(found->second, source), param.name, shape_string(found->second.shape),
+               shape_string(param.real_shape()), size_flags(param.name));
       const auto& values = found->second.values;
       const auto bad = std::ranges::find_if(values, [](float v) { return !std::isfinite(v); });
       ZL_CHECK(bad == values.end(),
                "{}: {} element {} is {}: initial parameters must be finite: give a file without "
                "NaN or infinite values",
-               source, found->first, bad - values.begin(), *bad);
+               file_of(found->second, source), found->first, bad - values.begin(), *bad);
       used.insert(found->first);
     }
   }
   for (const auto& [name, tensor] : tensors_) {
     ZL_CHECK(used.contains(name) || name.ends_with(".exp_avg") || name.ends_with(".exp_avg_sq") ||
                  hugging_face_extra(name),
-             "{}: tensor {} is not a parameter of this model: give a file of this model", source,
-             name);
+             "{}: tensor {} is not a parameter of this model: give a file of this model",
+             file_of(tensor, source), name);
   }
 }
 

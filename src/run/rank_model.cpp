@@ -5,6 +5,7 @@
 
 #include "ckpt/hf_folder.hpp"
 #include "ckpt/safetensors.hpp"
+#include "core/error.hpp"
 #include "model/gpt.hpp"
 #include "model/mlp.hpp"
 #include "ops/cpu/cpu_device.hpp"
@@ -29,6 +30,11 @@ std::vector<HfTensor> read_init(const TrainConfig& config) {
                          "--init " + hf_config.string());
     return read_hf_weights(init);
   }
+  const std::filesystem::path name = init.filename();
+  ZL_CHECK(name != kHfConfigFile && name != kHfIndexFile,
+           "--init {} is a Hugging Face folder's {}, not its weights: give the folder (--init {})",
+           init.string(), name.string(),
+           init.has_parent_path() ? init.parent_path().string() : std::string("."));
   SafetensorsFile file = read_safetensors_file(init);
   check_model_metadata(file.metadata, model_metadata(config), "--init " + init.string());
   std::vector<HfTensor> tensors;
@@ -41,8 +47,12 @@ std::vector<HfTensor> read_init(const TrainConfig& config) {
 NamedTensors init_tensors(const TrainConfig& config) {
   NamedTensors tensors;
   if (config.init_file.empty()) return tensors;
-  for (const HfTensor& tensor : read_init(config)) {
-    tensors[tensor.record.name] = {tensor.record.shape, to_floats(tensor.record)};
+  for (const auto& [file, record] : read_init(config)) {
+    ZL_CHECK(record.dtype == DType::F32,
+             "{}: tensor {} is {}, but --init reads fp32 weights: save them in fp32 (transformers: "
+             "model.float().save_pretrained(DIR))",
+             file.string(), record.name, dtype_name(record.dtype));
+    tensors[record.name] = {record.shape, to_floats(record), file.string()};
   }
   return tensors;
 }

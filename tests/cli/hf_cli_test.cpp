@@ -1,13 +1,17 @@
 // hf_cli_test.cpp — the Hugging Face round trip through the binary: a folder that transformers'
 // save_pretrained wrote (tests/fixtures/hf_tiny_gpt2, made by make_hf_fixture.py) starts a run
 // with its weights and gives transformers' loss, also saved in shards; its config.json is checked
-// against the run's model; and `consolidate --hf` writes a folder of the same kind that --init
-// reads back bitwise.
+// against the run's model; a bf16 tensor, a folder of PyTorch pickles and a folder's config.json
+// given as the weights are refused in one line; and `consolidate --hf` writes a folder of the
+// same kind that --init reads back bitwise.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -48,6 +52,34 @@ void expect_same_tensors(const fs::path& a, const fs::path& b) {
   }
 }
 
+// A copy of the fixture folder at `to`: its config.json after `edit_config`, its model.safetensors
+// after `edit_tensors` (each left as it is when not given).
+fs::path fixture_copy(const fs::path& to, const std::function<void(nlohmann::json&)>& edit_config,
+                      const std::function<void(std::vector<TensorRecord>&)>& edit_tensors = {}) {
+  fs::create_directory(to);
+  std::ifstream config_file(kFixture / kHfConfigFile);
+  nlohmann::json config = nlohmann::json::parse(config_file);
+  if (edit_config) edit_config(config);
+  std::ofstream(to / kHfConfigFile) << config.dump(2);
+  SafetensorsFile weights = read_safetensors_file(kFixture / kHfWeightsFile);
+  if (edit_tensors) edit_tensors(weights.tensors);
+  write_safetensors(to / kHfWeightsFile, weights.tensors, weights.metadata);
+  return to;
+}
+
+// The record called `name` in bf16: the upper half of each fp32 value (bf16 truncates).
+void to_bf16(std::vector<TensorRecord>& tensors, const std::string& name) {
+  const auto found = std::ranges::find(tensors, name, &TensorRecord::name);
+  ASSERT_NE(found, tensors.end()) << name;
+  std::vector<std::byte> halves;
+  for (std::size_t i = 0; i < found->bytes.size(); i += sizeof(float)) {
+    halves.insert(halves.end(), found->bytes.begin() + static_cast<std::ptrdiff_t>(i + 2),
+                  found->bytes.begin() + static_cast<std::ptrdiff_t>(i + 4));
+  }
+  found->dtype = DType::BF16;
+  found->bytes = std::move(halves);
+}
+
 // The loss of each line of a --metrics file.
 std::vector<double> losses(const fs::path& metrics) {
   std::vector<double> values;
@@ -81,13 +113,8 @@ TEST_F(CliTest, AHuggingFaceConfigOfAnotherModelIsRefused) {
   EXPECT_EQ(heads.err, fmt::format("zerolab: error: --init {} holds a model with n_head 2, this "
                                    "run's has 4: give --n-head 2 or a file of this run's model\n",
                                    (kFixture / kHfConfigFile).string()));
-  const fs::path relu = dir_ / "relu";
-  fs::create_directory(relu);
-  fs::copy_file(kFixture / kHfWeightsFile, relu / kHfWeightsFile);
-  std::ifstream config_file(kFixture / kHfConfigFile);
-  nlohmann::json config = nlohmann::json::parse(config_file);
-  config["activation_function"] = "relu";
-  std::ofstream(relu / kHfConfigFile) << config.dump();
+  const fs::path relu = fixture_copy(
+      dir_ / "relu", [](nlohmann::json& config) { config["activation_function"] = "relu"; });
   const auto other = zerolab(fmt::format("{} --steps 1 --init {}", kTinyGpt, relu.string()));
   EXPECT_NE(other.exit_code, 0);
   EXPECT_NE(other.err.find("activation_function \"relu\", but zerolab's GPT uses \"gelu_new\""),
@@ -116,6 +143,72 @@ TEST_F(CliTest, AShardedHuggingFaceFolderTrainsAsTheWholeFile) {
   EXPECT_EQ(finals[1], finals[0]);
   EXPECT_EQ(runs[1], runs[0]);
   EXPECT_EQ(runs[0].size(), 3U);
+}
+
+// What --init cannot start from is one line naming the file (and the tensor), exit code 3: a
+// bf16 tensor (in model.safetensors or in a shard), a NaN in a shard, a folder of PyTorch
+// pickles, a sharded folder missing a shard, and a folder's config.json or index given instead
+// of the folder.
+TEST_F(CliTest, HuggingFaceFilesInitCannotReadAreOneLine) {
+  const auto refused = [&](const fs::path& init, const std::string& message) {
+    const auto run = zerolab(fmt::format("{} --steps 1 --init {}", kTinyGpt, init.string()));
+    EXPECT_EQ(run.exit_code, 3) << init;
+    EXPECT_EQ(run.err, "zerolab: error: " + message + "\n");
+  };
+  const std::string bf16_name = "transformer.h.1.mlp.c_fc.weight";
+  const fs::path bf16 = fixture_copy(
+      dir_ / "bf16", {}, [&](std::vector<TensorRecord>& tensors) { to_bf16(tensors, bf16_name); });
+  const auto bf16_message = [&](const fs::path& file) {
+    return fmt::format(
+        "{}: tensor {} is bf16, but --init reads fp32 weights: save them in fp32 "
+        "(transformers: model.float().save_pretrained(DIR))",
+        file.string(), bf16_name);
+  };
+  refused(bf16, bf16_message(bf16 / kHfWeightsFile));
+  const fs::path sharded = dir_ / "sharded";
+  const nlohmann::json index = test::write_two_shards(bf16, sharded);
+  refused(sharded, bf16_message(sharded / index["weight_map"][bf16_name].get<std::string>()));
+
+  // A parameter the model cannot start from is named with its shard.
+  const std::string nan_name = "transformer.ln_f.weight";
+  const fs::path nan = fixture_copy(dir_ / "nan", {}, [&](std::vector<TensorRecord>& tensors) {
+    const float value = NAN;
+    std::memcpy(std::ranges::find(tensors, nan_name, &TensorRecord::name)->bytes.data(), &value,
+                sizeof(float));
+  });
+  const fs::path nan_sharded = dir_ / "nan_sharded";
+  const nlohmann::json nan_index = test::write_two_shards(nan, nan_sharded);
+  refused(nan_sharded,
+          fmt::format("{}: {} element 0 is nan: initial parameters must be finite: give a file "
+                      "without NaN or infinite values",
+                      (nan_sharded / nan_index["weight_map"][nan_name].get<std::string>()).string(),
+                      nan_name));
+
+  const fs::path pickles = dir_ / "pickles";
+  fs::create_directory(pickles);
+  fs::copy_file(kFixture / kHfConfigFile, pickles / kHfConfigFile);
+  std::ofstream(pickles / "pytorch_model.bin") << "PK";
+  refused(pickles, pickles.string() +
+                       " holds only pytorch_model.bin: zerolab reads safetensors: convert it with "
+                       "transformers (from_pretrained, then save_pretrained(DIR, "
+                       "safe_serialization=True))");
+
+  fs::remove(sharded / test::kSecondShard);
+  refused(sharded,
+          fmt::format(
+              "{} places tensor {} in {}, but {} has no such file: copy every shard the "
+              "index names into the folder",
+              (sharded / kHfIndexFile).string(),
+              std::find(index["weight_map"].begin(), index["weight_map"].end(), test::kSecondShard)
+                  .key(),
+              test::kSecondShard, sharded.string()));
+
+  for (const std::string_view name : {kHfConfigFile, kHfIndexFile}) {
+    refused(sharded / name,
+            fmt::format("--init {} is a Hugging Face folder's {}, not its weights: give the folder "
+                        "(--init {})",
+                        (sharded / name).string(), name, sharded.string()));
+  }
 }
 
 TEST_F(CliTest, ConsolidateHfWritesAFolderInitReadsBack) {
