@@ -104,6 +104,13 @@ Metadata hf_config_metadata(const fs::path& path) {
              "{}: layer_norm_epsilon {}, but zerolab's GPT uses {}", path.string(), eps->dump(),
              kLayerNormEps);
   }
+  // transformers ties the head unless the config says otherwise.
+  if (const auto tie = config.find("tie_word_embeddings"); tie != config.end()) {
+    ZL_CHECK(*tie == true,
+             "{}: tie_word_embeddings {}, but zerolab's GPT ties the head to wte (an untied "
+             "lm_head is not built): give a GPT-2 whose head is tied",
+             path.string(), tie->dump());
+  }
   return {{"model", "gpt"},
           {"n_layer", std::to_string(size_field(config, "n_layer", path))},
           {"n_head", std::to_string(size_field(config, "n_head", path))},

@@ -33,7 +33,7 @@ std::string hf_gpt2_config_json(const GptConfig& gpt);
 /// zl::Error naming the file for a missing or malformed file, a model_type other than "gpt2", a
 /// missing size, or a setting zerolab's GPT does not compute (activation_function,
 /// layer_norm_epsilon, n_inner, scale_attn_weights, scale_attn_by_inverse_layer_idx,
-/// reorder_and_upcast_attn).
+/// reorder_and_upcast_attn, tie_word_embeddings false: the untied lm_head is not built).
 Metadata hf_config_metadata(const std::filesystem::path& path);
 
 /// The "weight_map" of the sharded folder index at `path` (model.safetensors.index.json): tensor

@@ -11,11 +11,13 @@ namespace zl {
 
 namespace {
 
-// Tensors of a Hugging Face GPT-2 file that are not parameters here: the tied LM head (the same
-// values as wte.weight) and the causal-mask buffers of older checkpoints.
+// Hugging Face GPT-2's LM head: with tie_word_embeddings, the same values as wte.weight.
+constexpr std::string_view kHeadName = "lm_head.weight";
+
+// Tensors of a Hugging Face GPT-2 file that are not parameters here: the tied LM head (checked
+// against wte.weight) and the causal-mask buffers of older checkpoints.
 bool hugging_face_extra(const std::string& name) {
-  return name == "lm_head.weight" || name.ends_with(".attn.bias") ||
-         name.ends_with(".attn.masked_bias");
+  return name == kHeadName || name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
 }
 
 // The file `tensor` was read from, or the model's source when it was not recorded.
@@ -59,6 +61,15 @@ NamedInitModel::NamedInitModel(Model& model, const NamedTensors& tensors, const 
              "{}: tensor {} is not a parameter of this model: give a file of this model",
              file_of(tensor, source), name);
   }
+  // An lm_head.weight unlike wte.weight belongs to an untied model, whichever the config says;
+  // transformers' versions disagree on which of the two a tied model then uses.
+  const auto head = tensors_.find(std::string(kHeadName));
+  const auto* wte = find("wte.weight");
+  if (head == tensors_.end() || wte == nullptr) return;
+  ZL_CHECK(head->second.shape == wte->second.shape && head->second.values == wte->second.values,
+           "{}: {} differs from {}, but zerolab's GPT ties the head to wte: give weights without "
+           "{} or with it equal to {}",
+           file_of(head->second, source), kHeadName, wte->first, kHeadName, wte->first);
 }
 
 const std::pair<const std::string, NamedTensor>* NamedInitModel::find(

@@ -1,9 +1,9 @@
 // hf_cli_test.cpp — the Hugging Face round trip through the binary: a folder that transformers'
 // save_pretrained wrote (tests/fixtures/hf_tiny_gpt2, made by make_hf_fixture.py) starts a run
 // with its weights and gives transformers' loss, also saved in shards; its config.json is checked
-// against the run's model; a bf16 tensor, a folder of PyTorch pickles and a folder's config.json
-// given as the weights are refused in one line; and `consolidate --hf` writes a folder of the
-// same kind that --init reads back bitwise.
+// against the run's model (an untied head refused); a head unlike wte, a bf16 tensor, a folder of
+// PyTorch pickles and a folder's config.json given as the weights are refused in one line; and
+// `consolidate --hf` writes a folder that --init reads back bitwise.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -65,6 +65,14 @@ fs::path fixture_copy(const fs::path& to, const std::function<void(nlohmann::jso
   if (edit_tensors) edit_tensors(weights.tensors);
   write_safetensors(to / kHfWeightsFile, weights.tensors, weights.metadata);
   return to;
+}
+
+// `tensors` with an lm_head.weight: wte.weight's values times `scale`.
+void add_head(std::vector<TensorRecord>& tensors, float scale) {
+  const TensorRecord& wte = find_tensor(tensors, "transformer.wte.weight");
+  std::vector<float> values = to_floats(wte);
+  for (float& value : values) value *= scale;
+  tensors.push_back(make_tensor("lm_head.weight", wte.shape, values));
 }
 
 // The record called `name` in bf16: the upper half of each fp32 value (bf16 truncates).
@@ -143,6 +151,45 @@ TEST_F(CliTest, AShardedHuggingFaceFolderTrainsAsTheWholeFile) {
   EXPECT_EQ(finals[1], finals[0]);
   EXPECT_EQ(runs[1], runs[0]);
   EXPECT_EQ(runs[0].size(), 3U);
+}
+
+// transformers' GPT-2 with tie_word_embeddings false has its own lm_head.weight; zerolab's GPT
+// computes the head with wte, so such a folder is refused, not trained with the wrong head.
+TEST_F(CliTest, AnUntiedHuggingFaceHeadIsRefused) {
+  const fs::path untied = fixture_copy(
+      dir_ / "untied", [](nlohmann::json& config) { config["tie_word_embeddings"] = false; },
+      [](std::vector<TensorRecord>& tensors) { add_head(tensors, 2.0f); });
+  const fs::path metrics = dir_ / "m.jsonl";
+  const auto run = zerolab(fmt::format("{} --steps 1 --init {} --metrics {}", kTinyGpt,
+                                       untied.string(), metrics.string()));
+  EXPECT_EQ(run.exit_code, 3);
+  EXPECT_EQ(run.err, fmt::format("zerolab: error: {}: tie_word_embeddings false, but zerolab's GPT "
+                                 "ties the head to wte (an untied lm_head is not built): give a "
+                                 "GPT-2 whose head is tied\n",
+                                 (untied / kHfConfigFile).string()));
+  EXPECT_FALSE(fs::exists(metrics));
+}
+
+// A tied folder may hold lm_head.weight as well (transformers ignores it when it is wte); one
+// unlike wte is refused, as transformers' versions disagree on which of the two they use.
+TEST_F(CliTest, AHuggingFaceHeadMustEqualWte) {
+  const fs::path same = fixture_copy(
+      dir_ / "same", [](nlohmann::json& config) { config.erase("tie_word_embeddings"); },
+      [](std::vector<TensorRecord>& tensors) { add_head(tensors, 1.0f); });
+  const fs::path init = dir_ / "init.st";
+  const auto tied = zerolab(
+      fmt::format("{} --steps 1 --init {} --save-init {}", kTinyGpt, same.string(), init.string()));
+  ASSERT_EQ(tied.exit_code, 0) << tied.err;
+  expect_same_tensors(init, kFixture / kHfWeightsFile);
+  const fs::path other = fixture_copy(
+      dir_ / "other", {}, [](std::vector<TensorRecord>& tensors) { add_head(tensors, 2.0f); });
+  const auto run = zerolab(fmt::format("{} --steps 1 --init {}", kTinyGpt, other.string()));
+  EXPECT_EQ(run.exit_code, 3);
+  EXPECT_EQ(run.err, fmt::format("zerolab: error: {}: lm_head.weight differs from "
+                                 "transformer.wte.weight, but zerolab's GPT ties the head to wte: "
+                                 "give weights without lm_head.weight or with it equal to "
+                                 "transformer.wte.weight\n",
+                                 (other / kHfWeightsFile).string()));
 }
 
 // What --init cannot start from is one line naming the file (and the tensor), exit code 3: a
