@@ -3,6 +3,8 @@
 // config.json. The weights are read in hf_weights.cpp.
 #include "ckpt/hf_folder.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -117,6 +119,19 @@ Metadata hf_config_metadata(const fs::path& path) {
           {"n_embd", std::to_string(size_field(config, "n_embd", path))},
           {"n_positions", std::to_string(size_field(config, "n_positions", path))},
           {"vocab_size", std::to_string(size_field(config, "vocab_size", path))}};
+}
+
+std::vector<std::string> hf_config_warnings(const fs::path& path) {
+  const nlohmann::json config = read_json(path);
+  std::vector<std::string> dropouts;
+  for (const char* key : {"resid_pdrop", "embd_pdrop", "attn_pdrop"}) {
+    const auto found = config.find(key);
+    if (found == config.end() || (found->is_number() && found->get<double>() == 0.0)) continue;
+    dropouts.push_back(fmt::format("{} {}", key, found->dump()));
+  }
+  if (dropouts.empty()) return {};
+  return {fmt::format("{}: zerolab trains without dropout: {} ignored", path.string(),
+                      fmt::join(dropouts, ", "))};
 }
 
 std::map<std::string, std::string> hf_weight_map(const fs::path& path) {

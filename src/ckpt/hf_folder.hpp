@@ -36,6 +36,12 @@ std::string hf_gpt2_config_json(const GptConfig& gpt);
 /// reorder_and_upcast_attn, tie_word_embeddings false: the untied lm_head is not built).
 Metadata hf_config_metadata(const std::filesystem::path& path);
 
+/// What the config.json at `path` sets that zerolab's GPT ignores, one line each without a
+/// prefix: nonzero dropout (resid_pdrop, embd_pdrop, attn_pdrop; zerolab trains without dropout).
+/// Empty for the config.json consolidate --hf writes. Throws as hf_config_metadata does for a
+/// missing or malformed file.
+std::vector<std::string> hf_config_warnings(const std::filesystem::path& path);
+
 /// The "weight_map" of the sharded folder index at `path` (model.safetensors.index.json): tensor
 /// name -> the file name of its shard in the same folder. Throws zl::Error naming the file for
 /// malformed JSON, a missing map, or a value that is not a plain file name.

@@ -205,6 +205,10 @@ void check_request(const TrainConfig& config_in, const TrainOutputs& outputs,
 int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
               const CheckpointPlan& checkpoints) {
   with_error_kind(ErrorKind::Usage, [&] { check_request(config_in, outputs, checkpoints); });
+  for (const std::string& warning :
+       with_error_kind(ErrorKind::Input, [&] { return init_warnings(config_in); })) {
+    fmt::print(stderr, "zerolab: warning: {}\n", warning);
+  }
   TrainConfig config = config_in;
   config.record_data = !outputs.save_data.empty();
   config.record_timeline =

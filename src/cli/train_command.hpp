@@ -86,8 +86,9 @@ TrainArgs parse_train_args(const std::vector<std::string>& args);
 /// it. Throws zl::Error if zerolab was built without MPI.
 TrainConfig launch_config(const TrainArgs& args);
 
-/// Runs a parsed train command: checks outputs, trains, prints, writes files. Returns the exit
-/// code. On the mpi backend only rank 0's process prints and writes; the others return 0.
+/// Runs a parsed train command: checks outputs, warns of what --init's Hugging Face folder sets
+/// that the run ignores (its dropout), trains, prints, writes files. Returns the exit code. On the
+/// mpi backend only rank 0's process prints the run and writes; the others return 0.
 int run_train(const TrainConfig& config, const TrainOutputs& outputs,
               const CheckpointPlan& checkpoints = {});
 

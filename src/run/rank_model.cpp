@@ -57,6 +57,11 @@ NamedTensors init_tensors(const TrainConfig& config) {
   return tensors;
 }
 
+std::vector<std::string> init_warnings(const TrainConfig& config) {
+  if (!std::filesystem::is_directory(config.init_file)) return {};
+  return hf_config_warnings(config.init_file / kHfConfigFile);
+}
+
 RankModel::RankModel(Device& device, const TrainConfig& config, const NamedTensors& init) {
   if (config.model == ModelKind::Gpt) {
     model_ =

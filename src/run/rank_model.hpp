@@ -4,6 +4,8 @@
 
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "ckpt/model_metadata.hpp"
 #include "model/model.hpp"
@@ -20,6 +22,10 @@ namespace zl {
 /// configuration, naming the file and the tensor for one that is not fp32, and saying to give the
 /// folder for a folder's config.json or index.
 NamedTensors init_tensors(const TrainConfig& config);
+
+/// What --init's Hugging Face folder sets that the run ignores (hf_config_warnings: dropout), one
+/// line each; empty without a folder. Throws as init_tensors does for a malformed config.json.
+std::vector<std::string> init_warnings(const TrainConfig& config);
 
 /// The `__metadata__` of a file of the run's model's parameters (ckpt/model_metadata.hpp).
 Metadata model_metadata(const TrainConfig& config);

@@ -1,9 +1,9 @@
 // hf_cli_test.cpp — the Hugging Face round trip through the binary: a folder that transformers'
 // save_pretrained wrote (tests/fixtures/hf_tiny_gpt2, made by make_hf_fixture.py) starts a run
 // with its weights and gives transformers' loss, also saved in shards; its config.json is checked
-// against the run's model (an untied head refused); a head unlike wte, a bf16 tensor, a folder of
-// PyTorch pickles and a folder's config.json given as the weights are refused in one line; and
-// `consolidate --hf` writes a folder that --init reads back bitwise.
+// against the run's model (an untied head refused, dropout a warning); a head unlike wte, a bf16
+// tensor, a folder of PyTorch pickles and a folder's config.json given as the weights are
+// refused in one line; and `consolidate --hf` writes a folder that --init reads back bitwise.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -190,6 +190,25 @@ TEST_F(CliTest, AHuggingFaceHeadMustEqualWte) {
                                  "give weights without lm_head.weight or with it equal to "
                                  "transformer.wte.weight\n",
                                  (other / kHfWeightsFile).string()));
+}
+
+// GPT2Config's default dropout (0.1) trains here without dropout: said once, then the run is the
+// fixture's.
+TEST_F(CliTest, HuggingFaceDropoutIsOneWarning) {
+  const fs::path dropout = fixture_copy(dir_ / "dropout", [](nlohmann::json& config) {
+    for (const char* key : {"resid_pdrop", "embd_pdrop", "attn_pdrop"}) config[key] = 0.1;
+  });
+  const fs::path metrics = dir_ / "m.jsonl";
+  const auto run =
+      zerolab(fmt::format("{} --steps 1 --init {} --data {} --metrics {}", kTinyGpt,
+                          dropout.string(), (kFixture / "tokens.bin").string(), metrics.string()));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, fmt::format("zerolab: warning: {}: zerolab trains without dropout: "
+                                 "resid_pdrop 0.1, embd_pdrop 0.1, attn_pdrop 0.1 ignored\n",
+                                 (dropout / kHfConfigFile).string()));
+  std::ifstream answer_file(kFixture / "answer.json");
+  const double answer = nlohmann::json::parse(answer_file)["loss"].get<double>();
+  EXPECT_NEAR(losses(metrics).at(0), answer, 1e-5 * answer);
 }
 
 // What --init cannot start from is one line naming the file (and the tensor), exit code 3: a
