@@ -1,6 +1,9 @@
 // hf_folder.cpp — Hugging Face's GPT-2 folder: config.json written from a GptConfig and read back
-// as model fields, and consolidate into model.safetensors beside it.
+// as model fields, the sharded folder's index, and consolidate into model.safetensors beside
+// config.json. The weights are read in hf_weights.cpp.
 #include "ckpt/hf_folder.hpp"
+
+#include <fmt/format.h>
 
 #include <cmath>
 #include <fstream>
@@ -39,10 +42,16 @@ nlohmann::json read_json(const fs::path& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  nlohmann::json config = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  ZL_CHECK(config.is_object(), "{}: not a JSON object: give the config.json save_pretrained wrote",
-           path.string());
-  return config;
+  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  ZL_CHECK(json.is_object(), "{}: not a JSON object: give the {} save_pretrained wrote",
+           path.string(), path.filename().string());
+  return json;
+}
+
+// A file name without a folder: what save_pretrained writes into a weight_map.
+bool plain_file_name(const std::string& name) {
+  const fs::path path(name);
+  return !name.empty() && name != "." && name != ".." && path.filename() == path;
 }
 
 }  // namespace
@@ -97,12 +106,47 @@ Metadata hf_config_metadata(const fs::path& path) {
              "{}: layer_norm_epsilon {}, but zerolab's GPT uses {}", path.string(), eps->dump(),
              kLayerNormEps);
   }
+  // transformers ties the head unless the config says otherwise.
+  if (const auto tie = config.find("tie_word_embeddings"); tie != config.end()) {
+    ZL_CHECK(*tie == true,
+             "{}: tie_word_embeddings {}, but zerolab's GPT ties the head to wte (an untied "
+             "lm_head is not built): give a GPT-2 whose head is tied",
+             path.string(), tie->dump());
+  }
   return {{"model", "gpt"},
           {"n_layer", std::to_string(size_field(config, "n_layer", path))},
           {"n_head", std::to_string(size_field(config, "n_head", path))},
           {"n_embd", std::to_string(size_field(config, "n_embd", path))},
           {"n_positions", std::to_string(size_field(config, "n_positions", path))},
           {"vocab_size", std::to_string(size_field(config, "vocab_size", path))}};
+}
+
+std::vector<std::string> hf_config_warnings(const fs::path& path) {
+  const nlohmann::json config = read_json(path);
+  std::vector<std::string> dropouts;
+  for (const char* key : {"resid_pdrop", "embd_pdrop", "attn_pdrop"}) {
+    const auto found = config.find(key);
+    if (found == config.end() || (found->is_number() && found->get<double>() == 0.0)) continue;
+    dropouts.push_back(fmt::format("{} {}", key, found->dump()));
+  }
+  if (dropouts.empty()) return {};
+  return {fmt::format("{}: zerolab trains without dropout: {} ignored", path.string(),
+                      fmt::join(dropouts, ", "))};
+}
+
+std::map<std::string, std::string> hf_weight_map(const fs::path& path) {
+  const nlohmann::json index = read_json(path);
+  const auto map = index.find("weight_map");
+  ZL_CHECK(map != index.end() && map->is_object(),
+           "{}: no \"weight_map\" object: give the index save_pretrained wrote", path.string());
+  std::map<std::string, std::string> files;
+  for (const auto& [name, file] : map->items()) {
+    ZL_CHECK(file.is_string() && plain_file_name(file.get<std::string>()),
+             "{}: weight_map gives tensor {} the file {}: give the name of a shard in the folder",
+             path.string(), name, file.dump());
+    files.emplace(name, file.get<std::string>());
+  }
+  return files;
 }
 
 ConsolidateResult consolidate_hf(const fs::path& checkpoint, const fs::path& dir) {

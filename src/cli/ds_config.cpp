@@ -14,8 +14,8 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "cli/ds_json.hpp"
@@ -180,7 +180,13 @@ Readers adam_params_readers(const Checker& check, AdamWConfig& adamw) {
   };
 }
 
-// optimizer: {"type": "AdamW" | "Adam", "params": {...}}; DeepSpeed matches the type ignoring case.
+// The optimizer types DeepSpeed runs as AdamW (unless adam_w_mode is false), as its config
+// lowercases them: "deepspeed_adam" is DeepSpeed's older name of DeepSpeedCPUAdam (adam_w_mode
+// true by default), which DeepSpeedExamples' Megatron offload configs spell "DeepSpeed_Adam".
+constexpr std::string_view kAdamTypes[] = {"adamw", "adam", "deepspeed_adam"};
+
+// optimizer: {"type": "AdamW" | "Adam" | "DeepSpeed_Adam", "params": {...}}; DeepSpeed matches
+// the type ignoring case.
 AdamWConfig read_optimizer(const Checker& check, const json& value, const std::string& path) {
   AdamWConfig adamw = kDeepSpeedAdamDefaults;
   bool has_type = false;
@@ -192,7 +198,7 @@ AdamWConfig read_optimizer(const Checker& check, const json& value, const std::s
                       return static_cast<char>(std::tolower(c));
                     });
                     has_type = true;
-                    if (type != "adamw" && type != "adam") {
+                    if (std::ranges::find(kAdamTypes, type) == std::end(kAdamTypes)) {
                       check.bad(p, v, "use AdamW, or Adam with adam_w_mode true");
                     }
                   }},
@@ -287,15 +293,15 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
        [&](const json& v, const std::string& p) {
          bool cpu_checkpointing = false;
          check.section(v, p, activation_readers(check, cpu_checkpointing));
-         ds.activations = ActivationPolicy{.recompute = Recompute::Full,
-                                           .cpu_checkpoints = cpu_checkpointing};
+         ds.activations =
+             ActivationPolicy{.recompute = Recompute::Full, .cpu_checkpoints = cpu_checkpointing};
        }},
   };
   check.section(root, "", top);
 
   if (bf16_enabled.value_or(false) && fp16_enabled.value_or(false)) {
-    check.problem(fmt::format("{}: bf16.enabled and fp16.enabled are both true: enable one of them",
-                              source));
+    check.problem(
+        fmt::format("{}: bf16.enabled and fp16.enabled are both true: enable one of them", source));
   }
   if (!check.problems().empty()) {  // every problem of the file, one line each
     fail("{}", fmt::join(check.problems(), "\n"));
@@ -342,7 +348,8 @@ void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& step
   if (ds.static_loss_scale) features.loss_scale.static_scale = *ds.static_loss_scale;
   if (ds.engine) config.engine = *ds.engine;
   if (ds.overlap_comm) features.overlap_comm = *ds.overlap_comm;
-  if (ds.offload_optimizer_device) features.offload_optimizer = *ds.offload_optimizer_device == "cpu";
+  if (ds.offload_optimizer_device)
+    features.offload_optimizer = *ds.offload_optimizer_device == "cpu";
   if (ds.offload_param_device) features.offload_param = *ds.offload_param_device == "cpu";
   if (ds.reduce_bucket_elems) features.reduce_bucket_elems = *ds.reduce_bucket_elems;
   if (ds.allgather_bucket_elems) features.allgather_bucket_elems = *ds.allgather_bucket_elems;
@@ -365,9 +372,8 @@ std::string auto_value(std::string_view path, const TrainConfig& config,
   const LossScaleConfig& scale = f.loss_scale;
   const LrSchedule& schedule = config.lr_schedule;
   const std::pair<std::string_view, std::string> values[] = {
-      {"train_batch_size",
-       fmt::format("micro-batch * accumulation * world = {} (not checked)",
-                   config.micro_batch * f.grad_accum_steps * config.world)},
+      {"train_batch_size", fmt::format("micro-batch * accumulation * world = {} (not checked)",
+                                       config.micro_batch * f.grad_accum_steps * config.world)},
       {"train_micro_batch_size_per_gpu", fmt::format("{} (--micro-batch)", config.micro_batch)},
       {"gradient_accumulation_steps", fmt::format("{} (--grad-accum)", f.grad_accum_steps)},
       {"gradient_clipping", fmt::format("{} (--clip)", f.grad_clip)},

@@ -55,8 +55,9 @@ struct DsConfig {
   /// cpu_checkpointing; --activation-checkpointing overrides the policy.
   std::optional<ActivationPolicy> activations;
 
-  /// optimizer.{type, params}: AdamW (or Adam with adam_w_mode). When the file has an optimizer,
-  /// every field is set, the ones its params leave out to DeepSpeed's defaults (weight_decay 0).
+  /// optimizer.{type, params}: AdamW (or Adam or DeepSpeed_Adam, any case, with adam_w_mode).
+  /// When the file has an optimizer, every field is set, the ones its params leave out to
+  /// DeepSpeed's defaults (weight_decay 0).
   std::optional<AdamWConfig> adamw;
 
   /// scheduler.{type, params}: the learning-rate schedule (cli/ds_scheduler.hpp).

@@ -54,8 +54,8 @@ void write_used_data(const std::filesystem::path& path, const TrainConfig& confi
     return;
   }
   const auto rows = static_cast<std::int64_t>(data.y.size());
-  write_safetensors(path, {make_tensor("x", {rows, config.mlp.in}, data.x),
-                           make_tensor("y", {rows}, data.y)});
+  write_safetensors(
+      path, {make_tensor("x", {rows, config.mlp.in}, data.x), make_tensor("y", {rows}, data.y)});
 }
 
 // Six decimals; NaN as "nan" whatever its sign bit.
@@ -65,9 +65,9 @@ std::string six_decimals(double value) {
 
 // What the device line of a step prints: throughput against the device's peak.
 struct DeviceRate {
-  AcceleratorInfo info;       // the device's name and bf16 peak (0: unknown)
+  AcceleratorInfo info;  // the device's name and bf16 peak (0: unknown)
   double flops_per_token = 0.0;
-  int devices = 1;            // GPUs the ranks run on: W with nccl, one for the sim
+  int devices = 1;  // GPUs the ranks run on: W with nccl, one for the sim
 };
 
 // The device line under a step (accelerators other than the CPU): tokens/s, MFU, step ms and
@@ -76,8 +76,9 @@ void print_device_line(const StepRecord& record, const DeviceRate& rate) {
   const double tokens_per_s = static_cast<double>(record.tokens) / (record.step_ms / 1e3);
   const double peak_flops = rate.info.bf16_tflops * 1e12 * rate.devices;
   const std::string mfu =
-      peak_flops > 0.0 ? fmt::format("{:.1f}%", 100.0 * tokens_per_s * rate.flops_per_token / peak_flops)
-                       : std::string("n/a (peak of this device unknown)");
+      peak_flops > 0.0
+          ? fmt::format("{:.1f}%", 100.0 * tokens_per_s * rate.flops_per_token / peak_flops)
+          : std::string("n/a (peak of this device unknown)");
   std::string peaks;
   for (int c = 0; c < kMemCategoryCount; ++c) {
     const auto category = static_cast<MemCategory>(c);
@@ -184,6 +185,10 @@ void check_request(const TrainConfig& config_in, const TrainOutputs& outputs,
 int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
               const CheckpointPlan& checkpoints) {
   with_error_kind(ErrorKind::Usage, [&] { check_request(config_in, outputs, checkpoints); });
+  for (const std::string& warning :
+       with_error_kind(ErrorKind::Input, [&] { return init_warnings(config_in); })) {
+    fmt::print(stderr, "zerolab: warning: {}\n", warning);
+  }
   TrainConfig config = config_in;
   config.record_data = !outputs.save_data.empty();
   config.record_timeline =
@@ -198,8 +203,8 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
   const TrainResult result = train(
       config,
       [&](const StepRecord& record) {
-        const bool printed_step = (record.step + 1) % outputs.steps_per_print == 0 ||
-                                  record.step + 1 == config.steps;
+        const bool printed_step =
+            (record.step + 1) % outputs.steps_per_print == 0 || record.step + 1 == config.steps;
         if (outputs.quiet || !printed_step) return;
         print_step(record, config.steps);
         if (rate) print_device_line(record, *rate);
@@ -224,7 +229,8 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
                     : "gradient norm not finite (--skip-nonfinite)");
   }
 
-  if (!outputs.metrics.empty()) write_file_atomically(outputs.metrics, metrics_lines(config, result));
+  if (!outputs.metrics.empty())
+    write_file_atomically(outputs.metrics, metrics_lines(config, result));
   if (!outputs.summary.empty()) {
     nlohmann::json summary = summary_json(config, result);
     if (what_if) summary["what_if"] = what_if_json(*what_if);

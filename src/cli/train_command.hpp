@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -18,15 +17,15 @@ namespace zl {
 
 /// Flags of `zerolab train` beyond the TrainConfig.
 struct TrainOutputs {
-  std::filesystem::path metrics;    ///< JSON lines, one per step
-  std::filesystem::path summary;    ///< JSON: both ledgers of every rank
-  std::filesystem::path save_init;  ///< fp32 safetensors of the initial parameters
-  std::filesystem::path save_final; ///< fp32 safetensors of the final parameters
-  std::filesystem::path save_data;  ///< safetensors x and y of every sample used
-  bool quiet = false;               ///< no per-step progress lines
-  std::int64_t steps_per_print = 1; ///< a progress line every K steps, and after the last
-  std::filesystem::path trace;      ///< Chrome trace of the simulated timeline (sim/trace.hpp)
-  int what_if_world = 0;            ///< predict the run on this many ranks (0: no prediction)
+  std::filesystem::path metrics;     ///< JSON lines, one per step
+  std::filesystem::path summary;     ///< JSON: both ledgers of every rank
+  std::filesystem::path save_init;   ///< fp32 safetensors of the initial parameters
+  std::filesystem::path save_final;  ///< fp32 safetensors of the final parameters
+  std::filesystem::path save_data;   ///< safetensors x and y of every sample used
+  bool quiet = false;                ///< no per-step progress lines
+  std::int64_t steps_per_print = 1;  ///< a progress line every K steps, and after the last
+  std::filesystem::path trace;       ///< Chrome trace of the simulated timeline (sim/trace.hpp)
+  int what_if_world = 0;             ///< predict the run on this many ranks (0: no prediction)
 };
 
 /// GPT sizes given by flags (--n-layer, ...), applied over the preset; empty when not given.
@@ -40,9 +39,9 @@ struct GptOverrides {
 
 /// A parsed `zerolab train` command line.
 struct TrainArgs {
-  TrainConfig config;          ///< the run itself (what decides the bits)
-  TrainOutputs outputs;        ///< files to write and what to print
-  CheckpointPlan checkpoints;  ///< --checkpoint-dir, --checkpoint-every, --resume
+  TrainConfig config;                     ///< the run itself (what decides the bits)
+  TrainOutputs outputs;                   ///< files to write and what to print
+  CheckpointPlan checkpoints;             ///< --checkpoint-dir, --checkpoint-every, --resume
   std::optional<std::string> gpt_preset;  ///< --preset; "tiny" when --model gpt names none
   GptOverrides gpt_sizes;                 ///< --n-layer, --n-head, --n-embd, --block-size, --vocab
   std::optional<DsConfig> ds_config;      ///< --config, as read from the file
@@ -50,8 +49,8 @@ struct TrainArgs {
   bool steps_given = false;  ///< --steps was on the line (else --model gpt trains longer)
   bool lr_given = false;     ///< --lr was on the line (else --model gpt uses a larger one)
   bool world_given = false;  ///< --world was on the line (else --backend mpi takes mpirun's -np)
-  bool mpi_reduce_given = false;  ///< --mpi-reduce was on the line (it needs --backend mpi)
-  bool accelerator_given = false;  ///< --accelerator was on the line (else nccl implies cuda)
+  bool mpi_reduce_given = false;    ///< --mpi-reduce was on the line (it needs --backend mpi)
+  bool accelerator_given = false;   ///< --accelerator was on the line (else nccl implies cuda)
   bool offload_param_flag = false;  ///< --offload-param was on the line (it needs --stage 3)
   /// The settings a checkpoint remembers that the flags or --config set (ResumeSetting bits):
   /// --resume takes the others from the checkpoint.
@@ -68,7 +67,8 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args);
 
 /// Completes parsed flags with what needs all of them: the GPT preset (--model gpt) with the size
 /// flags over it, the GPT's defaults of 100 steps at lr 3e-3 where neither a flag nor --config
-/// sets them (the MLP's 10 steps at 1e-3 barely move a GPT), and --config's train_batch_size rule. Throws zl::Error for GPT flags without
+/// sets them (the MLP's 10 steps at 1e-3 barely move a GPT), and --config's train_batch_size rule.
+/// Throws zl::Error for GPT flags without
 /// --model gpt, an unknown preset, or a train_batch_size that is not micro * accum * world.
 void finish_train_args(TrainArgs& args);
 
@@ -86,8 +86,9 @@ TrainArgs parse_train_args(const std::vector<std::string>& args);
 /// it. Throws zl::Error if zerolab was built without MPI.
 TrainConfig launch_config(const TrainArgs& args);
 
-/// Runs a parsed train command: checks outputs, trains, prints, writes files. Returns the exit
-/// code. On the mpi backend only rank 0's process prints and writes; the others return 0.
+/// Runs a parsed train command: checks outputs, warns of what --init's Hugging Face folder sets
+/// that the run ignores (its dropout), trains, prints, writes files. Returns the exit code. On the
+/// mpi backend only rank 0's process prints the run and writes; the others return 0.
 int run_train(const TrainConfig& config, const TrainOutputs& outputs,
               const CheckpointPlan& checkpoints = {});
 

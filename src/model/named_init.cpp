@@ -11,11 +11,18 @@ namespace zl {
 
 namespace {
 
-// Tensors of a Hugging Face GPT-2 file that are not parameters here: the tied LM head (the same
-// values as wte.weight) and the causal-mask buffers of older checkpoints.
+// Hugging Face GPT-2's LM head: with tie_word_embeddings, the same values as wte.weight.
+constexpr std::string_view kHeadName = "lm_head.weight";
+
+// Tensors of a Hugging Face GPT-2 file that are not parameters here: the tied LM head (checked
+// against wte.weight) and the causal-mask buffers of older checkpoints.
 bool hugging_face_extra(const std::string& name) {
-  return name == "lm_head.weight" || name.ends_with(".attn.bias") ||
-         name.ends_with(".attn.masked_bias");
+  return name == kHeadName || name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
+}
+
+// The file `tensor` was read from, or the model's source when it was not recorded.
+const std::string& file_of(const NamedTensor& tensor, const std::string& source) {
+  return tensor.file.empty() ? source : tensor.file;
 }
 
 // The flags that set a parameter's shape, for the message when a file's shape differs.
@@ -36,24 +43,33 @@ NamedInitModel::NamedInitModel(Model& model, const NamedTensors& tensors, const 
                "{} has no tensor {}: give a file of this model (zerolab consolidate writes one)",
                source, param.name);
       ZL_CHECK(found->second.shape == param.real_shape(),
-               "{}: {} has shape {} but the model needs {}: check {}", source, param.name,
-               shape_string(found->second.shape), shape_string(param.real_shape()),
-               size_flags(param.name));
+               "{}: {} has shape {} but the model needs {}: check {}",
+               file_of(found->second, source), param.name, shape_string(found->second.shape),
+               shape_string(param.real_shape()), size_flags(param.name));
       const auto& values = found->second.values;
       const auto bad = std::ranges::find_if(values, [](float v) { return !std::isfinite(v); });
       ZL_CHECK(bad == values.end(),
                "{}: {} element {} is {}: initial parameters must be finite: give a file without "
                "NaN or infinite values",
-               source, found->first, bad - values.begin(), *bad);
+               file_of(found->second, source), found->first, bad - values.begin(), *bad);
       used.insert(found->first);
     }
   }
   for (const auto& [name, tensor] : tensors_) {
     ZL_CHECK(used.contains(name) || name.ends_with(".exp_avg") || name.ends_with(".exp_avg_sq") ||
                  hugging_face_extra(name),
-             "{}: tensor {} is not a parameter of this model: give a file of this model", source,
-             name);
+             "{}: tensor {} is not a parameter of this model: give a file of this model",
+             file_of(tensor, source), name);
   }
+  // An lm_head.weight unlike wte.weight belongs to an untied model, whichever the config says;
+  // transformers' versions disagree on which of the two a tied model then uses.
+  const auto head = tensors_.find(std::string(kHeadName));
+  const auto* wte = find("wte.weight");
+  if (head == tensors_.end() || wte == nullptr) return;
+  ZL_CHECK(head->second.shape == wte->second.shape && head->second.values == wte->second.values,
+           "{}: {} differs from {}, but zerolab's GPT ties the head to wte: give weights without "
+           "{} or with it equal to {}",
+           file_of(head->second, source), kHeadName, wte->first, kHeadName, wte->first);
 }
 
 const std::pair<const std::string, NamedTensor>* NamedInitModel::find(

@@ -11,22 +11,24 @@
 
 namespace zl {
 
-/// Values of named parameters: name -> (shape, row-major fp32 values).
+/// Values of named parameters: name -> (shape, row-major fp32 values, the file they came from).
 struct NamedTensor {
   Shape shape;                ///< dimensions, outermost first
   std::vector<float> values;  ///< numel(shape) values, row-major
+  std::string file;           ///< where it was read, for messages; empty: the model's `source`
 };
 /// Tensors by name, as read from a safetensors file.
 using NamedTensors = std::map<std::string, NamedTensor>;
 
 /// `model` with init_unit() copying from `tensors` (which must outlive it). Each tensor has its
 /// parameter's real shape (ParamSpec::real_shape(): GPT-2's wte.weight [vocab, C]); padded rows
-/// start at zero. Hugging Face GPT-2
-/// files load as they are: names may carry the "transformer." prefix, and the tied
-/// `lm_head.weight` and the `*.attn.bias` / `*.attn.masked_bias` mask buffers are ignored. Throws zl::Error
-/// (naming `source`, e.g. the file) if a parameter is missing or has another shape, or a tensor
-/// is neither a parameter nor an Adam moment of one (consolidate --with-optimizer writes those;
-/// they are ignored: --init starts the weights, not the optimizer).
+/// start at zero. Hugging Face GPT-2 files load as they are: names may carry the "transformer."
+/// prefix, the `*.attn.bias` / `*.attn.masked_bias` mask buffers are ignored, and so is
+/// `lm_head.weight` when it equals wte.weight (the head is tied to wte). Throws zl::Error naming
+/// the tensor's file (or `source`, e.g. the --init folder) if a parameter is missing or has
+/// another shape or a value that is not finite, `lm_head.weight` differs from wte.weight, or a
+/// tensor is neither a parameter nor an Adam moment of one (consolidate --with-optimizer writes
+/// those; they are ignored: --init starts the weights, not the optimizer).
 class NamedInitModel final : public Model {
  public:
   /// Wraps `model` (which must outlive this); checks every name and shape here, before training.

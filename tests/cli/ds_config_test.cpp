@@ -120,8 +120,9 @@ TEST(DsConfig, ActivationCheckpointingSectionCheckpointsEveryBlock) {
             "ds.json: activation_checkpointing.partition_activations is true: zerolab has no "
             "model parallelism to partition across; ignored");
   EXPECT_EQ(apply("{}").config.activations, ActivationPolicy{});
-  EXPECT_EQ(apply(R"({"activation_checkpointing": {"cpu_checkpointing": true}})").config.activations,
-            (ActivationPolicy{.recompute = Recompute::Full, .cpu_checkpoints = true}));
+  EXPECT_EQ(
+      apply(R"({"activation_checkpointing": {"cpu_checkpointing": true}})").config.activations,
+      (ActivationPolicy{.recompute = Recompute::Full, .cpu_checkpoints = true}));
 }
 
 TEST(DsConfig, AbsentKeysLeaveTheConfigAlone) {
@@ -154,6 +155,30 @@ TEST(DsConfig, OptimizerIsAdamWWithDeepSpeedDefaults) {
             0.5);
 }
 
+// "DeepSpeed_Adam" (DeepSpeedExamples' Megatron offload configs) is DeepSpeed's older name of
+// DeepSpeedCPUAdam, which DeepSpeed runs as AdamW: DeepSpeed's defaults, any case; adam_w_mode
+// false is refused as for Adam.
+TEST(DsConfig, DeepSpeedAdamIsAdamW) {
+  for (const char* type : {"DeepSpeed_Adam", "deepspeed_adam", "DEEPSPEED_ADAM"}) {
+    const Applied a = apply(fmt::format(
+        R"({{"optimizer": {{"type": "{}", "params": {{"lr": 0.00015, "betas": [0.9, 0.95]}}}}}})",
+        type));
+    EXPECT_TRUE(a.warnings.empty()) << type;
+    EXPECT_EQ(a.config.adamw.lr, 0.00015) << type;
+    EXPECT_EQ(a.config.adamw.beta1, 0.9);
+    EXPECT_EQ(a.config.adamw.beta2, 0.95);
+    EXPECT_EQ(a.config.adamw.eps, 1e-8);
+    EXPECT_EQ(a.config.adamw.weight_decay, 0.0);
+  }
+  EXPECT_EQ(
+      error_of(R"({"optimizer": {"type": "DeepSpeed_Adam", "params": {"adam_w_mode": false}}})"),
+      "ds.json: optimizer.params.adam_w_mode is false: zerolab trains with AdamW only: use true "
+      "or leave it out");
+  EXPECT_EQ(
+      error_of(R"({"optimizer": {"type": "DeepSpeedAdam"}})"),
+      R"(ds.json: optimizer.type is "DeepSpeedAdam": use AdamW, or Adam with adam_w_mode true)");
+}
+
 // scheduler: each of DeepSpeed's four schedules with its params and defaults; the peak lr
 // (warmup_max_lr, cycle_max_lr) replaces the optimizer's, as DeepSpeed's scheduler does; "auto"
 // resolves to the run's values, saying so.
@@ -162,21 +187,25 @@ TEST(DsConfig, SchedulerSectionMapsToTheSchedule) {
     "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": 1e-5,
       "warmup_max_lr": 0.02, "warmup_num_steps": 7, "total_num_steps": 90, "warmup_type": "linear"}}})");
   EXPECT_EQ(a.config.adamw.lr, 0.02);
-  EXPECT_EQ(a.config.lr_schedule,
-            (LrSchedule{.kind = LrScheduleKind::WarmupDecayLR, .warmup_steps = 7,
-                        .total_steps = 90, .min_lr = 1e-5, .warmup_shape = WarmupShape::Linear}));
+  EXPECT_EQ(a.config.lr_schedule, (LrSchedule{.kind = LrScheduleKind::WarmupDecayLR,
+                                              .warmup_steps = 7,
+                                              .total_steps = 90,
+                                              .min_lr = 1e-5,
+                                              .warmup_shape = WarmupShape::Linear}));
   EXPECT_TRUE(a.warnings.empty());
 
   a = apply(R"({"scheduler": {"type": "WarmupLR"}})");  // DeepSpeed's defaults
-  EXPECT_EQ(a.config.lr_schedule, (LrSchedule{.kind = LrScheduleKind::WarmupLR,
-                                              .warmup_steps = 1000}));
+  EXPECT_EQ(a.config.lr_schedule,
+            (LrSchedule{.kind = LrScheduleKind::WarmupLR, .warmup_steps = 1000}));
   EXPECT_EQ(a.config.adamw.lr, 1e-3);  // no warmup_max_lr: the optimizer's lr is the peak
 
   a = apply(R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": "auto",
     "warmup_num_steps": 10, "warmup_min_ratio": 0.1, "cos_min_ratio": 0.01}}})");
-  EXPECT_EQ(a.config.lr_schedule,
-            (LrSchedule{.kind = LrScheduleKind::WarmupCosineLR, .warmup_steps = 10,
-                        .total_steps = 0, .warmup_min_ratio = 0.1, .cos_min_ratio = 0.01}));
+  EXPECT_EQ(a.config.lr_schedule, (LrSchedule{.kind = LrScheduleKind::WarmupCosineLR,
+                                              .warmup_steps = 10,
+                                              .total_steps = 0,
+                                              .warmup_min_ratio = 0.1,
+                                              .cos_min_ratio = 0.01}));
   EXPECT_TRUE(a.warnings.empty());
   EXPECT_EQ(a.ds.auto_keys, std::vector<std::string>{"scheduler.params.total_num_steps"});
   a.config.steps = 40;
@@ -189,9 +218,10 @@ TEST(DsConfig, SchedulerSectionMapsToTheSchedule) {
     "decay_step_size": 5, "decay_lr_rate": 0.1, "cycle_momentum": false}}})");
   EXPECT_EQ(a.config.adamw.lr, 1e-2);
   EXPECT_EQ(a.config.lr_schedule.min_lr, 1e-4);
-  EXPECT_EQ(a.config.lr_schedule.one_cycle,
-            (OneCycleParams{.first_step_size = 30, .decay_step_size = 5, .decay_lr_rate = 0.1,
-                            .cycle_momentum = false}));
+  EXPECT_EQ(a.config.lr_schedule.one_cycle, (OneCycleParams{.first_step_size = 30,
+                                                            .decay_step_size = 5,
+                                                            .decay_lr_rate = 0.1,
+                                                            .cycle_momentum = false}));
 }
 
 TEST(DsConfig, SchedulerProblemsFailNamingTheKey) {
@@ -215,7 +245,8 @@ TEST(DsConfig, SchedulerProblemsFailNamingTheKey) {
   EXPECT_EQ(error_of(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": -1}}})"),
             "ds.json: scheduler.params.warmup_num_steps is -1: use 0 or more updates");
   EXPECT_EQ(
-      error_of(R"({"scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 0, "cycle_max_lr": 1, "cycle_max_mom": 1.0}}})"),
+      error_of(
+          R"({"scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 0, "cycle_max_lr": 1, "cycle_max_mom": 1.0}}})"),
       "ds.json: scheduler.params.cycle_max_mom is 1.0: use a beta1 in [0, 1)");
 }
 
@@ -548,23 +579,24 @@ TEST_F(DsConfigCommand, ABadConfigExitsTwoWithOneLine) {
 // An unknown key is a warning and the run goes on (a plain fp32 run: no new training feature);
 // with --strict it and an unimplemented key are errors, all of them at once.
 TEST_F(DsConfigCommand, AnUnknownKeyWarnsAndTheRunContinuesUnlessStrict) {
-  const fs::path config = write("ds.json", R"({"wall_clock_breakdwn": false, "memory_breakdown": false})");
+  const fs::path config =
+      write("ds.json", R"({"wall_clock_breakdwn": false, "memory_breakdown": false})");
   const std::string command =
       fmt::format("{} train --config {} --layers 2 --width 4 --in 3 --classes 2 --steps 1 --quiet",
                   zl::test::zerolab_binary(), config.string());
   const CommandResult run = run_command(command);
   EXPECT_EQ(run.exit_code, 0) << run.err;
-  const std::string unknown = fmt::format(
-      "{}: unknown key wall_clock_breakdwn ignored: did you mean wall_clock_breakdown?",
-      config.string());
+  const std::string unknown =
+      fmt::format("{}: unknown key wall_clock_breakdwn ignored: did you mean wall_clock_breakdown?",
+                  config.string());
   const std::string unimplemented = fmt::format(
       "{}: memory_breakdown is a DeepSpeed key zerolab does not implement (zerolab prints each "
       "step and writes --metrics JSON lines; the ledgers count memory and traffic); ignored",
       config.string());
-  EXPECT_EQ(run.err, fmt::format("zerolab: warning: {}\nzerolab: warning: {}\n", unimplemented,
-                                 unknown));
-  const CommandResult strict = run_command(command + " --strict --save-final " +
-                                           (dir_ / "final.safetensors").string());
+  EXPECT_EQ(run.err,
+            fmt::format("zerolab: warning: {}\nzerolab: warning: {}\n", unimplemented, unknown));
+  const CommandResult strict =
+      run_command(command + " --strict --save-final " + (dir_ / "final.safetensors").string());
   EXPECT_EQ(strict.exit_code, 2);
   EXPECT_EQ(strict.err, fmt::format("zerolab: error: {}; --strict refuses it\n"
                                     "zerolab: error: {}; --strict refuses it\n",
