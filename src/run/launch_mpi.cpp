@@ -30,10 +30,10 @@ void launch_on_mpi(RunPlan& plan, const RankCallbacks& callbacks, TrainResult& r
       comm.gather_to_root(encode_fingerprint(run_fingerprint(plan)));
   plan.run_id = agreed_run_id(
       comm.broadcast_from_root(comm.rank() == 0 ? settle_run(fingerprints, plan.run_id) : ""));
-  const ShareFile share_file = [&comm](Comm&, FileEntry entry) {
-    std::vector<FileEntry> files;
-    for (const auto& bytes : comm.gather_to_root(encode_file_entry(entry))) {
-      files.push_back(decode_file_entry(bytes));
+  const ShareFile share_file = [&comm](Comm&, RankFile file) {
+    std::vector<RankFile> files;
+    for (const auto& bytes : comm.gather_to_root(encode_rank_file(file))) {
+      files.push_back(decode_rank_file(bytes));
     }
     comm.barrier();
     return files;

@@ -90,10 +90,10 @@ void launch_on_nccl(RunPlan& plan, const RankCallbacks& callbacks, TrainResult& 
   NcclComm comm(static_cast<CudaDevice&>(*device), bootstrap, config.collective_timeout);
   RankTimeline clocks(config.world, plan.timeline.options);
   clocks.start();
-  const ShareFile share_file = [](Comm& own, FileEntry entry) {
-    std::vector<FileEntry> files;
-    for (const auto& bytes : all_gather_bytes(own, encode_file_entry(entry))) {
-      files.push_back(decode_file_entry(bytes));
+  const ShareFile share_file = [](Comm& own, RankFile file) {
+    std::vector<RankFile> files;
+    for (const auto& bytes : all_gather_bytes(own, encode_rank_file(file))) {
+      files.push_back(decode_rank_file(bytes));
     }
     return files;
   };

@@ -14,9 +14,9 @@ void launch_on_sim(const RunPlan& plan, const RankCallbacks& callbacks, TrainRes
                                           .faults = config.faults,
                                           .timeline = plan.timeline.options});
   result.ranks.resize(static_cast<std::size_t>(config.world));
-  std::vector<FileEntry> saved(static_cast<std::size_t>(config.world));  // one slot per rank
-  const ShareFile share_file = [&saved](Comm& own, FileEntry entry) {
-    saved[static_cast<std::size_t>(own.rank())] = std::move(entry);
+  std::vector<RankFile> saved(static_cast<std::size_t>(config.world));  // one slot per rank
+  const ShareFile share_file = [&saved](Comm& own, RankFile file) {
+    saved[static_cast<std::size_t>(own.rank())] = std::move(file);
     own.barrier();
     return saved;
   };

@@ -82,7 +82,10 @@ void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank
 }
 
 // After `done` steps, when a save is due: every rank writes its file; once all have (share_file),
-// rank 0 commits the manifest and `latest`, and all wait for it.
+// rank 0 commits the manifest and `latest`, and all wait for it. A rank that cannot write its
+// file (a full disk) does not fail alone: it hands its reason over, and rank 0 fails the save
+// with the first rank's reason, so the run ends with one line (under mpirun every failing process
+// would print its own).
 void save_if_due(const RunPlan& plan, Engine& engine, Comm& comm,
                  const std::vector<UnitLayout>& layout, const ShareFile& share_file,
                  std::int64_t done) {
@@ -91,10 +94,22 @@ void save_if_due(const RunPlan& plan, Engine& engine, Comm& comm,
                    (checkpoints.every_steps > 0 && done % checkpoints.every_steps == 0);
   if (!plan.saving() || !due) return;
   const ShardState state = engine.shard_state();
-  const std::vector<FileEntry> files = share_file(
-      comm,
-      write_rank_file(step_dir(checkpoints.dir, done), comm.rank(), layout, state, plan.run_id));
+  RankFile own;
+  try {
+    own.entry =
+        write_rank_file(step_dir(checkpoints.dir, done), comm.rank(), layout, state, plan.run_id);
+  } catch (const Error& error) {
+    own.error = error.what();
+  }
+  const std::vector<RankFile> shared = share_file(comm, std::move(own));
   if (comm.rank() == 0) {
+    std::vector<FileEntry> files;
+    for (std::size_t rank = 0; rank < shared.size(); ++rank) {
+      const std::string& error = shared[rank].error;
+      if (!error.empty() && rank == 0) fail("{}", error);
+      if (!error.empty()) fail("cannot save step {}: rank {}: {}", done, rank, error);
+      files.push_back(shared[rank].entry);
+    }
     commit_checkpoint(checkpoints.dir, manifest_of(plan.config, plan.run_id, done, state, layout),
                       files);
   }

@@ -10,6 +10,7 @@
 #include "ckpt/manifest.hpp"
 #include "comm/comm.hpp"
 #include "ops/device.hpp"
+#include "run/rank_reports.hpp"
 #include "run/run_plan.hpp"
 #include "run/train.hpp"
 #include "timeline.hpp"
@@ -25,9 +26,9 @@ struct RankRun {
   std::vector<StepTimes> step_times;  ///< its timeline's times of every step
 };
 
-/// Hands a rank's checkpoint file entry over once it has written its file; returns every rank's
-/// on rank 0 (rank 0 first), once all have written theirs. Collective.
-using ShareFile = std::function<std::vector<FileEntry>(Comm&, FileEntry)>;
+/// Hands a rank's part of a checkpoint save over once it has written its file (or failed to);
+/// returns every rank's on rank 0 (rank 0 first), once all have tried. Collective.
+using ShareFile = std::function<std::vector<RankFile>(Comm&, RankFile)>;
 
 /// Who hears of a run's progress: rank 0 appends each step's record to `steps` and calls
 /// `on_step`; every rank calls `observer` at each engine event. All outlive the run.

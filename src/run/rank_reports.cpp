@@ -1,4 +1,4 @@
-// rank_reports.cpp — RankTotals and FileEntry to bytes and back: fixed-size numbers copied in
+// rank_reports.cpp — RankTotals and RankFile to bytes and back: fixed-size numbers copied in
 // order, strings as a length and their characters.
 #include "run/rank_reports.hpp"
 
@@ -220,22 +220,24 @@ RankTotals decode_rank_totals(std::string_view bytes) {
   return totals;
 }
 
-std::string encode_file_entry(const FileEntry& entry) {
+std::string encode_rank_file(const RankFile& file) {
   Writer out;
-  out.put_string(entry.name);
-  out.put(entry.size_bytes);
-  out.put_string(entry.sha256);
+  out.put_string(file.entry.name);
+  out.put(file.entry.size_bytes);
+  out.put_string(file.entry.sha256);
+  out.put_string(file.error);
   return out.take();
 }
 
-FileEntry decode_file_entry(std::string_view bytes) {
+RankFile decode_rank_file(std::string_view bytes) {
   Reader in(bytes, kEntryWhat);
-  FileEntry entry;
-  entry.name = in.get_string();
-  entry.size_bytes = in.get<std::uint64_t>();
-  entry.sha256 = in.get_string();
+  RankFile file;
+  file.entry.name = in.get_string();
+  file.entry.size_bytes = in.get<std::uint64_t>();
+  file.entry.sha256 = in.get_string();
+  file.error = in.get_string();
   in.expect_end();
-  return entry;
+  return file;
 }
 
 }  // namespace zl

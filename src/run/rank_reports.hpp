@@ -1,7 +1,8 @@
 // rank_reports.hpp — what the processes of an `mpi` run send to rank 0's process, which prints and
 // writes the run's reports: each rank's ledgers and step times (RankReport and its timeline's
-// steps) and each rank's checkpoint file entry, as plain bytes and back. On the sim backend the
-// ranks share one process and need none of this.
+// steps) and each rank's part of a checkpoint save (its file entry, or why it could not write
+// it), as plain bytes and back. On the sim backend the ranks share one process and need none of
+// this.
 #pragma once
 
 #include <string>
@@ -28,10 +29,19 @@ std::string encode_rank_totals(const RankTotals& totals);
 /// `bytes` is not such an encoding.
 RankTotals decode_rank_totals(std::string_view bytes);
 
-/// `entry` as bytes.
-std::string encode_file_entry(const FileEntry& entry);
+/// A rank's part of a checkpoint save: the file it wrote, or why it could not write it.
+struct RankFile {
+  FileEntry entry{};    ///< the file written (when `error` is empty)
+  std::string error{};  ///< why the rank could not write its file, in one line; empty if it did
 
-/// The FileEntry that encode_file_entry() wrote into `bytes`; throws zl::Error if it is not one.
-FileEntry decode_file_entry(std::string_view bytes);
+  /// Same entry and error.
+  bool operator==(const RankFile&) const = default;
+};
+
+/// `file` as bytes.
+std::string encode_rank_file(const RankFile& file);
+
+/// The RankFile that encode_rank_file() wrote into `bytes`; throws zl::Error if it is not one.
+RankFile decode_rank_file(std::string_view bytes);
 
 }  // namespace zl

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -254,6 +255,34 @@ TEST_F(MpiTrain, ACommandLineErrorIsPrintedOnceNotOncePerRank) {
     }
     EXPECT_EQ(ours, 1u) << args << "\n" << run.err;
   }
+}
+
+// A full disk fails every rank's checkpoint write at once: the ranks hand their reasons to rank 0,
+// which ends the job with one line, naming the first rank that could not write (each process used
+// to print its own). The disk is a 40 KiB tmpfs, so the test needs root (CI runs as root).
+TEST_F(MpiTrain, AFullDiskEndsTheJobWithOneLine) {
+  const fs::path disk = file("disk");
+  fs::create_directories(disk);
+  if (std::system(fmt::format("mount -t tmpfs -o size=40k tmpfs {} 2>/dev/null", disk.string())
+                      .c_str()) != 0) {
+    GTEST_SKIP() << "mounting a small tmpfs needs root";
+  }
+  for (const int ranks : {2, 3}) {
+    const auto run = zerolab_mpi(
+        ranks, fmt::format("train --backend mpi --stage 1 --layers 3 --width 64 --in 5 --classes 4 "
+                           "--steps 4 --micro-batch 3 --quiet --checkpoint-every 1 "
+                           "--checkpoint-dir {}/ck{}",
+                           disk.string(), ranks));
+    EXPECT_EQ(run.exit_code, 1) << run.err;
+    std::size_t ours = 0;
+    for (std::size_t at = run.err.find("zerolab: "); at != std::string::npos;
+         at = run.err.find("zerolab: ", at + 1)) {
+      ++ours;
+    }
+    EXPECT_EQ(ours, 1u) << ranks << " ranks:\n" << run.err;
+    EXPECT_NE(run.err.find("No space left on device"), std::string::npos) << run.err;
+  }
+  EXPECT_EQ(std::system(fmt::format("umount {}", disk.string()).c_str()), 0);
 }
 
 TEST_F(MpiTrain, SimOnlyFlagsAndBadValuesAreOneLineErrors) {

@@ -89,17 +89,21 @@ TEST(MpiReports, RankTotalsComeBackAsTheyWere) {
   EXPECT_EQ(back.steps[0].step_ms, 2.0);
 }
 
-TEST(MpiReports, FileEntriesComeBackAsTheyWere) {
-  const FileEntry entry{
-      .name = "rank-2.safetensors", .size_bytes = 12345, .sha256 = std::string(64, 'a')};
-  EXPECT_EQ(decode_file_entry(encode_file_entry(entry)), entry);
+TEST(MpiReports, RankFilesComeBackAsTheyWere) {
+  const RankFile written{.entry = {.name = "rank-2.safetensors",
+                                   .size_bytes = 12345,
+                                   .sha256 = std::string(64, 'a')}};
+  EXPECT_EQ(decode_rank_file(encode_rank_file(written)), written);
+  RankFile failed;
+  failed.error = "cannot write x: No space left on device";
+  EXPECT_EQ(decode_rank_file(encode_rank_file(failed)), failed);
 }
 
 TEST(MpiReports, DamagedBytesAreAnError) {
-  const std::string bytes =
-      encode_file_entry({.name = "rank-0.safetensors", .size_bytes = 1, .sha256 = "x"});
-  EXPECT_THROW(decode_file_entry(bytes.substr(0, bytes.size() - 1)), Error);
-  EXPECT_THROW(decode_file_entry(bytes + "!"), Error);
+  const std::string bytes = encode_rank_file(
+      {.entry = {.name = "rank-0.safetensors", .size_bytes = 1, .sha256 = "x"}});
+  EXPECT_THROW(decode_rank_file(bytes.substr(0, bytes.size() - 1)), Error);
+  EXPECT_THROW(decode_rank_file(bytes + "!"), Error);
   EXPECT_THROW(decode_rank_totals("short"), Error);
 }
 
