@@ -8,6 +8,10 @@
 # ZL_FUZZ_SECONDS (default 60), the targets side by side.
 # Properties run 300 cases each (override with RC_PARAMS, e.g. RC_PARAMS="max_success=2000").
 # Arguments go to the ci and asan ctest runs (e.g. -R Sim).
+# Every preset compiles through ccache (CMakeLists.txt; setup.sh installs it), which keys objects
+# on paths relative to the clone: once any clone on this machine has built a preset, another
+# clone's build of it is mostly links. The script ends with each phase's time and the cache's
+# hits and misses (CCACHE_MAXSIZE, default 20G here, bounds the cache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

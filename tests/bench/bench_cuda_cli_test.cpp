@@ -12,10 +12,10 @@
 #include "bench/adam_bench_cuda.hpp"
 #include "core/error.hpp"
 #include "support/command.hpp"
+#include "support/test_paths.hpp"
 
 #ifdef ZL_HAVE_CUDA
 #include "ops/cuda/cuda_device.hpp"
-#include "support/test_paths.hpp"
 #endif
 
 namespace zl {
