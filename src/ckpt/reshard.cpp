@@ -97,11 +97,13 @@ void check_same_model(const Manifest& manifest, const std::vector<UnitLayout>& l
       }
     }
   }
+  // The checkpoint is sound; the model asked of it is another: the request's fault.
   if (const auto difference = model_difference(manifest.units, layout)) {
-    fail(
-        "cannot load {}: it holds another model: {}: load it into the model it was saved from "
-        "({})",
-        (manifest.step_dir / "manifest.json").string(), *difference, model_summary(manifest));
+    throw Error(fmt::format("cannot load {}: it holds another model: {}: load it into the model it "
+                            "was saved from ({})",
+                            (manifest.step_dir / "manifest.json").string(), *difference,
+                            model_summary(manifest)),
+                ErrorKind::Usage);
   }
 }
 

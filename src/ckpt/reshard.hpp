@@ -31,7 +31,8 @@ struct ShardPiece {
 std::vector<ShardPiece> pieces_of(const UnitLayout& unit, int world, ShardRange range);
 
 /// Throws zl::Error naming the manifest and the first difference unless `layout` is the model the
-/// checkpoint was saved from: the same units, in order, with the same parameter names and shapes.
+/// checkpoint was saved from: the same units, in order, with the same parameter names and shapes
+/// (of kind ErrorKind::Usage: the model asked for is another, the checkpoint is sound).
 void check_same_model(const Manifest& manifest, const std::vector<UnitLayout>& layout);
 
 /// A checkpoint's rank files opened for reading one unit at a time (headers read once).

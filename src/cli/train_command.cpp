@@ -155,7 +155,7 @@ CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
     }
     run = [args] {
       // The output paths before --resume's settings, which print what they take: a refused path
-      // is the one line the run prints (run_train checks them again, for its other callers).
+      // is the one line the run prints.
       with_error_kind(ErrorKind::Usage,
                       [&] { check_output_paths(args->outputs, args->checkpoints); });
       return run_train(settled_config(*args), args->outputs, args->checkpoints);
@@ -166,13 +166,12 @@ CLI::App* add_train_command(CLI::App& app, std::function<int()>& run) {
 
 namespace {
 
-// What the command asks for, checked before anything runs: the settings and every output path.
-void check_request(const TrainConfig& config_in, const TrainOutputs& outputs,
-                   const CheckpointPlan& checkpoints) {
+// What the command asks for, checked before anything runs: the settings (the output paths were
+// checked before --resume settled them: add_train_command).
+void check_request(const TrainConfig& config_in, const TrainOutputs& outputs) {
   validate(config_in);
   ZL_CHECK(outputs.steps_per_print >= 1, "--steps-per-print {} is invalid: use 1 or more steps",
            outputs.steps_per_print);
-  check_output_paths(outputs, checkpoints);
   ZL_CHECK(outputs.what_if_world >= 0, "--what-if-world {} is invalid: use 1 or more ranks",
            outputs.what_if_world);
   ZL_CHECK(outputs.what_if_world == 0 || config_in.engine != EngineKind::Reference,
@@ -184,7 +183,7 @@ void check_request(const TrainConfig& config_in, const TrainOutputs& outputs,
 
 int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
               const CheckpointPlan& checkpoints) {
-  with_error_kind(ErrorKind::Usage, [&] { check_request(config_in, outputs, checkpoints); });
+  with_error_kind(ErrorKind::Usage, [&] { check_request(config_in, outputs); });
   for (const std::string& warning :
        with_error_kind(ErrorKind::Input, [&] { return init_warnings(config_in); })) {
     fmt::print(stderr, "zerolab: warning: {}\n", warning);

@@ -68,8 +68,8 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args);
 /// Completes parsed flags with what needs all of them: the GPT preset (--model gpt) with the size
 /// flags over it, the GPT's defaults of 100 steps at lr 3e-3 where neither a flag nor --config
 /// sets them (the MLP's 10 steps at 1e-3 barely move a GPT), and --config's train_batch_size rule.
-/// Throws zl::Error for GPT flags without
-/// --model gpt, an unknown preset, or a train_batch_size that is not micro * accum * world.
+/// Throws zl::Error for GPT flags without --model gpt, an unknown preset, or a train_batch_size
+/// that is not micro * accum * world.
 void finish_train_args(TrainArgs& args);
 
 /// Adds the `train` subcommand to `app`; `run` is set to the function that executes it.
@@ -86,9 +86,10 @@ TrainArgs parse_train_args(const std::vector<std::string>& args);
 /// it. Throws zl::Error if zerolab was built without MPI.
 TrainConfig launch_config(const TrainArgs& args);
 
-/// Runs a parsed train command: checks outputs, warns of what --init's Hugging Face folder sets
-/// that the run ignores (its dropout), trains, prints, writes files. Returns the exit code. On the
-/// mpi backend only rank 0's process prints the run and writes; the others return 0.
+/// Runs a parsed train command whose output paths passed check_output_paths (cli/output_paths.hpp):
+/// checks the settings, warns of what --init's Hugging Face folder sets that the run ignores (its
+/// dropout), trains, prints, writes files. Returns the exit code. On the mpi backend only rank 0's
+/// process prints the run and writes; the others return 0.
 int run_train(const TrainConfig& config, const TrainOutputs& outputs,
               const CheckpointPlan& checkpoints = {});
 

@@ -106,8 +106,10 @@ void save_if_due(const RunPlan& plan, Engine& engine, Comm& comm,
     std::vector<FileEntry> files;
     for (std::size_t rank = 0; rank < shared.size(); ++rank) {
       const std::string& error = shared[rank].error;
-      if (!error.empty() && rank == 0) fail("{}", error);
-      if (!error.empty()) fail("cannot save step {}: rank {}: {}", done, rank, error);
+      if (!error.empty()) {
+        if (rank == 0) fail("{}", error);
+        fail("cannot save step {}: rank {}: {}", done, rank, error);
+      }
       files.push_back(shared[rank].entry);
     }
     commit_checkpoint(checkpoints.dir, manifest_of(plan.config, plan.run_id, done, state, layout),
@@ -137,9 +139,8 @@ RankRun run_rank(const RunPlan& plan, Comm& comm, Device& device, RankTimeline& 
   auto engine = factory(plan.config.engine, model, device, comm,
                         options_of_rank(plan, comm.rank(), clocks, callbacks.observer));
   if (plan.resuming()) {
-    // Flags that describe another model than the checkpoint's are a bad request (exit code 2); a
-    // shard that cannot be read is a bad input, as it is to `consolidate` (exit code 3).
-    with_error_kind(ErrorKind::Usage, [&] { check_same_model(plan.resumed, layout); });
+    // A shard that cannot be read is a bad input, as it is to `consolidate` (exit code 3); flags
+    // that describe another model than the checkpoint's stay a bad request (check_same_model).
     ShardState shards = with_error_kind(ErrorKind::Input, [&] {
       return load_rank_shards(plan.resumed, layout, comm.rank(), plan.config.world);
     });
