@@ -348,6 +348,15 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
       ->transform(CLI::IsMember({"cpu", "cuda", "cpu-detached"}, CLI::ignore_case))
       ->default_str("cpu (cuda with --backend nccl)");
   cmd.add_option_function<std::string>(
+         "--attention",
+         [&args](const std::string& name) {
+           args.config.attention = name == "fast" ? AttentionKind::Fast : AttentionKind::Exact;
+         },
+         "GPT attention kernels on CUDA: exact (the CPU's bits) | fast (tensor cores, bf16 "
+         "products, fp32 sums; head sizes 16, 32, 64; repeatable bit for bit)")
+      ->transform(CLI::IsMember({"exact", "fast"}, CLI::ignore_case))
+      ->default_str("fast under --bf16 on CUDA where the head size allows, else exact");
+  cmd.add_option_function<std::string>(
          "--mpi-reduce",
          [&args](const std::string& name) {
            args.config.mpi_reduce = kMpiReduceNames.at(name);

@@ -12,6 +12,7 @@
 
 #include "core/buffer.hpp"
 #include "core/memory_ledger.hpp"
+#include "ops/attention_kind.hpp"
 #include "optim/adamw.hpp"
 
 namespace zl {

@@ -86,7 +86,8 @@ void launch_on_nccl(RunPlan& plan, const RankCallbacks& callbacks, TrainResult& 
                     [&] { check_gpu_memory(config, bootstrap.rank.local_rank); });
   }
   std::unique_ptr<Device> device =
-      make_rank_device(Accelerator::Cuda, bootstrap.rank.local_rank, config.features.precision);
+      make_rank_device(Accelerator::Cuda, bootstrap.rank.local_rank, config.features.precision, 1,
+                       cpu::Grain::Normal, config.attention);
   NcclComm comm(static_cast<CudaDevice&>(*device), bootstrap, config.collective_timeout);
   RankTimeline clocks(config.world, plan.timeline.options);
   clocks.start();

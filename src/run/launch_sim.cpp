@@ -25,7 +25,7 @@ void launch_on_sim(const RunPlan& plan, const RankCallbacks& callbacks, TrainRes
     // Every rank of the sim shares GPU 0 (the simulator's collectives run on one GPU's memory).
     const std::unique_ptr<Device> device =
         make_rank_device(config.accelerator, 0, config.features.precision, run_threads(config),
-                         config.kernel_grain);
+                         config.kernel_grain, config.attention);
     RankRun run = run_rank(plan, comm, *device, *sim_timeline(comm), share_file, callbacks);
     if (comm.rank() != 0) {
       if (run.stopped.empty()) result.ranks[static_cast<std::size_t>(comm.rank())] = run.report;

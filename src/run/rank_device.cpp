@@ -37,7 +37,8 @@ std::string_view accelerator_name(Accelerator accelerator) {
 }
 
 std::unique_ptr<Device> make_rank_device(Accelerator accelerator, int device_index,
-                                         DType precision, int cpu_threads, cpu::Grain grain) {
+                                         DType precision, int cpu_threads, cpu::Grain grain,
+                                         AttentionKind attention) {
   switch (accelerator) {
     case Accelerator::Cpu:
       return std::make_unique<CpuDevice>(cpu_threads, grain);
@@ -54,11 +55,13 @@ std::unique_ptr<Device> make_rank_device(Accelerator accelerator, int device_ind
         cuda_collective_memory();
         auto device = std::make_unique<CudaDevice>(device_index);
         device->set_bf16_gemms(precision == DType::BF16);
+        if (attention != AttentionKind::Default) device->set_attention(attention);
         return device;
       }
 #else
       (void)device_index;
       (void)precision;
+      (void)attention;
       no_cuda();
 #endif
   }

@@ -28,11 +28,13 @@ std::string_view accelerator_name(Accelerator accelerator);
 /// unused) whose kernels run on `cpu_threads` threads at `grain`. Training in bf16 (`precision`), the CudaDevice runs its GEMMs in bf16 on tensor cores
 /// with fp32 accumulation, as torch.autocast does (CudaDevice::set_bf16_gemms); the CPU devices
 /// always compute in fp32. Registers the device's memory with the simulator
-/// (sim/collective_memory.hpp) on first use. Throws zl::Error when zerolab was built without
-/// CUDA or there is no such GPU.
+/// (sim/collective_memory.hpp) on first use. A CudaDevice runs the `attention` kernels asked for
+/// (CudaDevice::set_attention; Default leaves its own choice). Throws zl::Error when zerolab was
+/// built without CUDA or there is no such GPU.
 std::unique_ptr<Device> make_rank_device(Accelerator accelerator, int device_index,
                                          DType precision, int cpu_threads = 1,
-                                         cpu::Grain grain = cpu::Grain::Normal);
+                                         cpu::Grain grain = cpu::Grain::Normal,
+                                         AttentionKind attention = AttentionKind::Default);
 
 /// Bytes free now on GPU `device_index` (cudaMemGetInfo), or nothing for the CPU accelerators,
 /// a build without CUDA, or a GPU the driver cannot report on.

@@ -73,6 +73,9 @@ struct TrainConfig {
   /// Where each rank computes (--accelerator): Cpu; Cuda (the Nccl backend's, or the sim's ranks
   /// sharing GPU 0); CpuDetached (tests: bitwise Cpu, with memory the host may not touch).
   Accelerator accelerator = Accelerator::Cpu;
+  /// The attention kernels of a CUDA run (--attention): Default (fast under --bf16 where the
+  /// head size allows, else exact), Exact or Fast; the CPU runs exact only.
+  AttentionKind attention = AttentionKind::Default;
   int world = 1;           ///< ranks W (the reference plays all W in one process)
   /// CPU threads each rank's kernels run on (--threads, ZL_THREADS); 0: the machine's cores
   /// divided among the W ranks (run_threads()). Never changes a bit of the results.

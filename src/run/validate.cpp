@@ -113,6 +113,9 @@ void validate(const TrainConfig& config) {
   ZL_CHECK(config.backend != Backend::Mpi || config.accelerator == Accelerator::Cpu,
            "--backend mpi runs on the CPU: drop --accelerator {} (GPUs use --backend nccl)",
            accelerator_name(config.accelerator));
+  ZL_CHECK(config.attention != AttentionKind::Fast || config.accelerator == Accelerator::Cuda,
+           "--attention fast runs on GPUs: add --accelerator cuda, or drop --attention (the CPU "
+           "runs exact attention)");
   ZL_CHECK(config.backend != Backend::Nccl || config.accelerator == Accelerator::Cuda,
            "--backend nccl runs on GPUs: use --accelerator cuda (the default with nccl)");
   if (config.accelerator != Accelerator::Cpu) {

@@ -293,9 +293,9 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
   EXPECT_EQ(std::count(env.err.begin(), env.err.end(), '\n'), 1) << env.err;
 }
 
-// --accelerator and --backend nccl: wrong combinations fail in one line before anything runs
-// (built without NCCL or CUDA, the line says that instead, naming the same flag). The mpi
-// combinations are in tests/mpi, which launches MPI without the leak check OpenMPI fails.
+// --accelerator, --attention and --backend nccl: wrong combinations fail in one line before
+// anything runs (built without NCCL or CUDA, the line says that instead, naming the same flag).
+// The mpi combinations are in tests/mpi, which launches MPI without the leak check OpenMPI fails.
 TEST_F(CliTest, AcceleratorAndNcclCombinationsFailInOneLine) {
   const BadInput cases[] = {
       {"train --accelerator tpu", "--accelerator"},
@@ -303,6 +303,8 @@ TEST_F(CliTest, AcceleratorAndNcclCombinationsFailInOneLine) {
       {"train --backend nccl --engine reference", "--backend nccl"},
       {"train --accelerator cpu-detached --engine reference", "--engine reference runs on the CPU"},
       {"train --accelerator cpu-detached --offload-optimizer", "--offload-optimizer keeps"},
+      {"train --attention fast", "--attention fast runs on GPUs: add --accelerator cuda"},
+      {"train --attention flash", "--attention"},
   };
   for (const auto& bad : cases) {
     const auto run = zerolab(bad.args + " " + kSmall);

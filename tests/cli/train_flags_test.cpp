@@ -75,6 +75,9 @@ TEST(TrainFlags, EachFeatureFlagSetsItsField) {
   EXPECT_EQ(parse_train_args({"--fp16"}).config.features.precision, DType::F16);
   EXPECT_EQ(parse_train_args({"--precision", "BF16"}).config.features.precision, DType::BF16);
   EXPECT_EQ(parse_train_args({"--precision", "fp32"}).config.features.precision, DType::F32);
+  EXPECT_EQ(parse_train_args({}).config.attention, AttentionKind::Default);
+  EXPECT_EQ(parse_train_args({"--attention", "fast"}).config.attention, AttentionKind::Fast);
+  EXPECT_EQ(parse_train_args({"--attention", "EXACT"}).config.attention, AttentionKind::Exact);
 }
 
 TEST(TrainFlags, BadValuesAreOneLineErrorsNamingTheFlag) {

@@ -207,6 +207,51 @@ TEST_F(GpuStepWork, RoundToGivesTheHostBits) {
   }
 }
 
+// The kernels move 8 elements at once where both arrays are 16-byte aligned and one at a time
+// elsewhere: every start (aligned or not) and length (whole vectors, a tail, shorter than one)
+// gives the host's bits, and nothing outside the range is written.
+TEST_F(GpuStepWork, ConvertAndRoundToGiveTheHostBitsAtEveryStartAndLength) {
+  const auto values = float_specials(77);
+  const auto total = static_cast<std::int64_t>(values.size());
+  for (const DType from : kTrainingDtypes) {
+    const auto in = stored_as(values, from);
+    Buffer g_in = upload_bytes(*gpu_, in, from, values.size());
+    for (const DType to : kTrainingDtypes) {
+      for (const std::int64_t start : {0, 1, 3, 8, 13}) {
+        for (const std::int64_t elems : {1, 7, 8, 9, 16, 61, 1000}) {
+          std::vector<std::byte> cpu_out(values.size() * dtype_bytes(to), std::byte{0x5A});
+          Buffer g_out = upload_bytes(*gpu_, cpu_out, to, values.size());
+          const auto in_at = static_cast<std::size_t>(start) * dtype_bytes(from);
+          const auto out_at = static_cast<std::size_t>(start) * dtype_bytes(to);
+          cpu_.convert(in.data() + in_at, from, cpu_out.data() + out_at, to, elems);
+          gpu_->convert(static_cast<const std::byte*>(g_in.data()) + in_at, from,
+                        static_cast<std::byte*>(g_out.data()) + out_at, to, elems);
+          expect_same(download_bytes(*gpu_, g_out), cpu_out, to, false,
+                      "convert " + std::string(dtype_name(from)) + " -> " +
+                          std::string(dtype_name(to)) + " from " + std::to_string(start) + ", " +
+                          std::to_string(elems) + " elements");
+        }
+      }
+    }
+  }
+  for (const DType dtype : {DType::BF16, DType::F16}) {
+    for (const std::int64_t start : {0, 1, 4, 8}) {
+      for (const std::int64_t elems : std::vector<std::int64_t>{1, 7, 8, 9, 61, total - 8}) {
+        std::vector<float> cpu_x = values;
+        Buffer g = test::upload(*gpu_, values);
+        const auto range = [&](std::span<float> all) {
+          return all.subspan(static_cast<std::size_t>(start), static_cast<std::size_t>(elems));
+        };
+        cpu_.round_to(range(cpu_x), dtype);
+        gpu_->round_to(range(g.as<float>()), dtype);
+        expect_same(download_bytes(*gpu_, g), stored_as(cpu_x, DType::F32), DType::F32, false,
+                    "round_to " + std::string(dtype_name(dtype)) + " from " +
+                        std::to_string(start) + ", " + std::to_string(elems) + " elements");
+      }
+    }
+  }
+}
+
 TEST_F(GpuStepWork, BlockSumsOfSquaresAreTheHostPartials) {
   constexpr std::int64_t kElems = kNormBlockElems * 101;  // an odd count of whole blocks
   auto grads = test::random_floats(kElems, 75);

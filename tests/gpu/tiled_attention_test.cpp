@@ -1,5 +1,4 @@
-// tiled_attention_test.cpp — the CUDA device's attention on a GPU: the tiled kernels (the
-// default) give the CPU device's bits (both do the same float operations in the same order,
+// tiled_attention_test.cpp — the CUDA device's exact attention on a GPU: the tiled kernels give the CPU device's bits (both do the same float operations in the same order,
 // ops/attention_tile.hpp) at every channels-per-lane width, with more than 48 KiB of shared
 // memory (head size 256) and at GPT-2's shape; they repeat bit for bit; they keep no T x T
 // scratch; the cuBLAS path (ZL_CUDA_ATTENTION=gemm) is still within cuda_device_test.cpp's fp32
@@ -103,6 +102,7 @@ class TiledAttention : public ::testing::Test {
     ZL_REQUIRE_GPU();
     ::unsetenv("ZL_CUDA_ATTENTION");
     gpu_ = std::make_unique<CudaDevice>(0);
+    gpu_->set_attention(AttentionKind::Exact);
   }
   std::unique_ptr<CudaDevice> gpu_;
 };
@@ -159,7 +159,7 @@ TEST_F(TiledAttention, RefusesHeadsWiderThan256) {
 TEST_F(TiledAttention, RefusesAnUnknownAttentionSetting) {
   EXPECT_THAT([] { device_with_attention("flash"); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
-                  "ZL_CUDA_ATTENTION is 'flash': use tiled (the default) or gemm")));
+                  "ZL_CUDA_ATTENTION is 'flash': use exact, fast or gemm")));
 }
 
 }  // namespace

@@ -32,13 +32,15 @@ namespace {
 // its own, unseen): 32 MiB, what cuBLAS itself recommends for Hopper.
 constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
 
-// ZL_CUDA_ATTENTION: tiled (the default) or gemm.
-bool gemm_attention_from_environment() {
+// ZL_CUDA_ATTENTION: exact (or its old name tiled), fast or gemm; unset, Default.
+AttentionKind attention_from_environment() {
   const char* value = std::getenv("ZL_CUDA_ATTENTION");
-  if (value == nullptr || std::string_view(value) == "tiled") return false;
-  ZL_CHECK(std::string_view(value) == "gemm",
-           "ZL_CUDA_ATTENTION is '{}': use tiled (the default) or gemm", value);
-  return true;
+  if (value == nullptr) return AttentionKind::Default;
+  const std::string_view name(value);
+  if (name == "exact" || name == "tiled") return AttentionKind::Exact;
+  if (name == "fast") return AttentionKind::Fast;
+  ZL_CHECK(name == "gemm", "ZL_CUDA_ATTENTION is '{}': use exact, fast or gemm", value);
+  return AttentionKind::Gemm;
 }
 
 // The step work runs on the training dtypes only, as on the CPU.
@@ -59,7 +61,7 @@ int CudaDevice::device_count() {
 }
 
 CudaDevice::CudaDevice(int device_index)
-    : device_index_(device_index), gemm_attention_(gemm_attention_from_environment()) {
+    : device_index_(device_index), attention_(attention_from_environment()) {
   const int count = device_count();
   ZL_CHECK(device_index >= 0 && device_index < count,
            "CUDA device {} does not exist: this process sees {} GPU(s) (check LOCAL_RANK and "
@@ -150,6 +152,21 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
                                  transpose_b ? ki : ni, a, transpose_a ? mi : ki, &beta, c, ni));
 }
 
+CudaDevice::Bf16Operands CudaDevice::bf16_operands(const float* dy, std::int64_t dy_elems,
+                                                   const float* x, std::int64_t x_elems,
+                                                   const float* w, std::int64_t w_elems) {
+  const auto aligned = [](std::int64_t elems) { return (elems + 7) / 8 * 8; };  // 16 bytes
+  auto* dy16 = static_cast<std::uint16_t*>(
+      scratch(static_cast<std::size_t>(aligned(dy_elems) + aligned(x_elems) + w_elems) *
+              sizeof(std::uint16_t)));
+  std::uint16_t* x16 = dy16 + aligned(dy_elems);
+  std::uint16_t* w16 = x16 + aligned(x_elems);
+  convert(dy, DType::F32, dy16, DType::BF16, dy_elems);
+  convert(x, DType::F32, x16, DType::BF16, x_elems);
+  convert(w, DType::F32, w16, DType::BF16, w_elems);
+  return {dy16, x16, w16};
+}
+
 void CudaDevice::matmul_bf16(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
                              std::int64_t k, const std::uint16_t* a, const std::uint16_t* b,
                              float* c, float beta) {
@@ -176,6 +193,14 @@ void CudaDevice::do_linear_backward(std::span<const float> x, std::span<const fl
                                     std::span<const float> dy, std::span<float> dw,
                                     std::span<float> db, std::span<float> dx, std::int64_t rows,
                                     std::int64_t in, std::int64_t out) {
+  if (bf16_gemms_ && rows > 0 && in > 0 && out > 0) {
+    const Bf16Operands ops = bf16_operands(dy.data(), rows * out, x.data(), rows * in, w.data(),
+                                           dx.empty() ? 0 : out * in);
+    matmul_bf16(true, false, out, in, rows, ops.dy, ops.x, dw.data(), 1.0f);
+    if (!db.empty()) cuda::add_column_sums(dy.data(), db.data(), rows, out, stream_);
+    if (!dx.empty()) matmul_bf16(false, false, rows, in, out, ops.dy, ops.w, dx.data(), 0.0f);
+    return;
+  }
   // dw [out, in] += dy^T (dy stored [rows, out]) * x [rows, in]
   gemm(true, false, out, in, rows, dy.data(), x.data(), dw.data(), 1.0f);
   if (!db.empty()) cuda::add_column_sums(dy.data(), db.data(), rows, out, stream_);
@@ -195,6 +220,14 @@ void CudaDevice::do_conv1d_backward(std::span<const float> x, std::span<const fl
                                     std::span<const float> dy, std::span<float> dw,
                                     std::span<float> db, std::span<float> dx, std::int64_t rows,
                                     std::int64_t in, std::int64_t out) {
+  if (bf16_gemms_ && rows > 0 && in > 0 && out > 0) {
+    const Bf16Operands ops = bf16_operands(dy.data(), rows * out, x.data(), rows * in, w.data(),
+                                           dx.empty() ? 0 : in * out);
+    matmul_bf16(true, false, in, out, rows, ops.x, ops.dy, dw.data(), 1.0f);
+    cuda::add_column_sums(dy.data(), db.data(), rows, out, stream_);
+    if (!dx.empty()) matmul_bf16(false, true, rows, in, out, ops.dy, ops.w, dx.data(), 0.0f);
+    return;
+  }
   // dw [in, out] += x^T (x stored [rows, in]) * dy [rows, out]
   gemm(true, false, in, out, rows, x.data(), dy.data(), dw.data(), 1.0f);
   cuda::add_column_sums(dy.data(), db.data(), rows, out, stream_);

@@ -102,6 +102,12 @@ class CudaDevice final : public Device {
   /// Off (the default), GEMMs are fp32 without TF32. Results differ from the CPU's by bf16's
   /// rounding of the operands.
   void set_bf16_gemms(bool on) { bf16_gemms_ = on; }
+  /// The attention kernels to run (AttentionKind); a kind other than Default is a request: Fast
+  /// on a head size it does not take is refused at the first attention call. Made with
+  /// ZL_CUDA_ATTENTION's kind (exact, tiled = exact, fast or gemm), else Default.
+  void set_attention(AttentionKind kind) { attention_ = kind; }
+  /// The kernels attention runs on for head size `head_dim`: Exact, Fast or Gemm.
+  AttentionKind attention_for(std::int64_t head_dim) const;
   /// True when GEMMs run in bf16 (set_bf16_gemms).
   bool bf16_gemms() const { return bf16_gemms_; }
 
@@ -201,8 +207,9 @@ class CudaDevice final : public Device {
   void do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) override;
   void do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
                              std::span<float> dx) override;
-  /// By default (ZL_CUDA_ATTENTION unset or tiled) in tiles, flash-attention style, with no
-  /// T x T scratch (cuda_tiled_attention.cu; head size at most 256). With ZL_CUDA_ATTENTION=gemm,
+  /// Fast (attention_for): on the tensor cores (cuda_fast_attention.cu), no T x T scratch.
+  /// Exact: in tiles, flash-attention style, with no T x T scratch, the CPU's bits
+  /// (cuda_tiled_attention.cu; head size at most 256). Gemm:
   /// per batch element b in device scratch of heads * T * T floats (not kept): the scores
   /// q kᵀ / sqrt(D) of every head by one strided-batched fp32 cuBLAS GEMM, the causal softmax in
   /// place writing each row's stats (one warp per row, sums in double, cuda_attention.cu), then
@@ -210,9 +217,9 @@ class CudaDevice final : public Device {
   void do_attention_forward(std::span<const float> qkv, std::span<float> stats,
                             std::span<float> out, std::int64_t batch, std::int64_t seq_len,
                             std::int64_t channels, std::int64_t heads) override;
-  /// Tiled by default: dq (with each row's delta_t = dout_t . out_t, in device scratch of
+  /// Fast and Exact: dq (with each row's delta_t = dout_t . out_t, in device scratch of
   /// batch * heads * T floats) by one kernel per query tile, then dk and dv by one per key tile,
-  /// no atomics. With ZL_CUDA_ATTENTION=gemm (which does not read out), per batch element b in
+  /// no atomics. Gemm (which does not read out): per batch element b in
   /// device scratch of 2 * heads * T * T floats: probs rebuilt (the scores GEMM again, then
   /// exp(score - m) / l from the stats), dprobs = dout vᵀ (batched GEMM), the softmax backward in
   /// place into dscores, then dq = dscores k / sqrt(D), dk = dscoresᵀ q / sqrt(D) and dv = probsᵀ
@@ -227,6 +234,13 @@ class CudaDevice final : public Device {
   // (overwrite) or 1 (accumulate).
   void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
             const float* a, const float* b, float* c, float beta);
+  // A layer backward's fp32 operands rounded to bf16 once each, side by side in scratch at
+  // 16-byte boundaries: dy serves both the dw and the dx product (w_elems 0: no dx, no w).
+  struct Bf16Operands {
+    const std::uint16_t *dy, *x, *w;
+  };
+  Bf16Operands bf16_operands(const float* dy, std::int64_t dy_elems, const float* x,
+                             std::int64_t x_elems, const float* w, std::int64_t w_elems);
   // Column-major, cuBLAS's own convention: for each of `batch` heads i, C_i [m, n] =
   // alpha op(A_i) op(B_i) (beta 0), the heads `stride_*` floats apart; lda/ldb/ldc as cuBLAS's.
   void gemm_heads(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
@@ -256,7 +270,7 @@ class CudaDevice final : public Device {
   };
 
   int device_index_ = 0;
-  bool gemm_attention_ = false;  // ZL_CUDA_ATTENTION=gemm: attention by cuBLAS GEMMs and scratch
+  AttentionKind attention_ = AttentionKind::Default;  // set_attention
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;

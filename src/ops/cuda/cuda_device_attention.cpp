@@ -1,7 +1,7 @@
-// cuda_device_attention.cpp — CudaDevice's attention: the tiled kernels' launches
-// (cuda_tiled_attention.cu) with the shapes they refuse, and the cuBLAS path that
-// ZL_CUDA_ATTENTION=gemm selects (strided-batched GEMMs around cuda_attention.cu's softmax
-// kernels, one batch element's scores in scratch).
+// cuda_device_attention.cpp — CudaDevice's attention: which kernels run (AttentionKind), the
+// fast kernels' launches (cuda_fast_attention.cu), the tiled exact kernels' (cuda_tiled_attention.cu)
+// with the shapes they refuse, and the cuBLAS path of AttentionKind::Gemm (strided-batched GEMMs
+// around cuda_attention.cu's softmax kernels, one batch element's scores in scratch).
 #include <limits>
 
 #include "core/error.hpp"
@@ -23,6 +23,22 @@ void CudaDevice::gemm_heads(bool transpose_a, bool transpose_b, std::int64_t m, 
       cublas_int(m, "M"), cublas_int(n, "N"), cublas_int(k, "K"), &alpha, a, cublas_int(lda, "lda"),
       stride_a, b, cublas_int(ldb, "ldb"), stride_b, &beta, c, cublas_int(ldc, "ldc"), stride_c,
       cublas_int(batch, "heads")));
+}
+
+AttentionKind CudaDevice::attention_for(std::int64_t head_dim) const {
+  switch (attention_) {
+    case AttentionKind::Default:  // fp32 training keeps fp32 attention
+      return bf16_gemms_ && cuda::fast_attention_takes(head_dim) ? AttentionKind::Fast
+                                                                 : AttentionKind::Exact;
+    case AttentionKind::Fast:
+      ZL_CHECK(cuda::fast_attention_takes(head_dim),
+               "attention fast: the head size is {} (channels / heads); the fast kernels take 16, "
+               "32 or 64: use --attention exact, or heads that give one of those",
+               head_dim);
+      return AttentionKind::Fast;
+    default:
+      return attention_;
+  }
 }
 
 void CudaDevice::check_tiled_attention(std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
@@ -54,8 +70,14 @@ void CudaDevice::do_attention_forward(std::span<const float> qkv, std::span<floa
   const std::int64_t T = seq_len, C = channels, D = channels / heads;
   select();
   const auto scale = static_cast<float>(attention_scale(D));
-  if (!gemm_attention_) {
-    check_tiled_attention(batch, T, heads, D);
+  const AttentionKind kind = attention_for(D);
+  if (kind != AttentionKind::Gemm) check_tiled_attention(batch, T, heads, D);
+  if (kind == AttentionKind::Fast) {
+    cuda::fast_attention_forward(qkv.data(), stats.data(), out.data(), batch, T, C, heads, scale,
+                                 stream_);
+    return;
+  }
+  if (kind == AttentionKind::Exact) {
     cuda::tiled_attention_forward(qkv.data(), stats.data(), out.data(), batch, T, C, heads, scale,
                                   stream_);
     return;
@@ -81,10 +103,16 @@ void CudaDevice::do_attention_backward(std::span<const float> qkv, std::span<con
   const std::int64_t T = seq_len, C = channels, D = channels / heads;
   select();
   const auto scale = static_cast<float>(attention_scale(D));
-  if (!gemm_attention_) {
+  const AttentionKind kind = attention_for(D);
+  if (kind != AttentionKind::Gemm) {
     check_tiled_attention(batch, T, heads, D);
     auto* delta =
         static_cast<float*>(scratch(static_cast<std::size_t>(batch * heads * T) * sizeof(float)));
+    if (kind == AttentionKind::Fast) {
+      cuda::fast_attention_backward(qkv.data(), stats.data(), out.data(), dout.data(),
+                                    dqkv.data(), delta, batch, T, C, heads, scale, stream_);
+      return;
+    }
     cuda::tiled_attention_backward(qkv.data(), stats.data(), out.data(), dout.data(), dqkv.data(),
                                    delta, batch, T, C, heads, scale, stream_);
     return;

@@ -102,6 +102,25 @@ void tiled_attention_backward(const float* qkv, const float* stats, const float*
                               std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
                               float scale, cudaStream_t stream);
 
+/// Whether fast_attention_forward and _backward take head size `head_dim`: 16, 32 or 64.
+bool fast_attention_takes(std::int64_t head_dim);
+
+/// Causal attention forward on the tensor cores (cuda_fast_attention.cu): the tiled kernels'
+/// contract (out, and stats {m, l} per query row), with q, k, v and the probabilities rounded to
+/// bf16 for the products and fp32 accumulation; repeats bit for bit, not the CPU's bits. Head
+/// size one that fast_attention_takes; batch * heads below 2^31 and ceil(seq_len / 64) at most
+/// 65535 (checked by the caller).
+void fast_attention_forward(const float* qkv, float* stats, float* out, std::int64_t batch,
+                            std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
+                            float scale, cudaStream_t stream);
+
+/// Its backward: dqkv [B, T, 3C] overwritten; `delta` is device scratch of batch * heads *
+/// seq_len floats.
+void fast_attention_backward(const float* qkv, const float* stats, const float* out,
+                             const float* dout, float* dqkv, float* delta, std::int64_t batch,
+                             std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
+                             float scale, cudaStream_t stream);
+
 /// out[i] = in[i] converted between training dtypes (fp32, bf16, fp16; checked by the caller):
 /// widened to fp32 exactly, rounded to nearest even (core/dtype.hpp's bits, NaN included).
 void convert(const void* in, DType in_dtype, void* out, DType out_dtype, std::int64_t elems,

@@ -1,8 +1,9 @@
 // cuda_runtime.h (tests/cuda_emulation) — what a CUDA kernel written in zerolab's style needs to
 // run on the CPU: `__global__` and `__device__` as nothing, threadIdx, blockIdx and blockDim,
 // float4,
-// __syncthreads, __syncwarp, the warp shuffles, dynamic shared memory, and `emulate`, which
-// launches a kernel. Each CUDA thread of a block is a std::thread; __syncthreads is a barrier of
+// __syncthreads, __syncwarp, the warp shuffles, dynamic shared memory, a stand-in for the tensor
+// cores' mma.sync m16n8k16 on bf16 (ZL_CUDA_EMULATOR tells ops/cuda/cuda_mma.cuh to call it), and
+// `emulate`, which launches a kernel. Each CUDA thread of a block is a std::thread; __syncthreads is a barrier of
 // the block's threads, a shuffle is two barriers of the warp's 32 (one to publish every lane's
 // value, one before the slots are reused); blocks run one after another. So a kernel that
 // forgets a __syncthreads reads a tile that is still being written, which ThreadSanitizer reports
@@ -12,8 +13,10 @@
 #pragma once
 
 #include <barrier>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -30,6 +33,7 @@ struct alignas(16) float4 {
 /// Streams are accepted and ignored: a launch runs to completion before `emulate` returns.
 using cudaStream_t = void*;
 
+#define ZL_CUDA_EMULATOR 1
 #define __global__
 #define __device__
 #define __launch_bounds__(threads)
@@ -41,7 +45,9 @@ struct ThreadPlace {
   std::barrier<>* block = nullptr;
   std::barrier<>* warp = nullptr;
   double* warp_slots = nullptr;  // one per lane, wide enough for a double
+  std::uint32_t* mma_slots = nullptr;  // kMmaWords per lane: an mma's a and b registers
 };
+inline constexpr int kMmaWords = 6;
 inline thread_local ThreadPlace place;
 inline std::vector<float> shared_memory;
 
@@ -57,7 +63,7 @@ T exchange(T value, unsigned source);
 }  // namespace zl::cuda_emulation
 
 inline thread_local dim3 threadIdx, blockIdx;
-inline dim3 blockDim;
+inline dim3 blockDim, gridDim;
 
 #define ZL_DYNAMIC_SHARED_FLOATS(name) float* name = ::zl::cuda_emulation::shared_floats()
 
@@ -89,12 +95,49 @@ T exchange(T value, unsigned source) {
   return result;
 }
 
+/// d += a b for the warp, as mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 lays out its
+/// operands (ops/cuda/cuda_mma.cuh): every lane publishes its registers, then computes its own 4
+/// accumulators from the rows and columns the others hold, the 16 exact products added to d in
+/// k order in float (the hardware's order within an MMA is its own: tests compare within a
+/// tolerance).
+inline void mma_m16n8k16_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                              std::uint32_t b1) {
+  const unsigned lane = threadIdx.x % 32;
+  std::uint32_t* slots = place.mma_slots;
+  for (int r = 0; r < 4; ++r) slots[lane * kMmaWords + r] = a[r];
+  slots[lane * kMmaWords + 4] = b0;
+  slots[lane * kMmaWords + 5] = b1;
+  place.warp->arrive_and_wait();
+  const auto half = [](std::uint32_t word, int k) {
+    return std::bit_cast<float>(k % 2 == 1 ? (word & 0xFFFF0000u) : (word << 16));
+  };
+  // A (row, k) is in lane 4 (row % 8) + (k % 8) / 2, register (row >= 8) + 2 (k >= 8);
+  // B (k, col) in lane 4 col + (k % 8) / 2, register 4 + (k >= 8); halves by k's parity.
+  const auto a_at = [&](unsigned row, int k) {
+    const unsigned from = 4 * (row % 8) + static_cast<unsigned>(k % 8) / 2;
+    return half(slots[from * kMmaWords + (row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k);
+  };
+  const auto b_at = [&](int k, unsigned col) {
+    const unsigned from = 4 * col + static_cast<unsigned>(k % 8) / 2;
+    return half(slots[from * kMmaWords + 4 + (k >= 8 ? 1 : 0)], k);
+  };
+  const unsigned group = lane / 4, pair = lane % 4;
+  for (int e = 0; e < 4; ++e) {
+    const unsigned row = group + (e >= 2 ? 8 : 0), col = 2 * pair + (e % 2);
+    float sum = d[e];
+    for (int k = 0; k < 16; ++k) sum = sum + a_at(row, k) * b_at(k, col);
+    d[e] = sum;
+  }
+  place.warp->arrive_and_wait();
+}
+
 /// emulate(kernel, grid, block, shared_bytes)(args...) runs kernel(args...) on every thread of
 /// every block of the grid (block.x threads, a multiple of 32; y and z of the block 1).
 template <class Kernel>
 auto emulate(Kernel kernel, dim3 grid, dim3 block, std::size_t shared_bytes) {
   return [=](auto... args) {
     blockDim = block;
+    gridDim = grid;
     for (unsigned y = 0; y < grid.y; ++y) {
       for (unsigned x = 0; x < grid.x; ++x) {
         shared_memory.assign(shared_bytes / sizeof(float), std::nanf(""));
@@ -102,6 +145,7 @@ auto emulate(Kernel kernel, dim3 grid, dim3 block, std::size_t shared_bytes) {
         std::barrier<> block_barrier(block.x);
         std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
         std::vector<double> slots(block.x);
+        std::vector<std::uint32_t> mma_slots(block.x * kMmaWords);
         for (unsigned w = 0; w < block.x / 32; ++w) {
           warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
         }
@@ -110,7 +154,8 @@ auto emulate(Kernel kernel, dim3 grid, dim3 block, std::size_t shared_bytes) {
           threads.emplace_back([&, t] {
             threadIdx = dim3(t);
             blockIdx = dim3(x, y);
-            place = {&block_barrier, warp_barriers[t / 32].get(), slots.data() + t / 32 * 32};
+            place = {&block_barrier, warp_barriers[t / 32].get(), slots.data() + t / 32 * 32,
+                     mma_slots.data() + t / 32 * 32 * kMmaWords};
             kernel(args...);
           });
         }

@@ -1,0 +1,53 @@
+// cuda_fast_attention.cu — the launches of the fast attention kernels (cuda_fast_attention.cuh):
+// forward, then backward's dq kernel and its dk/dv kernel, one template instance per head size.
+#include "ops/cuda/cuda_check.hpp"
+#include "ops/cuda/cuda_fast_attention.cuh"
+#include "ops/cuda/cuda_kernels.hpp"
+
+namespace zl::cuda {
+
+namespace {
+
+dim3 fast_grid(std::int64_t batch, std::int64_t seq_len, std::int64_t heads) {
+  using fast_attention::kTileRows;
+  return {static_cast<unsigned>(batch * heads),
+          static_cast<unsigned>((seq_len + kTileRows - 1) / kTileRows)};
+}
+
+}  // namespace
+
+bool fast_attention_takes(std::int64_t head_dim) {
+  return fast_attention::takes_head_dim(head_dim);
+}
+
+void fast_attention_forward(const float* qkv, float* stats, float* out, std::int64_t batch,
+                            std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
+                            float scale, cudaStream_t stream) {
+  using namespace fast_attention;
+  if (batch == 0 || seq_len == 0) return;
+  const dim3 grid = fast_grid(batch, seq_len, heads);
+  with_head_dim(channels / heads, [&]<int kD>() {
+    forward_kernel<kD><<<grid, kThreads, kForwardSharedBytes<kD>, stream>>>(
+        qkv, stats, out, seq_len, channels, heads, scale);
+  });
+  cuda_check_launch("fast_attention_forward");
+}
+
+void fast_attention_backward(const float* qkv, const float* stats, const float* out,
+                             const float* dout, float* dqkv, float* delta, std::int64_t batch,
+                             std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
+                             float scale, cudaStream_t stream) {
+  using namespace fast_attention;
+  if (batch == 0 || seq_len == 0) return;
+  const dim3 grid = fast_grid(batch, seq_len, heads);
+  with_head_dim(channels / heads, [&]<int kD>() {
+    dq_kernel<kD><<<grid, kThreads, kDqSharedBytes<kD>, stream>>>(
+        qkv, stats, out, dout, dqkv, delta, seq_len, channels, heads, scale);
+    cuda_check_launch("fast_attention_backward (dq)");
+    dkv_kernel<kD><<<grid, kThreads, kDkvSharedBytes<kD>, stream>>>(
+        qkv, stats, dout, delta, dqkv, seq_len, channels, heads, scale);
+  });
+  cuda_check_launch("fast_attention_backward (dk, dv)");
+}
+
+}  // namespace zl::cuda

@@ -1,0 +1,59 @@
+// cuda_mma.cuh — one warp's tensor-core product for the fast attention kernels (private to
+// src/ops/cuda): bf16 pairs packed in 32-bit words, and D += A B for a 16 x 16 bf16 A, a 16 x 8
+// bf16 B and a 16 x 8 fp32 D (PTX's mma.sync m16n8k16, fp32 accumulation). Each lane holds a
+// fixed part of each operand, as PTX lays them out (lane = 4 * group + pair):
+//   A: a[0] = row group, columns 2 pair and 2 pair + 1; a[1] = row group + 8, the same columns;
+//      a[2] and a[3] = the same rows, columns + 8.
+//   B: b0 = rows (k) 2 pair and 2 pair + 1 of column group; b1 = rows + 8.
+//   D: d[0], d[1] = row group, columns 2 pair and 2 pair + 1; d[2], d[3] = row group + 8.
+// So two neighbouring D tiles of 8 columns, packed to bf16, are an A operand of 16 columns, and
+// a product's probabilities stay in registers for the next product. An emulator that runs the
+// kernels on the CPU (tests/cuda_emulation) defines ZL_CUDA_EMULATOR and its own stand-in.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ops/host_device.hpp"
+
+namespace zl::cuda::mma {
+
+/// The bf16 bits of `value`, rounded to nearest even (a NaN stays a quiet NaN).
+ZL_HOST_DEVICE inline std::uint32_t bf16_bits(float value) {
+  const std::uint32_t bits = host_device::bits_of(value);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return (bits >> 16) | 0x0040u;
+  return (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+}
+
+/// `low` and `high` rounded to bf16 in one word, `low` in its low half (the element of smaller
+/// index, as mma.sync reads a pair).
+ZL_HOST_DEVICE inline std::uint32_t pack_bf16(float low, float high) {
+  return bf16_bits(low) | (bf16_bits(high) << 16);
+}
+
+/// The float of the bf16 in the low (`high` false) or high half of `word`.
+ZL_HOST_DEVICE inline float unpack_bf16(std::uint32_t word, bool high) {
+  return host_device::float_from_bits(high ? (word & 0xFFFF0000u) : (word << 16));
+}
+
+#if defined(ZL_CUDA_EMULATOR)
+/// d += a b on one warp's 32 lanes, every lane calling it (the emulator's stand-in).
+inline void product(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                    std::uint32_t b1) {
+  cuda_emulation::mma_m16n8k16_bf16(d, a, b0, b1);
+}
+#else
+/// d += a b on one warp's 32 lanes, every lane calling it: mma.sync m16n8k16, bf16 operands,
+/// fp32 accumulators (sm_80 and later).
+__device__ inline void product(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                               std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
+
+}  // namespace zl::cuda::mma
