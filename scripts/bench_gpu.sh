@@ -3,16 +3,20 @@
 # the multi-tensor AdamW against the copy bandwidth and torch's fused AdamW (`zerolab bench adam
 # --accelerator cuda`, which runs scripts/torch_adamw_bench.py in the same run), GPT-2 124M in
 # bf16 with `zerolab train --backend nccl` at ZeRO stages 0-3, and the same model in PyTorch eager
-# (scripts/torch_gpt_bench.py). Builds nothing.
+# (scripts/torch_gpt_bench.py), stage 0 again with the exact attention kernels
+# (ZL_CUDA_ATTENTION=exact), and, where Nsight Compute's `ncu` is on the PATH, one DDP step's
+# kernels by name (time and launches). Builds nothing.
 #
 #   scripts/bench_gpu.sh [--zerolab build/gpu/zerolab] [--steps 20] [--warmup 5]
 #                        [--micro-batch 8] [--peak-flops 989e12] LOG_DIR
 #
 # Writes every command's raw output to LOG_DIR, and two files for notebooks/05_performance.ipynb:
-# notebooks/data/gpu-<date>-adam.json (the bench command's JSON, unedited) and
-# notebooks/data/gpu-<date>-gpt124m.json (the four train runs as `bench step` rows, with tokens/s,
-# MFU and peak memory per category, and the torch row). It prints the rows to add to
-# notebooks/data/README.md, which the notebook needs to label them. Stops at the first failure.
+# notebooks/data/gpu-<date>-<card>-adam.json (the bench command's JSON, unedited; <card> as h100)
+# and notebooks/data/gpu-<date>-<card>-gpt124m.json (the four train runs as `bench step` rows, with tokens/s,
+# MFU and peak memory per category, the exact-attention row and the torch row), and with ncu
+# notebooks/data/gpu-<date>-<card>-kernels.csv (kernel, launches, ms in one step). It prints the rows to
+# add to notebooks/data/README.md, which the notebook needs to label them. Stops at the first
+# failure, except the profile's (its log says why).
 set -euo pipefail
 
 usage() {
@@ -67,6 +71,10 @@ if grep -q -- '--accelerator' <<<"$train_help"; then train_device_flags+=(--acce
 mkdir -p "$log_dir"
 log_dir=$(cd "$log_dir" && pwd)
 date=$(date -u +%Y-%m-%d)
+# The files' names: gpu-<date>-<card>-*, the card's model as nvidia-smi names it (h100, h200, ...).
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE '[a-z][0-9]{2,3}' |
+  head -1 | tr '[:upper:]' '[:lower:]')
+prefix=gpu-$date${card:+-$card}
 cd "$root"
 {
   echo "date (UTC): $(date -u '+%Y-%m-%d %H:%M')"
@@ -101,17 +109,73 @@ for stage in 0 1 2 3; do
     --micro-batch "$micro_batch" --metrics "$log_dir/train-s$stage.metrics.jsonl" \
     --summary "$log_dir/train-s$stage.summary.json"
 done
+RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 ZL_CUDA_ATTENTION=exact run_logged train-s0-exact "$zerolab" \
+  train --model gpt --preset 124M "${train_device_flags[@]}" --stage 0 --bf16 --steps "$steps" \
+  --micro-batch "$micro_batch" --metrics "$log_dir/train-s0-exact.metrics.jsonl" \
+  --summary "$log_dir/train-s0-exact.summary.json"
 run_logged torch-gpt "$python" scripts/torch_gpt_bench.py --micro-batch "$micro_batch" \
   --seq-len 1024 --steps $((steps - warmup)) --warmup "$warmup" --peak-flops "$peak_flops"
 
+# ---- one DDP step's kernels, by name (Nsight Compute, when there) ----------------------------
+kernels_csv=
+if command -v ncu >/dev/null; then
+  echo "== profile: ncu, one DDP step" | tee -a "$log_dir/commands.txt"
+  if RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 timeout 300 ncu --clock-control none --csv --page raw \
+    --metrics gpu__time_duration.sum --log-file "$log_dir/ncu.csv" "$zerolab" train --model gpt \
+    --preset 124M "${train_device_flags[@]}" --stage 0 --bf16 --steps 1 \
+    --micro-batch "$micro_batch" >"$log_dir/profile.out" 2>"$log_dir/profile.err"; then
+    kernels_csv=$root/notebooks/data/$prefix-kernels.csv
+    "$python" - "$log_dir/ncu.csv" "$kernels_csv" <<'PY'
+import collections, csv, sys
+lines = open(sys.argv[1]).read().splitlines()
+start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+rows = list(csv.reader(lines[start:]))
+header, units = rows[0], rows[1]
+name_at, time_at = header.index("Kernel Name"), header.index("gpu__time_duration.sum")
+to_ms = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0}[units[time_at]]
+def name_of(signature):
+    """A kernel's name without its return type, namespaces' anonymous parts, template arguments
+    and parameter list: void zl::cuda::(anonymous namespace)::k<64>(float*) -> zl::cuda::k."""
+    signature = signature.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
+    depth, name = 0, ""
+    for ch in signature.removeprefix("void "):
+        if ch in "<>":
+            depth += 1 if ch == "<" else -1
+        elif ch == "(" and depth == 0:
+            break
+        elif depth == 0:
+            name += ch
+    return name.strip()
+ms, calls = collections.Counter(), collections.Counter()
+for row in rows[2:]:
+    if len(row) <= time_at or not row[time_at]:
+        continue
+    name = name_of(row[name_at])
+    ms[name] += float(row[time_at].replace(",", "")) * to_ms
+    calls[name] += 1
+total = sum(ms.values())
+with open(sys.argv[2], "w") as out:
+    out.write("kernel,launches,ms,share\n")
+    for name, value in ms.most_common():
+        out.write(f"{name},{calls[name]},{value:.3f},{value / total:.4f}\n")
+print(f"kernels of one DDP step: {total:.1f} ms in {sum(calls.values())} launches; the largest:")
+for name, value in ms.most_common(12):
+    print(f"  {value:8.2f} ms {calls[name]:5d}x {name}")
+PY
+  else
+    echo "bench_gpu.sh: the ncu profile failed (see $log_dir/profile.err and ncu.csv); no kernel table" >&2
+  fi
+fi
+
 # ---- the notebook's files ---------------------------------------------------------------------
-"$python" - "$log_dir" "$root/notebooks/data" "$date" "$warmup" "$micro_batch" "$peak_flops" \
+"$python" - "$log_dir" "$root/notebooks/data" "$prefix" "$warmup" "$micro_batch" "$peak_flops" \
   "$steps" <<'PY'
 import json, pathlib, shutil, statistics, sys
 sys.path.insert(0, "scripts")
 from torch_gpt_bench import flops_per_token  # one definition of the FLOPs per token
 
-log, data, date = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+log, data, prefix = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+date = prefix[len("gpu-"):len("gpu-YYYY-MM-DD")]
 warmup, micro_batch, peak_flops, steps = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
 seq_len, n_layer, n_embd = 1024, 12, 768  # the 124M preset
 seconds = dict(line.split() for line in (log / "seconds.txt").read_text().splitlines())
@@ -130,22 +194,30 @@ for stage in range(4):
                  "peak_bytes": memory["total_peak"], "peak_bytes_by_category": memory["peak"]})
 for row in rows:
     row["overhead_vs_ddp"] = row["ms"] / rows[0]["ms"]
+exact = [json.loads(line) for line in (log / "train-s0-exact.metrics.jsonl").read_text().splitlines()]
+exact_ms = statistics.median(m["step_ms"] for m in exact[warmup:])
+exact_summary = json.loads((log / "train-s0-exact.summary.json").read_text())
+exact_row = {"stage": 0, "attention": "exact", "ms": exact_ms,
+             "tokens_per_s": micro_batch * seq_len / (exact_ms / 1e3),
+             "peak_bytes": exact_summary["ranks"][0]["bytes"]["total_peak"]}
 gpt = {"model": "gpt", "preset": "124M", "params": json.loads((log / "train-s0.summary.json").read_text())["params"],
        "world": 1, "steps": steps, "rounds": 1, "accelerator": "cuda", "device": adam["device"],
        "backend": "nccl", "precision": "bf16", "micro_batch": micro_batch, "seq_len": seq_len,
        "warmup": warmup, "flops_per_token": flops_per_token(torch_gpt["params"], n_layer, n_embd, seq_len),
-       "peak_flops": peak_flops, "rows": rows, "torch": torch_gpt}
-shutil.copyfile(log / "adam.out", data / f"gpu-{date}-adam.json")
-(data / f"gpu-{date}-gpt124m.json").write_text(json.dumps(gpt, indent=2) + "\n")
-train_seconds = sum(int(seconds[f"train-s{s}"]) for s in range(4)) + int(seconds["torch-gpt"])
-print(f"\nwrote {data}/gpu-{date}-adam.json and gpu-{date}-gpt124m.json; add to notebooks/data/README.md:")
-print(f"| gpu-{date}-adam.json | `zerolab bench adam --accelerator cuda --repeats 20 --json` | {date} | {adam['device']} | {seconds['adam']} |")
-print(f"| gpu-{date}-gpt124m.json | `scripts/bench_gpu.sh --steps {steps} --warmup {warmup} --micro-batch {micro_batch}` | {date} | {adam['device']} | {train_seconds} |")
+       "peak_flops": peak_flops, "rows": rows, "exact_attention": exact_row, "torch": torch_gpt}
+shutil.copyfile(log / "adam.out", data / f"{prefix}-adam.json")
+(data / f"{prefix}-gpt124m.json").write_text(json.dumps(gpt, indent=2) + "\n")
+train_seconds = (sum(int(seconds[f"train-s{s}"]) for s in range(4)) + int(seconds["train-s0-exact"])
+                 + int(seconds["torch-gpt"]))
+print(f"\nwrote {data}/{prefix}-adam.json and {prefix}-gpt124m.json; add to notebooks/data/README.md:")
+print(f"| {prefix}-adam.json | `zerolab bench adam --accelerator cuda --repeats 20 --json` | {date} | {adam['device']} | {seconds['adam']} |")
+print(f"| {prefix}-gpt124m.json | `scripts/bench_gpu.sh --steps {steps} --warmup {warmup} --micro-batch {micro_batch}` | {date} | {adam['device']} | {train_seconds} |")
 print(f"\nAdamW: zerolab {adam['gbps']:.0f} GB/s, copy {adam['copy_gbps']:.0f} GB/s ({adam['copy_fraction']:.0%})"
       + (f", torch fused {adam['torch']['gbps']:.0f} GB/s" if adam.get("torch") else f"; {adam.get('torch_note')}"))
 for row in rows:
     print(f"stage {row['stage']} {row['engine']:6} {row['ms']:8.1f} ms {row['tokens_per_s']:9.0f} tok/s "
           f"MFU {row['mfu']:.1%} peak {row['peak_bytes'] / 2**30:.2f} GiB")
+print(f"stage 0 exact attention {exact_row['ms']:8.1f} ms ({exact_row['ms'] / rows[0]['ms']:.2f}x the default's)")
 print(f"torch    {torch_gpt['step_ms']:8.1f} ms {torch_gpt['tokens_per_s']:9.0f} tok/s "
       f"MFU {torch_gpt['mfu']:.1%} peak {torch_gpt['peak_bytes'] / 2**30:.2f} GiB")
 PY
