@@ -37,7 +37,9 @@ class CommHandle {
   CommHandle(const CommHandle&) = delete;
   CommHandle& operator=(const CommHandle&) = delete;
 
-  /// Blocks until the collective is complete (at once if it already is).
+  /// Blocks until the collective is complete (at once if it already is), as a blocking call
+  /// does: for NcclComm on a GPU's memory, until the device's later work and host reads are
+  /// ordered after it.
   void wait() {
     if (wait_fn_) std::exchange(wait_fn_, nullptr)();
   }
@@ -50,7 +52,9 @@ class CommHandle {
 
 /// One rank's handle on a group of `size()` ranks. Calls are collective: every rank must make
 /// the same sequence of calls with the same op, dtype, counts and root. Blocking: a call returns
-/// when this rank's output is complete and its input may be reused. The async forms start the
+/// when this rank's output is complete and its input may be reused, for whatever reads or writes
+/// them next (on a GPU's memory, NcclComm orders the device's later work and host reads after
+/// the call instead of holding the host). The async forms start the
 /// same collective and return a handle to wait on, so computation can go on meanwhile
 /// (overlap_comm); they count in the same call sequence. The base class runs them blocking and
 /// returns a complete handle; backends with a comm stream override them.

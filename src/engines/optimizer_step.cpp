@@ -117,21 +117,35 @@ void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& own
   }
 }
 
-std::vector<double> unscaled_partials(const std::vector<TypedSpan>& grads, double loss_scale,
-                                      Device& device) {
-  std::vector<double> partials;
+NormPartials unscaled_partials(const std::vector<TypedSpan>& grads, double loss_scale,
+                               Device& device) {
+  std::int64_t blocks = 0;
+  for (const TypedSpan& grad : grads) blocks += grad.elems / kNormBlockElems;
+  NormPartials out{device.alloc(MemCategory::CommBuffer, DType::F64, {blocks}), &device};
+  const std::span<double> all = out.partials.as<double>();
+  std::size_t first = 0;
   for (const TypedSpan& grad : grads) {
+    const std::span<double> unit =
+        all.subspan(first, static_cast<std::size_t>(grad.elems / kNormBlockElems));
+    first += unit.size();
     if (grad.dtype == DType::F32 && loss_scale == 1.0) {
-      device.append_block_sumsq(grad.f32(), partials);
+      device.block_sumsq(grad.f32(), unit);
       continue;
     }
     // Unscale a copy: the gradients themselves are unscaled once, in optimizer_step.
     Buffer copy = device.alloc(MemCategory::Grads, DType::F32, {grad.elems});
     widen(device, grad, copy.as<float>());
     if (loss_scale != 1.0) device.divide(copy.as<float>(), static_cast<float>(loss_scale));
-    device.append_block_sumsq(copy.as<float>(), partials);
+    device.block_sumsq(copy.as<float>(), unit);
   }
-  return partials;
+  return out;
+}
+
+double norm_from_partials(const NormPartials& partials) {
+  std::vector<double> host(static_cast<std::size_t>(partials.partials.elems()));
+  partials.device->copy_to_host(host.data(), partials.partials.data(),
+                                static_cast<std::size_t>(partials.partials.bytes()));
+  return norm_from_partials(std::span<const double>(host));
 }
 
 double update_lr(const OptimizerState& state, const EngineOptions& options) {

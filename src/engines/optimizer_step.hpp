@@ -65,9 +65,21 @@ void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& own
 void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
                         Device& device);
 
-/// Block partials (optim/grad_norm.hpp) of the unscaled fp32 gradients, unit after unit.
-std::vector<double> unscaled_partials(const std::vector<TypedSpan>& grads, double loss_scale,
-                                      Device& device);
+/// The gradient norm's block partials (optim/grad_norm.hpp) of a rank's gradients, unit after
+/// unit, in the device's memory (booked as CommBuffer: what the sharded engines gather), so a
+/// step reads them to the host once.
+struct NormPartials {
+  Buffer partials;  ///< fp64, one per block of kNormBlockElems
+  Device* device;   ///< whose memory holds them
+};
+
+/// Block partials of the unscaled fp32 gradients, unit after unit.
+NormPartials unscaled_partials(const std::vector<TypedSpan>& grads, double loss_scale,
+                               Device& device);
+
+/// The canonical norm (optim/grad_norm.hpp's norm_from_partials) of partials in device memory:
+/// one copy to the host, then the sum in block order.
+double norm_from_partials(const NormPartials& partials);
 
 /// The learning rate the next applied update of `state` runs at (options.lr_schedule after
 /// state.adam.updates applied updates).

@@ -192,16 +192,16 @@ float mean_loss_over_ranks(Comm& comm, float local_loss) {
 }
 
 double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
-                         const std::vector<double>& own_partials) {
+                         const NormPartials& own_partials) {
   // Mine: [unit 0 blocks][unit 1 blocks]...; gathered: rank-major copies of that.
   const int world = comm.size();
-  const auto count = static_cast<std::int64_t>(own_partials.size());
-  Buffer send = device.alloc(MemCategory::CommBuffer, DType::F64, {count});
+  const std::int64_t count = own_partials.partials.elems();
   Buffer recv = device.alloc(MemCategory::CommBuffer, DType::F64, {count * world});
-  device.copy_from_host(send.data(), own_partials.data(), static_cast<std::size_t>(send.bytes()));
-  comm.all_gather(send.data(), recv.data(), own_partials.size(), DType::F64);
+  comm.all_gather(own_partials.partials.data(), recv.data(), static_cast<std::size_t>(count),
+                  DType::F64);
   std::vector<double> gathered(static_cast<std::size_t>(recv.elems()));
   device.copy_to_host(gathered.data(), recv.data(), static_cast<std::size_t>(recv.bytes()));
+  if (world == 1) return norm_from_partials(std::span<const double>(gathered));  // in order already
   // The unsharded model's order: unit by unit, and within a unit rank 0's blocks, rank 1's, ...
   std::vector<double> ordered;
   ordered.reserve(gathered.size());
@@ -209,8 +209,7 @@ double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayou
   for (const auto& unit : layout) {
     const auto blocks = static_cast<std::size_t>(unit.shard_elems / kNormBlockElems);
     for (int r = 0; r < world; ++r) {
-      const auto* first =
-          gathered.data() + static_cast<std::size_t>(r) * own_partials.size() + unit_offset;
+      const auto* first = gathered.data() + static_cast<std::size_t>(r * count) + unit_offset;
       ordered.insert(ordered.end(), first, first + blocks);
     }
     unit_offset += blocks;

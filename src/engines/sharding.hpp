@@ -89,7 +89,7 @@ float mean_loss_over_ranks(Comm& comm, float local_loss);
 /// doubles in all), then all ranks sum them in the unsharded model's block order, so the norm
 /// equals the norm of the full averaged gradients bit for bit. Collective.
 double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
-                         const std::vector<double>& own_partials);
+                         const NormPartials& own_partials);
 
 /// all_gather of every unit's parameters in place: each rank contributes its freshly updated
 /// shard of `params` (full unit buffers) and ends with them whole, in buckets of

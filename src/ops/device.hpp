@@ -88,9 +88,11 @@ class Device : public Allocator {
   /// place: the value a 16-bit copy of x holds, as fp32 (a copy of x for fp32). Throws zl::Error
   /// for a dtype that is not a training dtype.
   virtual void round_to(std::span<float> x, DType dtype) = 0;
-  /// optim/grad_norm.hpp's append_block_sumsq on device gradients: one fp64 sum of squares per
-  /// block of kNormBlockElems, in index order, appended to the host vector `partials`.
-  virtual void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) = 0;
+  /// optim/grad_norm.hpp's block_sumsq on device gradients: one fp64 sum of squares per block of
+  /// kNormBlockElems, in index order, block i into the device's partials[i] (partials.size() =
+  /// the blocks): the gradient norm's partials stay on the device until they are gathered and
+  /// read once.
+  virtual void block_sumsq(std::span<const float> grads, std::span<double> partials) = 0;
   /// One AdamW step (optim/adamw.hpp's adamw_update, element for element) on device spans of
   /// equal size: fp32 parameters (or master), gradients, and the two moments.
   virtual void adamw_update(std::span<float> params, std::span<const float> grads,

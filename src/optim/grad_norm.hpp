@@ -17,6 +17,10 @@ inline constexpr std::int64_t kNormBlockElems = 64;
 /// `grads.size()` must be a multiple of kNormBlockElems.
 void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials);
 
+/// The same sums, block i into partials[i]: `partials` holds exactly grads.size() /
+/// kNormBlockElems doubles.
+void block_sumsq(std::span<const float> grads, std::span<double> partials);
+
 /// sqrt of the partials summed in order.
 double norm_from_partials(std::span<const double> partials);
 

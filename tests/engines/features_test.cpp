@@ -438,8 +438,8 @@ RC_GTEST_PROP(Features, prop_norm_and_clipped_update_are_the_same_for_every_worl
   options.features.grad_clip = *rc::gen::element(0.0, 0.1, 3.0);
   options.adamw.lr = 0.01;
   // Unsharded: one rank holds everything.
-  auto update = [&](int w, int rank, std::vector<double>& partials, double& norm,
-                    std::vector<std::vector<float>>& params_out, Comm* comm) {
+  auto update = [&](int w, int rank, double& norm, std::vector<std::vector<float>>& params_out,
+                    Comm* comm) {
     CpuDevice device;
     const auto layout = layout_units(units, w);
     UnitBuffers grad_buffers = alloc_units(device, layout, MemCategory::Grads);
@@ -451,7 +451,7 @@ RC_GTEST_PROP(Features, prop_norm_and_clipped_update_are_the_same_for_every_worl
     const auto own_grads = owned_spans(grad_buffers, layout, true, rank, w);
     const auto own_params = owned_spans(params, layout, true, rank, w);
     OptimizerState state = alloc_optimizer(device, layout, options.features, /*shard=*/true);
-    partials = unscaled_partials(own_grads, 1.0, device);
+    const NormPartials partials = unscaled_partials(own_grads, 1.0, device);
     norm = comm ? sharded_grad_norm(*comm, device, layout, partials) : norm_from_partials(partials);
     optimizer_step(norm, 0, own_params, own_grads, state, options, device);
     if (comm) all_gather_params(*comm, params, layout, {}, device);
@@ -461,15 +461,13 @@ RC_GTEST_PROP(Features, prop_norm_and_clipped_update_are_the_same_for_every_worl
       params_out.emplace_back(real.begin(), real.end());
     }
   };
-  std::vector<double> partials;
   double full_norm = 0.0;
   std::vector<std::vector<float>> full_params;
-  update(1, 0, partials, full_norm, full_params, nullptr);
+  update(1, 0, full_norm, full_params, nullptr);
   std::vector<double> norms(static_cast<std::size_t>(world));
   std::vector<std::vector<std::vector<float>>> rank_params(static_cast<std::size_t>(world));
   SimWorld(world).run([&](Comm& comm) {
-    std::vector<double> mine;
-    update(world, comm.rank(), mine, norms[comm.rank()], rank_params[comm.rank()], &comm);
+    update(world, comm.rank(), norms[comm.rank()], rank_params[comm.rank()], &comm);
   });
   for (int r = 0; r < world; ++r) {
     RC_ASSERT(std::bit_cast<std::uint64_t>(norms[r]) == std::bit_cast<std::uint64_t>(full_norm));

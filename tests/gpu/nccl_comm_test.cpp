@@ -234,11 +234,34 @@ TEST_F(GpuNcclTest, HostBuffersAreStagedThroughTheDevice) {
   EXPECT_EQ(comm_->traffic().calls(CollectiveKind::AllGather), 2);
 }
 
+// A collective on device memory only queues, blocking or waited: the host is not held (the
+// compute stream is, by a host function, for 500 ms), and a read through the device afterwards
+// sees every call's result, its wait ordered after them.
+TEST_F(GpuNcclTest, CollectivesOnDeviceMemoryOnlyQueue) {
+  constexpr std::size_t kElems = 64;
+  const auto values = test::random_floats(kElems, 53);
+  Buffer data = test::upload(*device_, values);
+  Buffer gathered = device_->alloc(MemCategory::Gathered, DType::F32, {kElems});
+  const std::int64_t waits_before = device_->host_waits();
+  const auto start = std::chrono::steady_clock::now();
+  ZL_CUDA_CHECK(cudaLaunchHostFunc(
+      device_->stream(),
+      [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(500)); }, nullptr));
+  for (int i = 0; i < 4; ++i) comm_->all_reduce(data.data(), kElems, DType::F32, ReduceOp::Sum);
+  comm_->all_gather_async(data.data(), gathered.data(), kElems, DType::F32).wait();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
+  EXPECT_EQ(device_->host_waits(), waits_before);
+  test::expect_same_bits(test::download(*device_, gathered), values, "all_gather after the hold");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+  EXPECT_EQ(device_->host_waits(), waits_before + 1);
+}
+
 // The watchdog (nccl_watchdog.cpp): a collective that cannot complete within the collective
 // timeout (the compute stream it is ordered after is held by a host function for 2 s) ends with
-// the sim's timeout message, the communicator is aborted, and every later call fails. The call
-// returns when the host function lets go, not at the timeout: ncclCommAbort waits for the stream
-// to pass it (2.006 s on an H200, 2026-11-26). A rank stuck inside an NCCL kernel, the case the
+// the sim's timeout message at the next host wait on the device (the call itself only queues),
+// the communicator is aborted, and every later call fails. The wait returns when the host
+// function lets go, not at the timeout: ncclCommAbort waits for the stream to pass it (2.006 s on
+// an H200, 2026-11-26). A rank stuck inside an NCCL kernel, the case the
 // watchdog is for, is what the abort ends; one GPU cannot hold the two ranks that would show it.
 TEST(GpuNcclWatchdog, ACollectivePastTheTimeoutAbortsTheCommunicator) {
   ZL_REQUIRE_GPU();
@@ -252,8 +275,10 @@ TEST(GpuNcclWatchdog, ACollectivePastTheTimeoutAbortsTheCommunicator) {
   ZL_CUDA_CHECK(cudaLaunchHostFunc(
       device.stream(), [](void*) { std::this_thread::sleep_for(std::chrono::seconds(2)); },
       nullptr));
-  const std::string error =
-      error_of([&] { comm.all_reduce(data.data(), 4, DType::F32, ReduceOp::Sum); });
+  const std::string error = error_of([&] {
+    comm.all_reduce(data.data(), 4, DType::F32, ReduceOp::Sum);
+    device.synchronize();
+  });
   EXPECT_EQ(error,
             "timeout after 200 ms: rank 0 waits in call #2 all_reduce(fp32, 4 elems, sum); not "
             "every rank completed it (a rank stuck, gone or in another call): its communicator "

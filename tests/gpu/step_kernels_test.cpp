@@ -258,16 +258,19 @@ TEST_F(GpuStepWork, BlockSumsOfSquaresAreTheHostPartials) {
   grads[100] = std::numeric_limits<float>::infinity();  // one block's partial is infinite
   grads[300] = std::numeric_limits<float>::denorm_min();
   Buffer g = test::upload(*gpu_, grads);
-  std::vector<double> expected = {1.5}, actual = {1.5};  // both append after what is there
-  cpu_.append_block_sumsq(grads, expected);
-  gpu_->append_block_sumsq(g.as<float>(), actual);
-  ASSERT_EQ(actual.size(), expected.size());
+  std::vector<double> expected(kElems / kNormBlockElems), actual(expected.size());
+  cpu_.block_sumsq(grads, expected);
+  Buffer partials = gpu_->alloc(MemCategory::CommBuffer, DType::F64,
+                                {static_cast<std::int64_t>(actual.size())});
+  gpu_->block_sumsq(g.as<float>(), partials.as<double>());
+  gpu_->copy_to_host(actual.data(), partials.data(), static_cast<std::size_t>(partials.bytes()));
   for (std::size_t b = 0; b < expected.size(); ++b) {
     EXPECT_EQ(std::bit_cast<std::uint64_t>(actual[b]), std::bit_cast<std::uint64_t>(expected[b]))
         << "partial " << b << ": gpu " << actual[b] << ", cpu " << expected[b];
   }
   Buffer ragged = gpu_->alloc(MemCategory::Grads, DType::F32, {kNormBlockElems + 1});
-  EXPECT_THROW(gpu_->append_block_sumsq(ragged.as<float>(), actual), Error);
+  EXPECT_THROW(gpu_->block_sumsq(ragged.as<float>(), partials.as<double>().first(1)), Error);
+  EXPECT_THROW(gpu_->block_sumsq(g.as<float>(), partials.as<double>().first(100)), Error);
 }
 
 TEST_F(GpuStepWork, AdamWGivesTheHostBits) {

@@ -23,6 +23,7 @@
 #include "ops/cpu/cpu_device.hpp"
 #include "ops/cpu/detached_cpu_device.hpp"
 #include "optim/adamw.hpp"
+#include "optim/grad_norm.hpp"
 #include "sim_world.hpp"
 
 namespace zl {
@@ -129,9 +130,9 @@ std::vector<Bytes> step_ops(Device& device) {
   Buffer zeroed = upload(device, DType::F32, a);
   device.fill_zero(zeroed.data(), 100 * sizeof(float));
 
-  std::vector<double> partials{42.0};  // appended to, not overwritten
-  device.append_block_sumsq(y.as<float>(), partials);
-  Buffer partial_bytes = upload(device, DType::F64, partials);
+  Buffer partial_bytes =
+      device.alloc(MemCategory::CommBuffer, DType::F64, {elems / std::int64_t{kNormBlockElems}});
+  device.block_sumsq(y.as<float>(), partial_bytes.as<double>());
 
   Buffer params = upload(device, DType::F32, a);
   Buffer exp_avg = upload(device, DType::F32, mixed_values(3, kElems));
@@ -154,7 +155,7 @@ TEST(DetachedDevice, StepOpsGiveCpuDeviceBits) {
       step_ops(cpu), step_ops(detached),
       {"convert f32->bf16", "convert f32->f16", "convert bf16->f32", "convert f16->f32",
        "convert f32->f32", "add f32", "add bf16", "add f16", "scale", "divide", "fill_zero",
-       "append_block_sumsq", "adamw params", "adamw exp_avg", "adamw exp_avg_sq"});
+       "block_sumsq", "adamw params", "adamw exp_avg", "adamw exp_avg_sq"});
 }
 
 // A few kernels, labels and tokens on the device too: every output downloaded.

@@ -2,7 +2,8 @@
 // for the compute stream (an event), host buffers are copied into the staging buffer, NCCL runs on
 // the comm stream (and staged results are copied back and waited for), its traffic is recorded
 // with the ring volume the sim records, and a handle carries the completion event back to the
-// compute stream.
+// compute stream. The host waits for a collective on device memory only where it waits for the
+// compute stream anyway: the device's host wait guard watches every collective the stream waits on.
 #include "comm/nccl/nccl_comm.hpp"
 
 #include <cstddef>
@@ -92,7 +93,9 @@ NcclComm::NcclComm(CudaDevice& device, const NcclBootstrap& bootstrap,
     std::filesystem::remove(bootstrap.id_file_to_remove, ignored);
   }
   // Collectives read and write the device's buffers on comm_stream_: a buffer freed while one is
-  // queued is reused only after it.
+  // queued is reused only after it. Before the host waits for the compute stream, it watches the
+  // collectives the stream waits on.
+  device_.set_host_wait_guard([this] { watch_pending(); });
   device_.add_side_stream(comm_stream_);
 }
 
@@ -100,6 +103,8 @@ NcclComm::~NcclComm() {
   // Destructors do not throw: NCCL and CUDA failures here can only be reported.
   cudaSetDevice(device_.device_index());
   cudaStreamSynchronize(comm_stream_);
+  device_.set_host_wait_guard({});
+  for (const PendingCall& pending : pending_) cudaEventDestroy(pending.done);
   device_.remove_side_stream(comm_stream_);
   if (comm_ != nullptr && aborted_after_.empty()) {  // ncclCommAbort freed an aborted one
     const ncclResult_t status = nccl().CommDestroy(comm_);
@@ -138,19 +143,35 @@ CommHandle NcclComm::finish(std::int64_t call_number, const CallDesc& call,
   const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(call.dtype));
   traffic_.record(call.kind,
                   ring_volume(call.kind, buffer_elems, elem_bytes, rank_, world_, call.root));
+  reap_pending();
   return CommHandle([this, done, call_number, call] {
-    // Later compute waits on the device; the host waits too, since callers may read results
-    // through the host (and the handle's contract is "complete").
-    const cudaError_t ordered = cudaStreamWaitEvent(device_.stream(), done, 0);
+    // Later compute waits on the device. The host does not: it reads device results only through
+    // the device, whose host waits watch this call first (watch_pending).
+    pending_.push_back({done, call_number, call});
+    ZL_CUDA_CHECK(cudaStreamWaitEvent(device_.stream(), done, 0));
+  });
+}
+
+void NcclComm::watch_pending() {
+  while (!pending_.empty()) {
+    const PendingCall pending = pending_.front();
+    pending_.pop_front();
     try {
-      wait_for(done, call_number, call);
+      wait_for(pending.done, pending.call_number, pending.call);
     } catch (...) {
-      cudaEventDestroy(done);
+      cudaEventDestroy(pending.done);
       throw;
     }
-    cudaEventDestroy(done);
-    ZL_CUDA_CHECK(ordered);
-  });
+    cudaEventDestroy(pending.done);
+  }
+}
+
+void NcclComm::reap_pending() {
+  while (!pending_.empty() && cudaEventQuery(pending_.front().done) == cudaSuccess) {
+    cudaEventDestroy(pending_.front().done);
+    pending_.pop_front();
+  }
+  (void)cudaGetLastError();  // a query that found a call still running is not an error
 }
 
 std::byte* NcclComm::host_staging(std::size_t bytes) {
@@ -270,6 +291,7 @@ void NcclComm::barrier() {
   ZL_NCCL_CHECK(nccl().AllReduce(barrier_word_.data(), barrier_word_.data(), 1, ncclFloat32,
                                  ncclSum, comm_, comm_stream_));
   finish(call_number, call, 0).wait();
+  watch_pending();  // a barrier holds the host until every rank reached it
 }
 
 }  // namespace zl

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <string>
 
@@ -30,9 +31,11 @@ namespace zl {
 /// back; such a call, async or not, is complete on return. The staging buffer grows to the
 /// largest staged call and is booked as CommBuffer in the device's ledger: it is meant for the
 /// engines' small host collectives (the loss, the gradient norm's partials), not for tensors.
-/// Blocking calls return when the result is in device memory (the host waits for the comm
-/// stream); async calls return a handle whose wait() orders the compute stream after the
-/// collective and then waits for it on the host. ReduceOp::Max is ncclMax, which NCCL does not
+/// A call on device memory returns once it is queued (a blocking call as if its handle were
+/// waited): wait() orders the compute stream after the collective, and the host does not wait
+/// for it. The host waits only where it reads, through the device: the device's host waits
+/// (CudaDevice::set_host_wait_guard) first watch every collective the compute stream waits on,
+/// and barrier() holds the host until every rank reached it. ReduceOp::Max is ncclMax, which NCCL does not
 /// promise to propagate NaN through (the sim does). Arguments are checked as the sim checks them
 /// (check_call_arguments, sim/call_desc.hpp). With ZL_COLLECTIVE_CHECKS=1 every call, barrier
 /// included, is first compared across the ranks (nccl_agree.cpp); a mismatch is the sim's error.
@@ -92,6 +95,18 @@ class NcclComm final : public Comm {
   void wait_for_comm_stream(std::int64_t call_number, const CallDesc& call);
   // Records the collective's traffic and returns the handle that orders compute after it.
   CommHandle finish(std::int64_t call_number, const CallDesc& call, std::int64_t buffer_elems);
+  // wait_for() on every call the compute stream waits on (pending_), oldest first: the device's
+  // host wait guard, so no host wait outlasts the collective timeout.
+  void watch_pending();
+  // Forgets the pending calls already complete (their events destroyed).
+  void reap_pending();
+
+  // A waited handle's call: the compute stream waits on `done`, the host has not seen it yet.
+  struct PendingCall {
+    cudaEvent_t done;
+    std::int64_t call_number;
+    CallDesc call;
+  };
 
   CudaDevice& device_;
   int rank_ = 0;
@@ -106,6 +121,7 @@ class NcclComm final : public Comm {
   std::chrono::milliseconds timeout_;    // the longest host wait for one call
   std::string aborted_after_;            // the watchdog's message once it aborted comm_
   Buffer check_words_;  // agree()'s signatures (CommBuffer, int64), allocated with checks only
+  std::deque<PendingCall> pending_;  // watch_pending's calls, oldest first
 };
 
 }  // namespace zl

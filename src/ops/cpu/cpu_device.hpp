@@ -52,7 +52,7 @@ class CpuDevice : public Device {
   void scale(std::span<float> x, float factor) override;
   void round_to(std::span<float> x, DType dtype) override;
   void divide(std::span<float> x, float divisor) override;
-  void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) override;
+  void block_sumsq(std::span<const float> grads, std::span<double> partials) override;
   void adamw_update(std::span<float> params, std::span<const float> grads, std::span<float> exp_avg,
                     std::span<float> exp_avg_sq, const AdamWScalars& scalars) override;
 

@@ -99,8 +99,8 @@ void CpuDevice::round_to(std::span<float> x, DType dtype) {
   }
 }
 
-void CpuDevice::append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) {
-  zl::append_block_sumsq(grads, partials);
+void CpuDevice::block_sumsq(std::span<const float> grads, std::span<double> partials) {
+  zl::block_sumsq(grads, partials);
 }
 
 void CpuDevice::adamw_update(std::span<float> params, std::span<const float> grads,

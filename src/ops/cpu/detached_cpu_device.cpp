@@ -227,9 +227,8 @@ void DetachedCpuDevice::round_to(std::span<float> x, DType dtype) {
   CpuDevice::round_to(view(x), dtype);
 }
 
-void DetachedCpuDevice::append_block_sumsq(std::span<const float> grads,
-                                           std::vector<double>& partials) {
-  CpuDevice::append_block_sumsq(view(grads), partials);
+void DetachedCpuDevice::block_sumsq(std::span<const float> grads, std::span<double> partials) {
+  CpuDevice::block_sumsq(view(grads), view(partials));
 }
 
 void DetachedCpuDevice::adamw_update(std::span<float> params, std::span<const float> grads,

@@ -67,8 +67,8 @@ class DetachedCpuDevice final : public CpuDevice {
   void divide(std::span<float> x, float divisor) override;
   /// CpuDevice::round_to on this device's memory.
   void round_to(std::span<float> x, DType dtype) override;
-  /// CpuDevice::append_block_sumsq of device gradients into the host vector `partials`.
-  void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) override;
+  /// CpuDevice::block_sumsq, both spans device memory.
+  void block_sumsq(std::span<const float> grads, std::span<double> partials) override;
   /// CpuDevice::adamw_update on four spans of this device's memory.
   void adamw_update(std::span<float> params, std::span<const float> grads, std::span<float> exp_avg,
                     std::span<float> exp_avg_sq, const AdamWScalars& scalars) override;

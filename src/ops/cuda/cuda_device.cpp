@@ -102,6 +102,12 @@ void CudaDevice::select() const {
 
 void CudaDevice::synchronize() {
   select();
+  wait_on_host();
+}
+
+void CudaDevice::wait_on_host() {
+  if (host_wait_guard_) host_wait_guard_();
+  ++host_waits_;
   ZL_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -114,7 +120,7 @@ std::int64_t CudaDevice::read_bad_index() {
   unsigned long long first_bad = 0;
   ZL_CUDA_CHECK(
       cudaMemcpyAsync(&first_bad, bad_index_, sizeof(first_bad), cudaMemcpyDeviceToHost, stream_));
-  ZL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  wait_on_host();
   if (first_bad == std::numeric_limits<unsigned long long>::max()) return -1;
   return static_cast<std::int64_t>(first_bad);
 }
@@ -342,22 +348,16 @@ void CudaDevice::adamw_update(std::span<float> params, std::span<const float> gr
   adamw_update_cuda(std::span<const AdamWTensor>(&tensor, 1), scalars, stream_);
 }
 
-void CudaDevice::append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) {
+void CudaDevice::block_sumsq(std::span<const float> grads, std::span<double> partials) {
   ZL_CHECK(grads.size() % kNormBlockElems == 0,
            "gradient span of {} elements is not whole blocks of {}: pad units with layout_units",
            grads.size(), kNormBlockElems);
   const std::int64_t blocks = static_cast<std::int64_t>(grads.size()) / kNormBlockElems;
+  ZL_CHECK(static_cast<std::int64_t>(partials.size()) == blocks,
+           "block_sumsq: {} partials for {} blocks: pass one per block", partials.size(), blocks);
   if (blocks == 0) return;
   select();
-  auto* device_partials =
-      static_cast<double*>(scratch(static_cast<std::size_t>(blocks) * sizeof(double)));
-  cuda::block_sumsq(grads.data(), device_partials, blocks, kNormBlockElems, stream_);
-  const std::size_t first = partials.size();
-  partials.resize(first + static_cast<std::size_t>(blocks));
-  ZL_CUDA_CHECK(cudaMemcpyAsync(partials.data() + first, device_partials,
-                                static_cast<std::size_t>(blocks) * sizeof(double),
-                                cudaMemcpyDeviceToHost, stream_));
-  synchronize();
+  cuda::block_sumsq(grads.data(), partials.data(), blocks, kNormBlockElems, stream_);
 }
 
 // ---- elementwise ----

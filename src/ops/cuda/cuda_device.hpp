@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <vector>
@@ -78,6 +79,13 @@ class CudaDevice final : public Device {
   void add_side_stream(cudaStream_t stream);
   /// Undoes add_side_stream (blocks freed before keep their events).
   void remove_side_stream(cudaStream_t stream);
+  /// Runs `guard` before every host wait on the compute stream (synchronize, the reads that wait
+  /// for it, a scratch reallocation). A communicator whose collectives the stream waits on
+  /// watches them there, so a rank whose peer is gone fails with the watchdog's one line instead
+  /// of waiting forever. An empty function removes it.
+  void set_host_wait_guard(std::function<void()> guard) { host_wait_guard_ = std::move(guard); }
+  /// Host waits on the compute stream so far (synchronize and the reads that wait for it).
+  std::int64_t host_waits() const { return host_waits_; }
   /// Gives every cached block back to the driver (torch.cuda.empty_cache()).
   void release_cache();
   /// Bytes in cached blocks: held from the driver, booked in no ledger category.
@@ -143,7 +151,7 @@ class CudaDevice final : public Device {
   void round_to(std::span<float> x, DType dtype) override;
   /// One thread per block sums in the host's order; the partials come back to the host (waits
   /// for the stream). Throws zl::Error unless `grads` is whole blocks.
-  void append_block_sumsq(std::span<const float> grads, std::vector<double>& partials) override;
+  void block_sumsq(std::span<const float> grads, std::span<double> partials) override;
   /// adamw_update_cuda (adamw_cuda.hpp) on one tensor, without a bf16 copy. Throws zl::Error
   /// unless the four spans have the same size.
   /// For a bf16 copy, one pass of adamw_update_cuda that writes the copy as it updates (its
@@ -256,6 +264,8 @@ class CudaDevice final : public Device {
   unsigned long long* reset_bad_index();
   // The first bad index a validating kernel found (after waiting for the stream), or -1.
   std::int64_t read_bad_index();
+  // The host waits for the compute stream, after the host wait guard (set_host_wait_guard).
+  void wait_on_host();
   // Makes this device's GPU current on the calling thread.
   void select() const;
   // The driver's used bytes on this GPU (cudaMemGetInfo).
@@ -283,6 +293,8 @@ class CudaDevice final : public Device {
   std::vector<cudaStream_t> side_streams_;         // add_side_stream
   std::int64_t baseline_used_bytes_ = 0;  // driver's used bytes once this device was set up
   bool bf16_gemms_ = false;               // set_bf16_gemms
+  std::function<void()> host_wait_guard_;  // set_host_wait_guard
+  std::int64_t host_waits_ = 0;            // wait_on_host calls
 };
 
 }  // namespace zl

@@ -86,6 +86,7 @@ void CudaDevice::free_cache_unchecked() {
 
 void CudaDevice::release_cache() {
   select();
+  wait_on_host();
   ZL_CUDA_CHECK(cudaDeviceSynchronize());
   free_cache_unchecked();
   ZL_CUDA_CHECK(cudaGetLastError());
@@ -124,7 +125,7 @@ void* CudaDevice::scratch(std::size_t bytes) {
   if (bytes <= scratch_bytes_) return scratch_;
   select();
   if (scratch_ != nullptr) {
-    ZL_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier kernels may still read it
+    wait_on_host();  // earlier kernels may still read it
     ZL_CUDA_CHECK(cudaFree(scratch_));
     scratch_ = nullptr;
     scratch_bytes_ = 0;

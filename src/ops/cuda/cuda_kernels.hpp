@@ -139,7 +139,7 @@ void divide(float* x, float divisor, std::int64_t elems, cudaStream_t stream);
 void round_to(float* x, DType dtype, std::int64_t elems, cudaStream_t stream);
 
 /// partials[b] = sum over i in block b of (double) g[i] squared, i in order: one thread per block
-/// of `block_elems`, so each partial is append_block_sumsq's, bit for bit.
+/// of `block_elems`, so each partial is block_sumsq's, bit for bit.
 void block_sumsq(const float* grads, double* partials, std::int64_t blocks,
                  std::int64_t block_elems, cudaStream_t stream);
 
