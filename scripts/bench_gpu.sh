@@ -10,13 +10,13 @@
 #   scripts/bench_gpu.sh [--zerolab build/gpu/zerolab] [--steps 20] [--warmup 5]
 #                        [--micro-batch 8] [--peak-flops 989e12] LOG_DIR
 #
-# Writes every command's raw output to LOG_DIR, and two files for notebooks/05_performance.ipynb:
-# notebooks/data/gpu-<date>-<card>-adam.json (the bench command's JSON, unedited; <card> as h100)
-# and notebooks/data/gpu-<date>-<card>-gpt124m.json (the four train runs as `bench step` rows, with tokens/s,
-# MFU and peak memory per category, the exact-attention row and the torch row), and with ncu
-# notebooks/data/gpu-<date>-<card>-kernels.csv (kernel, launches, ms in one step). It prints the rows to
-# add to notebooks/data/README.md, which the notebook needs to label them. Stops at the first
-# failure, except the profile's (its log says why).
+# Writes every command's raw output to LOG_DIR, and for notebooks/05_performance.ipynb:
+# notebooks/data/gpu-<date>-<card>-adam.json (the bench command's JSON, unedited; <card> as h100),
+# notebooks/data/gpu-<date>-<card>-gpt124m.json (the four train runs as `bench step` rows, with
+# tokens/s, MFU and peak memory per category, the exact-attention row and the torch row) and,
+# with ncu, notebooks/data/gpu-<date>-<card>-kernels.csv (kernel, launches, ms in one step). It
+# prints the rows to add to notebooks/data/README.md, which the notebook needs to label them.
+# Stops at the first failure, except the profile's (its log says why).
 set -euo pipefail
 
 usage() {
@@ -132,7 +132,8 @@ start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
 rows = list(csv.reader(lines[start:]))
 header, units = rows[0], rows[1]
 name_at, time_at = header.index("Kernel Name"), header.index("gpu__time_duration.sum")
-to_ms = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0}[units[time_at]]
+to_ms = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0,
+         "ms": 1.0}[units[time_at]]
 def name_of(signature):
     """A kernel's name without its return type, namespaces' anonymous parts, template arguments
     and parameter list: void zl::cuda::(anonymous namespace)::k<64>(float*) -> zl::cuda::k."""
