@@ -73,21 +73,25 @@ TEST_F(GpuDeviceTest, LinearWithNoInputFeaturesIsTheBias) {
 }
 
 TEST_F(GpuDeviceTest, LinearBackwardMatchesCpu) {
-  constexpr std::int64_t kRows = 37, kIn = 70, kOut = 53;
-  const auto x = random_floats(kRows * kIn, 4), w = random_floats(kOut * kIn, 5),
-             dy = random_floats(kRows * kOut, 6);
-  // dw and db accumulate: start them non-zero.
-  auto dw = random_floats(kOut * kIn, 7), db = random_floats(kOut, 8);
-  std::vector<float> dx(kRows * kIn);
-  Buffer gx = upload(*gpu_, x), gw = upload(*gpu_, w), gdy = upload(*gpu_, dy),
-         gdw = upload(*gpu_, dw), gdb = upload(*gpu_, db);
-  Buffer gdx = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows * kIn});
-  cpu_.linear_backward(x, w, dy, dw, db, dx, kRows, kIn, kOut);
-  gpu_->linear_backward(cspan_of(gx), cspan_of(gw), cspan_of(gdy), span_of(gdw), span_of(gdb),
-                        span_of(gdx), kRows, kIn, kOut);
-  expect_close(download(*gpu_, gdw), dw, kTolerance, "dw");
-  expect_same_bits(download(*gpu_, gdb), db, "db");
-  expect_close(download(*gpu_, gdx), dx, kTolerance, "dx");
+  constexpr std::int64_t kIn = 70, kOut = 53;
+  // 1000 rows: db sums four chunks of rows (ops/column_sums.hpp), in parallel on the GPU
+  for (const std::int64_t kRows : std::vector<std::int64_t>{37, 1000}) {
+    SCOPED_TRACE(::testing::Message() << kRows << " rows");
+    const auto x = random_floats(kRows * kIn, 4), w = random_floats(kOut * kIn, 5),
+               dy = random_floats(kRows * kOut, 6);
+    // dw and db accumulate: start them non-zero.
+    auto dw = random_floats(kOut * kIn, 7), db = random_floats(kOut, 8);
+    std::vector<float> dx(kRows * kIn);
+    Buffer gx = upload(*gpu_, x), gw = upload(*gpu_, w), gdy = upload(*gpu_, dy),
+           gdw = upload(*gpu_, dw), gdb = upload(*gpu_, db);
+    Buffer gdx = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows * kIn});
+    cpu_.linear_backward(x, w, dy, dw, db, dx, kRows, kIn, kOut);
+    gpu_->linear_backward(cspan_of(gx), cspan_of(gw), cspan_of(gdy), span_of(gdw), span_of(gdb),
+                          span_of(gdx), kRows, kIn, kOut);
+    expect_close(download(*gpu_, gdw), dw, kTolerance, "dw");
+    expect_same_bits(download(*gpu_, gdb), db, "db");
+    expect_close(download(*gpu_, gdx), dx, kTolerance, "dx");
+  }
 }
 
 TEST_F(GpuDeviceTest, Conv1dForwardAndBackwardMatchCpu) {
@@ -224,35 +228,40 @@ TEST_F(GpuDeviceTest, EmbeddingsMatchCpuBitForBit) {
 }
 
 TEST_F(GpuDeviceTest, LayerNormMatchesCpu) {
-  constexpr std::int64_t kRows = 19, kChannels = 300;  // more channels than threads per block
-  const auto x = random_floats(kRows * kChannels, 23, -3.0f, 5.0f),
-             weight = random_floats(kChannels, 24), bias = random_floats(kChannels, 25),
-             dy = random_floats(kRows * kChannels, 26);
-  std::vector<float> y(kRows * kChannels), mean(kRows), rstd(kRows);
-  cpu_.layernorm_forward(x, weight, bias, y, mean, rstd, kRows, kChannels);
-  Buffer gx = upload(*gpu_, x), gweight = upload(*gpu_, weight), gbias = upload(*gpu_, bias);
-  Buffer gy = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows * kChannels});
-  Buffer gmean = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows});
-  Buffer grstd = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows});
-  gpu_->layernorm_forward(cspan_of(gx), cspan_of(gweight), cspan_of(gbias), span_of(gy),
-                          span_of(gmean), span_of(grstd), kRows, kChannels);
-  expect_close(download(*gpu_, gy), y, kTolerance, "y");
-  expect_close(download(*gpu_, gmean), mean, kTolerance, "mean");
-  expect_close(download(*gpu_, grstd), rstd, kTolerance, "rstd");
+  constexpr std::int64_t kChannels = 300;  // more channels than threads per block
+  // 1000 rows: dweight and dbias sum four chunks of rows (ops/column_sums.hpp)
+  for (const std::int64_t kRows : std::vector<std::int64_t>{19, 1000}) {
+    SCOPED_TRACE(::testing::Message() << kRows << " rows");
+    const auto x = random_floats(kRows * kChannels, 23, -3.0f, 5.0f),
+               weight = random_floats(kChannels, 24), bias = random_floats(kChannels, 25),
+               dy = random_floats(kRows * kChannels, 26);
+    std::vector<float> y(kRows * kChannels), mean(kRows), rstd(kRows);
+    cpu_.layernorm_forward(x, weight, bias, y, mean, rstd, kRows, kChannels);
+    Buffer gx = upload(*gpu_, x), gweight = upload(*gpu_, weight), gbias = upload(*gpu_, bias);
+    Buffer gy = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows * kChannels});
+    Buffer gmean = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows});
+    Buffer grstd = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows});
+    gpu_->layernorm_forward(cspan_of(gx), cspan_of(gweight), cspan_of(gbias), span_of(gy),
+                            span_of(gmean), span_of(grstd), kRows, kChannels);
+    expect_close(download(*gpu_, gy), y, kTolerance, "y");
+    expect_close(download(*gpu_, gmean), mean, kTolerance, "mean");
+    expect_close(download(*gpu_, grstd), rstd, kTolerance, "rstd");
 
-  // Backward from the same inputs (the CPU's mean and rstd) on both devices; dx, dweight and
-  // dbias accumulate, so they start non-zero.
-  auto dx = random_floats(kRows * kChannels, 27), dweight = random_floats(kChannels, 28),
-       dbias = random_floats(kChannels, 29);
-  Buffer gmean_cpu = upload(*gpu_, mean), grstd_cpu = upload(*gpu_, rstd), gdy = upload(*gpu_, dy),
-         gdx = upload(*gpu_, dx), gdweight = upload(*gpu_, dweight), gdbias = upload(*gpu_, dbias);
-  cpu_.layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, kRows, kChannels);
-  gpu_->layernorm_backward(cspan_of(gx), cspan_of(gweight), cspan_of(gmean_cpu),
-                           cspan_of(grstd_cpu), cspan_of(gdy), span_of(gdx), span_of(gdweight),
-                           span_of(gdbias), kRows, kChannels);
-  expect_close(download(*gpu_, gdx), dx, kTolerance, "dx");
-  expect_same_bits(download(*gpu_, gdweight), dweight, "dweight");
-  expect_same_bits(download(*gpu_, gdbias), dbias, "dbias");
+    // Backward from the same inputs (the CPU's mean and rstd) on both devices; dx, dweight and
+    // dbias accumulate, so they start non-zero.
+    auto dx = random_floats(kRows * kChannels, 27), dweight = random_floats(kChannels, 28),
+         dbias = random_floats(kChannels, 29);
+    Buffer gmean_cpu = upload(*gpu_, mean), grstd_cpu = upload(*gpu_, rstd),
+           gdy = upload(*gpu_, dy), gdx = upload(*gpu_, dx), gdweight = upload(*gpu_, dweight),
+           gdbias = upload(*gpu_, dbias);
+    cpu_.layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, kRows, kChannels);
+    gpu_->layernorm_backward(cspan_of(gx), cspan_of(gweight), cspan_of(gmean_cpu),
+                             cspan_of(grstd_cpu), cspan_of(gdy), span_of(gdx), span_of(gdweight),
+                             span_of(gdbias), kRows, kChannels);
+    expect_close(download(*gpu_, gdx), dx, kTolerance, "dx");
+    expect_same_bits(download(*gpu_, gdweight), dweight, "dweight");
+    expect_same_bits(download(*gpu_, gdbias), dbias, "dbias");
+  }
 }
 
 TEST_F(GpuDeviceTest, AttentionMatchesCpu) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -16,6 +17,7 @@
 #include "ckpt/test_files.hpp"
 #include "core/error.hpp"
 #include "gpt_reference.hpp"
+#include "ops/column_sums.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "ops/gelu_tanh.hpp"
 
@@ -158,6 +160,48 @@ TEST(GptOps, LayerNormBackwardMatchesFiniteDifferencesAndAddsIntoDx) {
   std::vector<float> dweight2(C), dbias2(C);
   device.layernorm_backward(x, weight, mean, rstd, dy, added, dweight2, dbias2, rows, C);
   for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(added[i], before[i] + dx[i], 1e-6) << i;
+}
+
+// Sums over many rows (bias and LayerNorm parameter gradients) run in ops/column_sums.hpp's
+// order, which the CUDA device repeats bit for bit: chunks of 256 rows each summed from zero,
+// then the chunks in order. 600 rows: two whole chunks and a partial one.
+TEST(GptOps, ColumnSumsAddChunksOfRowsInOrder) {
+  CpuDevice device;
+  const std::int64_t rows = 600, in = 3, out = 5;
+  const auto x = random_normals(20, rows * in), w = random_normals(21, in * out),
+             dy = random_normals(22, rows * out, 1.0f, 3.0f);
+  std::vector<float> dw(in * out), db(out, 0.25f), dx(rows * in);
+  device.conv1d_backward(x, w, dy, dw, db, dx, rows, in, out);
+  const std::int64_t C = out;
+  const auto mean = random_normals(23, rows, 0.5f), rstd = random_normals(24, rows, 0.2f, 1.0f),
+             weight = random_normals(25, C);
+  std::vector<float> ln_dx(rows * C), dweight(C, -0.5f), dbias(C, 0.75f);
+  device.layernorm_backward(dy, weight, mean, rstd, dy, ln_dx, dweight, dbias, rows, C);
+  for (std::int64_t c = 0; c < out; ++c) {
+    float total = 0.0f;
+    double total_w = 0.0, total_b = 0.0;
+    for (std::int64_t first = 0; first < rows; first += kColumnSumChunkRows) {
+      float chunk = 0.0f;
+      double chunk_w = 0.0, chunk_b = 0.0;
+      for (std::int64_t r = first; r < std::min(rows, first + kColumnSumChunkRows); ++r) {
+        const float g = dy[r * out + c];
+        chunk += g;
+        chunk_w += g * ((dy[r * C + c] - static_cast<double>(mean[r])) * rstd[r]);
+        chunk_b += g;
+      }
+      total += chunk;
+      total_w += chunk_w;
+      total_b += chunk_b;
+    }
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(db[c]), std::bit_cast<std::uint32_t>(0.25f + total))
+        << "db " << c;
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(dweight[c]),
+              std::bit_cast<std::uint32_t>(static_cast<float>(-0.5f + total_w)))
+        << "dweight " << c;
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(dbias[c]),
+              std::bit_cast<std::uint32_t>(static_cast<float>(0.75f + total_b)))
+        << "dbias " << c;
+  }
 }
 
 TEST(GptOps, GeluTanhMatchesTorchValues) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "ops/column_sums.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "ops/cpu/cpu_gemm.hpp"
 #include "ops/cpu/cpu_isa.hpp"
@@ -132,17 +133,28 @@ void CpuDevice::do_layernorm_backward(std::span<const float> x, std::span<const 
           }
         }
       });
-  // dweight and dbias [C], in pieces of columns: each column summed over rows 0.. in double, added
-  // to the output once.
+  // dweight and dbias [C], in pieces of columns: each column summed over the rows in double in
+  // ops/column_sums.hpp's order (chunks of rows, then the chunks in order), added to the output
+  // once.
   for_each_piece(pool(), channels, cpu::columns_per_piece(pool()),
                  [&](std::int64_t begin, std::int64_t end) {
                    const auto width = static_cast<std::size_t>(end - begin);
                    std::vector<double> dweight_sum(width, 0.0), dbias_sum(width, 0.0);
-                   for (std::int64_t r = 0; r < rows; ++r) {
-                     const float* grad_out = dy.data() + r * channels;
-                     for (std::int64_t c = begin; c < end; ++c) {
-                       dweight_sum[c - begin] += grad_out[c] * xhat_of(r, c);
-                       dbias_sum[c - begin] += grad_out[c];
+                   std::vector<double> chunk_w(width), chunk_b(width);
+                   for (std::int64_t first = 0; first < rows; first += kColumnSumChunkRows) {
+                     std::fill(chunk_w.begin(), chunk_w.end(), 0.0);
+                     std::fill(chunk_b.begin(), chunk_b.end(), 0.0);
+                     const std::int64_t last = std::min(rows, first + kColumnSumChunkRows);
+                     for (std::int64_t r = first; r < last; ++r) {
+                       const float* grad_out = dy.data() + r * channels;
+                       for (std::int64_t c = begin; c < end; ++c) {
+                         chunk_w[c - begin] += grad_out[c] * xhat_of(r, c);
+                         chunk_b[c - begin] += grad_out[c];
+                       }
+                     }
+                     for (std::size_t i = 0; i < width; ++i) {
+                       dweight_sum[i] += chunk_w[i];
+                       dbias_sum[i] += chunk_b[i];
                      }
                    }
                    for (std::int64_t c = begin; c < end; ++c) {

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "ops/column_sums.hpp"
 #include "ops/cpu/cpu_thread_pool.hpp"
 
 namespace zl::cpu {
@@ -62,10 +63,16 @@ inline void add_bias_rows(CpuThreadPool& pool, std::span<const float> b, std::sp
 inline void add_column_sums(CpuThreadPool& pool, std::span<const float> dy, std::span<float> db,
                             std::int64_t rows, std::int64_t out) {
   for_each_piece(pool, out, columns_per_piece(pool), [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> sums(static_cast<std::size_t>(end - begin), 0.0f);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* row = dy.data() + r * out + begin;
-      for (std::int64_t o = 0; o < end - begin; ++o) sums[o] += row[o];
+    const auto width = static_cast<std::size_t>(end - begin);
+    std::vector<float> sums(width, 0.0f), chunk(width);
+    // ops/column_sums.hpp's order: each chunk of rows from zero, then the chunks in order
+    for (std::int64_t first = 0; first < rows; first += kColumnSumChunkRows) {
+      std::fill(chunk.begin(), chunk.end(), 0.0f);
+      for (std::int64_t r = first; r < std::min(rows, first + kColumnSumChunkRows); ++r) {
+        const float* row = dy.data() + r * out + begin;
+        for (std::size_t o = 0; o < width; ++o) chunk[o] += row[o];
+      }
+      for (std::size_t o = 0; o < width; ++o) sums[o] += chunk[o];
     }
     for (std::int64_t o = begin; o < end; ++o) db[o] += sums[o - begin];
   });

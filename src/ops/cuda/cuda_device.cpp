@@ -18,6 +18,7 @@
 
 #include "core/error.hpp"
 #include "ops/check_elems.hpp"
+#include "ops/column_sums.hpp"
 #include "ops/cuda/adamw_cuda.hpp"
 #include "ops/cuda/cublas_library.hpp"
 #include "ops/cuda/cuda_check.hpp"
@@ -41,6 +42,14 @@ AttentionKind attention_from_environment() {
   if (name == "fast") return AttentionKind::Fast;
   ZL_CHECK(name == "gemm", "ZL_CUDA_ATTENTION is '{}': use exact, fast or gemm", value);
   return AttentionKind::Gemm;
+}
+
+// A column sum's chunks are one launch's grid.y (at most 65535).
+void check_column_sum_rows(std::int64_t rows) {
+  ZL_CHECK(column_sum_chunks(rows) <= 65535,
+           "a column sum over {} rows is more than one CUDA launch takes ({} chunks of {}): use a "
+           "smaller micro-batch",
+           rows, column_sum_chunks(rows), kColumnSumChunkRows);
 }
 
 // The step work runs on the training dtypes only, as on the CPU.
@@ -90,6 +99,7 @@ CudaDevice::~CudaDevice() {
   cudaStreamSynchronize(stream_);
   free_cache_unchecked();
   if (scratch_ != nullptr) cudaFree(scratch_);
+  if (sums_scratch_ != nullptr) cudaFree(sums_scratch_);
   cudaFree(bad_index_);
   if (cublas_ != nullptr) cublas().Destroy(cublas_);
   cudaFree(cublas_workspace_);
@@ -203,13 +213,13 @@ void CudaDevice::do_linear_backward(std::span<const float> x, std::span<const fl
     const Bf16Operands ops = bf16_operands(dy.data(), rows * out, x.data(), rows * in, w.data(),
                                            dx.empty() ? 0 : out * in);
     matmul_bf16(true, false, out, in, rows, ops.dy, ops.x, dw.data(), 1.0f);
-    if (!db.empty()) cuda::add_column_sums(dy.data(), db.data(), rows, out, stream_);
+    if (!db.empty()) column_sums(dy.data(), db.data(), rows, out);
     if (!dx.empty()) matmul_bf16(false, false, rows, in, out, ops.dy, ops.w, dx.data(), 0.0f);
     return;
   }
   // dw [out, in] += dy^T (dy stored [rows, out]) * x [rows, in]
   gemm(true, false, out, in, rows, dy.data(), x.data(), dw.data(), 1.0f);
-  if (!db.empty()) cuda::add_column_sums(dy.data(), db.data(), rows, out, stream_);
+  if (!db.empty()) column_sums(dy.data(), db.data(), rows, out);
   // dx [rows, in] = dy [rows, out] * w [out, in]
   if (!dx.empty()) gemm(false, false, rows, in, out, dy.data(), w.data(), dx.data(), 0.0f);
 }
@@ -230,13 +240,13 @@ void CudaDevice::do_conv1d_backward(std::span<const float> x, std::span<const fl
     const Bf16Operands ops = bf16_operands(dy.data(), rows * out, x.data(), rows * in, w.data(),
                                            dx.empty() ? 0 : in * out);
     matmul_bf16(true, false, in, out, rows, ops.x, ops.dy, dw.data(), 1.0f);
-    cuda::add_column_sums(dy.data(), db.data(), rows, out, stream_);
+    column_sums(dy.data(), db.data(), rows, out);
     if (!dx.empty()) matmul_bf16(false, true, rows, in, out, ops.dy, ops.w, dx.data(), 0.0f);
     return;
   }
   // dw [in, out] += x^T (x stored [rows, in]) * dy [rows, out]
   gemm(true, false, in, out, rows, x.data(), dy.data(), dw.data(), 1.0f);
-  cuda::add_column_sums(dy.data(), db.data(), rows, out, stream_);
+  column_sums(dy.data(), db.data(), rows, out);
   // dx [rows, in] = dy [rows, out] * w^T (w stored [in, out])
   if (!dx.empty()) gemm(false, true, rows, in, out, dy.data(), w.data(), dx.data(), 0.0f);
 }
@@ -462,8 +472,18 @@ void CudaDevice::do_layernorm_backward(std::span<const float> x, std::span<const
                                        std::span<float> dweight, std::span<float> dbias,
                                        std::int64_t rows, std::int64_t channels) {
   select();
+  check_column_sum_rows(rows);
+  auto* partials = static_cast<double*>(sums_scratch(
+      static_cast<std::size_t>(2 * column_sum_chunks(rows) * channels) * sizeof(double)));
   cuda::layernorm_backward(x.data(), weight.data(), mean.data(), rstd.data(), dy.data(), dx.data(),
-                           dweight.data(), dbias.data(), rows, channels, stream_);
+                           dweight.data(), dbias.data(), partials, rows, channels, stream_);
+}
+
+void CudaDevice::column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols) {
+  check_column_sum_rows(rows);
+  auto* partials = static_cast<float*>(
+      sums_scratch(static_cast<std::size_t>(column_sum_chunks(rows) * cols) * sizeof(float)));
+  cuda::add_column_sums(dy, db, partials, rows, cols, stream_);
 }
 
 }  // namespace zl

@@ -260,6 +260,13 @@ class CudaDevice final : public Device {
                              std::int64_t head_dim) const;
   // At least `bytes` of device scratch, grown (never shrunk) on demand; booked as internal.
   void* scratch(std::size_t bytes);
+  // The same, apart, for the column sums' chunk partials: a layer's backward sums its bias
+  // gradient while its bf16 operands still sit in scratch().
+  void* sums_scratch(std::size_t bytes);
+  // `buffer` of `buffer_bytes`, grown to at least `bytes` (after the stream is done with it).
+  void* grown(void*& buffer, std::size_t& buffer_bytes, std::size_t bytes);
+  // db += the column sums of dy [rows, cols] (cuda::add_column_sums, through sums_scratch).
+  void column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols);
   // Resets the "first bad index" word, for a kernel that validates indices.
   unsigned long long* reset_bad_index();
   // The first bad index a validating kernel found (after waiting for the stream), or -1.
@@ -287,6 +294,8 @@ class CudaDevice final : public Device {
   std::size_t cublas_workspace_bytes_ = 0;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
+  void* sums_scratch_ = nullptr;  // column sums' chunk partials (sums_scratch)
+  std::size_t sums_scratch_bytes_ = 0;
   unsigned long long* bad_index_ = nullptr;        // one word of device memory
   std::int64_t live_allocations_ = 0;              // buffers handed out by allocate, not yet freed
   std::multimap<std::size_t, CachedBlock> cache_;  // deallocated blocks by size, for allocate

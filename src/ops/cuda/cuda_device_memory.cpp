@@ -103,10 +103,11 @@ DeviceMemoryCheck CudaDevice::memory_check() {
   DeviceMemoryCheck check;
   check.ledger_bytes = ledger().total_current_bytes();
   check.internal_bytes = static_cast<std::int64_t>(cublas_workspace_bytes_ + scratch_bytes_ +
+                                                   sums_scratch_bytes_ +
                                                    sizeof(unsigned long long)) +
                          cached_bytes();
   check.allocations = live_allocations_ + static_cast<std::int64_t>(cache_.size()) + 2 +
-                      (scratch_ != nullptr ? 1 : 0);
+                      (scratch_ != nullptr ? 1 : 0) + (sums_scratch_ != nullptr ? 1 : 0);
   check.driver_used_bytes = driver_used_bytes() - baseline_used_bytes_;
   return check;
 }
@@ -122,17 +123,25 @@ void CudaDevice::check_memory_ledger() {
 }
 
 void* CudaDevice::scratch(std::size_t bytes) {
-  if (bytes <= scratch_bytes_) return scratch_;
+  return grown(scratch_, scratch_bytes_, bytes);
+}
+
+void* CudaDevice::sums_scratch(std::size_t bytes) {
+  return grown(sums_scratch_, sums_scratch_bytes_, bytes);
+}
+
+void* CudaDevice::grown(void*& buffer, std::size_t& buffer_bytes, std::size_t bytes) {
+  if (bytes <= buffer_bytes) return buffer;
   select();
-  if (scratch_ != nullptr) {
+  if (buffer != nullptr) {
     wait_on_host();  // earlier kernels may still read it
-    ZL_CUDA_CHECK(cudaFree(scratch_));
-    scratch_ = nullptr;
-    scratch_bytes_ = 0;
+    ZL_CUDA_CHECK(cudaFree(buffer));
+    buffer = nullptr;
+    buffer_bytes = 0;
   }
-  ZL_CUDA_CHECK(cudaMalloc(&scratch_, bytes));
-  scratch_bytes_ = bytes;
-  return scratch_;
+  ZL_CUDA_CHECK(cudaMalloc(&buffer, bytes));
+  buffer_bytes = bytes;
+  return buffer;
 }
 
 }  // namespace zl

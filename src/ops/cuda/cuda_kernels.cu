@@ -3,11 +3,13 @@
 // embeddings, LayerNorm. Each mirrors its CPU twin
 // (ops/cpu/*.cpp): where the CPU sums in double, so does the kernel, and elementwise results are
 // computed in double and rounded once. What differs is only the order of block-wide sums (a tree,
-// not a loop); sums that must match the CPU's order (bias, LayerNorm weight and bias gradients,
-// embedding gradients) run one thread per column, rows in order.
+// not a loop); sums that must match the CPU's order keep it: bias and LayerNorm weight and bias
+// gradients in ops/column_sums.hpp's chunks (a block per chunk of rows and tile of columns, then
+// the chunks in order), embedding gradients one thread per column, rows in order.
 #include <cstdint>
 #include <numbers>
 
+#include "ops/column_sums.hpp"
 #include "ops/cuda/cuda_check.hpp"
 #include "ops/cuda/cuda_kernels.hpp"
 #include "ops/cuda/cuda_reduce_block.cuh"
@@ -37,12 +39,13 @@ __global__ void add_bias_rows_kernel(float* y, const float* b, std::int64_t rows
   for (std::int64_t i = global_index(); i < rows * cols; i += global_stride()) y[i] += b[i % cols];
 }
 
-// Column sums keep the CPU's order, rows 0, 1, ... one after another, so their bits are the
-// CPU's: each column is one thread's running sum. What makes them fast is that the whole block
-// loads the next kTileRows rows of its kTileCols columns (one 32-byte sector per row) into shared
-// memory at once, and one lane per column then adds them in order from there.
+// Column sums keep the CPU's order (ops/column_sums.hpp), so their bits are the CPU's: a block
+// takes one chunk of kTileRows rows of kTileCols columns, loads it into shared memory at once
+// (one 32-byte sector per row), and one lane per column adds its rows in order into the chunk's
+// partial; a second kernel adds each column's partials in chunk order.
 constexpr int kTileCols = 8;
 constexpr int kTileRows = 256;
+static_assert(kTileRows == kColumnSumChunkRows, "a block's rows are one chunk of a column sum");
 constexpr int kTileThreads = 256;
 constexpr int kTileRowLanes = kTileThreads / kTileCols;
 
@@ -59,22 +62,34 @@ __device__ void load_tile(const float* in, std::int64_t rows, std::int64_t cols,
   }
 }
 
-__global__ void add_column_sums_kernel(const float* dy, float* db, std::int64_t rows,
-                                       std::int64_t cols) {
+// partials[chunk * cols + c] = the sum of column c over chunk blockIdx.y's rows, in row order,
+// for the columns of tile blockIdx.x.
+__global__ void column_chunk_sums_kernel(const float* dy, float* partials, std::int64_t rows,
+                                         std::int64_t cols) {
   __shared__ float tile[kTileRows][kTileCols];
   const std::int64_t first_col = static_cast<std::int64_t>(blockIdx.x) * kTileCols;
+  const std::int64_t first_row = static_cast<std::int64_t>(blockIdx.y) * kTileRows;
   const auto col = static_cast<int>(threadIdx.x);  // the summing lanes: threads 0 .. kTileCols-1
-  float column_sum = 0.0f;
-  for (std::int64_t first_row = 0; first_row < rows; first_row += kTileRows) {
-    load_tile(dy, rows, cols, first_row, first_col, tile);
-    __syncthreads();
-    if (col < kTileCols) {
-      const std::int64_t count = min(static_cast<std::int64_t>(kTileRows), rows - first_row);
-      for (std::int64_t i = 0; i < count; ++i) column_sum += tile[i][col];
-    }
-    __syncthreads();
+  load_tile(dy, rows, cols, first_row, first_col, tile);
+  __syncthreads();
+  if (col < kTileCols && first_col + col < cols) {
+    const std::int64_t count = min(static_cast<std::int64_t>(kTileRows), rows - first_row);
+    float sum = 0.0f;
+    for (std::int64_t i = 0; i < count; ++i) sum += tile[i][col];
+    partials[blockIdx.y * cols + first_col + col] = sum;
   }
-  if (col < kTileCols && first_col + col < cols) db[first_col + col] += column_sum;
+}
+
+// out[c] = out[c] + (the chunks' partials of column c added in chunk order from zero), in T,
+// rounded to float once: the second step of every column sum.
+template <class T>
+__global__ void add_chunk_sums_kernel(const T* partials, std::int64_t chunks, float* out,
+                                      std::int64_t cols) {
+  for (std::int64_t c = global_index(); c < cols; c += global_stride()) {
+    T total = 0;
+    for (std::int64_t k = 0; k < chunks; ++k) total += partials[k * cols + c];
+    out[c] = static_cast<float>(out[c] + total);
+  }
 }
 
 // ---- GELU ----
@@ -260,39 +275,37 @@ __global__ void layernorm_backward_dx_kernel(const float* x, const float* weight
   }
 }
 
-// dweight and dbias [C]: one thread per column, rows in order, in double: the CPU's sums exactly.
+// The chunk partials of dweight and dbias [C] (ops/column_sums.hpp's order, in double, as the
+// CPU sums them): block (column tile, chunk) as column_chunk_sums_kernel, into
+// partials[chunk * C + c] and partials[(chunks + chunk) * C + c].
 __global__ void layernorm_backward_params_kernel(const float* x, const float* mean,
-                                                 const float* rstd, const float* dy, float* dweight,
-                                                 float* dbias, std::int64_t rows,
+                                                 const float* rstd, const float* dy,
+                                                 double* partials, std::int64_t rows,
                                                  std::int64_t channels) {
   __shared__ float x_tile[kTileRows][kTileCols], dy_tile[kTileRows][kTileCols];
   __shared__ float mean_tile[kTileRows], rstd_tile[kTileRows];
   const std::int64_t first_col = static_cast<std::int64_t>(blockIdx.x) * kTileCols;
+  const std::int64_t first_row = static_cast<std::int64_t>(blockIdx.y) * kTileRows;
   const auto col = static_cast<int>(threadIdx.x);  // the summing lanes: threads 0 .. kTileCols-1
-  double dweight_sum = 0.0, dbias_sum = 0.0;
-  for (std::int64_t first_row = 0; first_row < rows; first_row += kTileRows) {
-    load_tile(x, rows, channels, first_row, first_col, x_tile);
-    load_tile(dy, rows, channels, first_row, first_col, dy_tile);
-    for (int i = static_cast<int>(threadIdx.x); i < kTileRows; i += kTileThreads) {
-      mean_tile[i] = first_row + i < rows ? mean[first_row + i] : 0.0f;
-      rstd_tile[i] = first_row + i < rows ? rstd[first_row + i] : 0.0f;
-    }
-    __syncthreads();
-    if (col < kTileCols) {
-      const std::int64_t count = min(static_cast<std::int64_t>(kTileRows), rows - first_row);
-      for (std::int64_t i = 0; i < count; ++i) {
-        const double xhat = (x_tile[i][col] - static_cast<double>(mean_tile[i])) * rstd_tile[i];
-        const float grad_out = dy_tile[i][col];
-        dweight_sum += grad_out * xhat;
-        dbias_sum += grad_out;
-      }
-    }
-    __syncthreads();
+  load_tile(x, rows, channels, first_row, first_col, x_tile);
+  load_tile(dy, rows, channels, first_row, first_col, dy_tile);
+  for (int i = static_cast<int>(threadIdx.x); i < kTileRows; i += kTileThreads) {
+    mean_tile[i] = first_row + i < rows ? mean[first_row + i] : 0.0f;
+    rstd_tile[i] = first_row + i < rows ? rstd[first_row + i] : 0.0f;
   }
+  __syncthreads();
   if (col < kTileCols && first_col + col < channels) {
-    const std::int64_t c = first_col + col;
-    dweight[c] = static_cast<float>(dweight[c] + dweight_sum);
-    dbias[c] = static_cast<float>(dbias[c] + dbias_sum);
+    const std::int64_t count = min(static_cast<std::int64_t>(kTileRows), rows - first_row);
+    double dweight_sum = 0.0, dbias_sum = 0.0;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const double xhat = (x_tile[i][col] - static_cast<double>(mean_tile[i])) * rstd_tile[i];
+      const float grad_out = dy_tile[i][col];
+      dweight_sum += grad_out * xhat;
+      dbias_sum += grad_out;
+    }
+    const std::int64_t chunks = gridDim.y, c = first_col + col;
+    partials[blockIdx.y * channels + c] = dweight_sum;
+    partials[(chunks + blockIdx.y) * channels + c] = dbias_sum;
   }
 }
 
@@ -305,11 +318,18 @@ void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t col
   cuda_check_launch("add_bias_rows");
 }
 
-void add_column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols,
-                     cudaStream_t stream) {
+void add_column_sums(const float* dy, float* db, float* partials, std::int64_t rows,
+                     std::int64_t cols, cudaStream_t stream) {
   if (cols == 0) return;
-  add_column_sums_kernel<<<blocks_covering(cols, kTileCols), kTileThreads, 0, stream>>>(dy, db,
-                                                                                        rows, cols);
+  const std::int64_t chunks = column_sum_chunks(rows);  // 0 rows: db + 0, as the CPU adds
+  if (chunks > 0) {
+    column_chunk_sums_kernel<<<dim3(blocks_covering(cols, kTileCols),
+                                    static_cast<unsigned>(chunks)),
+                               kTileThreads, 0, stream>>>(dy, partials, rows, cols);
+    cuda_check_launch("add_column_sums (chunks)");
+  }
+  add_chunk_sums_kernel<float>
+      <<<grid_for(cols, kThreads), kThreads, 0, stream>>>(partials, chunks, db, cols);
   cuda_check_launch("add_column_sums");
 }
 
@@ -385,14 +405,23 @@ void layernorm_forward(const float* x, const float* weight, const float* bias, f
 }
 
 void layernorm_backward(const float* x, const float* weight, const float* mean, const float* rstd,
-                        const float* dy, float* dx, float* dweight, float* dbias, std::int64_t rows,
-                        std::int64_t channels, cudaStream_t stream) {
+                        const float* dy, float* dx, float* dweight, float* dbias,
+                        double* partials, std::int64_t rows, std::int64_t channels,
+                        cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
   layernorm_backward_dx_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
       x, weight, mean, rstd, dy, dx, channels);
   cuda_check_launch("layernorm_backward (dx)");
-  layernorm_backward_params_kernel<<<blocks_covering(channels, kTileCols), kTileThreads, 0,
-                                     stream>>>(x, mean, rstd, dy, dweight, dbias, rows, channels);
+  const std::int64_t chunks = column_sum_chunks(rows);
+  layernorm_backward_params_kernel<<<dim3(blocks_covering(channels, kTileCols),
+                                          static_cast<unsigned>(chunks)),
+                                     kTileThreads, 0, stream>>>(x, mean, rstd, dy, partials, rows,
+                                                                channels);
+  cuda_check_launch("layernorm_backward (dweight, dbias chunks)");
+  add_chunk_sums_kernel<double><<<grid_for(channels, kThreads), kThreads, 0, stream>>>(
+      partials, chunks, dweight, channels);
+  add_chunk_sums_kernel<double><<<grid_for(channels, kThreads), kThreads, 0, stream>>>(
+      partials + chunks * channels, chunks, dbias, channels);
   cuda_check_launch("layernorm_backward (dweight, dbias)");
 }
 

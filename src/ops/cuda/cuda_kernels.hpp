@@ -22,10 +22,11 @@ namespace zl::cuda {
 void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t cols,
                    cudaStream_t stream);
 
-/// db[o] += (dy[0, o] + dy[1, o] + ...), the column summed in float from row 0 down and added
-/// once: CpuDevice's bias gradient, operation for operation.
-void add_column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols,
-                     cudaStream_t stream);
+/// db[o] += the column of dy summed in float in ops/column_sums.hpp's order and added once:
+/// CpuDevice's bias gradient, operation for operation. `partials` is device scratch of
+/// column_sum_chunks(rows) * cols floats; at most 65535 chunks (checked by the caller).
+void add_column_sums(const float* dy, float* db, float* partials, std::int64_t rows,
+                     std::int64_t cols, cudaStream_t stream);
 
 /// Exact-erf GELU forward and backward, in double, rounded once.
 void gelu_forward(const float* x, float* y, std::int64_t elems, cudaStream_t stream);
@@ -62,11 +63,13 @@ void layernorm_forward(const float* x, const float* weight, const float* bias, f
                        float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
                        cudaStream_t stream);
 
-/// LayerNorm backward: dx (added into) one block per row; dweight and dbias one thread per
-/// column, rows in order, in double.
+/// LayerNorm backward: dx (added into) one block per row; dweight and dbias in double in
+/// ops/column_sums.hpp's order, through `partials`, device scratch of 2 *
+/// column_sum_chunks(rows) * channels doubles (at most 65535 chunks, checked by the caller).
 void layernorm_backward(const float* x, const float* weight, const float* mean, const float* rstd,
-                        const float* dy, float* dx, float* dweight, float* dbias, std::int64_t rows,
-                        std::int64_t channels, cudaStream_t stream);
+                        const float* dy, float* dx, float* dweight, float* dbias,
+                        double* partials, std::int64_t rows, std::int64_t channels,
+                        cudaStream_t stream);
 
 /// Causal softmax of each row of scores [rows, T] in place: row r is query position t = r % T;
 /// with m its largest score over s <= t and l = sum_s exp(score - m) in double rounded to float,
