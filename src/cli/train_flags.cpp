@@ -395,7 +395,8 @@ void finish_train_args(TrainArgs& args) {
         {args.gpt_preset.has_value(), "--preset"},      {sizes.n_layer.has_value(), "--n-layer"},
         {sizes.n_head.has_value(), "--n-head"},         {sizes.n_embd.has_value(), "--n-embd"},
         {sizes.block_size.has_value(), "--block-size"}, {sizes.vocab.has_value(), "--vocab"},
-        {!config.data.empty(), "--data"}};
+        {!config.data.empty(), "--data"},
+        {config.attention != AttentionKind::Default, "--attention"}};
     for (const auto& [given, flag] : gpt_only) {
       ZL_CHECK(!given, "{} needs --model gpt", flag);
     }

@@ -2,6 +2,7 @@
 #include "engines/sharding.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "core/error.hpp"
@@ -201,20 +202,19 @@ double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayou
                   DType::F64);
   std::vector<double> gathered(static_cast<std::size_t>(recv.elems()));
   device.copy_to_host(gathered.data(), recv.data(), static_cast<std::size_t>(recv.bytes()));
-  if (world == 1) return norm_from_partials(std::span<const double>(gathered));  // in order already
   // The unsharded model's order: unit by unit, and within a unit rank 0's blocks, rank 1's, ...
-  std::vector<double> ordered;
-  ordered.reserve(gathered.size());
+  const std::span<const double> all(gathered);
+  double total = 0.0;
   std::size_t unit_offset = 0;
   for (const auto& unit : layout) {
     const auto blocks = static_cast<std::size_t>(unit.shard_elems / kNormBlockElems);
     for (int r = 0; r < world; ++r) {
-      const auto* first = gathered.data() + static_cast<std::size_t>(r * count) + unit_offset;
-      ordered.insert(ordered.end(), first, first + blocks);
+      total = add_partials(total, all.subspan(static_cast<std::size_t>(r * count) + unit_offset,
+                                              blocks));
     }
     unit_offset += blocks;
   }
-  return norm_from_partials(ordered);
+  return std::sqrt(total);
 }
 
 std::vector<InFlight> all_gather_params(Comm& comm, UnitBuffers& params,

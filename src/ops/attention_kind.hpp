@@ -12,14 +12,4 @@ namespace zl {
 /// head size, else Exact. The CPU device runs Exact only.
 enum class AttentionKind { Default, Exact, Fast, Gemm };
 
-/// The name of `kind` as --attention and ZL_CUDA_ATTENTION spell it.
-inline const char* attention_kind_name(AttentionKind kind) {
-  switch (kind) {
-    case AttentionKind::Exact: return "exact";
-    case AttentionKind::Fast: return "fast";
-    case AttentionKind::Gemm: return "gemm";
-    default: return "default";
-  }
-}
-
 }  // namespace zl

@@ -13,13 +13,17 @@ void append_block_sumsq(std::span<const float> grads, std::vector<double>& parti
   block_sumsq(grads, std::span<double>(partials).subspan(first));
 }
 
-void block_sumsq(std::span<const float> grads, std::span<double> partials) {
-  ZL_CHECK(grads.size() % kNormBlockElems == 0,
+void check_block_sumsq(std::size_t grad_elems, std::size_t partial_elems) {
+  ZL_CHECK(grad_elems % kNormBlockElems == 0,
            "gradient span of {} elements is not whole blocks of {}: pad units with layout_units",
-           grads.size(), kNormBlockElems);
-  ZL_CHECK(partials.size() == grads.size() / kNormBlockElems,
-           "block_sumsq: {} partials for {} blocks: pass one per block", partials.size(),
-           grads.size() / kNormBlockElems);
+           grad_elems, kNormBlockElems);
+  ZL_CHECK(partial_elems == grad_elems / kNormBlockElems,
+           "block_sumsq: {} partials for {} blocks: pass one per block", partial_elems,
+           grad_elems / kNormBlockElems);
+}
+
+void block_sumsq(std::span<const float> grads, std::span<double> partials) {
+  check_block_sumsq(grads.size(), partials.size());
   for (std::size_t b = 0; b < partials.size(); ++b) {
     double sum = 0.0;
     for (std::size_t i = b * kNormBlockElems; i < (b + 1) * kNormBlockElems; ++i) {
@@ -30,10 +34,13 @@ void block_sumsq(std::span<const float> grads, std::span<double> partials) {
   }
 }
 
-double norm_from_partials(std::span<const double> partials) {
-  double total = 0.0;
+double add_partials(double total, std::span<const double> partials) {
   for (const double partial : partials) total += partial;
-  return std::sqrt(total);
+  return total;
+}
+
+double norm_from_partials(std::span<const double> partials) {
+  return std::sqrt(add_partials(0.0, partials));
 }
 
 }  // namespace zl

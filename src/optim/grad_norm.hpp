@@ -21,7 +21,14 @@ void append_block_sumsq(std::span<const float> grads, std::vector<double>& parti
 /// kNormBlockElems doubles.
 void block_sumsq(std::span<const float> grads, std::span<double> partials);
 
-/// sqrt of the partials summed in order.
+/// Throws zl::Error unless `grad_elems` are whole blocks and `partial_elems` is one per block:
+/// block_sumsq's arguments, as every device checks them.
+void check_block_sumsq(std::size_t grad_elems, std::size_t partial_elems);
+
+/// `total` plus the partials, added in order: the norm's running sum, piece by piece.
+double add_partials(double total, std::span<const double> partials);
+
+/// sqrt of the partials summed in order (add_partials from zero).
 double norm_from_partials(std::span<const double> partials);
 
 }  // namespace zl

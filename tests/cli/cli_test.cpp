@@ -303,7 +303,7 @@ TEST_F(CliTest, AcceleratorAndNcclCombinationsFailInOneLine) {
       {"train --backend nccl --engine reference", "--backend nccl"},
       {"train --accelerator cpu-detached --engine reference", "--engine reference runs on the CPU"},
       {"train --accelerator cpu-detached --offload-optimizer", "--offload-optimizer keeps"},
-      {"train --attention fast", "--attention fast runs on GPUs: add --accelerator cuda"},
+      {"train --model gpt --attention fast", "--attention fast runs on GPUs: add --accelerator cuda"},
       {"train --attention flash", "--attention"},
   };
   for (const auto& bad : cases) {

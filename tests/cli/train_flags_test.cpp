@@ -76,8 +76,10 @@ TEST(TrainFlags, EachFeatureFlagSetsItsField) {
   EXPECT_EQ(parse_train_args({"--precision", "BF16"}).config.features.precision, DType::BF16);
   EXPECT_EQ(parse_train_args({"--precision", "fp32"}).config.features.precision, DType::F32);
   EXPECT_EQ(parse_train_args({}).config.attention, AttentionKind::Default);
-  EXPECT_EQ(parse_train_args({"--attention", "fast"}).config.attention, AttentionKind::Fast);
-  EXPECT_EQ(parse_train_args({"--attention", "EXACT"}).config.attention, AttentionKind::Exact);
+  EXPECT_EQ(parse_train_args({"--model", "gpt", "--attention", "fast"}).config.attention,
+            AttentionKind::Fast);
+  EXPECT_EQ(parse_train_args({"--model", "gpt", "--attention", "EXACT"}).config.attention,
+            AttentionKind::Exact);
 }
 
 TEST(TrainFlags, BadValuesAreOneLineErrorsNamingTheFlag) {
@@ -101,6 +103,7 @@ TEST(TrainFlags, BadValuesAreOneLineErrorsNamingTheFlag) {
       {{"--n-layer", "2"}, "--n-layer needs --model gpt"},
       {{"--preset", "tiny"}, "--preset needs --model gpt"},
       {{"--data", "tokens.bin"}, "--data needs --model gpt"},
+      {{"--attention", "exact"}, "--attention needs --model gpt"},
   };
   for (const auto& [args, message] : cases) EXPECT_EQ(error_of(args), message) << args[0];
   EXPECT_NE(error_of({"--bf16", "--fp16"}).find("excludes"), std::string::npos);

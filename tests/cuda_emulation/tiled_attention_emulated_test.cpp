@@ -11,14 +11,10 @@
 
 #include <cmath>
 #include <cstdint>
-#include <ostream>
-#include <random>
-#include <string>
-#include <utility>
 #include <vector>
 
-#include "ops/cpu/cpu_device.hpp"
 #include "ops/cuda/cuda_tiled_attention.cuh"
+#include "support/attention_cases.hpp"
 #include "support/same_bits.hpp"
 
 namespace zl {
@@ -26,23 +22,8 @@ namespace {
 
 using cuda_emulation::emulate;
 using test::expect_same_bits;
+using Shape = test::AttentionShape;
 namespace ta = cuda::tiled_attention;
-
-struct Shape {
-  std::int64_t batch, seq_len, channels, heads;
-};
-
-void PrintTo(const Shape& s, std::ostream* out) {
-  *out << "B " << s.batch << ", T " << s.seq_len << ", C " << s.channels << ", heads " << s.heads;
-}
-
-std::vector<float> uniform_floats(std::size_t count, unsigned seed) {
-  std::mt19937 generator(seed);
-  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
-  std::vector<float> values(count);
-  for (float& value : values) value = uniform(generator);
-  return values;
-}
 
 // The launches of cuda_tiled_attention.cu, through the emulator.
 void forward(const Shape& s, const std::vector<float>& qkv, std::vector<float>& stats,
@@ -78,21 +59,17 @@ class TiledAttentionEmulated : public ::testing::TestWithParam<Shape> {};
 TEST_P(TiledAttentionEmulated, GivesTheCpuDevicesBits) {
   const Shape s = GetParam();
   const auto rows = static_cast<std::size_t>(s.batch * s.seq_len);
-  const auto qkv = uniform_floats(rows * 3 * s.channels, 30),
-             dout = uniform_floats(rows * s.channels, 31);
-  const std::size_t stats_floats = rows * s.heads * kAttentionStatsPerRow;
-  std::vector<float> stats(stats_floats), out(rows * s.channels), dqkv(rows * 3 * s.channels);
-  CpuDevice cpu;
-  cpu.attention_forward(qkv, stats, out, s.batch, s.seq_len, s.channels, s.heads);
-  cpu.attention_backward(qkv, stats, out, dout, dqkv, s.batch, s.seq_len, s.channels, s.heads);
+  const auto qkv = test::uniform_floats(rows * 3 * s.channels, 30),
+             dout = test::uniform_floats(rows * s.channels, 31);
+  const test::AttentionResult cpu = test::cpu_attention(s, qkv, dout);
 
-  std::vector<float> kernel_stats(stats_floats, std::nanf("")),
-      kernel_out(out.size(), std::nanf("")), kernel_dqkv(dqkv.size(), std::nanf(""));
-  forward(s, qkv, kernel_stats, kernel_out);
-  expect_same_bits(kernel_out, out, "out");
-  expect_same_bits(kernel_stats, stats, "stats");
-  backward(s, qkv, kernel_stats, kernel_out, dout, kernel_dqkv);
-  expect_same_bits(kernel_dqkv, dqkv, "dqkv");
+  std::vector<float> stats(cpu.stats.size(), std::nanf("")), out(cpu.out.size(), std::nanf("")),
+      dqkv(cpu.dqkv.size(), std::nanf(""));
+  forward(s, qkv, stats, out);
+  expect_same_bits(out, cpu.out, "out");
+  expect_same_bits(stats, cpu.stats, "stats");
+  backward(s, qkv, stats, out, dout, dqkv);
+  expect_same_bits(dqkv, cpu.dqkv, "dqkv");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -104,12 +81,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{1, 33, 100, 1},   // D 100: 4 channels per lane, the last partly idle
                       Shape{1, 33, 200, 1}),  // D 200: 8 channels per lane
     [](const ::testing::TestParamInfo<Shape>& info) {
-      const Shape& s = info.param;
-      std::string name = "B";
-      for (const auto& [part, value] : {std::pair{"", s.batch}, std::pair{"_T", s.seq_len},
-                                        std::pair{"_C", s.channels}, std::pair{"_H", s.heads}})
-        name.append(part).append(std::to_string(value));
-      return name;
+      return test::attention_shape_name(info.param);
     });
 
 }  // namespace

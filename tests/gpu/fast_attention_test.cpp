@@ -8,84 +8,34 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <vector>
 
 #include "core/error.hpp"
-#include "gpu_test_support.hpp"
-#include "ops/cpu/cpu_device.hpp"
+#include "gpu_attention.hpp"
 #include "ops/cuda/cuda_device.hpp"
 
 namespace zl {
 namespace {
 
-using test::cspan_of;
-using test::download;
 using test::expect_same_bits;
-using test::random_floats;
-using test::span_of;
-using test::upload;
+using test::relative_error;
+using Shape = test::AttentionShape;
+using Attention = test::AttentionResult;
 
-struct Shape {
-  std::int64_t batch, seq_len, channels, heads;
-};
-
-struct Attention {
-  std::vector<float> stats, out, dqkv;
-};
-
+// The inputs of shape s: qkv uniform in [-2, 2), dout in [-1, 1).
 std::vector<float> qkv_of(const Shape& s) {
-  return random_floats(s.batch * s.seq_len * 3 * s.channels, 50, -2.0f, 2.0f);
+  return test::random_floats(s.batch * s.seq_len * 3 * s.channels, 50, -2.0f, 2.0f);
 }
 std::vector<float> dout_of(const Shape& s) {
-  return random_floats(s.batch * s.seq_len * s.channels, 51);
+  return test::random_floats(s.batch * s.seq_len * s.channels, 51);
 }
-std::int64_t stats_floats(const Shape& s) {
-  return s.batch * s.heads * s.seq_len * kAttentionStatsPerRow;
-}
-
 Attention on_cpu(const Shape& s) {
-  CpuDevice cpu;
-  const auto qkv = qkv_of(s), dout = dout_of(s);
-  Attention a{std::vector<float>(stats_floats(s)), std::vector<float>(dout.size()),
-              std::vector<float>(qkv.size())};
-  cpu.attention_forward(qkv, a.stats, a.out, s.batch, s.seq_len, s.channels, s.heads);
-  cpu.attention_backward(qkv, a.stats, a.out, dout, a.dqkv, s.batch, s.seq_len, s.channels,
-                         s.heads);
-  return a;
+  return test::cpu_attention(s, qkv_of(s), dout_of(s));
 }
-
-// Forward and backward on `gpu`, every output starting as NaN.
 Attention on_gpu(CudaDevice& gpu, const Shape& s) {
-  const auto qkv = qkv_of(s), dout = dout_of(s);
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  Buffer gqkv = upload(gpu, qkv), gdout = upload(gpu, dout);
-  Buffer stats = upload(gpu, std::vector<float>(stats_floats(s), nan));
-  Buffer out = upload(gpu, std::vector<float>(dout.size(), nan));
-  Buffer dqkv = upload(gpu, std::vector<float>(qkv.size(), nan));
-  gpu.attention_forward(cspan_of(gqkv), span_of(stats), span_of(out), s.batch, s.seq_len,
-                        s.channels, s.heads);
-  gpu.attention_backward(cspan_of(gqkv), cspan_of(stats), cspan_of(out), cspan_of(gdout),
-                         span_of(dqkv), s.batch, s.seq_len, s.channels, s.heads);
-  return {download(gpu, stats), download(gpu, out), download(gpu, dqkv)};
-}
-
-// ||got - want|| / ||want|| over every `stride`-th run of `width` values from `first` (a part of
-// a row-major tensor), infinity if any is NaN.
-double relative_error(const std::vector<float>& got, const std::vector<float>& want,
-                      std::int64_t first = 0, std::int64_t width = 1, std::int64_t stride = 1) {
-  double diff = 0.0, norm = 0.0;
-  for (auto row = static_cast<std::size_t>(first); row < want.size(); row += stride) {
-    for (std::size_t i = row; i < row + static_cast<std::size_t>(width); ++i) {
-      if (std::isnan(got[i])) return INFINITY;
-      diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
-      norm += static_cast<double>(want[i]) * want[i];
-    }
-  }
-  return std::sqrt(diff / norm);
+  return test::gpu_attention(gpu, s, qkv_of(s), dout_of(s));
 }
 
 class FastAttention : public ::testing::Test {
@@ -106,15 +56,13 @@ TEST_F(FastAttention, IsTheCpuDevicesAttentionWithinBf16Rounding) {
                         Shape{2, 257, 64, 2},        // D 32; four tiles and a row
                         Shape{1, 300, 192, 3},       // D 64
                         Shape{2, 1024, 768, 12}}) {  // GPT-2 124M's attention
-    SCOPED_TRACE(::testing::Message() << "B " << s.batch << ", T " << s.seq_len << ", C "
-                                      << s.channels << ", heads " << s.heads);
+    SCOPED_TRACE(::testing::PrintToString(s));
     const Attention gpu = on_gpu(*gpu_, s), cpu = on_cpu(s);
     EXPECT_LT(relative_error(gpu.stats, cpu.stats), 6e-3);
     EXPECT_LT(relative_error(gpu.out, cpu.out), 6e-3);
-    for (std::int64_t part = 0; part < 3; ++part) {
-      EXPECT_LT(relative_error(gpu.dqkv, cpu.dqkv, part * s.channels, s.channels, 3 * s.channels),
-                1e-2)
-          << "d" << "qkv"[part];
+    const auto C = static_cast<std::size_t>(s.channels);
+    for (std::size_t part = 0; part < 3; ++part) {
+      EXPECT_LT(relative_error(gpu.dqkv, cpu.dqkv, part * C, C, 3 * C), 1e-2) << "d" << "qkv"[part];
     }
   }
 }

@@ -13,30 +13,20 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "gpu_test_support.hpp"
-#include "ops/cpu/cpu_device.hpp"
+#include "gpu_attention.hpp"
 #include "ops/cuda/cuda_device.hpp"
 
 namespace zl {
 namespace {
 
-using test::cspan_of;
-using test::download;
 using test::expect_close;
 using test::expect_same_bits;
 using test::random_floats;
-using test::span_of;
-using test::upload;
 
 constexpr double kTolerance = 1e-5;  // cuda_device_test.cpp's fp32 tolerance, for the gemm path
 
-struct Shape {
-  std::int64_t batch, seq_len, channels, heads;
-};
-
-struct Attention {
-  std::vector<float> stats, out, dqkv;
-};
+using Shape = test::AttentionShape;
+using Attention = test::AttentionResult;
 
 std::vector<float> qkv_of(const Shape& s) {
   return random_floats(s.batch * s.seq_len * 3 * s.channels, 40, -2.0f, 2.0f);
@@ -44,39 +34,16 @@ std::vector<float> qkv_of(const Shape& s) {
 std::vector<float> dout_of(const Shape& s) {
   return random_floats(s.batch * s.seq_len * s.channels, 41);
 }
-std::size_t stats_floats(const Shape& s) {
-  return s.batch * s.heads * s.seq_len * kAttentionStatsPerRow;
-}
-
 Attention on_cpu(const Shape& s) {
-  CpuDevice cpu;
-  const auto qkv = qkv_of(s), dout = dout_of(s);
-  Attention a{std::vector<float>(stats_floats(s)), std::vector<float>(dout.size()),
-              std::vector<float>(qkv.size())};
-  cpu.attention_forward(qkv, a.stats, a.out, s.batch, s.seq_len, s.channels, s.heads);
-  cpu.attention_backward(qkv, a.stats, a.out, dout, a.dqkv, s.batch, s.seq_len, s.channels,
-                         s.heads);
-  return a;
+  return test::cpu_attention(s, qkv_of(s), dout_of(s));
 }
-
 Attention on_gpu(CudaDevice& gpu, const Shape& s) {
-  const auto qkv = qkv_of(s), dout = dout_of(s);
-  Buffer gqkv = upload(gpu, qkv), gdout = upload(gpu, dout);
-  Buffer stats =
-      gpu.alloc(MemCategory::Activations, DType::F32, {static_cast<std::int64_t>(stats_floats(s))});
-  Buffer out = gpu.alloc(MemCategory::Activations, DType::F32, {s.batch * s.seq_len * s.channels});
-  Buffer dqkv = upload(gpu, random_floats(qkv.size(), 42));  // overwritten, not added to
-  gpu.attention_forward(cspan_of(gqkv), span_of(stats), span_of(out), s.batch, s.seq_len,
-                        s.channels, s.heads);
-  gpu.attention_backward(cspan_of(gqkv), cspan_of(stats), cspan_of(out), cspan_of(gdout),
-                         span_of(dqkv), s.batch, s.seq_len, s.channels, s.heads);
-  return {download(gpu, stats), download(gpu, out), download(gpu, dqkv)};
+  return test::gpu_attention(gpu, s, qkv_of(s), dout_of(s));
 }
 
 void expect_same_bits_as_cpu(const Attention& gpu, const Shape& s) {
   const Attention cpu = on_cpu(s);
-  SCOPED_TRACE(::testing::Message() << "B " << s.batch << ", T " << s.seq_len << ", C "
-                                    << s.channels << ", heads " << s.heads);
+  SCOPED_TRACE(::testing::PrintToString(s));
   expect_same_bits(gpu.stats, cpu.stats, "stats");
   expect_same_bits(gpu.out, cpu.out, "out");
   expect_same_bits(gpu.dqkv, cpu.dqkv, "dqkv");

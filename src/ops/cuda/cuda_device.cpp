@@ -149,16 +149,8 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
     return;
   }
   if (bf16_gemms_) {
-    // Both operands rounded to bf16 side by side in scratch, B at a 16-byte boundary (tensor
-    // cores want aligned operands).
-    const std::int64_t a_elems = m * k, b_elems = k * n;
-    const std::int64_t b_offset = (a_elems + 7) / 8 * 8;
-    auto* a16 = static_cast<std::uint16_t*>(
-        scratch(static_cast<std::size_t>(b_offset + b_elems) * sizeof(std::uint16_t)));
-    std::uint16_t* b16 = a16 + b_offset;
-    convert(a, DType::F32, a16, DType::BF16, a_elems);
-    convert(b, DType::F32, b16, DType::BF16, b_elems);
-    return matmul_bf16(transpose_a, transpose_b, m, n, k, a16, b16, c, beta);
+    const auto copies = bf16_copies({{{a, m * k}, {b, k * n}, {}}});
+    return matmul_bf16(transpose_a, transpose_b, m, n, k, copies[0], copies[1], c, beta);
   }
   const float alpha = 1.0f;
   const int mi = cublas_int(m, "M"), ni = cublas_int(n, "N"), ki = cublas_int(k, "K");
@@ -168,19 +160,20 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
                                  transpose_b ? ki : ni, a, transpose_a ? mi : ki, &beta, c, ni));
 }
 
-CudaDevice::Bf16Operands CudaDevice::bf16_operands(const float* dy, std::int64_t dy_elems,
-                                                   const float* x, std::int64_t x_elems,
-                                                   const float* w, std::int64_t w_elems) {
+std::array<const std::uint16_t*, 3> CudaDevice::bf16_copies(
+    const std::array<Fp32Operand, 3>& operands) {
   const auto aligned = [](std::int64_t elems) { return (elems + 7) / 8 * 8; };  // 16 bytes
-  auto* dy16 = static_cast<std::uint16_t*>(
-      scratch(static_cast<std::size_t>(aligned(dy_elems) + aligned(x_elems) + w_elems) *
-              sizeof(std::uint16_t)));
-  std::uint16_t* x16 = dy16 + aligned(dy_elems);
-  std::uint16_t* w16 = x16 + aligned(x_elems);
-  convert(dy, DType::F32, dy16, DType::BF16, dy_elems);
-  convert(x, DType::F32, x16, DType::BF16, x_elems);
-  convert(w, DType::F32, w16, DType::BF16, w_elems);
-  return {dy16, x16, w16};
+  std::int64_t total = 0;
+  for (const Fp32Operand& operand : operands) total += aligned(operand.elems);
+  auto* next = static_cast<std::uint16_t*>(
+      scratch(static_cast<std::size_t>(total) * sizeof(std::uint16_t)));
+  std::array<const std::uint16_t*, 3> copies{};
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    convert(operands[i].data, DType::F32, next, DType::BF16, operands[i].elems);
+    copies[i] = next;
+    next += aligned(operands[i].elems);
+  }
+  return copies;
 }
 
 void CudaDevice::matmul_bf16(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
@@ -210,11 +203,12 @@ void CudaDevice::do_linear_backward(std::span<const float> x, std::span<const fl
                                     std::span<float> db, std::span<float> dx, std::int64_t rows,
                                     std::int64_t in, std::int64_t out) {
   if (bf16_gemms_ && rows > 0 && in > 0 && out > 0) {
-    const Bf16Operands ops = bf16_operands(dy.data(), rows * out, x.data(), rows * in, w.data(),
-                                           dx.empty() ? 0 : out * in);
-    matmul_bf16(true, false, out, in, rows, ops.dy, ops.x, dw.data(), 1.0f);
+    // dy rounded once for both products (w only when there is a dx)
+    const auto [dy16, x16, w16] = bf16_copies(
+        {{{dy.data(), rows * out}, {x.data(), rows * in}, {w.data(), dx.empty() ? 0 : out * in}}});
+    matmul_bf16(true, false, out, in, rows, dy16, x16, dw.data(), 1.0f);
     if (!db.empty()) column_sums(dy.data(), db.data(), rows, out);
-    if (!dx.empty()) matmul_bf16(false, false, rows, in, out, ops.dy, ops.w, dx.data(), 0.0f);
+    if (!dx.empty()) matmul_bf16(false, false, rows, in, out, dy16, w16, dx.data(), 0.0f);
     return;
   }
   // dw [out, in] += dy^T (dy stored [rows, out]) * x [rows, in]
@@ -237,11 +231,11 @@ void CudaDevice::do_conv1d_backward(std::span<const float> x, std::span<const fl
                                     std::span<float> db, std::span<float> dx, std::int64_t rows,
                                     std::int64_t in, std::int64_t out) {
   if (bf16_gemms_ && rows > 0 && in > 0 && out > 0) {
-    const Bf16Operands ops = bf16_operands(dy.data(), rows * out, x.data(), rows * in, w.data(),
-                                           dx.empty() ? 0 : in * out);
-    matmul_bf16(true, false, in, out, rows, ops.x, ops.dy, dw.data(), 1.0f);
+    const auto [dy16, x16, w16] = bf16_copies(
+        {{{dy.data(), rows * out}, {x.data(), rows * in}, {w.data(), dx.empty() ? 0 : in * out}}});
+    matmul_bf16(true, false, in, out, rows, x16, dy16, dw.data(), 1.0f);
     column_sums(dy.data(), db.data(), rows, out);
-    if (!dx.empty()) matmul_bf16(false, true, rows, in, out, ops.dy, ops.w, dx.data(), 0.0f);
+    if (!dx.empty()) matmul_bf16(false, true, rows, in, out, dy16, w16, dx.data(), 0.0f);
     return;
   }
   // dw [in, out] += x^T (x stored [rows, in]) * dy [rows, out]
@@ -359,12 +353,8 @@ void CudaDevice::adamw_update(std::span<float> params, std::span<const float> gr
 }
 
 void CudaDevice::block_sumsq(std::span<const float> grads, std::span<double> partials) {
-  ZL_CHECK(grads.size() % kNormBlockElems == 0,
-           "gradient span of {} elements is not whole blocks of {}: pad units with layout_units",
-           grads.size(), kNormBlockElems);
-  const std::int64_t blocks = static_cast<std::int64_t>(grads.size()) / kNormBlockElems;
-  ZL_CHECK(static_cast<std::int64_t>(partials.size()) == blocks,
-           "block_sumsq: {} partials for {} blocks: pass one per block", partials.size(), blocks);
+  check_block_sumsq(grads.size(), partials.size());
+  const auto blocks = static_cast<std::int64_t>(partials.size());
   if (blocks == 0) return;
   select();
   cuda::block_sumsq(grads.data(), partials.data(), blocks, kNormBlockElems, stream_);

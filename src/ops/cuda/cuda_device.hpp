@@ -10,6 +10,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -242,13 +243,14 @@ class CudaDevice final : public Device {
   // (overwrite) or 1 (accumulate).
   void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
             const float* a, const float* b, float* c, float beta);
-  // A layer backward's fp32 operands rounded to bf16 once each, side by side in scratch at
-  // 16-byte boundaries: dy serves both the dw and the dx product (w_elems 0: no dx, no w).
-  struct Bf16Operands {
-    const std::uint16_t *dy, *x, *w;
+  // Up to three fp32 GEMM operands rounded to bf16 once each, side by side in scratch at 16-byte
+  // boundaries (tensor cores want aligned operands); one of 0 elements is skipped. A layer's
+  // backward rounds dy once for its dw and dx products.
+  struct Fp32Operand {
+    const float* data = nullptr;
+    std::int64_t elems = 0;
   };
-  Bf16Operands bf16_operands(const float* dy, std::int64_t dy_elems, const float* x,
-                             std::int64_t x_elems, const float* w, std::int64_t w_elems);
+  std::array<const std::uint16_t*, 3> bf16_copies(const std::array<Fp32Operand, 3>& operands);
   // Column-major, cuBLAS's own convention: for each of `batch` heads i, C_i [m, n] =
   // alpha op(A_i) op(B_i) (beta 0), the heads `stride_*` floats apart; lda/ldb/ldc as cuBLAS's.
   void gemm_heads(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,

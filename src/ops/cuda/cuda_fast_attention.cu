@@ -6,16 +6,6 @@
 
 namespace zl::cuda {
 
-namespace {
-
-dim3 fast_grid(std::int64_t batch, std::int64_t seq_len, std::int64_t heads) {
-  using fast_attention::kTileRows;
-  return {static_cast<unsigned>(batch * heads),
-          static_cast<unsigned>((seq_len + kTileRows - 1) / kTileRows)};
-}
-
-}  // namespace
-
 bool fast_attention_takes(std::int64_t head_dim) {
   return fast_attention::takes_head_dim(head_dim);
 }
@@ -25,7 +15,7 @@ void fast_attention_forward(const float* qkv, float* stats, float* out, std::int
                             float scale, cudaStream_t stream) {
   using namespace fast_attention;
   if (batch == 0 || seq_len == 0) return;
-  const dim3 grid = fast_grid(batch, seq_len, heads);
+  const dim3 grid = launch_grid(batch, seq_len, heads);
   with_head_dim(channels / heads, [&]<int kD>() {
     forward_kernel<kD><<<grid, kThreads, kForwardSharedBytes<kD>, stream>>>(
         qkv, stats, out, seq_len, channels, heads, scale);
@@ -39,7 +29,7 @@ void fast_attention_backward(const float* qkv, const float* stats, const float* 
                              float scale, cudaStream_t stream) {
   using namespace fast_attention;
   if (batch == 0 || seq_len == 0) return;
-  const dim3 grid = fast_grid(batch, seq_len, heads);
+  const dim3 grid = launch_grid(batch, seq_len, heads);
   with_head_dim(channels / heads, [&]<int kD>() {
     dq_kernel<kD><<<grid, kThreads, kDqSharedBytes<kD>, stream>>>(
         qkv, stats, out, dout, dqkv, delta, seq_len, channels, heads, scale);

@@ -199,6 +199,13 @@ __device__ inline void store_rows(float* rows, std::int64_t stride, std::int64_t
   }
 }
 
+/// Every kernel's grid for `batch` sequences of `seq_len` rows with `heads` heads: (batch * heads,
+/// one per tile of 64 rows); kThreads threads a block.
+inline dim3 launch_grid(std::int64_t batch, std::int64_t seq_len, std::int64_t heads) {
+  return {static_cast<unsigned>(batch * heads),
+          static_cast<unsigned>((seq_len + kTileRows - 1) / kTileRows)};
+}
+
 /// Dynamic shared memory of each kernel for head size kD.
 template <int kD>
 inline constexpr std::size_t kForwardSharedBytes =
