@@ -3,7 +3,7 @@
 // communication overlaps the kernels queued meanwhile. Traffic is recorded as the sim records it
 // (ring volumes, comm/traffic_ledger.hpp). NCCL's reduction order is its own, so results are
 // close to, not bitwise equal to, the sim's rank-order sums. Small collectives on host memory (the
-// engines' loss and gradient-norm partials) are staged through a device buffer of the comm.
+// engines' logged loss) are staged through a device buffer of the comm.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,13 +30,13 @@ namespace zl {
 /// buffer of the comm on the comm stream, the collective runs there and the result is copied
 /// back; such a call, async or not, is complete on return. The staging buffer grows to the
 /// largest staged call and is booked as CommBuffer in the device's ledger: it is meant for the
-/// engines' small host collectives (the loss, the gradient norm's partials), not for tensors.
+/// engines' small host collectives (the loss), not for tensors.
 /// A call on device memory returns once it is queued (a blocking call as if its handle were
 /// waited): wait() orders the compute stream after the collective, and the host does not wait
 /// for it. The host waits only where it reads, through the device: the device's host waits
 /// (CudaDevice::set_host_wait_guard) first watch every collective the compute stream waits on,
-/// and barrier() holds the host until every rank reached it. ReduceOp::Max is ncclMax, which NCCL does not
-/// promise to propagate NaN through (the sim does). Arguments are checked as the sim checks them
+/// and barrier() holds the host until every rank reached it. ReduceOp::Max is ncclMax, which NCCL
+/// does not promise to propagate NaN through (the sim does). Arguments are checked as the sim checks them
 /// (check_call_arguments, sim/call_desc.hpp). With ZL_COLLECTIVE_CHECKS=1 every call, barrier
 /// included, is first compared across the ranks (nccl_agree.cpp); a mismatch is the sim's error.
 /// Every host wait is guarded by the watchdog (comm/watchdog.hpp, nccl_watchdog.cpp): it polls the

@@ -1,6 +1,6 @@
 // cuda_device_attention.cpp — CudaDevice's attention: which kernels run (AttentionKind), the
-// fast kernels' launches (cuda_fast_attention.cu), the tiled exact kernels' (cuda_tiled_attention.cu)
-// with the shapes they refuse, and the cuBLAS path of AttentionKind::Gemm (strided-batched GEMMs
+// fast kernels' launches (cuda_fast_attention.cu), the tiled exact kernels'
+// (cuda_tiled_attention.cu) with the shapes they refuse, and the cuBLAS path of AttentionKind::Gemm (strided-batched GEMMs
 // around cuda_attention.cu's softmax kernels, one batch element's scores in scratch).
 #include <limits>
 

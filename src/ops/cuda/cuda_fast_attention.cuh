@@ -176,7 +176,9 @@ __device__ inline float group_max(float value) {
   return value;
 }
 __device__ inline float group_sum(float value) {
-  for (int offset = 1; offset < 4; offset *= 2) value += __shfl_xor_sync(0xFFFFFFFFu, value, offset);
+  for (int offset = 1; offset < 4; offset *= 2) {
+    value += __shfl_xor_sync(0xFFFFFFFFu, value, offset);
+  }
   return value;
 }
 

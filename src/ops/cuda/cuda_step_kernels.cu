@@ -92,7 +92,9 @@ __device__ void store8(void* data, std::int64_t v, const float (&x)[kVector]) {
   } else {
     std::uint32_t words[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) words[i] = narrow<kDtype>(x[2 * i]) | (narrow<kDtype>(x[2 * i + 1]) << 16);
+    for (int i = 0; i < 4; ++i) {
+      words[i] = narrow<kDtype>(x[2 * i]) | (narrow<kDtype>(x[2 * i + 1]) << 16);
+    }
     static_cast<uint4*>(data)[v] = make_uint4(words[0], words[1], words[2], words[3]);
   }
 }
@@ -195,8 +197,9 @@ void convert(const void* in, DType in_dtype, void* out, DType out_dtype, std::in
   }
   const std::int64_t done = vectors * kVector;
   if (done == elems) return;
-  const auto* in_rest = static_cast<const char*>(in) + static_cast<std::size_t>(done) * dtype_bytes(in_dtype);
-  auto* out_rest = static_cast<char*>(out) + static_cast<std::size_t>(done) * dtype_bytes(out_dtype);
+  const auto done_elems = static_cast<std::size_t>(done);
+  const auto* in_rest = static_cast<const char*>(in) + done_elems * dtype_bytes(in_dtype);
+  auto* out_rest = static_cast<char*>(out) + done_elems * dtype_bytes(out_dtype);
   convert_kernel<<<grid_for(elems - done, kThreads), kThreads, 0, stream>>>(
       in_rest, in_dtype, out_rest, out_dtype, elems - done);
   cuda_check_launch("convert");
