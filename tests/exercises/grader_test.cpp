@@ -68,6 +68,7 @@ TEST_P(PlantedBug, FailsItsStageWithACounterexampleNamingTheMistake) {
   EXPECT_EQ(run.exit_code, 1) << report;
   EXPECT_TRUE(has(run.out, std::string(planted.stage) + ": FAILED")) << report;
   EXPECT_TRUE(has(run.err, "Falsifiable")) << report;
+  EXPECT_FALSE(has(report, "RC_FAIL")) << report;
   for (const char* words : planted.says) {
     EXPECT_TRUE(has(report, words)) << words << "\n" << report;
   }
@@ -83,9 +84,11 @@ INSTANTIATE_TEST_SUITE_P(
         Planted{"ddp_accumulation_forgotten",
                 "ddp",
                 {"the gradient norm is", "accumulation over micro-batches", "accumulation 2"}},
-        Planted{"zero1_shard_off_by_one",
-                "zero1",
-                {"after the last step, the parameters of unit", "'s shard [", "zero1 at world 2"}},
+        Planted{
+            "zero1_shard_off_by_one",
+            "zero1",
+            {"after step 1, the last, rank 0 holds, for its next forward, the parameters of unit",
+             "'s shard [", "the parameter all_gather of step 1 went wrong", "zero1 at world 2"}},
         Planted{"zero2_all_reduce_for_reduce_scatter",
                 "zero2",
                 {"rank 0 sent", "bytes by all_reduce where zero2 sends",

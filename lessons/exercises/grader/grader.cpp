@@ -12,45 +12,62 @@
 #include "core/error.hpp"
 #include "exercise.hpp"
 #include "grader/grading_comm.hpp"
+#include "grader/parameter_views.hpp"
 #include "run/compare.hpp"
 
 namespace zl::exercise {
 
 namespace {
 
-// An engine that owns the GradingComm it was built on (the comm outlives the engine).
+// An engine that owns the GradingComm it was built on and the RecordingModel it computes with
+// (both outlive the engine). After the run, full_state() also runs a probe step, so the
+// parameters every rank holds after the last step are recorded too; the run's ledgers and step
+// records are taken before it.
 class GradedEngine final : public Engine {
  public:
-  GradedEngine(std::unique_ptr<GradingComm> comm, const EngineFactory& factory, EngineKind kind,
-               Model& model, Device& device, const EngineOptions& options)
-      : comm_(std::move(comm)), engine_(factory(kind, model, device, *comm_, options)) {}
-  StepStats step(std::int64_t step) override { return engine_->step(step); }
-  ModelState full_state() override { return engine_->full_state(); }
+  GradedEngine(std::unique_ptr<GradingComm> comm, ParameterViews& views,
+               const EngineFactory& factory, EngineKind kind, Model& model, Device& device,
+               const EngineOptions& options)
+      : comm_(std::move(comm)),
+        model_(model, views, comm_->rank()),
+        engine_(factory(kind, model_, device, *comm_, options)) {}
+  StepStats step(std::int64_t step) override {
+    model_.at_step(step);
+    next_step_ = step + 1;
+    return engine_->step(step);
+  }
+  ModelState full_state() override {
+    ModelState state = engine_->full_state();
+    model_.at_step(next_step_);
+    engine_->step(next_step_);
+    return state;
+  }
   ShardState shard_state() override { return engine_->shard_state(); }
   void load_shard_state(const ShardState& state) override { engine_->load_shard_state(state); }
 
  private:
   std::unique_ptr<GradingComm> comm_;
+  RecordingModel model_;
   std::unique_ptr<Engine> engine_;
+  std::int64_t next_step_ = 0;
 };
 
-EngineFactory graded(EngineFactory factory) {
-  return [factory = std::move(factory)](EngineKind kind, Model& model, Device& device, Comm& comm,
-                                        const EngineOptions& options) -> std::unique_ptr<Engine> {
-    return std::make_unique<GradedEngine>(std::make_unique<GradingComm>(comm), factory, kind, model,
-                                          device, options);
+// `factory`'s engines, graded, with every rank's parameter views recorded into `views`.
+EngineFactory graded(EngineFactory factory, ParameterViews& views) {
+  return [factory = std::move(factory), &views](
+             EngineKind kind, Model& model, Device& device, Comm& comm,
+             const EngineOptions& options) -> std::unique_ptr<Engine> {
+    return std::make_unique<GradedEngine>(std::make_unique<GradingComm>(comm), views, factory, kind,
+                                          model, device, options);
   };
 }
 
-// Where to look when the first difference is in `what` of step `step` (0-based).
-std::string hint_for_step(std::string_view what, std::int64_t step) {
+// Where to look when the first difference is in `what` of a step whose every parameter view
+// was the reference's.
+std::string_view hint_for_step(std::string_view what) {
   if (what == "loss") {
-    return step == 0 ? "the forward pass ran on other parameters than the reference's: look at "
-                       "how the parameters are initialised, held or gathered"
-                     : fmt::format(
-                           "the forward pass of step {} ran on other parameters: the "
-                           "update or the parameter all_gather of step {} went wrong",
-                           step + 1, step);
+    return "every rank computed with the reference's parameters, so look at which batch each "
+           "micro-batch reads and at how the loss is averaged over micro-batches and ranks";
   }
   if (what == "gradient norm") {
     return "the averaged gradients differ: look at the gradient reduction (which collective, "
@@ -59,23 +76,39 @@ std::string hint_for_step(std::string_view what, std::int64_t step) {
   return "the step's update decision differs: look at the gradients the norm was made from";
 }
 
-std::optional<std::string> first_step_difference(const TrainResult& got, const TrainResult& want) {
-  for (std::size_t s = 0; s < want.steps.size() && s < got.steps.size(); ++s) {
-    const StepRecord& g = got.steps[s];
-    const StepRecord& w = want.steps[s];
-    const auto step = static_cast<std::int64_t>(s);
-    if (!same_bits(g.loss, w.loss)) {
-      return fmt::format("step {}: the loss is {:.9g}, the reference's {:.9g}. {}", s + 1, g.loss,
-                         w.loss, hint_for_step("loss", step));
+// The first record of step `s` (0-based) that differs from the reference's.
+std::optional<std::string> step_difference(const TrainResult& got, const TrainResult& want,
+                                           std::size_t s) {
+  if (s >= got.steps.size() || s >= want.steps.size()) return std::nullopt;
+  const StepRecord& g = got.steps[s];
+  const StepRecord& w = want.steps[s];
+  if (!same_bits(g.loss, w.loss)) {
+    return fmt::format("step {}: the loss is {:.9g}, the reference's {:.9g}. {}", s + 1, g.loss,
+                       w.loss, hint_for_step("loss"));
+  }
+  if (!same_bits(g.grad_norm, w.grad_norm)) {
+    return fmt::format("step {}: the gradient norm is {:.17g}, the reference's {:.17g}. {}", s + 1,
+                       g.grad_norm, w.grad_norm, hint_for_step("gradient norm"));
+  }
+  if (!same_bits(g.lr, w.lr) || g.skipped != w.skipped) {
+    return fmt::format("step {}: lr {} skipped {}, the reference's lr {} skipped {}. {}", s + 1,
+                       g.lr, g.skipped, w.lr, w.skipped, hint_for_step("update"));
+  }
+  return std::nullopt;
+}
+
+// Step by step, the first parameter view or step record that differs, then the views after the
+// last step.
+std::optional<std::string> first_run_difference(const TrainResult& got,
+                                                const ParameterViews& got_views,
+                                                const TrainResult& reference,
+                                                const ParameterViews& reference_views,
+                                                std::int64_t steps) {
+  for (std::int64_t s = 0; s <= steps; ++s) {
+    if (auto diff = first_view_difference(got_views, reference_views, reference.layout, s, steps)) {
+      return diff;
     }
-    if (!same_bits(g.grad_norm, w.grad_norm)) {
-      return fmt::format("step {}: the gradient norm is {:.17g}, the reference's {:.17g}. {}",
-                         s + 1, g.grad_norm, w.grad_norm, hint_for_step("gradient norm", step));
-    }
-    if (!same_bits(g.lr, w.lr) || g.skipped != w.skipped) {
-      return fmt::format("step {}: lr {} skipped {}, the reference's lr {} skipped {}. {}", s + 1,
-                         g.lr, g.skipped, w.lr, w.skipped, hint_for_step("update", step));
-    }
+    if (auto diff = step_difference(got, reference, static_cast<std::size_t>(s))) return diff;
   }
   return std::nullopt;
 }
@@ -98,11 +131,14 @@ std::optional<std::string> first_state_difference(std::string_view what,
       const ShardRange shard = shard_of(layout[u], owner, world);
       return fmt::format(
           "after the last step, {} of unit {} ({}) element {} is {:.9g}, the reference's {:.9g}; "
-          "the element is in rank {}'s shard [{}, {}). Every step's loss and gradient norm were "
-          "right, so the gradients were: look at the update of the own shard and at the "
-          "all_gather that makes every rank whole again (which elements each rank sends, and "
-          "where they land)",
-          what, u, layout[u].name, i, got[u][i], want[u][i], owner, shard.begin, shard.end);
+          "the element is in rank {}'s shard [{}, {}). {}",
+          what, u, layout[u].name, i, got[u][i], want[u][i], owner, shard.begin, shard.end,
+          what == "the parameters"
+              ? "Every rank computes with the reference's parameters, so look at full_state(): "
+                "which shard each rank hands over"
+              : "Every rank computes with the reference's parameters and every step's gradient "
+                "norm was right: look at the optimizer step of the own shard (its moments "
+                "belong to the rank that owns the element)");
     }
   }
   return std::nullopt;
@@ -178,7 +214,8 @@ std::optional<Failure> grade(const TrainConfig& config, const EngineFactory& lea
   run.engine = EngineKind::Reference;
   const TrainResult reference = train(run);
   run.engine = config.engine;
-  run.engine_factory = graded(learner);
+  ParameterViews got_views(config.world);
+  run.engine_factory = graded(learner, got_views);
   TrainResult got;
   try {
     got = train(run);
@@ -187,7 +224,14 @@ std::optional<Failure> grade(const TrainConfig& config, const EngineFactory& lea
     return Failure{.todo = what.find("is not written yet") != std::string_view::npos,
                    .message = fmt::format("the run failed: {}", what)};
   }
-  if (auto diff = first_step_difference(got, reference)) return Failure{.message = *diff};
+  // zerolab's engine of the stage is bitwise the reference (the properties prove it): its
+  // parameter views, traffic and memory are the reference's for this world.
+  ParameterViews zerolab_views(config.world);
+  run.engine_factory = graded(make_engine, zerolab_views);
+  const TrainResult zerolab = train(run);
+  if (auto diff = first_run_difference(got, got_views, reference, zerolab_views, config.steps)) {
+    return Failure{.message = *diff};
+  }
   const ModelState& g = got.final_state;
   const ModelState& w = reference.final_state;
   for (const auto& [what, got_values, want_values] :
@@ -199,8 +243,6 @@ std::optional<Failure> grade(const TrainConfig& config, const EngineFactory& lea
       return Failure{.message = *diff};
     }
   }
-  run.engine_factory = graded(make_engine);
-  const TrainResult zerolab = train(run);
   if (auto diff = first_traffic_difference(got, zerolab, config.engine)) {
     return Failure{.message = *diff};
   }

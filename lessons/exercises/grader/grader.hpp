@@ -1,10 +1,12 @@
 // grader.hpp — grades one exercise engine on one training configuration, the way zerolab's own
-// engines are graded: bit for bit against the unsharded reference (every step's loss, gradient
-// norm and learning rate, then the final parameters and Adam moments), each rank's traffic per
-// collective and each rank's model-state bytes against zerolab's engine of the same stage (whose
-// ledgers the Ledgers tests hold equal to the closed forms), and the async rules GradingComm
-// checks. A failure is told in the learner's terms: which stage, step, unit, element and rank,
-// expected against got, and which phase of the step to look at.
+// engines are graded: bit for bit against the unsharded reference (step by step, the whole
+// parameters every rank computes with at each visit of a unit, then the step's loss, gradient norm
+// and learning rate; after the last step, every rank's parameters for a next forward, then the
+// final parameters and Adam moments), each rank's traffic per collective and each rank's
+// model-state bytes against zerolab's engine of the same stage (whose ledgers the Ledgers tests
+// hold equal to the closed forms), and the async rules GradingComm checks. A failure is told in the
+// learner's terms: which stage, step, unit, element and rank, expected against got, and which phase
+// of the step to look at.
 #pragma once
 
 #include <optional>

@@ -78,7 +78,10 @@ bool grade_stage(EngineKind kind, const zl::EngineFactory& factory) {
   }
   const bool passed = rc::check(fmt::format("{} is bitwise the reference", name), [&] {
     const TrainingRun run = *gen_run(kind);
-    if (const auto failure = zl::exercise::grade(run.config, factory)) RC_FAIL(failure->message);
+    if (const auto failure = zl::exercise::grade(run.config, factory)) {
+      // What RC_FAIL throws, without the file and line it would print before the message.
+      throw rc::detail::CaseResult(rc::detail::CaseResult::Type::Failure, failure->message);
+    }
   });
   fmt::print("{}: {}\n", name,
              passed ? "OK: bitwise the reference, with the traffic and memory of its closed forms"
