@@ -88,6 +88,49 @@ bool totals_are(const std::vector<StageEstimate>& stages,
   return std::ranges::equal(stages, bytes, {}, &StageEstimate::total_bytes);
 }
 
+// numerator / denominator with two decimals, rounded: "2,333,333,333.33".
+std::string quotient_text(std::int64_t numerator, std::int64_t denominator) {
+  const std::int64_t hundredths = (100 * numerator + denominator / 2) / denominator;
+  return fmt::format("{}.{:02d}", grouped(hundredths / 100), hundredths % 100);
+}
+
+// DDP's model states per GPU and ZeRO-3's share of them: 1/N when N divides Ψ, a little more
+// when each GPU holds ceil(Ψ/N) elements of each state.
+std::string zero3_share(const std::vector<StageEstimate>& stages, std::int64_t params, int world) {
+  const std::int64_t ddp = stages[0].total_bytes(), zero3 = stages[3].total_bytes();
+  const std::int64_t shard = shard_elems(params, world);
+  const std::string share =
+      ddp == zero3 * world
+          ? fmt::format("1/{} of DDP", world)
+          : fmt::format(
+                "a little more than 1/{} of DDP: each GPU holds ceil(Ψ/N) = {} elements "
+                "of each state, where Ψ/N = {}",
+                world, grouped(shard), quotient_text(params, world));
+  return fmt::format("For model states alone DDP needs {} GB per GPU{}; ZeRO-3 needs {}.", gb(ddp),
+                     ddp > kGpuBytes ? ", more than an 80 GB GPU holds" : "", share);
+}
+
+// The check's verdict on the tables, with what Ψ/N means where N does not divide Ψ: a GPU holds
+// whole elements, ceil(Ψ/N) of each state, so a sharded term is a few bytes over the exact form.
+std::string closed_forms_verdict(bool forms,
+                                 std::initializer_list<std::array<std::int64_t, 2>> psis,
+                                 int world) {
+  const std::string verdict = fmt::format(
+      "Every table above {} the closed forms 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N (mixed) and 16Ψ, "
+      "8Ψ + 8Ψ/N, 4Ψ + 12Ψ/N, 16Ψ/N (fp32)",
+      forms ? "matches" : "does NOT match");
+  std::string rounded;
+  for (const auto& [params, shard] : psis) {
+    if (shard * world == params) continue;
+    rounded += fmt::format(
+        "{}for Ψ = {}, Ψ/N is {} elements, so 16Ψ/N is {} bytes where 16 x {} / {} = {}",
+        rounded.empty() ? "" : "; ", grouped(params), grouped(shard), grouped(16 * shard),
+        grouped(params), world, quotient_text(16 * params, world));
+  }
+  if (rounded.empty()) return verdict + ", N dividing every Ψ exactly.";
+  return verdict + ", with Ψ/N read as whole elements per GPU, ceil(Ψ/N): " + rounded + ".";
+}
+
 // GPT-2 small's parameters counted tensor by tensor, printed; returns Ψ.
 std::int64_t count_gpt2_small() {
   // GPT-2 small (Hugging Face "gpt2"): n_layer 12, n_embd 768, vocab 50257, context 1024.
@@ -149,11 +192,7 @@ int main(int argc, char** argv) {
         pause(flags, "for " + model);
         heading(model);
         const auto mixed_model = show_stages(p, world, StateDtype::Mixed);
-        fmt::print(
-            "\nFor model states alone DDP needs {} GB per GPU{}; ZeRO-3 needs 1/{} of DDP.\n\n",
-            gb(mixed_model[0].total_bytes()),
-            mixed_model[0].total_bytes() > kGpuBytes ? ", more than an 80 GB GPU holds" : "",
-            world);
+        fmt::print("\n{}\n\n", wrapped(zero3_share(mixed_model, p, world)));
         const auto fp32_model = show_stages(p, world, StateDtype::Fp32);
         fmt::print(
             "\nSame 16Ψ for DDP and ZeRO-3, but in fp32 there is no master copy: the optimizer\n"
@@ -169,11 +208,12 @@ int main(int argc, char** argv) {
 
         pause(flags, "for real scale");
         heading("Real models on 8 and 64 GPUs");
-        print_real_memory(std::array{0, 1, 2, 3});
-        fmt::print(
-            "\nThe GPT rows count the models' units padded as the engines pad them (a multiple of\n"
-            "W·64 elements each): a few thousandths of a percent. The 7B row is a bare Ψ.\n");
-
+        const double padding_percent = print_real_memory(std::array{0, 1, 2, 3});
+        fmt::print("\n{}\n\n", wrapped(fmt::format(
+                                   "The GPT rows count the models' units padded as the engines pad "
+                                   "them (a multiple of W·64 elements each): at most {:.4f}% of Ψ. "
+                                   "The 7B row is a bare Ψ.",
+                                   padding_percent)));
         pause(flags, "for the check");
         heading("Check against the closed forms");
         // The closed forms with Ψ/N a shard: ceil(Ψ/N) when N does not divide Ψ. Mixed: 16Ψ,
@@ -197,10 +237,7 @@ int main(int argc, char** argv) {
         fmt::print(
             "GPT-2 small: Ψ = {}, {}\n", grouped(psi),
             psi == 124'439'808 ? "the published 124,439,808" : "NOT the published 124,439,808");
-        fmt::print(
-            "Every table above {} the closed forms 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N (mixed)\n"
-            "and 16Ψ, 8Ψ + 8Ψ/N, 4Ψ + 12Ψ/N, 16Ψ/N (fp32).\n",
-            forms ? "matches" : "does NOT match");
+        fmt::print("{}\n", wrapped(closed_forms_verdict(forms, {{p, s}, {psi, s124m}}, world)));
         return paper && forms && psi == 124'439'808 ? 0 : 1;
       });
 }

@@ -18,15 +18,60 @@ constexpr std::string_view kForward =
     "Parameters are whole on every rank. Gradients and Adam's moments exist only as the own\n"
     "shards: 4 + 8 bytes per element of the shard. No full gradient exists yet.";
 constexpr std::string_view kBackward =
-    "Backward runs last unit first. As soon as unit u's gradient is complete the engine\n"
-    "reduce-scatters it (average) into the own gradient shard and frees the full buffer.\n"
-    "So the grads column is the own shards plus at most ONE unit's full gradient. These\n"
-    "units shrink toward the input, so it never rises.";
+    "Backward runs last unit first. As soon as unit u's gradient is complete the engine "
+    "reduce-scatters it (average) into the own gradient shard and frees the full buffer. So the "
+    "grads column is the own shards plus at most ONE unit's full gradient.";
 constexpr std::string_view kUpdate =
     "The last full gradient is gone: only the own shards remain. AdamW on the own shard:\n"
     "parameters, averaged gradient shard and moments.";
 constexpr std::string_view kAllGather =
     "All-gather each unit's parameters, as in ZeRO-1: every rank is whole again.";
+
+// What the grads column of rank 0's backward rows does, in words chosen by its numbers: it
+// follows the size of each unit's full (padded) gradient in backward order.
+std::string backward_note(std::span<const Snapshot> backward) {
+  const auto grads = [](const Snapshot& s) {
+    return s.bytes[static_cast<int>(MemCategory::Grads)];
+  };
+  std::string says(kBackward);
+  for (std::size_t i = 1; i < backward.size(); ++i) {
+    if (grads(backward[i]) <= grads(backward[i - 1])) continue;
+    return says + fmt::format(
+                      " Here it rises, from {} to {} bytes at {} u{}: that unit's full gradient "
+                      "is larger than the one before it in backward. The peak is the own shards "
+                      "plus the largest unit, wherever it sits.",
+                      grouped(grads(backward[i - 1])), grouped(grads(backward[i])),
+                      backward[i].phase, backward[i].unit);
+  }
+  return says +
+         " Here each unit's full gradient is no larger than the one before it in "
+         "backward, so the column never rises.";
+}
+
+// ZeRO-2's gradient peak beside DDP's full gradients, in words chosen by the numbers.
+void print_gradient_memory(std::int64_t full_grads_bytes, const MemoryLedger& rank0) {
+  const std::int64_t peak = rank0.peak_bytes(MemCategory::Grads);
+  const std::int64_t after = rank0.current_bytes(MemCategory::Grads);
+  const std::string_view compared = peak < full_grads_bytes    ? "below"
+                                    : peak == full_grads_bytes ? "equal to"
+                                                               : "ABOVE";
+  std::string why;
+  if (peak >= full_grads_bytes) {
+    why = fmt::format(
+        " The own shards ({} bytes) plus the largest unit's full gradient ({} bytes, {:.0f}% of "
+        "the model's) {} the whole model's gradients: with so few units, ZeRO-2 saves nothing "
+        "at the peak, only after backward.",
+        grouped(after), grouped(peak - after),
+        100.0 * static_cast<double>(peak - after) / static_cast<double>(full_grads_bytes),
+        peak == full_grads_bytes ? "equal" : "exceed");
+  }
+  fmt::print("{}\n\n",
+             wrapped(fmt::format(
+                 "DDP and ZeRO-1 hold every unit's full gradient through backward: {} bytes per "
+                 "rank. ZeRO-2's peak, measured: {} bytes (the own shards plus the largest unit), "
+                 "{} DDP's; after the step it keeps only the shards: {} bytes.{}",
+                 grouped(full_grads_bytes), grouped(peak), compared, grouped(after), why)));
+}
 
 // Rank 0's traffic beside DDP's on the same run: a reduce-scatter of the gradients plus an
 // all-gather of the parameters is an all-reduce's volume. True when the model states match.
@@ -72,7 +117,9 @@ int main(int argc, char** argv) {
         const std::size_t backward_end = after_last(events, "reduce_scatter");
         const std::size_t update_end = after_last(events, "update");
         narrate(flags, recorder, config.steps, {0, forward_end}, categories, kForward);
-        narrate(flags, recorder, config.steps, {forward_end, backward_end}, categories, kBackward,
+        const std::string backward =
+            wrapped(backward_note(events.subspan(forward_end, backward_end - forward_end)));
+        narrate(flags, recorder, config.steps, {forward_end, backward_end}, categories, backward,
                 true, /*settled=*/true);
         fmt::print(
             "\n{}'s reduce-scatter, the last of backward: what each rank sends, what the "
@@ -89,13 +136,7 @@ int main(int argc, char** argv) {
         pause(flags, "for the gradient memory");
         heading("Gradient memory");
         const std::int64_t full_grads_bytes = total_padded_elems(result.layout) * 4;
-        const MemoryLedger& rank0 = result.ranks[0].memory;
-        fmt::print(
-            "DDP and ZeRO-1 hold every unit's full gradient through backward: {} bytes per rank.\n"
-            "ZeRO-2's peak, measured: {} bytes (the own shards plus the largest unit);\n"
-            "after the step it keeps only the shards: {} bytes.\n\n",
-            grouped(full_grads_bytes), grouped(rank0.peak_bytes(MemCategory::Grads)),
-            grouped(rank0.current_bytes(MemCategory::Grads)));
+        print_gradient_memory(full_grads_bytes, result.ranks[0].memory);
 
         pause(flags, "for the traffic");
         heading("Traffic: does sharding the gradients cost communication?");

@@ -15,17 +15,75 @@ using namespace zl::lessons;
 namespace {
 
 constexpr std::string_view kForward =
-    "Each rank keeps only its shard of everything: parameters, gradients, Adam's moments. To\n"
-    "run unit u the engine all-gathers u's parameters into a temporary buffer (gathered), runs\n"
-    "it, and frees the buffer before gathering the next unit. Watch the gathered column go up\n"
-    "and down: it holds one unit at a time, never two, never the whole model.";
+    "Each rank keeps only its shard of everything: parameters, gradients, Adam's moments. To run "
+    "unit u the engine all-gathers u's parameters into a temporary buffer (gathered), runs it, "
+    "and frees the buffer before gathering the next unit.";
+
+// kForward, then what the gathered column shows for this model's units.
+std::string forward_note(const std::vector<UnitLayout>& layout) {
+  if (layout.size() == 1) {
+    return std::string(kForward) +
+           " This model is a single unit, so that one unit is the whole model: ZeRO-3 saves "
+           "parameter memory between visits only, and across units once there are several "
+           "(try --layers 3).";
+  }
+  return std::string(kForward) +
+         " Watch the gathered column go up and down: it holds one unit at a time, never two, "
+         "never the whole model.";
+}
 constexpr std::string_view kBackward =
-    "The backward pass, last unit first, gathers each unit's parameters again, runs its backward\n"
-    "into a full gradient buffer (grads goes up by one unit), reduce-scatters that into the own\n"
-    "gradient shard as ZeRO-2 does, and frees both buffers: gathered and grads come back down.";
+    "The backward pass, last unit first, gathers each unit's parameters again, runs its backward "
+    "into a full gradient buffer (grads goes up by one unit), reduce-scatters that into the own "
+    "gradient shard as ZeRO-2 does, and frees both buffers.";
 constexpr std::string_view kUpdate =
     "AdamW on the own shard. No all-gather afterwards: the next step's forward pass gathers each\n"
     "unit when it needs it. Nothing is gathered between steps.";
+
+// kBackward, then where rank 0's rows show the release (a reduce_scatter row is the moment it is
+// issued, before the frees): the next gather row's grads are the own shards plus only the new
+// unit's full gradient. Said only where the numbers show it.
+std::string backward_note(std::span<const Snapshot> backward, std::int64_t own_grads_bytes,
+                          const std::vector<UnitLayout>& layout) {
+  const auto bytes = [](const Snapshot& s, MemCategory c) { return s.bytes[static_cast<int>(c)]; };
+  std::string says(kBackward);
+  for (std::size_t i = 1; i < backward.size(); ++i) {
+    const Snapshot& row = backward[i];
+    if (row.phase != "gather" || backward[i - 1].phase != "reduce_scatter") continue;
+    const std::int64_t grads = bytes(row, MemCategory::Grads);
+    const std::int64_t unit_bytes = layout[static_cast<std::size_t>(row.unit)].padded_elems * 4;
+    if (grads != own_grads_bytes + unit_bytes) break;
+    return says + fmt::format(
+                      " A reduce_scatter row is the moment it is issued, before the frees; the "
+                      "next gather row shows them: at gather u{} grads is {} bytes, the own "
+                      "shards' {} plus u{}'s new full gradient ({}), so u{}'s is gone, and "
+                      "gathered holds u{} alone ({} bytes).",
+                      row.unit, grouped(grads), grouped(own_grads_bytes), row.unit,
+                      grouped(unit_bytes), backward[i - 1].unit, row.unit,
+                      grouped(bytes(row, MemCategory::Gathered)));
+  }
+  return says +
+         " The table below, taken once the last reduce_scatter's buffers are freed, shows "
+         "grads back at the own shards and nothing gathered.";
+}
+
+// The gathered parameters' peak beside the largest unit and the whole model, in words chosen by
+// the numbers.
+void print_gathered_memory(const TrainResult& result) {
+  const MemoryLedger& rank0 = result.ranks[0].memory;
+  const std::int64_t peak = rank0.peak_bytes(MemCategory::Gathered);
+  std::int64_t largest = 0;
+  for (const UnitLayout& unit : result.layout) largest = std::max(largest, unit.padded_elems * 4);
+  const std::string what =
+      peak == largest ? "the largest unit"
+                      : fmt::format("{} the largest unit's {} bytes",
+                                    peak > largest ? "MORE than" : "less than", grouped(largest));
+  fmt::print("{}\n", wrapped(fmt::format(
+                         "Peak of gathered parameters, measured: {} bytes, {}; the whole "
+                         "model's parameters would be {} bytes. After the step: {} bytes "
+                         "gathered.",
+                         grouped(peak), what, grouped(total_padded_elems(result.layout) * 4),
+                         grouped(rank0.current_bytes(MemCategory::Gathered)))));
+}
 
 // Rank 0's traffic beside DDP's on the same run; true when ZeRO-3's model-state bytes are
 // exactly 1.5x DDP's.
@@ -76,7 +134,8 @@ int main(int argc, char** argv) {
         const auto events = recorder.last_step(0, config.steps);
         const std::size_t forward_end = after_last(events, "forward");
         const std::size_t backward_end = after_last(events, "reduce_scatter");
-        narrate(flags, recorder, config.steps, {0, forward_end}, categories, kForward, true);
+        narrate(flags, recorder, config.steps, {0, forward_end}, categories,
+                wrapped(forward_note(result.layout)), true);
         fmt::print("\nBetween steps each rank holds only its shard of {}'s parameters:\n",
                    first.name);
         print_shards("params", first_values.params_before, first, config.world);
@@ -84,7 +143,10 @@ int main(int argc, char** argv) {
             "gather {}: the all-gather gives every rank all of them, the same everywhere:\n"
             "  {}\nrelease: the gathered buffer is freed; the shard above stays.\n",
             first.name, slice_text(first_values.params_before, {0, first.padded_elems}));
-        narrate(flags, recorder, config.steps, {forward_end, backward_end}, categories, kBackward,
+        const std::string backward = wrapped(
+            backward_note(events.subspan(forward_end, backward_end - forward_end),
+                          result.ranks[0].memory.current_bytes(MemCategory::Grads), result.layout));
+        narrate(flags, recorder, config.steps, {forward_end, backward_end}, categories, backward,
                 true, /*settled=*/true);
         fmt::print(
             "\n{}'s reduce-scatter, the last of backward: what each rank sends, what the "
@@ -98,13 +160,7 @@ int main(int argc, char** argv) {
 
         pause(flags, "for the gathered memory");
         heading("Gathered memory");
-        const MemoryLedger& rank0 = result.ranks[0].memory;
-        fmt::print(
-            "Peak of gathered parameters, measured: {} bytes, the largest unit; the whole model's\n"
-            "parameters would be {} bytes. After the step: {} bytes gathered.\n",
-            grouped(rank0.peak_bytes(MemCategory::Gathered)),
-            grouped(total_padded_elems(result.layout) * 4),
-            grouped(rank0.current_bytes(MemCategory::Gathered)));
+        print_gathered_memory(result);
 
         pause(flags, "for the traffic");
         heading("Traffic: the price of sharding parameters");

@@ -159,9 +159,8 @@ void show_real_scale() {
   fmt::print("ZeRO-1 model states {:.2f} GB per GPU; with each policy's activations:\n",
              static_cast<double>(zero1_states) / 1e9);
   for (const char* policy : {"none", "selective", "every:4", "full"}) {
-    const ActivationEstimate a =
-        estimate_activations(gpt2, 12, gpt2.block_size, parse_activation_policy(policy),
-                             options.precision);
+    const ActivationEstimate a = estimate_activations(
+        gpt2, 12, gpt2.block_size, parse_activation_policy(policy), options.precision);
     fmt::print("  {:<10} activations {:>6.2f} GB   total {:>6.2f} GB of an 80 GB GPU\n", policy,
                static_cast<double>(a.total_bytes()) / 1e9,
                static_cast<double>(a.total_bytes() + zero1_states) / 1e9);

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "lesson_support.hpp"
 
 namespace zl::lessons {
@@ -30,7 +32,8 @@ std::string gb_text(std::int64_t bytes) {
   return fmt::format("{:.2f}", static_cast<double>(bytes) / 1e9);
 }
 
-void print_real_memory(std::span<const int> stages) {
+double print_real_memory(std::span<const int> stages) {
+  double largest_padding_percent = 0.0;
   fmt::print(
       "Per GPU, in bf16 with an fp32 master and Adam (2 + 2 + 4 + 8 bytes per parameter), model\n"
       "states only (estimate.hpp; `zerolab estimate` prints the same; 1 GB = 1e9 bytes):\n\n");
@@ -42,15 +45,18 @@ void print_real_memory(std::span<const int> stages) {
   for (const RealModel& model : real_models()) {
     for (const int world : kRealWorlds) {
       const StateElems elems = real_elems(model, world);
-      fmt::print(
-          "{:<13}{:>15}{:>5}{:>9.4f}%", model.name, grouped(elems.params), world,
-          100.0 * static_cast<double>(elems.padding_elems()) / static_cast<double>(elems.params));
+      const double padding_percent =
+          100.0 * static_cast<double>(elems.padding_elems()) / static_cast<double>(elems.params);
+      largest_padding_percent = std::max(largest_padding_percent, padding_percent);
+      fmt::print("{:<13}{:>15}{:>5}{:>9.4f}%", model.name, grouped(elems.params), world,
+                 padding_percent);
       for (const int stage : stages) {
         fmt::print("{:>13}", gb_text(estimate_ledger(elems, real_options(), stage).total_bytes()));
       }
       fmt::print("\n");
     }
   }
+  return largest_padding_percent;
 }
 
 }  // namespace zl::lessons

@@ -40,6 +40,7 @@ std::string gb_text(std::int64_t bytes);
 
 /// Heads a real-scale section and prints one row per model and world: Ψ, the padding the
 /// engines add, and each of `stages`' per-GPU model-state GB (params + grads + master + Adam).
-void print_real_memory(std::span<const int> stages);
+/// Returns the largest padding of a row, as a percent of its Ψ.
+double print_real_memory(std::span<const int> stages);
 
 }  // namespace zl::lessons

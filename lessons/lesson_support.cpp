@@ -144,6 +144,33 @@ std::string grouped(std::int64_t value) {
   return text;
 }
 
+std::string wrapped(std::string_view text, std::size_t width) {
+  std::string out;
+  std::size_t line = 0;  // columns on the current line (code points, as the terminal shows them)
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find_first_of(" \n", start), text.size());
+    const std::string_view word = text.substr(start, end - start);
+    const auto columns = static_cast<std::size_t>(std::ranges::count_if(
+        word, [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+    if (line > 0 && line + 1 + columns > width) {
+      out.push_back('\n');
+      line = 0;
+    } else if (line > 0) {
+      out.push_back(' ');
+      ++line;
+    }
+    out.append(word);
+    line += columns;
+    if (end < text.size() && text[end] == '\n') {
+      out.push_back('\n');
+      line = 0;
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
 EventRecorder::EventRecorder(int world) : per_rank_(static_cast<std::size_t>(world)) {}
 
 RankObserver EventRecorder::observer() {

@@ -27,6 +27,10 @@ void heading(std::string_view title);
 /// 124439808 -> "124,439,808".
 std::string grouped(std::int64_t value);
 
+/// `text` with its spaces turned into line breaks so no line passes `width` columns (a word
+/// longer than that stays whole); existing line breaks are kept.
+std::string wrapped(std::string_view text, std::size_t width = 90);
+
 /// Current bytes per category (indexed by MemCategory).
 using CategoryBytes = std::array<std::int64_t, kMemCategoryCount>;
 
