@@ -1,0 +1,169 @@
+// lesson_claims_test.cpp — the sentences a lesson prints about its own numbers, held to those
+// numbers over a grid of sizes: each test reads the numbers back from the output and checks that
+// the words the lesson chose (rises or never rises, below or above, exactly 1/N or a little
+// more, the padding's share) are the ones they call for.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "lesson_runner.hpp"
+
+namespace {
+
+using zl::lessons_test::column;
+using zl::lessons_test::run_lesson;
+
+// The output with its wrapped paragraphs joined: every line break a space.
+std::string joined(const std::string& out) {
+  std::string text = out;
+  std::ranges::replace(text, '\n', ' ');
+  return text;
+}
+
+// "12,345" -> 12345.
+std::int64_t number(const std::string& grouped) {
+  std::string digits = grouped;
+  std::erase(digits, ',');
+  return std::stoll(digits);
+}
+
+// The first match of `pattern` in `text`, its groups; fails the test when there is none.
+std::smatch find(const std::string& text, const std::string& pattern) {
+  std::smatch match;
+  EXPECT_TRUE(std::regex_search(text, match, std::regex(pattern))) << pattern << "\n" << text;
+  return match;
+}
+
+// The largest value of the real-scale tables' padding column ("0.0533%").
+double largest_padding_percent(const std::string& out) {
+  const std::regex row(R"(\n(?:GPT-2|7B)[^\n]*? +(?:8|64) +([0-9.]+)%)");
+  double largest = -1.0;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), row); it != std::sregex_iterator();
+       ++it) {
+    largest = std::max(largest, std::stod((*it)[1].str()));
+  }
+  EXPECT_GE(largest, 0.0) << out;
+  return largest;
+}
+
+TEST(LessonClaims, MemoryMathSaysOneNthOnlyWhereNDividesPsi) {
+  for (const std::int64_t params : {1000LL, 7'000'000'000LL, 124'439'808LL, 4096LL}) {
+    for (const int world : {1, 3, 8, 64}) {
+      const std::string flags =
+          "--params " + std::to_string(params) + " --world " + std::to_string(world);
+      const auto run = run_lesson("00_memory_math", flags);
+      ASSERT_EQ(run.exit_code, 0) << flags << "\n" << run.out;
+      const std::string text = joined(run.out);
+      const bool divides = params % world == 0;
+      const std::string exact = "ZeRO-3 needs 1/" + std::to_string(world) + " of DDP.";
+      const std::string more = "ZeRO-3 needs a little more than 1/" + std::to_string(world);
+      EXPECT_EQ(text.find(exact) != std::string::npos, divides) << flags << "\n" << text;
+      EXPECT_EQ(text.find(more) != std::string::npos, !divides) << flags << "\n" << text;
+      // The stage-3 total of the first mixed table is 16 ceil(Ψ/N) bytes; the verdict names it
+      // wherever that is not 16Ψ/N.
+      const bool gpt_divides = 124'439'808 % world == 0;
+      EXPECT_EQ(text.find("N dividing every Ψ exactly") != std::string::npos,
+                divides && gpt_divides)
+          << flags << "\n"
+          << text;
+      if (!divides) {
+        const std::int64_t shard = (params + world - 1) / world;
+        const std::smatch said = find(text, R"(for Ψ = ([0-9,]+), Ψ/N is ([0-9,]+) elements, so )"
+                                            R"(16Ψ/N is ([0-9,]+) bytes)");
+        EXPECT_EQ(number(said[1]), params) << flags;
+        EXPECT_EQ(number(said[2]), shard) << flags;
+        EXPECT_EQ(number(said[3]), 16 * shard) << flags;
+      }
+      EXPECT_NE(text.find("Every table above matches"), std::string::npos) << flags;
+      const std::smatch padding = find(text, R"(padded as the engines pad them .*? at most )"
+                                             R"(([0-9.]+)% of Ψ)");
+      EXPECT_DOUBLE_EQ(std::stod(padding[1]), largest_padding_percent(run.out)) << flags;
+    }
+  }
+}
+
+TEST(LessonClaims, Zero1PaddingSentenceQuotesItsTables) {
+  for (const std::string flags : {"", "--world 3 --width 17 --in 5 --classes 3", "--world 8"}) {
+    const auto run = run_lesson("02_zero1", flags);
+    ASSERT_EQ(run.exit_code, 0) << flags << "\n" << run.out;
+    const std::string text = joined(run.out);
+    const std::smatch toy = find(text, R"(Padding: ([0-9,]+) of ([0-9,]+) elements)");
+    const double padding = static_cast<double>(number(toy[1]));
+    const double psi = static_cast<double>(number(toy[2])) - padding;
+    const std::smatch said =
+        find(text, R"(The padding, ([0-9.]+)% of this toy's Ψ, is at most ([0-9.]+)% of Ψ here)");
+    EXPECT_NEAR(std::stod(said[1]), 100.0 * padding / psi, 0.05) << flags;
+    EXPECT_DOUBLE_EQ(std::stod(said[2]), largest_padding_percent(run.out)) << flags;
+  }
+}
+
+// Lesson 03's walk through backward: the grads column of rank 0's backward rows rises exactly
+// where the lesson says it does, and its peak beside DDP's is put in the right words.
+TEST(LessonClaims, Zero2SaysWhereTheGradientColumnRises) {
+  for (const std::string flags :
+       {"", "--world 3 --layers 5 --width 17 --in 5 --classes 3", "--world 8",
+        "--world 8 --layers 1 --width 3 --in 2 --classes 2", "--world 1 --layers 4 --width 9",
+        "--world 5 --layers 2 --width 3 --in 40 --classes 2"}) {
+    const auto run = run_lesson("03_zero2", flags);
+    ASSERT_EQ(run.exit_code, 0) << flags << "\n" << run.out;
+    const std::string text = joined(run.out);
+    const std::vector<std::int64_t> grads = column(run.out, "backward|reduce_scatter");
+    ASSERT_FALSE(grads.empty()) << run.out;
+    const auto rise = std::ranges::adjacent_find(grads, std::less<>());
+    if (rise == grads.end()) {
+      EXPECT_NE(text.find("so the column never rises"), std::string::npos) << flags << text;
+      EXPECT_EQ(text.find("Here it rises"), std::string::npos) << flags << text;
+    } else {
+      const std::smatch said = find(text, R"(Here it rises, from ([0-9,]+) to ([0-9,]+) bytes)");
+      EXPECT_EQ(number(said[1]), *rise) << flags;
+      EXPECT_EQ(number(said[2]), *(rise + 1)) << flags;
+      EXPECT_EQ(text.find("never rises"), std::string::npos) << flags << text;
+    }
+    const std::smatch ddp = find(text, R"(through backward: ([0-9,]+) bytes per rank)");
+    const std::smatch peak = find(text, R"(ZeRO-2's peak, measured: ([0-9,]+) bytes \(the own )"
+                                        R"(shards plus the largest unit\), (below|equal to|ABOVE) )"
+                                        R"(DDP's)");
+    const std::int64_t ddp_bytes = number(ddp[1]), peak_bytes = number(peak[1]);
+    EXPECT_EQ(peak_bytes, *std::ranges::max_element(grads)) << flags;
+    const std::string words = peak_bytes < ddp_bytes    ? "below"
+                              : peak_bytes == ddp_bytes ? "equal to"
+                                                        : "ABOVE";
+    EXPECT_EQ(peak[2].str(), words) << flags;
+  }
+}
+
+// Lesson 04: the release it points at is in the rows, and a one-unit model is not told that
+// the gathered column never holds the whole model.
+TEST(LessonClaims, Zero3ShowsTheReleaseItDescribes) {
+  for (const std::string flags :
+       {"", "--world 3 --layers 1", "--world 8 --layers 4 --width 9", "--world 1"}) {
+    const auto run = run_lesson("04_zero3", flags);
+    ASSERT_EQ(run.exit_code, 0) << flags << "\n" << run.out;
+    const std::string text = joined(run.out);
+    const std::int64_t units = static_cast<std::int64_t>(column(run.out, "forward").size());
+    EXPECT_EQ(text.find("never the whole model") != std::string::npos, units > 1) << flags;
+    EXPECT_EQ(text.find("This model is a single unit") != std::string::npos, units == 1) << flags;
+    std::smatch said;
+    const std::regex release(R"(at gather u([0-9]+) grads is ([0-9,]+) bytes, the own shards' )"
+                             R"(([0-9,]+) plus u[0-9]+'s new full gradient \(([0-9,]+)\))");
+    if (!std::regex_search(text, said, release)) {
+      EXPECT_EQ(units, 1) << flags << text;
+      continue;
+    }
+    EXPECT_EQ(number(said[2]), number(said[3]) + number(said[4])) << flags;
+    const std::string backward = run.out.substr(run.out.find("The backward pass"));
+    const std::smatch row =
+        find(backward, "\ngather u" + said[1].str() + R"( +([0-9]+) +[0-9]+ +([0-9]+) )");
+    EXPECT_EQ(number(row[2]), number(said[2])) << flags;  // that row's grads
+    EXPECT_EQ(number(row[1]), number(said[4])) << flags;  // the unit gathered alone
+    const std::smatch settled = find(run.out, R"(as update begins:\nrank \(bytes\)[^\n]*\n +0 +)"
+                                              R"([0-9]+ +[0-9]+ +([0-9]+) )");
+    EXPECT_EQ(number(settled[1]), number(said[3])) << flags;  // the own shards, after backward
+  }
+}
+
+}  // namespace
