@@ -166,4 +166,55 @@ TEST(LessonClaims, Zero3ShowsTheReleaseItDescribes) {
   }
 }
 
+// Lesson 05 walks the ring it runs on (one rank: none), and its account of why ZeRO-1's comm
+// takes longer than DDP's adds up: calls times alpha plus the bytes' time is the table's comm.
+TEST(LessonClaims, OverlapExplainsCommTimeWithItsOwnCalls) {
+  for (const std::string flags : {"", "--world 1", "--world 8", "--world 2 --width 64 --in 64"}) {
+    const auto run = run_lesson("05_overlap", flags);
+    ASSERT_EQ(run.exit_code, 0) << flags << "\n" << run.out;
+    const std::string text = joined(run.out);
+    const bool one_rank = flags == "--world 1";
+    EXPECT_EQ(text.find("A ring all-reduce on 1 rank: there is no ring") != std::string::npos,
+              one_rank)
+        << flags;
+    EXPECT_EQ(text.find("What ZeRO-1 still exposes") == std::string::npos, one_rank) << flags;
+    if (one_rank) {
+      EXPECT_EQ(text.find("ZeRO-1 sends about DDP's bytes"), std::string::npos) << flags;
+      continue;
+    }
+    const auto comm_of = [&](const std::string& name) {
+      return std::stod(find(run.out, "\n" + name + R"( +[0-9.]+ +[0-9.]+ +([0-9.]+) )")[1]);
+    };
+    const std::smatch said =
+        find(text, R"(its comm takes ([0-9.]+)x DDP's \(([0-9.]+) against ([0-9.]+) ms\): every )"
+                   R"(call pays the link's alpha \(([0-9.]+) us on [^)]+\) before its bytes, and )"
+                   R"(in a step ZeRO-1 makes ([0-9]+) calls \(([^)]+)\) where DDP makes ([0-9]+) )"
+                   R"(\(([^)]+)\)\. The alphas are ([0-9.]+) of ZeRO-1's ms and ([0-9.]+) of )"
+                   R"(DDP's; the bytes take ([0-9.]+) and ([0-9.]+)\.)");
+    ASSERT_EQ(said.size(), 13u) << text;
+    const double zero1_ms = std::stod(said[2]), ddp_ms = std::stod(said[3]);
+    EXPECT_DOUBLE_EQ(zero1_ms, comm_of("ZeRO-1")) << flags;
+    EXPECT_DOUBLE_EQ(ddp_ms, comm_of("DDP")) << flags;
+    EXPECT_NEAR(std::stod(said[1]), zero1_ms / ddp_ms, 0.006) << flags;
+    const double alpha_ms = std::stod(said[4]) / 1000.0;
+    const auto sum_of = [](const std::string& kinds) {  // "4 reduce_scatter, 1 all_reduce"
+      std::int64_t total = 0;
+      const std::regex count("([0-9]+) [a-z_]+");
+      for (auto it = std::sregex_iterator(kinds.begin(), kinds.end(), count);
+           it != std::sregex_iterator(); ++it) {
+        total += std::stoll((*it)[1].str());
+      }
+      return total;
+    };
+    const std::int64_t zero1_calls = std::stoll(said[5]), ddp_calls = std::stoll(said[7]);
+    EXPECT_EQ(sum_of(said[6]), zero1_calls) << flags;
+    EXPECT_EQ(sum_of(said[8]), ddp_calls) << flags;
+    EXPECT_GT(zero1_calls, ddp_calls) << flags;
+    EXPECT_NEAR(std::stod(said[9]), static_cast<double>(zero1_calls) * alpha_ms, 1e-4) << flags;
+    EXPECT_NEAR(std::stod(said[10]), static_cast<double>(ddp_calls) * alpha_ms, 1e-4) << flags;
+    EXPECT_NEAR(std::stod(said[9]) + std::stod(said[11]), zero1_ms, 2e-4) << flags;
+    EXPECT_NEAR(std::stod(said[10]) + std::stod(said[12]), ddp_ms, 2e-4) << flags;
+  }
+}
+
 }  // namespace
