@@ -105,12 +105,15 @@ int main(int argc, char** argv) {
         const std::int64_t steps = *flags.sizes.steps;
         // The other world: 2 ranks (1 when the run has 2), the same samples per step.
         const int other = world == 2 ? 1 : 2;
-        ZL_CHECK(steps >= 2,
-                 "--steps {}: the lesson saves halfway and resumes, give --steps 2 or more", steps);
-        ZL_CHECK(world * rows % other == 0,
-                 "--world {} x --rows {} samples per step do not split over {} ranks: make one "
-                 "of them even",
-                 world, rows, other);
+        with_error_kind(ErrorKind::Usage, [&] {  // sizes this lesson cannot run: exit code 2
+          ZL_CHECK(steps >= 2,
+                   "--steps {}: the lesson saves halfway and resumes, give --steps 2 or more",
+                   steps);
+          ZL_CHECK(world * rows % other == 0,
+                   "--world {} x --rows {} samples per step do not split over {} ranks: make one "
+                   "of them even",
+                   world, rows, other);
+        });
         const EngineKind saver = engine_of_stage(*flags.sizes.stage);
         const std::int64_t half = steps / 2;
         const fs::path dir =

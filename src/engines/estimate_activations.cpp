@@ -60,7 +60,8 @@ std::string gpt_formula_16(std::int64_t kept, std::int64_t rebuilt, const Activa
   const std::string whole = "(36BTC + 16BT + 8BHT)";
   std::string blocks;
   if (policy.recompute == Recompute::None) {
-    blocks = "L" + whole + " + 56BTC + ";  // and one block's fp32 working copy
+    // One block's fp32 working copy (56BTC) joins the head's 62BTC.
+    return "24BT + L" + whole + " + 118BTC + 2BTVp + 4R(C + Vp)";
   } else {
     if (kept > 0) blocks = fmt::format("{}{} + ", kept == 1 ? "" : fmt::format("{}·", kept), whole);
     if (policy.recompute == Recompute::Selective) {

@@ -101,7 +101,8 @@ TEST(Lessons, SizesThatCannotWorkAreOneLineErrors) {
                       "use a smaller --world or --rows"},
        }) {
     const auto run = run_lesson(lesson, flags);
-    EXPECT_NE(run.exit_code, 0) << lesson << " " << flags;
+    // The zerolab command's rule: a request that cannot work exits 2 (docs/usage.md).
+    EXPECT_EQ(run.exit_code, 2) << lesson << " " << flags;
     EXPECT_EQ(std::ranges::count(run.out, '\n'), 1) << run.out;
     EXPECT_NE(run.out.find(says), std::string::npos) << run.out;
   }
