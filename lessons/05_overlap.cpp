@@ -242,6 +242,49 @@ void print_real_traffic(const LinkPreset& link) {
       "bytes are 1.5x the others' at every size, as lesson 04 measured.\n");
 }
 
+// One unit's gradients of `elems` bf16 elements on `world` ranks and `link`, swept over sizes:
+// DDP's one all-reduce against ZeRO-1's reduce-scatter plus all-gather, each call priced as the
+// simulator prices it (alpha + wire bytes / busbw). Two calls pay alpha twice for the same bytes,
+// which matters only while alpha is a large share. Returns false when a price breaks the rule.
+bool print_alpha_beta_sweep(const LinkPreset& link, int world) {
+  if (world == 1) return true;
+  fmt::print("\n{}\n\n",
+             wrapped(fmt::format(
+                 "Why two collectives of half the bytes can cost more than one: each call costs "
+                 "alpha + bytes / busbw ({} us and {} GB/s on {}). One unit of Ψ bf16 gradients on "
+                 "{} ranks:",
+                 link.alpha_us, link.busbw_gbps, link.name, world)));
+  fmt::print("{:>15}{:>16}{:>26}{:>8}{:>14}\n", "Ψ", "DDP all_reduce", "ZeRO-1 RS + AG", "ratio",
+             "alpha share");
+  bool ok = true;
+  double first_ratio = 0.0, last_ratio = 0.0, first_share = 0.0, last_share = 0.0;
+  for (const std::int64_t elems : {1'000LL, 100'000LL, 10'000'000LL, 1'000'000'000LL}) {
+    const std::int64_t buffer = (elems + world - 1) / world * world;  // padded to split evenly
+    const double all_reduce =
+        collective_ms(link, wire_bytes(CollectiveKind::AllReduce, buffer, 2, world), world);
+    const double halves =
+        collective_ms(link, wire_bytes(CollectiveKind::ReduceScatter, buffer, 2, world), world) +
+        collective_ms(link, wire_bytes(CollectiveKind::AllGather, buffer, 2, world), world);
+    const double ratio = halves / all_reduce;
+    const double alpha_share = 2.0 * link.alpha_us / 1e3 / halves;
+    fmt::print("{:>15}{:>13.4f} ms{:>23.4f} ms{:>7.2f}x{:>13.0f}%\n", grouped(elems), all_reduce,
+               halves, ratio, 100.0 * alpha_share);
+    ok = ok && ratio >= 1.0 && ratio <= 2.0;
+    if (first_ratio == 0.0) first_ratio = ratio, first_share = alpha_share;
+    last_ratio = ratio;
+    last_share = alpha_share;
+  }
+  fmt::print("\n{}\n",
+             wrapped(fmt::format(
+                 "The two halves move the all-reduce's bytes, so only alpha separates them: "
+                 "{:.2f}x at the smallest size, where alpha is {:.0f}% of the two calls, and "
+                 "{:.2f}x at the largest, where it is {:.0f}%. {}",
+                 first_ratio, 100.0 * first_share, last_ratio, 100.0 * last_share,
+                 ok ? "ok: every ratio is between 1x (bytes alone) and 2x (alpha alone)"
+                    : "MISMATCH: a ratio outside 1x-2x")));
+  return ok;
+}
+
 // Rank 0's collective calls in a run's last step: how many, and of which kinds ("4 all_reduce,
 // 1 all_gather"), in the order each kind first appears.
 struct StepCalls {
@@ -368,6 +411,7 @@ int main(int argc, char** argv) {
         }
 
         explain_comm(runs[0], runs[2], config.link);
+        const bool sweep_ok = print_alpha_beta_sweep(config.link, config.world);
 
         pause(flags, "for the timelines");
         heading("Timelines of the last step, rank 0, on one time scale");
@@ -393,6 +437,7 @@ int main(int argc, char** argv) {
                                  ? std::string(kGap)
                                  : std::string("With one rank nothing is sent: there is no "
                                                "communication to expose or to hide."));
-        return (timings || !flags.defaults) && same_bits && reference && ring_ok ? 0 : 1;
+        return (timings || !flags.defaults) && same_bits && reference && ring_ok && sweep_ok ? 0
+                                                                                             : 1;
       });
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <regex>
 #include <string>
@@ -214,6 +215,29 @@ TEST(LessonClaims, OverlapExplainsCommTimeWithItsOwnCalls) {
     EXPECT_NEAR(std::stod(said[10]), static_cast<double>(ddp_calls) * alpha_ms, 1e-4) << flags;
     EXPECT_NEAR(std::stod(said[9]) + std::stod(said[11]), zero1_ms, 2e-4) << flags;
     EXPECT_NEAR(std::stod(said[10]) + std::stod(said[12]), ddp_ms, 2e-4) << flags;
+    // The size sweep: each ratio is its row's times, falling from alpha's 2x toward the bytes'
+    // 1x, and the sentence quotes the first and last rows.
+    const std::regex sweep_row(R"(\n +[0-9,]+ +([0-9.]+) ms +([0-9.]+) ms +([0-9.]+)x +([0-9]+)%)");
+    std::vector<std::array<double, 4>> rows;
+    for (auto it = std::sregex_iterator(run.out.begin(), run.out.end(), sweep_row);
+         it != std::sregex_iterator(); ++it) {
+      rows.push_back(
+          {std::stod((*it)[1]), std::stod((*it)[2]), std::stod((*it)[3]), std::stod((*it)[4])});
+    }
+    ASSERT_EQ(rows.size(), 4u) << run.out;
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      EXPECT_NEAR(rows[r][2], rows[r][1] / rows[r][0], 0.01) << flags << " row " << r;
+      if (r > 0) {
+        EXPECT_LE(rows[r][2], rows[r - 1][2]) << flags << " row " << r;
+      }
+    }
+    const std::smatch sweep = find(text, R"(([0-9.]+)x at the smallest size, where alpha is )"
+                                         R"(([0-9]+)% of the two calls, and ([0-9.]+)x at the )"
+                                         R"(largest, where it is ([0-9]+)%)");
+    EXPECT_DOUBLE_EQ(std::stod(sweep[1]), rows.front()[2]) << flags;
+    EXPECT_DOUBLE_EQ(std::stod(sweep[2]), rows.front()[3]) << flags;
+    EXPECT_DOUBLE_EQ(std::stod(sweep[3]), rows.back()[2]) << flags;
+    EXPECT_DOUBLE_EQ(std::stod(sweep[4]), rows.back()[3]) << flags;
   }
 }
 
