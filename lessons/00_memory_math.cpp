@@ -180,7 +180,10 @@ int main(int argc, char** argv) {
             "  total                                 {:>2} bytes: 2Ψ + 2Ψ + 12Ψ = 16Ψ\n"
             "In fp32 there is no master copy (the parameters are fp32 already): 4 + 4 + 8 = 16 "
             "bytes\n"
-            "too, split differently. The engines of lessons 01-04 train in fp32.\n"
+            "too, split differently. The engines of lessons 01-04 train in fp32. The articles\n"
+            "differ for the same reason: 003 counts fp32 (its code's 4 bytes per tensor); 000,\n"
+            "001 and 004 count mixed precision, 000 with the fp32 master apart from Adam's 8\n"
+            "bytes, 001 and 004 with it inside the optimizer's K = 12.\n"
             "ZeRO shards these terms over the N data-parallel GPUs: stage 1 the optimizer state,\n"
             "stage 2 also the gradients, stage 3 also the parameters.\n",
             half, grad_bytes_per_param(StateDtype::Mixed), k,

@@ -77,12 +77,7 @@ int main(int argc, char** argv) {
 
         heading("Lesson 01: DDP, everything replicated");
         print_model(config, result);
-        fmt::print(
-            "\nThe engines train in fp32: per parameter 4 bytes of parameter, 4 of gradient and 8 "
-            "of\n"
-            "Adam (m and v) -- 16 bytes, the same total as mixed precision's 2 + 2 + 12 (lesson "
-            "00).\n"
-            "Below: every rank's memory ledger after each phase of the last step.\n");
+        fmt::print("\nBelow: every rank's memory ledger after each phase of the last step.\n");
 
         const std::array categories = {MemCategory::Params, MemCategory::Grads,
                                        MemCategory::Optimizer, MemCategory::Activations};

@@ -305,6 +305,18 @@ void print_model(const TrainConfig& config, const TrainResult& result) {
   fmt::print("Ψ = {} parameters, {} with each unit padded to a multiple of W·{} = {}\n",
              grouped(total_numel(result.layout)), grouped(total_padded_elems(result.layout)),
              kNormBlockElems, config.world * kNormBlockElems);
+  const DType precision = config.features.precision;
+  fmt::print("{}\n",
+             wrapped(precision == DType::F32
+                         ? "Trained in fp32: 4 + 4 + 8 bytes per parameter (parameters, gradients, "
+                           "Adam's m and v; no master copy). Lesson 00, the real-scale tables and "
+                           "most articles count mixed precision's 2 + 2 + 12 (a 16-bit parameter "
+                           "and gradient, an fp32 master, m and v): the same 16 bytes, split "
+                           "differently."
+                         : fmt::format("Trained in {} with an fp32 master: 2 + 2 + 12 bytes per "
+                                       "parameter, the split of lesson 00 and the real-scale "
+                                       "tables.",
+                                       dtype_name(precision))));
 }
 
 std::vector<CategoryBytes> final_holdings(const TrainResult& result) {
