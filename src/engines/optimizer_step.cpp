@@ -16,14 +16,14 @@ bool mixed(const OptimizerState& state) {
 
 // Unit `grad` as unscaled fp32: in place for fp32 gradients on the device, else in `scratch`
 // (on the host with offload, which counts the copy).
-std::span<float> unscaled(TypedSpan grad, double loss_scale, OptimizerState& state,
-                          Device& device, Buffer& scratch) {
+std::span<float> unscaled(TypedSpan grad, double loss_scale, OptimizerState& state, Device& device,
+                          Buffer& scratch) {
   std::span<float> out;
   if (grad.dtype == DType::F32 && !state.offload) {
     out = grad.f32();
   } else {
-    scratch = device.alloc(state.offload ? MemCategory::HostGrads : MemCategory::Grads,
-                           DType::F32, {grad.elems});
+    scratch = device.alloc(state.offload ? MemCategory::HostGrads : MemCategory::Grads, DType::F32,
+                           {grad.elems});
     out = scratch.as<float>();
     widen(device, grad, out);
     if (state.offload && state.comm != nullptr)
@@ -155,6 +155,18 @@ double update_lr(const OptimizerState& state, const EngineOptions& options) {
 bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<TypedSpan>& params,
                     const std::vector<TypedSpan>& grads, OptimizerState& state,
                     const EngineOptions& options, Device& device) {
+  ZL_CHECK(params.size() == grads.size() && grads.size() == state.adam.exp_avg.size(),
+           "the update got {} parameter units and {} gradient units for {} units of optimizer "
+           "state",
+           params.size(), grads.size(), state.adam.exp_avg.size());
+  for (std::size_t u = 0; u < params.size(); ++u) {
+    const std::int64_t state_elems = state.adam.exp_avg[u].elems();
+    ZL_CHECK(params[u].elems == state_elems && grads[u].elems == state_elems,
+             "unit {}: the update got {} parameters and {} gradient elements for {} elements of "
+             "optimizer state: pass the elements this rank updates (its own shard under ZeRO), "
+             "the same for all three",
+             u, params[u].elems, grads[u].elems, state_elems);
+  }
   // 3. decide: the norm has the same bits on every rank and in the reference
   if (state.scaler.skips_overflows()) {
     if (!std::isfinite(grad_norm)) {
@@ -166,8 +178,8 @@ bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<Typed
   }
   // 4. clip (a factor of exactly 1 changes nothing, so it is skipped)
   const double max_norm = options.features.grad_clip;
-  const float clip = max_norm > 0.0 ? static_cast<float>(std::min(1.0, max_norm / (grad_norm + 1e-6)))
-                                    : 1.0f;
+  const float clip =
+      max_norm > 0.0 ? static_cast<float>(std::min(1.0, max_norm / (grad_norm + 1e-6))) : 1.0f;
   // 5. update, unit by unit, with one unit's unscaled fp32 gradient at a time
   const AdamWConfig now = scheduled_adamw(options.adamw, options.lr_schedule, state.adam.updates);
   const AdamWScalars scalars = adamw_scalars(now, ++state.adam.updates);

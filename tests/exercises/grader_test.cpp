@@ -56,13 +56,15 @@ struct Planted {
   const char* bug;
   const char* stage;
   std::vector<const char*> says;
+  const char* flags = "";  // besides --cases 60
 };
 
 class PlantedBug : public testing::TestWithParam<Planted> {};
 
 TEST_P(PlantedBug, FailsItsStageWithACounterexampleNamingTheMistake) {
   const Planted& planted = GetParam();
-  const CommandResult run = grade(std::string("grader_") + planted.bug, "--cases 60");
+  const CommandResult run =
+      grade(std::string("grader_") + planted.bug, std::string("--cases 60 ") + planted.flags);
   // The verdicts go to stdout, RapidCheck's counterexample to stderr.
   const std::string report = run.out + run.err;
   EXPECT_EQ(run.exit_code, 1) << report;
@@ -95,7 +97,31 @@ INSTANTIATE_TEST_SUITE_P(
                  "reduce-scatter the gradients", "zero2 at world 2"}},
         Planted{"zero2_bucket_freed_before_wait",
                 "zero2",
-                {"the input of reduce_scatter", "was freed or changed before its wait()"}}),
+                {"the input of reduce_scatter", "was freed or changed before its wait()"}},
+        // The six mistakes learners make most: a norm from the own shard alone, the whole
+        // parameter updated, an accumulator never zeroed, gradients averaged over the wrong
+        // world, updates gathered to the wrong offsets (the shard one rank off above), a ZeRO-3
+        // unit released before backward used it.
+        Planted{"zero1_norm_from_own_shard", "zero1", {"own shard alone", "zero1 at world 2"}},
+        Planted{
+            "zero1_update_whole_parameter",
+            "zero1",
+            {"the update got", "parameters and", "its own shard under ZeRO", "zero1 at world 2"}},
+        Planted{"ddp_accumulator_never_zeroed",
+                "ddp",
+                {"step 2: the gradient norm is", "carry something over from the step before",
+                 "not zeroed", "accumulation 2"}},
+        Planted{"zero2_summed_not_averaged",
+                "zero2",
+                {"as if the gradients were averaged over 1 rank(s) instead of 2",
+                 "summed, not averaged", "zero2 at world 2"}},
+        // fp32 only: in 16 bits the engines widen the freed parameters before any check can run,
+        // a read of freed memory that ASan would stop before the grader could explain it.
+        Planted{"zero3_released_before_backward",
+                "zero3",
+                {"the backward visit of unit", "released before the visit used it",
+                 "UnitParams::owned"},
+                "--precision fp32"}),
     [](const testing::TestParamInfo<Planted>& info) { return std::string(info.param.bug); });
 
 }  // namespace

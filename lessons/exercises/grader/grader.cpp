@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <memory>
 #include <string_view>
 #include <tuple>
@@ -26,15 +27,18 @@ namespace {
 class GradedEngine final : public Engine {
  public:
   GradedEngine(std::unique_ptr<GradingComm> comm, ParameterViews& views,
-               const EngineFactory& factory, EngineKind kind, Model& model, Device& device,
-               const EngineOptions& options)
+               const ParameterViews* expected, const EngineFactory& factory, EngineKind kind,
+               Model& model, Device& device, const EngineOptions& options)
       : comm_(std::move(comm)),
-        model_(model, views, comm_->rank()),
+        views_(views),
+        model_(model, device, views, comm_->rank(), expected),
         engine_(factory(kind, model_, device, *comm_, options)) {}
   StepStats step(std::int64_t step) override {
     model_.at_step(step);
     next_step_ = step + 1;
-    return engine_->step(step);
+    const StepStats stats = engine_->step(step);
+    views_.record_norm(comm_->rank(), step, stats.grad_norm);
+    return stats;
   }
   ModelState full_state() override {
     ModelState state = engine_->full_state();
@@ -47,18 +51,21 @@ class GradedEngine final : public Engine {
 
  private:
   std::unique_ptr<GradingComm> comm_;
+  ParameterViews& views_;
   RecordingModel model_;
   std::unique_ptr<Engine> engine_;
   std::int64_t next_step_ = 0;
 };
 
-// `factory`'s engines, graded, with every rank's parameter views recorded into `views`.
-EngineFactory graded(EngineFactory factory, ParameterViews& views) {
-  return [factory = std::move(factory), &views](
+// `factory`'s engines, graded, with every rank's parameter views recorded into `views` and,
+// with `expected`, each visit's gathered bytes held to the reference's as it runs.
+EngineFactory graded(EngineFactory factory, ParameterViews& views,
+                     const ParameterViews* expected = nullptr) {
+  return [factory = std::move(factory), &views, expected](
              EngineKind kind, Model& model, Device& device, Comm& comm,
              const EngineOptions& options) -> std::unique_ptr<Engine> {
-    return std::make_unique<GradedEngine>(std::make_unique<GradingComm>(comm), views, factory, kind,
-                                          model, device, options);
+    return std::make_unique<GradedEngine>(std::make_unique<GradingComm>(comm), views, expected,
+                                          factory, kind, model, device, options);
   };
 }
 
@@ -76,9 +83,35 @@ std::string_view hint_for_step(std::string_view what) {
   return "the step's update decision differs: look at the gradients the norm was made from";
 }
 
+// Where to look when step `s`'s gradient norm is `got` where the reference's is `want`, every
+// rank having computed with the reference's parameters and agreeing on the norm: a ratio near
+// a whole number of ranks is an average over the wrong world; a first difference after step 1
+// is something carried over from the step before.
+std::string norm_hint(double got, double want, std::size_t s, int world) {
+  const double ratio = got / want;
+  for (int ranks = 1; ranks <= 2 * world; ++ranks) {
+    const double expected = static_cast<double>(world) / static_cast<double>(ranks);
+    if (ranks == world || std::abs(ratio / expected - 1.0) > 1e-2) continue;
+    return fmt::format(
+        "The norm is {:.4g}x the reference's, as if the gradients were averaged over {} "
+        "rank(s) instead of {}: {}",
+        ratio, ranks, world,
+        ranks == 1 ? "they were summed, not averaged (ReduceOp::Avg divides by the world)"
+                   : "look at what the reduction divides by");
+  }
+  if (s > 0) {
+    return fmt::format(
+        "Step {}'s parameters, loss and gradient norm were all right, so step {}'s gradients "
+        "carry something over from the step before: a gradient or accumulation buffer not "
+        "zeroed (or not overwritten) when a step begins",
+        s, s + 1);
+  }
+  return std::string(hint_for_step("gradient norm"));
+}
+
 // The first record of step `s` (0-based) that differs from the reference's.
 std::optional<std::string> step_difference(const TrainResult& got, const TrainResult& want,
-                                           std::size_t s) {
+                                           std::size_t s, int world) {
   if (s >= got.steps.size() || s >= want.steps.size()) return std::nullopt;
   const StepRecord& g = got.steps[s];
   const StepRecord& w = want.steps[s];
@@ -88,11 +121,29 @@ std::optional<std::string> step_difference(const TrainResult& got, const TrainRe
   }
   if (!same_bits(g.grad_norm, w.grad_norm)) {
     return fmt::format("step {}: the gradient norm is {:.17g}, the reference's {:.17g}. {}", s + 1,
-                       g.grad_norm, w.grad_norm, hint_for_step("gradient norm"));
+                       g.grad_norm, w.grad_norm, norm_hint(g.grad_norm, w.grad_norm, s, world));
   }
   if (!same_bits(g.lr, w.lr) || g.skipped != w.skipped) {
     return fmt::format("step {}: lr {} skipped {}, the reference's lr {} skipped {}. {}", s + 1,
                        g.lr, g.skipped, w.lr, w.skipped, hint_for_step("update"));
+  }
+  return std::nullopt;
+}
+
+// Every rank must report the same gradient norm, made from every rank's shard: the first step
+// where two ranks disagree.
+std::optional<std::string> norm_disagreement(const ParameterViews& views, std::size_t s) {
+  const std::vector<double>& first = views.norms_of(0);
+  if (s >= first.size()) return std::nullopt;
+  for (int rank = 1; rank < views.world(); ++rank) {
+    const std::vector<double>& norms = views.norms_of(rank);
+    if (s >= norms.size() || same_bits(norms[s], first[s])) continue;
+    return fmt::format(
+        "step {}: rank 0's gradient norm is {:.17g} and rank {}'s {:.17g}: each rank made the norm "
+        "from its own shard alone. The norm, and the clipping it decides, needs the sum of "
+        "squares over every rank's shard, the same on every rank (sharded_grad_norm gathers "
+        "every rank's partials)",
+        s + 1, first[s], rank, norms[s]);
   }
   return std::nullopt;
 }
@@ -108,7 +159,9 @@ std::optional<std::string> first_run_difference(const TrainResult& got,
     if (auto diff = first_view_difference(got_views, reference_views, reference.layout, s, steps)) {
       return diff;
     }
-    if (auto diff = step_difference(got, reference, static_cast<std::size_t>(s))) return diff;
+    const auto step = static_cast<std::size_t>(s);
+    if (auto diff = norm_disagreement(got_views, step)) return diff;
+    if (auto diff = step_difference(got, reference, step, got_views.world())) return diff;
   }
   return std::nullopt;
 }
@@ -159,19 +212,36 @@ std::string_view traffic_rule(EngineKind kind) {
   }
 }
 
+// Bytes rank `rank` sends over a run to all-gather the gradient norm's partials (one fp64 per
+// kNormBlockElems padded elements, every step): what a norm from the own shard alone leaves out.
+std::int64_t norm_partials_bytes(const TrainConfig& config, const std::vector<UnitLayout>& layout,
+                                 int rank) {
+  const std::int64_t blocks = total_padded_elems(layout) / kNormBlockElems;
+  return config.steps *
+         ring_volume(CollectiveKind::AllGather, blocks, sizeof(double), rank, config.world)
+             .sent_bytes;
+}
+
 std::optional<std::string> first_traffic_difference(const TrainResult& got, const TrainResult& want,
-                                                    EngineKind kind) {
+                                                    const TrainConfig& config) {
   for (std::size_t r = 0; r < want.ranks.size(); ++r) {
     for (int k = 0; k < kCollectiveKindCount; ++k) {
       const auto collective = static_cast<CollectiveKind>(k);
       const std::int64_t got_bytes = got.ranks[r].traffic.sent_bytes(collective);
       const std::int64_t want_bytes = want.ranks[r].traffic.sent_bytes(collective);
       if (got_bytes == want_bytes) continue;
-      return fmt::format(
-          "the parameters are right, but rank {} sent {} bytes by {} where {} "
-          "sends {}: {}",
-          r, got_bytes, collective_name(collective), engine_name(kind), want_bytes,
-          traffic_rule(kind));
+      const std::string said = fmt::format(
+          "the parameters are right, but rank {} sent {} bytes by {} where {} sends {}", r,
+          got_bytes, collective_name(collective), engine_name(config.engine), want_bytes);
+      if (collective == CollectiveKind::AllGather && config.engine != EngineKind::Ddp &&
+          want_bytes - got_bytes == norm_partials_bytes(config, want.layout, static_cast<int>(r))) {
+        return said + ": the bytes missing are the gradient norm's partials (one fp64 per " +
+               std::to_string(kNormBlockElems) +
+               "-element block of every shard), which every rank gathers from every other. A "
+               "norm made from the own shard alone gives each rank its own norm and its own "
+               "clipping; sharded_grad_norm makes the same norm, from every shard, everywhere";
+      }
+      return said + ": " + std::string(traffic_rule(config.engine));
     }
   }
   return std::nullopt;
@@ -214,8 +284,13 @@ std::optional<Failure> grade(const TrainConfig& config, const EngineFactory& lea
   run.engine = EngineKind::Reference;
   const TrainResult reference = train(run);
   run.engine = config.engine;
+  // zerolab's engine of the stage is bitwise the reference (the properties prove it): its
+  // parameter views, traffic and memory are the reference's for this world.
+  ParameterViews zerolab_views(config.world);
+  run.engine_factory = graded(make_engine, zerolab_views);
+  const TrainResult zerolab = train(run);
   ParameterViews got_views(config.world);
-  run.engine_factory = graded(learner, got_views);
+  run.engine_factory = graded(learner, got_views, &zerolab_views);
   TrainResult got;
   try {
     got = train(run);
@@ -224,11 +299,6 @@ std::optional<Failure> grade(const TrainConfig& config, const EngineFactory& lea
     return Failure{.todo = what.find("is not written yet") != std::string_view::npos,
                    .message = fmt::format("the run failed: {}", what)};
   }
-  // zerolab's engine of the stage is bitwise the reference (the properties prove it): its
-  // parameter views, traffic and memory are the reference's for this world.
-  ParameterViews zerolab_views(config.world);
-  run.engine_factory = graded(make_engine, zerolab_views);
-  const TrainResult zerolab = train(run);
   if (auto diff = first_run_difference(got, got_views, reference, zerolab_views, config.steps)) {
     return Failure{.message = *diff};
   }
@@ -243,7 +313,7 @@ std::optional<Failure> grade(const TrainConfig& config, const EngineFactory& lea
       return Failure{.message = *diff};
     }
   }
-  if (auto diff = first_traffic_difference(got, zerolab, config.engine)) {
+  if (auto diff = first_traffic_difference(got, zerolab, config)) {
     return Failure{.message = *diff};
   }
   if (auto diff = first_memory_difference(got, zerolab, config.engine)) {

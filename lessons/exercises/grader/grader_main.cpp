@@ -37,8 +37,8 @@ using zl::exercise::TrainingRun;
 
 // A small configuration of stage `kind`, within what the exercises train with. Small values
 // come first, so a failure shrinks to the smallest world, model and run that shows it.
-rc::Gen<TrainingRun> gen_run(EngineKind kind) {
-  return rc::gen::exec([kind] {
+rc::Gen<TrainingRun> gen_run(EngineKind kind, const std::vector<zl::DType>& precisions) {
+  return rc::gen::exec([kind, precisions] {
     TrainConfig config;
     config.engine = kind;
     config.world = *rc::gen::inRange(1, 9);
@@ -50,7 +50,7 @@ rc::Gen<TrainingRun> gen_run(EngineKind kind) {
                   .classes = *rc::gen::inRange(1, 6)};
     config.adamw.lr = *rc::gen::element(1e-3, 3e-2);
     config.seed = *rc::gen::inRange(0u, 1000u);
-    config.features.precision = *rc::gen::element(zl::DType::F32, zl::DType::BF16, zl::DType::F16);
+    config.features.precision = *rc::gen::elementOf(precisions);
     config.features.grad_accum_steps = *rc::gen::inRange(1, 4);
     config.features.grad_clip = *rc::gen::element(0.0, 0.01);
     config.lr_schedule = *rc::gen::element(
@@ -62,7 +62,8 @@ rc::Gen<TrainingRun> gen_run(EngineKind kind) {
 }
 
 // Grades one stage; prints one verdict (and RapidCheck's report of a counterexample).
-bool grade_stage(EngineKind kind, const zl::EngineFactory& factory) {
+bool grade_stage(EngineKind kind, const zl::EngineFactory& factory,
+                 const std::vector<zl::DType>& precisions) {
   const std::string name(zl::engine_name(kind));
   // A part still to write fails every configuration: say so once, without shrinking.
   TrainConfig first;
@@ -77,7 +78,7 @@ bool grade_stage(EngineKind kind, const zl::EngineFactory& factory) {
     return false;
   }
   const bool passed = rc::check(fmt::format("{} is bitwise the reference", name), [&] {
-    const TrainingRun run = *gen_run(kind);
+    const TrainingRun run = *gen_run(kind, precisions);
     if (const auto failure = zl::exercise::grade(run.config, factory)) {
       // What RC_FAIL throws, without the file and line it would print before the message.
       throw rc::detail::CaseResult(rc::detail::CaseResult::Type::Failure, failure->message);
@@ -96,13 +97,21 @@ int main(int argc, char** argv) {
   std::vector<int> stages;
   std::string engines = "exercises";
   int cases = 0;
+  std::string precision = "all";
   app.add_option("--stage", stages, "stages to grade: 0 (DDP), 1, 2, 3 (default: all four)")
       ->check(CLI::Range(0, 3));
   app.add_option("--engines", engines, "exercises (this binary's) or zerolab (the library's)")
       ->check(CLI::IsMember({"exercises", "zerolab"}));
   app.add_option("--cases", cases, "random configurations per stage (default 100, or RC_PARAMS)")
       ->check(CLI::Range(1, 100000));
+  app.add_option("--precision", precision,
+                 "fp32, bf16 or fp16 to grade one precision only (default all three)")
+      ->check(CLI::IsMember({"all", "fp32", "bf16", "fp16"}));
   CLI11_PARSE(app, argc, argv);
+  std::vector<zl::DType> precisions;
+  for (const zl::DType dtype : {zl::DType::F32, zl::DType::BF16, zl::DType::F16}) {
+    if (precision == "all" || precision == zl::dtype_name(dtype)) precisions.push_back(dtype);
+  }
   if (cases > 0) setenv("RC_PARAMS", fmt::format("max_success={}", cases).c_str(), 1);
   if (stages.empty()) stages = {0, 1, 2, 3};
   const zl::EngineFactory factory = engines == "zerolab"
@@ -111,7 +120,7 @@ int main(int argc, char** argv) {
   bool passed = true;
   for (const int stage : stages) {
     try {
-      passed = grade_stage(zl::engine_of_stage(stage), factory) && passed;
+      passed = grade_stage(zl::engine_of_stage(stage), factory, precisions) && passed;
     } catch (const std::exception& e) {
       fmt::print("{}: FAILED: {}\n", zl::engine_name(zl::engine_of_stage(stage)), e.what());
       passed = false;

@@ -50,6 +50,19 @@ const std::vector<ParameterVisit>& ParameterViews::of_rank(int rank) const {
   return visits_[static_cast<std::size_t>(rank)];
 }
 
+void ParameterViews::record_norm(int rank, std::int64_t step, double grad_norm) {
+  ZL_CHECK(rank >= 0 && rank < world(), "rank {} of a world of {}", rank, world());
+  std::vector<double>& norms = norms_[static_cast<std::size_t>(rank)];
+  ZL_CHECK(step == static_cast<std::int64_t>(norms.size()), "rank {} reports step {} after {}",
+           rank, step, norms.size());
+  norms.push_back(grad_norm);
+}
+
+const std::vector<double>& ParameterViews::norms_of(int rank) const {
+  ZL_CHECK(rank >= 0 && rank < world(), "rank {} of a world of {}", rank, world());
+  return norms_[static_cast<std::size_t>(rank)];
+}
+
 void RecordingModel::at_step(std::int64_t step) {
   step_ = step;
   micro_batches_ = 0;
@@ -61,22 +74,42 @@ void RecordingModel::begin(const Batch& batch) {
 }
 
 void RecordingModel::forward_unit(int unit, std::span<const float> params) {
+  check_gathered(unit, /*backward=*/false);
   record(unit, /*backward=*/false, params);
   inner_.forward_unit(unit, params);
 }
 
 void RecordingModel::backward_unit(int unit, std::span<const float> params,
                                    std::span<float> grads) {
+  check_gathered(unit, /*backward=*/true);
   record(unit, /*backward=*/true, params);
   inner_.backward_unit(unit, params, grads);
 }
 
+void RecordingModel::check_gathered(int unit, bool backward) const {
+  if (expected_ == nullptr) return;
+  const std::vector<ParameterVisit>& expected = expected_->of_rank(rank_);
+  if (visits_ >= expected.size()) return;
+  const ParameterVisit& want = expected[visits_];
+  const std::int64_t held = device_.ledger().current_bytes(MemCategory::Gathered);
+  if (want.unit != unit || want.backward != backward || held >= want.gathered_bytes) return;
+  fail(
+      "the {} visit of unit {} in step {}, micro-batch {}, held {} bytes of gathered "
+      "parameters where the reference holds {}: the unit's gathered buffer was released before "
+      "the visit used it (it would compute with freed memory). Keep the gathered buffer in "
+      "UnitParams::owned, which lives until the visit ends",
+      backward ? "backward" : "forward", unit, step_ + 1, micro_batches_, held,
+      want.gathered_bytes);
+}
+
 void RecordingModel::record(int unit, bool backward, std::span<const float> params) {
+  ++visits_;
   views_.record(rank_, {.step = step_,
                         .micro_batch = micro_batches_ - 1,
                         .unit = unit,
                         .backward = backward,
-                        .params = {params.begin(), params.end()}});
+                        .params = {params.begin(), params.end()},
+                        .gathered_bytes = device_.ledger().current_bytes(MemCategory::Gathered)});
 }
 
 std::optional<std::string> first_view_difference(const ParameterViews& got,
@@ -109,6 +142,15 @@ std::optional<std::string> first_view_difference(const ParameterViews& got,
       std::optional<std::size_t> differs;
       for (std::size_t i = 0; i < w.params.size() && !differs; ++i) {
         if (!same_bits(g.params[i], w.params[i])) differs = i;
+      }
+      if (!differs && g.gathered_bytes > w.gathered_bytes) {
+        return fmt::format(
+            "{} rank {}'s {} visit of micro-batch {} to unit {} ({}) computed with the right "
+            "parameters, but held {} bytes of gathered parameters while it did, where the "
+            "reference holds {}: a unit gathered earlier was not released after its visit (or "
+            "this one was gathered twice)",
+            when, rank, w.backward ? "backward" : "forward", w.micro_batch + 1, w.unit,
+            layout[unit].name, g.gathered_bytes, w.gathered_bytes);
       }
       if (!differs) {
         if (!w.backward) forward_right[unit] = true;

@@ -3,6 +3,8 @@
 // the grader can compare each rank's view of the whole unit, visit by visit, with the reference
 // engine's. A step's views are the parameters after the step before; the views of one more step
 // (the probe) are the parameters after the last step, on every rank, not only the own shard.
+// Each visit also keeps the gathered bytes the rank held while it computed, and each step the
+// gradient norm each rank reported.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 
 #include "engines/partition.hpp"
 #include "model/model.hpp"
+#include "ops/device.hpp"
 
 namespace zl::exercise {
 
@@ -22,14 +25,16 @@ struct ParameterVisit {
   int micro_batch = 0;    ///< 0-based within the step
   int unit = 0;
   bool backward = false;
-  std::vector<float> params;  ///< the unit's numel parameters, as the model received them
+  std::vector<float> params;        ///< the unit's numel parameters, as the model received them
+  std::int64_t gathered_bytes = 0;  ///< the rank's MemCategory::Gathered bytes during the visit
 };
 
 /// Every rank's visits, in the order each rank made them.
 class ParameterViews {
  public:
   /// Room for `world` ranks' visits.
-  explicit ParameterViews(int world) : visits_(static_cast<std::size_t>(world)) {}
+  explicit ParameterViews(int world)
+      : visits_(static_cast<std::size_t>(world)), norms_(static_cast<std::size_t>(world)) {}
 
   /// Appends a visit to `rank`'s list (each rank's thread appends only to its own).
   void record(int rank, ParameterVisit visit);
@@ -37,20 +42,32 @@ class ParameterViews {
   /// Rank `rank`'s visits, in order.
   const std::vector<ParameterVisit>& of_rank(int rank) const;
 
+  /// Keeps the gradient norm rank `rank` reported for step `step` (0-based, in order).
+  void record_norm(int rank, std::int64_t step, double grad_norm);
+
+  /// The gradient norms rank `rank` reported, step by step.
+  const std::vector<double>& norms_of(int rank) const;
+
   /// The number of ranks.
   int world() const { return static_cast<int>(visits_.size()); }
 
  private:
   std::vector<std::vector<ParameterVisit>> visits_;
+  std::vector<std::vector<double>> norms_;
 };
 
 /// A rank's model for a graded engine: every call goes to `inner`; forward_unit and backward_unit
-/// also record their parameters under the step set by at_step().
+/// also record their parameters, and the gathered bytes `device` holds, under the step set by
+/// at_step().
 class RecordingModel final : public Model {
  public:
-  /// Records rank `rank`'s visits of `inner` (which must outlive it) into `views`.
-  RecordingModel(Model& inner, ParameterViews& views, int rank)
-      : inner_(inner), views_(views), rank_(rank) {}
+  /// Records rank `rank`'s visits of `inner` on `device` (both must outlive it) into `views`.
+  /// With `expected` (the reference engine's views of the same run), a visit that holds fewer
+  /// gathered bytes than the expected visit at its position throws zl::Error before the model
+  /// reads the parameters: the unit was released before its visit used it.
+  RecordingModel(Model& inner, const Device& device, ParameterViews& views, int rank,
+                 const ParameterViews* expected = nullptr)
+      : inner_(inner), device_(device), views_(views), rank_(rank), expected_(expected) {}
 
   /// The visits from now on belong to step `step` (0-based); the micro-batch count restarts.
   void at_step(std::int64_t step);
@@ -66,18 +83,24 @@ class RecordingModel final : public Model {
   void backward_unit(int unit, std::span<const float> params, std::span<float> grads) override;
 
  private:
+  // Throws when the visit about to run holds fewer gathered bytes than `expected_` says.
+  void check_gathered(int unit, bool backward) const;
   void record(int unit, bool backward, std::span<const float> params);
 
   Model& inner_;
+  const Device& device_;
   ParameterViews& views_;
   int rank_ = 0;
+  const ParameterViews* expected_ = nullptr;
+  std::size_t visits_ = 0;  // recorded so far: the position of the next visit
   std::int64_t step_ = 0;
   int micro_batches_ = 0;  // begun in this step
 };
 
-/// The first visit of `steps` (0-based; `steps` itself is the probe) whose parameters differ
-/// from the reference's at the same rank and position, told as a learner would read it; empty
-/// when every rank computed with the reference's parameters throughout.
+/// The first visit of step `step` (0-based; `steps` itself is the probe) whose parameters, or
+/// gathered bytes, differ from the reference's at the same rank and position, told as a learner
+/// would read it; empty when every rank computed with the reference's parameters and held the
+/// unit gathered for as long as the visit lasted.
 std::optional<std::string> first_view_difference(const ParameterViews& got,
                                                  const ParameterViews& want,
                                                  const std::vector<UnitLayout>& layout,
