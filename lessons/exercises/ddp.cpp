@@ -43,12 +43,16 @@ class DdpExercise final : public Engine {
       for (std::size_t u = 0; u < layout_.size(); ++u) {
         // 2. TODO 1: every rank's gradient of unit u becomes the average over the ranks
         todo("ddp.cpp", 1,
+             "every rank's gradient of unit u must become the average over all ranks, the same on "
+             "every rank",
              "all_reduce (avg) unit u's gradient grads_[u] in place: its padded_elems elements "
              "of features_.precision (comm/comm.hpp)");
         notify(options_, device_, "all_reduce", static_cast<int>(u));
         // 3. TODO 2: the first micro-batch's mean starts the accumulator, later ones add to it
         if (micro_steps == 1) continue;
         todo("ddp.cpp", 2,
+             "with several micro-batches a step, the step's gradient is the sum of their averaged "
+             "gradients, kept from one micro-batch to the next",
              "keep the sum of the micro-batches' means in accum_[u]: copy_into on the first, "
              "add_into on the others (engines/typed_span.hpp)");
       }

@@ -1,10 +1,23 @@
 // exercise.cpp — the TODO marker, the exercises' feature check and the factory by stage.
 #include "exercise.hpp"
 
+#include <atomic>
+
 namespace zl::exercise {
 
-void todo(std::string_view file, int number, std::string_view what) {
-  throw TodoError(fmt::format("{} TODO {} is not written yet: {}", file, number, what));
+namespace {
+std::atomic<bool> hints{false};
+}  // namespace
+
+void show_hints(bool show) {
+  hints = show;
+}
+
+void todo(std::string_view file, int number, std::string_view idea, std::string_view call) {
+  throw TodoError(hints ? fmt::format("{} TODO {} is not written yet: {}. The call: {}", file,
+                                      number, idea, call)
+                        : fmt::format("{} TODO {} is not written yet: {} (--hint names the call)",
+                                      file, number, idea));
 }
 
 void check_exercise_features(const TrainingFeatures& features) {

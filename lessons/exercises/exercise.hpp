@@ -24,8 +24,12 @@ class TodoError : public Error {
 };
 
 /// Marks part `number` of exercise `file` as still to write: throws TodoError "zero1.cpp TODO 2
-/// is not written yet: <what>".
-[[noreturn]] void todo(std::string_view file, int number, std::string_view what);
+/// is not written yet: <idea>", and, once show_hints(true), "The call: <call>".
+[[noreturn]] void todo(std::string_view file, int number, std::string_view idea,
+                       std::string_view call);
+
+/// Whether todo() also names the call that goes there (exercise_grader --hint).
+void show_hints(bool show);
 
 /// Throws zl::Error when `features` ask for what the exercise engines leave out (overlap_comm,
 /// buckets smaller than a unit, offload, ZeRO-3 prefetch and persistence): precision, loss

@@ -49,12 +49,16 @@ class Zero1Exercise final : public Engine {
       for (std::size_t u = 0; u < layout_.size(); ++u) {
         // 2. TODO 2: the own shard of unit u's gradient becomes the average over the ranks
         todo("zero1.cpp", 2,
+             "only a shard's owner needs that shard's averaged gradient: each rank should receive "
+             "the mean of its own shard, and nothing else",
              "reduce_scatter (avg) the whole grads_[u] so that this rank's shard, "
              "grad_shards[u], receives the mean (comm/comm.hpp; it may be a slice of the input)");
         notify(options_, device_, "reduce_scatter", static_cast<int>(u));
         // 3. TODO 3: the first micro-batch's mean starts the accumulator, later ones add to it
         if (micro_steps == 1) continue;
         todo("zero1.cpp", 3,
+             "with several micro-batches a step, the own shard's gradient is the sum of their "
+             "averaged shards, kept from one micro-batch to the next",
              "keep the sum of the own shard's means in accum_[u]: copy_into on the first "
              "micro-batch, add_into on the others (engines/typed_span.hpp)");
       }
@@ -74,6 +78,8 @@ class Zero1Exercise final : public Engine {
     const std::vector<TypedSpan> param_shards = own(params_);
     for (std::size_t u = 0; u < layout_.size(); ++u) {
       todo("zero1.cpp", 4,
+           "after the update each rank holds only its own shard up to date, and every rank needs "
+           "the whole unit for the next forward",
            "all_gather every rank's param_shards[u] into the whole params_[u], in place");
       notify(options_, device_, "all_gather", static_cast<int>(u));
     }
@@ -96,6 +102,8 @@ class Zero1Exercise final : public Engine {
     std::vector<TypedSpan> shards;
     for (std::size_t u = 0; u < layout_.size(); ++u) {
       todo("zero1.cpp", 1,
+           "each rank owns one contiguous slice of every unit, the same size on every rank: which "
+           "elements are this rank's?",
            "push the slice of view_of(full[u]) that this rank owns (TypedSpan::slice; "
            "layout_[u].padded_elems, comm_.rank(), comm_.size())");
     }

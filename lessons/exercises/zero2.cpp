@@ -50,6 +50,8 @@ class Zero2Exercise final : public Engine {
       //    mean into the unit's gradient shard
       for ([[maybe_unused]] Reduction& reduction : reductions_) {
         todo("zero2.cpp", 2,
+             "before the update every reduction started in backward must have finished; its result "
+             "is this rank's gradient shard (first micro-batch) or adds to it",
              "wait() for the reduction, then copy_into (k == 0) or add_into the unit's "
              "grad_shards_ its mean");
       }
@@ -69,6 +71,8 @@ class Zero2Exercise final : public Engine {
     const std::vector<TypedSpan> param_shards = own_params();
     for (std::size_t u = 0; u < layout_.size(); ++u) {
       todo("zero2.cpp", 3,
+           "after the update each rank holds only its own shard up to date, and every rank needs "
+           "the whole unit for the next forward",
            "all_gather every rank's param_shards[u] into the whole params_[u], in place");
       notify(options_, device_, "all_gather", static_cast<int>(u));
     }
@@ -105,6 +109,9 @@ class Zero2Exercise final : public Engine {
     // the reduce-scatter of the bucket into a shard-sized buffer, and keep both until wait()
     hooks.grad_ready = [this](int u, [[maybe_unused]] TypedSpan grad) {
       todo("zero2.cpp", 1,
+           "start reducing a unit's gradient as soon as backward completes it and go on with "
+           "backward while it travels; what it sends must stay untouched until the reduction is "
+           "done",
            "allocate the bucket and the mean (device_.alloc), copy_into the bucket, start "
            "comm_.reduce_scatter_async and push the Reduction onto reductions_");
       notify(options_, device_, "reduce_scatter", u);

@@ -76,6 +76,8 @@ class Zero3Exercise final : public Engine {
     // (booked as Gathered); returned as `owned`, it is released when the visit ends
     hooks.params = [this]([[maybe_unused]] int u, bool) -> UnitParams {
       todo("zero3.cpp", 1,
+           "a unit's parameters exist whole only while it computes: before each visit rebuild the "
+           "whole unit from every rank's shard, and keep it until the visit ends",
            "allocate the whole unit (layout_[u].padded_elems, Gathered), all_gather every "
            "rank's param_shards_[u] into it and return it as `owned` with its view");
     };
@@ -83,6 +85,8 @@ class Zero3Exercise final : public Engine {
     // micro-batch, added to by later ones (through a shard-sized buffer)
     hooks.grad_ready = [this, first_micro_batch](int u, [[maybe_unused]] TypedSpan grad) {
       todo("zero3.cpp", 2,
+           "a unit's full gradient lives only long enough to hand each rank the mean of its own "
+           "shard",
            first_micro_batch ? "reduce_scatter (avg) grad into this rank's shard, grad_shards_[u]"
                              : "reduce_scatter (avg) grad into a shard-sized buffer, then add_into "
                                "grad_shards_[u]");

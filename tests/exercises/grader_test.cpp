@@ -42,12 +42,28 @@ TEST(ExerciseGrader, SaysWhichTodoIsNextInEachSkeleton) {
   const CommandResult run = grade("exercise_grader", "");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   for (const char* next :
-       {"ddp: NOT DONE: the run failed: rank ", "ddp.cpp TODO 1 is not written yet: all_reduce",
+       {"ddp: NOT DONE: the run failed: rank ",
+        "ddp.cpp TODO 1 is not written yet: every rank's gradient of unit u must become the "
+        "average over all ranks",
         "zero1: NOT DONE: the run failed: rank ", "zero1.cpp TODO 1 is not written yet",
         "zero2: NOT DONE: the run failed: rank ", "zero2.cpp TODO 1 is not written yet",
         "zero3: NOT DONE: the run failed: rank ", "zero3.cpp TODO 1 is not written yet"}) {
     EXPECT_TRUE(has(run.out, next)) << next << "\n" << run.out;
   }
+  // The idea, not the call: the call waits behind --hint.
+  EXPECT_TRUE(has(run.out, "(--hint names the call)")) << run.out;
+  EXPECT_FALSE(has(run.out, "The call:")) << run.out;
+  EXPECT_FALSE(has(run.out, "all_reduce (avg)")) << run.out;
+}
+
+TEST(ExerciseGrader, HintNamesTheCall) {
+  const CommandResult run = grade("exercise_grader", "--hint --stage 0");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_TRUE(has(run.out,
+                  "ddp.cpp TODO 1 is not written yet: every rank's gradient of unit u "
+                  "must become the average over all ranks, the same on every rank. The "
+                  "call: all_reduce (avg) unit u's gradient grads_[u] in place"))
+      << run.out;
 }
 
 // A bug must fail its stage with a shrunk counterexample whose words name the mistake, and

@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
   std::string engines = "exercises";
   int cases = 0;
   std::string precision = "all";
+  bool hint = false;
   app.add_option("--stage", stages, "stages to grade: 0 (DDP), 1, 2, 3 (default: all four)")
       ->check(CLI::Range(0, 3));
   app.add_option("--engines", engines, "exercises (this binary's) or zerolab (the library's)")
@@ -107,7 +108,9 @@ int main(int argc, char** argv) {
   app.add_option("--precision", precision,
                  "fp32, bf16 or fp16 to grade one precision only (default all three)")
       ->check(CLI::IsMember({"all", "fp32", "bf16", "fp16"}));
+  app.add_flag("--hint", hint, "a part still to write also names the call that goes there");
   CLI11_PARSE(app, argc, argv);
+  zl::exercise::show_hints(hint);
   std::vector<zl::DType> precisions;
   for (const zl::DType dtype : {zl::DType::F32, zl::DType::BF16, zl::DType::F16}) {
     if (precision == "all" || precision == zl::dtype_name(dtype)) precisions.push_back(dtype);
