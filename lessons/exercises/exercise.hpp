@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "engines/engine.hpp"
 #include "engines/micro_batch.hpp"
+#include "engines/optimizer_step.hpp"
 #include "engines/partition.hpp"
 #include "engines/sharding.hpp"
 #include "optim/grad_norm.hpp"
@@ -48,6 +49,19 @@ std::unique_ptr<Engine> make_zero2(Model& model, Device& device, Comm& comm,
 /// Exercise 4 (zero3.cpp): parameters sharded too, gathered for each visit of a unit.
 std::unique_ptr<Engine> make_zero3(Model& model, Device& device, Comm& comm,
                                    const EngineOptions& options);
+
+/// Level 1 gives these two, level 2 (level2/norm_and_update.cpp) asks for them; every exercise
+/// engine ends its step with them. The canonical norm of the whole model's unscaled gradient, the
+/// same bits on every rank: `grads` are this rank's whole units (`sharded` false, DDP) or its own
+/// shards (ZeRO), in the training dtype, scaled by `loss_scale`.
+double model_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
+                 const std::vector<TypedSpan>& grads, double loss_scale, bool sharded);
+
+/// Decides, clips by `grad_norm` and runs AdamW on `params` (the elements this rank owns) for
+/// optimizer step `step`: true when the parameters were updated (engines/optimizer_step.hpp).
+bool apply_update(double grad_norm, std::int64_t step, const std::vector<TypedSpan>& params,
+            const std::vector<TypedSpan>& grads, OptimizerState& opt, const EngineOptions& options,
+            Device& device);
 
 /// The exercise engine of `kind` (Ddp, Zero1, Zero2 or Zero3): an EngineFactory.
 std::unique_ptr<Engine> make_exercise_engine(EngineKind kind, Model& model, Device& device,

@@ -48,9 +48,9 @@ class Zero3Exercise final : public Engine {
     const double loss_scale = opt_.scaler.scale();
     const double lr = update_lr(opt_, options_);
     const double grad_norm =
-        sharded_grad_norm(comm_, device_, layout_, unscaled_partials(grads, loss_scale, device_));
+        model_grad_norm(comm_, device_, layout_, grads, loss_scale, /*sharded=*/true);
     const bool update =
-        optimizer_step(grad_norm, step, shards(param_shards_), grads, opt_, options_, device_);
+        apply_update(grad_norm, step, shards(param_shards_), grads, opt_, options_, device_);
     if (update) notify(options_, device_, "update");
     return {.loss = loss,
             .grad_norm = grad_norm,

@@ -152,9 +152,24 @@ double update_lr(const OptimizerState& state, const EngineOptions& options) {
   return scheduled_adamw(options.adamw, options.lr_schedule, state.adam.updates).lr;
 }
 
-bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<TypedSpan>& params,
-                    const std::vector<TypedSpan>& grads, OptimizerState& state,
-                    const EngineOptions& options, Device& device) {
+bool decide_update(double grad_norm, std::int64_t step, OptimizerState& state,
+                   const EngineOptions& options) {
+  // The norm has the same bits on every rank and in the reference.
+  if (state.scaler.skips_overflows()) {
+    if (std::isfinite(grad_norm)) return true;
+    state.scaler.update(/*overflow=*/true);
+    return false;
+  }
+  return should_update(grad_norm, step, options);
+}
+
+float clip_factor(double grad_norm, const TrainingFeatures& features) {
+  const double max_norm = features.grad_clip;
+  return max_norm > 0.0 ? static_cast<float>(std::min(1.0, max_norm / (grad_norm + 1e-6))) : 1.0f;
+}
+
+void adamw_step(const std::vector<TypedSpan>& params, const std::vector<TypedSpan>& grads,
+                float clip, OptimizerState& state, const EngineOptions& options, Device& device) {
   ZL_CHECK(params.size() == grads.size() && grads.size() == state.adam.exp_avg.size(),
            "the update got {} parameter units and {} gradient units for {} units of optimizer "
            "state",
@@ -167,20 +182,8 @@ bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<Typed
              "the same for all three",
              u, params[u].elems, grads[u].elems, state_elems);
   }
-  // 3. decide: the norm has the same bits on every rank and in the reference
-  if (state.scaler.skips_overflows()) {
-    if (!std::isfinite(grad_norm)) {
-      state.scaler.update(/*overflow=*/true);
-      return false;
-    }
-  } else if (!should_update(grad_norm, step, options)) {
-    return false;
-  }
-  // 4. clip (a factor of exactly 1 changes nothing, so it is skipped)
-  const double max_norm = options.features.grad_clip;
-  const float clip =
-      max_norm > 0.0 ? static_cast<float>(std::min(1.0, max_norm / (grad_norm + 1e-6))) : 1.0f;
-  // 5. update, unit by unit, with one unit's unscaled fp32 gradient at a time
+  // Unit by unit, with one unit's unscaled fp32 gradient at a time; a clip factor of exactly 1
+  // changes nothing, so it is skipped.
   const AdamWConfig now = scheduled_adamw(options.adamw, options.lr_schedule, state.adam.updates);
   const AdamWScalars scalars = adamw_scalars(now, ++state.adam.updates);
   const UnitSpans targets = fp32_params(state, params);
@@ -203,6 +206,14 @@ bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<Typed
     count_param_copies(state, u, params[u].bytes(), /*read_on_device=*/false);
   }
   state.scaler.update(/*overflow=*/false);
+}
+
+bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<TypedSpan>& params,
+                    const std::vector<TypedSpan>& grads, OptimizerState& state,
+                    const EngineOptions& options, Device& device) {
+  if (!decide_update(grad_norm, step, state, options)) return false;  // 3. decide
+  const float clip = clip_factor(grad_norm, options.features);        // 4. clip
+  adamw_step(params, grads, clip, state, options, device);            // 5. update
   return true;
 }
 

@@ -25,10 +25,10 @@ namespace zl {
 /// unit's gradient goes to the host (HostGrads, noted as a device-to-host copy through `comm`)
 /// and its updated parameters come back (a host-to-device copy).
 struct OptimizerState {
-  UnitBuffers master;  ///< fp32 copy of the owned parameters (16-bit or offload); else empty
-  AdamState adam;      ///< Adam's moments and update count
-  LossScaler scaler;   ///< dynamic for fp16, fixed at 1 otherwise
-  bool offload = false;                ///< master and moments in host memory
+  UnitBuffers master;    ///< fp32 copy of the owned parameters (16-bit or offload); else empty
+  AdamState adam;        ///< Adam's moments and update count
+  LossScaler scaler;     ///< dynamic for fp16, fixed at 1 otherwise
+  bool offload = false;  ///< master and moments in host memory
   /// Per unit: its owned parameters are in host memory (ZeRO-3 offload_param); an update made
   /// on the device sends them back (a device-to-host copy). Empty: none are.
   std::vector<bool> params_on_host;
@@ -85,9 +85,24 @@ double norm_from_partials(const NormPartials& partials);
 /// state.adam.updates applied updates).
 double update_lr(const OptimizerState& state, const EngineOptions& options);
 
-/// Steps 3-5 for optimizer step `step` (0-based) given the canonical norm: returns true when
-/// the parameters were updated. Throws NonFiniteError under NonFinitePolicy::Stop (not in fp16,
-/// where an overflow is an expected, skipped step).
+/// Step 3 for optimizer step `step` (0-based) given the canonical norm: true when the step
+/// updates. Under fp16's dynamic scaling a non-finite norm is an overflow: the scale backs off
+/// and the step is skipped; otherwise NonFinitePolicy decides (NonFiniteError under Stop).
+bool decide_update(double grad_norm, std::int64_t step, OptimizerState& state,
+                   const EngineOptions& options);
+
+/// Step 4's factor: min(1, grad_clip / (norm + 1e-6)) with clipping on, else exactly 1.
+float clip_factor(double grad_norm, const TrainingFeatures& features);
+
+/// Step 5: AdamW at the schedule's lr on `params` (the elements this rank updates: whole units
+/// or its own shards, the optimizer state's sizes, else zl::Error saying so) with `grads`
+/// unscaled and multiplied by `clip`; then the 16-bit parameters from the master, and the loss
+/// scaler notes a finite step.
+void adamw_step(const std::vector<TypedSpan>& params, const std::vector<TypedSpan>& grads,
+                float clip, OptimizerState& state, const EngineOptions& options, Device& device);
+
+/// Steps 3-5 for optimizer step `step` (0-based) given the canonical norm: decide_update, then
+/// adamw_step with clip_factor. Returns true when the parameters were updated.
 bool optimizer_step(double grad_norm, std::int64_t step, const std::vector<TypedSpan>& params,
                     const std::vector<TypedSpan>& grads, OptimizerState& state,
                     const EngineOptions& options, Device& device);

@@ -4,6 +4,7 @@
 // shows it, and what differs).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,34 @@ TEST(ExerciseGrader, HintNamesTheCall) {
                   "must become the average over all ranks, the same on every rank. The "
                   "call: all_reduce (avg) unit u's gradient grads_[u] in place"))
       << run.out;
+}
+
+// Level 2 asks for the norm and the update (level2/norm_and_update.cpp): with solved engines, the
+// untouched skeleton stops every stage at its first TODO...
+TEST(ExerciseGrader, LevelTwoSaysItsFirstTodoInEveryStage) {
+  const CommandResult run = grade("grader_level2_skeleton", "");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  for (const char* stage : {"ddp", "zero1", "zero2", "zero3"}) {
+    EXPECT_TRUE(has(run.out, std::string(stage) + ": NOT DONE: the run failed: rank "))
+        << stage << "\n"
+        << run.out;
+  }
+  EXPECT_EQ(std::ranges::count(run.out, '\n'), 4) << run.out;
+  EXPECT_TRUE(has(run.out,
+                  "norm_and_update.cpp TODO 1 is not written yet: the norm that clipping "
+                  "uses is the whole model's"))
+      << run.out;
+}
+
+// ... and an update that forgets the clipping fails every stage, naming the threshold it passed.
+TEST(ExerciseGrader, LevelTwoWithoutClippingFailsEveryStageNamingTheThreshold) {
+  const CommandResult run = grade("grader_level2_clip_forgotten", "--cases 60");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  for (const char* stage : {"ddp", "zero1", "zero2", "zero3"}) {
+    EXPECT_TRUE(has(run.out, std::string(stage) + ": FAILED")) << stage << "\n" << run.out;
+  }
+  EXPECT_TRUE(has(run.err, "was above the clipping threshold 0.01")) << run.err;
+  EXPECT_FALSE(has(run.out + run.err, "RC_FAIL")) << run.err;
 }
 
 // A bug must fail its stage with a shrunk counterexample whose words name the mistake, and

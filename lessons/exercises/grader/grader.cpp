@@ -150,13 +150,31 @@ std::optional<std::string> norm_disagreement(const ParameterViews& views, std::s
 
 // Step by step, the first parameter view or step record that differs, then the views after the
 // last step.
+// What goes wrong after an update whose norm was clipped: the last of the first `steps` steps
+// that clipped, with its numbers (empty when none did).
+std::string clipping_note(const TrainResult& reference, const TrainConfig& config,
+                          std::size_t steps) {
+  const double clip = config.features.grad_clip;
+  for (std::size_t s = std::min(steps, reference.steps.size()); clip > 0.0 && s-- > 0;) {
+    const StepRecord& step = reference.steps[s];
+    if (step.skipped || step.grad_norm <= clip) continue;
+    return fmt::format(
+        ". Step {}'s norm, {:.9g}, was above the clipping threshold {}: the update scales the "
+        "gradients by min(1, {} / (norm + 1e-6)) of the whole model's norm",
+        s + 1, step.grad_norm, clip, clip);
+  }
+  return "";
+}
+
 std::optional<std::string> first_run_difference(const TrainResult& got,
                                                 const ParameterViews& got_views,
                                                 const TrainResult& reference,
                                                 const ParameterViews& reference_views,
-                                                std::int64_t steps) {
-  for (std::int64_t s = 0; s <= steps; ++s) {
-    if (auto diff = first_view_difference(got_views, reference_views, reference.layout, s, steps)) {
+                                                const TrainConfig& config) {
+  for (std::int64_t s = 0; s <= config.steps; ++s) {
+    if (auto diff =
+            first_view_difference(got_views, reference_views, reference.layout, s, config.steps)) {
+      if (s > 0) *diff += clipping_note(reference, config, static_cast<std::size_t>(s));
       return diff;
     }
     const auto step = static_cast<std::size_t>(s);
@@ -299,7 +317,7 @@ std::optional<Failure> grade(const TrainConfig& config, const EngineFactory& lea
     return Failure{.todo = what.find("is not written yet") != std::string_view::npos,
                    .message = fmt::format("the run failed: {}", what)};
   }
-  if (auto diff = first_run_difference(got, got_views, reference, zerolab_views, config.steps)) {
+  if (auto diff = first_run_difference(got, got_views, reference, zerolab_views, config)) {
     return Failure{.message = *diff};
   }
   const ModelState& g = got.final_state;
@@ -310,7 +328,7 @@ std::optional<Failure> grade(const TrainConfig& config, const EngineFactory& lea
         std::tuple{"Adam's exp_avg_sq", &g.exp_avg_sq, &w.exp_avg_sq}}) {
     if (auto diff =
             first_state_difference(what, *got_values, *want_values, got.layout, config.world)) {
-      return Failure{.message = *diff};
+      return Failure{.message = *diff + clipping_note(reference, config, reference.steps.size())};
     }
   }
   if (auto diff = first_traffic_difference(got, zerolab, config)) {

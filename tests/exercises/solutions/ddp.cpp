@@ -59,9 +59,10 @@ class DdpExercise final : public Engine {
     const std::vector<TypedSpan> grads = whole(micro_steps > 1 ? accum_ : grads_);
     const double loss_scale = opt_.scaler.scale();
     const double lr = update_lr(opt_, options_);
-    const double grad_norm = norm_from_partials(unscaled_partials(grads, loss_scale, device_));
+    const double grad_norm =
+        model_grad_norm(comm_, device_, layout_, grads, loss_scale, /*sharded=*/false);
     const bool update =
-        optimizer_step(grad_norm, step, whole(params_), grads, opt_, options_, device_);
+        apply_update(grad_norm, step, whole(params_), grads, opt_, options_, device_);
     if (update) notify(options_, device_, "update");
     return {.loss = loss,
             .grad_norm = grad_norm,

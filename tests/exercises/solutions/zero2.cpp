@@ -65,9 +65,8 @@ class Zero2Exercise final : public Engine {
     const double loss_scale = opt_.scaler.scale();
     const double lr = update_lr(opt_, options_);
     const double grad_norm =
-        sharded_grad_norm(comm_, device_, layout_, unscaled_partials(grads, loss_scale, device_));
-    const bool update =
-        optimizer_step(grad_norm, step, own_params(), grads, opt_, options_, device_);
+        model_grad_norm(comm_, device_, layout_, grads, loss_scale, /*sharded=*/true);
+    const bool update = apply_update(grad_norm, step, own_params(), grads, opt_, options_, device_);
     if (update) notify(options_, device_, "update");
     // 4. TODO 3: every rank sends its updated shard and receives the whole unit, in place
     const std::vector<TypedSpan> param_shards = own_params();
