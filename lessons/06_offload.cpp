@@ -15,11 +15,27 @@ using namespace zl::lessons;
 
 namespace {
 
-constexpr std::string_view kWhy =
-    "With mixed precision each parameter costs 2 (bf16 params) + 2 (bf16 grads) + 12 bytes\n"
-    "(fp32 master, momentum, variance). ZeRO-2 shards all but the parameters; the 12/N is still\n"
-    "the largest part of what a rank holds on the device. ZeRO-Offload moves exactly that part\n"
-    "to the host, where memory is cheap, and runs AdamW on the CPU.";
+// Why offload the optimizer state, with rank 0's own bytes of the run on the device: whether the
+// fp32 master and Adam are the largest part of what it holds is read from the ledger.
+std::string why_offload(int stage, const MemoryLedger& m) {
+  const std::int64_t params = m.current_bytes(MemCategory::Params);
+  const std::int64_t grads = m.current_bytes(MemCategory::Grads);
+  const std::int64_t states =
+      m.current_bytes(MemCategory::Master) + m.current_bytes(MemCategory::Optimizer);
+  const std::string_view sharded = stage == 1   ? "the optimizer state"
+                                   : stage == 2 ? "the gradients and the optimizer state"
+                                                : "everything";
+  const std::string largest = states >= params && states >= grads
+                                  ? "the largest part of what it holds on the device"
+                                  : fmt::format("not the largest part here: the bf16 {} are larger",
+                                                params >= grads ? "parameters" : "gradients");
+  return wrapped(fmt::format(
+      "With mixed precision each parameter costs 2 (bf16 params) + 2 (bf16 grads) + 12 bytes "
+      "(fp32 master, momentum, variance). ZeRO-{} shards {}. On rank 0 the fp32 master and Adam "
+      "hold {} B against {} B of parameters and {} B of gradients: {}. ZeRO-Offload moves exactly "
+      "that 12-byte part to the host, where memory is cheap, and runs AdamW on the CPU.",
+      stage, sharded, grouped(states), grouped(params), grouped(grads), largest));
+}
 constexpr std::string_view kCopies =
     "The price is two copies per step over PCIe: the bf16 gradient shard down (2 bytes per\n"
     "element of the shard) and the updated bf16 parameter shard up (2 more). The collectives\n"
@@ -84,8 +100,8 @@ int main(int argc, char** argv) {
         const TrainConfig config = sized(base, flags);
 
         heading("Lesson 06: ZeRO-Offload, the optimizer state on the host");
-        fmt::print("{}\n\n", kWhy);
         const TrainResult on_device = train(config);
+        fmt::print("{}\n\n", why_offload(stage_of(config.engine), on_device.ranks[0].memory));
         print_model(config, on_device);
 
         pause(flags, "for the same run with the optimizer offloaded");

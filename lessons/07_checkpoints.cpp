@@ -31,12 +31,15 @@ constexpr std::string_view kSameWorld =
     "ZeRO-1 at the same world size loads the same shards: it keeps whole parameters, so it\n"
     "all-gathers them, and its Adam shards are exactly ZeRO-3's. The continued run is the\n"
     "uninterrupted one, bit for bit.";
-constexpr std::string_view kOtherWorld =
-    "On another number of ranks every unit is padded and cut differently, so each rank reads the\n"
-    "element ranges it now owns from the old files. The data continue by global sample: with the\n"
-    "rows per rank scaled (4 ranks x 4 rows become 2 x 8), each step sees the same samples as\n"
-    "before. Only the order of fp32 sums changes, so the result is close to an uninterrupted run\n"
-    "on the new ranks, not bitwise.";
+// Resuming on `other` ranks what `world` ranks of `rows` rows saved.
+std::string other_world_note(int world, std::int64_t rows, int other) {
+  return wrapped(fmt::format(
+      "On another number of ranks every unit is padded and cut differently, so each rank reads "
+      "the element ranges it now owns from the old files. The data continue by global sample: "
+      "with the rows per rank scaled ({} ranks x {} rows become {} x {}), each step sees the same "
+      "samples as before. What can change is the order of the fp32 sums over ranks.",
+      world, rows, other, world * rows / other));
+}
 
 // The lesson's run as the flags size it, on `world` ranks of `micro_batch` rows each.
 TrainConfig config_of(const LessonFlags& flags, EngineKind engine, int world,
@@ -149,7 +152,7 @@ int main(int argc, char** argv) {
 
         pause(flags, fmt::format("for resuming on {} ranks", other));
         heading(fmt::format("Resume under ZeRO-1 on {} ranks", other));
-        fmt::print("{}\n\n", kOtherWorld);
+        fmt::print("{}\n\n", other_world_note(world, rows, other));
         const TrainConfig other_world =
             config_of(flags, EngineKind::Zero1, other, world * rows / other);
         const TrainResult uninterrupted2 = train(other_world);
@@ -162,9 +165,14 @@ int main(int argc, char** argv) {
             largest = std::max(largest, std::abs(static_cast<double>(value)));
         const bool close = difference <= 1e-5 * largest;
         fmt::print(
-            "{}: largest difference {:.3g} against parameters up to {:.3g} (allowed 1e-5 of "
-            "it)\n\n",
-            close ? "ok" : "TOO FAR", difference, largest);
+            "{}\n\n",
+            wrapped(fmt::format(
+                "{}: largest difference {:.3g} against parameters up to {:.3g} (allowed 1e-5 of "
+                "it): {}",
+                close ? "ok" : "TOO FAR", difference, largest,
+                difference == 0.0
+                    ? "here even bit for bit, the sums kept their order"
+                    : "close to an uninterrupted run on the new ranks, not bitwise")));
 
         pause(flags, "for consolidating");
         heading("Consolidate");

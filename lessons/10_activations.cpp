@@ -47,17 +47,40 @@ std::int64_t peak_activations(const TrainResult& result) {
   return result.ranks[0].memory.peak_bytes(MemCategory::Activations);
 }
 
+// Rank 0's model-state bytes after the run.
+std::int64_t states_of(const TrainResult& result) {
+  const MemoryLedger& m = result.ranks[0].memory;
+  return m.current_bytes(MemCategory::Params) + m.current_bytes(MemCategory::Grads) +
+         m.current_bytes(MemCategory::Master) + m.current_bytes(MemCategory::Optimizer);
+}
+
 // Rank 0's model states after the step (params, grads, master, optimizer) and its activations'
 // peak, with the activations' share of the two.
 void print_share(std::string_view name, const TrainResult& result) {
-  const MemoryLedger& m = result.ranks[0].memory;
-  const std::int64_t states =
-      m.current_bytes(MemCategory::Params) + m.current_bytes(MemCategory::Grads) +
-      m.current_bytes(MemCategory::Master) + m.current_bytes(MemCategory::Optimizer);
+  const std::int64_t states = states_of(result);
   const std::int64_t activations = peak_activations(result);
   fmt::print("{:<8} model states {:>10} B   activations {:>10} B   activations' share {:>5.1f}%\n",
              name, grouped(states), grouped(activations),
              100.0 * static_cast<double>(activations) / static_cast<double>(states + activations));
+}
+
+// How much ZeRO-1 takes off the model states and off states plus activations, in words chosen
+// by the two runs' numbers.
+std::string peak_note(const TrainResult& ddp, const TrainResult& zero1) {
+  const std::int64_t states_before = states_of(ddp), states_after = states_of(zero1);
+  const std::int64_t total_before = states_before + peak_activations(ddp);
+  const std::int64_t total_after = states_after + peak_activations(zero1);
+  if (states_after >= states_before) {
+    return "ZeRO-1 shards nothing on one rank: the model states and the activations stay.";
+  }
+  const double states_fall = 100.0 * static_cast<double>(states_before - states_after) /
+                             static_cast<double>(states_before);
+  const double total_fall =
+      100.0 * static_cast<double>(total_before - total_after) / static_cast<double>(total_before);
+  return wrapped(fmt::format(
+      "ZeRO-1 divides the optimizer state by N: the model states fall by {:.1f}%. The activations "
+      "do not move, so states plus activations fall by {:.1f}%, {} as much.",
+      states_fall, total_fall, total_fall < states_fall / 2.0 ? "less than half" : "not quite"));
 }
 
 // The ledger's activations at their peak beside the estimate, kind by kind; true when all agree.
@@ -196,9 +219,7 @@ int main(int argc, char** argv) {
             config.micro_batch, config.gpt.block_size, config.world);
         print_share("DDP", ddp);
         print_share("ZeRO-1", sharded);
-        fmt::print(
-            "ZeRO-1 divides the optimizer state by N; the activations do not move, so the step's\n"
-            "peak falls by much less than the model states do.\n");
+        fmt::print("{}\n", peak_note(ddp, sharded));
 
         pause(flags, "for the activations by kind");
         heading("What the activations are, measured and estimated");

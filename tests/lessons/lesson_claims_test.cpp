@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <regex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "lesson_runner.hpp"
@@ -238,6 +239,87 @@ TEST(LessonClaims, OverlapExplainsCommTimeWithItsOwnCalls) {
     EXPECT_DOUBLE_EQ(std::stod(sweep[2]), rows.front()[3]) << flags;
     EXPECT_DOUBLE_EQ(std::stod(sweep[3]), rows.back()[2]) << flags;
     EXPECT_DOUBLE_EQ(std::stod(sweep[4]), rows.back()[3]) << flags;
+  }
+}
+
+// Lesson 06 says whether the fp32 master and Adam are the largest part of the device's model
+// states by its own bytes, at every stage.
+TEST(LessonClaims, OffloadSaysWhatIsLargestFromTheLedger) {
+  for (const std::string flags : {"", "--stage 1", "--stage 3", "--stage 2 --world 8",
+                                  "--stage 1 --world 1", "--stage 3 --world 8 --width 40"}) {
+    const auto run = run_lesson("06_offload", flags);
+    ASSERT_EQ(run.exit_code, 0) << flags << "\n" << run.out;
+    const std::string text = joined(run.out);
+    const std::smatch said = find(
+        text, R"(the fp32 master and Adam hold ([0-9,]+) B against ([0-9,]+) B of parameters )"
+              R"(and ([0-9,]+) B of gradients: (the largest part|not the largest part here: the )"
+              R"(bf16 (parameters|gradients) are larger))");
+    const std::int64_t states = number(said[1]), params = number(said[2]), grads = number(said[3]);
+    const bool largest = states >= params && states >= grads;
+    EXPECT_EQ(said[4].str() == "the largest part", largest) << flags << "\n" << said[0];
+    if (!largest) {
+      EXPECT_EQ(said[5].str(), params >= grads ? "parameters" : "gradients") << flags;
+    }
+    // The same bytes as the table of the run without offload.
+    const std::smatch table = find(text, R"(bf16 +device +[0-9,]+ B \(params ([0-9,]+), grads )"
+                                         R"(([0-9,]+), master ([0-9,]+), adam ([0-9,]+)\))");
+    EXPECT_EQ(number(table[1]), params) << flags;
+    EXPECT_EQ(number(table[2]), grads) << flags;
+    EXPECT_EQ(number(table[3]) + number(table[4]), states) << flags;
+  }
+}
+
+// Lesson 07 quotes the ranks and rows it resumes with, and calls the result bitwise only when
+// the difference it measured is zero.
+TEST(LessonClaims, CheckpointsQuoteTheirOwnResumeSizes) {
+  for (const auto& [flags, world, rows] :
+       {std::tuple{"", 4, 4}, std::tuple{"--world 2 --rows 3", 2, 3},
+        std::tuple{"--world 6 --rows 1", 6, 1}}) {
+    const auto run = run_lesson("07_checkpoints", flags);
+    ASSERT_EQ(run.exit_code, 0) << flags << "\n" << run.out;
+    const std::string text = joined(run.out);
+    const int other = world == 2 ? 1 : 2;
+    EXPECT_NE(
+        text.find(std::to_string(world) + " ranks x " + std::to_string(rows) + " rows become " +
+                  std::to_string(other) + " x " + std::to_string(world * rows / other)),
+        std::string::npos)
+        << flags << "\n"
+        << text;
+    const std::smatch measured = find(text, R"(largest difference ([0-9.e+-]+) against)");
+    const bool zero = std::stod(measured[1]) == 0.0;
+    EXPECT_EQ(text.find("here even bit for bit") != std::string::npos, zero) << flags;
+    EXPECT_EQ(text.find("not bitwise") != std::string::npos, !zero) << flags;
+  }
+}
+
+// Lesson 10's account of what ZeRO-1 takes off is its two runs' numbers.
+TEST(LessonClaims, ActivationsSayHowMuchZeroOneTakesOff) {
+  for (const std::string flags : {"", "--world 1", "--world 8 --rows 1", "--world 4 --rows 8"}) {
+    const auto run = run_lesson("10_activations", flags);
+    ASSERT_EQ(run.exit_code, 0) << flags << "\n" << run.out;
+    const std::string text = joined(run.out);
+    const auto row = [&](const std::string& name) {
+      const std::smatch m = find(run.out, "\n" + name +
+                                              R"( +model states +([0-9,]+) B +)"
+                                              R"(activations +([0-9,]+) B)");
+      return std::array<double, 2>{static_cast<double>(number(m[1])),
+                                   static_cast<double>(number(m[2]))};
+    };
+    const auto ddp = row("DDP"), zero1 = row("ZeRO-1");
+    if (zero1[0] >= ddp[0]) {
+      EXPECT_NE(text.find("ZeRO-1 shards nothing on one rank"), std::string::npos) << flags;
+      continue;
+    }
+    const std::smatch said = find(text, R"(the model states fall by ([0-9.]+)%\. The activations )"
+                                        R"(do not move, so states plus activations fall by )"
+                                        R"(([0-9.]+)%, (less than half|not quite) as much)");
+    const double states_fall = 100.0 * (ddp[0] - zero1[0]) / ddp[0];
+    const double total_fall =
+        100.0 * ((ddp[0] + ddp[1]) - (zero1[0] + zero1[1])) / (ddp[0] + ddp[1]);
+    EXPECT_NEAR(std::stod(said[1]), states_fall, 0.05) << flags;
+    EXPECT_NEAR(std::stod(said[2]), total_fall, 0.05) << flags;
+    EXPECT_EQ(said[3].str(), total_fall < states_fall / 2.0 ? "less than half" : "not quite")
+        << flags;
   }
 }
 
