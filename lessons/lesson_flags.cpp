@@ -146,18 +146,8 @@ int run_lesson(int argc, char** argv, std::string_view about, const LessonSizes&
   try {
     return lesson(flags);
   } catch (const Error& error) {
-    // The zerolab command's rule (docs/usage.md, "Exit codes"): 2 for what cannot work, 3 for a
-    // file that is wrong, 1 for a fault while running.
     fmt::print(stderr, "{}: {}\n", argv[0], error.what());
-    switch (error.kind()) {
-      case ErrorKind::Usage:
-        return 2;
-      case ErrorKind::Input:
-        return 3;
-      case ErrorKind::Runtime:
-        break;
-    }
-    return 1;
+    return exit_code_of(error.kind());  // the zerolab command's rule
   } catch (const std::exception& error) {
     fmt::print(stderr, "{}: {}\n", argv[0], error.what());
     return 1;

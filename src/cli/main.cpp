@@ -5,9 +5,9 @@
 // catches, and the other ranks wait before they exit (mpirun ends the whole job at the first
 // non-zero exit, which would otherwise race rank 0's line); a rank that fails during training
 // prints its own line, naming itself, before it aborts the job (mpi_abort).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,22 +42,10 @@ int quiet_exit(int exit_code) {
   return exit_code;
 }
 
-// Exit codes, one per kind of failure (docs/usage.md, "Exit codes").
-constexpr int kRuntimeExit = 1;  // a fault while running
-constexpr int kUsageExit = 2;    // the command line or config asks for what cannot be done
-constexpr int kInputExit = 3;    // a file the run reads is wrong
-
-int exit_code(zl::ErrorKind kind) {
-  switch (kind) {
-    case zl::ErrorKind::Usage:
-      return kUsageExit;
-    case zl::ErrorKind::Input:
-      return kInputExit;
-    case zl::ErrorKind::Runtime:
-      break;
-  }
-  return kRuntimeExit;
-}
+// The exit codes of a request that cannot work and of a fault while running (docs/usage.md,
+// "Exit codes").
+constexpr int kUsageExit = zl::exit_code_of(zl::ErrorKind::Usage);
+constexpr int kRuntimeExit = zl::exit_code_of(zl::ErrorKind::Runtime);
 
 // An error's message, each of its lines (a config's problems, say) a "zerolab: error:" line.
 void print_error(std::string_view what) {
@@ -86,9 +74,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() == 0) return app.exit(error);
     if (!prints_errors()) return quiet_exit(kUsageExit);
-    fmt::print(stderr, "zerolab: error: {}: run 'zerolab {} --help' for the options\n",
-               error.what(),
-               app.get_subcommands().empty() ? std::string() : app.get_subcommands().front()->get_name());
+    fmt::print(
+        stderr, "zerolab: error: {}: run 'zerolab {} --help' for the options\n", error.what(),
+        app.get_subcommands().empty() ? std::string() : app.get_subcommands().front()->get_name());
     return kUsageExit;
   } catch (const zl::Error& error) {  // a flag's own check, e.g. --stage 4, or a --config file
     if (!prints_errors()) return quiet_exit(kUsageExit);
@@ -98,7 +86,7 @@ int main(int argc, char** argv) {
   try {
     return run();
   } catch (const zl::Error& error) {
-    const int code = exit_code(error.kind());
+    const int code = zl::exit_code_of(error.kind());
     if (!prints_errors()) return quiet_exit(code);
     print_error(error.what());
     return code;

@@ -18,6 +18,21 @@ enum class ErrorKind : std::uint8_t {
   Input,    ///< a file the run reads is wrong: --data, --init, the checkpoint resumed
 };
 
+/// The exit code of a failure of `kind`, the same for the zerolab command and the lessons
+/// (docs/usage.md, "Exit codes"): 1 a fault while running, 2 a request that cannot work, 3 a file
+/// the run reads that is wrong.
+constexpr int exit_code_of(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::Usage:
+      return 2;
+    case ErrorKind::Input:
+      return 3;
+    case ErrorKind::Runtime:
+      break;
+  }
+  return 1;
+}
+
 /// The exception every zerolab check throws. what() is a single line meant for the user.
 class Error : public std::runtime_error {
  public:
@@ -53,9 +68,9 @@ template <class... Args>
 }  // namespace zl
 
 /// ZL_CHECK(cond, "what is wrong: {}; what to do", args...) throws zl::Error when cond is false.
-#define ZL_CHECK(cond, ...)        \
-  do {                             \
-    if (!(cond)) {                 \
-      ::zl::fail(__VA_ARGS__);     \
-    }                              \
+#define ZL_CHECK(cond, ...)    \
+  do {                         \
+    if (!(cond)) {             \
+      ::zl::fail(__VA_ARGS__); \
+    }                          \
   } while (0)

@@ -23,20 +23,23 @@ bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// Every stage's verdict line starts "<stage>: <verdict>".
+void expect_every_stage(const std::string& out, const std::string& verdict) {
+  for (const char* stage : {"ddp", "zero1", "zero2", "zero3"}) {
+    EXPECT_TRUE(has(out, std::string(stage) + ": " + verdict)) << stage << "\n" << out;
+  }
+}
+
 TEST(ExerciseGrader, PassesZerolabsEngines) {
   const CommandResult run = grade("exercise_grader", "--engines zerolab --cases 25");
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
-  for (const char* stage : {"ddp: OK", "zero1: OK", "zero2: OK", "zero3: OK"}) {
-    EXPECT_TRUE(has(run.out, stage)) << stage << "\n" << run.out;
-  }
+  expect_every_stage(run.out, "OK");
 }
 
 TEST(ExerciseGrader, PassesTheSolvedExercises) {
   const CommandResult run = grade("grader_solutions", "--cases 25");
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
-  for (const char* stage : {"ddp: OK", "zero1: OK", "zero2: OK", "zero3: OK"}) {
-    EXPECT_TRUE(has(run.out, stage)) << stage << "\n" << run.out;
-  }
+  expect_every_stage(run.out, "OK");
 }
 
 TEST(ExerciseGrader, SaysWhichTodoIsNextInEachSkeleton) {
@@ -72,11 +75,7 @@ TEST(ExerciseGrader, HintNamesTheCall) {
 TEST(ExerciseGrader, LevelTwoSaysItsFirstTodoInEveryStage) {
   const CommandResult run = grade("grader_level2_skeleton", "");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
-  for (const char* stage : {"ddp", "zero1", "zero2", "zero3"}) {
-    EXPECT_TRUE(has(run.out, std::string(stage) + ": NOT DONE: the run failed: rank "))
-        << stage << "\n"
-        << run.out;
-  }
+  expect_every_stage(run.out, "NOT DONE: the run failed: rank ");
   EXPECT_EQ(std::ranges::count(run.out, '\n'), 4) << run.out;
   EXPECT_TRUE(has(run.out,
                   "norm_and_update.cpp TODO 1 is not written yet: the norm that clipping "
@@ -88,9 +87,7 @@ TEST(ExerciseGrader, LevelTwoSaysItsFirstTodoInEveryStage) {
 TEST(ExerciseGrader, LevelTwoWithoutClippingFailsEveryStageNamingTheThreshold) {
   const CommandResult run = grade("grader_level2_clip_forgotten", "--cases 60");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
-  for (const char* stage : {"ddp", "zero1", "zero2", "zero3"}) {
-    EXPECT_TRUE(has(run.out, std::string(stage) + ": FAILED")) << stage << "\n" << run.out;
-  }
+  expect_every_stage(run.out, "FAILED");
   EXPECT_TRUE(has(run.err, "was above the clipping threshold 0.01")) << run.err;
   EXPECT_FALSE(has(run.out + run.err, "RC_FAIL")) << run.err;
 }
