@@ -13,13 +13,19 @@ using namespace zl::lessons;
 
 namespace {
 
-constexpr std::string_view kMemory =
-    "Mixed precision keeps parameters and gradients in 16 bits (2 bytes each) and the optimizer "
-    "in\n"
-    "fp32: a master copy of the parameters (4 bytes) and Adam's two moments (8). That is the\n"
-    "2 + 2 + 12 = 16 bytes per parameter of the ZeRO paper. Under ZeRO-2 the grads, the master "
-    "and\n"
-    "the moments are sharded:";
+// The byte split and what the lesson's stage shards of it.
+std::string memory_note(int stage) {
+  const std::string_view sharded =
+      stage == 0   ? "Under DDP nothing is sharded"
+      : stage == 1 ? "Under ZeRO-1 the master and the moments are sharded"
+      : stage == 2 ? "Under ZeRO-2 the grads, the master and the moments are sharded"
+                   : "Under ZeRO-3 all of it is sharded, the parameters too";
+  return wrapped(fmt::format(
+      "Mixed precision keeps parameters and gradients in 16 bits (2 bytes each) and the optimizer "
+      "in fp32: a master copy of the parameters (4 bytes) and Adam's two moments (8). That is the "
+      "2 + 2 + 12 = 16 bytes per parameter of the ZeRO paper. {}:",
+      sharded));
+}
 constexpr std::string_view kFormats =
     "bf16 keeps fp32's 8-bit exponent and drops mantissa bits: any fp32 gradient fits. fp16 has a\n"
     "5-bit exponent: values below 6e-8 flush to zero and above 65504 overflow. So fp16 multiplies\n"
@@ -63,7 +69,7 @@ int main(int argc, char** argv) {
         const TrainConfig config = sized(base, flags);
 
         heading("Lesson 08: mixed precision");
-        fmt::print("{}\n\n", kMemory);
+        fmt::print("{}\n\n", memory_note(*flags.sizes.stage));
         TrainConfig bf16 = config;
         bf16.features.precision = DType::BF16;
         const TrainResult bf16_run = train(bf16);

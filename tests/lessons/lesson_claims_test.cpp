@@ -323,4 +323,34 @@ TEST(LessonClaims, ActivationsSayHowMuchZeroOneTakesOff) {
   }
 }
 
+// Lesson 08 says what its own stage shards, and its table shows it: a sharded category holds
+// less than the whole model's bytes of it.
+TEST(LessonClaims, MixedPrecisionSaysWhatItsStageShards) {
+  const std::array<const char*, 4> says = {
+      "Under DDP nothing is sharded", "Under ZeRO-1 the master and the moments are sharded",
+      "Under ZeRO-2 the grads, the master and the moments are sharded",
+      "Under ZeRO-3 all of it is sharded, the parameters too"};
+  for (int stage = 0; stage < 4; ++stage) {
+    const std::string flags = "--stage " + std::to_string(stage) + " --steps 2";
+    const auto run = run_lesson("08_mixed_precision", flags);
+    ASSERT_EQ(run.exit_code, 0) << flags << "\n" << run.out;
+    const std::string text = joined(run.out);
+    for (int other = 0; other < 4; ++other) {
+      EXPECT_EQ(text.find(says[static_cast<std::size_t>(other)]) != std::string::npos,
+                other == stage)
+          << flags;
+    }
+    // Rank 0's params, grads, master and optimizer bytes; unsharded, params and grads are 2
+    // bytes an element, the master 4 and the moments 8.
+    const std::smatch row =
+        find(run.out, R"(\n +0 +([0-9]+) +([0-9]+) +([0-9]+) +([0-9]+) +[0-9]+)");
+    const double params = std::stod(row[1]), grads = std::stod(row[2]), master = std::stod(row[3]),
+                 moments = std::stod(row[4]);
+    const double elems = master / 4.0 * (stage >= 1 ? 4.0 : 1.0);  // --world 4 by default
+    EXPECT_EQ(moments, 2.0 * master) << flags;
+    EXPECT_EQ(params < 2.0 * elems, stage == 3) << flags;
+    EXPECT_EQ(grads < 2.0 * elems, stage >= 2) << flags;
+  }
+}
+
 }  // namespace
