@@ -44,9 +44,7 @@ constexpr std::string_view kCopies =
 // Device-side and host-side model-state bytes of rank 0, as the ledger reads them.
 void print_split(std::string_view name, const TrainResult& result) {
   const MemoryLedger& m = result.ranks[0].memory;
-  const std::int64_t device_bytes =
-      m.current_bytes(MemCategory::Params) + m.current_bytes(MemCategory::Grads) +
-      m.current_bytes(MemCategory::Master) + m.current_bytes(MemCategory::Optimizer);
+  const std::int64_t device_bytes = m.model_state_bytes();
   const std::int64_t host_bytes =
       m.current_bytes(MemCategory::HostMaster) + m.current_bytes(MemCategory::HostOptimizer);
   fmt::print("{:<16} device {:>10} B (params {}, grads {}, master {}, adam {})   host {:>10} B\n",

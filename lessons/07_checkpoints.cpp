@@ -31,6 +31,19 @@ constexpr std::string_view kSameWorld =
     "ZeRO-1 at the same world size loads the same shards: it keeps whole parameters, so it\n"
     "all-gathers them, and its Adam shards are exactly ZeRO-3's. The continued run is the\n"
     "uninterrupted one, bit for bit.";
+// Sizes this lesson cannot run are a request that cannot work (exit code 2): it saves halfway
+// and resumes, and the samples of a step must split over the `other` ranks it resumes on.
+void check_sizes(int world, std::int64_t rows, std::int64_t steps, int other) {
+  with_error_kind(ErrorKind::Usage, [&] {
+    ZL_CHECK(steps >= 2, "--steps {}: the lesson saves halfway and resumes, give --steps 2 or more",
+             steps);
+    ZL_CHECK(world * rows % other == 0,
+             "--world {} x --rows {} samples per step do not split over {} ranks: make one of them "
+             "even",
+             world, rows, other);
+  });
+}
+
 // Resuming on `other` ranks what `world` ranks of `rows` rows saved.
 std::string other_world_note(int world, std::int64_t rows, int other) {
   return wrapped(fmt::format(
@@ -108,15 +121,7 @@ int main(int argc, char** argv) {
         const std::int64_t steps = *flags.sizes.steps;
         // The other world: 2 ranks (1 when the run has 2), the same samples per step.
         const int other = world == 2 ? 1 : 2;
-        with_error_kind(ErrorKind::Usage, [&] {  // sizes this lesson cannot run: exit code 2
-          ZL_CHECK(steps >= 2,
-                   "--steps {}: the lesson saves halfway and resumes, give --steps 2 or more",
-                   steps);
-          ZL_CHECK(world * rows % other == 0,
-                   "--world {} x --rows {} samples per step do not split over {} ranks: make one "
-                   "of them even",
-                   world, rows, other);
-        });
+        check_sizes(world, rows, steps, other);
         const EngineKind saver = engine_of_stage(*flags.sizes.stage);
         const std::int64_t half = steps / 2;
         const fs::path dir =

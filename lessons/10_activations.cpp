@@ -49,9 +49,7 @@ std::int64_t peak_activations(const TrainResult& result) {
 
 // Rank 0's model-state bytes after the run.
 std::int64_t states_of(const TrainResult& result) {
-  const MemoryLedger& m = result.ranks[0].memory;
-  return m.current_bytes(MemCategory::Params) + m.current_bytes(MemCategory::Grads) +
-         m.current_bytes(MemCategory::Master) + m.current_bytes(MemCategory::Optimizer);
+  return result.ranks[0].memory.model_state_bytes();
 }
 
 // Rank 0's model states after the step (params, grads, master, optimizer) and its activations'

@@ -28,7 +28,9 @@ const std::map<std::string, Backend> kBackendNames = {
     {"sim", Backend::Sim}, {"mpi", Backend::Mpi}, {"nccl", Backend::Nccl}};
 
 const std::map<std::string, Accelerator> kAcceleratorNames = {
-    {"cpu", Accelerator::Cpu}, {"cuda", Accelerator::Cuda}, {"cpu-detached", Accelerator::CpuDetached}};
+    {"cpu", Accelerator::Cpu},
+    {"cuda", Accelerator::Cuda},
+    {"cpu-detached", Accelerator::CpuDetached}};
 
 const std::map<std::string, MpiReduce> kMpiReduceNames = {
     {"deterministic", MpiReduce::Deterministic}, {"native", MpiReduce::Native}};
@@ -300,33 +302,9 @@ void add_fault_flags(CLI::App& cmd, TrainConfig& config) {
       "exceed the host memory available");
 }
 
-}  // namespace
-
-void add_train_flags(CLI::App& cmd, TrainArgs& args) {
+// Where the ranks run and compute: --backend, --accelerator, --attention, --mpi-reduce.
+void add_placement_flags(CLI::App& cmd, TrainArgs& args) {
   TrainConfig& config = args.config;
-  // First on purpose: CLI11 runs option callbacks in the order the options were added, so the
-  // file's values land before any other flag's, wherever --config stands on the line.
-  cmd.add_option_function<std::string>(
-         "--config",
-         [&args](const std::string& path) {
-           args.ds_config = load_ds_config(path, args.config_warnings);
-           apply_ds_config(*args.ds_config, args.config, args.outputs.steps_per_print);
-           args.settings_given |= settings_of(*args.ds_config);
-         },
-         "DeepSpeed JSON config (docs/configs.md); the flags given beside it override its values")
-      ->type_name("FILE");
-  cmd.add_flag("--strict", args.strict,
-               "With --config: keys zerolab does not implement and unknown keys are errors, not "
-               "warnings");
-  add_model_flags(cmd, args);
-  auto* engine =
-      cmd.add_option("--engine", config.engine, "reference | ddp | zero1 | zero2 | zero3")
-          ->transform(CLI::CheckedTransformer(kEngineNames, CLI::ignore_case))
-          ->default_str("ddp");
-  cmd.add_option_function<int>(
-         "--stage", [&config](int stage) { config.engine = engine_of_stage(stage); },
-         "ZeRO stage: 0 (DDP), 1, 2 or 3 (same choice as --engine)")
-      ->excludes(engine);
   // Strings first, as for --precision: the enums' uint8_t would print as characters in --help.
   cmd.add_option_function<std::string>(
          "--backend",
@@ -366,6 +344,36 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
          "reductions, close to the sim's)")
       ->transform(CLI::IsMember({"deterministic", "native"}, CLI::ignore_case))
       ->default_str("deterministic");
+}
+
+}  // namespace
+
+void add_train_flags(CLI::App& cmd, TrainArgs& args) {
+  TrainConfig& config = args.config;
+  // First on purpose: CLI11 runs option callbacks in the order the options were added, so the
+  // file's values land before any other flag's, wherever --config stands on the line.
+  cmd.add_option_function<std::string>(
+         "--config",
+         [&args](const std::string& path) {
+           args.ds_config = load_ds_config(path, args.config_warnings);
+           apply_ds_config(*args.ds_config, args.config, args.outputs.steps_per_print);
+           args.settings_given |= settings_of(*args.ds_config);
+         },
+         "DeepSpeed JSON config (docs/configs.md); the flags given beside it override its values")
+      ->type_name("FILE");
+  cmd.add_flag("--strict", args.strict,
+               "With --config: keys zerolab does not implement and unknown keys are errors, not "
+               "warnings");
+  add_model_flags(cmd, args);
+  auto* engine =
+      cmd.add_option("--engine", config.engine, "reference | ddp | zero1 | zero2 | zero3")
+          ->transform(CLI::CheckedTransformer(kEngineNames, CLI::ignore_case))
+          ->default_str("ddp");
+  cmd.add_option_function<int>(
+         "--stage", [&config](int stage) { config.engine = engine_of_stage(stage); },
+         "ZeRO stage: 0 (DDP), 1, 2 or 3 (same choice as --engine)")
+      ->excludes(engine);
+  add_placement_flags(cmd, args);
   cmd.add_option("--world", config.world,
                  "Number of ranks W (--backend mpi: mpirun's -np unless given, and it must match)")
       ->capture_default_str()
@@ -392,9 +400,12 @@ void finish_train_args(TrainArgs& args) {
   const GptOverrides& sizes = args.gpt_sizes;
   if (config.model != ModelKind::Gpt) {
     const std::pair<bool, std::string_view> gpt_only[] = {
-        {args.gpt_preset.has_value(), "--preset"},      {sizes.n_layer.has_value(), "--n-layer"},
-        {sizes.n_head.has_value(), "--n-head"},         {sizes.n_embd.has_value(), "--n-embd"},
-        {sizes.block_size.has_value(), "--block-size"}, {sizes.vocab.has_value(), "--vocab"},
+        {args.gpt_preset.has_value(), "--preset"},
+        {sizes.n_layer.has_value(), "--n-layer"},
+        {sizes.n_head.has_value(), "--n-head"},
+        {sizes.n_embd.has_value(), "--n-embd"},
+        {sizes.block_size.has_value(), "--block-size"},
+        {sizes.vocab.has_value(), "--vocab"},
         {!config.data.empty(), "--data"},
         {config.attention != AttentionKind::Default, "--attention"}};
     for (const auto& [given, flag] : gpt_only) {

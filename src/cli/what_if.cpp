@@ -50,11 +50,6 @@ void fill_times(WorldFigures& figures, const std::vector<TimelineRecord>& ranks)
   }
 }
 
-std::int64_t model_state_bytes(const MemoryLedger& ledger) {
-  return ledger.current_bytes(MemCategory::Params) + ledger.current_bytes(MemCategory::Grads) +
-         ledger.current_bytes(MemCategory::Master) + ledger.current_bytes(MemCategory::Optimizer);
-}
-
 std::vector<UnitSpec> units_of(const TrainConfig& config) {
   return config.model == ModelKind::Gpt ? checked_units(config.gpt) : checked_units(config.mlp);
 }
@@ -117,7 +112,7 @@ WhatIf predict_world(const TrainConfig& config, const TrainResult& result, int w
   fill_times(measured, result.timelines);
   measured.sent_bytes = sent_bytes_per_step(result.timelines.front().program, steps);
   const MemoryLedger& ledger = result.ranks.front().memory;
-  measured.model_state_bytes = model_state_bytes(ledger);
+  measured.model_state_bytes = ledger.model_state_bytes();
   measured.peak_bytes = ledger.total_peak_bytes();
 
   std::vector<std::vector<TimelineOp>> programs;

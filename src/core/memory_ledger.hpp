@@ -10,16 +10,16 @@ namespace zl {
 
 /// What an allocation holds. The model-state categories are the ones the ZeRO paper counts.
 enum class MemCategory : std::uint8_t {
-  Params,       ///< parameters in the training dtype (full or sharded)
-  Grads,        ///< gradients (full or sharded)
-  Master,       ///< fp32 master copy of parameters (mixed precision)
-  Optimizer,    ///< Adam moments m and v
-  Gathered,     ///< temporary full parameters of a unit (ZeRO-3)
-  CommBuffer,   ///< staging buffers of collectives
-  Activations,  ///< activations kept for backward
-  HostMaster,     ///< fp32 master copy in host memory (ZeRO-Offload)
-  HostOptimizer,  ///< Adam moments in host memory (ZeRO-Offload)
-  HostGrads,      ///< fp32 gradient shard copied to host for the update (ZeRO-Offload)
+  Params,           ///< parameters in the training dtype (full or sharded)
+  Grads,            ///< gradients (full or sharded)
+  Master,           ///< fp32 master copy of parameters (mixed precision)
+  Optimizer,        ///< Adam moments m and v
+  Gathered,         ///< temporary full parameters of a unit (ZeRO-3)
+  CommBuffer,       ///< staging buffers of collectives
+  Activations,      ///< activations kept for backward
+  HostMaster,       ///< fp32 master copy in host memory (ZeRO-Offload)
+  HostOptimizer,    ///< Adam moments in host memory (ZeRO-Offload)
+  HostGrads,        ///< fp32 gradient shard copied to host for the update (ZeRO-Offload)
   HostActivations,  ///< activation checkpoints kept in host memory (--cpu-checkpointing)
   HostParams,       ///< ZeRO-3 parameter shards in host memory (offload_param)
 };
@@ -31,7 +31,8 @@ inline constexpr int kMemCategoryCount = 12;
 enum class ActivationKind : std::uint8_t {
   Inputs,      ///< token ids and targets, or inputs and labels; the GPT's embedding output
   Block,       ///< saved per block or layer: LayerNorm outputs and statistics, qkv, residuals
-  Attention,   ///< attention's per-row statistics (B x H x T x 2 per block), not its T x T probabilities
+  Attention,   ///< attention's per-row statistics (B x H x T x 2 per block), not its T x T
+               ///< probabilities
   MlpHidden,   ///< the GPT MLP's 4C-wide values before and after GELU
   Logits,      ///< the final LayerNorm's output and the logits (their gradient written over them)
   Scratch,     ///< gradient scratch reused by every block or layer (and unlabelled buffers)
@@ -70,6 +71,12 @@ class MemoryLedger {
   std::int64_t current_bytes(MemCategory category) const { return current_[index(category)]; }
   /// Highest bytes ever in use under `category`.
   std::int64_t peak_bytes(MemCategory category) const { return peak_[index(category)]; }
+  /// Device model-state bytes in use now, the ZeRO paper's model states: params + grads +
+  /// master + optimizer (offload's host categories not included).
+  std::int64_t model_state_bytes() const {
+    return current_bytes(MemCategory::Params) + current_bytes(MemCategory::Grads) +
+           current_bytes(MemCategory::Master) + current_bytes(MemCategory::Optimizer);
+  }
   /// Activation bytes of `kind` in use now.
   std::int64_t activation_bytes(ActivationKind kind) const {
     return activations_[static_cast<int>(kind)];

@@ -84,10 +84,17 @@ std::string_view hint_for_step(std::string_view what) {
 }
 
 // Where to look when step `s`'s gradient norm is `got` where the reference's is `want`, every
-// rank having computed with the reference's parameters and agreeing on the norm: a ratio near
-// a whole number of ranks is an average over the wrong world; a first difference after step 1
-// is something carried over from the step before.
+// rank having computed with the reference's parameters and agreeing on the norm. After step 1
+// the reduction has already been right once, so something carried over from the step before;
+// in step 1, a ratio near world / k is an average over k ranks instead of the world.
 std::string norm_hint(double got, double want, std::size_t s, int world) {
+  if (s > 0) {
+    return fmt::format(
+        "Step {}'s parameters, loss and gradient norm were all right, so step {}'s gradients "
+        "carry something over from the step before: a gradient or accumulation buffer not "
+        "zeroed (or not overwritten) when a step begins",
+        s, s + 1);
+  }
   const double ratio = got / want;
   for (int ranks = 1; ranks <= 2 * world; ++ranks) {
     const double expected = static_cast<double>(world) / static_cast<double>(ranks);
@@ -98,13 +105,6 @@ std::string norm_hint(double got, double want, std::size_t s, int world) {
         ratio, ranks, world,
         ranks == 1 ? "they were summed, not averaged (ReduceOp::Avg divides by the world)"
                    : "look at what the reduction divides by");
-  }
-  if (s > 0) {
-    return fmt::format(
-        "Step {}'s parameters, loss and gradient norm were all right, so step {}'s gradients "
-        "carry something over from the step before: a gradient or accumulation buffer not "
-        "zeroed (or not overwritten) when a step begins",
-        s, s + 1);
   }
   return std::string(hint_for_step("gradient norm"));
 }

@@ -62,9 +62,10 @@ class ParameterViews {
 class RecordingModel final : public Model {
  public:
   /// Records rank `rank`'s visits of `inner` on `device` (both must outlive it) into `views`.
-  /// With `expected` (the reference engine's views of the same run), a visit that holds fewer
+  /// With `expected` (the reference engine's views of the same run), a visit that holds other
   /// gathered bytes than the expected visit at its position throws zl::Error before the model
-  /// reads the parameters: the unit was released before its visit used it.
+  /// reads the parameters: fewer, the unit was released before its visit used it; more, an
+  /// earlier one was never released.
   RecordingModel(Model& inner, const Device& device, ParameterViews& views, int rank,
                  const ParameterViews* expected = nullptr)
       : inner_(inner), device_(device), views_(views), rank_(rank), expected_(expected) {}
@@ -83,7 +84,7 @@ class RecordingModel final : public Model {
   void backward_unit(int unit, std::span<const float> params, std::span<float> grads) override;
 
  private:
-  // Throws when the visit about to run holds fewer gathered bytes than `expected_` says.
+  // Throws when the visit about to run holds other gathered bytes than `expected_` says.
   void check_gathered(int unit, bool backward) const;
   void record(int unit, bool backward, std::span<const float> params);
 
@@ -97,10 +98,9 @@ class RecordingModel final : public Model {
   int micro_batches_ = 0;  // begun in this step
 };
 
-/// The first visit of step `step` (0-based; `steps` itself is the probe) whose parameters, or
-/// gathered bytes, differ from the reference's at the same rank and position, told as a learner
-/// would read it; empty when every rank computed with the reference's parameters and held the
-/// unit gathered for as long as the visit lasted.
+/// The first visit of step `step` (0-based; `steps` itself is the probe) whose parameters differ
+/// from the reference's at the same rank and position, told as a learner would read it; empty
+/// when every rank computed with the reference's parameters.
 std::optional<std::string> first_view_difference(const ParameterViews& got,
                                                  const ParameterViews& want,
                                                  const std::vector<UnitLayout>& layout,
