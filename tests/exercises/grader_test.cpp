@@ -163,7 +163,11 @@ INSTANTIATE_TEST_SUITE_P(
                 "zero3",
                 {"the backward visit of unit", "released before the visit used it",
                  "UnitParams::owned"},
-                "--precision fp32"}),
+                "--precision fp32"},
+        Planted{"zero3_gathered_never_released",
+                "zero3",
+                {"held", "bytes of gathered parameters where the reference holds",
+                 "was not released after its visit"}}),
     [](const testing::TestParamInfo<Planted>& info) { return std::string(info.param.bug); });
 
 }  // namespace
