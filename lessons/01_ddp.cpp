@@ -15,12 +15,29 @@ using namespace zl::lessons;
 
 namespace {
 
+// What the forward rows show, chosen by rank 0's events of the last step: DDP allocates its model
+// states once, and in fp32 no number moves; under mixed precision backward sums each unit's
+// gradient in an fp32 buffer, rounds it into the unit's 16-bit gradient and frees it.
+std::string forward_note(std::span<const Snapshot> events) {
+  const auto grads = [](const Snapshot& s) {
+    return s.bytes[static_cast<int>(MemCategory::Grads)];
+  };
+  const auto [low, high] = std::ranges::minmax_element(events, {}, grads);
+  const bool moves = std::ranges::any_of(
+      events, [&](const Snapshot& s) { return s.bytes != events.front().bytes; });
+  std::string says =
+      "Each rank runs its own micro-batch through the whole model. The parameters are all there "
+      "from the start, on every rank, and so is Adam's state from the previous steps. DDP "
+      "allocates its model states once: ";
+  if (!moves) return says + "no number below moves during the step.";
+  return says + fmt::format(
+                    "only the grads column moves, by up to {} bytes. Under mixed precision "
+                    "backward sums each unit's gradient in fp32, rounds it into the unit's "
+                    "16-bit gradient and frees the fp32 buffer.",
+                    grouped(grads(*high) - grads(*low)));
+}
+
 std::string_view notes(std::string_view phase) {
-  if (phase == "forward") {
-    return "Each rank runs its own micro-batch through the whole model. The parameters are all\n"
-           "there from the start, on every rank, and so is Adam's state from the previous steps.\n"
-           "DDP allocates everything once: no number below moves during the step.";
-  }
   if (phase == "backward") {
     return "Backward fills the full gradient of every unit. Each rank's gradient is still its "
            "own:\n"
@@ -50,8 +67,11 @@ void show_values(const StepValues& values, int world, std::string_view phase) {
         unit.name, world, slice_text(v.averaged, whole));
   } else if (phase == "update") {
     fmt::print("{} on every rank after AdamW, each computed {} times:\n", unit.name, world);
-    fmt::print("  params  {}\n  m       {}\n  v       {}\n", slice_text(v.params_after, whole),
-               slice_text(v.exp_avg, whole), slice_text(v.exp_avg_sq, whole));
+    const bool mixed = !v.master_after.empty();
+    if (mixed) fmt::print("  master  {}   (fp32, updated)\n", slice_text(v.master_after, whole));
+    fmt::print("  params  {}{}\n  m       {}\n  v       {}\n", slice_text(v.params_after, whole),
+               mixed ? "   (rounded from the master)" : "", slice_text(v.exp_avg, whole),
+               slice_text(v.exp_avg_sq, whole));
   }
 }
 
@@ -62,7 +82,8 @@ int main(int argc, char** argv) {
                              .mlp = MlpConfig{.layers = 3, .width = 64, .in = 16, .classes = 8},
                              .rows = 8,
                              .steps = 3,
-                             .seed = 0};
+                             .seed = 0,
+                             .bf16 = false};
   return run_lesson(
       argc, argv, "Lesson 01: DDP keeps everything on every rank", defaults,
       [](const LessonFlags& flags) {
@@ -79,22 +100,26 @@ int main(int argc, char** argv) {
         print_model(config, result);
         fmt::print("\nBelow: every rank's memory ledger after each phase of the last step.\n");
 
-        const std::array categories = {MemCategory::Params, MemCategory::Grads,
-                                       MemCategory::Optimizer, MemCategory::Activations};
+        const auto categories =
+            with_master(config, std::array{MemCategory::Params, MemCategory::Grads,
+                                           MemCategory::Optimizer, MemCategory::Activations});
+        const std::string forward = wrapped(forward_note(recorder.last_step(0, config.steps)));
         narrate_phase_runs(
-            flags, recorder, config.steps, categories, notes,
+            flags, recorder, config.steps, categories,
+            [&](std::string_view phase) {
+              return phase == "forward" ? std::string_view(forward) : notes(phase);
+            },
             [&](std::string_view phase) { show_values(values, config.world, phase); });
 
         pause(flags, "for the redundancy");
         heading("The redundancy");
         const auto holdings = final_holdings(result);
-        const std::array states = {MemCategory::Params, MemCategory::Grads, MemCategory::Optimizer};
-        print_ranks(holdings, states);
+        print_ranks(holdings,
+                    with_master(config, std::array{MemCategory::Params, MemCategory::Grads,
+                                                   MemCategory::Optimizer}));
         const bool identical =
             std::ranges::all_of(holdings, [&](const auto& h) { return h == holdings[0]; });
-        const std::int64_t per_rank = holdings[0][static_cast<std::size_t>(MemCategory::Params)] +
-                                      holdings[0][static_cast<std::size_t>(MemCategory::Grads)] +
-                                      holdings[0][static_cast<std::size_t>(MemCategory::Optimizer)];
+        const std::int64_t per_rank = result.ranks[0].memory.model_state_bytes();
         fmt::print("\nEvery rank holds the same bytes of every category: {}.\n",
                    identical ? "yes" : "NO");
         fmt::print(

@@ -18,7 +18,7 @@ namespace {
 std::string_view notes(std::string_view phase) {
   if (phase == "forward") {
     return "As in DDP, parameters and gradients are whole on every rank. Adam's moments are not:\n"
-           "each rank keeps m and v for its own shard only.";
+           "each rank keeps m and v (and with --bf16 the fp32 master) for its own shard only.";
   }
   if (phase == "backward")
     return "Backward fills every unit's full gradient on every rank, as in DDP.";
@@ -29,8 +29,9 @@ std::string_view notes(std::string_view phase) {
            "step.";
   }
   if (phase == "update") {
-    return "AdamW on the own shard only: rank r updates parameters [begin, end) from its averaged\n"
-           "gradient shard and its moments. The other slices of its parameters are now stale.";
+    return "AdamW on the own shard only: rank r updates parameters [begin, end) (with --bf16 its\n"
+           "fp32 master shard, then rounds it into them) from its averaged gradient shard and its\n"
+           "moments. The other slices of its parameters are now stale.";
   }
   return "All-gather each unit's parameters: every rank sends its updated shard to all others, "
          "and\n"
@@ -101,7 +102,8 @@ int main(int argc, char** argv) {
                              .mlp = MlpConfig{.layers = 3, .width = 64, .in = 16, .classes = 64},
                              .rows = 8,
                              .steps = 3,
-                             .seed = 0};
+                             .seed = 0,
+                             .bf16 = false};
   return run_lesson(
       argc, argv, "Lesson 02: ZeRO-1 shards the optimizer state", defaults,
       [](const LessonFlags& flags) {
@@ -120,8 +122,9 @@ int main(int argc, char** argv) {
         heading("The partition (engines/partition.hpp)");
         print_partition(config, result);
 
-        const std::array categories = {MemCategory::Params, MemCategory::Grads,
-                                       MemCategory::Optimizer, MemCategory::Activations};
+        const auto categories =
+            with_master(config, std::array{MemCategory::Params, MemCategory::Grads,
+                                           MemCategory::Optimizer, MemCategory::Activations});
         narrate_phase_runs(
             flags, recorder, config.steps, categories, notes,
             [&](std::string_view phase) { show_values(values, config.world, phase); });

@@ -5,6 +5,7 @@
 
 #include <array>
 
+#include "core/dtype.hpp"
 #include "lesson_scale.hpp"
 #include "lesson_support.hpp"
 #include "lesson_values.hpp"
@@ -36,8 +37,9 @@ constexpr std::string_view kBackward =
     "into a full gradient buffer (grads goes up by one unit), reduce-scatters that into the own "
     "gradient shard as ZeRO-2 does, and frees both buffers.";
 constexpr std::string_view kUpdate =
-    "AdamW on the own shard. No all-gather afterwards: the next step's forward pass gathers each\n"
-    "unit when it needs it. Nothing is gathered between steps.";
+    "AdamW on the own shard (with --bf16: the fp32 master shard, rounded into the parameter\n"
+    "shard). No all-gather afterwards: the next step's forward pass gathers each unit when it\n"
+    "needs it. Nothing is gathered between steps.";
 
 // kBackward, then where rank 0's rows show the release (a reduce_scatter row is the moment it is
 // issued, before the frees): the next gather row's grads are the own shards plus only the new
@@ -50,12 +52,13 @@ std::string backward_note(std::span<const Snapshot> backward, std::int64_t own_g
     const Snapshot& row = backward[i];
     if (row.phase != "gather" || backward[i - 1].phase != "reduce_scatter") continue;
     const std::int64_t grads = bytes(row, MemCategory::Grads);
+    // Backward sums a unit's full gradient in fp32 in every precision (engines/micro_batch.cpp).
     const std::int64_t unit_bytes = layout[static_cast<std::size_t>(row.unit)].padded_elems * 4;
     if (grads != own_grads_bytes + unit_bytes) break;
     return says + fmt::format(
                       " A reduce_scatter row is the moment it is issued, before the frees; the "
                       "next gather row shows them: at gather u{} grads is {} bytes, the own "
-                      "shards' {} plus u{}'s new full gradient ({}), so u{}'s is gone, and "
+                      "shards' {} plus u{}'s new full fp32 gradient ({}), so u{}'s is gone, and "
                       "gathered holds u{} alone ({} bytes).",
                       row.unit, grouped(grads), grouped(own_grads_bytes), row.unit,
                       grouped(unit_bytes), backward[i - 1].unit, row.unit,
@@ -67,21 +70,37 @@ std::string backward_note(std::span<const Snapshot> backward, std::int64_t own_g
 }
 
 // The gathered parameters' peak beside the largest unit and the whole model, in words chosen by
-// the numbers.
-void print_gathered_memory(const TrainResult& result) {
+// the numbers. Parameters are `precision`; under mixed precision a visit also holds the fp32
+// copy the model computes with, widened from the gathered unit (engines/micro_batch.cpp).
+void print_gathered_memory(const TrainResult& result, DType precision) {
   const MemoryLedger& rank0 = result.ranks[0].memory;
   const std::int64_t peak = rank0.peak_bytes(MemCategory::Gathered);
-  std::int64_t largest = 0;
-  for (const UnitLayout& unit : result.layout) largest = std::max(largest, unit.padded_elems * 4);
+  const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(precision));
+  const std::int64_t visit_bytes_per_elem = precision == DType::F32 ? 4 : elem_bytes + 4;
+  std::int64_t largest_elems = 0;
+  for (const UnitLayout& unit : result.layout) {
+    largest_elems = std::max(largest_elems, unit.padded_elems);
+  }
+  const std::int64_t largest = largest_elems * visit_bytes_per_elem;
+  const std::string unit_words =
+      precision == DType::F32
+          ? std::string("the largest unit")
+          : fmt::format("the largest unit in {} plus the fp32 copy the model computes with",
+                        dtype_name(precision));
   const std::string what =
-      peak == largest ? "the largest unit"
-                      : fmt::format("{} the largest unit's {} bytes",
-                                    peak > largest ? "MORE than" : "less than", grouped(largest));
+      peak == largest ? unit_words
+                      : fmt::format("{} {}: {} bytes", peak > largest ? "MORE than" : "less than",
+                                    unit_words, grouped(largest));
+  const std::int64_t whole = total_padded_elems(result.layout) * elem_bytes;
+  const std::string beyond =
+      peak > whole ? " With so few units one visit takes more than the whole model's parameters: "
+                     "the saving grows with the number of units."
+                   : "";
   fmt::print("{}\n", wrapped(fmt::format(
                          "Peak of gathered parameters, measured: {} bytes, {}; the whole "
-                         "model's parameters would be {} bytes. After the step: {} bytes "
+                         "model's {} parameters would be {} bytes.{} After the step: {} bytes "
                          "gathered.",
-                         grouped(peak), what, grouped(total_padded_elems(result.layout) * 4),
+                         grouped(peak), what, dtype_name(precision), grouped(whole), beyond,
                          grouped(rank0.current_bytes(MemCategory::Gathered)))));
 }
 
@@ -112,7 +131,8 @@ int main(int argc, char** argv) {
                              .mlp = MlpConfig{.layers = 3, .width = 64, .in = 16, .classes = 8},
                              .rows = 8,
                              .steps = 3,
-                             .seed = 0};
+                             .seed = 0,
+                             .bf16 = false};
   return run_lesson(
       argc, argv, "Lesson 04: ZeRO-3 gathers parameters unit by unit", defaults,
       [](const LessonFlags& flags) {
@@ -129,8 +149,9 @@ int main(int argc, char** argv) {
         heading("Lesson 04: ZeRO-3, gather, run, release");
         print_model(config, result);
 
-        const std::array categories = {MemCategory::Gathered, MemCategory::Params,
-                                       MemCategory::Grads, MemCategory::Optimizer};
+        const auto categories =
+            with_master(config, std::array{MemCategory::Gathered, MemCategory::Params,
+                                           MemCategory::Grads, MemCategory::Optimizer});
         const auto events = recorder.last_step(0, config.steps);
         const std::size_t forward_end = after_last(events, "forward");
         const std::size_t backward_end = after_last(events, "reduce_scatter");
@@ -160,7 +181,7 @@ int main(int argc, char** argv) {
 
         pause(flags, "for the gathered memory");
         heading("Gathered memory");
-        print_gathered_memory(result);
+        print_gathered_memory(result, config.features.precision);
 
         pause(flags, "for the traffic");
         heading("Traffic: the price of sharding parameters");

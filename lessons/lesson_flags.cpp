@@ -67,6 +67,11 @@ void add_size_flags(CLI::App& app, LessonSizes& sizes) {
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000'000'000'000}))
         ->capture_default_str();
   }
+  if (sizes.bf16) {
+    app.add_flag("--bf16", *sizes.bf16,
+                 "train in bf16 with an fp32 master (mixed precision: 2 + 2 + 12 bytes per "
+                 "parameter) instead of fp32 (4 + 4 + 8)");
+  }
 }
 
 // The most memory a lesson's run may take over all its simulated ranks, roughly: every rank's
@@ -103,7 +108,7 @@ bool same_sizes(const LessonSizes& a, const LessonSizes& b) {
                    x->classes == y->classes));
   };
   return a.world == b.world && a.stage == b.stage && same_mlp(a.mlp, b.mlp) && a.rows == b.rows &&
-         a.steps == b.steps && a.seed == b.seed && a.params == b.params;
+         a.steps == b.steps && a.seed == b.seed && a.params == b.params && a.bf16 == b.bf16;
 }
 
 // --step, --no-pause (wins over --step), --help and the offered sizes; a bad flag exits 2.
@@ -161,6 +166,7 @@ TrainConfig sized(TrainConfig base, const LessonFlags& flags) {
   if (sizes.rows) base.micro_batch = *sizes.rows;
   if (sizes.steps) base.steps = *sizes.steps;
   if (sizes.seed) base.seed = *sizes.seed;
+  if (sizes.bf16 && *sizes.bf16) base.features.precision = DType::BF16;
   return base;
 }
 

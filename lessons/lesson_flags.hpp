@@ -1,6 +1,6 @@
 // lesson_flags.hpp — the sizes a lesson lets the learner change (--world, --stage, the MLP's
-// shape, --rows, --steps, --seed, --params), the flags that set them, and how a lesson starts:
-// parse, then run the lesson with one-line errors and exit codes.
+// shape, --rows, --steps, --seed, --params) and its precision (--bf16), the flags that set them,
+// and how a lesson starts: parse, then run the lesson with one-line errors and exit codes.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,9 @@ struct LessonSizes {
   std::optional<std::uint64_t> seed = std::nullopt;  ///< --seed: parameter init and data
   /// --params: Ψ, the parameters of the estimated model.
   std::optional<std::int64_t> params = std::nullopt;
+  /// --bf16: train in bf16 with an fp32 master (mixed precision, 2 + 2 + 12 bytes per
+  /// parameter) instead of fp32 (4 + 4 + 8). Offered when set; the default is false.
+  std::optional<bool> bf16 = std::nullopt;
   /// Activation bytes per row of a lesson whose model has no size flags (0: too few to count);
   /// with --world and --rows it bounds how much memory the flags may ask for.
   std::int64_t row_bytes = 0;

@@ -289,6 +289,18 @@ void narrate_phase_runs(const LessonFlags& flags, const EventRecorder& recorder,
   }
 }
 
+std::vector<MemCategory> with_master(const TrainConfig& config,
+                                     std::span<const MemCategory> categories) {
+  std::vector<MemCategory> out;
+  for (const MemCategory category : categories) {
+    out.push_back(category);
+    if (category == MemCategory::Optimizer && config.features.precision != DType::F32) {
+      out.push_back(MemCategory::Master);
+    }
+  }
+  return out;
+}
+
 void print_model(const TrainConfig& config, const TrainResult& result) {
   const MlpConfig& mlp = config.mlp;
   std::string shape = fmt::format("{}", mlp.in);
@@ -312,11 +324,13 @@ void print_model(const TrainConfig& config, const TrainResult& result) {
                            "Adam's m and v; no master copy). Lesson 00, the real-scale tables and "
                            "most articles count mixed precision's 2 + 2 + 12 (a 16-bit parameter "
                            "and gradient, an fp32 master, m and v): the same 16 bytes, split "
-                           "differently."
-                         : fmt::format("Trained in {} with an fp32 master: 2 + 2 + 12 bytes per "
-                                       "parameter, the split of lesson 00 and the real-scale "
-                                       "tables.",
-                                       dtype_name(precision))));
+                           "differently (--bf16 trains that way)."
+                         : fmt::format("Trained in {} with an fp32 master (mixed precision): "
+                                       "2 + 2 + 12 bytes per parameter (a {} parameter and "
+                                       "gradient, then an fp32 master, m and v in the master "
+                                       "and optimizer columns), the split of lesson 00 and the "
+                                       "real-scale tables. Without --bf16: fp32's 4 + 4 + 8.",
+                                       dtype_name(precision), dtype_name(precision))));
 }
 
 std::vector<CategoryBytes> final_holdings(const TrainResult& result) {
@@ -379,21 +393,24 @@ TrafficBeside traffic_beside_ddp(std::string_view name, const TrainConfig& confi
 
 bool check_model_states(const TrainConfig& config, const TrainResult& result) {
   const int stage = stage_of(config.engine);
+  const StateDtype dtype =
+      config.features.precision == DType::F32 ? StateDtype::Fp32 : StateDtype::Mixed;
   const EstimateConfig estimate_config{
       .params = total_padded_elems(result.layout),
       .world = config.world,
-      .dtype = StateDtype::Fp32,
-      .optimizer_bytes_per_param = default_optimizer_bytes_per_param(StateDtype::Fp32)};
+      .dtype = dtype,
+      .optimizer_bytes_per_param = default_optimizer_bytes_per_param(dtype)};
   const StageEstimate estimate = estimate_stage(estimate_config, stage);
-  fmt::print("estimate.hpp, stage {} in fp32: {} with Ψ = {} padded elements, N = {}\n", stage,
-             estimate.formula, grouped(estimate_config.params), config.world);
-  fmt::print("{:<14}{:>12}{:>12}{:>12}\n", "", "params", "grads", "optimizer");
+  fmt::print("estimate.hpp, stage {} in {}: {} with Ψ = {} padded elements, N = {}\n", stage,
+             dtype_name(dtype), estimate.formula, grouped(estimate_config.params), config.world);
+  // The optimizer term counts Adam's moments and, under mixed precision, the fp32 master copy.
+  fmt::print("{:<14}{:>12}{:>12}{:>12}\n", "", "params", "grads",
+             dtype == StateDtype::Mixed ? "master+opt" : "optimizer");
   fmt::print("{:<14}{:>12}{:>12}{:>12}\n", "estimate", estimate.params_bytes, estimate.grads_bytes,
              estimate.optimizer_bytes);
   bool all_equal = true;
   for (const auto& rank : result.ranks) {
     const MemoryLedger& ledger = rank.memory;
-    // The optimizer term counts Adam's moments and, were there one, an fp32 master copy.
     const std::int64_t optimizer =
         ledger.current_bytes(MemCategory::Optimizer) + ledger.current_bytes(MemCategory::Master);
     const bool equal = ledger.current_bytes(MemCategory::Params) == estimate.params_bytes &&

@@ -73,6 +73,11 @@ std::size_t after_last(std::span<const Snapshot> events, std::string_view phase)
 void print_bars(const std::vector<CategoryBytes>& per_rank, std::span<const MemCategory> categories,
                 std::int64_t full_bytes = 0, std::string_view row_label = "rank");
 
+/// `categories` with MemCategory::Master right after MemCategory::Optimizer when `config` trains in
+/// mixed precision (the fp32 master is a ledger category of its own); as given in fp32.
+std::vector<MemCategory> with_master(const TrainConfig& config,
+                                     std::span<const MemCategory> categories);
+
 /// A table of every rank's bytes per category (and their total), then print_bars.
 void print_ranks(const std::vector<CategoryBytes>& per_rank,
                  std::span<const MemCategory> categories, std::int64_t full_bytes = 0);

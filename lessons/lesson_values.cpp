@@ -4,12 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "comm/reduce.hpp"
 #include "core/error.hpp"
 #include "engines/micro_batch.hpp"
+#include "engines/typed_span.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "optim/grad_norm.hpp"
 #include "run/data_source.hpp"
@@ -26,73 +26,117 @@ std::vector<float> padded(const std::vector<float>& unpadded, std::int64_t padde
   return out;
 }
 
-// The unpadded parameters the last of config.steps steps starts from.
-std::vector<std::vector<float>> params_before_last_step(const TrainConfig& config) {
-  if (config.steps == 1) return initial_params(config);
+// `values` rounded to `dtype` and widened back (exact): what a buffer of that dtype holds.
+std::vector<float> as_dtype(CpuDevice& device, const std::vector<float>& values, DType dtype) {
+  Buffer rounded =
+      device.alloc(MemCategory::Params, dtype, {static_cast<std::int64_t>(values.size())});
+  round_into(device, values, view_of(rounded));
+  std::vector<float> out(values.size());
+  widen(device, view_of(rounded), out);
+  return out;
+}
+
+// The unpadded fp32 parameters the last of config.steps steps starts from: the master under mixed
+// precision, which the engines widen from the 16-bit init and the run's final state holds.
+std::vector<std::vector<float>> params_before_last_step(const TrainConfig& config,
+                                                        CpuDevice& device) {
+  if (config.steps == 1) {
+    std::vector<std::vector<float>> init = initial_params(config);
+    for (auto& unit : init) unit = as_dtype(device, unit, config.features.precision);
+    return init;
+  }
   TrainConfig shorter = config;
   shorter.steps = config.steps - 1;
   shorter.record_timeline = false;
   return train(shorter).final_state.params;
 }
 
-// Rank `rank`'s gradient of every unit (padded) for its micro-batch of step `step`, computed by
-// run_micro_batch as the engines compute it, from the padded parameters `params`.
+// Rank `rank`'s gradient of every unit (padded, widened to float) for its micro-batch of step
+// `step`, computed by run_micro_batch as the engines compute it, from the padded parameters
+// `params` (values of the training dtype).
 std::vector<std::vector<float>> local_grads(const TrainConfig& config,
                                             const std::vector<UnitLayout>& layout,
                                             const std::vector<std::vector<float>>& params,
                                             std::int64_t step, int rank) {
   CpuDevice device;
+  const DType precision = config.features.precision;
   const NamedTensors init = init_tensors(config);
   RankModel model(device, config, init);
   std::vector<Buffer> buffers;
   for (std::size_t u = 0; u < layout.size(); ++u) {
-    buffers.push_back(device.alloc(MemCategory::Params, DType::F32, {layout[u].padded_elems}));
-    std::memcpy(buffers.back().data(), params[u].data(), params[u].size() * sizeof(float));
+    buffers.push_back(device.alloc(MemCategory::Params, precision, {layout[u].padded_elems}));
+    round_into(device, params[u], view_of(buffers.back()));
   }
   std::vector<std::vector<float>> grads(layout.size());
   MicroBatchHooks hooks;
   hooks.params = [&](int u, bool) { return UnitParams{view_of(buffers[u]), {}}; };
   hooks.grad_ready = [&](int u, TypedSpan grad) {
-    const auto values = grad.f32();
-    grads[u].assign(values.begin(), values.end());
+    grads[u].resize(static_cast<std::size_t>(grad.elems));
+    widen(device, grad, grads[u]);
   };
   const BatchFn batch = batch_source(config, 0, 0, nullptr);
-  run_micro_batch(model.get(), batch(step, rank), layout, DType::F32, 1.0f, hooks, {}, device);
+  run_micro_batch(model.get(), batch(step, rank), layout, precision, 1.0f, hooks, {}, device);
   return grads;
+}
+
+// The rank-order average of `grads` in `dtype`, as every collective averages (comm/reduce.hpp),
+// widened to float.
+std::vector<float> rank_order_average(CpuDevice& device,
+                                      const std::vector<std::vector<float>>& grads, DType dtype) {
+  const auto elems = static_cast<std::int64_t>(grads.front().size());
+  std::vector<Buffer> inputs;
+  std::vector<const void*> pointers;
+  for (const auto& grad : grads) {
+    inputs.push_back(device.alloc(MemCategory::Grads, dtype, {elems}));
+    round_into(device, grad, view_of(inputs.back()));
+    pointers.push_back(inputs.back().data());
+  }
+  Buffer average = device.alloc(MemCategory::Grads, dtype, {elems});
+  reduce_rank_order(pointers, average.data(), static_cast<std::size_t>(elems), dtype,
+                    ReduceOp::Avg);
+  std::vector<float> out(static_cast<std::size_t>(elems));
+  widen(device, view_of(average), out);
+  return out;
 }
 
 }  // namespace
 
 StepValues step_values(const TrainConfig& config, const TrainResult& result) {
-  ZL_CHECK(config.features.precision == DType::F32 && config.features.grad_accum_steps == 1,
-           "the lessons show the values of fp32 runs without accumulation only");
+  const DType precision = config.features.precision;
+  ZL_CHECK((precision == DType::F32 || precision == DType::BF16) &&
+               config.features.grad_accum_steps == 1,
+           "the lessons show the values of fp32 and bf16 runs without accumulation only");
+  const bool mixed = precision != DType::F32;
+  CpuDevice device;
   StepValues values;
   values.layout = result.layout;
-  const auto before = params_before_last_step(config);
+  const auto before = params_before_last_step(config, device);
   const std::size_t units = result.layout.size();
-  std::vector<std::vector<float>> padded_before;
+  std::vector<std::vector<float>> computed_with;
   for (std::size_t u = 0; u < units; ++u) {
-    padded_before.push_back(padded(before[u], result.layout[u].padded_elems));
+    computed_with.push_back(
+        as_dtype(device, padded(before[u], result.layout[u].padded_elems), precision));
   }
   std::vector<std::vector<std::vector<float>>> per_rank;
   for (int r = 0; r < config.world; ++r) {
-    per_rank.push_back(local_grads(config, result.layout, padded_before, config.steps - 1, r));
+    per_rank.push_back(local_grads(config, result.layout, computed_with, config.steps - 1, r));
   }
   std::vector<double> partials;
   for (std::size_t u = 0; u < units; ++u) {
     const std::int64_t elems = result.layout[u].padded_elems;
     UnitValues unit;
-    unit.params_before = padded_before[u];
-    std::vector<const void*> inputs;
+    unit.params_before = computed_with[u];
     for (int r = 0; r < config.world; ++r) {
       unit.local_grads.push_back(per_rank[static_cast<std::size_t>(r)][u]);
-      inputs.push_back(per_rank[static_cast<std::size_t>(r)][u].data());
     }
-    unit.averaged.resize(static_cast<std::size_t>(elems));
-    reduce_rank_order(inputs, unit.averaged.data(), static_cast<std::size_t>(elems), DType::F32,
-                      ReduceOp::Avg);
+    unit.averaged = rank_order_average(device, unit.local_grads, precision);
     append_block_sumsq(unit.averaged, partials);
     unit.params_after = padded(result.final_state.params[u], elems);
+    if (mixed) {
+      unit.master_before = padded(before[u], elems);
+      unit.master_after = unit.params_after;
+      unit.params_after = as_dtype(device, unit.master_after, precision);
+    }
     unit.exp_avg = padded(result.final_state.exp_avg[u], elems);
     unit.exp_avg_sq = padded(result.final_state.exp_avg_sq[u], elems);
     values.units.push_back(std::move(unit));
@@ -143,8 +187,14 @@ void print_local_grads(const UnitValues& values, const UnitLayout& unit, int wor
 }
 
 void print_update(const UnitValues& values, const UnitLayout& unit, int world) {
-  print_shards("params was", values.params_before, unit, world);
-  print_shards("params now", values.params_after, unit, world);
+  if (!values.master_before.empty()) {
+    print_shards("master was", values.master_before, unit, world);
+    print_shards("master now", values.master_after, unit, world);
+    print_shards("params now", values.params_after, unit, world);
+  } else {
+    print_shards("params was", values.params_before, unit, world);
+    print_shards("params now", values.params_after, unit, world);
+  }
   print_shards("m", values.exp_avg, unit, world);
   print_shards("v", values.exp_avg_sq, unit, world);
 }

@@ -52,6 +52,20 @@ double largest_padding_percent(const std::string& out) {
   return largest;
 }
 
+// The largest padded unit of the lesson's unit table ("layers.1   4160   4352   1088").
+std::int64_t largest_padded_elems(const std::string& out) {
+  const std::size_t begin = out.find("padded     shard\n");
+  const std::string table = out.substr(begin, out.find("\nΨ = ", begin) - begin);
+  const std::regex row(R"(\n[a-z_.0-9]+ +[0-9]+ +([0-9]+) +[0-9]+)");
+  std::int64_t largest = 0;
+  for (auto it = std::sregex_iterator(table.begin(), table.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    largest = std::max<std::int64_t>(largest, std::stoll((*it)[1].str()));
+  }
+  EXPECT_GT(largest, 0) << out;
+  return largest;
+}
+
 TEST(LessonClaims, MemoryMathSaysOneNthOnlyWhereNDividesPsi) {
   for (const std::int64_t params : {1000LL, 7'000'000'000LL, 124'439'808LL, 4096LL}) {
     for (const int world : {1, 3, 8, 64}) {
@@ -104,15 +118,20 @@ TEST(LessonClaims, Zero1PaddingSentenceQuotesItsTables) {
 }
 
 // Lesson 03's walk through backward: the grads column of rank 0's backward rows rises exactly
-// where the lesson says it does, and its peak beside DDP's is put in the right words.
+// where the lesson says it does, and its peak beside DDP's is put in the right words. A unit's
+// full gradient is summed in fp32; under --bf16 its rounding to bf16 is held beside it for a
+// moment, 2 bytes an element above the rows.
 TEST(LessonClaims, Zero2SaysWhereTheGradientColumnRises) {
   for (const std::string flags :
        {"", "--world 3 --layers 5 --width 17 --in 5 --classes 3", "--world 8",
         "--world 8 --layers 1 --width 3 --in 2 --classes 2", "--world 1 --layers 4 --width 9",
-        "--world 5 --layers 2 --width 3 --in 40 --classes 2"}) {
+        "--world 5 --layers 2 --width 3 --in 40 --classes 2", "--bf16",
+        "--bf16 --world 3 --layers 5 --width 17 --in 5 --classes 3",
+        "--bf16 --world 8 --layers 1 --width 3 --in 2 --classes 2"}) {
     const auto run = run_lesson("03_zero2", flags);
     ASSERT_EQ(run.exit_code, 0) << flags << "\n" << run.out;
     const std::string text = joined(run.out);
+    const bool bf16 = flags.starts_with("--bf16");
     const std::vector<std::int64_t> grads = column(run.out, "backward|reduce_scatter");
     ASSERT_FALSE(grads.empty()) << run.out;
     const auto rise = std::ranges::adjacent_find(grads, std::less<>());
@@ -125,33 +144,62 @@ TEST(LessonClaims, Zero2SaysWhereTheGradientColumnRises) {
       EXPECT_EQ(number(said[2]), *(rise + 1)) << flags;
       EXPECT_EQ(text.find("never rises"), std::string::npos) << flags << text;
     }
-    const std::smatch ddp = find(text, R"(through backward: ([0-9,]+) bytes per rank)");
-    const std::smatch peak = find(text, R"(ZeRO-2's peak, measured: ([0-9,]+) bytes \(the own )"
-                                        R"(shards plus the largest unit\), (below|equal to|ABOVE) )"
-                                        R"(DDP's)");
-    const std::int64_t ddp_bytes = number(ddp[1]), peak_bytes = number(peak[1]);
-    EXPECT_EQ(peak_bytes, *std::ranges::max_element(grads)) << flags;
-    const std::string words = peak_bytes < ddp_bytes    ? "below"
-                              : peak_bytes == ddp_bytes ? "equal to"
-                                                        : "ABOVE";
-    EXPECT_EQ(peak[2].str(), words) << flags;
+    const std::int64_t largest = largest_padded_elems(run.out);
+    const std::int64_t psi_padded = number(find(text, R"(, ([0-9,]+) with each unit padded)")[1]);
+    const std::smatch ddp = find(text, R"(through backward: ([0-9,]+) bytes per rank(?:, and at )"
+                                       R"(DDP's peak, ([0-9,]+) bytes, one unit's fp32 gradient )"
+                                       R"(and its rounding on top while it is rounded)?\.)");
+    const std::int64_t ddp_full = number(ddp[1]);
+    EXPECT_EQ(ddp_full, psi_padded * (bf16 ? 2 : 4)) << flags;
+    const std::int64_t ddp_peak = ddp[2].matched ? number(ddp[2]) : ddp_full;
+    EXPECT_EQ(ddp_peak, ddp_full + (bf16 ? 6 * largest : 0)) << flags;
+    const std::smatch peak = find(text, R"(ZeRO-2's peak, measured: ([0-9,]+) bytes, the own )"
+                                        R"(shards \(([0-9,]+) bytes\) plus the largest unit's )"
+                                        R"(full gradient[^;]*?\(([0-9,]+) bytes(?: together)?\); )"
+                                        R"((below|equal to|ABOVE) DDP's peak)");
+    const std::int64_t peak_bytes = number(peak[1]), own = number(peak[2]);
+    EXPECT_EQ(peak_bytes, *std::ranges::max_element(grads) + (bf16 ? 2 * largest : 0)) << flags;
+    EXPECT_EQ(peak_bytes, own + number(peak[3])) << flags;
+    EXPECT_EQ(number(peak[3]), largest * (bf16 ? 6 : 4)) << flags;
+    const std::string words = peak_bytes < ddp_peak    ? "below"
+                              : peak_bytes == ddp_peak ? "equal to"
+                                                       : "ABOVE";
+    EXPECT_EQ(peak[4].str(), words) << flags;
+    EXPECT_EQ(text.find("saves nothing at the peak") != std::string::npos, peak_bytes >= ddp_peak)
+        << flags;
   }
 }
 
-// Lesson 04: the release it points at is in the rows, and a one-unit model is not told that
-// the gathered column never holds the whole model.
+// Lesson 04: the release it points at is in the rows, a one-unit model is not told that the
+// gathered column never holds the whole model, and the gathered peak is the largest unit (under
+// --bf16 with the fp32 copy the model computes with, 4 bytes an element more).
 TEST(LessonClaims, Zero3ShowsTheReleaseItDescribes) {
   for (const std::string flags :
-       {"", "--world 3 --layers 1", "--world 8 --layers 4 --width 9", "--world 1"}) {
+       {"", "--world 3 --layers 1", "--world 8 --layers 4 --width 9", "--world 1", "--bf16",
+        "--bf16 --world 3 --layers 1", "--bf16 --world 8 --layers 4 --width 9 --classes 40"}) {
     const auto run = run_lesson("04_zero3", flags);
     ASSERT_EQ(run.exit_code, 0) << flags << "\n" << run.out;
     const std::string text = joined(run.out);
+    const bool bf16 = flags.starts_with("--bf16");
     const std::int64_t units = static_cast<std::int64_t>(column(run.out, "forward").size());
     EXPECT_EQ(text.find("never the whole model") != std::string::npos, units > 1) << flags;
     EXPECT_EQ(text.find("This model is a single unit") != std::string::npos, units == 1) << flags;
+    const std::int64_t largest = largest_padded_elems(run.out);
+    const std::int64_t psi_padded = number(find(text, R"(, ([0-9,]+) with each unit padded)")[1]);
+    const std::smatch gathered =
+        find(text, R"(Peak of gathered parameters, measured: ([0-9,]+) )"
+                   R"(bytes, the largest unit[ a-z0-9]*; the whole )"
+                   R"(model's (?:fp32|bf16) parameters would be ([0-9,]+))");
+    EXPECT_EQ(number(gathered[1]), largest * (bf16 ? 6 : 4)) << flags;
+    EXPECT_EQ(number(gathered[2]), psi_padded * (bf16 ? 2 : 4)) << flags;
+    EXPECT_EQ(text.find("one visit takes more than the whole model") != std::string::npos,
+              number(gathered[1]) > number(gathered[2]))
+        << flags;
     std::smatch said;
-    const std::regex release(R"(at gather u([0-9]+) grads is ([0-9,]+) bytes, the own shards' )"
-                             R"(([0-9,]+) plus u[0-9]+'s new full gradient \(([0-9,]+)\))");
+    const std::regex release(
+        R"(at gather u([0-9]+) grads is ([0-9,]+) bytes, the own shards' ([0-9,]+) plus )"
+        R"(u[0-9]+'s new full fp32 gradient \(([0-9,]+)\), so u[0-9]+'s is gone, and gathered )"
+        R"(holds u[0-9]+ alone \(([0-9,]+) bytes\))");
     if (!std::regex_search(text, said, release)) {
       EXPECT_EQ(units, 1) << flags << text;
       continue;
@@ -161,10 +209,31 @@ TEST(LessonClaims, Zero3ShowsTheReleaseItDescribes) {
     const std::smatch row =
         find(backward, "\ngather u" + said[1].str() + R"( +([0-9]+) +[0-9]+ +([0-9]+) )");
     EXPECT_EQ(number(row[2]), number(said[2])) << flags;  // that row's grads
-    EXPECT_EQ(number(row[1]), number(said[4])) << flags;  // the unit gathered alone
+    EXPECT_EQ(number(row[1]), number(said[5])) << flags;  // the unit gathered alone
+    // the fp32 gradient is 4 bytes an element, the gathered unit 4 (fp32) or 2 (bf16)
+    EXPECT_EQ(number(said[5]) * (bf16 ? 2 : 1), number(said[4])) << flags;
     const std::smatch settled = find(run.out, R"(as update begins:\nrank \(bytes\)[^\n]*\n +0 +)"
                                               R"([0-9]+ +[0-9]+ +([0-9]+) )");
     EXPECT_EQ(number(settled[1]), number(said[3])) << flags;  // the own shards, after backward
+  }
+}
+
+// Lesson 01: DDP's forward note says the bytes never move only where no number moves; under
+// --bf16 the grads column moves by one unit's fp32 gradient, and the update shows the master.
+TEST(LessonClaims, DdpSaysWhatMovesDuringTheStep) {
+  for (const std::string flags : {"", "--world 3 --layers 2 --width 9", "--bf16",
+                                  "--bf16 --world 2 --layers 4 --width 40 --in 7"}) {
+    const auto run = run_lesson("01_ddp", flags);
+    ASSERT_EQ(run.exit_code, 0) << flags << "\n" << run.out;
+    const std::string text = joined(run.out);
+    const bool bf16 = flags.starts_with("--bf16");
+    EXPECT_EQ(text.find("no number below moves during the step") != std::string::npos, !bf16)
+        << flags << text;
+    EXPECT_EQ(text.find("(rounded from the master)") != std::string::npos, bf16) << flags;
+    if (!bf16) continue;
+    const std::smatch moves =
+        find(text, R"(only the grads column moves, by up to ([0-9,]+) bytes)");
+    EXPECT_EQ(number(moves[1]), 4 * largest_padded_elems(run.out)) << flags;
   }
 }
 

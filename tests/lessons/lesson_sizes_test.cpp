@@ -20,7 +20,7 @@ using zl::lessons_test::run_lesson;
 class LessonValues : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LessonValues, ShowTheEnginesNumbers) {
-  for (const char* sizes : {"", "--world 3 --width 40 --seed 4"}) {
+  for (const char* sizes : {"", "--world 3 --width 40 --seed 4", "--bf16 --world 3 --seed 5"}) {
     const auto run = run_lesson(GetParam(), sizes);
     ASSERT_EQ(run.exit_code, 0) << sizes << "\n" << run.out;
     EXPECT_NE(run.out.find("ok: the averaged gradients shown have the run's gradient norm"),
@@ -33,6 +33,10 @@ TEST_P(LessonValues, ShowTheEnginesNumbers) {
     if (lesson != "01_ddp") {
       EXPECT_NE(run.out.find("    rank 1 receives   ["), std::string::npos) << run.out;
       EXPECT_NE(run.out.find("  rank 2 m            ["), std::string::npos) << run.out;
+      // under mixed precision AdamW updates the fp32 master, shown beside the parameters
+      EXPECT_EQ(run.out.find("  rank 1 master now   [") != std::string::npos,
+                std::string(sizes).starts_with("--bf16"))
+          << run.out;
     }
   }
 }

@@ -1,6 +1,7 @@
 // lessons_doc_test.cpp — docs/lessons.md quotes the lessons' own output: every figure its table
-// gives for a lesson is in that lesson's row and in what the lesson prints at its default sizes,
-// so neither can change without the other.
+// gives for a lesson is in that lesson's row and in what the lesson prints at its default sizes
+// (in fp32, and under --bf16 where the row quotes that run), so neither can change without the
+// other.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -19,6 +20,7 @@ using zl::lessons_test::run_lesson;
 struct Quoted {
   const char* lesson;
   std::vector<const char*> figures;
+  const char* flags = "";  ///< beside --no-pause: the run the figures come from
 };
 
 // The table row of lesson `number` ("03") in docs/lessons.md.
@@ -38,7 +40,7 @@ TEST_P(LessonsDoc, QuotesTheLessonsOwnOutput) {
   const Quoted& quoted = GetParam();
   const std::string row = docs_row(std::string(quoted.lesson).substr(0, 2));
   ASSERT_FALSE(row.empty()) << quoted.lesson << " has no row in docs/lessons.md";
-  const auto run = run_lesson(quoted.lesson, "--no-pause");
+  const auto run = run_lesson(quoted.lesson, std::string("--no-pause ") + quoted.flags);
   ASSERT_EQ(run.exit_code, 0) << run.out;
   for (const char* figure : quoted.figures) {
     EXPECT_NE(row.find(figure), std::string::npos) << figure << " is not in the docs' row:\n"
@@ -54,9 +56,12 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(
         Quoted{"00_memory_math", {"112 / 38.5 / 26.25 / 14", "124,439,808"}},
         Quoted{"01_ddp", {"102,400", "Ψ = 5,768", "6,400", "W·64 = 256"}},
+        Quoted{"01_ddp", {"17,408"}, "--bf16"},
         Quoted{"02_zero1", {"576 of 9,984 elements (5.8%)", "19968", "179,712"}},
         Quoted{"03_zero2", {"27,392", "39,936", "9,984"}},
+        Quoted{"03_zero2", {"31,104", "46,080", "4,992", "26,112"}, "--bf16"},
         Quoted{"04_zero3", {"17,408", "25,600", "172,800", "115,200"}},
+        Quoted{"04_zero3", {"26,112", "12,800"}, "--bf16"},
         Quoted{"05_overlap", {"1.0704", "0.8903", "1.1976", "0.9425", "1.3676", "1.06x"}},
         Quoted{"06_offload", {"54,912", "24,960", "9,984", "19,968", "4,992"}},
         Quoted{"07_checkpoints", {"4.47e-08"}},
@@ -65,7 +70,8 @@ INSTANTIATE_TEST_SUITE_P(
         Quoted{"10_activations",
                {"4,610,048", "5,429,248", "3,368,960", "2,105,600", "2,541,568"}}),
     [](const testing::TestParamInfo<Quoted>& info) {
-      return "lesson_" + std::string(info.param.lesson);
+      return "lesson_" + std::string(info.param.lesson) +
+             (std::string(info.param.flags).empty() ? "" : "_bf16");
     });
 
 }  // namespace
