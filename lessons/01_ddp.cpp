@@ -122,12 +122,19 @@ int main(int argc, char** argv) {
         const std::int64_t per_rank = result.ranks[0].memory.model_state_bytes();
         fmt::print("\nEvery rank holds the same bytes of every category: {}.\n",
                    identical ? "yes" : "NO");
-        fmt::print(
-            "Model states per rank: {} bytes; on all {} ranks together: {} bytes for one model's\n"
-            "{} bytes of state. {} of the {} copies are redundant -- the memory ZeRO wins "
-            "back.\n\n",
-            grouped(per_rank), config.world, grouped(per_rank * config.world), grouped(per_rank),
-            config.world - 1, config.world);
+        const std::string redundant =
+            config.world == 1
+                ? std::string(
+                      "On one rank there is no copy to spare: ZeRO wins back only the "
+                      "N - 1 copies of N ranks.")
+                : fmt::format("{} of the {} copies are redundant -- the memory ZeRO wins back.",
+                              config.world - 1, config.world);
+        fmt::print("{}\n\n", wrapped(fmt::format("Model states per rank: {} bytes; on all {} "
+                                                 "ranks together: {} bytes for one model's {} "
+                                                 "bytes of state. {}",
+                                                 grouped(per_rank), config.world,
+                                                 grouped(per_rank * config.world),
+                                                 grouped(per_rank), redundant)));
         pause(flags, "for real scale");
         heading("At real scale");
         print_real_memory(std::array{0});

@@ -119,7 +119,12 @@ void print_gradient_memory(const TrainConfig& config, const TrainResult& result)
                                : fmt::format("NOT the own shards ({} bytes) plus {}", grouped(own),
                                              largest_unit_words(precision, unit_bytes));
   std::string why;
-  if (peak >= ddp_peak) {
+  if (own >= ddp_full) {
+    why = fmt::format(
+        " On {} rank(s) the own shards are as large as the whole gradient, so ZeRO-2 saves "
+        "nothing here, at the peak or after backward.",
+        config.world);
+  } else if (peak >= ddp_peak) {
     why = fmt::format(
         " With so few units the largest one is {:.0f}% of the model's gradients, so ZeRO-2 "
         "saves nothing at the peak, only after backward.",
