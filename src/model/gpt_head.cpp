@@ -5,7 +5,7 @@
 // 16-bit buffers rounded to nearest even (by the conversion; the fp32 chunk is not read again, so
 // nothing else needs the rounded value), as autocast rounds a matrix product's output and the
 // gradient of a 16-bit tensor; the loss sums the rows' losses in row order in double, the chunks
-// one after another.
+// one after another, on the device, and the host reads the total once.
 #include <algorithm>
 
 #include "model/gpt.hpp"
@@ -58,21 +58,25 @@ void Gpt::head_forward_chunked(std::span<const float> params) {
 double Gpt::loss_sum_chunked(float grad_scale) {
   const std::int64_t N = token_rows(), Vp = padded_vocab(config_);
   const auto targets = targets_.as<std::int64_t>();
-  double loss_sum = 0.0;
+  // The chunks' sums add up on the device, and the host reads the total once: one host wait,
+  // where returning each chunk's sum would make one per chunk. Booked as the norm's partials are.
+  Buffer loss_sum = device_.alloc(MemCategory::CommBuffer, DType::F64, {1});
   for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
     const auto logits = head_out_.as<float>().first(static_cast<std::size_t>(rows * Vp));
     device_.convert(rows_of(logits_, first, Vp), activation_dtype_, logits.data(), DType::F32,
                     rows * Vp);
     // The gradient (softmax - onehot) / N over the real vocabulary, zero in the padded columns,
     // scaled, written over the chunk and then the logits.
-    loss_sum += device_.cross_entropy_sum_forward_backward(
+    device_.cross_entropy_add_forward_backward(
         logits, targets.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(rows)),
-        logits, rows, config_.vocab, Vp, N);
+        logits, rows, config_.vocab, Vp, N, loss_sum.as<double>());
     if (grad_scale != 1.0f) device_.scale(logits, grad_scale);
     device_.convert(logits.data(), DType::F32, rows_of(logits_, first, Vp), activation_dtype_,
                     rows * Vp);
   });
-  return loss_sum;
+  double total = 0.0;
+  device_.copy_to_host(&total, loss_sum.data(), sizeof(total));
+  return total;
 }
 
 void Gpt::head_backward_chunked(std::span<const float> params, std::span<float> grads) {

@@ -17,6 +17,23 @@ void check_heads(const char* kernel, std::int64_t channels, std::int64_t heads) 
            channels, heads);
 }
 
+// The arguments of a cross-entropy over `rows` rows of a batch of `mean_rows`, by their sizes.
+void check_cross_entropy(std::size_t logits, std::size_t labels, std::size_t dlogits,
+                         std::int64_t rows, std::int64_t classes, std::int64_t padded_classes,
+                         std::int64_t mean_rows) {
+  ZL_CHECK(classes >= 1, "cross_entropy: {} classes is invalid; pass >= 1 class", classes);
+  ZL_CHECK(padded_classes >= classes,
+           "cross_entropy: rows of {} columns cannot hold {} classes; pass padded_classes >= "
+           "classes",
+           padded_classes, classes);
+  check_elems("cross_entropy", "logits", logits, rows * padded_classes);
+  check_elems("cross_entropy", "labels", labels, rows);
+  check_elems("cross_entropy", "dlogits", dlogits, rows * padded_classes);
+  ZL_CHECK(rows >= 1 && rows <= mean_rows,
+           "cross_entropy: a chunk of {} rows of a batch of {}: pass 1 <= rows <= the batch's rows",
+           rows, mean_rows);
+}
+
 }  // namespace
 
 void Device::adamw_update_rounded(std::span<float> master, std::span<const float> grads,
@@ -77,19 +94,34 @@ double Device::cross_entropy_sum_forward_backward(std::span<const float> logits,
                                                   std::span<float> dlogits, std::int64_t rows,
                                                   std::int64_t classes, std::int64_t padded_classes,
                                                   std::int64_t mean_rows) {
-  ZL_CHECK(classes >= 1, "cross_entropy: {} classes is invalid; pass >= 1 class", classes);
-  ZL_CHECK(padded_classes >= classes,
-           "cross_entropy: rows of {} columns cannot hold {} classes; pass padded_classes >= "
-           "classes",
-           padded_classes, classes);
-  check_elems("cross_entropy", "logits", logits.size(), rows * padded_classes);
-  check_elems("cross_entropy", "labels", labels.size(), rows);
-  check_elems("cross_entropy", "dlogits", dlogits.size(), rows * padded_classes);
-  ZL_CHECK(rows >= 1 && rows <= mean_rows,
-           "cross_entropy: a chunk of {} rows of a batch of {}: pass 1 <= rows <= the batch's rows",
-           rows, mean_rows);
+  check_cross_entropy(logits.size(), labels.size(), dlogits.size(), rows, classes, padded_classes,
+                      mean_rows);
   return do_cross_entropy_forward_backward(logits, labels, dlogits, rows, classes, padded_classes,
                                            mean_rows);
+}
+
+void Device::cross_entropy_add_forward_backward(std::span<const float> logits,
+                                                std::span<const std::int64_t> labels,
+                                                std::span<float> dlogits, std::int64_t rows,
+                                                std::int64_t classes, std::int64_t padded_classes,
+                                                std::int64_t mean_rows,
+                                                std::span<double> loss_sum) {
+  check_elems("cross_entropy", "loss_sum", loss_sum.size(), 1);
+  check_cross_entropy(logits.size(), labels.size(), dlogits.size(), rows, classes, padded_classes,
+                      mean_rows);
+  do_cross_entropy_add_forward_backward(logits, labels, dlogits, rows, classes, padded_classes,
+                                        mean_rows, loss_sum);
+}
+
+void Device::do_cross_entropy_add_forward_backward(
+    std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
+    std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+    std::span<double> loss_sum) {
+  double sum = 0.0;
+  copy_to_host(&sum, loss_sum.data(), sizeof(sum));
+  sum = sum + do_cross_entropy_forward_backward(logits, labels, dlogits, rows, classes,
+                                                padded_classes, mean_rows);
+  copy_from_host(loss_sum.data(), &sum, sizeof(sum));
 }
 
 void Device::embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,

@@ -68,6 +68,11 @@ class Device : public Allocator {
   virtual void fill_zero(void* device, std::size_t bytes) = 0;
   /// Blocks the host until all work queued on this device is done (a CPU device has none).
   virtual void synchronize() = 0;
+  /// How many times this device has made the host wait for its queued work: a GPU's
+  /// synchronize, its reads into host memory, a kernel that returns a value to the host. 0 on a
+  /// CPU device, whose work is done as each call returns; the detached stand-in for a GPU
+  /// (cpu/detached_cpu_device.hpp) counts the calls a GPU waits in.
+  std::int64_t host_waits() const { return host_waits_; }
 
   // ---- the training step's elementwise work, on device memory; every device gives the bits of
   // the host code named (core/dtype.hpp's conversions, float arithmetic without contraction) ----
@@ -145,6 +150,16 @@ class Device : public Allocator {
                                             std::span<float> dlogits, std::int64_t rows,
                                             std::int64_t classes, std::int64_t padded_classes,
                                             std::int64_t mean_rows);
+
+  /// cross_entropy_sum_forward_backward with the chunk's sum kept on the device: loss_sum[0]
+  /// (one device double) becomes loss_sum[0] + the chunk's row losses summed in row order, the
+  /// bits of adding the returned sum on the host, and the host does not wait. A label out of
+  /// range throws zl::Error here or, on a GPU, at its next host wait.
+  void cross_entropy_add_forward_backward(std::span<const float> logits,
+                                          std::span<const std::int64_t> labels,
+                                          std::span<float> dlogits, std::int64_t rows,
+                                          std::int64_t classes, std::int64_t padded_classes,
+                                          std::int64_t mean_rows, std::span<double> loss_sum);
 
   // ---- GPT-2 kernels (fp32, row-major; cpu/cpu_gpt_kernels.cpp and cpu/cpu_attention.cpp).
   // B is the batch, T the sequence length, C the channels (n_embd), N = B*T the rows of the
@@ -249,6 +264,13 @@ class Device : public Allocator {
                                                    std::int64_t classes,
                                                    std::int64_t padded_classes,
                                                    std::int64_t mean_rows) = 0;
+  /// cross_entropy_add_forward_backward after its checks. This default reads loss_sum, adds
+  /// do_cross_entropy_forward_backward's sum and writes it back (two host waits on a GPU); a
+  /// device overrides it to add on the device.
+  virtual void do_cross_entropy_add_forward_backward(
+      std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
+      std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+      std::span<double> loss_sum);
   /// embedding_forward after its checks; the tokens' range is the device's to check.
   virtual void do_embedding_forward(std::span<const std::int64_t> tokens,
                                     std::span<const float> wte, std::span<const float> wpe,
@@ -298,8 +320,12 @@ class Device : public Allocator {
                                      std::int64_t seq_len, std::int64_t channels,
                                      std::int64_t heads) = 0;
 
+  /// Counts one host wait (host_waits()); a device calls it wherever the host waits for it.
+  void count_host_wait() { ++host_waits_; }
+
  private:
   MemoryLedger ledger_;
+  std::int64_t host_waits_ = 0;  // host_waits()
 };
 
 }  // namespace zl

@@ -53,7 +53,9 @@ void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank
   for (std::int64_t step = plan.start.step; step < plan.config.steps; ++step) {
     const auto started = std::chrono::steady_clock::now();
     clocks.begin_step(step);
+    const std::int64_t waits_before = device.host_waits();
     const StepStats stats = engine.step(step);
+    const std::int64_t host_waits = device.host_waits() - waits_before;
     device.synchronize();  // a GPU's step has ended when its queued work has
     const double step_ms = ms_since(started);
     const StepTimes times = clocks.end_step();
@@ -73,6 +75,7 @@ void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank
                             .copy_ms = times.copy_ms,
                             .sim_step_ms = times.step_ms,
                             .tokens = plan.step_tokens,
+                            .host_waits = host_waits,
                             .memory = device.ledger()};
     after_step(step + 1);
     if (!is_rank0) continue;

@@ -43,6 +43,9 @@ struct StepRecord {
   double sim_step_ms = 0.0;      ///< simulated time of the step
   /// Tokens (GPT) or rows (MLP) the step trained on over all ranks and micro-batches.
   std::int64_t tokens = 0;
+  /// Times rank 0's device made the host wait inside the step (Device::host_waits; the
+  /// synchronize that ends the step not counted): 0 on the CPU.
+  std::int64_t host_waits = 0;
   /// Rank 0's device memory after the step: bytes held and peak bytes per category.
   MemoryLedger memory;
 };

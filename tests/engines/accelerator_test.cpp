@@ -9,8 +9,9 @@
 
 #include <filesystem>
 
-#include "run/compare.hpp"
+#include "model/gpt.hpp"
 #include "model/gpt_config.hpp"
+#include "run/compare.hpp"
 #include "support/arbitrary.hpp"
 #include "support/small_config.hpp"
 
@@ -42,11 +43,29 @@ std::optional<std::string> ledger_difference(const TrainResult& a, const TrainRe
   return std::nullopt;
 }
 
+// Empty when every step of `result` made the host wait `waits` times.
+std::optional<std::string> host_wait_difference(const TrainResult& result, std::int64_t waits) {
+  for (const StepRecord& step : result.steps) {
+    if (step.host_waits != waits) {
+      return fmt::format("step {} made the host wait {} times, not {}", step.step, step.host_waits,
+                         waits);
+    }
+  }
+  return std::nullopt;
+}
+
+// The detached device gives the CPU's bits and ledgers, and each step makes the host wait where
+// a GPU would only to read each micro-batch's loss and the gradient norm: k + 1 times, at every
+// stage (the CPU: never).
 void check_detached_is_cpu(const TrainConfig& config) {
   const TrainResult cpu = run_on(config, Accelerator::Cpu);
   const TrainResult detached = run_on(config, Accelerator::CpuDetached);
   if (const auto diff = first_difference(detached, cpu)) RC_FAIL(*diff);
   if (const auto diff = ledger_difference(detached, cpu)) RC_FAIL(*diff);
+  if (const auto diff = host_wait_difference(cpu, 0)) RC_FAIL("cpu: " + *diff);
+  if (const auto diff = host_wait_difference(detached, config.features.grad_accum_steps + 1)) {
+    RC_FAIL("cpu-detached: " + *diff);
+  }
 }
 
 RC_GTEST_PROP(Accelerator, prop_every_stage_on_detached_memory_is_bitwise_the_cpu,
@@ -101,6 +120,25 @@ TEST(Accelerator, StepsReportTheirTokensAndRank0sMemory) {
   }
 }
 
+// GPT-2's 16-bit LM head runs in chunks of token rows; their losses add up on the device, so a
+// step at W = 1 makes the host wait twice however many chunks there are (the loss, the norm).
+TEST(Accelerator, A16BitGptStepWaitsForTheLossAndTheNormOnly) {
+  TrainConfig config;
+  config.model = ModelKind::Gpt;
+  config.gpt = gpt_preset("tiny");
+  config.world = 1;
+  config.steps = 2;
+  config.micro_batch = 4 * Gpt::kHeadChunkRows / config.gpt.block_size;  // four chunks
+  config.features.precision = DType::BF16;
+  for (const EngineKind engine :
+       {EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3}) {
+    config.engine = engine;
+    const TrainResult detached = run_on(config, Accelerator::CpuDetached);
+    const auto diff = host_wait_difference(detached, 2);
+    EXPECT_FALSE(diff) << engine_name(engine) << ": " << *diff;
+  }
+}
+
 class TempDir {
  public:
   TempDir() : dir_(fs::temp_directory_path() / fmt::format("zl_accel_{}", ::getpid())) {
@@ -132,8 +170,7 @@ TEST(Accelerator, CheckpointsMoveBetweenDetachedMemoryAndTheCpu) {
   other_stage.engine = EngineKind::Zero1;
   const TrainResult straight = run_on(other_stage, Accelerator::Cpu);
   const TrainResult resumed = run_on(other_stage, Accelerator::Cpu, resume);
-  EXPECT_FALSE(first_difference("params", resumed.final_state.params,
-                                straight.final_state.params));
+  EXPECT_FALSE(first_difference("params", resumed.final_state.params, straight.final_state.params));
 
   TrainConfig other_world = other_stage;
   other_world.world = 2;

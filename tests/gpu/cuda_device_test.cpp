@@ -192,6 +192,58 @@ TEST_F(GpuDeviceTest, CrossEntropyOfAChunkMatchesCpu) {
   expect_close(download(*gpu_, glogits), dlogits, kTolerance, "dlogits");
 }
 
+// The add form keeps the sum on the device: two chunks added there are, bit for bit, the two sums
+// the GPU returns added on the host, and the calls make the host wait for nothing. A bad label
+// is reported at the next host wait, naming its row.
+TEST_F(GpuDeviceTest, CrossEntropyAddsItsChunksOnTheDevice) {
+  constexpr std::int64_t kRows = 5, kBatchRows = 10, kClasses = 700, kPadded = 768;
+  const auto logits = random_floats(2 * kRows * kPadded, 31, -8.0f, 8.0f);
+  std::vector<std::int64_t> labels(2 * kRows);
+  for (std::int64_t r = 0; r < 2 * kRows; ++r) labels[r] = (r * 89) % kClasses;
+  Buffer glabels = upload(*gpu_, labels, DType::I64);
+  const auto chunk = [&](Buffer& all, std::int64_t c) {
+    return span_of(all).subspan(static_cast<std::size_t>(c * kRows * kPadded),
+                                static_cast<std::size_t>(kRows * kPadded));
+  };
+  const auto chunk_labels = [&](std::int64_t c) {
+    return glabels.as<std::int64_t>().subspan(static_cast<std::size_t>(c * kRows), kRows);
+  };
+  Buffer returned = upload(*gpu_, logits);
+  double host_sum = 0.0;
+  for (std::int64_t c = 0; c < 2; ++c) {
+    host_sum += gpu_->cross_entropy_sum_forward_backward(chunk(returned, c), chunk_labels(c),
+                                                         chunk(returned, c), kRows, kClasses,
+                                                         kPadded, kBatchRows);
+  }
+  Buffer added = upload(*gpu_, logits);
+  Buffer loss_sum = gpu_->alloc(MemCategory::CommBuffer, DType::F64, {1});
+  const std::int64_t waits = gpu_->host_waits();
+  for (std::int64_t c = 0; c < 2; ++c) {
+    gpu_->cross_entropy_add_forward_backward(chunk(added, c), chunk_labels(c), chunk(added, c),
+                                             kRows, kClasses, kPadded, kBatchRows,
+                                             loss_sum.as<double>());
+  }
+  EXPECT_EQ(gpu_->host_waits(), waits);
+  double device_sum = 0.0;
+  gpu_->copy_to_host(&device_sum, loss_sum.data(), sizeof(device_sum));
+  EXPECT_EQ(device_sum, host_sum);
+  expect_same_bits(download(*gpu_, added), download(*gpu_, returned), "dlogits");
+
+  labels[kRows + 2] = kClasses;  // the second chunk's row 2
+  Buffer bad_labels = upload(*gpu_, labels, DType::I64);
+  gpu_->cross_entropy_add_forward_backward(
+      chunk(added, 1), bad_labels.as<std::int64_t>().subspan(kRows, kRows), chunk(added, 1), kRows,
+      kClasses, kPadded, kBatchRows, loss_sum.as<double>());
+  try {
+    gpu_->synchronize();
+    ADD_FAILURE() << "a label outside [0, classes) was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("row 2 has label 700"), std::string::npos)
+        << error.what();
+  }
+  gpu_->synchronize();  // reported once: the device goes on
+}
+
 TEST_F(GpuDeviceTest, EmbeddingsMatchCpuBitForBit) {
   constexpr std::int64_t kBatch = 3, kSeq = 11, kChannels = 40, kVocab = 17;
   std::vector<std::int64_t> tokens(kBatch * kSeq);
@@ -217,9 +269,13 @@ TEST_F(GpuDeviceTest, EmbeddingsMatchCpuBitForBit) {
 
   tokens[kSeq + 4] = kVocab;  // row 1, position 4
   Buffer bad_tokens = upload(*gpu_, tokens, DType::I64);
+  // The kernel skips the token and flags it; the host learns of it at its next wait, not before.
+  const std::int64_t waits = gpu_->host_waits();
+  gpu_->embedding_forward(bad_tokens.as<std::int64_t>(), cspan_of(gwte), cspan_of(gwpe),
+                          span_of(gxout), kBatch, kSeq, kChannels, kVocab);
+  EXPECT_EQ(gpu_->host_waits(), waits);
   try {
-    gpu_->embedding_forward(bad_tokens.as<std::int64_t>(), cspan_of(gwte), cspan_of(gwpe),
-                            span_of(gxout), kBatch, kSeq, kChannels, kVocab);
+    gpu_->synchronize();
     ADD_FAILURE() << "a token outside the vocabulary was accepted";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("token 17 at row 1, position 4"), std::string::npos)

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "run/train.hpp"
 #include "gpu/gpu_test_support.hpp"
+#include "run/train.hpp"
 
 namespace zl {
 namespace {
@@ -113,6 +113,24 @@ TEST(GpuTrain, StagesOnOneGpuAgreeBitwise) {
       config.engine = stage;
       EXPECT_EQ(relative_difference_quantile(train(config).final_state, ddp.final_state, 1.0), 0.0)
           << engine_name(stage) << " " << dtype_name(precision);
+    }
+  }
+}
+
+// Inside a step the host waits for the GPU only to read the loss and the gradient norm: the 16-bit
+// LM head's chunks add their losses on the device, and token and label checks are read with
+// those waits. From the second step on (the first grows the device's scratch), at every stage.
+TEST(GpuTrain, AStepWaitsOnTheHostForTheLossAndTheNormOnly) {
+  ZL_REQUIRE_GPU();
+  TrainConfig config = tiny_gpt(1, DType::BF16);
+  config.accelerator = Accelerator::Cuda;
+  config.micro_batch = 4 * 512 / config.gpt.block_size;  // four chunks of the LM head's rows
+  for (const EngineKind stage :
+       {EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3}) {
+    config.engine = stage;
+    const TrainResult gpu = train(config);
+    for (std::size_t s = 1; s < gpu.steps.size(); ++s) {
+      EXPECT_EQ(gpu.steps[s].host_waits, 2) << engine_name(stage) << " step " << s;
     }
   }
 }

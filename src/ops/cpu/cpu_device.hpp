@@ -83,6 +83,14 @@ class CpuDevice : public Device {
                                            std::span<float> dlogits, std::int64_t rows,
                                            std::int64_t classes, std::int64_t padded_classes,
                                            std::int64_t mean_rows) override;
+  /// loss_sum[0] = loss_sum[0] + CpuDevice's do_cross_entropy_forward_backward (the loss stays in
+  /// device memory: for the detached device, which runs this on its read-write view).
+  void do_cross_entropy_add_forward_backward(std::span<const float> logits,
+                                             std::span<const std::int64_t> labels,
+                                             std::span<float> dlogits, std::int64_t rows,
+                                             std::int64_t classes, std::int64_t padded_classes,
+                                             std::int64_t mean_rows,
+                                             std::span<double> loss_sum) override;
 
   // ---- GPT-2 kernels (cpu_gpt_kernels.cpp, cpu_attention.cpp): plain loops in a fixed order,
   // sums in double and rounded once to float, except the Conv1D products, which go through

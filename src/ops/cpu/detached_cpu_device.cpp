@@ -192,6 +192,7 @@ void DetachedCpuDevice::copy_from_host(void* device, const void* host, std::size
 
 void DetachedCpuDevice::copy_to_host(void* host, const void* device, std::size_t bytes) {
   check_host(host, bytes);
+  count_host_wait();
   CpuDevice::copy_to_host(host, translate(device, bytes), bytes);
 }
 
@@ -265,8 +266,18 @@ void DetachedCpuDevice::do_gelu_backward(std::span<const float> x, std::span<con
 double DetachedCpuDevice::do_cross_entropy_forward_backward(
     std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
     std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows) {
+  count_host_wait();
   return CpuDevice::do_cross_entropy_forward_backward(view(logits), view(labels), view(dlogits),
                                                       rows, classes, padded_classes, mean_rows);
+}
+
+void DetachedCpuDevice::do_cross_entropy_add_forward_backward(
+    std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
+    std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+    std::span<double> loss_sum) {
+  CpuDevice::do_cross_entropy_add_forward_backward(view(logits), view(labels), view(dlogits), rows,
+                                                   classes, padded_classes, mean_rows,
+                                                   view(loss_sum));
 }
 
 void DetachedCpuDevice::do_embedding_forward(std::span<const std::int64_t> tokens,

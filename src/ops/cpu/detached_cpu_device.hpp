@@ -50,8 +50,11 @@ class DetachedCpuDevice final : public CpuDevice {
 
   /// CpuDevice::copy_from_host into device memory; `host` must not be device memory.
   void copy_from_host(void* device, const void* host, std::size_t bytes) override;
-  /// CpuDevice::copy_to_host out of device memory; `host` must not be device memory.
+  /// CpuDevice::copy_to_host out of device memory; `host` must not be device memory. A host wait
+  /// on a GPU (counted).
   void copy_to_host(void* host, const void* device, std::size_t bytes) override;
+  /// Nothing to wait for, but a host wait on a GPU (counted).
+  void synchronize() override { count_host_wait(); }
   /// CpuDevice::copy between two buffers of this device.
   void copy(void* to, const void* from, std::size_t bytes) override;
   /// CpuDevice::fill_zero on this device's memory.
@@ -92,12 +95,19 @@ class DetachedCpuDevice final : public CpuDevice {
   void do_gelu_backward(std::span<const float> x, std::span<const float> dy,
                         std::span<float> dx) override;
   /// CpuDevice::cross_entropy_forward_backward on this device's memory; the loss comes back to
-  /// the host.
+  /// the host, a host wait on a GPU (counted).
   double do_cross_entropy_forward_backward(std::span<const float> logits,
                                            std::span<const std::int64_t> labels,
                                            std::span<float> dlogits, std::int64_t rows,
                                            std::int64_t classes, std::int64_t padded_classes,
                                            std::int64_t mean_rows) override;
+  /// CpuDevice::cross_entropy_add_forward_backward on this device's memory: no host wait.
+  void do_cross_entropy_add_forward_backward(std::span<const float> logits,
+                                             std::span<const std::int64_t> labels,
+                                             std::span<float> dlogits, std::int64_t rows,
+                                             std::int64_t classes, std::int64_t padded_classes,
+                                             std::int64_t mean_rows,
+                                             std::span<double> loss_sum) override;
   /// CpuDevice::embedding_forward on this device's memory.
   void do_embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
                             std::span<const float> wpe, std::span<float> x, std::int64_t batch,
@@ -151,8 +161,7 @@ class DetachedCpuDevice final : public CpuDevice {
 
   // `device` as a span of the read-write view (empty spans stay empty, whatever their pointer).
   template <class T>
-  std::span<T> view(std::span<T> device,
-                    const char* where = __builtin_FUNCTION()) const {
+  std::span<T> view(std::span<T> device, const char* where = __builtin_FUNCTION()) const {
     if (device.empty()) return {};
     return {static_cast<T*>(translate(device.data(), device.size_bytes(), where)), device.size()};
   }

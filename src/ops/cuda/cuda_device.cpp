@@ -12,7 +12,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -87,10 +86,10 @@ CudaDevice::CudaDevice(int device_index)
   ZL_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes));
   cublas_workspace_bytes_ = kCublasWorkspaceBytes;
   ZL_CUBLAS_CHECK(cublas().SetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes_));
-  ZL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&bad_index_), sizeof(unsigned long long)));
+  create_checks();
   ZL_CUDA_CHECK(cudaDeviceSynchronize());
   baseline_used_bytes_ = driver_used_bytes() - static_cast<std::int64_t>(cublas_workspace_bytes_) -
-                         static_cast<std::int64_t>(sizeof(unsigned long long));
+                         static_cast<std::int64_t>(kCheckSlots * sizeof(unsigned long long));
 }
 
 CudaDevice::~CudaDevice() {
@@ -100,7 +99,8 @@ CudaDevice::~CudaDevice() {
   free_cache_unchecked();
   if (scratch_ != nullptr) cudaFree(scratch_);
   if (sums_scratch_ != nullptr) cudaFree(sums_scratch_);
-  cudaFree(bad_index_);
+  destroy_checks();
+  destroy_staging();
   if (cublas_ != nullptr) cublas().Destroy(cublas_);
   cudaFree(cublas_workspace_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -117,22 +117,15 @@ void CudaDevice::synchronize() {
 
 void CudaDevice::wait_on_host() {
   if (host_wait_guard_) host_wait_guard_();
-  ++host_waits_;
+  count_host_wait();
+  // The pending checks' slots come back with the same wait.
+  if (!pending_checks_.empty()) {
+    ZL_CUDA_CHECK(cudaMemcpyAsync(check_flags_host_, check_flags_,
+                                  pending_checks_.size() * sizeof(unsigned long long),
+                                  cudaMemcpyDeviceToHost, stream_));
+  }
   ZL_CUDA_CHECK(cudaStreamSynchronize(stream_));
-}
-
-unsigned long long* CudaDevice::reset_bad_index() {
-  ZL_CUDA_CHECK(cudaMemsetAsync(bad_index_, 0xFF, sizeof(unsigned long long), stream_));
-  return bad_index_;
-}
-
-std::int64_t CudaDevice::read_bad_index() {
-  unsigned long long first_bad = 0;
-  ZL_CUDA_CHECK(
-      cudaMemcpyAsync(&first_bad, bad_index_, sizeof(first_bad), cudaMemcpyDeviceToHost, stream_));
-  wait_on_host();
-  if (first_bad == std::numeric_limits<unsigned long long>::max()) return -1;
-  return static_cast<std::int64_t>(first_bad);
+  if (!pending_checks_.empty()) report_checks();
 }
 
 // ---- GEMMs ----
@@ -165,8 +158,8 @@ std::array<const std::uint16_t*, 3> CudaDevice::bf16_copies(
   const auto aligned = [](std::int64_t elems) { return (elems + 7) / 8 * 8; };  // 16 bytes
   std::int64_t total = 0;
   for (const Fp32Operand& operand : operands) total += aligned(operand.elems);
-  auto* next = static_cast<std::uint16_t*>(
-      scratch(static_cast<std::size_t>(total) * sizeof(std::uint16_t)));
+  auto* next =
+      static_cast<std::uint16_t*>(scratch(static_cast<std::size_t>(total) * sizeof(std::uint16_t)));
   std::array<const std::uint16_t*, 3> copies{};
   for (std::size_t i = 0; i < operands.size(); ++i) {
     convert(operands[i].data, DType::F32, next, DType::BF16, operands[i].elems);
@@ -250,6 +243,10 @@ void CudaDevice::do_conv1d_backward(std::span<const float> x, std::span<const fl
 void CudaDevice::copy_from_host(void* device, const void* host, std::size_t bytes) {
   if (bytes == 0) return;
   select();
+  if (bytes <= kStagingMaxBytes) {
+    upload_staged(device, host, bytes);  // `host` is copied: the caller may reuse it
+    return;
+  }
   ZL_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
   synchronize();  // the copy has read `host`: the caller may reuse it
 }
@@ -392,22 +389,29 @@ double CudaDevice::do_cross_entropy_forward_backward(
     std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows) {
   select();
   auto* row_losses = static_cast<double*>(scratch(static_cast<std::size_t>(rows) * sizeof(double)));
-  cuda::cross_entropy(logits.data(), labels.data(), dlogits.data(), row_losses, reset_bad_index(),
-                      rows, classes, padded_classes, mean_rows, stream_);
+  cuda::cross_entropy(logits.data(), labels.data(), dlogits.data(), row_losses,
+                      check_slot({"cross_entropy", labels.data(), 0, classes}), rows, classes,
+                      padded_classes, mean_rows, stream_);
   std::vector<double> host_losses(static_cast<std::size_t>(rows));
   ZL_CUDA_CHECK(cudaMemcpyAsync(host_losses.data(), row_losses, host_losses.size() * sizeof(double),
                                 cudaMemcpyDeviceToHost, stream_));
-  const std::int64_t bad_row = read_bad_index();  // waits for the stream, so host_losses is ready
-  if (bad_row >= 0) {
-    std::int64_t label = 0;
-    ZL_CUDA_CHECK(
-        cudaMemcpy(&label, labels.data() + bad_row, sizeof(label), cudaMemcpyDeviceToHost));
-    fail("cross_entropy: row {} has label {}, outside [0, {})", bad_row, label, classes);
-  }
+  wait_on_host();  // host_losses is ready; a bad label throws here
   // The row losses summed in row order in double, as CpuDevice does.
   double loss_sum = 0.0;
   for (const double row_loss : host_losses) loss_sum += row_loss;
   return loss_sum;
+}
+
+void CudaDevice::do_cross_entropy_add_forward_backward(
+    std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
+    std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+    std::span<double> loss_sum) {
+  select();
+  auto* row_losses = static_cast<double*>(scratch(static_cast<std::size_t>(rows) * sizeof(double)));
+  cuda::cross_entropy(logits.data(), labels.data(), dlogits.data(), row_losses,
+                      check_slot({"cross_entropy", labels.data(), 0, classes}), rows, classes,
+                      padded_classes, mean_rows, stream_);
+  cuda::add_row_losses(row_losses, rows, loss_sum.data(), stream_);
 }
 
 void CudaDevice::do_embedding_forward(std::span<const std::int64_t> tokens,
@@ -416,15 +420,8 @@ void CudaDevice::do_embedding_forward(std::span<const std::int64_t> tokens,
                                       std::int64_t channels, std::int64_t vocab) {
   select();
   cuda::embedding_forward(tokens.data(), wte.data(), wpe.data(), x.data(), batch, seq_len, channels,
-                          vocab, reset_bad_index(), stream_);
-  const std::int64_t bad = read_bad_index();
-  if (bad < 0) return;
-  std::int64_t token = 0;
-  ZL_CUDA_CHECK(cudaMemcpy(&token, tokens.data() + bad, sizeof(token), cudaMemcpyDeviceToHost));
-  fail(
-      "embedding_forward: token {} at row {}, position {} is outside the vocabulary [0, {}): use "
-      "token ids below --vocab",
-      token, bad / seq_len, bad % seq_len, vocab);
+                          vocab, check_slot({"embedding_forward", tokens.data(), seq_len, vocab}),
+                          stream_);
 }
 
 void CudaDevice::do_embedding_backward(std::span<const std::int64_t> tokens,
@@ -433,16 +430,9 @@ void CudaDevice::do_embedding_backward(std::span<const std::int64_t> tokens,
                                        std::int64_t seq_len, std::int64_t channels,
                                        std::int64_t vocab) {
   select();
-  cuda::embedding_backward(tokens.data(), dx.data(), dwte.data(), dwpe.data(), batch, seq_len,
-                           channels, vocab, reset_bad_index(), stream_);
-  const std::int64_t bad = read_bad_index();
-  if (bad < 0) return;
-  std::int64_t token = 0;
-  ZL_CUDA_CHECK(cudaMemcpy(&token, tokens.data() + bad, sizeof(token), cudaMemcpyDeviceToHost));
-  fail(
-      "embedding_backward: token {} at row {}, position {} is outside the vocabulary [0, {}): "
-      "use token ids below --vocab",
-      token, bad / seq_len, bad % seq_len, vocab);
+  cuda::embedding_backward(
+      tokens.data(), dx.data(), dwte.data(), dwpe.data(), batch, seq_len, channels, vocab,
+      check_slot({"embedding_backward", tokens.data(), seq_len, vocab}), stream_);
 }
 
 // ---- LayerNorm (attention: cuda_device_attention.cpp) ----

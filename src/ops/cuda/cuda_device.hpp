@@ -4,7 +4,8 @@
 // and the step work's cuda_step_kernels.cu and adamw_cuda.cu).
 // The spans the kernels take hold device pointers: they are passed to kernels, never read on the
 // host. All work goes, in order, on the device's one compute stream; a kernel that must answer on
-// the host (the loss, a bad token) waits for it.
+// the host (a loss it returns) waits for it, and a bad token or label is reported at the next
+// host wait (cuda_device_checks.cpp).
 #pragma once
 
 #include <cublas_v2.h>
@@ -16,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "ops/device.hpp"
@@ -85,8 +87,6 @@ class CudaDevice final : public Device {
   /// watches them there, so a rank whose peer is gone fails with the watchdog's one line instead
   /// of waiting forever. An empty function removes it.
   void set_host_wait_guard(std::function<void()> guard) { host_wait_guard_ = std::move(guard); }
-  /// Host waits on the compute stream so far (synchronize and the reads that wait for it).
-  std::int64_t host_waits() const { return host_waits_; }
   /// Gives every cached block back to the driver (torch.cuda.empty_cache()).
   void release_cache();
   /// Bytes in cached blocks: held from the driver, booked in no ledger category.
@@ -186,13 +186,21 @@ class CudaDevice final : public Device {
                                            std::span<float> dlogits, std::int64_t rows,
                                            std::int64_t classes, std::int64_t padded_classes,
                                            std::int64_t mean_rows) override;
-  /// Waits for the stream to check the tokens (a bad token throws, as on the CPU).
+  /// One block per row, then one thread adds the row losses, in row order in double, onto
+  /// loss_sum[0]: no host wait. A bad label is reported at the next host wait.
+  void do_cross_entropy_add_forward_backward(std::span<const float> logits,
+                                             std::span<const std::int64_t> labels,
+                                             std::span<float> dlogits, std::int64_t rows,
+                                             std::int64_t classes, std::int64_t padded_classes,
+                                             std::int64_t mean_rows,
+                                             std::span<double> loss_sum) override;
+  /// A bad token is skipped and reported at the next host wait (zl::Error, as on the CPU).
   void do_embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
                             std::span<const float> wpe, std::span<float> x, std::int64_t batch,
                             std::int64_t seq_len, std::int64_t channels,
                             std::int64_t vocab) override;
   /// One thread per channel walks the rows in the order b = 0.., t = 0.., so a repeated token
-  /// gets its rows added in the CPU's order. Waits for the stream to check the tokens.
+  /// gets its rows added in the CPU's order. A bad token is reported at the next host wait.
   void do_embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
                              std::span<float> dwte, std::span<float> dwpe, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t channels,
@@ -269,10 +277,43 @@ class CudaDevice final : public Device {
   void* grown(void*& buffer, std::size_t& buffer_bytes, std::size_t bytes);
   // db += the column sums of dy [rows, cols] (cuda::add_column_sums, through sums_scratch).
   void column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols);
-  // Resets the "first bad index" word, for a kernel that validates indices.
-  unsigned long long* reset_bad_index();
-  // The first bad index a validating kernel found (after waiting for the stream), or -1.
-  std::int64_t read_bad_index();
+  // ---- the checks kernels make on the device (cuda_device_checks.cpp): a label or token out of
+  // range is flagged in a slot of check_flags_, read at the next host wait, so no kernel makes
+  // the host wait to see it ----
+
+  // What one validating kernel read: ids it requires in [0, limit).
+  struct PendingCheck {
+    std::string_view kernel;            // "cross_entropy", "embedding_forward", ...
+    const std::int64_t* ids = nullptr;  // the labels or tokens it read (device memory)
+    std::int64_t seq_len = 0;           // tokens: T, to name the row and position; labels: 0
+    std::int64_t limit = 0;             // the classes, or the vocabulary
+  };
+  // The slot (one word, reset to all ones) where the kernel about to run for `check` records the
+  // first bad index it meets; every slot taken: after a host wait that reads them.
+  unsigned long long* check_slot(const PendingCheck& check);
+  // Right after the stream is done: throws zl::Error naming the first pending check, in launch
+  // order, that found a bad index (the message the CPU gives); resets every slot either way.
+  void report_checks();
+  // Sets up check_flags_ and its host copy; frees them (no throw).
+  void create_checks();
+  void destroy_checks();
+
+  // ---- uploads (cuda_device_memory.cpp): copy_from_host copies `host` into a pinned staging
+  // slot and queues the upload from there, so the host waits only when the slot's previous
+  // upload is still queued; an upload over kStagingMaxBytes (parameters at the start, a
+  // checkpoint) waits for itself instead of keeping that much pinned memory ----
+
+  // A pinned host buffer and the event after the last upload queued from it.
+  struct StagingSlot {
+    void* host = nullptr;
+    std::size_t bytes = 0;
+    cudaEvent_t done = nullptr;  // created with the slot; recorded after each upload
+  };
+  // Queues the upload of `bytes` (<= kStagingMaxBytes) bytes of `host` to `device` through the
+  // next staging slot, after waiting for that slot's previous upload if it is still queued.
+  void upload_staged(void* device, const void* host, std::size_t bytes);
+  // Frees the staging slots (no throw).
+  void destroy_staging();
   // The host waits for the compute stream, after the host wait guard (set_host_wait_guard).
   void wait_on_host();
   // Makes this device's GPU current on the calling thread.
@@ -298,14 +339,20 @@ class CudaDevice final : public Device {
   std::size_t scratch_bytes_ = 0;
   void* sums_scratch_ = nullptr;  // column sums' chunk partials (sums_scratch)
   std::size_t sums_scratch_bytes_ = 0;
-  unsigned long long* bad_index_ = nullptr;        // one word of device memory
+  static constexpr std::size_t kCheckSlots = 64;    // checks pending between two host waits
+  unsigned long long* check_flags_ = nullptr;       // kCheckSlots words of device memory
+  unsigned long long* check_flags_host_ = nullptr;  // their pinned host copy
+  std::vector<PendingCheck> pending_checks_;        // in launch order, one slot each
+  static constexpr std::size_t kStagingSlots = 8;   // uploads queued before one waits
+  static constexpr std::size_t kStagingMaxBytes = std::size_t{4} << 20;
+  std::array<StagingSlot, kStagingSlots> staging_{};  // upload_staged's slots, used in turn
+  std::size_t next_staging_ = 0;                      // the slot of the next upload
   std::int64_t live_allocations_ = 0;              // buffers handed out by allocate, not yet freed
   std::multimap<std::size_t, CachedBlock> cache_;  // deallocated blocks by size, for allocate
   std::vector<cudaStream_t> side_streams_;         // add_side_stream
-  std::int64_t baseline_used_bytes_ = 0;  // driver's used bytes once this device was set up
-  bool bf16_gemms_ = false;               // set_bf16_gemms
+  std::int64_t baseline_used_bytes_ = 0;   // driver's used bytes once this device was set up
+  bool bf16_gemms_ = false;                // set_bf16_gemms
   std::function<void()> host_wait_guard_;  // set_host_wait_guard
-  std::int64_t host_waits_ = 0;            // wait_on_host calls
 };
 
 }  // namespace zl

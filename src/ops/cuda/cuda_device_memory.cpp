@@ -1,6 +1,6 @@
 // cuda_device_memory.cpp — CudaDevice's memory: cudaMalloc'd buffers kept in a cache by size (as
 // PyTorch's caching allocator does) and reused in stream order, the device's scratch, and the
-// ledger check against cudaMemGetInfo.
+// ledger check against cudaMemGetInfo, and the pinned staging slots host uploads go through.
 //
 // Stream order: every kernel, copy and memset of the device runs on its one compute stream, so a
 // block freed now and handed out again later is only touched by work queued after everything
@@ -11,12 +11,45 @@
 // Only cudaFree, when the cache goes back to the driver, waits for the whole device.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "ops/cuda/cuda_check.hpp"
 #include "ops/cuda/cuda_device.hpp"
 
 namespace zl {
+
+void CudaDevice::upload_staged(void* device, const void* host, std::size_t bytes) {
+  StagingSlot& slot = staging_[next_staging_];
+  next_staging_ = (next_staging_ + 1) % kStagingSlots;
+  if (slot.done == nullptr) {
+    ZL_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+  } else if (const cudaError_t queued = cudaEventQuery(slot.done); queued == cudaErrorNotReady) {
+    if (host_wait_guard_) host_wait_guard_();
+    count_host_wait();  // every slot's upload is still queued: wait for this one's
+    ZL_CUDA_CHECK(cudaEventSynchronize(slot.done));
+  } else {
+    ZL_CUDA_CHECK(queued);
+  }
+  if (slot.bytes < bytes) {
+    if (slot.host != nullptr) ZL_CUDA_CHECK(cudaFreeHost(slot.host));
+    slot.host = nullptr;
+    slot.bytes = 0;
+    ZL_CUDA_CHECK(cudaMallocHost(&slot.host, bytes));
+    slot.bytes = bytes;
+  }
+  std::memcpy(slot.host, host, bytes);
+  ZL_CUDA_CHECK(cudaMemcpyAsync(device, slot.host, bytes, cudaMemcpyHostToDevice, stream_));
+  ZL_CUDA_CHECK(cudaEventRecord(slot.done, stream_));
+}
+
+void CudaDevice::destroy_staging() {
+  for (StagingSlot& slot : staging_) {
+    if (slot.done != nullptr) cudaEventSynchronize(slot.done);
+    if (slot.done != nullptr) cudaEventDestroy(slot.done);
+    if (slot.host != nullptr) cudaFreeHost(slot.host);
+  }
+}
 
 std::int64_t CudaDevice::driver_used_bytes() {
   std::size_t free_bytes = 0, total_bytes = 0;
@@ -102,10 +135,10 @@ DeviceMemoryCheck CudaDevice::memory_check() {
   synchronize();
   DeviceMemoryCheck check;
   check.ledger_bytes = ledger().total_current_bytes();
-  check.internal_bytes = static_cast<std::int64_t>(cublas_workspace_bytes_ + scratch_bytes_ +
-                                                   sums_scratch_bytes_ +
-                                                   sizeof(unsigned long long)) +
-                         cached_bytes();
+  check.internal_bytes =
+      static_cast<std::int64_t>(cublas_workspace_bytes_ + scratch_bytes_ + sums_scratch_bytes_ +
+                                kCheckSlots * sizeof(unsigned long long)) +
+      cached_bytes();
   check.allocations = live_allocations_ + static_cast<std::int64_t>(cache_.size()) + 2 +
                       (scratch_ != nullptr ? 1 : 0) + (sums_scratch_ != nullptr ? 1 : 0);
   check.driver_used_bytes = driver_used_bytes() - baseline_used_bytes_;

@@ -160,6 +160,14 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int64_t* la
   for (std::int64_t c = classes + threadIdx.x; c < padded_classes; c += blockDim.x) drow[c] = 0.0f;
 }
 
+// One thread: the row losses in row order, as the CPU sums them, then one addition.
+__global__ void add_row_losses_kernel(const double* row_losses, std::int64_t rows,
+                                      double* loss_sum) {
+  double sum = 0.0;
+  for (std::int64_t r = 0; r < rows; ++r) sum += row_losses[r];
+  loss_sum[0] = loss_sum[0] + sum;
+}
+
 // ---- embeddings: tokens [B, T] (N = B*T rows), wte [vocab, C], wpe [T, C], x [N, C] ----
 
 __global__ void embedding_forward_kernel(const std::int64_t* tokens, const float* wte,
@@ -366,6 +374,12 @@ void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogi
   cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
       logits, labels, dlogits, row_losses, bad_index, classes, padded_classes, mean_rows);
   cuda_check_launch("cross_entropy");
+}
+
+void add_row_losses(const double* row_losses, std::int64_t rows, double* loss_sum,
+                    cudaStream_t stream) {
+  add_row_losses_kernel<<<1, 1, 0, stream>>>(row_losses, rows, loss_sum);
+  cuda_check_launch("cross_entropy (loss sum)");
 }
 
 void embedding_forward(const std::int64_t* tokens, const float* wte, const float* wpe, float* x,

@@ -47,6 +47,11 @@ void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogi
                    std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
                    cudaStream_t stream);
 
+/// loss_sum[0] = loss_sum[0] + row_losses[0] + ... + row_losses[rows - 1], summed in row order in
+/// double by one thread (the CPU's order), then added once.
+void add_row_losses(const double* row_losses, std::int64_t rows, double* loss_sum,
+                    cudaStream_t stream);
+
 /// x[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]; a bad token records its flat index b*T + t.
 void embedding_forward(const std::int64_t* tokens, const float* wte, const float* wpe, float* x,
                        std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
