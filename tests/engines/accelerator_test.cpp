@@ -98,15 +98,21 @@ TEST(Accelerator, DetachedRunsDifferWhenTheirInputsDo) {
   EXPECT_TRUE(first_difference(run_on(config, Accelerator::CpuDetached), cpu));
 }
 
-// Each step reports the tokens it trained on over all ranks and micro-batches, and rank 0's
-// device memory after it, on every device.
-TEST(Accelerator, StepsReportTheirTokensAndRank0sMemory) {
+// The tiny GPT on `world` ranks for 2 steps of `micro_batch` rows.
+TrainConfig tiny_gpt(int world, std::int64_t micro_batch) {
   TrainConfig config;
   config.model = ModelKind::Gpt;
   config.gpt = gpt_preset("tiny");
-  config.world = 3;
+  config.world = world;
   config.steps = 2;
-  config.micro_batch = 2;
+  config.micro_batch = micro_batch;
+  return config;
+}
+
+// Each step reports the tokens it trained on over all ranks and micro-batches, and rank 0's
+// device memory after it, on every device.
+TEST(Accelerator, StepsReportTheirTokensAndRank0sMemory) {
+  TrainConfig config = tiny_gpt(3, 2);
   config.features.grad_accum_steps = 2;
   config.engine = EngineKind::Zero2;
   const TrainResult cpu = run_on(config, Accelerator::Cpu);
@@ -123,12 +129,8 @@ TEST(Accelerator, StepsReportTheirTokensAndRank0sMemory) {
 // GPT-2's 16-bit LM head runs in chunks of token rows; their losses add up on the device, so a
 // step at W = 1 makes the host wait twice however many chunks there are (the loss, the norm).
 TEST(Accelerator, A16BitGptStepWaitsForTheLossAndTheNormOnly) {
-  TrainConfig config;
-  config.model = ModelKind::Gpt;
-  config.gpt = gpt_preset("tiny");
-  config.world = 1;
-  config.steps = 2;
-  config.micro_batch = 4 * Gpt::kHeadChunkRows / config.gpt.block_size;  // four chunks
+  // four chunks of the LM head's rows in each micro-batch
+  TrainConfig config = tiny_gpt(1, 4 * Gpt::kHeadChunkRows / gpt_preset("tiny").block_size);
   config.features.precision = DType::BF16;
   for (const EngineKind engine :
        {EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3}) {
