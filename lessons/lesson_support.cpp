@@ -78,7 +78,8 @@ void print_header(std::string_view first, std::size_t first_width,
 
 // The glyph that stands for a category in the stacked bars, indexed by MemCategory.
 constexpr std::array<std::string_view, kMemCategoryCount> kGlyphs = {"█", "▓", "▞", "▒", "▚", "▪",
-                                                                     "░", "◆", "◇", "·", "◦"};
+                                                                     "░", "◆", "◇", "·", "◦", "▫",
+                                                                     "▴", "▵"};
 
 // Sum over the shown categories.
 std::int64_t total_of(const CategoryBytes& bytes, std::span<const MemCategory> categories) {

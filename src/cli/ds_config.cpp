@@ -82,12 +82,19 @@ Readers fp16_readers(const Checker& check, DsConfig& ds, std::optional<bool>& en
   };
 }
 
-// zero_optimization.offload_optimizer: {"device": "none"} or {"device": "cpu"} (ZeRO-Offload;
-// DeepSpeed's "nvme" needs a disk tier zerolab does not model).
+// zero_optimization.offload_optimizer: {"device": "none"}, {"device": "cpu"} (ZeRO-Offload) or
+// {"device": "nvme", "nvme_path": DIR} (ZeRO-Infinity: swap files in DIR).
 Readers offload_readers(const Checker& check, DsConfig& ds) {
-  return {{"device", [&](const json& v, const std::string& p) {
-             if (v != "none" && v != "cpu") check.bad(p, v, "use none or cpu");
+  return {{"device",
+           [&](const json& v, const std::string& p) {
+             if (v != "none" && v != "cpu" && v != "nvme") check.bad(p, v, "use none, cpu or nvme");
              ds.offload_optimizer_device = v.get<std::string>();
+           }},
+          {"nvme_path", [&](const json& v, const std::string& p) {
+             ds.offload_optimizer_nvme_path = v.is_string() ? v.get<std::string>() : "";
+             if (ds.offload_optimizer_nvme_path->empty()) {
+               check.bad(p, v, "use the path of a folder for the swap files");
+             }
            }}};
 }
 
@@ -299,6 +306,12 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
   };
   check.section(root, "", top);
 
+  if (ds.offload_optimizer_device == "nvme" && !ds.offload_optimizer_nvme_path) {
+    check.problem(fmt::format(
+        "{}: zero_optimization.offload_optimizer.device is nvme but it has no nvme_path: add the "
+        "folder for its swap files",
+        source));
+  }
   if (bf16_enabled.value_or(false) && fp16_enabled.value_or(false)) {
     check.problem(
         fmt::format("{}: bf16.enabled and fp16.enabled are both true: enable one of them", source));
@@ -348,8 +361,12 @@ void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& step
   if (ds.static_loss_scale) features.loss_scale.static_scale = *ds.static_loss_scale;
   if (ds.engine) config.engine = *ds.engine;
   if (ds.overlap_comm) features.overlap_comm = *ds.overlap_comm;
-  if (ds.offload_optimizer_device)
-    features.offload_optimizer = *ds.offload_optimizer_device == "cpu";
+  if (ds.offload_optimizer_device) {
+    features.offload_optimizer = *ds.offload_optimizer_device != "none";
+    if (*ds.offload_optimizer_device == "nvme") {
+      features.nvme_path = *ds.offload_optimizer_nvme_path;
+    }
+  }
   if (ds.offload_param_device) features.offload_param = *ds.offload_param_device == "cpu";
   if (ds.reduce_bucket_elems) features.reduce_bucket_elems = *ds.reduce_bucket_elems;
   if (ds.allgather_bucket_elems) features.allgather_bucket_elems = *ds.allgather_bucket_elems;

@@ -45,8 +45,11 @@ struct DsConfig {
   /// zero_optimization.contiguous_gradients: accepted, no effect (gradients are always one flat
   /// buffer per unit).
   std::optional<bool> contiguous_gradients;
-  /// zero_optimization.offload_optimizer.device: "none" or "cpu" (ZeRO-Offload).
+  /// zero_optimization.offload_optimizer.device: "none", "cpu" (ZeRO-Offload) or "nvme"
+  /// (ZeRO-Infinity).
   std::optional<std::string> offload_optimizer_device;
+  /// zero_optimization.offload_optimizer.nvme_path: the folder of the "nvme" tier's swap files.
+  std::optional<std::string> offload_optimizer_nvme_path;
   /// zero_optimization.offload_param.device (or cpu_offload_params): "none" or "cpu".
   std::optional<std::string> offload_param_device;
 

@@ -203,6 +203,11 @@ void add_feature_flags(CLI::App& cmd, TrainArgs& args) {
   cmd.add_flag("--offload-optimizer", features.offload_optimizer,
                "ZeRO-Offload: fp32 master and Adam state of the own shard in host memory, updated "
                "there (zero_optimization.offload_optimizer.device cpu)");
+  cmd.add_option("--nvme-path", features.nvme_path,
+                 "With --offload-optimizer: keep that state in swap files in this folder, each "
+                 "unit's part in host memory only for its update (ZeRO-Infinity; "
+                 "zero_optimization.offload_optimizer.device nvme and its nvme_path)")
+      ->type_name("DIR");
   cmd.add_flag("--offload-param", features.offload_param,
                "ZeRO-3: the own parameter shards in host memory, copied to the device for each "
                "gather (zero_optimization.offload_param.device cpu)")

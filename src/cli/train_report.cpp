@@ -20,6 +20,25 @@ std::int64_t total_calls(const TrafficLedger& traffic) {
   return calls;
 }
 
+// With the optimizer on the NVMe tier: each rank's swap file bytes, and the host peak of the
+// master and moments, which come into host memory one unit at a time.
+void print_disk(const TrainResult& result) {
+  const bool any = std::ranges::any_of(result.ranks, [](const RankReport& rank) {
+    return rank.memory.current_bytes(MemCategory::NvmeOptimizer) > 0;
+  });
+  if (!any) return;
+  fmt::print("\nswap files on disk (bytes)\n{:>4} {:>14} {:>17} {:>17} {:>20}\n", "rank",
+             "nvme_master_B", "nvme_optimizer_B", "host_master_pk_B", "host_optimizer_pk_B");
+  for (const auto& rank : result.ranks) {
+    const MemoryLedger& memory = rank.memory;
+    fmt::print("{:>4} {:>14} {:>17} {:>17} {:>20}\n", rank.rank,
+               memory.current_bytes(MemCategory::NvmeMaster),
+               memory.current_bytes(MemCategory::NvmeOptimizer),
+               memory.peak_bytes(MemCategory::HostMaster),
+               memory.peak_bytes(MemCategory::HostOptimizer));
+  }
+}
+
 // With ZeRO-Offload or parameter offload: what each rank holds in host memory and the bytes
 // copied between host and device over the steps.
 void print_host_memory(const TrainResult& result) {
@@ -41,6 +60,7 @@ void print_host_memory(const TrainResult& result) {
                memory.peak_bytes(MemCategory::HostGrads), rank.traffic.to_device_bytes(),
                rank.traffic.to_host_bytes());
   }
+  print_disk(result);
 }
 
 // The simulated totals of the run: each rank's, and the largest over the ranks.

@@ -21,6 +21,8 @@ std::string_view mem_category_name(MemCategory category) {
     case MemCategory::HostGrads: return "host_grads";
     case MemCategory::HostActivations: return "host_activations";
     case MemCategory::HostParams: return "host_params";
+    case MemCategory::NvmeMaster: return "nvme_master";
+    case MemCategory::NvmeOptimizer: return "nvme_optimizer";
   }
   fail("unknown memory category {}", static_cast<int>(category));
 }
@@ -48,6 +50,7 @@ void MemoryLedger::book(MemCategory category, std::int64_t bytes, ActivationKind
     if (current > peak_[index(category)]) activations_at_peak_ = activations_;
   }
   peak_[index(category)] = std::max(peak_[index(category)], current);
+  if (is_disk(category)) return;
   total_current_ += bytes;
   total_peak_ = std::max(total_peak_, total_current_);
   if (is_host(category)) {
@@ -70,6 +73,7 @@ void MemoryLedger::release(MemCategory category, std::int64_t bytes, ActivationK
     of_kind -= bytes;
   }
   current -= bytes;
+  if (is_disk(category)) return;
   total_current_ -= bytes;
   if (!is_host(category)) device_current_ -= bytes;
 }

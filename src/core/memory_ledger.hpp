@@ -22,10 +22,12 @@ enum class MemCategory : std::uint8_t {
   HostGrads,        ///< fp32 gradient shard copied to host for the update (ZeRO-Offload)
   HostActivations,  ///< activation checkpoints kept in host memory (--cpu-checkpointing)
   HostParams,       ///< ZeRO-3 parameter shards in host memory (offload_param)
+  NvmeMaster,       ///< fp32 master copy in a swap file on disk (ZeRO-Infinity)
+  NvmeOptimizer,    ///< Adam moments in a swap file on disk (ZeRO-Infinity)
 };
 
 /// Number of MemCategory values.
-inline constexpr int kMemCategoryCount = 12;
+inline constexpr int kMemCategoryCount = 14;
 
 /// What an Activations buffer holds, for the ledger's breakdown of activation bytes.
 enum class ActivationKind : std::uint8_t {
@@ -55,10 +57,17 @@ inline bool is_host(MemCategory category) {
          category == MemCategory::HostParams;
 }
 
+/// True for the categories that live in files on disk (ZeRO-Infinity's NVMe tier): neither device
+/// nor host memory, so no total counts them.
+inline bool is_disk(MemCategory category) {
+  return category == MemCategory::NvmeMaster || category == MemCategory::NvmeOptimizer;
+}
+
 /// Lower-case name of a category as it appears in summaries ("params", "grads", ...).
 std::string_view mem_category_name(MemCategory category);
 
-/// Current and peak bytes per category for one rank. Not thread-safe: one ledger per rank.
+/// Current and peak bytes per category for one rank. Not thread-safe: one ledger per rank. Disk
+/// categories (is_disk) have their own current and peak bytes and count in no total.
 class MemoryLedger {
  public:
   /// Records `bytes` more in use under `category` (of kind `kind` when it is Activations).
@@ -86,7 +95,7 @@ class MemoryLedger {
   std::int64_t activation_bytes_at_peak(ActivationKind kind) const {
     return activations_at_peak_[static_cast<int>(kind)];
   }
-  /// Bytes in use now over all categories.
+  /// Bytes in use now over all memory categories (device and host; disk is not memory).
   std::int64_t total_current_bytes() const { return total_current_; }
   /// Highest total bytes in use at any moment.
   std::int64_t total_peak_bytes() const { return total_peak_; }

@@ -82,20 +82,24 @@ class DdpEngine final : public Engine {
 
   ShardState shard_state() override {
     const int rank = comm_.rank(), world = comm_.size();
-    ShardState state = owned_shard_state(opt_, whole(params_), device_);
-    state.params = own_slices(fp32_params(opt_, whole(params_)));
-    state.exp_avg = copy_shards(device_, own_shards(opt_.adam.exp_avg, layout_, rank, world));
-    state.exp_avg_sq =
-        copy_shards(device_, own_shards(opt_.adam.exp_avg_sq, layout_, rank, world));
-    return state;
+    return with_state_resident(opt_, device_, [&] {
+      ShardState state = owned_shard_state(opt_, whole(params_), device_);
+      state.params = own_slices(fp32_params(opt_, whole(params_)));
+      state.exp_avg = copy_shards(device_, own_shards(opt_.adam.exp_avg, layout_, rank, world));
+      state.exp_avg_sq =
+          copy_shards(device_, own_shards(opt_.adam.exp_avg_sq, layout_, rank, world));
+      return state;
+    });
   }
 
   void load_shard_state(const ShardState& state) override {
-    load_full_from_shards(comm_, device_, opt_.master.empty() ? params_ : opt_.master, layout_,
-                          state.params);
-    params_from_master(opt_, whole(params_), device_);
-    load_full_from_shards(comm_, device_, opt_.adam.exp_avg, layout_, state.exp_avg);
-    load_full_from_shards(comm_, device_, opt_.adam.exp_avg_sq, layout_, state.exp_avg_sq);
+    with_state_resident(opt_, device_, [&] {
+      load_full_from_shards(comm_, device_, opt_.master.empty() ? params_ : opt_.master, layout_,
+                            state.params);
+      params_from_master(opt_, whole(params_), device_);
+      load_full_from_shards(comm_, device_, opt_.adam.exp_avg, layout_, state.exp_avg);
+      load_full_from_shards(comm_, device_, opt_.adam.exp_avg_sq, layout_, state.exp_avg_sq);
+    });
     opt_.adam.updates = state.adam_updates;
     if (state.scaler && opt_.scaler.skips_overflows()) opt_.scaler.load(*state.scaler);
   }

@@ -18,6 +18,10 @@ void validate(const TrainingFeatures& features) {
                features.precision == DType::F16,
            "precision {} is invalid: train in fp32, bf16 or fp16", dtype_name(features.precision));
   if (features.precision == DType::F16) validate(features.loss_scale);
+  ZL_CHECK(features.nvme_path.empty() || features.offload_optimizer,
+           "offload_optimizer.nvme_path {} is set but the optimizer is not offloaded: set "
+           "offload_optimizer.device to nvme (--offload-optimizer with --nvme-path)",
+           features.nvme_path);
   ZL_CHECK(features.grad_accum_steps >= 1,
            "gradient_accumulation_steps {} is invalid: use 1 or more micro-batches per step",
            features.grad_accum_steps);

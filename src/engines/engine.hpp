@@ -82,6 +82,11 @@ struct TrainingFeatures {
   /// Keep the fp32 master and Adam state of the own shard in host memory and run the update
   /// there (zero_optimization.offload_optimizer.device = "cpu"). Never changes results.
   bool offload_optimizer = false;
+  /// With offload_optimizer: keep that state in a swap file in this folder instead, bringing each
+  /// unit's part into host memory only for its update (ZeRO-Infinity's NVMe tier;
+  /// offload_optimizer.device = "nvme" with its nvme_path). Empty: host memory. Never changes
+  /// results.
+  std::string nvme_path;
   /// ZeRO-3: keep the own parameter shards in host memory; each gather copies the unit's shard to
   /// the device first (zero_optimization.offload_param.device = "cpu"). Units below the
   /// persistence threshold stay on the device; the other engines hold no parameter shards and

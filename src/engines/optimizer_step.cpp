@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engines/nvme_swap.hpp"
 #include "optim/adamw.hpp"
 
 namespace zl {
@@ -54,6 +55,24 @@ void count_param_copies(OptimizerState& state, std::size_t unit, std::int64_t by
 OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& layout,
                                const TrainingFeatures& features, bool shard) {
   const bool offload = features.offload_optimizer;
+  if (offload && !features.nvme_path.empty()) {
+    // ZeRO-Infinity: every unit starts on disk, as zeros; swap_in allocates its buffers.
+    std::vector<std::int64_t> unit_elems;
+    for (const auto& unit : layout)
+      unit_elems.push_back(shard ? unit.shard_elems : unit.padded_elems);
+    // Made before the state: a folder that cannot hold the file throws here, with nothing to undo.
+    auto nvme =
+        std::make_shared<NvmeSwap>(device.ledger(), features.nvme_path, unit_elems, /*master=*/true);
+    OptimizerState state{.master = UnitBuffers(layout.size()),
+                         .adam = {UnitBuffers(layout.size()), UnitBuffers(layout.size())},
+                         .scaler = {},
+                         .offload = true,
+                         .params_on_host = {},
+                         .comm = nullptr,
+                         .nvme = std::move(nvme)};
+    if (features.precision == DType::F16) state.scaler = LossScaler(features.loss_scale);
+    return state;
+  }
   OptimizerState state{
       .master = {},
       .adam = alloc_adam(device, layout, shard,
@@ -61,13 +80,36 @@ OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& la
       .scaler = {},
       .offload = offload,
       .params_on_host = {},
-      .comm = nullptr};
+      .comm = nullptr,
+      .nvme = nullptr};
   if (features.precision != DType::F32 || offload) {
     state.master =
         alloc_units(device, layout, offload ? MemCategory::HostMaster : MemCategory::Master, shard);
   }
   if (features.precision == DType::F16) state.scaler = LossScaler(features.loss_scale);
   return state;
+}
+
+void swap_in(OptimizerState& state, Device& device, std::size_t unit) {
+  if (!state.nvme || state.nvme->holders(unit)++ > 0) return;
+  const std::int64_t elems = state.nvme->unit_elems(unit);
+  state.master[unit] = device.alloc(MemCategory::HostMaster, DType::F32, {elems});
+  state.adam.exp_avg[unit] = device.alloc(MemCategory::HostOptimizer, DType::F32, {elems});
+  state.adam.exp_avg_sq[unit] = device.alloc(MemCategory::HostOptimizer, DType::F32, {elems});
+  state.nvme->read(unit, state.master[unit].as<float>(), state.adam.exp_avg[unit].as<float>(),
+                   state.adam.exp_avg_sq[unit].as<float>());
+}
+
+void swap_out(OptimizerState& state, std::size_t unit) {
+  if (!state.nvme) return;
+  int& holders = state.nvme->holders(unit);
+  ZL_CHECK(holders > 0, "swap_out of unit {}, which no one holds", unit);
+  if (--holders > 0) return;
+  state.nvme->write(unit, state.master[unit].as<float>(), state.adam.exp_avg[unit].as<float>(),
+                    state.adam.exp_avg_sq[unit].as<float>());
+  state.master[unit] = Buffer();
+  state.adam.exp_avg[unit] = Buffer();
+  state.adam.exp_avg_sq[unit] = Buffer();
 }
 
 UnitBuffers alloc_params(Device& device, const std::vector<UnitLayout>& layout, DType precision,
@@ -105,7 +147,9 @@ void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& own
                         Device& device) {
   if (!mixed(state)) return;
   for (std::size_t u = 0; u < owned_params.size(); ++u) {
+    swap_in(state, device, u);
     round_into(device, state.master[u].as<float>(), owned_params[u]);
+    swap_out(state, u);
   }
 }
 
@@ -113,7 +157,9 @@ void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& own
                         Device& device) {
   if (!mixed(state)) return;
   for (std::size_t u = 0; u < owned_params.size(); ++u) {
+    swap_in(state, device, u);
     widen(device, owned_params[u], state.master[u].as<float>());
+    swap_out(state, u);
   }
 }
 
@@ -175,35 +221,38 @@ void adamw_step(const std::vector<TypedSpan>& params, const std::vector<TypedSpa
            "state",
            params.size(), grads.size(), state.adam.exp_avg.size());
   for (std::size_t u = 0; u < params.size(); ++u) {
-    const std::int64_t state_elems = state.adam.exp_avg[u].elems();
+    const std::int64_t state_elems =
+        state.nvme ? state.nvme->unit_elems(u) : state.adam.exp_avg[u].elems();
     ZL_CHECK(params[u].elems == state_elems && grads[u].elems == state_elems,
              "unit {}: the update got {} parameters and {} gradient elements for {} elements of "
              "optimizer state: pass the elements this rank updates (its own shard under ZeRO), "
              "the same for all three",
              u, params[u].elems, grads[u].elems, state_elems);
   }
-  // Unit by unit, with one unit's unscaled fp32 gradient at a time; a clip factor of exactly 1
-  // changes nothing, so it is skipped.
+  // Unit by unit, with one unit's unscaled fp32 gradient (and, from the NVMe tier, one unit's
+  // master and moments) at a time; a clip factor of exactly 1 changes nothing, so it is skipped.
   const AdamWConfig now = scheduled_adamw(options.adamw, options.lr_schedule, state.adam.updates);
   const AdamWScalars scalars = adamw_scalars(now, ++state.adam.updates);
-  const UnitSpans targets = fp32_params(state, params);
   for (std::size_t u = 0; u < grads.size(); ++u) {
+    swap_in(state, device, u);
     Buffer scratch;
     const std::span<float> g = unscaled(grads[u], state.scaler.scale(), state, device, scratch);
     if (clip != 1.0f) device.scale(g, clip);
     const std::span<float> m = state.adam.exp_avg[u].as<float>();
     const std::span<float> v = state.adam.exp_avg_sq[u].as<float>();
     if (!mixed(state)) {
-      device.adamw_update(targets[u], g, m, v, scalars);
+      device.adamw_update(params[u].f32(), g, m, v, scalars);
       count_param_copies(state, u, params[u].bytes(), /*read_on_device=*/true);
-      continue;
+    } else {
+      // The 16-bit parameters are the new master rounded, in the update's pass where the device
+      // fuses them (round_into's bits).
+      const std::span<float> master = state.master[u].as<float>();
+      ZL_CHECK(params[u].elems == static_cast<std::int64_t>(master.size()),
+               "unit {}: {} parameters for a master of {}", u, params[u].elems, master.size());
+      device.adamw_update_rounded(master, g, m, v, scalars, params[u].data, params[u].dtype);
+      count_param_copies(state, u, params[u].bytes(), /*read_on_device=*/false);
     }
-    // The 16-bit parameters are the new master rounded, in the update's pass where the device
-    // fuses them (round_into's bits).
-    ZL_CHECK(params[u].elems == static_cast<std::int64_t>(targets[u].size()),
-             "unit {}: {} parameters for a master of {}", u, params[u].elems, targets[u].size());
-    device.adamw_update_rounded(targets[u], g, m, v, scalars, params[u].data, params[u].dtype);
-    count_param_copies(state, u, params[u].bytes(), /*read_on_device=*/false);
+    swap_out(state, u);
   }
   state.scaler.update(/*overflow=*/false);
 }

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <memory>
 #include <vector>
 
 #include "comm/comm.hpp"
@@ -24,6 +26,8 @@ namespace zl {
 /// and the moments are host memory (HostMaster, HostOptimizer) and the update runs there: each
 /// unit's gradient goes to the host (HostGrads, noted as a device-to-host copy through `comm`)
 /// and its updated parameters come back (a host-to-device copy).
+class NvmeSwap;
+
 struct OptimizerState {
   UnitBuffers master;    ///< fp32 copy of the owned parameters (16-bit or offload); else empty
   AdamState adam;        ///< Adam's moments and update count
@@ -35,7 +39,41 @@ struct OptimizerState {
   /// Where offload's copies are noted (Comm::host_copy: the traffic ledger, and the timeline of
   /// backends that keep one); may be null.
   Comm* comm = nullptr;
+  /// ZeRO-Infinity (features.nvme_path): the master and moments live in this swap file and their
+  /// buffers above are empty but while swap_in holds them. Null: they are always in memory.
+  std::shared_ptr<NvmeSwap> nvme;
 };
+
+/// Brings unit `unit`'s master and moments from the NVMe tier into host memory (HostMaster,
+/// HostOptimizer) for one more holder; nothing to do without the tier or when they are in.
+void swap_in(OptimizerState& state, Device& device, std::size_t unit);
+
+/// Lets go of unit `unit` for one holder; the last one writes it back to the tier and frees it.
+void swap_out(OptimizerState& state, std::size_t unit);
+
+/// Runs fn() with every unit's master and moments in memory (from the NVMe tier, if any), then
+/// writes them back; returns what fn returns.
+template <class Fn>
+auto with_state_resident(OptimizerState& state, Device& device, Fn&& fn) {
+  for (std::size_t u = 0; u < state.adam.exp_avg.size(); ++u) swap_in(state, device, u);
+  struct Release {
+    OptimizerState& state;
+    int unwinding = std::uncaught_exceptions();
+    ~Release() noexcept(false) {
+      for (std::size_t u = 0; u < state.adam.exp_avg.size(); ++u) {
+        if (std::uncaught_exceptions() == unwinding) {
+          swap_out(state, u);
+          continue;
+        }
+        try {  // fn failed: keep its error, write back what can be
+          swap_out(state, u);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): the first error is the one to report
+        }
+      }
+    }
+  } release{state};
+  return fn();
+}
 
 /// Zeroed state for whole units or (`shard`) the own shards, booked as Master and Optimizer (or
 /// HostMaster and HostOptimizer with features.offload_optimizer, which always keeps a master).

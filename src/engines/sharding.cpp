@@ -281,18 +281,22 @@ void load_full_from_shards(Comm& comm, Device& device, UnitBuffers& full,
 
 ShardState owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
                              Device& device) {
-  return {copy_shards(device, fp32_params(state, owned_params)),
-          copy_shards(device, spans_of(state.adam.exp_avg)),
-          copy_shards(device, spans_of(state.adam.exp_avg_sq)), state.adam.updates,
-          state.scaler.state()};
+  return with_state_resident(state, device, [&] {
+    return ShardState{copy_shards(device, fp32_params(state, owned_params)),
+                      copy_shards(device, spans_of(state.adam.exp_avg)),
+                      copy_shards(device, spans_of(state.adam.exp_avg_sq)), state.adam.updates,
+                      state.scaler.state()};
+  });
 }
 
 void load_owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
                             const ShardState& shards, Device& device) {
-  assign_shards(device, fp32_params(state, owned_params), shards.params);
-  params_from_master(state, owned_params, device);
-  assign_shards(device, spans_of(state.adam.exp_avg), shards.exp_avg);
-  assign_shards(device, spans_of(state.adam.exp_avg_sq), shards.exp_avg_sq);
+  with_state_resident(state, device, [&] {
+    assign_shards(device, fp32_params(state, owned_params), shards.params);
+    params_from_master(state, owned_params, device);
+    assign_shards(device, spans_of(state.adam.exp_avg), shards.exp_avg);
+    assign_shards(device, spans_of(state.adam.exp_avg_sq), shards.exp_avg_sq);
+  });
   state.adam.updates = shards.adam_updates;
   if (shards.scaler && state.scaler.skips_overflows()) state.scaler.load(*shards.scaler);
 }
@@ -306,15 +310,19 @@ ModelState whole_model_state(Device& device, const std::vector<UnitLayout>& layo
     }
     return copy_shards(device, first);
   };
-  return {real(fp32_params(state, params)), real(spans_of(state.adam.exp_avg)),
-          real(spans_of(state.adam.exp_avg_sq))};
+  return with_state_resident(state, device, [&] {
+    return ModelState{real(fp32_params(state, params)), real(spans_of(state.adam.exp_avg)),
+                      real(spans_of(state.adam.exp_avg_sq))};
+  });
 }
 
 ModelState gather_model_state(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
                               OptimizerState& state, const std::vector<TypedSpan>& owned_params) {
-  return {gather_unpadded(comm, device, layout, fp32_params(state, owned_params)),
-          gather_unpadded(comm, device, layout, spans_of(state.adam.exp_avg)),
-          gather_unpadded(comm, device, layout, spans_of(state.adam.exp_avg_sq))};
+  return with_state_resident(state, device, [&] {
+    return ModelState{gather_unpadded(comm, device, layout, fp32_params(state, owned_params)),
+                      gather_unpadded(comm, device, layout, spans_of(state.adam.exp_avg)),
+                      gather_unpadded(comm, device, layout, spans_of(state.adam.exp_avg_sq))};
+  });
 }
 
 }  // namespace zl

@@ -1,6 +1,7 @@
 // validate.cpp — TrainConfig's checks: every bad setting, or one that needs another backend or
 // engine, is refused with a one-line message naming it and what to use instead.
 #include <cmath>
+#include <filesystem>
 
 #include "run/launch.hpp"
 #include "run/memory_check.hpp"
@@ -134,6 +135,12 @@ void validate(const TrainConfig& config) {
              "--accelerator cpu has for now: drop one of them");
   }
 
+  if (!config.features.nvme_path.empty()) {  // validate(features): with offload_optimizer
+    std::error_code ec;
+    ZL_CHECK(std::filesystem::is_directory(config.features.nvme_path, ec),
+             "--nvme-path {} is not a folder: create it, or pass the folder for the swap files",
+             config.features.nvme_path);
+  }
   validate_faults(config.faults, config.world, "--inject-fault");
   ZL_CHECK(config.link.busbw_gbps > 0.0 && config.link.alpha_us >= 0.0,
            "link {} is invalid: give a bus bandwidth > 0 GB/s and a latency >= 0 us",

@@ -275,6 +275,10 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --model gpt --preset 350M --world 64", "or pass --no-memory-check"},
       {"train --config /dev/zero", "/dev/zero: the config file is larger than 1 MiB"},
       {"train --offload-param --stage 2", "--offload-param offloads ZeRO-3's parameter shards"},
+      {"train --nvme-path /tmp", "nvme_path /tmp is set but the optimizer is not offloaded"},
+      {"train --offload-optimizer --nvme-path /nonexistent/zl", "--nvme-path /nonexistent/zl is "
+                                                               "not a folder: create it"},
+      {"train --offload-optimizer --nvme-path /proc", "cannot create the swap file /proc/zerolab-"},
       {"train --stage 3 --accelerator cpu-detached --offload-param", "--offload-param keeps"},
       {"", "subcommand"},
   };

@@ -381,7 +381,13 @@ TEST(DsConfig, WrongTypesAndValuesFailInOneLineNamingTheKey) {
       {R"({"zero_optimization": {"overlap_comm": 1}})",
        "ds.json: zero_optimization.overlap_comm is 1: use true or false"},
       {R"({"zero_optimization": {"offload_optimizer": {"device": "nvme"}}})",
-       R"(ds.json: zero_optimization.offload_optimizer.device is "nvme": use none or cpu)"},
+       "ds.json: zero_optimization.offload_optimizer.device is nvme but it has no nvme_path: add "
+       "the folder for its swap files"},
+      {R"({"zero_optimization": {"offload_optimizer": {"device": "disk"}}})",
+       R"(ds.json: zero_optimization.offload_optimizer.device is "disk": use none, cpu or nvme)"},
+      {R"({"zero_optimization": {"offload_optimizer": {"device": "nvme", "nvme_path": 1}}})",
+       "ds.json: zero_optimization.offload_optimizer.nvme_path is 1: use the path of a folder for "
+       "the swap files"},
       {R"({"optimizer": {"type": "SGD"}})",
        R"(ds.json: optimizer.type is "SGD": use AdamW, or Adam with adam_w_mode true)"},
       {R"({"optimizer": {"params": {"lr": 0.1}}})",

@@ -1,10 +1,13 @@
 // train_features_cli_test.cpp — `zerolab train` end to end with the GPT and the training
 // features: the tiny GPT learns with the defaults, --save-data writes the token windows it used,
-// and a DeepSpeed config with ZeRO-3, fp16, accumulation, clipping, buckets, prefetch and
-// persistence writes the same final parameters as the reference given the same settings as flags.
+// a DeepSpeed config with ZeRO-3, fp16, accumulation, clipping, buckets, prefetch and
+// persistence writes the same final parameters as the reference given the same settings as flags,
+// and one with the optimizer on the NVMe tier the same as with it in host memory.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "ckpt/safetensors.hpp"
@@ -40,6 +43,33 @@ TEST_F(TrainFeaturesCli, TinyGptLearnsWithTheDefaults) {
   const auto [first, last] = first_and_last_loss(run.out);
   EXPECT_GT(first, 4.0);  // ln(64) = 4.16: the untrained model guesses uniformly
   EXPECT_LT(last, 0.5 * first);
+}
+
+// ZeRO-Infinity from a DeepSpeed config: the optimizer on disk trains the bits of the optimizer
+// in host memory, the summary books the swap file's bytes, and the folder is left as it was.
+TEST_F(TrainFeaturesCli, NvmeOffloadTrainsTheSameBitsAndLeavesTheFolderEmpty) {
+  const fs::path nvme = dir_ / "nvme";
+  fs::create_directories(nvme);
+  const std::string args =
+      "train --stage 2 --world 2 --layers 3 --width 12 --in 5 --classes 4 --steps 3 --quiet ";
+  const auto host = zerolab(args + "--offload-optimizer --save-final " + (dir_ / "host.st").string());
+  ASSERT_EQ(host.exit_code, 0) << host.err;
+  std::ofstream(dir_ / "ds.json") << fmt::format(
+      R"({{"zero_optimization": {{"stage": 2, "offload_optimizer": {{"device": "nvme", )"
+      R"("nvme_path": "{}"}}}}}})",
+      nvme.string());
+  const auto disk = zerolab(args + "--config " + (dir_ / "ds.json").string() + " --save-final " +
+                            (dir_ / "disk.st").string() + " --summary " +
+                            (dir_ / "summary.json").string());
+  ASSERT_EQ(disk.exit_code, 0) << disk.err;
+  EXPECT_EQ(test::file_bytes(dir_ / "disk.st"), test::file_bytes(dir_ / "host.st"));
+  const auto summary = nlohmann::json::parse(std::ifstream(dir_ / "summary.json"));
+  for (const auto& rank : summary["ranks"]) {
+    EXPECT_GT(rank["bytes"]["current"]["nvme_optimizer"].get<std::int64_t>(), 0) << rank.dump();
+    EXPECT_EQ(rank["bytes"]["current"]["nvme_optimizer"].get<std::int64_t>(),
+              2 * rank["bytes"]["current"]["nvme_master"].get<std::int64_t>());
+  }
+  EXPECT_TRUE(fs::is_empty(nvme));
 }
 
 TEST_F(TrainFeaturesCli, GptSaveDataWritesTheWindowsUsed) {

@@ -9,9 +9,9 @@
 
 #include <filesystem>
 
+#include "run/compare.hpp"
 #include "model/gpt.hpp"
 #include "model/gpt_config.hpp"
-#include "run/compare.hpp"
 #include "support/arbitrary.hpp"
 #include "support/small_config.hpp"
 
@@ -72,6 +72,7 @@ RC_GTEST_PROP(Accelerator, prop_every_stage_on_detached_memory_is_bitwise_the_cp
               (TrainConfig config)) {
   config.features = *rc::gen_features();
   config.features.offload_optimizer = false;  // the optimizer in host memory: the CPU's only
+  config.features.nvme_path.clear();
   config.features.offload_param = false;
   config.engine =
       *rc::gen::element(EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3);
@@ -82,6 +83,7 @@ RC_GTEST_PROP(Accelerator, prop_every_stage_on_detached_memory_is_bitwise_the_cp
 RC_GTEST_PROP(Accelerator, prop_gpt_on_detached_memory_is_bitwise_the_cpu, ()) {
   TrainConfig config = *rc::gen_gpt_config();
   config.features.offload_optimizer = false;
+  config.features.nvme_path.clear();
   config.features.offload_param = false;
   config.activations.cpu_checkpoints = false;  // host memory, which only the CPU accelerator has
   config.engine =
@@ -172,7 +174,8 @@ TEST(Accelerator, CheckpointsMoveBetweenDetachedMemoryAndTheCpu) {
   other_stage.engine = EngineKind::Zero1;
   const TrainResult straight = run_on(other_stage, Accelerator::Cpu);
   const TrainResult resumed = run_on(other_stage, Accelerator::Cpu, resume);
-  EXPECT_FALSE(first_difference("params", resumed.final_state.params, straight.final_state.params));
+  EXPECT_FALSE(first_difference("params", resumed.final_state.params,
+                                straight.final_state.params));
 
   TrainConfig other_world = other_stage;
   other_world.world = 2;

@@ -30,12 +30,17 @@ TrainResult run(TrainConfig config, EngineKind engine) {
   return train(config);
 }
 
-// Every stage against the reference trained without activation checkpointing and on one CPU
-// thread per rank: a policy changes no bit, and neither do the engine and the thread count.
+// Every stage against the reference trained without activation checkpointing, without offload
+// and on one CPU thread per rank: a policy changes no bit, and neither do where the optimizer
+// and the parameters live, the engine and the thread count.
 void check_every_stage(const TrainConfig& config) {
   TrainConfig unchecked = config;
   unchecked.activations = {};
   unchecked.threads = 1;
+  // Offload, to host memory or to the NVMe tier, changes where the state lives, never a bit.
+  unchecked.features.offload_optimizer = false;
+  unchecked.features.nvme_path.clear();
+  unchecked.features.offload_param = false;
   const auto reference = run(unchecked, EngineKind::Reference);
   for (const EngineKind stage : kStages) {
     if (const auto diff = first_difference(run(config, stage), reference)) {
@@ -109,6 +114,10 @@ RC_GTEST_PROP(Features, prop_gpt_every_stage_is_bitwise_the_reference, ()) {
   TrainConfig unchecked = config;
   unchecked.activations = {};
   unchecked.threads = 1;
+  // Offload, to host memory or to the NVMe tier, changes where the state lives, never a bit.
+  unchecked.features.offload_optimizer = false;
+  unchecked.features.nvme_path.clear();
+  unchecked.features.offload_param = false;
   const TrainResult reference = run(config, EngineKind::Reference);
   if (const auto diff = first_difference(reference, run(unchecked, EngineKind::Reference))) {
     RC_FAIL(fmt::format("reference with checkpointing: {}", *diff));

@@ -20,7 +20,8 @@ std::string refusal(const TrainConfig& config, std::int64_t planned, std::int64_
 }
 
 TEST(MemoryCheck, ARunThatFitsExactlyIsLetThrough) {
-  EXPECT_EQ(refusal(TrainConfig{}, 1 << 30, 1 << 30, "host memory"), "");
+  const TrainConfig config;
+  EXPECT_EQ(refusal(config, 1 << 30, 1 << 30, "host memory"), "");
 }
 
 TEST(MemoryCheck, TheRefusalNamesTheMemoryBothFiguresAndTheWayOut) {

@@ -1,7 +1,13 @@
 // offload_memory_test.cpp — what offload_param does to the device and host peaks of the memory
 // ledger: at ZeRO-3 the device peak drops by exactly the parameter shard bytes the host peak
-// gains, and the results stay bitwise the same.
+// gains, and the results stay bitwise the same; and what the NVMe tier keeps on disk.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
 
 #include "run/compare.hpp"
 #include "support/small_config.hpp"
@@ -40,6 +46,49 @@ TEST(OffloadMemory, OffloadParamMovesTheShardBytesFromTheDevicePeakToTheHostPeak
           << "W=" << world << " rank " << r;
     }
   }
+}
+
+// ZeRO-Infinity's NVMe tier: the same bits as the optimizer in host memory; between steps the
+// master and moments are only on disk (nvme_master 4 and nvme_optimizer 8 bytes per owned
+// element), and during a step only one unit of them is in host memory at a time.
+TEST(OffloadMemory, NvmeKeepsTheOptimizerOnDiskAndOneUnitInHostMemory) {
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / ("zl_nvme_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(folder);
+  for (const EngineKind engine :
+       {EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3}) {
+    for (const DType precision : {DType::F32, DType::BF16}) {
+      TrainConfig config = small_config();
+      config.engine = engine;
+      config.world = 3;
+      config.features.precision = precision;
+      config.features.offload_optimizer = true;
+      const TrainResult in_host_memory = train(config);
+      config.features.nvme_path = folder.string();
+      const TrainResult on_disk = train(config);
+      const std::string what = fmt::format("{} {}", engine_name(engine), dtype_name(precision));
+      EXPECT_FALSE(first_difference(on_disk, in_host_memory)) << what;
+      std::int64_t owned_elems = 0, largest_elems = 0;
+      for (const auto& unit : on_disk.layout) {
+        const std::int64_t elems = engine == EngineKind::Ddp ? unit.padded_elems : unit.shard_elems;
+        owned_elems += elems;
+        largest_elems = std::max(largest_elems, elems);
+      }
+      const MemoryLedger& after_steps = on_disk.steps.back().memory;  // rank 0, before the end
+      EXPECT_EQ(after_steps.current_bytes(MemCategory::NvmeMaster), 4 * owned_elems) << what;
+      EXPECT_EQ(after_steps.current_bytes(MemCategory::NvmeOptimizer), 8 * owned_elems) << what;
+      EXPECT_EQ(after_steps.current_bytes(MemCategory::HostMaster), 0) << what;
+      EXPECT_EQ(after_steps.current_bytes(MemCategory::HostOptimizer), 0) << what;
+      EXPECT_EQ(after_steps.peak_bytes(MemCategory::HostMaster), 4 * largest_elems) << what;
+      EXPECT_EQ(after_steps.peak_bytes(MemCategory::HostOptimizer), 8 * largest_elems) << what;
+      // disk is neither device nor host memory
+      EXPECT_EQ(after_steps.total_current_bytes(),
+                after_steps.device_current_bytes() + after_steps.host_current_bytes())
+          << what;
+      EXPECT_TRUE(std::filesystem::is_empty(folder)) << what << ": the swap files stay";
+    }
+  }
+  std::filesystem::remove_all(folder);
 }
 
 }  // namespace

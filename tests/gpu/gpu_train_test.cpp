@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu/gpu_test_support.hpp"
 #include "run/train.hpp"
+#include "gpu/gpu_test_support.hpp"
 
 namespace zl {
 namespace {

@@ -31,6 +31,10 @@ TEST(MpiReports, RankTotalsComeBackAsTheyWere) {
   memory.book(MemCategory::Gathered, 50);
   memory.release(MemCategory::Gathered, 20);
   memory.book(MemCategory::HostMaster, 100);
+  // Swap files on disk are in no total: the totals below stay those of memory.
+  memory.book(MemCategory::NvmeOptimizer, 5000);
+  memory.book(MemCategory::NvmeMaster, 2500);
+  memory.release(MemCategory::NvmeMaster, 500);
   TrafficLedger& traffic = totals.report.traffic;
   traffic.record(CollectiveKind::AllReduce, {100, 90});
   traffic.record(CollectiveKind::AllReduce, {7, 8});

@@ -4,8 +4,11 @@
 #pragma once
 
 #include <rapidcheck.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <ostream>
+#include <string>
 
 #include "run/train.hpp"
 
@@ -46,9 +49,26 @@ struct Arbitrary<zl::TrainConfig> {
   }
 };
 
+/// The folder the properties' NVMe tier swaps into: made once per process, removed at its exit
+/// (each run removes its own swap files).
+inline const std::string& nvme_test_folder() {
+  struct Folder {
+    std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                 ("zl_nvme_prop_" + std::to_string(::getpid()));
+    std::string name = (std::filesystem::create_directories(path), path.string());
+    ~Folder() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Folder folder;
+  return folder.name;
+}
+
 /// Training features: any precision, 1..3 accumulated micro-batches, clipping off or at norms
 /// that bind, ZeRO-3 prefetch and persistence on or off, buckets from one call per unit down to
-/// a few elements per rank, overlap_comm, ZeRO-Offload and ZeRO-3's parameter offload on or off,
+/// a few elements per rank, overlap_comm, ZeRO-Offload (to host memory or ZeRO-Infinity's NVMe
+/// tier) and ZeRO-3's parameter offload on or off,
 /// and fp16 scales that overflow from the first step (2^40) with a short window and hysteresis,
 /// so skipped steps and scale changes occur;
 /// or a static fp16 scale (1024, or 2^40, which overflows and skips steps without ever moving).
@@ -56,8 +76,8 @@ inline Gen<zl::TrainingFeatures> gen_features() {
   return gen::apply(
       [](zl::DType precision, int accum, double clip, std::int64_t prefetch,
          std::int64_t persistence, int scale_power, int window, int hysteresis,
-         std::int64_t reduce_bucket, std::int64_t allgather_bucket, bool overlap, bool offload,
-         double static_scale, bool offload_param) {
+         std::int64_t reduce_bucket, std::int64_t allgather_bucket, bool overlap,
+         int offload_tier, double static_scale, bool offload_param) {
         zl::TrainingFeatures features;
         features.precision = precision;
         features.grad_accum_steps = accum;
@@ -67,7 +87,8 @@ inline Gen<zl::TrainingFeatures> gen_features() {
         features.reduce_bucket_elems = reduce_bucket;
         features.allgather_bucket_elems = allgather_bucket;
         features.overlap_comm = overlap;
-        features.offload_optimizer = offload;
+        features.offload_optimizer = offload_tier > 0;  // 1: host memory, 2: NVMe
+        if (offload_tier == 2) features.nvme_path = nvme_test_folder();
         features.offload_param = offload_param;
         features.loss_scale = {.initial_scale_power = scale_power,
                                .window = window,
@@ -82,7 +103,7 @@ inline Gen<zl::TrainingFeatures> gen_features() {
       gen::inRange(1, 4), gen::inRange(1, 3),
       gen::element<std::int64_t>(500'000'000, 256, 64),
       gen::element<std::int64_t>(500'000'000, 320, 48), gen::arbitrary<bool>(),
-      gen::arbitrary<bool>(), gen::element(0.0, 0.0, 1024.0, 1099511627776.0),
+      gen::element(0, 1, 2), gen::element(0.0, 0.0, 1024.0, 1099511627776.0),
       gen::arbitrary<bool>());
 }
 

@@ -124,43 +124,45 @@ void CpuDevice::do_cross_entropy_add_forward_backward(
                         logits, labels, dlogits, rows, classes, padded_classes, mean_rows);
 }
 
-double CpuDevice::do_cross_entropy_forward_backward(
-    std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
-    std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows) {
+double CpuDevice::do_cross_entropy_forward_backward(std::span<const float> logits,
+                                                    std::span<const std::int64_t> labels,
+                                                    std::span<float> dlogits, std::int64_t rows,
+                                                    std::int64_t classes,
+                                                    std::int64_t padded_classes,
+                                                    std::int64_t mean_rows) {
   for (std::int64_t r = 0; r < rows; ++r) {
     ZL_CHECK(labels[r] >= 0 && labels[r] < classes,
              "cross_entropy: row {} has label {}, outside [0, {})", r, labels[r], classes);
   }
   std::vector<double> row_losses(static_cast<std::size_t>(rows));
-  for_each_piece(pool(), rows, cpu::rows_per_piece(pool(), padded_classes),
-                 [&](std::int64_t begin, std::int64_t end) {
-                   std::vector<double> exps(static_cast<std::size_t>(classes));
-                   for (std::int64_t r = begin; r < end; ++r) {
-                     // logits row r is [padded_classes]: the classes, then padding the loss never
-                     // reads
-                     const float* row = logits.data() + r * padded_classes;
-                     float* drow = dlogits.data() + r * padded_classes;
-                     const std::int64_t label = labels[r];
-                     // Subtracting the row max keeps every exp in (0, 1], so the sum cannot
-                     // overflow.
-                     double max_logit = row[0];
-                     for (std::int64_t c = 1; c < classes; ++c)
-                       max_logit = std::max(max_logit, static_cast<double>(row[c]));
-                     double exp_sum = 0.0;
-                     for (std::int64_t c = 0; c < classes; ++c) {
-                       exps[c] = std::exp(row[c] - max_logit);
-                       exp_sum += exps[c];
-                     }
-                     row_losses[r] = std::log(exp_sum) - (row[label] - max_logit);
-                     for (std::int64_t c = 0; c < classes; ++c) {
-                       const double target = c == label ? 1.0 : 0.0;
-                       drow[c] = static_cast<float>((exps[c] / exp_sum - target) /
-                                                    static_cast<double>(mean_rows));
-                     }
-                     // The padded columns are not classes: no probability, so no gradient.
-                     std::fill(drow + classes, drow + padded_classes, 0.0f);
-                   }
-                 });
+  for_each_piece(
+      pool(), rows, cpu::rows_per_piece(pool(), padded_classes),
+      [&](std::int64_t begin, std::int64_t end) {
+        std::vector<double> exps(static_cast<std::size_t>(classes));
+        for (std::int64_t r = begin; r < end; ++r) {
+          // logits row r is [padded_classes]: the classes, then padding the loss never reads
+          const float* row = logits.data() + r * padded_classes;
+          float* drow = dlogits.data() + r * padded_classes;
+          const std::int64_t label = labels[r];
+          // Subtracting the row max keeps every exp in (0, 1], so the sum cannot overflow.
+          double max_logit = row[0];
+          for (std::int64_t c = 1; c < classes; ++c)
+            max_logit = std::max(max_logit, static_cast<double>(row[c]));
+          double exp_sum = 0.0;
+          for (std::int64_t c = 0; c < classes; ++c) {
+            exps[c] = std::exp(row[c] - max_logit);
+            exp_sum += exps[c];
+          }
+          row_losses[r] = std::log(exp_sum) - (row[label] - max_logit);
+          for (std::int64_t c = 0; c < classes; ++c) {
+            const double target = c == label ? 1.0 : 0.0;
+            drow[c] =
+                static_cast<float>((exps[c] / exp_sum - target) / static_cast<double>(mean_rows));
+          }
+          // The padded columns are not classes: no probability, so no gradient.
+          std::fill(drow + classes, drow + padded_classes, 0.0f);
+        }
+      });
   // The row losses summed in row order.
   double loss_sum = 0.0;
   for (const double loss : row_losses) loss_sum += loss;

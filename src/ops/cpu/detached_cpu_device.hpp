@@ -161,7 +161,8 @@ class DetachedCpuDevice final : public CpuDevice {
 
   // `device` as a span of the read-write view (empty spans stay empty, whatever their pointer).
   template <class T>
-  std::span<T> view(std::span<T> device, const char* where = __builtin_FUNCTION()) const {
+  std::span<T> view(std::span<T> device,
+                    const char* where = __builtin_FUNCTION()) const {
     if (device.empty()) return {};
     return {static_cast<T*>(translate(device.data(), device.size_bytes(), where)), device.size()};
   }

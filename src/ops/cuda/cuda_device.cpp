@@ -158,8 +158,8 @@ std::array<const std::uint16_t*, 3> CudaDevice::bf16_copies(
   const auto aligned = [](std::int64_t elems) { return (elems + 7) / 8 * 8; };  // 16 bytes
   std::int64_t total = 0;
   for (const Fp32Operand& operand : operands) total += aligned(operand.elems);
-  auto* next =
-      static_cast<std::uint16_t*>(scratch(static_cast<std::size_t>(total) * sizeof(std::uint16_t)));
+  auto* next = static_cast<std::uint16_t*>(
+      scratch(static_cast<std::size_t>(total) * sizeof(std::uint16_t)));
   std::array<const std::uint16_t*, 3> copies{};
   for (std::size_t i = 0; i < operands.size(); ++i) {
     convert(operands[i].data, DType::F32, next, DType::BF16, operands[i].elems);

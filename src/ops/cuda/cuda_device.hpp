@@ -350,8 +350,8 @@ class CudaDevice final : public Device {
   std::int64_t live_allocations_ = 0;              // buffers handed out by allocate, not yet freed
   std::multimap<std::size_t, CachedBlock> cache_;  // deallocated blocks by size, for allocate
   std::vector<cudaStream_t> side_streams_;         // add_side_stream
-  std::int64_t baseline_used_bytes_ = 0;   // driver's used bytes once this device was set up
-  bool bf16_gemms_ = false;                // set_bf16_gemms
+  std::int64_t baseline_used_bytes_ = 0;  // driver's used bytes once this device was set up
+  bool bf16_gemms_ = false;               // set_bf16_gemms
   std::function<void()> host_wait_guard_;  // set_host_wait_guard
 };
 

@@ -1,0 +1,120 @@
+// nvme_swap.cpp — the swap file's layout (units one after another, each master | m | v) and the
+// checksum that makes a changed file an error.
+#include "engines/nvme_swap.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <numeric>
+
+#include "core/error.hpp"
+
+namespace zl {
+
+namespace {
+
+// A 64-bit checksum of `bytes` (a multiply-xorshift over 8-byte words, then the tail).
+std::uint64_t checksum(std::span<const std::byte> bytes, std::uint64_t hash) {
+  constexpr std::uint64_t kMultiplier = 0x9E3779B97F4A7C15ull;
+  std::size_t i = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, bytes.data() + i, 8);
+    hash = (hash ^ word) * kMultiplier;
+    hash ^= hash >> 29;
+  }
+  for (; i < bytes.size(); ++i) hash = (hash ^ static_cast<std::uint8_t>(bytes[i])) * kMultiplier;
+  return hash;
+}
+
+std::uint64_t checksum_of(std::span<const float> master, std::span<const float> exp_avg,
+                          std::span<const float> exp_avg_sq) {
+  std::uint64_t hash = 0x6A09E667F3BCC909ull;
+  for (const auto part : {master, exp_avg, exp_avg_sq}) hash = checksum(std::as_bytes(part), hash);
+  return hash;
+}
+
+// "<folder>/zerolab-<pid>-<n>.swap", n counting the swap files this process made.
+std::filesystem::path swap_path(const std::filesystem::path& folder) {
+  static std::atomic<std::int64_t> made{0};
+  return folder /
+         ("zerolab-" + std::to_string(::getpid()) + "-" + std::to_string(made++) + ".swap");
+}
+
+std::int64_t file_bytes(const std::vector<std::int64_t>& unit_elems, bool master) {
+  const std::int64_t elems = std::accumulate(unit_elems.begin(), unit_elems.end(), std::int64_t{0});
+  return elems * static_cast<std::int64_t>(sizeof(float)) * (master ? 3 : 2);
+}
+
+}  // namespace
+
+NvmeSwap::NvmeSwap(MemoryLedger& ledger, const std::filesystem::path& folder,
+                   std::vector<std::int64_t> unit_elems, bool master)
+    : ledger_(ledger),
+      unit_elems_(std::move(unit_elems)),
+      master_(master),
+      file_(swap_path(folder), file_bytes(unit_elems_, master)),
+      checksums_(unit_elems_.size(), 0),
+      written_(unit_elems_.size(), false),
+      holders_(unit_elems_.size(), 0) {
+  std::int64_t offset = 0;
+  for (std::size_t u = 0; u < unit_elems_.size(); ++u) {
+    offsets_.push_back(offset);
+    offset += unit_bytes(u);
+  }
+  const std::int64_t master_bytes = master_ ? file_.bytes() / 3 : 0;
+  ledger_.book(MemCategory::NvmeMaster, master_bytes);
+  ledger_.book(MemCategory::NvmeOptimizer, file_.bytes() - master_bytes);
+}
+
+NvmeSwap::~NvmeSwap() {
+  const std::int64_t master_bytes = master_ ? file_.bytes() / 3 : 0;
+  ledger_.release(MemCategory::NvmeMaster, master_bytes);
+  ledger_.release(MemCategory::NvmeOptimizer, file_.bytes() - master_bytes);
+}
+
+std::int64_t NvmeSwap::unit_bytes(std::size_t unit) const {
+  return unit_elems_[unit] * static_cast<std::int64_t>(sizeof(float)) * (master_ ? 3 : 2);
+}
+
+void NvmeSwap::write(std::size_t unit, std::span<const float> master,
+                     std::span<const float> exp_avg, std::span<const float> exp_avg_sq) {
+  const auto elems = static_cast<std::size_t>(unit_elems_.at(unit));
+  ZL_CHECK(master.size() == (master_ ? elems : 0) && exp_avg.size() == elems &&
+               exp_avg_sq.size() == elems,
+           "swap unit {}: {} master, {} m and {} v elements for a unit of {}", unit, master.size(),
+           exp_avg.size(), exp_avg_sq.size(), elems);
+  std::int64_t offset = offsets_[unit];
+  for (const auto part : {master, exp_avg, exp_avg_sq}) {
+    file_.write(offset, std::as_bytes(part));
+    offset += static_cast<std::int64_t>(part.size_bytes());
+  }
+  checksums_[unit] = checksum_of(master, exp_avg, exp_avg_sq);
+  written_[unit] = true;
+}
+
+void NvmeSwap::read(std::size_t unit, std::span<float> master, std::span<float> exp_avg,
+                    std::span<float> exp_avg_sq) const {
+  const auto elems = static_cast<std::size_t>(unit_elems_.at(unit));
+  ZL_CHECK(master.size() == (master_ ? elems : 0) && exp_avg.size() == elems &&
+               exp_avg_sq.size() == elems,
+           "swap unit {}: {} master, {} m and {} v elements for a unit of {}", unit, master.size(),
+           exp_avg.size(), exp_avg_sq.size(), elems);
+  if (!written_[unit]) {
+    for (const auto part : {master, exp_avg, exp_avg_sq}) std::ranges::fill(part, 0.0f);
+    return;
+  }
+  std::int64_t offset = offsets_[unit];
+  for (const auto part : {master, exp_avg, exp_avg_sq}) {
+    file_.read(offset, std::as_writable_bytes(part));
+    offset += static_cast<std::int64_t>(part.size_bytes());
+  }
+  ZL_CHECK(checksum_of(master, exp_avg, exp_avg_sq) == checksums_[unit],
+           "the swap file {} was changed under this run (unit {} reads back other bytes than "
+           "were written): keep --nvme-path for this run alone and start it again",
+           file_.path().string(), unit);
+}
+
+}  // namespace zl
