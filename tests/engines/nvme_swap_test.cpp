@@ -1,0 +1,117 @@
+// nvme_swap_test.cpp — the NVMe tier's swap file under faults: what is written comes back; a
+// folder that cannot take the file, a disk without the room, and a file cut short, changed or
+// removed under the run each end in one line naming the file and what to do, never in other
+// numbers.
+#include "engines/nvme_swap.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace zl {
+namespace {
+
+namespace fs = std::filesystem;
+
+class NvmeSwapTest : public ::testing::Test {
+ protected:
+  NvmeSwapTest() { fs::create_directories(folder_); }
+  ~NvmeSwapTest() override { fs::remove_all(folder_); }
+
+  // The one swap file in the folder.
+  fs::path swap_file() const { return fs::directory_iterator(folder_)->path(); }
+
+  const fs::path folder_ =
+      fs::temp_directory_path() / ("zl_nvme_swap_test_" + std::to_string(::getpid()));
+  MemoryLedger ledger_;
+};
+
+// The error `action` throws, or "" when it throws none.
+template <class Fn>
+std::string error_of(Fn action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Units of 3 and 5 elements with a master: 4 + 8 bytes per element, booked on disk only.
+TEST_F(NvmeSwapTest, WhatIsWrittenComesBackAndUnwrittenUnitsAreZeros) {
+  {
+    NvmeSwap swap(ledger_, folder_, {3, 5}, /*master=*/true);
+    EXPECT_EQ(ledger_.current_bytes(MemCategory::NvmeMaster), 4 * 8);
+    EXPECT_EQ(ledger_.current_bytes(MemCategory::NvmeOptimizer), 8 * 8);
+    EXPECT_EQ(ledger_.total_current_bytes(), 0);
+    EXPECT_EQ(fs::file_size(swap.file().path()), 12u * 8u);
+    const std::vector<float> master = {1, 2, 3, 4, 5}, m = {-1, -2, -3, -4, -5},
+                             v = {0.5f, 0.25f, 0.125f, 1e-8f, 3e38f};
+    swap.write(1, master, m, v);
+    std::vector<float> master_back(5), m_back(5), v_back(5);
+    swap.read(1, master_back, m_back, v_back);
+    EXPECT_EQ(master_back, master);
+    EXPECT_EQ(m_back, m);
+    EXPECT_EQ(v_back, v);
+    std::vector<float> zeros(3, 7.0f), m0(3, 7.0f), v0(3, 7.0f);
+    swap.read(0, zeros, m0, v0);  // unit 0 was never written: Adam's initial zeros
+    EXPECT_EQ(zeros, std::vector<float>(3, 0.0f));
+    EXPECT_EQ(m0, std::vector<float>(3, 0.0f));
+  }
+  EXPECT_TRUE(fs::is_empty(folder_)) << "the swap file stays";
+  EXPECT_EQ(ledger_.current_bytes(MemCategory::NvmeOptimizer), 0);
+}
+
+TEST_F(NvmeSwapTest, AFolderThatCannotTakeTheFileIsOneLine) {
+  EXPECT_EQ(error_of([&] {
+              NvmeSwap swap(ledger_, "/proc", {4}, true);
+            }).find("cannot create the swap file /proc/zerolab-"),
+            0u);
+  const std::string full = error_of([&] { NvmeSwap swap(ledger_, folder_, {1LL << 40}, true); });
+  EXPECT_NE(full.find("cannot reserve 13194139533312 bytes for the swap file"),
+            std::string::npos)
+      << full;
+  EXPECT_NE(full.find("free space there or pass another --nvme-path"), std::string::npos) << full;
+  EXPECT_TRUE(fs::is_empty(folder_)) << "a failed swap file stays";
+  EXPECT_EQ(ledger_.current_bytes(MemCategory::NvmeOptimizer), 0);
+}
+
+TEST_F(NvmeSwapTest, AFileCutChangedOrRemovedUnderTheRunIsOneLine) {
+  const std::vector<float> state(4, 1.5f);
+  std::vector<float> master(4), m(4), v(4);
+  const auto read = [&](NvmeSwap& swap) { return error_of([&] { swap.read(0, master, m, v); }); };
+  {
+    NvmeSwap swap(ledger_, folder_, {4}, true);
+    swap.write(0, state, state, state);
+    fs::resize_file(swap.file().path(), 20);
+    EXPECT_NE(read(swap).find("it ends early (cut short)"), std::string::npos) << read(swap);
+  }
+  {
+    NvmeSwap swap(ledger_, folder_, {4}, true);
+    swap.write(0, state, state, state);
+    std::fstream(swap.file().path(), std::ios::in | std::ios::out | std::ios::binary)
+        .seekp(20)
+        .write("\x7f", 1);
+    EXPECT_NE(read(swap).find("was changed under this run (unit 0 reads back other bytes"),
+              std::string::npos)
+        << read(swap);
+  }
+  {
+    NvmeSwap swap(ledger_, folder_, {4}, true);
+    swap.write(0, state, state, state);
+    fs::remove(swap.file().path());
+    EXPECT_EQ(read(swap), "the swap file " + swap.file().path().string() +
+                              " was removed under this run: keep --nvme-path for this run alone "
+                              "and start it again");
+  }
+}
+
+}  // namespace
+}  // namespace zl
