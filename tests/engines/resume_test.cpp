@@ -120,6 +120,39 @@ TEST_F(Resume, WithEveryFeatureSameWorldIsBitwise) {
   }
 }
 
+// Where the optimizer lives is no part of a checkpoint: a run saved with its state on the NVMe
+// tier resumes in host memory, on the device or on NVMe again, at any stage, and one saved on
+// the device resumes on NVMe, each bitwise the uninterrupted run.
+TEST_F(Resume, AcrossTheOptimizersTiersIsBitwise) {
+  const fs::path nvme = dir_ / "nvme";
+  fs::create_directories(nvme);
+  enum class Tier { Device, Host, Nvme };
+  const auto config = [&](EngineKind engine, Tier tier) {
+    TrainConfig c = config_of(engine, 3, 2, 6);
+    c.features.precision = DType::BF16;
+    c.features.offload_optimizer = tier != Tier::Device;
+    if (tier == Tier::Nvme) c.features.nvme_path = nvme.string();
+    return c;
+  };
+  const auto uninterrupted = train(config(EngineKind::Zero2, Tier::Device));
+  TrainResult tail = uninterrupted;
+  tail.steps.erase(tail.steps.begin(), tail.steps.begin() + 3);
+  for (const Tier saver : {Tier::Nvme, Tier::Device}) {
+    const fs::path dir = dir_ / fmt::format("saved_{}", static_cast<int>(saver));
+    train(config(EngineKind::Zero3, saver), {}, {}, save_to(dir, 3));
+    for (const Tier resumer : {Tier::Device, Tier::Host, Tier::Nvme}) {
+      for (const EngineKind stage : kStages) {
+        const auto resumed =
+            train(config(stage, resumer), {}, {}, resume_from(dir / "step-00000003"));
+        const auto diff = first_difference(resumed, tail);
+        EXPECT_FALSE(diff) << static_cast<int>(saver) << " -> " << static_cast<int>(resumer)
+                           << " " << engine_name(stage) << ": " << *diff;
+      }
+    }
+  }
+  EXPECT_TRUE(fs::is_empty(nvme));
+}
+
 // The GPT in bf16: saved by ZeRO-3, resumed bitwise by DDP; consolidated, it is a Hugging Face
 // GPT-2 file (names, Conv1D shapes, no separate LM head) that --init starts from, in any stage.
 TEST_F(Resume, GptResumesBitwiseAndConsolidatesToHuggingFaceNames) {
