@@ -22,12 +22,13 @@
 
 namespace zl {
 
+class NvmeSwap;
+
 /// What the optimizer owns for the part of the model a rank updates. With ZeRO-Offload the master
 /// and the moments are host memory (HostMaster, HostOptimizer) and the update runs there: each
 /// unit's gradient goes to the host (HostGrads, noted as a device-to-host copy through `comm`)
-/// and its updated parameters come back (a host-to-device copy).
-class NvmeSwap;
-
+/// and its updated parameters come back (a host-to-device copy). With the NVMe tier they live in
+/// a swap file and are in host memory only while held (swap_in).
 struct OptimizerState {
   UnitBuffers master;    ///< fp32 copy of the owned parameters (16-bit or offload); else empty
   AdamState adam;        ///< Adam's moments and update count
