@@ -46,19 +46,36 @@ void SwapFile::check_range(std::int64_t offset, std::size_t size) const {
            offset + static_cast<std::int64_t>(size), bytes_);
 }
 
+namespace {
+
+// Calls `move(done)` (a pread or pwrite of the bytes not yet moved, at their offset) until
+// `size` bytes have moved: either call may move fewer bytes than asked, or be interrupted.
+// Anything else is `fail_with(reason)`.
+template <class Move, class Fail>
+void move_all(std::size_t size, Move move, Fail fail_with) {
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t moved = move(done);
+    if (moved < 0 && errno == EINTR) continue;
+    if (moved <= 0) fail_with(moved < 0 ? std::strerror(errno) : nullptr);
+    done += static_cast<std::size_t>(moved);
+  }
+}
+
+}  // namespace
+
 void SwapFile::write(std::int64_t offset, std::span<const std::byte> bytes) {
   check_range(offset, bytes.size());
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t wrote = ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
-                                   static_cast<off_t>(offset) + static_cast<off_t>(done));
-    if (wrote < 0 && errno == EINTR) continue;
-    ZL_CHECK(wrote > 0,
-             "cannot write the swap file {}: {}: free space there or pass another "
-             "--nvme-path",
-             path_.string(), wrote < 0 ? std::strerror(errno) : "no progress");
-    done += static_cast<std::size_t>(wrote);
-  }
+  move_all(
+      bytes.size(),
+      [&](std::size_t done) {
+        return ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
+                        static_cast<off_t>(offset) + static_cast<off_t>(done));
+      },
+      [&](const char* reason) {
+        fail("cannot write the swap file {}: {}: free space there or pass another --nvme-path",
+             path_.string(), reason != nullptr ? reason : "no progress");
+      });
 }
 
 void SwapFile::read(std::int64_t offset, std::span<std::byte> bytes) const {
@@ -68,17 +85,18 @@ void SwapFile::read(std::int64_t offset, std::span<std::byte> bytes) const {
            "the swap file {} was removed under this run: keep --nvme-path for this run alone and "
            "start it again",
            path_.string());
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t got = ::pread(fd_, bytes.data() + done, bytes.size() - done,
-                                static_cast<off_t>(offset) + static_cast<off_t>(done));
-    if (got < 0 && errno == EINTR) continue;
-    ZL_CHECK(got > 0,
-             "cannot read the swap file {}: {}: it was changed under this run; keep "
-             "--nvme-path for this run alone and start it again",
-             path_.string(), got < 0 ? std::strerror(errno) : "it ends early (cut short)");
-    done += static_cast<std::size_t>(got);
-  }
+  move_all(
+      bytes.size(),
+      [&](std::size_t done) {
+        return ::pread(fd_, bytes.data() + done, bytes.size() - done,
+                       static_cast<off_t>(offset) + static_cast<off_t>(done));
+      },
+      [&](const char* reason) {
+        fail(
+            "cannot read the swap file {}: {}: it was changed under this run; keep --nvme-path "
+            "for this run alone and start it again",
+            path_.string(), reason != nullptr ? reason : "it ends early (cut short)");
+      });
 }
 
 }  // namespace zl

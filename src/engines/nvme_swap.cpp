@@ -43,66 +43,60 @@ std::filesystem::path swap_path(const std::filesystem::path& folder) {
          ("zerolab-" + std::to_string(::getpid()) + "-" + std::to_string(made++) + ".swap");
 }
 
-std::int64_t file_bytes(const std::vector<std::int64_t>& unit_elems, bool master) {
-  const std::int64_t elems = std::accumulate(unit_elems.begin(), unit_elems.end(), std::int64_t{0});
-  return elems * static_cast<std::int64_t>(sizeof(float)) * (master ? 3 : 2);
+// Bytes of `elems` elements of master, m and v, fp32 each.
+std::int64_t state_bytes(std::int64_t elems) {
+  return elems * static_cast<std::int64_t>(3 * sizeof(float));
 }
 
 }  // namespace
 
 NvmeSwap::NvmeSwap(MemoryLedger& ledger, const std::filesystem::path& folder,
-                   std::vector<std::int64_t> unit_elems, bool master)
+                   std::vector<std::int64_t> unit_elems)
     : ledger_(ledger),
       unit_elems_(std::move(unit_elems)),
-      master_(master),
-      file_(swap_path(folder), file_bytes(unit_elems_, master)),
+      file_(swap_path(folder),
+            state_bytes(std::accumulate(unit_elems_.begin(), unit_elems_.end(), std::int64_t{0}))),
       checksums_(unit_elems_.size(), 0),
-      written_(unit_elems_.size(), false),
+      written_(unit_elems_.size(), 0),
       holders_(unit_elems_.size(), 0) {
   std::int64_t offset = 0;
-  for (std::size_t u = 0; u < unit_elems_.size(); ++u) {
+  for (const std::int64_t elems : unit_elems_) {
     offsets_.push_back(offset);
-    offset += unit_bytes(u);
+    offset += state_bytes(elems);
   }
-  const std::int64_t master_bytes = master_ ? file_.bytes() / 3 : 0;
-  ledger_.book(MemCategory::NvmeMaster, master_bytes);
-  ledger_.book(MemCategory::NvmeOptimizer, file_.bytes() - master_bytes);
+  ledger_.book(MemCategory::NvmeMaster, file_.bytes() / 3);
+  ledger_.book(MemCategory::NvmeOptimizer, file_.bytes() - file_.bytes() / 3);
 }
 
 NvmeSwap::~NvmeSwap() {
-  const std::int64_t master_bytes = master_ ? file_.bytes() / 3 : 0;
-  ledger_.release(MemCategory::NvmeMaster, master_bytes);
-  ledger_.release(MemCategory::NvmeOptimizer, file_.bytes() - master_bytes);
+  ledger_.release(MemCategory::NvmeMaster, file_.bytes() / 3);
+  ledger_.release(MemCategory::NvmeOptimizer, file_.bytes() - file_.bytes() / 3);
 }
 
-std::int64_t NvmeSwap::unit_bytes(std::size_t unit) const {
-  return unit_elems_[unit] * static_cast<std::int64_t>(sizeof(float)) * (master_ ? 3 : 2);
+void NvmeSwap::check_sizes(std::size_t unit, std::size_t master, std::size_t exp_avg,
+                           std::size_t exp_avg_sq) const {
+  const auto elems = static_cast<std::size_t>(unit_elems_.at(unit));
+  ZL_CHECK(master == elems && exp_avg == elems && exp_avg_sq == elems,
+           "swap unit {}: {} master, {} m and {} v elements for a unit of {}", unit, master,
+           exp_avg, exp_avg_sq, elems);
 }
 
 void NvmeSwap::write(std::size_t unit, std::span<const float> master,
                      std::span<const float> exp_avg, std::span<const float> exp_avg_sq) {
-  const auto elems = static_cast<std::size_t>(unit_elems_.at(unit));
-  ZL_CHECK(master.size() == (master_ ? elems : 0) && exp_avg.size() == elems &&
-               exp_avg_sq.size() == elems,
-           "swap unit {}: {} master, {} m and {} v elements for a unit of {}", unit, master.size(),
-           exp_avg.size(), exp_avg_sq.size(), elems);
+  check_sizes(unit, master.size(), exp_avg.size(), exp_avg_sq.size());
   std::int64_t offset = offsets_[unit];
   for (const auto part : {master, exp_avg, exp_avg_sq}) {
     file_.write(offset, std::as_bytes(part));
     offset += static_cast<std::int64_t>(part.size_bytes());
   }
   checksums_[unit] = checksum_of(master, exp_avg, exp_avg_sq);
-  written_[unit] = true;
+  written_[unit] = 1;
 }
 
 void NvmeSwap::read(std::size_t unit, std::span<float> master, std::span<float> exp_avg,
                     std::span<float> exp_avg_sq) const {
-  const auto elems = static_cast<std::size_t>(unit_elems_.at(unit));
-  ZL_CHECK(master.size() == (master_ ? elems : 0) && exp_avg.size() == elems &&
-               exp_avg_sq.size() == elems,
-           "swap unit {}: {} master, {} m and {} v elements for a unit of {}", unit, master.size(),
-           exp_avg.size(), exp_avg_sq.size(), elems);
-  if (!written_[unit]) {
+  check_sizes(unit, master.size(), exp_avg.size(), exp_avg_sq.size());
+  if (written_[unit] == 0) {
     for (const auto part : {master, exp_avg, exp_avg_sq}) std::ranges::fill(part, 0.0f);
     return;
   }

@@ -15,22 +15,22 @@
 
 namespace zl {
 
-/// One rank's optimizer state on disk: per unit, its master (when there is one), m and v side by
-/// side in one swap file. A unit never written reads as zeros (Adam's initial moments).
+/// One rank's optimizer state on disk: per unit, its master, m and v side by side in one swap
+/// file (ZeRO-Offload always keeps a master). A unit never written reads as zeros.
 class NvmeSwap {
  public:
-  /// Makes the swap file for units of `unit_elems` fp32 elements each (a master too when
-  /// `master`) in `folder` ("zerolab-<pid>-<n>.swap", unique in this process), and books its bytes
-  /// in `ledger`. Throws zl::Error in one line when the folder cannot hold it.
+  /// Makes the swap file for units of `unit_elems` fp32 elements each in `folder`
+  /// ("zerolab-<pid>-<n>.swap", unique in this process), and books its bytes in `ledger`. Throws
+  /// zl::Error in one line when the folder cannot hold it.
   NvmeSwap(MemoryLedger& ledger, const std::filesystem::path& folder,
-           std::vector<std::int64_t> unit_elems, bool master);
+           std::vector<std::int64_t> unit_elems);
   /// Releases the booking; the file is removed.
   ~NvmeSwap();
   NvmeSwap(const NvmeSwap&) = delete;
   NvmeSwap& operator=(const NvmeSwap&) = delete;
 
-  /// Writes unit `unit`'s state: `master` (empty without one), `exp_avg` and `exp_avg_sq`, each
-  /// of the unit's elements.
+  /// Writes unit `unit`'s state: `master`, `exp_avg` and `exp_avg_sq`, each of the unit's
+  /// elements.
   void write(std::size_t unit, std::span<const float> master, std::span<const float> exp_avg,
              std::span<const float> exp_avg_sq);
   /// Reads unit `unit`'s state back into spans of its elements (zeros if it was never written);
@@ -46,16 +46,16 @@ class NvmeSwap {
   const SwapFile& file() const { return file_; }
 
  private:
-  // Bytes of unit `unit`'s state in the file: master (if any), m, v.
-  std::int64_t unit_bytes(std::size_t unit) const;
+  // Throws unless the three spans each hold unit `unit`'s elements.
+  void check_sizes(std::size_t unit, std::size_t master, std::size_t exp_avg,
+                   std::size_t exp_avg_sq) const;
 
   MemoryLedger& ledger_;
   std::vector<std::int64_t> unit_elems_;
   std::vector<std::int64_t> offsets_;  // each unit's first byte in the file
-  bool master_ = false;
   SwapFile file_;
   std::vector<std::uint64_t> checksums_;  // of each unit's bytes as last written
-  std::vector<bool> written_;             // false: the unit still reads as zeros
+  std::vector<char> written_;             // 0: the unit still reads as zeros
   std::vector<int> holders_;              // holders(unit)
 };
 

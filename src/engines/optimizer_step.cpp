@@ -62,7 +62,7 @@ OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& la
       unit_elems.push_back(shard ? unit.shard_elems : unit.padded_elems);
     // Made before the state: a folder that cannot hold the file throws here, with nothing to undo.
     auto nvme =
-        std::make_shared<NvmeSwap>(device.ledger(), features.nvme_path, unit_elems, /*master=*/true);
+        std::make_shared<NvmeSwap>(device.ledger(), features.nvme_path, unit_elems);
     OptimizerState state{.master = UnitBuffers(layout.size()),
                          .adam = {UnitBuffers(layout.size()), UnitBuffers(layout.size())},
                          .scaler = {},

@@ -113,17 +113,6 @@ void Device::cross_entropy_add_forward_backward(std::span<const float> logits,
                                         mean_rows, loss_sum);
 }
 
-void Device::do_cross_entropy_add_forward_backward(
-    std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
-    std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
-    std::span<double> loss_sum) {
-  double sum = 0.0;
-  copy_to_host(&sum, loss_sum.data(), sizeof(sum));
-  sum = sum + do_cross_entropy_forward_backward(logits, labels, dlogits, rows, classes,
-                                                padded_classes, mean_rows);
-  copy_from_host(loss_sum.data(), &sum, sizeof(sum));
-}
-
 void Device::embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
                                std::span<const float> wpe, std::span<float> x, std::int64_t batch,
                                std::int64_t seq_len, std::int64_t channels, std::int64_t vocab) {

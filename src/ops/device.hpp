@@ -264,13 +264,11 @@ class Device : public Allocator {
                                                    std::int64_t classes,
                                                    std::int64_t padded_classes,
                                                    std::int64_t mean_rows) = 0;
-  /// cross_entropy_add_forward_backward after its checks. This default reads loss_sum, adds
-  /// do_cross_entropy_forward_backward's sum and writes it back (two host waits on a GPU); a
-  /// device overrides it to add on the device.
+  /// cross_entropy_add_forward_backward after its checks: the sum is added on the device.
   virtual void do_cross_entropy_add_forward_backward(
       std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
       std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
-      std::span<double> loss_sum);
+      std::span<double> loss_sum) = 0;
   /// embedding_forward after its checks; the tokens' range is the device's to check.
   virtual void do_embedding_forward(std::span<const std::int64_t> tokens,
                                     std::span<const float> wte, std::span<const float> wpe,

@@ -44,10 +44,10 @@ std::string error_of(Fn action) {
   return "";
 }
 
-// Units of 3 and 5 elements with a master: 4 + 8 bytes per element, booked on disk only.
+// Units of 3 and 5 elements: master 4 + m and v 8 bytes per element, booked on disk only.
 TEST_F(NvmeSwapTest, WhatIsWrittenComesBackAndUnwrittenUnitsAreZeros) {
   {
-    NvmeSwap swap(ledger_, folder_, {3, 5}, /*master=*/true);
+    NvmeSwap swap(ledger_, folder_, {3, 5});
     EXPECT_EQ(ledger_.current_bytes(MemCategory::NvmeMaster), 4 * 8);
     EXPECT_EQ(ledger_.current_bytes(MemCategory::NvmeOptimizer), 8 * 8);
     EXPECT_EQ(ledger_.total_current_bytes(), 0);
@@ -71,12 +71,11 @@ TEST_F(NvmeSwapTest, WhatIsWrittenComesBackAndUnwrittenUnitsAreZeros) {
 
 TEST_F(NvmeSwapTest, AFolderThatCannotTakeTheFileIsOneLine) {
   EXPECT_EQ(error_of([&] {
-              NvmeSwap swap(ledger_, "/proc", {4}, true);
+              NvmeSwap swap(ledger_, "/proc", {4});
             }).find("cannot create the swap file /proc/zerolab-"),
             0u);
-  const std::string full = error_of([&] { NvmeSwap swap(ledger_, folder_, {1LL << 40}, true); });
-  EXPECT_NE(full.find("cannot reserve 13194139533312 bytes for the swap file"),
-            std::string::npos)
+  const std::string full = error_of([&] { NvmeSwap swap(ledger_, folder_, {1LL << 40}); });
+  EXPECT_NE(full.find("cannot reserve 13194139533312 bytes for the swap file"), std::string::npos)
       << full;
   EXPECT_NE(full.find("free space there or pass another --nvme-path"), std::string::npos) << full;
   EXPECT_TRUE(fs::is_empty(folder_)) << "a failed swap file stays";
@@ -88,13 +87,13 @@ TEST_F(NvmeSwapTest, AFileCutChangedOrRemovedUnderTheRunIsOneLine) {
   std::vector<float> master(4), m(4), v(4);
   const auto read = [&](NvmeSwap& swap) { return error_of([&] { swap.read(0, master, m, v); }); };
   {
-    NvmeSwap swap(ledger_, folder_, {4}, true);
+    NvmeSwap swap(ledger_, folder_, {4});
     swap.write(0, state, state, state);
     fs::resize_file(swap.file().path(), 20);
     EXPECT_NE(read(swap).find("it ends early (cut short)"), std::string::npos) << read(swap);
   }
   {
-    NvmeSwap swap(ledger_, folder_, {4}, true);
+    NvmeSwap swap(ledger_, folder_, {4});
     swap.write(0, state, state, state);
     std::fstream(swap.file().path(), std::ios::in | std::ios::out | std::ios::binary)
         .seekp(20)
@@ -104,7 +103,7 @@ TEST_F(NvmeSwapTest, AFileCutChangedOrRemovedUnderTheRunIsOneLine) {
         << read(swap);
   }
   {
-    NvmeSwap swap(ledger_, folder_, {4}, true);
+    NvmeSwap swap(ledger_, folder_, {4});
     swap.write(0, state, state, state);
     fs::remove(swap.file().path());
     EXPECT_EQ(read(swap), "the swap file " + swap.file().path().string() +

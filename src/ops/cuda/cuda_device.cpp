@@ -384,14 +384,24 @@ void CudaDevice::do_gelu_tanh_backward(std::span<const float> x, std::span<const
 
 // ---- loss and embeddings ----
 
-double CudaDevice::do_cross_entropy_forward_backward(
-    std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
-    std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows) {
+double* CudaDevice::cross_entropy_rows(std::span<const float> logits,
+                                       std::span<const std::int64_t> labels,
+                                       std::span<float> dlogits, std::int64_t rows,
+                                       std::int64_t classes, std::int64_t padded_classes,
+                                       std::int64_t mean_rows) {
   select();
   auto* row_losses = static_cast<double*>(scratch(static_cast<std::size_t>(rows) * sizeof(double)));
   cuda::cross_entropy(logits.data(), labels.data(), dlogits.data(), row_losses,
                       check_slot({"cross_entropy", labels.data(), 0, classes}), rows, classes,
                       padded_classes, mean_rows, stream_);
+  return row_losses;
+}
+
+double CudaDevice::do_cross_entropy_forward_backward(
+    std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
+    std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows) {
+  const double* row_losses =
+      cross_entropy_rows(logits, labels, dlogits, rows, classes, padded_classes, mean_rows);
   std::vector<double> host_losses(static_cast<std::size_t>(rows));
   ZL_CUDA_CHECK(cudaMemcpyAsync(host_losses.data(), row_losses, host_losses.size() * sizeof(double),
                                 cudaMemcpyDeviceToHost, stream_));
@@ -406,11 +416,8 @@ void CudaDevice::do_cross_entropy_add_forward_backward(
     std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
     std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
     std::span<double> loss_sum) {
-  select();
-  auto* row_losses = static_cast<double*>(scratch(static_cast<std::size_t>(rows) * sizeof(double)));
-  cuda::cross_entropy(logits.data(), labels.data(), dlogits.data(), row_losses,
-                      check_slot({"cross_entropy", labels.data(), 0, classes}), rows, classes,
-                      padded_classes, mean_rows, stream_);
+  const double* row_losses =
+      cross_entropy_rows(logits, labels, dlogits, rows, classes, padded_classes, mean_rows);
   cuda::add_row_losses(row_losses, rows, loss_sum.data(), stream_);
 }
 

@@ -314,6 +314,10 @@ class CudaDevice final : public Device {
   void upload_staged(void* device, const void* host, std::size_t bytes);
   // Frees the staging slots (no throw).
   void destroy_staging();
+  // Queues the cross-entropy kernel (its label check pending): each row's loss, in scratch.
+  double* cross_entropy_rows(std::span<const float> logits, std::span<const std::int64_t> labels,
+                             std::span<float> dlogits, std::int64_t rows, std::int64_t classes,
+                             std::int64_t padded_classes, std::int64_t mean_rows);
   // The host waits for the compute stream, after the host wait guard (set_host_wait_guard).
   void wait_on_host();
   // Makes this device's GPU current on the calling thread.
