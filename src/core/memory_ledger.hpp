@@ -40,7 +40,7 @@ enum class ActivationKind : std::uint8_t {
   Scratch,     ///< gradient scratch reused by every block or layer (and unlabelled buffers)
   Checkpoint,  ///< block inputs kept by activation checkpointing
   Recompute,   ///< tensors a checkpointed block rebuilds for its backward
-  Working,     ///< fp32 working copies of one block's (or the LM head's) 16-bit activations
+  Working,     ///< the LM head's fp32 working chunk of its 16-bit input and logits
 };
 
 /// Number of ActivationKind values.

@@ -60,15 +60,14 @@ std::string gpt_formula_16(std::int64_t kept, std::int64_t rebuilt, const Activa
   const std::string whole = "(36BTC + 16BT + 8BHT)";
   std::string blocks;
   if (policy.recompute == Recompute::None) {
-    // One block's fp32 working copy (56BTC) joins the head's 62BTC.
-    return "24BT + L" + whole + " + 118BTC + 2BTVp + 4R(C + Vp)";
+    return "24BT + L" + whole + " + 62BTC + 2BTVp + 4R(C + Vp)";
   } else {
     if (kept > 0) blocks = fmt::format("{}{} + ", kept == 1 ? "" : fmt::format("{}·", kept), whole);
     if (policy.recompute == Recompute::Selective) {
-      blocks += fmt::format("{}·22BTC + (56BTC + 16BT + 8BHT) + ", rebuilt);
+      blocks += fmt::format("{}·22BTC + (14BTC + 16BT + 8BHT) + ", rebuilt);
     } else {
       blocks += policy.cpu_checkpoints ? "" : fmt::format("{}·4BTC + ", rebuilt);
-      blocks += "(60BTC + 16BT + 8BHT) + ";
+      blocks += "(32BTC + 16BT + 8BHT) + ";
     }
   }
   return fmt::format("24BT + {}62BTC + 2BTVp + 4R(C + Vp)", blocks);
@@ -133,20 +132,18 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
     (policy.cpu_checkpoints ? out.host_bytes : at(out, ActivationKind::Checkpoint)) =
         mul(rebuilt, kF32, NC);
   }
-  // One block's worth of what rebuilt blocks do not keep: everything but the output (15NC + 4N
-  // + 2BHT), or the LayerNorms, attention's core and GELU (ln1, attn, ln2 and fc_gelu: 7NC).
+  // One block's worth of what rebuilt blocks do not keep, in the dtypes blocks keep it in:
+  // everything but the output (the products' sides 14NC, mid NC, 4N + 2BHT), or the LayerNorms,
+  // attention's core and GELU (ln1, attn, ln2 and fc_gelu: 7NC of products' sides).
   if (rebuilt > 0) {
     at(out, ActivationKind::Recompute) =
-        mul(kF32, add(add(mul(selective ? 7 : 15, NC), mul(4, N)), BHT2));
+        add(mul(kP, mul(selective ? 7 : 14, NC)),
+            mul(kF32, add(add(selective ? 0 : NC, mul(4, N)), BHT2)));
   }
   if (sixteen) {
-    // fp32 working copies: of the products' sides no block rebuilds (all 14NC without
-    // checkpointing, qkv and fc with selective, none with full), and of the head's chunk.
-    const std::int64_t working_nc =
-        policy.recompute == Recompute::None ? 14 : (selective ? 7 : 0);
+    // The head's fp32 working chunk: its input and its logits.
     const std::int64_t chunk_rows = std::min(N, Gpt::kHeadChunkRows);
-    at(out, ActivationKind::Working) =
-        add(mul(kF32, mul(working_nc, NC)), mul(kF32, chunk_rows, add(C, Vp)));
+    at(out, ActivationKind::Working) = mul(kF32, chunk_rows, add(C, Vp));
   }
   out.formula = sixteen ? gpt_formula_16(kept, rebuilt, policy) : gpt_formula_32(kept, rebuilt, policy);
   return out;

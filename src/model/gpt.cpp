@@ -199,14 +199,12 @@ void Gpt::book_block_activations() {
     }
     blocks_.push_back(std::move(block));
   }
-  // One block's worth in fp32 of what checkpointed blocks rebuild (Recompute) and of what blocks
-  // keep in 16 bits (Working), shared by every block.
-  const bool rebuilds = policy_.recompute != Recompute::None;
+  // One block's worth of what checkpointed blocks rebuild, in the dtypes blocks keep them in,
+  // shared by every block.
+  if (policy_.recompute == Recompute::None) return;
   for (const Tensor& tensor : tensors) {
-    if (rebuilds && !kept_when_checkpointed(tensor)) {
-      work_.*tensor.member = activation(K::Recompute, tensor.shape);
-    } else if (kept_dtype(tensor) != DType::F32) {
-      work_.*tensor.member = activation(K::Working, tensor.shape);
+    if (!kept_when_checkpointed(tensor)) {
+      work_.*tensor.member = activation(K::Recompute, tensor.shape, kept_dtype(tensor));
     }
   }
 }

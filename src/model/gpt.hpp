@@ -34,10 +34,11 @@ namespace zl {
 /// With a 16-bit `activation_dtype` (bf16 or fp16: mixed precision) the model keeps activations
 /// as torch.autocast does: every matrix product's inputs and outputs (the LayerNorms' outputs,
 /// qkv, attention's output, c_fc's output, GELU's, ln_f's and the logits with their gradient) are
-/// rounded to 16 bits and kept in 16 bits; the residual stream, the LayerNorm and attention
-/// statistics, the loss and the gradient scratch stay fp32. The kernels compute in fp32 on one
-/// block's fp32 working copy (ActivationKind::Working) and the LM head and loss run in chunks of
-/// kHeadChunkRows token rows, so no [N, vocab] fp32 buffer exists.
+/// written in 16 bits by the kernel that makes them and read in 16 bits by the kernels that use
+/// them (ops/tensor_view.hpp), which compute in fp32; the residual stream, the LayerNorm and
+/// attention statistics, the loss and the gradient scratch stay fp32. The LM head and loss run in
+/// chunks of kHeadChunkRows token rows on an fp32 working chunk (ActivationKind::Working), so no
+/// [N, vocab] fp32 buffer exists.
 class Gpt final : public Model {
  public:
   /// Token rows the LM head and the loss take at a time with 16-bit activations.
@@ -85,11 +86,12 @@ class Gpt final : public Model {
     Buffer fc_gelu;                  // GELU(fc) [N, 4C]
     Buffer out;                      // mid + mlp(ln_2(mid)) [N, C]: the block's output
   };
-  // A block's tensors in fp32 wherever they are held: its own fp32 buffers, or the shared working
-  // copy for those it keeps in 16 bits or a checkpointed block does not keep.
+  // A block's tensors wherever they are held: its own buffers, or the shared copy of those a
+  // checkpointed block does not keep. A matrix product's inputs and outputs are in the activation
+  // dtype (the kernels read and write them in 16 bits); the rest are fp32.
   struct BlockTensors {
-    std::span<float> ln1, ln1_mean, ln1_rstd, qkv, att_stats, attn, mid, ln2, ln2_mean, ln2_rstd, fc,
-        fc_gelu, out;
+    TensorOut ln1, qkv, attn, ln2, fc, fc_gelu;
+    std::span<float> ln1_mean, ln1_rstd, att_stats, mid, ln2_mean, ln2_rstd, out;
   };
 
   int last_unit() const { return config_.n_layer + 1; }
@@ -105,16 +107,12 @@ class Gpt final : public Model {
   // Forward through block `layer`; with `rebuild_only`, only the steps whose outputs the block did
   // not keep (backward's recompute).
   void forward_block(int layer, std::span<const float> params, bool rebuild_only);
-  // Books block `layer`'s tensors as the policy keeps them, and the shared working copy.
+  // Books every block's tensors as the policy keeps them, and the shared copy of what checkpointed
+  // blocks rebuild.
   void book_block_activations();
   void backward_block(int layer, std::span<const float> params, std::span<float> grads);
-  // Widens what block `layer` keeps in 16 bits into the working copy, for its backward.
-  void widen_kept(int layer);
   Buffer activation(ActivationKind kind, Shape shape, DType dtype = DType::F32);
   bool sixteen_bit() const { return activation_dtype_ != DType::F32; }
-  // A matrix product's input or output just computed in fp32 at `computed`: rounded to 16 bits in
-  // place and, when the block keeps it (`kept` is not empty), stored there in 16 bits. fp32: nothing.
-  void keep_rounded(std::span<float> computed, Buffer& kept);
   // The token rows [first, first + rows) of an [N, width] buffer.
   static void* rows_of(Buffer& buffer, std::int64_t first, std::int64_t width);
   // ln_f, the LM head and the loss with 16-bit activations, chunk by chunk (gpt_head.cpp).
@@ -136,7 +134,7 @@ class Gpt final : public Model {
   Buffer targets_;  // [rows, T] int64 next-token ids, on the device
   Buffer embedded_;                    // wte[token] + wpe[t] [N, C]
   std::vector<BlockActivations> blocks_;
-  // One block's fp32 tensors that a block keeps in 16 bits or rebuilds, shared by every block.
+  // One block's tensors that checkpointed blocks rebuild, shared by every block.
   BlockActivations work_;
   Buffer lnf_, lnf_mean_, lnf_rstd_;  // ln_f(last block's out) [N, C], [N], [N]
   Buffer logits_;  // [N, Vp]; after loss(), grad_scale * d loss / d logits in their place

@@ -2,8 +2,9 @@
 // Shapes: N = rows * T token rows, C channels; every activation is [N, C] unless noted. A block
 // that activation checkpointing recomputes writes what it did not keep into the shared working
 // copy, and rebuilds it there at the start of its backward. With 16-bit activations every matrix
-// product's input and output is rounded to 16 bits as it is made (so forward computes on the
-// values backward will see) and kept in 16 bits; backward widens them into the working copy.
+// product's input and output is written in 16 bits by the kernel that makes it (rounded once, so
+// forward computes on the values backward will see), and read in 16 bits by the kernels that use
+// it.
 #include <array>
 #include <cstddef>
 
@@ -48,26 +49,16 @@ std::array<std::span<T>, kBlockParams> block_tensors(std::span<T> flat, std::int
 
 Gpt::BlockTensors Gpt::block_tensors_of(int layer) {
   BlockActivations& own = blocks_[static_cast<std::size_t>(layer)];
-  // A tensor the block did not keep, or keeps in 16 bits, is used from the working copy.
-  auto held = [&](Buffer BlockActivations::*tensor) {
+  // A tensor the block did not keep is used from the shared copy.
+  auto held = [&](Buffer BlockActivations::*tensor) -> Buffer& {
     Buffer& kept = own.*tensor;
-    return (kept.elems() > 0 && kept.dtype() == DType::F32 ? kept : work_.*tensor).as<float>();
+    return kept.elems() > 0 ? kept : work_.*tensor;
   };
-  return {held(&BlockActivations::ln1),       held(&BlockActivations::ln1_mean),
-          held(&BlockActivations::ln1_rstd),  held(&BlockActivations::qkv),
-          held(&BlockActivations::att_stats), held(&BlockActivations::attn),
-          held(&BlockActivations::mid),       held(&BlockActivations::ln2),
-          held(&BlockActivations::ln2_mean),  held(&BlockActivations::ln2_rstd),
-          held(&BlockActivations::fc),        held(&BlockActivations::fc_gelu),
-          held(&BlockActivations::out)};
-}
-
-void Gpt::keep_rounded(std::span<float> computed, Buffer& kept) {
-  if (!sixteen_bit()) return;  // fp32: `computed` is the kept buffer itself
-  device_.round_to(computed, activation_dtype_);
-  if (kept.elems() > 0) {
-    device_.convert(computed.data(), DType::F32, kept.data(), activation_dtype_, kept.elems());
-  }
+  auto f32 = [&](Buffer BlockActivations::*tensor) { return held(tensor).as<float>(); };
+  using A = BlockActivations;
+  return {held(&A::ln1),     held(&A::qkv),     held(&A::attn),    held(&A::ln2),      held(&A::fc),
+          held(&A::fc_gelu), f32(&A::ln1_mean), f32(&A::ln1_rstd), f32(&A::att_stats), f32(&A::mid),
+          f32(&A::ln2_mean), f32(&A::ln2_rstd), f32(&A::out)};
 }
 
 void Gpt::forward_block(int layer, std::span<const float> params, bool rebuild_only) {
@@ -83,22 +74,18 @@ void Gpt::forward_block(int layer, std::span<const float> params, bool rebuild_o
   // c_proj.
   if (runs(own.ln1)) {
     device_.layernorm_forward(x, p[kLn1Weight], p[kLn1Bias], a.ln1, a.ln1_mean, a.ln1_rstd, N, C);
-    keep_rounded(a.ln1, own.ln1);
   }
   if (runs(own.qkv)) {
     device_.conv1d_forward(a.ln1, p[kAttnWeight], p[kAttnBias], a.qkv, N, C, 3 * C);
-    keep_rounded(a.qkv, own.qkv);
   }
   if (runs(own.att_stats)) {
     device_.attention_forward(a.qkv, a.att_stats, a.attn, rows_, seq_len_, C, H);
-    keep_rounded(a.attn, own.attn);
   }
   // The projections' outputs are rounded before the skip connection adds them to the fp32
   // residual stream, as autocast's 16-bit c_proj output is.
-  Buffer none;
   if (runs(own.mid)) {
     device_.conv1d_forward(a.attn, p[kAttnProjWeight], p[kAttnProjBias], a.mid, N, C, C);
-    keep_rounded(a.mid, none);
+    if (sixteen_bit()) device_.round_to(a.mid, activation_dtype_);
     device_.add(a.mid.data(), x.data(), DType::F32,
                 static_cast<std::int64_t>(a.mid.size()));  // the skip connection
   }
@@ -106,38 +93,21 @@ void Gpt::forward_block(int layer, std::span<const float> params, bool rebuild_o
   if (runs(own.ln2)) {
     device_.layernorm_forward(a.mid, p[kLn2Weight], p[kLn2Bias], a.ln2, a.ln2_mean, a.ln2_rstd, N,
                               C);
-    keep_rounded(a.ln2, own.ln2);
   }
   if (runs(own.fc)) {
     device_.conv1d_forward(a.ln2, p[kFcWeight], p[kFcBias], a.fc, N, C, 4 * C);
-    keep_rounded(a.fc, own.fc);
   }
   if (runs(own.fc_gelu)) {
     device_.gelu_tanh_forward(a.fc, a.fc_gelu);
-    keep_rounded(a.fc_gelu, own.fc_gelu);
   }
   if (rebuild_only) return;  // backward needs nothing past GELU, and the output is always kept
   device_.conv1d_forward(a.fc_gelu, p[kMlpProjWeight], p[kMlpProjBias], a.out, N, 4 * C, C);
-  keep_rounded(a.out, none);
+  if (sixteen_bit()) device_.round_to(a.out, activation_dtype_);
   device_.add(a.out.data(), a.mid.data(), DType::F32,
               static_cast<std::int64_t>(a.out.size()));  // the skip connection
 }
 
-void Gpt::widen_kept(int layer) {
-  if (!sixteen_bit()) return;
-  BlockActivations& own = blocks_[static_cast<std::size_t>(layer)];
-  for (Buffer BlockActivations::*tensor :
-       {&BlockActivations::ln1, &BlockActivations::qkv, &BlockActivations::attn,
-        &BlockActivations::ln2, &BlockActivations::fc, &BlockActivations::fc_gelu}) {
-    const Buffer& kept = own.*tensor;
-    if (kept.elems() == 0) continue;  // rebuilt by the recompute instead
-    device_.convert(kept.data(), kept.dtype(), (work_.*tensor).data(), DType::F32, kept.elems());
-  }
-}
-
 void Gpt::backward_block(int layer, std::span<const float> params, std::span<float> grads) {
-  // The kept 16-bit tensors first: the recompute may start from them (selective keeps qkv and fc).
-  widen_kept(layer);
   if (policy_.recomputes(layer)) forward_block(layer, params, true);
   const std::int64_t N = token_rows(), C = config_.n_embd, H = config_.n_head;
   const auto p = block_tensors(params, C);

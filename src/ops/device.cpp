@@ -3,6 +3,8 @@
 // split the channels. Then the device's do_ implementation runs (cpu/, cuda/).
 #include "ops/device.hpp"
 
+#include <initializer_list>
+
 #include "core/error.hpp"
 #include "ops/check_elems.hpp"
 
@@ -34,6 +36,22 @@ void check_cross_entropy(std::size_t logits, std::size_t labels, std::size_t dlo
            rows, mean_rows);
 }
 
+// Throws zl::Error unless a kernel's typed argument `what` is fp32, bf16 or fp16 and has the
+// elements its shapes need.
+void check_tensor(const char* kernel, const char* what, DType dtype, std::int64_t elems,
+                  std::int64_t expected_elems) {
+  ZL_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
+           "{}: {} is {}; kernels take fp32, bf16 or fp16", kernel, what, dtype_name(dtype));
+  check_elems(kernel, what, static_cast<std::size_t>(elems), expected_elems);
+}
+
+// True when every tensor is fp32: the call goes to the fp32 do_ kernel.
+bool all_f32(std::initializer_list<DType> dtypes) {
+  for (const DType dtype : dtypes)
+    if (dtype != DType::F32) return false;
+  return true;
+}
+
 }  // namespace
 
 void Device::adamw_update_rounded(std::span<float> master, std::span<const float> grads,
@@ -44,27 +62,31 @@ void Device::adamw_update_rounded(std::span<float> master, std::span<const float
           static_cast<std::int64_t>(master.size()));
 }
 
-void Device::linear_forward(std::span<const float> x, std::span<const float> w,
-                            std::span<const float> b, std::span<float> y, std::int64_t rows,
+void Device::linear_forward(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
                             std::int64_t in, std::int64_t out) {
-  check_elems("linear_forward", "x", x.size(), rows * in);
-  check_elems("linear_forward", "w", w.size(), out * in);
-  if (!b.empty()) check_elems("linear_forward", "b", b.size(), out);
-  check_elems("linear_forward", "y", y.size(), rows * out);
-  do_linear_forward(x, w, b, y, rows, in, out);
+  check_tensor("linear_forward", "x", x.dtype, x.elems, rows * in);
+  check_tensor("linear_forward", "w", w.dtype, w.elems, out * in);
+  if (!b.empty()) check_tensor("linear_forward", "b", b.dtype, b.elems, out);
+  check_tensor("linear_forward", "y", y.dtype, y.elems, rows * out);
+  if (!all_f32({x.dtype, w.dtype, b.dtype, y.dtype})) {
+    return do_linear_forward_typed(x, w, b, y, rows, in, out);
+  }
+  do_linear_forward(x.f32(), w.f32(), b.f32(), y.f32(), rows, in, out);
 }
 
-void Device::linear_backward(std::span<const float> x, std::span<const float> w,
-                             std::span<const float> dy, std::span<float> dw, std::span<float> db,
-                             std::span<float> dx, std::int64_t rows, std::int64_t in,
-                             std::int64_t out) {
-  check_elems("linear_backward", "x", x.size(), rows * in);
-  check_elems("linear_backward", "w", w.size(), out * in);
+void Device::linear_backward(TensorIn x, TensorIn w, std::span<const float> dy, std::span<float> dw,
+                             std::span<float> db, std::span<float> dx, std::int64_t rows,
+                             std::int64_t in, std::int64_t out) {
+  check_tensor("linear_backward", "x", x.dtype, x.elems, rows * in);
+  check_tensor("linear_backward", "w", w.dtype, w.elems, out * in);
   check_elems("linear_backward", "dy", dy.size(), rows * out);
   check_elems("linear_backward", "dw", dw.size(), out * in);
   if (!db.empty()) check_elems("linear_backward", "db", db.size(), out);
   if (!dx.empty()) check_elems("linear_backward", "dx", dx.size(), rows * in);
-  do_linear_backward(x, w, dy, dw, db, dx, rows, in, out);
+  if (!all_f32({x.dtype, w.dtype})) {
+    return do_linear_backward_typed(x, w, dy, dw, db, dx, rows, in, out);
+  }
+  do_linear_backward(x.f32(), w.f32(), dy, dw, db, dx, rows, in, out);
 }
 
 void Device::gelu_forward(std::span<const float> x, std::span<float> y) {
@@ -134,16 +156,18 @@ void Device::embedding_backward(std::span<const std::int64_t> tokens, std::span<
 }
 
 void Device::layernorm_forward(std::span<const float> x, std::span<const float> weight,
-                               std::span<const float> bias, std::span<float> y,
-                               std::span<float> mean, std::span<float> rstd, std::int64_t rows,
-                               std::int64_t channels) {
+                               std::span<const float> bias, TensorOut y, std::span<float> mean,
+                               std::span<float> rstd, std::int64_t rows, std::int64_t channels) {
   check_elems("layernorm_forward", "x", x.size(), rows * channels);
   check_elems("layernorm_forward", "weight", weight.size(), channels);
   check_elems("layernorm_forward", "bias", bias.size(), channels);
-  check_elems("layernorm_forward", "y", y.size(), rows * channels);
+  check_tensor("layernorm_forward", "y", y.dtype, y.elems, rows * channels);
   check_elems("layernorm_forward", "mean", mean.size(), rows);
   check_elems("layernorm_forward", "rstd", rstd.size(), rows);
-  do_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels);
+  if (y.dtype != DType::F32) {
+    return do_layernorm_forward_typed(x, weight, bias, y, mean, rstd, rows, channels);
+  }
+  do_layernorm_forward(x, weight, bias, y.f32(), mean, rstd, rows, channels);
 }
 
 void Device::layernorm_backward(std::span<const float> x, std::span<const float> weight,
@@ -162,68 +186,82 @@ void Device::layernorm_backward(std::span<const float> x, std::span<const float>
   do_layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, rows, channels);
 }
 
-void Device::conv1d_forward(std::span<const float> x, std::span<const float> w,
-                            std::span<const float> b, std::span<float> y, std::int64_t rows,
+void Device::conv1d_forward(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
                             std::int64_t in, std::int64_t out) {
-  check_elems("conv1d_forward", "x", x.size(), rows * in);
-  check_elems("conv1d_forward", "w", w.size(), in * out);
-  check_elems("conv1d_forward", "b", b.size(), out);
-  check_elems("conv1d_forward", "y", y.size(), rows * out);
-  do_conv1d_forward(x, w, b, y, rows, in, out);
+  check_tensor("conv1d_forward", "x", x.dtype, x.elems, rows * in);
+  check_tensor("conv1d_forward", "w", w.dtype, w.elems, in * out);
+  check_tensor("conv1d_forward", "b", b.dtype, b.elems, out);
+  check_tensor("conv1d_forward", "y", y.dtype, y.elems, rows * out);
+  if (!all_f32({x.dtype, w.dtype, b.dtype, y.dtype})) {
+    return do_conv1d_forward_typed(x, w, b, y, rows, in, out);
+  }
+  do_conv1d_forward(x.f32(), w.f32(), b.f32(), y.f32(), rows, in, out);
 }
 
-void Device::conv1d_backward(std::span<const float> x, std::span<const float> w,
-                             std::span<const float> dy, std::span<float> dw, std::span<float> db,
-                             std::span<float> dx, std::int64_t rows, std::int64_t in,
-                             std::int64_t out) {
-  check_elems("conv1d_backward", "x", x.size(), rows * in);
-  check_elems("conv1d_backward", "w", w.size(), in * out);
+void Device::conv1d_backward(TensorIn x, TensorIn w, std::span<const float> dy, std::span<float> dw,
+                             std::span<float> db, std::span<float> dx, std::int64_t rows,
+                             std::int64_t in, std::int64_t out) {
+  check_tensor("conv1d_backward", "x", x.dtype, x.elems, rows * in);
+  check_tensor("conv1d_backward", "w", w.dtype, w.elems, in * out);
   check_elems("conv1d_backward", "dy", dy.size(), rows * out);
   check_elems("conv1d_backward", "dw", dw.size(), in * out);
   check_elems("conv1d_backward", "db", db.size(), out);
   if (!dx.empty()) check_elems("conv1d_backward", "dx", dx.size(), rows * in);
-  do_conv1d_backward(x, w, dy, dw, db, dx, rows, in, out);
+  if (!all_f32({x.dtype, w.dtype})) {
+    return do_conv1d_backward_typed(x, w, dy, dw, db, dx, rows, in, out);
+  }
+  do_conv1d_backward(x.f32(), w.f32(), dy, dw, db, dx, rows, in, out);
 }
 
-void Device::gelu_tanh_forward(std::span<const float> x, std::span<float> y) {
-  check_elems("gelu_tanh_forward", "y", y.size(), static_cast<std::int64_t>(x.size()));
-  do_gelu_tanh_forward(x, y);
+void Device::gelu_tanh_forward(TensorIn x, TensorOut y) {
+  check_tensor("gelu_tanh_forward", "x", x.dtype, x.elems, x.elems);
+  check_tensor("gelu_tanh_forward", "y", y.dtype, y.elems, x.elems);
+  if (!all_f32({x.dtype, y.dtype})) return do_gelu_tanh_forward_typed(x, y);
+  do_gelu_tanh_forward(x.f32(), y.f32());
 }
 
-void Device::gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
-                                std::span<float> dx) {
-  check_elems("gelu_tanh_backward", "dy", dy.size(), static_cast<std::int64_t>(x.size()));
-  check_elems("gelu_tanh_backward", "dx", dx.size(), static_cast<std::int64_t>(x.size()));
-  do_gelu_tanh_backward(x, dy, dx);
+void Device::gelu_tanh_backward(TensorIn x, std::span<const float> dy, std::span<float> dx) {
+  check_tensor("gelu_tanh_backward", "x", x.dtype, x.elems, x.elems);
+  check_elems("gelu_tanh_backward", "dy", dy.size(), x.elems);
+  check_elems("gelu_tanh_backward", "dx", dx.size(), x.elems);
+  if (x.dtype != DType::F32) return do_gelu_tanh_backward_typed(x, dy, dx);
+  do_gelu_tanh_backward(x.f32(), dy, dx);
 }
 
-void Device::attention_forward(std::span<const float> qkv, std::span<float> stats,
-                               std::span<float> out, std::int64_t batch, std::int64_t seq_len,
-                               std::int64_t channels, std::int64_t heads) {
+void Device::attention_forward(TensorIn qkv, std::span<float> stats, TensorOut out,
+                               std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                               std::int64_t heads) {
   check_heads("attention_forward", channels, heads);
   const std::int64_t T = seq_len, C = channels;
-  check_elems("attention_forward", "qkv", qkv.size(), batch * T * 3 * C);
+  check_tensor("attention_forward", "qkv", qkv.dtype, qkv.elems, batch * T * 3 * C);
   check_elems("attention_forward", "stats", stats.size(),
               batch * heads * T * kAttentionStatsPerRow);
-  check_elems("attention_forward", "out", out.size(), batch * T * C);
+  check_tensor("attention_forward", "out", out.dtype, out.elems, batch * T * C);
   if (batch * T == 0) return;
-  do_attention_forward(qkv, stats, out, batch, seq_len, channels, heads);
+  if (!all_f32({qkv.dtype, out.dtype})) {
+    return do_attention_forward_typed(qkv, stats, out, batch, seq_len, channels, heads);
+  }
+  do_attention_forward(qkv.f32(), stats, out.f32(), batch, seq_len, channels, heads);
 }
 
-void Device::attention_backward(std::span<const float> qkv, std::span<const float> stats,
-                                std::span<const float> out, std::span<const float> dout,
-                                std::span<float> dqkv, std::int64_t batch, std::int64_t seq_len,
-                                std::int64_t channels, std::int64_t heads) {
+void Device::attention_backward(TensorIn qkv, std::span<const float> stats, TensorIn out,
+                                std::span<const float> dout, std::span<float> dqkv,
+                                std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                                std::int64_t heads) {
   check_heads("attention_backward", channels, heads);
   const std::int64_t T = seq_len, C = channels;
-  check_elems("attention_backward", "qkv", qkv.size(), batch * T * 3 * C);
+  check_tensor("attention_backward", "qkv", qkv.dtype, qkv.elems, batch * T * 3 * C);
   check_elems("attention_backward", "stats", stats.size(),
               batch * heads * T * kAttentionStatsPerRow);
-  check_elems("attention_backward", "out", out.size(), batch * T * C);
+  check_tensor("attention_backward", "out", out.dtype, out.elems, batch * T * C);
   check_elems("attention_backward", "dout", dout.size(), batch * T * C);
   check_elems("attention_backward", "dqkv", dqkv.size(), batch * T * 3 * C);
   if (batch * T == 0) return;
-  do_attention_backward(qkv, stats, out, dout, dqkv, batch, seq_len, channels, heads);
+  if (!all_f32({qkv.dtype, out.dtype})) {
+    return do_attention_backward_typed(qkv, stats, out, dout, dqkv, batch, seq_len, channels,
+                                       heads);
+  }
+  do_attention_backward(qkv.f32(), stats, out.f32(), dout, dqkv, batch, seq_len, channels, heads);
 }
 
 }  // namespace zl

@@ -4,6 +4,7 @@
 // once, in device.cpp, before the device's own code runs.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "core/buffer.hpp"
 #include "core/memory_ledger.hpp"
 #include "ops/attention_kind.hpp"
+#include "ops/tensor_view.hpp"
 #include "optim/adamw.hpp"
 
 namespace zl {
@@ -112,19 +114,22 @@ class Device : public Allocator {
                                     const AdamWScalars& scalars, void* rounded,
                                     DType rounded_dtype);
 
-  // ---- kernels (fp32, row-major) ----
+  // ---- kernels (row-major). Spans are fp32. A TensorIn or TensorOut may also be bf16 or fp16
+  // (tensor_view.hpp): the kernel computes on its inputs widened to fp32 (exact) and rounds a
+  // 16-bit output once, to nearest even, from the fp32 value it would write: the bits of the
+  // fp32 kernel between a widening and a rounding. ----
 
   /// y[rows, out] = x[rows, in] * w[out, in]^T + b[out]; b may be empty (no bias, as GPT-2's
   /// LM head: logits[rows, vocab] = x[rows, C] * wte[vocab, C]^T).
-  void linear_forward(std::span<const float> x, std::span<const float> w, std::span<const float> b,
-                      std::span<float> y, std::int64_t rows, std::int64_t in, std::int64_t out);
+  void linear_forward(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
+                      std::int64_t in, std::int64_t out);
 
   /// Given dy[rows, out]: dw[out, in] += dy^T x, db[out] += sum over rows of dy (rows in order),
   /// dx[rows, in] = dy w (db may be empty when there is no bias, dx when the input needs no
   /// gradient).
-  void linear_backward(std::span<const float> x, std::span<const float> w,
-                       std::span<const float> dy, std::span<float> dw, std::span<float> db,
-                       std::span<float> dx, std::int64_t rows, std::int64_t in, std::int64_t out);
+  void linear_backward(TensorIn x, TensorIn w, std::span<const float> dy, std::span<float> dw,
+                       std::span<float> db, std::span<float> dx, std::int64_t rows, std::int64_t in,
+                       std::int64_t out);
 
   /// y = x * Phi(x) with the exact erf form, as torch.nn.GELU().
   void gelu_forward(std::span<const float> x, std::span<float> y);
@@ -183,7 +188,7 @@ class Device : public Allocator {
   /// y[r, c] = (x[r, c] - mean[r]) * rstd[r] * weight[c] + bias[c]. mean and rstd [rows] are kept
   /// for the backward pass.
   void layernorm_forward(std::span<const float> x, std::span<const float> weight,
-                         std::span<const float> bias, std::span<float> y, std::span<float> mean,
+                         std::span<const float> bias, TensorOut y, std::span<float> mean,
                          std::span<float> rstd, std::int64_t rows, std::int64_t channels);
 
   /// Given dy [rows, C], with xhat = (x - mean) * rstd and g = dy * weight:
@@ -198,22 +203,22 @@ class Device : public Allocator {
 
   /// Hugging Face's Conv1D, a Linear that stores its weight [in, out]:
   /// y[rows, out] = x[rows, in] * w[in, out] + b[out].
-  void conv1d_forward(std::span<const float> x, std::span<const float> w, std::span<const float> b,
-                      std::span<float> y, std::int64_t rows, std::int64_t in, std::int64_t out);
+  void conv1d_forward(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
+                      std::int64_t in, std::int64_t out);
 
   /// Given dy [rows, out]: dw[in, out] += x^T dy, db[out] += sum over rows of dy (rows in order),
   /// dx[rows, in] = dy w^T (overwritten; dx may be empty when the input needs no gradient).
-  void conv1d_backward(std::span<const float> x, std::span<const float> w,
-                       std::span<const float> dy, std::span<float> dw, std::span<float> db,
-                       std::span<float> dx, std::int64_t rows, std::int64_t in, std::int64_t out);
+  void conv1d_backward(TensorIn x, TensorIn w, std::span<const float> dy, std::span<float> dw,
+                       std::span<float> db, std::span<float> dx, std::int64_t rows, std::int64_t in,
+                       std::int64_t out);
 
   /// GPT-2's GELU, the tanh approximation (torch GELU(approximate="tanh")):
   /// y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-  void gelu_tanh_forward(std::span<const float> x, std::span<float> y);
+  void gelu_tanh_forward(TensorIn x, TensorOut y);
 
   /// dx = dy * dy/dx of gelu_tanh: with u = sqrt(2/pi) (x + 0.044715 x^3),
   /// dy/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2).
-  void gelu_tanh_backward(std::span<const float> x, std::span<const float> dy, std::span<float> dx);
+  void gelu_tanh_backward(TensorIn x, std::span<const float> dy, std::span<float> dx);
 
   /// Causal multi-head self-attention on qkv [B, T, 3C] (q, k, v side by side, as c_attn writes
   /// them; head h is channels [h*D, (h+1)*D) of each, D = C / heads), with no T x T tensor kept:
@@ -223,19 +228,17 @@ class Device : public Allocator {
   /// p_ts = float(exp(z_s - m) / l) are rebuilt from q, k and the stats whenever they are needed,
   /// the same bits in forward and backward; out[b, t, h*D + d] = sum_s p_ts v_s[d] (out [B, T, C],
   /// heads side by side, ready for c_proj).
-  void attention_forward(std::span<const float> qkv, std::span<float> stats, std::span<float> out,
-                         std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                         std::int64_t heads);
+  void attention_forward(TensorIn qkv, std::span<float> stats, TensorOut out, std::int64_t batch,
+                         std::int64_t seq_len, std::int64_t channels, std::int64_t heads);
 
   /// Given forward's out [B, T, C] and stats, and dout [B, T, C], writes dqkv [B, T, 3C]
   /// (overwritten): with p_ts rebuilt as forward defines it, dp_ts = dout_t . v_s,
   /// delta_t = dout_t . out_t per head (which is sum_s p_ts dp_ts, as flash attention 2 computes
   /// it), ds_ts = p_ts (dp_ts - delta_t), dq_t = sum_s ds_ts k_s / sqrt(D),
   /// dk_s = sum_t ds_ts q_t / sqrt(D), dv_s = sum_t p_ts dout_t.
-  void attention_backward(std::span<const float> qkv, std::span<const float> stats,
-                          std::span<const float> out, std::span<const float> dout,
-                          std::span<float> dqkv, std::int64_t batch, std::int64_t seq_len,
-                          std::int64_t channels, std::int64_t heads);
+  void attention_backward(TensorIn qkv, std::span<const float> stats, TensorIn out,
+                          std::span<const float> dout, std::span<float> dqkv, std::int64_t batch,
+                          std::int64_t seq_len, std::int64_t channels, std::int64_t heads);
 
  protected:
   // ---- the kernels' implementations, called by the kernels above once their arguments have
@@ -318,11 +321,74 @@ class Device : public Allocator {
                                      std::int64_t seq_len, std::int64_t channels,
                                      std::int64_t heads) = 0;
 
+  // ---- the kernels with a 16-bit TensorIn or TensorOut (the fp32 ones call the do_ kernels
+  // above). The defaults (device_typed.cpp) widen each 16-bit input into fp32 scratch, run the
+  // fp32 kernel, and round a 16-bit output from fp32 scratch, with the device's convert; a device
+  // that reads and writes 16 bits itself overrides them with the same bits ----
+
+  /// linear_forward with a 16-bit tensor.
+  virtual void do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y,
+                                       std::int64_t rows, std::int64_t in, std::int64_t out);
+  /// linear_backward with a 16-bit tensor.
+  virtual void do_linear_backward_typed(TensorIn x, TensorIn w, std::span<const float> dy,
+                                        std::span<float> dw, std::span<float> db,
+                                        std::span<float> dx, std::int64_t rows, std::int64_t in,
+                                        std::int64_t out);
+  /// layernorm_forward into a 16-bit y.
+  virtual void do_layernorm_forward_typed(std::span<const float> x, std::span<const float> weight,
+                                          std::span<const float> bias, TensorOut y,
+                                          std::span<float> mean, std::span<float> rstd,
+                                          std::int64_t rows, std::int64_t channels);
+  /// conv1d_forward with a 16-bit tensor.
+  virtual void do_conv1d_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y,
+                                       std::int64_t rows, std::int64_t in, std::int64_t out);
+  /// conv1d_backward with a 16-bit tensor.
+  virtual void do_conv1d_backward_typed(TensorIn x, TensorIn w, std::span<const float> dy,
+                                        std::span<float> dw, std::span<float> db,
+                                        std::span<float> dx, std::int64_t rows, std::int64_t in,
+                                        std::int64_t out);
+  /// gelu_tanh_forward with a 16-bit tensor.
+  virtual void do_gelu_tanh_forward_typed(TensorIn x, TensorOut y);
+  /// gelu_tanh_backward with a 16-bit x.
+  virtual void do_gelu_tanh_backward_typed(TensorIn x, std::span<const float> dy,
+                                           std::span<float> dx);
+  /// attention_forward with a 16-bit tensor.
+  virtual void do_attention_forward_typed(TensorIn qkv, std::span<float> stats, TensorOut out,
+                                          std::int64_t batch, std::int64_t seq_len,
+                                          std::int64_t channels, std::int64_t heads);
+  /// attention_backward with a 16-bit tensor.
+  virtual void do_attention_backward_typed(TensorIn qkv, std::span<const float> stats, TensorIn out,
+                                           std::span<const float> dout, std::span<float> dqkv,
+                                           std::int64_t batch, std::int64_t seq_len,
+                                           std::int64_t channels, std::int64_t heads);
+
+  /// `in`'s values in fp32: `in` itself when it is fp32, else widened into scratch slot `slot`
+  /// (0..kScratchSlots-1), which holds it until the slot is used again.
+  std::span<const float> widened(TensorIn in, int slot);
+  /// Where a kernel writes `out`'s values in fp32: `out` itself when it is fp32, else scratch slot
+  /// `slot`; store_fp32() then rounds them into `out`.
+  std::span<float> fp32_target(TensorOut out, int slot);
+  /// Rounds `computed` (what fp32_target gave) into `out` when `out` is 16-bit; else nothing.
+  void store_fp32(std::span<const float> computed, TensorOut out);
+  /// Bytes of the fp32 scratch widened() and fp32_target() hold: the device's own working memory,
+  /// not booked in ledger() (a GPU's memory check counts it as internal).
+  std::int64_t typed_scratch_bytes() const { return scratch_ledger_.total_current_bytes(); }
+  /// Frees the scratch; each device's destructor calls it while the device can still free.
+  void release_typed_scratch();
+
   /// Counts one host wait (host_waits()); a device calls it wherever the host waits for it.
   void count_host_wait() { ++host_waits_; }
 
+  /// Scratch slots of widened() and fp32_target().
+  static constexpr int kScratchSlots = 4;
+
  private:
   MemoryLedger ledger_;
+  MemoryLedger scratch_ledger_;                // typed_scratch_bytes()
+  std::array<Buffer, kScratchSlots> scratch_;  // widened(), fp32_target()
+
+  // Scratch slot `slot` as `elems` floats, grown (never shrunk) on demand.
+  std::span<float> scratch_f32(int slot, std::int64_t elems);
   std::int64_t host_waits_ = 0;  // host_waits()
 };
 

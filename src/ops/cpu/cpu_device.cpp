@@ -29,7 +29,9 @@ constexpr std::align_val_t kAlignment{64};
 CpuDevice::CpuDevice(int threads, cpu::Grain grain)
     : pool_(std::make_unique<cpu::CpuThreadPool>(threads, grain)) {}
 
-CpuDevice::~CpuDevice() = default;
+CpuDevice::~CpuDevice() {
+  release_typed_scratch();
+}
 
 int CpuDevice::threads() const {
   return pool_->threads();

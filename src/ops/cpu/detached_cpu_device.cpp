@@ -83,6 +83,7 @@ DetachedCpuDevice::DetachedCpuDevice(int threads, cpu::Grain grain) : CpuDevice(
 }
 
 DetachedCpuDevice::~DetachedCpuDevice() {
+  release_typed_scratch();  // arena memory: freed before the arena goes
   {
     Arenas& live = arenas();
     std::lock_guard lock(live.mutex);

@@ -96,6 +96,7 @@ CudaDevice::~CudaDevice() {
   // Destructors do not throw: failures here can only be reported.
   cudaSetDevice(device_index_);
   cudaStreamSynchronize(stream_);
+  release_typed_scratch();  // into the cache, which goes next
   free_cache_unchecked();
   if (scratch_ != nullptr) cudaFree(scratch_);
   if (sums_scratch_ != nullptr) cudaFree(sums_scratch_);

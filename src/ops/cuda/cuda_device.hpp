@@ -27,7 +27,8 @@ namespace zl {
 /// The device bytes a MemoryLedger books, set beside what the CUDA driver reports.
 struct DeviceMemoryCheck {
   std::int64_t ledger_bytes = 0;  ///< bytes the ledger holds now, over all categories
-  /// The device's own bytes: cuBLAS workspace, kernel scratch, cached blocks.
+  /// The device's own bytes: cuBLAS workspace, kernel scratch (Device::typed_scratch_bytes
+  /// included), cached blocks.
   std::int64_t internal_bytes = 0;
   std::int64_t allocations = 0;  ///< live cudaMalloc allocations: buffers, cached blocks, scratch
   /// Device bytes in use now (cudaMemGetInfo: total - free) minus those in use when this device
