@@ -4,13 +4,16 @@
 // The tiles, masks, fragment layouts and the order of the online softmax are the kernels' own;
 // only the order of the 16 additions inside one MMA is the stand-in's. Shapes cover a sequence
 // shorter than a tile, whole and partial tiles, several tiles a head, and each head size the
-// kernels take (16, 32, 64). Every output element must be written (outputs start as NaN).
+// kernels take (16, 32, 64). Every output element must be written (outputs start as NaN). On bf16
+// q, k, v and out the kernels give their fp32 bits on the widened tensors.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "ops/cuda/cuda_fast_attention.cuh"
 #include "support/attention_cases.hpp"
 
@@ -33,28 +36,49 @@ struct Launch {
         scale(static_cast<float>(attention_scale(D))) {}
 };
 
-void forward(const Shape& s, const std::vector<float>& qkv, std::vector<float>& stats,
-             std::vector<float>& out) {
+// q, k, v and out of element type Elem: float, or bf16 bits (std::uint16_t).
+template <class Elem>
+void forward(const Shape& s, const std::vector<Elem>& qkv, std::vector<float>& stats,
+             std::vector<Elem>& out) {
   const Launch at(s);
   ASSERT_TRUE(fa::with_head_dim(at.D, [&]<int kD>() {
-    emulate(fa::forward_kernel<kD>, at.grid, dim3(fa::kThreads), fa::kForwardSharedBytes<kD>)(
+    emulate(fa::forward_kernel<kD, Elem>, at.grid, dim3(fa::kThreads), fa::kForwardSharedBytes<kD>)(
         qkv.data(), stats.data(), out.data(), s.seq_len, s.channels, s.heads, at.scale);
   }));
 }
 
-void backward(const Shape& s, const std::vector<float>& qkv, const std::vector<float>& stats,
-              const std::vector<float>& out, const std::vector<float>& dout,
+template <class Elem>
+void backward(const Shape& s, const std::vector<Elem>& qkv, const std::vector<float>& stats,
+              const std::vector<Elem>& out, const std::vector<float>& dout,
               std::vector<float>& dqkv) {
   const Launch at(s);
   std::vector<float> delta(static_cast<std::size_t>(s.batch * s.heads * s.seq_len), std::nanf(""));
   ASSERT_TRUE(fa::with_head_dim(at.D, [&]<int kD>() {
-    emulate(fa::dq_kernel<kD>, at.grid, dim3(fa::kThreads), fa::kDqSharedBytes<kD>)(
+    emulate(fa::dq_kernel<kD, Elem>, at.grid, dim3(fa::kThreads), fa::kDqSharedBytes<kD>)(
         qkv.data(), stats.data(), out.data(), dout.data(), dqkv.data(), delta.data(), s.seq_len,
         s.channels, s.heads, at.scale);
-    emulate(fa::dkv_kernel<kD>, at.grid, dim3(fa::kThreads), fa::kDkvSharedBytes<kD>)(
+    emulate(fa::dkv_kernel<kD, Elem>, at.grid, dim3(fa::kThreads), fa::kDkvSharedBytes<kD>)(
         qkv.data(), stats.data(), dout.data(), delta.data(), dqkv.data(), s.seq_len, s.channels,
         s.heads, at.scale);
   }));
+}
+
+std::vector<std::uint16_t> to_bf16(const std::vector<float>& values) {
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = f32_to_bf16(values[i]);
+  return bits;
+}
+
+std::vector<float> from_bf16(const std::vector<std::uint16_t>& bits) {
+  std::vector<float> values(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
+  return values;
+}
+
+std::vector<std::uint32_t> bits_of(const std::vector<float>& values) {
+  std::vector<std::uint32_t> bits(values.size());
+  std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
+  return bits;
 }
 
 class FastAttentionEmulated : public ::testing::TestWithParam<Shape> {};
@@ -79,6 +103,33 @@ TEST_P(FastAttentionEmulated, IsTheCpuDevicesAttentionWithinBf16Rounding) {
   }
 }
 
+// With qkv and out in bf16 (as the GPT keeps them under --bf16) the kernels read and write them
+// as they are: the fp32 kernels' bits on the widened tensors, out rounded once. Two shapes: head
+// sizes 16 and 64, a partial tile, two tiles (the emulator's threads make each a few seconds).
+class FastAttentionBf16Emulated : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(FastAttentionBf16Emulated, IsTheFp32KernelsOnTheWidenedTensors) {
+  const Shape s = GetParam();
+  const auto rows = static_cast<std::size_t>(s.batch * s.seq_len);
+  const auto qkv16 = to_bf16(test::uniform_floats(rows * 3 * s.channels, 42));
+  const auto dout = test::uniform_floats(rows * s.channels, 43);
+  const auto C = static_cast<std::size_t>(s.channels);
+  const std::size_t stats_elems = static_cast<std::size_t>(s.batch * s.heads * s.seq_len) * 2;
+
+  std::vector<float> stats16(stats_elems, std::nanf("")), stats32(stats_elems, std::nanf(""));
+  std::vector<std::uint16_t> out16(rows * C, 0x7FC0u);
+  std::vector<float> out32(rows * C, std::nanf(""));
+  forward(s, qkv16, stats16, out16);
+  forward(s, from_bf16(qkv16), stats32, out32);
+  EXPECT_EQ(bits_of(stats16), bits_of(stats32));
+  EXPECT_EQ(out16, to_bf16(out32));
+
+  std::vector<float> dqkv16(rows * 3 * C, std::nanf("")), dqkv32(rows * 3 * C, std::nanf(""));
+  backward(s, qkv16, stats16, out16, dout, dqkv16);
+  backward(s, from_bf16(qkv16), stats16, from_bf16(out16), dout, dqkv32);
+  EXPECT_EQ(bits_of(dqkv16), bits_of(dqkv32));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     CudaEmulation, FastAttentionEmulated,
     ::testing::Values(Shape{2, 5, 32, 2},     // shorter than a tile; D 16
@@ -88,6 +139,12 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Shape>& info) {
       return test::attention_shape_name(info.param);
     });
+
+INSTANTIATE_TEST_SUITE_P(CudaEmulation, FastAttentionBf16Emulated,
+                         ::testing::Values(Shape{2, 5, 32, 2}, Shape{1, 100, 64, 1}),
+                         [](const ::testing::TestParamInfo<Shape>& info) {
+                           return test::attention_shape_name(info.param);
+                         });
 
 TEST(FastAttentionEmulated, TakesHeadSizes16To64InSixteens) {
   for (std::int64_t d = 1; d <= 256; ++d) {

@@ -143,7 +143,8 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
     return;
   }
   if (bf16_gemms_) {
-    const auto copies = bf16_copies({{{a, m * k}, {b, k * n}, {}}});
+    const auto copies =
+        bf16_copies({TensorIn(a, m * k, DType::F32), TensorIn(b, k * n, DType::F32), TensorIn()});
     return matmul_bf16(transpose_a, transpose_b, m, n, k, copies[0], copies[1], c, beta);
   }
   const float alpha = 1.0f;
@@ -155,17 +156,26 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
 }
 
 std::array<const std::uint16_t*, 3> CudaDevice::bf16_copies(
-    const std::array<Fp32Operand, 3>& operands) {
+    const std::array<TensorIn, 3>& operands) {
   const auto aligned = [](std::int64_t elems) { return (elems + 7) / 8 * 8; };  // 16 bytes
   std::int64_t total = 0;
-  for (const Fp32Operand& operand : operands) total += aligned(operand.elems);
+  for (const TensorIn& operand : operands) {
+    if (operand.dtype == DType::F32) total += aligned(operand.elems);
+  }
   auto* next = static_cast<std::uint16_t*>(
       scratch(static_cast<std::size_t>(total) * sizeof(std::uint16_t)));
   std::array<const std::uint16_t*, 3> copies{};
   for (std::size_t i = 0; i < operands.size(); ++i) {
-    convert(operands[i].data, DType::F32, next, DType::BF16, operands[i].elems);
+    const TensorIn& operand = operands[i];
+    ZL_CHECK(operand.dtype == DType::F32 || operand.dtype == DType::BF16,
+             "a bf16 product takes fp32 or bf16 operands, not {}", dtype_name(operand.dtype));
+    if (operand.dtype == DType::BF16) {
+      copies[i] = static_cast<const std::uint16_t*>(operand.data);
+      continue;
+    }
+    convert(operand.data, DType::F32, next, DType::BF16, operand.elems);
     copies[i] = next;
-    next += aligned(operands[i].elems);
+    next += aligned(operand.elems);
   }
   return copies;
 }
@@ -197,13 +207,7 @@ void CudaDevice::do_linear_backward(std::span<const float> x, std::span<const fl
                                     std::span<float> db, std::span<float> dx, std::int64_t rows,
                                     std::int64_t in, std::int64_t out) {
   if (bf16_gemms_ && rows > 0 && in > 0 && out > 0) {
-    // dy rounded once for both products (w only when there is a dx)
-    const auto [dy16, x16, w16] = bf16_copies(
-        {{{dy.data(), rows * out}, {x.data(), rows * in}, {w.data(), dx.empty() ? 0 : out * in}}});
-    matmul_bf16(true, false, out, in, rows, dy16, x16, dw.data(), 1.0f);
-    if (!db.empty()) column_sums(dy.data(), db.data(), rows, out);
-    if (!dx.empty()) matmul_bf16(false, false, rows, in, out, dy16, w16, dx.data(), 0.0f);
-    return;
+    return bf16_backward(false, x, w, dy, dw, db, dx, rows, in, out);
   }
   // dw [out, in] += dy^T (dy stored [rows, out]) * x [rows, in]
   gemm(true, false, out, in, rows, dy.data(), x.data(), dw.data(), 1.0f);
@@ -225,12 +229,7 @@ void CudaDevice::do_conv1d_backward(std::span<const float> x, std::span<const fl
                                     std::span<float> db, std::span<float> dx, std::int64_t rows,
                                     std::int64_t in, std::int64_t out) {
   if (bf16_gemms_ && rows > 0 && in > 0 && out > 0) {
-    const auto [dy16, x16, w16] = bf16_copies(
-        {{{dy.data(), rows * out}, {x.data(), rows * in}, {w.data(), dx.empty() ? 0 : in * out}}});
-    matmul_bf16(true, false, in, out, rows, x16, dy16, dw.data(), 1.0f);
-    column_sums(dy.data(), db.data(), rows, out);
-    if (!dx.empty()) matmul_bf16(false, true, rows, in, out, dy16, w16, dx.data(), 0.0f);
-    return;
+    return bf16_backward(true, x, w, dy, dw, db, dx, rows, in, out);
   }
   // dw [in, out] += x^T (x stored [rows, in]) * dy [rows, out]
   gemm(true, false, in, out, rows, x.data(), dy.data(), dw.data(), 1.0f);

@@ -225,6 +225,37 @@ class CudaDevice final : public Device {
   void do_gelu_tanh_forward(std::span<const float> x, std::span<float> y) override;
   void do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
                              std::span<float> dx) override;
+
+  // ---- on 16-bit tensors (cuda_device_typed.cpp): bf16 is read and written by the kernels
+  // themselves, with Device's bits (a bf16 GEMM operand goes to the tensor cores as it is kept, a
+  // bf16 output is rounded as it is written); fp16 takes Device's default ----
+
+  void do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
+                               std::int64_t in, std::int64_t out) override;
+  void do_linear_backward_typed(TensorIn x, TensorIn w, std::span<const float> dy,
+                                std::span<float> dw, std::span<float> db, std::span<float> dx,
+                                std::int64_t rows, std::int64_t in, std::int64_t out) override;
+  void do_layernorm_forward_typed(std::span<const float> x, std::span<const float> weight,
+                                  std::span<const float> bias, TensorOut y, std::span<float> mean,
+                                  std::span<float> rstd, std::int64_t rows,
+                                  std::int64_t channels) override;
+  void do_conv1d_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
+                               std::int64_t in, std::int64_t out) override;
+  void do_conv1d_backward_typed(TensorIn x, TensorIn w, std::span<const float> dy,
+                                std::span<float> dw, std::span<float> db, std::span<float> dx,
+                                std::int64_t rows, std::int64_t in, std::int64_t out) override;
+  void do_gelu_tanh_forward_typed(TensorIn x, TensorOut y) override;
+  void do_gelu_tanh_backward_typed(TensorIn x, std::span<const float> dy,
+                                   std::span<float> dx) override;
+  /// The fast kernels on bf16 qkv and out; the exact and gemm kinds take Device's default.
+  void do_attention_forward_typed(TensorIn qkv, std::span<float> stats, TensorOut out,
+                                  std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                                  std::int64_t heads) override;
+  /// The fast kernels on bf16 qkv and out; the exact and gemm kinds take Device's default.
+  void do_attention_backward_typed(TensorIn qkv, std::span<const float> stats, TensorIn out,
+                                   std::span<const float> dout, std::span<float> dqkv,
+                                   std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                                   std::int64_t heads) override;
   /// Fast (attention_for): on the tensor cores (cuda_fast_attention.cu), no T x T scratch.
   /// Exact: in tiles, flash-attention style, with no T x T scratch, the CPU's bits
   /// (cuda_tiled_attention.cu; head size at most 256). Gemm:
@@ -252,14 +283,23 @@ class CudaDevice final : public Device {
   // (overwrite) or 1 (accumulate).
   void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
             const float* a, const float* b, float* c, float beta);
-  // Up to three fp32 GEMM operands rounded to bf16 once each, side by side in scratch at 16-byte
-  // boundaries (tensor cores want aligned operands); one of 0 elements is skipped. A layer's
-  // backward rounds dy once for its dw and dx products.
-  struct Fp32Operand {
-    const float* data = nullptr;
-    std::int64_t elems = 0;
-  };
-  std::array<const std::uint16_t*, 3> bf16_copies(const std::array<Fp32Operand, 3>& operands);
+  // Up to three GEMM operands in bf16: a bf16 one as it is, an fp32 one rounded to bf16 once,
+  // side by side in scratch at 16-byte boundaries (tensor cores want aligned operands); one of 0
+  // elements is skipped. A layer's backward rounds dy once for its dw and dx products.
+  std::array<const std::uint16_t*, 3> bf16_copies(const std::array<TensorIn, 3>& operands);
+  // True when a product with these tensors runs on bf16 tensor cores here: bf16 GEMMs are on and
+  // none is fp16 (fp32 ones are rounded, bf16 ones taken as they are).
+  bool bf16_product(std::initializer_list<TensorIn> tensors) const;
+  // y [m, n] = op(a16) op(b16) (matmul_bf16) plus the bias row (empty: none), written to y in its
+  // dtype (fp32, or bf16 rounded once as the bias is added).
+  void bf16_product_with_bias(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
+                              std::int64_t k, const std::uint16_t* a16, const std::uint16_t* b16,
+                              TensorIn bias, TensorOut y);
+  // A bf16 layer's backward: dw += (x^T dy, Conv1D's [in, out], or dy^T x, Linear's [out, in]),
+  // db += dy's column sums (db may be empty), dx = dy w^T or dy w (may be empty); dy rounded once.
+  void bf16_backward(bool conv1d, TensorIn x, TensorIn w, std::span<const float> dy,
+                     std::span<float> dw, std::span<float> db, std::span<float> dx,
+                     std::int64_t rows, std::int64_t in, std::int64_t out);
   // Column-major, cuBLAS's own convention: for each of `batch` heads i, C_i [m, n] =
   // alpha op(A_i) op(B_i) (beta 0), the heads `stride_*` floats apart; lda/ldb/ldc as cuBLAS's.
   void gemm_heads(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,

@@ -1,7 +1,8 @@
 // cuda_fast_attention.cuh — the device code of the fast causal attention (private to
 // src/ops/cuda; cuda_fast_attention.cu launches it, tests/cuda_emulation runs it on the CPU):
-// flash attention 2's order on the tensor cores. q, k, v, out and dout are read in fp32 and
-// rounded to bf16 as a tile comes into shared memory; every product (scores, p v, dp, dq, dk, dv)
+// flash attention 2's order on the tensor cores. q, k, v and out are read in fp32 or bf16 (the
+// kernels' T; out written in it too), dout in fp32; a tile is rounded to bf16 (a bf16 one is
+// taken as it is) as it comes into shared memory; every product (scores, p v, dp, dq, dk, dv)
 // is a warp's mma.sync with fp32 accumulators (cuda_mma.cuh); the softmax runs in fp32.
 //
 // A block of 4 warps takes 64 rows of one (batch element, head): forward and the dq kernel 64
@@ -10,7 +11,7 @@
 // packed to bf16, are the next product's A operand. Forward keeps a running max and sum per query
 // row (online softmax) and writes out and each row's stats {m, l}, the Device contract. Backward
 // rebuilds the probabilities from the stats in two kernels, with no atomics: the dq kernel, per
-// query tile, also writes delta_t = dout_t . out_t (fp32, from the unrounded tensors), and the
+// query tile, also writes delta_t = dout_t . out_t (fp32, from dout and out as passed), and the
 // dk/dv kernel, per key tile, reads it.
 //
 // Every sum has a fixed order (an MMA's, then tile after tile; a row's max and sum over the 4
@@ -66,6 +67,31 @@ bool with_head_dim(std::int64_t head_dim, F&& f) {
   }
 }
 
+// An element of q, k, v or out in fp32: itself, or its bf16 bits widened (exact); and written
+// from fp32: itself, or rounded to bf16 (nearest even).
+ZL_HOST_DEVICE inline float element(float value) {
+  return value;
+}
+ZL_HOST_DEVICE inline float element(std::uint16_t bits) {
+  return mma::unpack_bf16(bits, false);
+}
+ZL_HOST_DEVICE inline void store_element(float* to, float value) {
+  *to = value;
+}
+ZL_HOST_DEVICE inline void store_element(std::uint16_t* to, float value) {
+  *to = static_cast<std::uint16_t>(mma::bf16_bits(value));
+}
+
+// Four neighbouring elements in fp32 (one 16-byte load; 8 bytes in bf16).
+__device__ inline float4 load4(const float* from) {
+  return *reinterpret_cast<const float4*>(from);
+}
+__device__ inline float4 load4(const std::uint16_t* from) {
+  const auto words = *reinterpret_cast<const uint2*>(from);
+  return {mma::unpack_bf16(words.x, false), mma::unpack_bf16(words.x, true),
+          mma::unpack_bf16(words.y, false), mma::unpack_bf16(words.y, true)};
+}
+
 /// Where a block works: blockIdx.x = b * heads + h; blockIdx.y a tile of 64 rows, taken from
 /// the last when `last_first` (forward and dq: the last query tiles have the most keys, so they
 /// start first) and from the first otherwise (dk/dv).
@@ -93,8 +119,8 @@ __device__ inline Place place(std::int64_t T, std::int64_t C, int D, std::int64_
 // [kD][kTransposedWords] (row d holds the 64 rows' channel d, two to a word) when it is not null.
 // A thread takes two neighbouring rows' 4 channels (16-byte loads, neighbouring threads along a
 // row).
-template <int kD>
-__device__ inline void load_tile(std::uint32_t* tile, std::uint32_t* tile_t, const float* rows,
+template <int kD, class In>
+__device__ inline void load_tile(std::uint32_t* tile, std::uint32_t* tile_t, const In* rows,
                                  std::int64_t stride, std::int64_t t0, std::int64_t T) {
   constexpr int kQuads = kD / 4;
   for (int e = static_cast<int>(threadIdx.x); e < kTileRows / 2 * kQuads; e += kThreads) {
@@ -102,8 +128,8 @@ __device__ inline void load_tile(std::uint32_t* tile, std::uint32_t* tile_t, con
     const int i = 2 * pair_row;
     const std::int64_t t = t0 + i;
     float4 a{0.0f, 0.0f, 0.0f, 0.0f}, b{0.0f, 0.0f, 0.0f, 0.0f};
-    if (t < T) a = *reinterpret_cast<const float4*>(rows + t * stride + d);
-    if (t + 1 < T) b = *reinterpret_cast<const float4*>(rows + (t + 1) * stride + d);
+    if (t < T) a = load4(rows + t * stride + d);
+    if (t + 1 < T) b = load4(rows + (t + 1) * stride + d);
     if (tile != nullptr) {
       tile[i * kRowWords<kD> + d / 2] = mma::pack_bf16(a.x, a.y);
       tile[i * kRowWords<kD> + d / 2 + 1] = mma::pack_bf16(a.z, a.w);
@@ -184,19 +210,19 @@ __device__ inline float group_sum(float value) {
 
 // acc[n] (a warp's 16 rows x 8 n columns) written to rows[t * stride + 8 n + column] times
 // `factor[r]` (r: the accumulator's row half), for rows t = t0 + r0 + row below T.
-template <int kN>
-__device__ inline void store_rows(float* rows, std::int64_t stride, std::int64_t t0, int r0,
+template <int kN, class Out>
+__device__ inline void store_rows(Out* rows, std::int64_t stride, std::int64_t t0, int r0,
                                   std::int64_t T, const float (&acc)[kN][4],
                                   const float (&factor)[2], const Place& at) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const std::int64_t t = t0 + r0 + at.group + 8 * half;
     if (t >= T) continue;
-    float* row = rows + t * stride + 2 * at.pair;
+    Out* row = rows + t * stride + 2 * at.pair;
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
-      row[8 * n] = acc[n][2 * half] * factor[half];
-      row[8 * n + 1] = acc[n][2 * half + 1] * factor[half];
+      store_element(row + 8 * n, acc[n][2 * half] * factor[half]);
+      store_element(row + 8 * n + 1, acc[n][2 * half + 1] * factor[half]);
     }
   }
 }
@@ -221,16 +247,16 @@ inline constexpr std::size_t kDkvSharedBytes =
 
 /// Forward: out [B, T, C] and stats {m, l} per query row from qkv [B, T, 3C]. Grid (B heads,
 /// ceil(T / 64)), kThreads threads, kForwardSharedBytes<kD>.
-template <int kD>
+template <int kD, class Elem = float>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(const float* qkv, float* stats, float* out, std::int64_t T, std::int64_t C,
+    forward_kernel(const Elem* qkv, float* stats, Elem* out, std::int64_t T, std::int64_t C,
                    std::int64_t heads, float scale) {
   ZL_DYNAMIC_SHARED_FLOATS(shared);
   auto* q_tile = reinterpret_cast<std::uint32_t*>(shared);  // [64][kRowWords]
   std::uint32_t* k_tile = q_tile + kTileRows * kRowWords<kD>;
   std::uint32_t* v_t = k_tile + kTileRows * kRowWords<kD>;  // [kD][kTransposedWords]
   const Place at = place(T, C, kD, heads, true);
-  const float* q_rows = qkv + at.qkv_offset;
+  const Elem* q_rows = qkv + at.qkv_offset;
   const std::int64_t q0 = std::int64_t{at.tile} * kTileRows;
   const int r0 = at.warp * kWarpRows;
   load_tile<kD>(q_tile, nullptr, q_rows, 3 * C, q0, T);
@@ -304,17 +330,16 @@ __global__ void __launch_bounds__(kThreads)
 
 /// Backward, per query tile: delta_t = dout_t . out_t into `delta` [B heads, T], and dq into
 /// dqkv's q columns. Same grid, block and shared bytes as forward.
-template <int kD>
+template <int kD, class Elem = float>
 __global__ void __launch_bounds__(kThreads)
-    dq_kernel(const float* qkv, const float* stats, const float* out, const float* dout,
-              float* dqkv, float* delta, std::int64_t T, std::int64_t C, std::int64_t heads,
-              float scale) {
+    dq_kernel(const Elem* qkv, const float* stats, const Elem* out, const float* dout, float* dqkv,
+              float* delta, std::int64_t T, std::int64_t C, std::int64_t heads, float scale) {
   ZL_DYNAMIC_SHARED_FLOATS(shared);
   auto* k_tile = reinterpret_cast<std::uint32_t*>(shared);  // [64][kRowWords]
   std::uint32_t* v_tile = k_tile + kTileRows * kRowWords<kD>;
   std::uint32_t* k_t = v_tile + kTileRows * kRowWords<kD>;  // [kD][kTransposedWords]
   const Place at = place(T, C, kD, heads, true);
-  const float* q_rows = qkv + at.qkv_offset;
+  const Elem* q_rows = qkv + at.qkv_offset;
   const std::int64_t q0 = std::int64_t{at.tile} * kTileRows;
   const int r0 = at.warp * kWarpRows;
   // the tile's q and dout, through the key buffers, into registers
@@ -332,8 +357,10 @@ __global__ void __launch_bounds__(kThreads)
     float partial = 0.0f;
     if (t < T) {
       const float* dy_row = dout + at.channels_offset + t * C;
-      const float* out_row = out + at.channels_offset + t * C;
-      for (int d = at.lane; d < kD; d += kWarpThreads) partial = partial + dy_row[d] * out_row[d];
+      const Elem* out_row = out + at.channels_offset + t * C;
+      for (int d = at.lane; d < kD; d += kWarpThreads) {
+        partial = partial + dy_row[d] * element(out_row[d]);
+      }
     }
     const float sum = warp_sum(partial);
     if (t < T && at.lane == 0) delta[at.bh * T + t] = sum;
@@ -382,9 +409,9 @@ __global__ void __launch_bounds__(kThreads)
 
 /// Backward, per key tile: dk and dv into dqkv's k and v columns, from the delta dq_kernel wrote.
 /// Grid and block as forward; kDkvSharedBytes<kD>.
-template <int kD>
+template <int kD, class Elem = float>
 __global__ void __launch_bounds__(kThreads)
-    dkv_kernel(const float* qkv, const float* stats, const float* dout, const float* delta,
+    dkv_kernel(const Elem* qkv, const float* stats, const float* dout, const float* delta,
                float* dqkv, std::int64_t T, std::int64_t C, std::int64_t heads, float scale) {
   ZL_DYNAMIC_SHARED_FLOATS(shared);
   auto* q_tile = reinterpret_cast<std::uint32_t*>(shared);  // [64][kRowWords]
@@ -395,7 +422,7 @@ __global__ void __launch_bounds__(kThreads)
   float* row_inverse = row_m + kTileRows;
   float* row_delta = row_inverse + kTileRows;
   const Place at = place(T, C, kD, heads, false);
-  const float* q_rows = qkv + at.qkv_offset;
+  const Elem* q_rows = qkv + at.qkv_offset;
   const std::int64_t s0 = std::int64_t{at.tile} * kTileRows;
   const int r0 = at.warp * kWarpRows;
   // the tile's k and v, through the query buffers, into registers

@@ -11,6 +11,7 @@
 
 #include "ops/column_sums.hpp"
 #include "ops/cuda/cuda_check.hpp"
+#include "ops/cuda/cuda_dtype.cuh"
 #include "ops/cuda/cuda_kernels.hpp"
 #include "ops/cuda/cuda_reduce_block.cuh"
 #include "ops/gelu_tanh.hpp"
@@ -32,11 +33,33 @@ __device__ std::int64_t global_stride() {
   return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
 }
 
+// An activation element read in fp32 (bf16 widened exactly) and written from fp32 (bf16 rounded
+// to nearest even): the bits of the fp32 kernel followed by Device::convert.
+__device__ inline float get(const float* p) {
+  return *p;
+}
+__device__ inline float get(const std::uint16_t* p) {
+  return from_bf16(*p);
+}
+__device__ inline void put(float* p, float value) {
+  *p = value;
+}
+__device__ inline void put(std::uint16_t* p, float value) {
+  *p = to_bf16(value);
+}
+
 // ---- bias ----
 
 __global__ void add_bias_rows_kernel(float* y, const float* b, std::int64_t rows,
                                      std::int64_t cols) {
   for (std::int64_t i = global_index(); i < rows * cols; i += global_stride()) y[i] += b[i % cols];
+}
+
+__global__ void add_bias_round_rows_kernel(const float* y, const float* b, std::uint16_t* out,
+                                           std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t i = global_index(); i < rows * cols; i += global_stride()) {
+    out[i] = to_bf16(b == nullptr ? y[i] : y[i] + b[i % cols]);
+  }
 }
 
 // Column sums keep the CPU's order (ops/column_sums.hpp), so their bits are the CPU's: a block
@@ -111,16 +134,18 @@ __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx,
   }
 }
 
-__global__ void gelu_tanh_forward_kernel(const float* x, float* y, std::int64_t elems) {
+template <class In, class Out>
+__global__ void gelu_tanh_forward_kernel(const In* x, Out* y, std::int64_t elems) {
   for (std::int64_t i = global_index(); i < elems; i += global_stride()) {
-    y[i] = gelu_tanh::forward(x[i]);
+    put(y + i, gelu_tanh::forward(get(x + i)));
   }
 }
 
-__global__ void gelu_tanh_backward_kernel(const float* x, const float* dy, float* dx,
+template <class In>
+__global__ void gelu_tanh_backward_kernel(const In* x, const float* dy, float* dx,
                                           std::int64_t elems) {
   for (std::int64_t i = global_index(); i < elems; i += global_stride()) {
-    dx[i] = gelu_tanh::backward(x[i], dy[i]);
+    dx[i] = gelu_tanh::backward(get(x + i), dy[i]);
   }
 }
 
@@ -224,9 +249,9 @@ __global__ void embedding_backward_positions_kernel(const std::int64_t* tokens, 
 
 // ---- LayerNorm over rows of x [rows, C] ----
 
+template <class Out>
 __global__ void layernorm_forward_kernel(const float* x, const float* weight, const float* bias,
-                                         float* y, float* mean, float* rstd,
-                                         std::int64_t channels) {
+                                         Out* y, float* mean, float* rstd, std::int64_t channels) {
   __shared__ double partials[32];
   const std::int64_t r = blockIdx.x;
   const float* in = x + r * channels;
@@ -248,10 +273,10 @@ __global__ void layernorm_forward_kernel(const float* x, const float* weight, co
     mean[r] = mean_f;
     rstd[r] = rstd_f;
   }
-  float* out = y + r * channels;
+  Out* out = y + r * channels;
   for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
     const double xhat = (static_cast<double>(in[c]) - mean_f) * rstd_f;
-    out[c] = static_cast<float>(xhat * weight[c] + bias[c]);
+    put(out + c, static_cast<float>(xhat * weight[c] + bias[c]));
   }
 }
 
@@ -326,6 +351,14 @@ void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t col
   cuda_check_launch("add_bias_rows");
 }
 
+void add_bias_round_rows(const float* y, const float* b, std::uint16_t* out, std::int64_t rows,
+                         std::int64_t cols, cudaStream_t stream) {
+  if (rows * cols == 0) return;
+  add_bias_round_rows_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, b, out,
+                                                                                       rows, cols);
+  cuda_check_launch("add_bias_round_rows");
+}
+
 void add_column_sums(const float* dy, float* db, float* partials, std::int64_t rows,
                      std::int64_t cols, cudaStream_t stream) {
   if (cols == 0) return;
@@ -360,11 +393,25 @@ void gelu_tanh_forward(const float* x, float* y, std::int64_t elems, cudaStream_
   cuda_check_launch("gelu_tanh_forward");
 }
 
+void gelu_tanh_forward(const std::uint16_t* x, std::uint16_t* y, std::int64_t elems,
+                       cudaStream_t stream) {
+  if (elems == 0) return;
+  gelu_tanh_forward_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, y, elems);
+  cuda_check_launch("gelu_tanh_forward (bf16)");
+}
+
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::int64_t elems,
                         cudaStream_t stream) {
   if (elems == 0) return;
   gelu_tanh_backward_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, dy, dx, elems);
   cuda_check_launch("gelu_tanh_backward");
+}
+
+void gelu_tanh_backward(const std::uint16_t* x, const float* dy, float* dx, std::int64_t elems,
+                        cudaStream_t stream) {
+  if (elems == 0) return;
+  gelu_tanh_backward_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, dy, dx, elems);
+  cuda_check_launch("gelu_tanh_backward (bf16)");
 }
 
 void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogits,
@@ -416,6 +463,15 @@ void layernorm_forward(const float* x, const float* weight, const float* bias, f
   layernorm_forward_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
       x, weight, bias, y, mean, rstd, channels);
   cuda_check_launch("layernorm_forward");
+}
+
+void layernorm_forward(const float* x, const float* weight, const float* bias, std::uint16_t* y,
+                       float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
+                       cudaStream_t stream) {
+  if (rows == 0) return;
+  layernorm_forward_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
+      x, weight, bias, y, mean, rstd, channels);
+  cuda_check_launch("layernorm_forward (bf16)");
 }
 
 void layernorm_backward(const float* x, const float* weight, const float* mean, const float* rstd,

@@ -22,6 +22,11 @@ namespace zl::cuda {
 void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t cols,
                    cudaStream_t stream);
 
+/// out[r, o] = y[r, o] + b[o] rounded to bf16 (nearest even), or y[r, o] rounded when b is null:
+/// add_bias_rows followed by a conversion, in one pass.
+void add_bias_round_rows(const float* y, const float* b, std::uint16_t* out, std::int64_t rows,
+                         std::int64_t cols, cudaStream_t stream);
+
 /// db[o] += the column of dy summed in float in ops/column_sums.hpp's order and added once:
 /// CpuDevice's bias gradient, operation for operation. `partials` is device scratch of
 /// column_sum_chunks(rows) * cols floats; at most 65535 chunks (checked by the caller).
@@ -36,6 +41,11 @@ void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t elem
 /// tanh GELU forward and backward, in double, rounded once.
 void gelu_tanh_forward(const float* x, float* y, std::int64_t elems, cudaStream_t stream);
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::int64_t elems,
+                        cudaStream_t stream);
+/// The same on bf16 x (and y): widened as read, rounded (nearest even) as written.
+void gelu_tanh_forward(const std::uint16_t* x, std::uint16_t* y, std::int64_t elems,
+                       cudaStream_t stream);
+void gelu_tanh_backward(const std::uint16_t* x, const float* dy, float* dx, std::int64_t elems,
                         cudaStream_t stream);
 
 /// One block per row of logits [rows, padded_classes]: over the first `classes` columns writes
@@ -65,6 +75,10 @@ void embedding_backward(const std::int64_t* tokens, const float* dx, float* dwte
 
 /// LayerNorm forward, one block per row, sums in double (two passes).
 void layernorm_forward(const float* x, const float* weight, const float* bias, float* y,
+                       float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
+                       cudaStream_t stream);
+/// The same with y in bf16, rounded (nearest even) from the fp32 value as it is written.
+void layernorm_forward(const float* x, const float* weight, const float* bias, std::uint16_t* y,
                        float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
                        cudaStream_t stream);
 
@@ -125,6 +139,16 @@ void fast_attention_forward(const float* qkv, float* stats, float* out, std::int
 /// Its backward: dqkv [B, T, 3C] overwritten; `delta` is device scratch of batch * heads *
 /// seq_len floats.
 void fast_attention_backward(const float* qkv, const float* stats, const float* out,
+                             const float* dout, float* dqkv, float* delta, std::int64_t batch,
+                             std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
+                             float scale, cudaStream_t stream);
+
+/// The same two with qkv and out in bf16 (bit patterns): the fp32 launches' bits on the widened
+/// tensors, out rounded to bf16 as it is written.
+void fast_attention_forward(const std::uint16_t* qkv, float* stats, std::uint16_t* out,
+                            std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                            std::int64_t heads, float scale, cudaStream_t stream);
+void fast_attention_backward(const std::uint16_t* qkv, const float* stats, const std::uint16_t* out,
                              const float* dout, float* dqkv, float* delta, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
                              float scale, cudaStream_t stream);

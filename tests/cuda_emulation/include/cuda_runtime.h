@@ -1,15 +1,16 @@
 // cuda_runtime.h (tests/cuda_emulation) — what a CUDA kernel written in zerolab's style needs to
 // run on the CPU: `__global__` and `__device__` as nothing, threadIdx, blockIdx and blockDim,
-// float4,
+// float4, uint2,
 // __syncthreads, __syncwarp, the warp shuffles, dynamic shared memory, a stand-in for the tensor
 // cores' mma.sync m16n8k16 on bf16 (ZL_CUDA_EMULATOR tells ops/cuda/cuda_mma.cuh to call it), and
-// `emulate`, which launches a kernel. Each CUDA thread of a block is a std::thread; __syncthreads is a barrier of
-// the block's threads, a shuffle is two barriers of the warp's 32 (one to publish every lane's
-// value, one before the slots are reused); blocks run one after another. So a kernel that
-// forgets a __syncthreads reads a tile that is still being written, which ThreadSanitizer reports
-// and the results show. Shared memory is a vector of exactly the launch's bytes (AddressSanitizer
-// catches an access past it), filled with NaN, so a read of an element no thread wrote shows.
-// Test-only: this header stands in for the toolkit's, and no CUDA header may be on the path.
+// `emulate`, which launches a kernel. Each CUDA thread of a block is a std::thread; __syncthreads
+// is a barrier of the block's threads, a shuffle is two barriers of the warp's 32 (one to publish
+// every lane's value, one before the slots are reused); blocks run one after another. So a kernel
+// that forgets a __syncthreads reads a tile that is still being written, which ThreadSanitizer
+// reports and the results show. Shared memory is a vector of exactly the launch's bytes
+// (AddressSanitizer catches an access past it), filled with NaN, so a read of an element no thread
+// wrote shows. Test-only: this header stands in for the toolkit's, and no CUDA header may be on the
+// path.
 #pragma once
 
 #include <barrier>
@@ -29,6 +30,10 @@ struct dim3 {
 /// Four floats, 16-byte aligned, as CUDA's vector type.
 struct alignas(16) float4 {
   float x, y, z, w;
+};
+/// Two 32-bit words, 8-byte aligned, as CUDA's vector type.
+struct alignas(8) uint2 {
+  std::uint32_t x, y;
 };
 /// Streams are accepted and ignored: a launch runs to completion before `emulate` returns.
 using cudaStream_t = void*;

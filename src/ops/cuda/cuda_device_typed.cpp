@@ -1,0 +1,159 @@
+// cuda_device_typed.cpp — CudaDevice's kernels on 16-bit tensors. With bf16 GEMMs on, a bf16
+// operand goes to the tensor cores as it is kept (no conversion), a bf16 output is rounded as the
+// bias is added (one pass), and LayerNorm, GELU and the fast attention read and write bf16
+// themselves: the bits of Device's default (widen, the fp32 kernel, round), with none of its
+// conversions. fp16 tensors, bf16 ones with bf16 GEMMs off, and the exact attention take that
+// default.
+#include "core/error.hpp"
+#include "ops/cuda/cuda_device.hpp"
+#include "ops/cuda/cuda_kernels.hpp"
+
+namespace zl {
+
+namespace {
+
+const std::uint16_t* bf16_data(TensorIn tensor) {
+  return static_cast<const std::uint16_t*>(tensor.data);
+}
+
+}  // namespace
+
+bool CudaDevice::bf16_product(std::initializer_list<TensorIn> tensors) const {
+  if (!bf16_gemms_) return false;
+  for (const TensorIn& tensor : tensors)
+    if (tensor.dtype == DType::F16) return false;
+  return true;
+}
+
+void CudaDevice::bf16_product_with_bias(bool transpose_a, bool transpose_b, std::int64_t m,
+                                        std::int64_t n, std::int64_t k, const std::uint16_t* a16,
+                                        const std::uint16_t* b16, TensorIn bias, TensorOut y) {
+  const std::span<float> y32 = fp32_target(y, 3);
+  matmul_bf16(transpose_a, transpose_b, m, n, k, a16, b16, y32.data(), 0.0f);
+  const std::span<const float> b32 = widened(bias, 2);
+  if (y.dtype == DType::BF16) {
+    return cuda::add_bias_round_rows(y32.data(), b32.empty() ? nullptr : b32.data(),
+                                     static_cast<std::uint16_t*>(y.data), m, n, stream_);
+  }
+  if (!b32.empty()) cuda::add_bias_rows(y32.data(), b32.data(), m, n, stream_);
+}
+
+void CudaDevice::bf16_backward(bool conv1d, TensorIn x, TensorIn w, std::span<const float> dy,
+                               std::span<float> dw, std::span<float> db, std::span<float> dx,
+                               std::int64_t rows, std::int64_t in, std::int64_t out) {
+  // dy rounded once for both products (w only when there is a dx)
+  const auto [dy16, x16, w16] = bf16_copies({TensorIn(dy), x, dx.empty() ? TensorIn() : w});
+  if (conv1d) {
+    matmul_bf16(true, false, in, out, rows, x16, dy16, dw.data(), 1.0f);  // dw [in, out]
+  } else {
+    matmul_bf16(true, false, out, in, rows, dy16, x16, dw.data(), 1.0f);  // dw [out, in]
+  }
+  if (!db.empty()) column_sums(dy.data(), db.data(), rows, out);
+  if (!dx.empty()) matmul_bf16(false, conv1d, rows, in, out, dy16, w16, dx.data(), 0.0f);
+}
+
+void CudaDevice::do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y,
+                                         std::int64_t rows, std::int64_t in, std::int64_t out) {
+  if (!bf16_product({x, w, b, y}) || rows == 0 || in == 0 || out == 0) {
+    return Device::do_linear_forward_typed(x, w, b, y, rows, in, out);
+  }
+  select();
+  const auto [x16, w16, unused] = bf16_copies({x, w, TensorIn()});
+  bf16_product_with_bias(false, true, rows, out, in, x16, w16, b, y);  // w stored [out, in]
+}
+
+void CudaDevice::do_linear_backward_typed(TensorIn x, TensorIn w, std::span<const float> dy,
+                                          std::span<float> dw, std::span<float> db,
+                                          std::span<float> dx, std::int64_t rows, std::int64_t in,
+                                          std::int64_t out) {
+  if (!bf16_product({x, w}) || rows == 0 || in == 0 || out == 0) {
+    return Device::do_linear_backward_typed(x, w, dy, dw, db, dx, rows, in, out);
+  }
+  select();
+  bf16_backward(false, x, w, dy, dw, db, dx, rows, in, out);
+}
+
+void CudaDevice::do_conv1d_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y,
+                                         std::int64_t rows, std::int64_t in, std::int64_t out) {
+  if (!bf16_product({x, w, b, y}) || rows == 0 || in == 0 || out == 0) {
+    return Device::do_conv1d_forward_typed(x, w, b, y, rows, in, out);
+  }
+  select();
+  const auto [x16, w16, unused] = bf16_copies({x, w, TensorIn()});
+  bf16_product_with_bias(false, false, rows, out, in, x16, w16, b, y);  // w stored [in, out]
+}
+
+void CudaDevice::do_conv1d_backward_typed(TensorIn x, TensorIn w, std::span<const float> dy,
+                                          std::span<float> dw, std::span<float> db,
+                                          std::span<float> dx, std::int64_t rows, std::int64_t in,
+                                          std::int64_t out) {
+  if (!bf16_product({x, w}) || rows == 0 || in == 0 || out == 0) {
+    return Device::do_conv1d_backward_typed(x, w, dy, dw, db, dx, rows, in, out);
+  }
+  select();
+  bf16_backward(true, x, w, dy, dw, db, dx, rows, in, out);
+}
+
+void CudaDevice::do_layernorm_forward_typed(std::span<const float> x, std::span<const float> weight,
+                                            std::span<const float> bias, TensorOut y,
+                                            std::span<float> mean, std::span<float> rstd,
+                                            std::int64_t rows, std::int64_t channels) {
+  if (y.dtype != DType::BF16) {
+    return Device::do_layernorm_forward_typed(x, weight, bias, y, mean, rstd, rows, channels);
+  }
+  select();
+  cuda::layernorm_forward(x.data(), weight.data(), bias.data(), static_cast<std::uint16_t*>(y.data),
+                          mean.data(), rstd.data(), rows, channels, stream_);
+}
+
+void CudaDevice::do_gelu_tanh_forward_typed(TensorIn x, TensorOut y) {
+  if (x.dtype != DType::BF16 || y.dtype != DType::BF16) {
+    return Device::do_gelu_tanh_forward_typed(x, y);
+  }
+  select();
+  cuda::gelu_tanh_forward(bf16_data(x), static_cast<std::uint16_t*>(y.data), x.elems, stream_);
+}
+
+void CudaDevice::do_gelu_tanh_backward_typed(TensorIn x, std::span<const float> dy,
+                                             std::span<float> dx) {
+  if (x.dtype != DType::BF16) return Device::do_gelu_tanh_backward_typed(x, dy, dx);
+  select();
+  cuda::gelu_tanh_backward(bf16_data(x), dy.data(), dx.data(), x.elems, stream_);
+}
+
+void CudaDevice::do_attention_forward_typed(TensorIn qkv, std::span<float> stats, TensorOut out,
+                                            std::int64_t batch, std::int64_t seq_len,
+                                            std::int64_t channels, std::int64_t heads) {
+  const std::int64_t D = channels / heads;
+  if (qkv.dtype != DType::BF16 || out.dtype != DType::BF16 ||
+      attention_for(D) != AttentionKind::Fast) {
+    return Device::do_attention_forward_typed(qkv, stats, out, batch, seq_len, channels, heads);
+  }
+  select();
+  check_tiled_attention(batch, seq_len, heads, D);
+  cuda::fast_attention_forward(bf16_data(qkv), stats.data(), static_cast<std::uint16_t*>(out.data),
+                               batch, seq_len, channels, heads,
+                               static_cast<float>(attention_scale(D)), stream_);
+}
+
+void CudaDevice::do_attention_backward_typed(TensorIn qkv, std::span<const float> stats,
+                                             TensorIn out, std::span<const float> dout,
+                                             std::span<float> dqkv, std::int64_t batch,
+                                             std::int64_t seq_len, std::int64_t channels,
+                                             std::int64_t heads) {
+  const std::int64_t D = channels / heads;
+  if (qkv.dtype != DType::BF16 || out.dtype != DType::BF16 ||
+      attention_for(D) != AttentionKind::Fast) {
+    return Device::do_attention_backward_typed(qkv, stats, out, dout, dqkv, batch, seq_len,
+                                               channels, heads);
+  }
+  select();
+  check_tiled_attention(batch, seq_len, heads, D);
+  auto* delta = static_cast<float*>(
+      scratch(static_cast<std::size_t>(batch * heads * seq_len) * sizeof(float)));
+  cuda::fast_attention_backward(bf16_data(qkv), stats.data(), bf16_data(out), dout.data(),
+                                dqkv.data(), delta, batch, seq_len, channels, heads,
+                                static_cast<float>(attention_scale(D)), stream_);
+}
+
+}  // namespace zl

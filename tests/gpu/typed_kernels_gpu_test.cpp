@@ -1,0 +1,33 @@
+// typed_kernels_gpu_test.cpp — the CUDA device's kernels on 16-bit tensors (ops/tensor_view.hpp)
+// keep Device's contract: with bf16 GEMMs on (as --bf16 runs) its own bf16 paths (operands to the
+// tensor cores as kept, outputs rounded as written, LayerNorm, GELU and the fast attention on
+// bf16) give the bits of its fp32 paths on the widened values, output rounded once; with them
+// off, and for fp16, Device's default does. The default's scratch is counted by the memory check.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "gpu_test_support.hpp"
+#include "support/typed_kernel_checks.hpp"
+
+namespace zl {
+namespace {
+
+TEST(GpuTypedKernels, SixteenBitTensorsGiveTheFp32PathsBitsRoundedOnce) {
+  ZL_REQUIRE_GPU();
+  CudaDevice gpu(0);
+  for (const bool bf16_gemms : {true, false}) {
+    gpu.set_bf16_gemms(bf16_gemms);
+    for (const DType dtype : {DType::BF16, DType::F16}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + (bf16_gemms ? ", bf16 GEMMs" : ", fp32 GEMMs"));
+      test::check_products(gpu, dtype, dtype);
+      test::check_products(gpu, dtype, DType::F32);
+      // Head size 16 (the fast kernels' with bf16 GEMMs), two query tiles, one partial.
+      test::check_block_kernels(gpu, dtype, 2, 100, 64, 4);
+    }
+  }
+  gpu.check_memory_ledger();
+}
+
+}  // namespace
+}  // namespace zl

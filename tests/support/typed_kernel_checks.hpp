@@ -1,0 +1,165 @@
+// typed_kernel_checks.hpp — the checks of the Device kernels on 16-bit tensors
+// (ops/tensor_view.hpp), for any device: each gives the bits of the fp32 kernel on the widened
+// inputs, its 16-bit output rounded once to nearest even; the typed call books nothing in the
+// ledger. tests/model runs them on the CPU devices, tests/gpu on the CUDA device.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "ops/device.hpp"
+
+namespace zl::test {
+
+// fp32 values rounded to `dtype` and back: what a 16-bit tensor of them holds.
+inline std::vector<float> representable(std::vector<float> values, DType dtype) {
+  for (float& value : values) {
+    if (dtype == DType::BF16) value = bf16_to_f32(f32_to_bf16(value));
+    if (dtype == DType::F16) value = f16_to_f32(f32_to_f16(value));
+  }
+  return values;
+}
+
+inline std::vector<float> random_values(std::size_t count, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float& value : values) value = normal(rng);
+  return values;
+}
+
+// A device buffer of `dtype` holding `values` (rounded to it), and back to the host in fp32.
+inline Buffer upload_as(Device& device, const std::vector<float>& values, DType dtype) {
+  Buffer fp32 = device.alloc(MemCategory::Activations, DType::F32,
+                             {static_cast<std::int64_t>(values.size())});
+  device.copy_from_host(fp32.data(), values.data(), values.size() * sizeof(float));
+  if (dtype == DType::F32) return fp32;
+  Buffer typed = device.alloc(MemCategory::Activations, dtype, {fp32.elems()});
+  device.convert(fp32.data(), DType::F32, typed.data(), dtype, fp32.elems());
+  return typed;
+}
+
+inline std::vector<float> download_widened(Device& device, const Buffer& buffer) {
+  Buffer fp32 = device.alloc(MemCategory::Activations, DType::F32, {buffer.elems()});
+  device.convert(buffer.data(), buffer.dtype(), fp32.data(), DType::F32, buffer.elems());
+  std::vector<float> values(static_cast<std::size_t>(buffer.elems()));
+  device.copy_to_host(values.data(), fp32.data(), values.size() * sizeof(float));
+  return values;
+}
+
+inline std::vector<std::uint32_t> bits_of(const std::vector<float>& values) {
+  std::vector<std::uint32_t> bits(values.size());
+  std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
+  return bits;
+}
+
+inline constexpr std::int64_t kTypedRows = 7, kTypedIn = 12, kTypedOut = 9;
+
+// conv1d and linear, forward and backward, with x and w in `dtype` and y in `out_dtype`.
+inline void check_products(Device& device, DType dtype, DType out_dtype) {
+  const auto x = representable(random_values(kTypedRows * kTypedIn, 1), dtype);
+  const auto w = representable(random_values(kTypedIn * kTypedOut, 2), dtype);
+  const auto b = representable(random_values(kTypedOut, 3), dtype);
+  const auto dy = random_values(kTypedRows * kTypedOut, 4);
+  Buffer x16 = upload_as(device, x, dtype), w16 = upload_as(device, w, dtype),
+         b16 = upload_as(device, b, dtype);
+  Buffer x32 = upload_as(device, x, DType::F32), w32 = upload_as(device, w, DType::F32),
+         b32 = upload_as(device, b, DType::F32), dy32 = upload_as(device, dy, DType::F32);
+  auto zeros = [&](std::int64_t elems, DType type = DType::F32) {
+    return device.alloc(MemCategory::Activations, type, {elems});
+  };
+  for (const bool conv : {true, false}) {
+    SCOPED_TRACE(conv ? "conv1d" : "linear");
+    auto forward = [&](TensorIn xs, TensorIn ws, TensorIn bs, TensorOut ys) {
+      if (conv) return device.conv1d_forward(xs, ws, bs, ys, kTypedRows, kTypedIn, kTypedOut);
+      device.linear_forward(xs, ws, bs, ys, kTypedRows, kTypedIn, kTypedOut);
+    };
+    auto backward = [&](TensorIn xs, TensorIn ws, Buffer& dw, Buffer& db, Buffer& dx) {
+      if (conv) {
+        return device.conv1d_backward(xs, ws, dy32.as<float>(), dw.as<float>(), db.as<float>(),
+                                      dx.as<float>(), kTypedRows, kTypedIn, kTypedOut);
+      }
+      device.linear_backward(xs, ws, dy32.as<float>(), dw.as<float>(), db.as<float>(),
+                             dx.as<float>(), kTypedRows, kTypedIn, kTypedOut);
+    };
+    Buffer y = zeros(kTypedRows * kTypedOut, out_dtype), y_ref = zeros(kTypedRows * kTypedOut);
+    const std::int64_t booked = device.ledger().total_current_bytes();
+    forward(x16, w16, b16, y);
+    EXPECT_EQ(device.ledger().total_current_bytes(), booked) << "the scratch is not booked";
+    forward(x32, w32, b32, y_ref);
+    EXPECT_EQ(bits_of(download_widened(device, y)),
+              bits_of(representable(download_widened(device, y_ref), out_dtype)));
+    Buffer dw = zeros(kTypedIn * kTypedOut), db = zeros(kTypedOut),
+           dx = zeros(kTypedRows * kTypedIn);
+    Buffer dw_ref = zeros(kTypedIn * kTypedOut), db_ref = zeros(kTypedOut),
+           dx_ref = zeros(kTypedRows * kTypedIn);
+    backward(x16, w16, dw, db, dx);
+    backward(x32, w32, dw_ref, db_ref, dx_ref);
+    EXPECT_EQ(bits_of(download_widened(device, dw)), bits_of(download_widened(device, dw_ref)));
+    EXPECT_EQ(bits_of(download_widened(device, db)), bits_of(download_widened(device, db_ref)));
+    EXPECT_EQ(bits_of(download_widened(device, dx)), bits_of(download_widened(device, dx_ref)));
+  }
+}
+
+// LayerNorm (fp32 x, a 16-bit y), GELU and attention (16-bit qkv and out) in `dtype` against
+// the fp32 kernels on the same values, for B sequences of T tokens, C channels and H heads.
+inline void check_block_kernels(Device& device, DType dtype, std::int64_t B, std::int64_t T,
+                                std::int64_t C, std::int64_t H) {
+  const std::int64_t N = B * T;
+  auto zeros = [&](std::int64_t elems, DType type = DType::F32) {
+    return device.alloc(MemCategory::Activations, type, {elems});
+  };
+  // LayerNorm: fp32 x, a 16-bit y.
+  Buffer x = upload_as(device, random_values(N * C, 5), DType::F32);
+  Buffer weight = upload_as(device, random_values(C, 6), DType::F32);
+  Buffer bias = upload_as(device, random_values(C, 7), DType::F32);
+  Buffer y = zeros(N * C, dtype), y_ref = zeros(N * C), mean = zeros(N), rstd = zeros(N);
+  device.layernorm_forward(x.as<float>(), weight.as<float>(), bias.as<float>(), y, mean.as<float>(),
+                           rstd.as<float>(), N, C);
+  device.layernorm_forward(x.as<float>(), weight.as<float>(), bias.as<float>(), y_ref,
+                           mean.as<float>(), rstd.as<float>(), N, C);
+  EXPECT_EQ(bits_of(download_widened(device, y)),
+            bits_of(representable(download_widened(device, y_ref), dtype)));
+
+  // GELU: 16-bit input and output; its backward from the 16-bit input.
+  const auto fc = representable(random_values(N * 4 * C, 8), dtype);
+  Buffer fc16 = upload_as(device, fc, dtype), fc32 = upload_as(device, fc, DType::F32);
+  Buffer g = zeros(N * 4 * C, dtype), g_ref = zeros(N * 4 * C);
+  device.gelu_tanh_forward(fc16, g);
+  device.gelu_tanh_forward(fc32, g_ref);
+  EXPECT_EQ(bits_of(download_widened(device, g)),
+            bits_of(representable(download_widened(device, g_ref), dtype)));
+  Buffer dg = upload_as(device, random_values(N * 4 * C, 9), DType::F32);
+  Buffer dfc = zeros(N * 4 * C), dfc_ref = zeros(N * 4 * C);
+  device.gelu_tanh_backward(fc16, dg.as<float>(), dfc.as<float>());
+  device.gelu_tanh_backward(fc32, dg.as<float>(), dfc_ref.as<float>());
+  EXPECT_EQ(bits_of(download_widened(device, dfc)), bits_of(download_widened(device, dfc_ref)));
+
+  // Attention: 16-bit qkv and output; backward from both.
+  const auto qkv = representable(random_values(N * 3 * C, 10), dtype);
+  Buffer qkv16 = upload_as(device, qkv, dtype), qkv32 = upload_as(device, qkv, DType::F32);
+  Buffer out = zeros(N * C, dtype), out_ref = zeros(N * C);
+  Buffer stats = zeros(B * H * T * kAttentionStatsPerRow);
+  Buffer stats_ref = zeros(B * H * T * kAttentionStatsPerRow);
+  device.attention_forward(qkv16, stats.as<float>(), out, B, T, C, H);
+  device.attention_forward(qkv32, stats_ref.as<float>(), out_ref, B, T, C, H);
+  EXPECT_EQ(bits_of(download_widened(device, stats)), bits_of(download_widened(device, stats_ref)));
+  EXPECT_EQ(bits_of(download_widened(device, out)),
+            bits_of(representable(download_widened(device, out_ref), dtype)));
+  // Backward reads the output as kept: the reference reads the same rounded values in fp32.
+  Buffer out32 = upload_as(device, download_widened(device, out), DType::F32);
+  Buffer dout = upload_as(device, random_values(N * C, 11), DType::F32);
+  Buffer dqkv = zeros(N * 3 * C), dqkv_ref = zeros(N * 3 * C);
+  device.attention_backward(qkv16, stats.as<float>(), out, dout.as<float>(), dqkv.as<float>(), B, T,
+                            C, H);
+  device.attention_backward(qkv32, stats.as<float>(), out32, dout.as<float>(), dqkv_ref.as<float>(),
+                            B, T, C, H);
+  EXPECT_EQ(bits_of(download_widened(device, dqkv)), bits_of(download_widened(device, dqkv_ref)));
+}
+
+}  // namespace zl::test
