@@ -36,8 +36,8 @@ constexpr std::string_view kSixteenBits =
     "torch.autocast keeps them: the LayerNorm outputs, qkv, attention's output, the MLP's hidden\n"
     "values, the logits and their gradient. The residual stream, the LayerNorm and attention\n"
     "statistics and the loss stay fp32. The kernels read and write the 16-bit tensors as they\n"
-    "are kept and compute in fp32; only the LM head works on an fp32 copy (`working`), 512\n"
-    "token rows at a time.";
+    "are kept and compute in fp32; only the loss works on an fp32 copy of the logits\n"
+    "(`working`), 512 token rows at a time.";
 constexpr std::string_view kAttention =
     "Attention's probabilities are B x heads x T x T per block: kept, they grow with T². zerolab\n"
     "keeps two floats per query row instead (the row's largest score and its sum of\n"
@@ -202,7 +202,7 @@ void show_real_scale() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // GPT small holds 3,692,544 bytes of bf16 activations for 8 rows, about 460 KB a row (680 KB
+  // GPT small holds 3,627,008 bytes of bf16 activations for 8 rows, about 450 KB a row (680 KB
   // in fp32); --rows is sized at 600 KB a row.
   const LessonSizes defaults{.world = 2, .rows = 8, .steps = 2, .seed = 5, .row_bytes = 600'000};
   return run_lesson(

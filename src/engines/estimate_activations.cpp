@@ -60,7 +60,7 @@ std::string gpt_formula_16(std::int64_t kept, std::int64_t rebuilt, const Activa
   const std::string whole = "(36BTC + 16BT + 8BHT)";
   std::string blocks;
   if (policy.recompute == Recompute::None) {
-    return "24BT + L" + whole + " + 62BTC + 2BTVp + 4R(C + Vp)";
+    return "24BT + L" + whole + " + 62BTC + 2BTVp + 4R·Vp";
   } else {
     if (kept > 0) blocks = fmt::format("{}{} + ", kept == 1 ? "" : fmt::format("{}·", kept), whole);
     if (policy.recompute == Recompute::Selective) {
@@ -70,7 +70,7 @@ std::string gpt_formula_16(std::int64_t kept, std::int64_t rebuilt, const Activa
       blocks += "(32BTC + 16BT + 8BHT) + ";
     }
   }
-  return fmt::format("24BT + {}62BTC + 2BTVp + 4R(C + Vp)", blocks);
+  return fmt::format("24BT + {}62BTC + 2BTVp + 4R·Vp", blocks);
 }
 
 }  // namespace
@@ -141,9 +141,9 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
             mul(kF32, add(add(selective ? 0 : NC, mul(4, N)), BHT2)));
   }
   if (sixteen) {
-    // The head's fp32 working chunk: its input and its logits.
+    // The head's fp32 working chunk of the logits.
     const std::int64_t chunk_rows = std::min(N, Gpt::kHeadChunkRows);
-    at(out, ActivationKind::Working) = mul(kF32, chunk_rows, add(C, Vp));
+    at(out, ActivationKind::Working) = mul(kF32, chunk_rows, Vp);
   }
   out.formula = sixteen ? gpt_formula_16(kept, rebuilt, policy) : gpt_formula_32(kept, rebuilt, policy);
   return out;

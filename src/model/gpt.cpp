@@ -107,7 +107,7 @@ void Gpt::begin(const Batch& batch) {
   blocks_.clear();
   work_ = BlockActivations();
   for (Buffer* buffer : {&tokens_, &targets_, &embedded_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_,
-                         &head_in_, &head_out_, &dresidual_, &dln_, &dqkv_, &dattn_, &dfc_,
+                         &head_out_, &dresidual_, &dln_, &dqkv_, &dattn_, &dfc_,
                          &dfc_gelu_})
     *buffer = Buffer();
 
@@ -133,7 +133,6 @@ void Gpt::begin(const Batch& batch) {
   logits_ = activation(ActivationKind::Logits, {N, padded_vocab(config_)}, activation_dtype_);
   if (sixteen_bit()) {
     const std::int64_t chunk_rows = std::min(N, kHeadChunkRows);
-    head_in_ = activation(ActivationKind::Working, {chunk_rows, C});
     head_out_ = activation(ActivationKind::Working, {chunk_rows, padded_vocab(config_)});
   }
   dresidual_ = activation(ActivationKind::Scratch, {N, C});
@@ -256,11 +255,9 @@ void Gpt::forward_unit(int unit, std::span<const float> params) {
     // columns [V, Vp) come out zero (their wte rows are) and the loss ignores them.
     device_.linear_forward(lnf_.as<float>(), params.first(Vp * C), {}, logits_.as<float>(), N, C,
                            Vp);
-  } else if (unit == last_unit() && sixteen_bit()) {
-    lnf_forward_chunked(params);
   } else if (unit == last_unit()) {
     device_.layernorm_forward(blocks_.back().out.as<float>(), params.first(C), params.subspan(C, C),
-                              lnf_.as<float>(), lnf_mean_.as<float>(), lnf_rstd_.as<float>(), N, C);
+                              lnf_, lnf_mean_.as<float>(), lnf_rstd_.as<float>(), N, C);
   } else {
     forward_block(unit - 1, params, false);
   }

@@ -115,8 +115,7 @@ class Gpt final : public Model {
   bool sixteen_bit() const { return activation_dtype_ != DType::F32; }
   // The token rows [first, first + rows) of an [N, width] buffer.
   static void* rows_of(Buffer& buffer, std::int64_t first, std::int64_t width);
-  // ln_f, the LM head and the loss with 16-bit activations, chunk by chunk (gpt_head.cpp).
-  void lnf_forward_chunked(std::span<const float> params);
+  // The LM head and the loss with 16-bit activations, chunk by chunk (gpt_head.cpp).
   void head_forward_chunked(std::span<const float> params);
   double loss_sum_chunked(float grad_scale);
   void head_backward_chunked(std::span<const float> params, std::span<float> grads);
@@ -138,8 +137,8 @@ class Gpt final : public Model {
   BlockActivations work_;
   Buffer lnf_, lnf_mean_, lnf_rstd_;  // ln_f(last block's out) [N, C], [N], [N]
   Buffer logits_;  // [N, Vp]; after loss(), grad_scale * d loss / d logits in their place
-  // 16-bit activations: one chunk of the head's fp32 input [R, C] and output [R, Vp].
-  Buffer head_in_, head_out_;
+  // 16-bit activations: one fp32 chunk of the logits [R, Vp] for the loss and the head's backward.
+  Buffer head_out_;
   // Backward scratch, reused by every block.
   Buffer dresidual_;  // d loss / d the residual stream at the current block boundary [N, C]
   Buffer dln_;        // d loss / d a LayerNorm's output [N, C]

@@ -1,11 +1,12 @@
-// gpt_head.cpp — ln_f, the tied LM head and the loss when activations are kept in 16 bits. They
-// run in chunks of Gpt::kHeadChunkRows token rows through one fp32 working chunk of ln_f's output
-// [R, C] and one of the logits [R, Vp] (Vp = padded_vocab(), the padded columns masked in the
+// gpt_head.cpp — the tied LM head and the loss when activations are kept in 16 bits. They run in
+// chunks of Gpt::kHeadChunkRows token rows: the head's product reads ln_f's 16-bit output and
+// writes the 16-bit logits directly, and the loss and the head's backward go through one fp32
+// working chunk of the logits [R, Vp] (Vp = padded_vocab(), the padded columns masked in the
 // loss), so the [N, Vp] logits and their gradient exist only in 16 bits. Every value crosses the
-// 16-bit buffers rounded to nearest even (by the conversion; the fp32 chunk is not read again, so
-// nothing else needs the rounded value), as autocast rounds a matrix product's output and the
-// gradient of a 16-bit tensor; the loss sums the rows' losses in row order in double, the chunks
-// one after another, on the device, and the host reads the total once.
+// 16-bit buffers rounded to nearest even (by the kernel or the conversion; the fp32 chunk is not
+// read again, so nothing else needs the rounded value), as autocast rounds a matrix product's
+// output and the gradient of a 16-bit tensor; the loss sums the rows' losses in row order in
+// double, the chunks one after another, on the device, and the host reads the total once.
 #include <algorithm>
 
 #include "model/gpt.hpp"
@@ -29,29 +30,13 @@ void* Gpt::rows_of(Buffer& buffer, std::int64_t first, std::int64_t width) {
          first * width * static_cast<std::int64_t>(dtype_bytes(buffer.dtype()));
 }
 
-void Gpt::lnf_forward_chunked(std::span<const float> params) {
-  const std::int64_t N = token_rows(), C = config_.n_embd;
-  const auto x = blocks_.back().out.as<float>();
-  for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
-    const auto y = head_in_.as<float>().first(static_cast<std::size_t>(rows * C));
-    device_.layernorm_forward(x.subspan(static_cast<std::size_t>(first * C), y.size()),
-                              params.first(C), params.subspan(C, C), y,
-                              lnf_mean_.as<float>().subspan(static_cast<std::size_t>(first), rows),
-                              lnf_rstd_.as<float>().subspan(static_cast<std::size_t>(first), rows),
-                              rows, C);
-    device_.convert(y.data(), DType::F32, rows_of(lnf_, first, C), activation_dtype_, rows * C);
-  });
-}
-
 void Gpt::head_forward_chunked(std::span<const float> params) {
   const std::int64_t N = token_rows(), C = config_.n_embd, Vp = padded_vocab(config_);
   for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
-    const auto x = head_in_.as<float>().first(static_cast<std::size_t>(rows * C));
-    const auto logits = head_out_.as<float>().first(static_cast<std::size_t>(rows * Vp));
-    device_.convert(rows_of(lnf_, first, C), activation_dtype_, x.data(), DType::F32, rows * C);
-    device_.linear_forward(x, params.first(Vp * C), {}, logits, rows, C, Vp);
-    device_.convert(logits.data(), DType::F32, rows_of(logits_, first, Vp), activation_dtype_,
-                    rows * Vp);
+    device_.linear_forward(TensorIn(rows_of(lnf_, first, C), rows * C, activation_dtype_),
+                           params.first(Vp * C), {},
+                           TensorOut(rows_of(logits_, first, Vp), rows * Vp, activation_dtype_),
+                           rows, C, Vp);
   });
 }
 
@@ -82,9 +67,8 @@ double Gpt::loss_sum_chunked(float grad_scale) {
 void Gpt::head_backward_chunked(std::span<const float> params, std::span<float> grads) {
   const std::int64_t N = token_rows(), C = config_.n_embd, Vp = padded_vocab(config_);
   for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
-    const auto x = head_in_.as<float>().first(static_cast<std::size_t>(rows * C));
+    const TensorIn x(rows_of(lnf_, first, C), rows * C, activation_dtype_);
     const auto dlogits = head_out_.as<float>().first(static_cast<std::size_t>(rows * Vp));
-    device_.convert(rows_of(lnf_, first, C), activation_dtype_, x.data(), DType::F32, rows * C);
     device_.convert(rows_of(logits_, first, Vp), activation_dtype_, dlogits.data(), DType::F32,
                     rows * Vp);
     // d wte [Vp, C] += dlogits^T ln_f(x), chunk after chunk; d ln_f(x) rows = dlogits wte.

@@ -84,8 +84,8 @@ TEST(GptSixteenBit, FollowsFp32WithinTheRoundingOfSixteenBits) {
     EXPECT_EQ(half.block_bytes, L * (2 * 6 * N * C + 4 * 2 * N * C + 4 * 4 * N));
     EXPECT_EQ(fp32.block_bytes, L * (4 * 8 * N * C + 4 * 4 * N));
     // No fp32 copy of a block's 16-bit tensors (the kernels read them as they are kept): only the
-    // head's chunk of 512 rows of ln_f's output and logits.
-    EXPECT_EQ(half.working_bytes, 4 * 512 * (C + padded_vocab(kConfig)));
+    // head's fp32 chunk of 512 rows of logits.
+    EXPECT_EQ(half.working_bytes, 4 * 512 * padded_vocab(kConfig));
     EXPECT_NEAR(half.loss, fp32.loss, tolerance * fp32.loss);
     ASSERT_EQ(half.logits.size(), fp32.logits.size());
     EXPECT_TRUE(std::all_of(half.logits.begin(), half.logits.end(),
