@@ -35,9 +35,8 @@ constexpr std::string_view kSixteenBits =
     "Under bf16 (or fp16) a matrix product's inputs and outputs are kept in 16 bits, as\n"
     "torch.autocast keeps them: the LayerNorm outputs, qkv, attention's output, the MLP's hidden\n"
     "values, the logits and their gradient. The residual stream, the LayerNorm and attention\n"
-    "statistics and the loss stay fp32. The kernels read and write the 16-bit tensors as they\n"
-    "are kept and compute in fp32; only the loss works on an fp32 copy of the logits\n"
-    "(`working`), 512 token rows at a time.";
+        "statistics and the loss stay fp32. The kernels read and write the 16-bit tensors as they\n"
+    "are kept and compute in fp32, and the LM head and the loss run 512 token rows at a time.";
 constexpr std::string_view kAttention =
     "Attention's probabilities are B x heads x T x T per block: kept, they grow with T². zerolab\n"
     "keeps two floats per query row instead (the row's largest score and its sum of\n"
@@ -129,7 +128,7 @@ void show_sixteen_bits(const TrainConfig& bf16, const TrainResult& bf16_run, boo
   fmt::print(
       "GPT-2 124M's 12 blocks at 12 x 1024 keep {:.0f}% of their fp32 activations in bf16\n"
       "(estimate), {} this toy of {} blocks: what stays fp32 (the residual stream, the\n"
-      "statistics, the gradient scratch, the head's chunk) is a {} share there.\n",
+      "statistics, the gradient scratch) is a {} share there.\n",
       gpt2_percent,
       gpt2_percent < toy_percent ? "less than" : (gpt2_percent > toy_percent ? "more than" : "as"),
       bf16.gpt.n_layer,
@@ -202,7 +201,7 @@ void show_real_scale() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // GPT small holds 3,627,008 bytes of bf16 activations for 8 rows, about 450 KB a row (680 KB
+  // GPT small holds 3,495,936 bytes of bf16 activations for 8 rows, about 440 KB a row (680 KB
   // in fp32); --rows is sized at 600 KB a row.
   const LessonSizes defaults{.world = 2, .rows = 8, .steps = 2, .seed = 5, .row_bytes = 600'000};
   return run_lesson(

@@ -37,7 +37,7 @@ std::string_view activation_kind_name(ActivationKind kind) {
     case ActivationKind::Scratch: return "scratch";
     case ActivationKind::Checkpoint: return "checkpoint";
     case ActivationKind::Recompute: return "recompute";
-    case ActivationKind::Working: return "working";
+    
   }
   fail("unknown activation kind {}", static_cast<int>(kind));
 }

@@ -40,11 +40,11 @@ enum class ActivationKind : std::uint8_t {
   Scratch,     ///< gradient scratch reused by every block or layer (and unlabelled buffers)
   Checkpoint,  ///< block inputs kept by activation checkpointing
   Recompute,   ///< tensors a checkpointed block rebuilds for its backward
-  Working,     ///< the LM head's fp32 working chunk of its 16-bit input and logits
+  
 };
 
 /// Number of ActivationKind values.
-inline constexpr int kActivationKindCount = 9;
+inline constexpr int kActivationKindCount = 8;
 
 /// Lower-case name of an activation kind as it appears in summaries ("inputs", "attention", ...).
 std::string_view activation_kind_name(ActivationKind kind);

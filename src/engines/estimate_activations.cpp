@@ -55,12 +55,12 @@ std::string gpt_formula_32(std::int64_t kept, std::int64_t rebuilt, const Activa
   return fmt::format("16BT + 4[{}16BTC + 2BT + BTVp]", blocks);
 }
 
-// The same in bytes with 16-bit activations; R = min(BT, 512) rows of the head's working chunk.
+// The same in bytes with 16-bit activations.
 std::string gpt_formula_16(std::int64_t kept, std::int64_t rebuilt, const ActivationPolicy& policy) {
   const std::string whole = "(36BTC + 16BT + 8BHT)";
   std::string blocks;
   if (policy.recompute == Recompute::None) {
-    return "24BT + L" + whole + " + 62BTC + 2BTVp + 4R·Vp";
+    return "24BT + L" + whole + " + 62BTC + 2BTVp";
   } else {
     if (kept > 0) blocks = fmt::format("{}{} + ", kept == 1 ? "" : fmt::format("{}·", kept), whole);
     if (policy.recompute == Recompute::Selective) {
@@ -70,7 +70,7 @@ std::string gpt_formula_16(std::int64_t kept, std::int64_t rebuilt, const Activa
       blocks += "(32BTC + 16BT + 8BHT) + ";
     }
   }
-  return fmt::format("24BT + {}62BTC + 2BTVp + 4R·Vp", blocks);
+  return fmt::format("24BT + {}62BTC + 2BTVp", blocks);
 }
 
 }  // namespace
@@ -140,11 +140,7 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
         add(mul(kP, mul(selective ? 7 : 14, NC)),
             mul(kF32, add(add(selective ? 0 : NC, mul(4, N)), BHT2)));
   }
-  if (sixteen) {
-    // The head's fp32 working chunk of the logits.
-    const std::int64_t chunk_rows = std::min(N, Gpt::kHeadChunkRows);
-    at(out, ActivationKind::Working) = mul(kF32, chunk_rows, Vp);
-  }
+  
   out.formula = sixteen ? gpt_formula_16(kept, rebuilt, policy) : gpt_formula_32(kept, rebuilt, policy);
   return out;
 }

@@ -39,8 +39,8 @@ struct ActivationEstimate {
 /// (B and T; T <= config.block_size), its blocks checkpointed as `policy` says: a rebuilt
 /// block keeps its output (Checkpoint) or, selective, its matrix products' outputs, and one
 /// block's worth of the rest is booked as Recompute. With a 16-bit `activation_dtype` (the
-/// run's precision) the matrix products' inputs and outputs are kept (and rebuilt) in 16 bits and
-/// the LM head's fp32 chunks are booked as Working (see Gpt). Throws zl::Error
+/// run's precision) the matrix products' inputs and outputs are kept (and rebuilt) in 16 bits (see
+/// Gpt). Throws zl::Error
 /// naming the size if B or T is out of range or the bytes overflow int64.
 ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t micro_batch,
                                         std::int64_t seq_len, const ActivationPolicy& policy = {},

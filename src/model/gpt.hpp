@@ -36,9 +36,9 @@ namespace zl {
 /// qkv, attention's output, c_fc's output, GELU's, ln_f's and the logits with their gradient) are
 /// written in 16 bits by the kernel that makes them and read in 16 bits by the kernels that use
 /// them (ops/tensor_view.hpp), which compute in fp32; the residual stream, the LayerNorm and
-/// attention statistics, the loss and the gradient scratch stay fp32. The LM head and loss run in
-/// chunks of kHeadChunkRows token rows on an fp32 working chunk (ActivationKind::Working), so no
-/// [N, vocab] fp32 buffer exists.
+/// attention statistics, the loss and the gradient scratch stay fp32. The LM head and the loss run
+/// in chunks of kHeadChunkRows token rows, so a device that computes a 16-bit kernel through fp32
+/// scratch never needs an [N, vocab] fp32 buffer.
 class Gpt final : public Model {
  public:
   /// Token rows the LM head and the loss take at a time with 16-bit activations.
@@ -137,8 +137,7 @@ class Gpt final : public Model {
   BlockActivations work_;
   Buffer lnf_, lnf_mean_, lnf_rstd_;  // ln_f(last block's out) [N, C], [N], [N]
   Buffer logits_;  // [N, Vp]; after loss(), grad_scale * d loss / d logits in their place
-  // 16-bit activations: one fp32 chunk of the logits [R, Vp] for the loss and the head's backward.
-  Buffer head_out_;
+  
   // Backward scratch, reused by every block.
   Buffer dresidual_;  // d loss / d the residual stream at the current block boundary [N, C]
   Buffer dln_;        // d loss / d a LayerNorm's output [N, C]

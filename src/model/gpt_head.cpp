@@ -1,12 +1,12 @@
 // gpt_head.cpp — the tied LM head and the loss when activations are kept in 16 bits. They run in
-// chunks of Gpt::kHeadChunkRows token rows: the head's product reads ln_f's 16-bit output and
-// writes the 16-bit logits directly, and the loss and the head's backward go through one fp32
-// working chunk of the logits [R, Vp] (Vp = padded_vocab(), the padded columns masked in the
-// loss), so the [N, Vp] logits and their gradient exist only in 16 bits. Every value crosses the
-// 16-bit buffers rounded to nearest even (by the kernel or the conversion; the fp32 chunk is not
-// read again, so nothing else needs the rounded value), as autocast rounds a matrix product's
-// output and the gradient of a 16-bit tensor; the loss sums the rows' losses in row order in
-// double, the chunks one after another, on the device, and the host reads the total once.
+// chunks of Gpt::kHeadChunkRows token rows (Vp = padded_vocab() columns, the padded ones masked
+// in the loss): the head's product reads ln_f's 16-bit output and writes the 16-bit logits, the
+// loss reads them and writes their gradient over them in 16 bits, and the head's backward reads
+// that, so the [N, Vp] logits and their gradient exist only in 16 bits (a device that computes a
+// 16-bit kernel through fp32 scratch needs one chunk of it). Every value is rounded to nearest
+// even once, as it is written, as autocast rounds a matrix product's output and the gradient of a
+// 16-bit tensor; the loss sums the rows' losses in row order in double, the chunks one after
+// another, on the device, and the host reads the total once.
 #include <algorithm>
 
 #include "model/gpt.hpp"
@@ -46,18 +46,13 @@ double Gpt::loss_sum_chunked(float grad_scale) {
   // The chunks' sums add up on the device, and the host reads the total once: one host wait,
   // where returning each chunk's sum would make one per chunk. Booked as the norm's partials are.
   Buffer loss_sum = device_.alloc(MemCategory::CommBuffer, DType::F64, {1});
-  for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
-    const auto logits = head_out_.as<float>().first(static_cast<std::size_t>(rows * Vp));
-    device_.convert(rows_of(logits_, first, Vp), activation_dtype_, logits.data(), DType::F32,
-                    rows * Vp);
+    for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
+    const TensorOut logits(rows_of(logits_, first, Vp), rows * Vp, activation_dtype_);
     // The gradient (softmax - onehot) / N over the real vocabulary, zero in the padded columns,
-    // scaled, written over the chunk and then the logits.
+    // scaled, written over the logits in 16 bits.
     device_.cross_entropy_add_forward_backward(
         logits, targets.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(rows)),
-        logits, rows, config_.vocab, Vp, N, loss_sum.as<double>());
-    if (grad_scale != 1.0f) device_.scale(logits, grad_scale);
-    device_.convert(logits.data(), DType::F32, rows_of(logits_, first, Vp), activation_dtype_,
-                    rows * Vp);
+        logits, rows, config_.vocab, Vp, N, loss_sum.as<double>(), grad_scale);
   });
   double total = 0.0;
   device_.copy_to_host(&total, loss_sum.data(), sizeof(total));
@@ -67,10 +62,8 @@ double Gpt::loss_sum_chunked(float grad_scale) {
 void Gpt::head_backward_chunked(std::span<const float> params, std::span<float> grads) {
   const std::int64_t N = token_rows(), C = config_.n_embd, Vp = padded_vocab(config_);
   for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
-    const TensorIn x(rows_of(lnf_, first, C), rows * C, activation_dtype_);
-    const auto dlogits = head_out_.as<float>().first(static_cast<std::size_t>(rows * Vp));
-    device_.convert(rows_of(logits_, first, Vp), activation_dtype_, dlogits.data(), DType::F32,
-                    rows * Vp);
+        const TensorIn x(rows_of(lnf_, first, C), rows * C, activation_dtype_);
+    const TensorIn dlogits(rows_of(logits_, first, Vp), rows * Vp, activation_dtype_);
     // d wte [Vp, C] += dlogits^T ln_f(x), chunk after chunk; d ln_f(x) rows = dlogits wte.
     device_.linear_backward(x, params.first(Vp * C), dlogits, grads.first(Vp * C), {},
                             dln_.as<float>().subspan(static_cast<std::size_t>(first * C),

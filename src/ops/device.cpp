@@ -74,19 +74,19 @@ void Device::linear_forward(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std
   do_linear_forward(x.f32(), w.f32(), b.f32(), y.f32(), rows, in, out);
 }
 
-void Device::linear_backward(TensorIn x, TensorIn w, std::span<const float> dy, std::span<float> dw,
+void Device::linear_backward(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
                              std::span<float> db, std::span<float> dx, std::int64_t rows,
                              std::int64_t in, std::int64_t out) {
   check_tensor("linear_backward", "x", x.dtype, x.elems, rows * in);
   check_tensor("linear_backward", "w", w.dtype, w.elems, out * in);
-  check_elems("linear_backward", "dy", dy.size(), rows * out);
+  check_tensor("linear_backward", "dy", dy.dtype, dy.elems, rows * out);
   check_elems("linear_backward", "dw", dw.size(), out * in);
   if (!db.empty()) check_elems("linear_backward", "db", db.size(), out);
   if (!dx.empty()) check_elems("linear_backward", "dx", dx.size(), rows * in);
-  if (!all_f32({x.dtype, w.dtype})) {
+    if (!all_f32({x.dtype, w.dtype, dy.dtype})) {
     return do_linear_backward_typed(x, w, dy, dw, db, dx, rows, in, out);
   }
-  do_linear_backward(x.f32(), w.f32(), dy, dw, db, dx, rows, in, out);
+  do_linear_backward(x.f32(), w.f32(), dy.f32(), dw, db, dx, rows, in, out);
 }
 
 void Device::gelu_forward(std::span<const float> x, std::span<float> y) {
@@ -122,17 +122,30 @@ double Device::cross_entropy_sum_forward_backward(std::span<const float> logits,
                                            mean_rows);
 }
 
-void Device::cross_entropy_add_forward_backward(std::span<const float> logits,
+void Device::cross_entropy_add_forward_backward(TensorIn logits,
                                                 std::span<const std::int64_t> labels,
-                                                std::span<float> dlogits, std::int64_t rows,
+                                                TensorOut dlogits, std::int64_t rows,
                                                 std::int64_t classes, std::int64_t padded_classes,
                                                 std::int64_t mean_rows,
-                                                std::span<double> loss_sum) {
+                                                std::span<double> loss_sum, float grad_scale) {
   check_elems("cross_entropy", "loss_sum", loss_sum.size(), 1);
-  check_cross_entropy(logits.size(), labels.size(), dlogits.size(), rows, classes, padded_classes,
+  check_tensor("cross_entropy", "logits", logits.dtype, logits.elems, logits.elems);
+  check_tensor("cross_entropy", "dlogits", dlogits.dtype, dlogits.elems, dlogits.elems);
+  check_cross_entropy(static_cast<std::size_t>(logits.elems), labels.size(),
+                      static_cast<std::size_t>(dlogits.elems), rows, classes, padded_classes,
                       mean_rows);
-  do_cross_entropy_add_forward_backward(logits, labels, dlogits, rows, classes, padded_classes,
-                                        mean_rows, loss_sum);
+  ZL_CHECK(logits.data != dlogits.data || logits.dtype == dlogits.dtype,
+           "cross_entropy: dlogits written over logits of another dtype ({} over {}): pass one "
+           "dtype",
+           dtype_name(dlogits.dtype), dtype_name(logits.dtype));
+  if (!all_f32({logits.dtype, dlogits.dtype})) {
+    return do_cross_entropy_add_forward_backward_typed(logits, labels, dlogits, rows, classes,
+                                                       padded_classes, mean_rows, loss_sum,
+                                                       grad_scale);
+  }
+  do_cross_entropy_add_forward_backward(logits.f32(), labels, dlogits.f32(), rows, classes,
+                                        padded_classes, mean_rows, loss_sum);
+  if (grad_scale != 1.0f) scale(dlogits.f32(), grad_scale);
 }
 
 void Device::embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,

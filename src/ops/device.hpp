@@ -127,9 +127,9 @@ class Device : public Allocator {
   /// Given dy[rows, out]: dw[out, in] += dy^T x, db[out] += sum over rows of dy (rows in order),
   /// dx[rows, in] = dy w (db may be empty when there is no bias, dx when the input needs no
   /// gradient).
-  void linear_backward(TensorIn x, TensorIn w, std::span<const float> dy, std::span<float> dw,
-                       std::span<float> db, std::span<float> dx, std::int64_t rows, std::int64_t in,
-                       std::int64_t out);
+    void linear_backward(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
+                       std::span<float> db, std::span<float> dx, std::int64_t rows,
+                       std::int64_t in, std::int64_t out);
 
   /// y = x * Phi(x) with the exact erf form, as torch.nn.GELU().
   void gelu_forward(std::span<const float> x, std::span<float> y);
@@ -156,15 +156,17 @@ class Device : public Allocator {
                                             std::int64_t classes, std::int64_t padded_classes,
                                             std::int64_t mean_rows);
 
-  /// cross_entropy_sum_forward_backward with the chunk's sum kept on the device: loss_sum[0]
+    /// cross_entropy_sum_forward_backward with the chunk's sum kept on the device: loss_sum[0]
   /// (one device double) becomes loss_sum[0] + the chunk's row losses summed in row order, the
-  /// bits of adding the returned sum on the host, and the host does not wait. A label out of
-  /// range throws zl::Error here or, on a GPU, at its next host wait.
-  void cross_entropy_add_forward_backward(std::span<const float> logits,
-                                          std::span<const std::int64_t> labels,
-                                          std::span<float> dlogits, std::int64_t rows,
+  /// bits of adding the returned sum on the host, and the host does not wait. Each dlogits value
+  /// is multiplied by `grad_scale` (one float multiply; none at 1) before it is rounded to
+  /// dlogits' dtype. `dlogits` may be `logits` itself, in any dtype. A label out of range throws
+  /// zl::Error here or, on a GPU, at its next host wait.
+  void cross_entropy_add_forward_backward(TensorIn logits, std::span<const std::int64_t> labels,
+                                          TensorOut dlogits, std::int64_t rows,
                                           std::int64_t classes, std::int64_t padded_classes,
-                                          std::int64_t mean_rows, std::span<double> loss_sum);
+                                          std::int64_t mean_rows, std::span<double> loss_sum,
+                                          float grad_scale = 1.0f);
 
   // ---- GPT-2 kernels (fp32, row-major; cpu/cpu_gpt_kernels.cpp and cpu/cpu_attention.cpp).
   // B is the batch, T the sequence length, C the channels (n_embd), N = B*T the rows of the
@@ -329,8 +331,8 @@ class Device : public Allocator {
   /// linear_forward with a 16-bit tensor.
   virtual void do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y,
                                        std::int64_t rows, std::int64_t in, std::int64_t out);
-  /// linear_backward with a 16-bit tensor.
-  virtual void do_linear_backward_typed(TensorIn x, TensorIn w, std::span<const float> dy,
+    /// linear_backward with a 16-bit tensor.
+  virtual void do_linear_backward_typed(TensorIn x, TensorIn w, TensorIn dy,
                                         std::span<float> dw, std::span<float> db,
                                         std::span<float> dx, std::int64_t rows, std::int64_t in,
                                         std::int64_t out);
@@ -356,6 +358,11 @@ class Device : public Allocator {
   virtual void do_attention_forward_typed(TensorIn qkv, std::span<float> stats, TensorOut out,
                                           std::int64_t batch, std::int64_t seq_len,
                                           std::int64_t channels, std::int64_t heads);
+    /// cross_entropy_add_forward_backward with a 16-bit tensor, grad_scale applied.
+  virtual void do_cross_entropy_add_forward_backward_typed(
+      TensorIn logits, std::span<const std::int64_t> labels, TensorOut dlogits, std::int64_t rows,
+      std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+      std::span<double> loss_sum, float grad_scale);
   /// attention_backward with a 16-bit tensor.
   virtual void do_attention_backward_typed(TensorIn qkv, std::span<const float> stats, TensorIn out,
                                            std::span<const float> dout, std::span<float> dqkv,

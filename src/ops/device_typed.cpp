@@ -43,10 +43,23 @@ void Device::do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorO
   store_fp32(y32, y);
 }
 
-void Device::do_linear_backward_typed(TensorIn x, TensorIn w, std::span<const float> dy,
-                                      std::span<float> dw, std::span<float> db, std::span<float> dx,
+void Device::do_linear_backward_typed(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
+                                      std::span<float> db, std::span<float> dx,
                                       std::int64_t rows, std::int64_t in, std::int64_t out) {
-  do_linear_backward(widened(x, 0), widened(w, 1), dy, dw, db, dx, rows, in, out);
+  do_linear_backward(widened(x, 0), widened(w, 1), widened(dy, 2), dw, db, dx, rows, in, out);
+}
+
+void Device::do_cross_entropy_add_forward_backward_typed(
+    TensorIn logits, std::span<const std::int64_t> labels, TensorOut dlogits, std::int64_t rows,
+    std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+    std::span<double> loss_sum, float grad_scale) {
+  // Widened before anything is written: dlogits may be logits itself.
+  const std::span<const float> logits32 = widened(logits, 0);
+  const std::span<float> dlogits32 = fp32_target(dlogits, 1);
+  do_cross_entropy_add_forward_backward(logits32, labels, dlogits32, rows, classes,
+                                        padded_classes, mean_rows, loss_sum);
+  if (grad_scale != 1.0f) scale(dlogits32, grad_scale);
+  store_fp32(dlogits32, dlogits);
 }
 
 void Device::do_layernorm_forward_typed(std::span<const float> x, std::span<const float> weight,

@@ -44,6 +44,14 @@ TEST_P(TypedKernels, MatrixProductsGiveTheFp32KernelsBitsRoundedOnce) {
   }
 }
 
+TEST_P(TypedKernels, TheLossWritesItsScaledGradientOverSixteenBitLogits) {
+  const auto device = GetParam().make();
+  for (const DType dtype : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    test::check_cross_entropy(*device, dtype);
+  }
+}
+
 TEST_P(TypedKernels, LayerNormGeluAndAttentionGiveTheFp32KernelsBitsRoundedOnce) {
   const auto device = GetParam().make();
   for (const DType dtype : {DType::BF16, DType::F16}) {
@@ -67,7 +75,21 @@ TEST_P(TypedKernels, ATensorOfAnotherDtypeIsAOneLineError) {
   // A 16-bit tensor of the wrong size is refused as an fp32 one is.
   Buffer short_w = device->alloc(MemCategory::Activations, DType::BF16, {kIn * kOut - 1});
   Buffer x = device->alloc(MemCategory::Activations, DType::BF16, {kRows * kIn});
-  EXPECT_THROW(device->conv1d_forward(x, short_w, b, y, kRows, kIn, kOut), Error);
+    EXPECT_THROW(device->conv1d_forward(x, short_w, b, y, kRows, kIn, kOut), Error);
+  // A gradient written over logits of another dtype would be half written: refused.
+  Buffer logits = device->alloc(MemCategory::Activations, DType::F32, {2 * 4});
+  Buffer labels = device->alloc(MemCategory::Activations, DType::I64, {2});
+  Buffer sum = device->alloc(MemCategory::CommBuffer, DType::F64, {1});
+  try {
+    device->cross_entropy_add_forward_backward(
+        logits, labels.as<std::int64_t>(), TensorOut(logits.data(), 2 * 4, DType::BF16), 2, 4, 4,
+        2, sum.as<double>());
+    FAIL() << "bf16 dlogits over fp32 logits were taken";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(),
+                 "cross_entropy: dlogits written over logits of another dtype (bf16 over fp32): "
+                 "pass one dtype");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -60,16 +62,18 @@ inline std::vector<std::uint32_t> bits_of(const std::vector<float>& values) {
 
 inline constexpr std::int64_t kTypedRows = 7, kTypedIn = 12, kTypedOut = 9;
 
-// conv1d and linear, forward and backward, with x and w in `dtype` and y in `out_dtype`.
+// conv1d and linear, forward and backward, with x and w in `dtype` and y in `out_dtype` (and
+// linear's dy in `dtype`: the LM head's backward reads its 16-bit dlogits).
 inline void check_products(Device& device, DType dtype, DType out_dtype) {
   const auto x = representable(random_values(kTypedRows * kTypedIn, 1), dtype);
   const auto w = representable(random_values(kTypedIn * kTypedOut, 2), dtype);
   const auto b = representable(random_values(kTypedOut, 3), dtype);
-  const auto dy = random_values(kTypedRows * kTypedOut, 4);
+    const auto dy = representable(random_values(kTypedRows * kTypedOut, 4), dtype);
   Buffer x16 = upload_as(device, x, dtype), w16 = upload_as(device, w, dtype),
          b16 = upload_as(device, b, dtype);
   Buffer x32 = upload_as(device, x, DType::F32), w32 = upload_as(device, w, DType::F32),
-         b32 = upload_as(device, b, DType::F32), dy32 = upload_as(device, dy, DType::F32);
+                  b32 = upload_as(device, b, DType::F32), dy32 = upload_as(device, dy, DType::F32),
+         dy16 = upload_as(device, dy, dtype);
   auto zeros = [&](std::int64_t elems, DType type = DType::F32) {
     return device.alloc(MemCategory::Activations, type, {elems});
   };
@@ -79,13 +83,14 @@ inline void check_products(Device& device, DType dtype, DType out_dtype) {
       if (conv) return device.conv1d_forward(xs, ws, bs, ys, kTypedRows, kTypedIn, kTypedOut);
       device.linear_forward(xs, ws, bs, ys, kTypedRows, kTypedIn, kTypedOut);
     };
-    auto backward = [&](TensorIn xs, TensorIn ws, Buffer& dw, Buffer& db, Buffer& dx) {
+        auto backward = [&](TensorIn xs, TensorIn ws, TensorIn dys, Buffer& dw, Buffer& db,
+                        Buffer& dx) {
       if (conv) {
         return device.conv1d_backward(xs, ws, dy32.as<float>(), dw.as<float>(), db.as<float>(),
                                       dx.as<float>(), kTypedRows, kTypedIn, kTypedOut);
       }
-      device.linear_backward(xs, ws, dy32.as<float>(), dw.as<float>(), db.as<float>(),
-                             dx.as<float>(), kTypedRows, kTypedIn, kTypedOut);
+      device.linear_backward(xs, ws, dys, dw.as<float>(), db.as<float>(), dx.as<float>(),
+                             kTypedRows, kTypedIn, kTypedOut);
     };
     Buffer y = zeros(kTypedRows * kTypedOut, out_dtype), y_ref = zeros(kTypedRows * kTypedOut);
     const std::int64_t booked = device.ledger().total_current_bytes();
@@ -98,11 +103,39 @@ inline void check_products(Device& device, DType dtype, DType out_dtype) {
            dx = zeros(kTypedRows * kTypedIn);
     Buffer dw_ref = zeros(kTypedIn * kTypedOut), db_ref = zeros(kTypedOut),
            dx_ref = zeros(kTypedRows * kTypedIn);
-    backward(x16, w16, dw, db, dx);
-    backward(x32, w32, dw_ref, db_ref, dx_ref);
+        backward(x16, w16, dy16, dw, db, dx);
+    backward(x32, w32, dy32, dw_ref, db_ref, dx_ref);
     EXPECT_EQ(bits_of(download_widened(device, dw)), bits_of(download_widened(device, dw_ref)));
     EXPECT_EQ(bits_of(download_widened(device, db)), bits_of(download_widened(device, db_ref)));
     EXPECT_EQ(bits_of(download_widened(device, dx)), bits_of(download_widened(device, dx_ref)));
+  }
+}
+
+// The loss of 16-bit logits with its gradient written over them in 16 bits, multiplied by
+// grad_scale before the rounding, against the fp32 kernel on the same values and then scale().
+inline void check_cross_entropy(Device& device, DType dtype) {
+  constexpr std::int64_t kRows = 6, kClasses = 37, kPadded = 40, kMeanRows = 10;
+  const auto logits = representable(random_values(kRows * kPadded, 12), dtype);
+  const std::vector<std::int64_t> labels = {0, 36, 5, 17, 36, 2};
+  Buffer label_buffer = device.alloc(MemCategory::Activations, DType::I64, {kRows});
+  device.copy_from_host(label_buffer.data(), labels.data(), labels.size() * sizeof(std::int64_t));
+  const auto label_span = label_buffer.as<std::int64_t>();
+  for (const float grad_scale : {1.0f, 1024.0f, 0.37f}) {
+    SCOPED_TRACE("grad_scale " + std::to_string(grad_scale));
+    Buffer typed = upload_as(device, logits, dtype), fp32 = upload_as(device, logits, DType::F32);
+    Buffer sum = device.alloc(MemCategory::CommBuffer, DType::F64, {1});
+    Buffer sum_ref = device.alloc(MemCategory::CommBuffer, DType::F64, {1});
+    device.cross_entropy_add_forward_backward(typed, label_span, typed, kRows, kClasses, kPadded,
+                                              kMeanRows, sum.as<double>(), grad_scale);
+    device.cross_entropy_add_forward_backward(fp32, label_span, fp32, kRows, kClasses, kPadded,
+                                              kMeanRows, sum_ref.as<double>());
+    if (grad_scale != 1.0f) device.scale(fp32.as<float>(), grad_scale);
+    EXPECT_EQ(bits_of(download_widened(device, typed)),
+              bits_of(representable(download_widened(device, fp32), dtype)));
+    double loss = 0.0, loss_ref = 1.0;
+    device.copy_to_host(&loss, sum.data(), sizeof(double));
+    device.copy_to_host(&loss_ref, sum_ref.data(), sizeof(double));
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(loss), std::bit_cast<std::uint64_t>(loss_ref));
   }
 }
 

@@ -232,7 +232,7 @@ class CudaDevice final : public Device {
 
   void do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
                                std::int64_t in, std::int64_t out) override;
-  void do_linear_backward_typed(TensorIn x, TensorIn w, std::span<const float> dy,
+    void do_linear_backward_typed(TensorIn x, TensorIn w, TensorIn dy,
                                 std::span<float> dw, std::span<float> db, std::span<float> dx,
                                 std::int64_t rows, std::int64_t in, std::int64_t out) override;
   void do_layernorm_forward_typed(std::span<const float> x, std::span<const float> weight,
@@ -247,6 +247,16 @@ class CudaDevice final : public Device {
   void do_gelu_tanh_forward_typed(TensorIn x, TensorOut y) override;
   void do_gelu_tanh_backward_typed(TensorIn x, std::span<const float> dy,
                                    std::span<float> dx) override;
+    /// One block per row on bf16 logits and dlogits (in place or not), the scale applied before
+  /// the rounding; the row losses added on the device as the fp32 kernel's.
+  void do_cross_entropy_add_forward_backward_typed(TensorIn logits,
+                                                   std::span<const std::int64_t> labels,
+                                                   TensorOut dlogits, std::int64_t rows,
+                                                   std::int64_t classes,
+                                                   std::int64_t padded_classes,
+                                                   std::int64_t mean_rows,
+                                                   std::span<double> loss_sum,
+                                                   float grad_scale) override;
   /// The fast kernels on bf16 qkv and out; the exact and gemm kinds take Device's default.
   void do_attention_forward_typed(TensorIn qkv, std::span<float> stats, TensorOut out,
                                   std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
@@ -297,7 +307,7 @@ class CudaDevice final : public Device {
                               TensorIn bias, TensorOut y);
   // A bf16 layer's backward: dw += (x^T dy, Conv1D's [in, out], or dy^T x, Linear's [out, in]),
   // db += dy's column sums (db may be empty), dx = dy w^T or dy w (may be empty); dy rounded once.
-  void bf16_backward(bool conv1d, TensorIn x, TensorIn w, std::span<const float> dy,
+    void bf16_backward(bool conv1d, TensorIn x, TensorIn w, TensorIn dy,
                      std::span<float> dw, std::span<float> db, std::span<float> dx,
                      std::int64_t rows, std::int64_t in, std::int64_t out);
   // Column-major, cuBLAS's own convention: for each of `batch` heads i, C_i [m, n] =

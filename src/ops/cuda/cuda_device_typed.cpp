@@ -38,17 +38,17 @@ void CudaDevice::bf16_product_with_bias(bool transpose_a, bool transpose_b, std:
   if (!b32.empty()) cuda::add_bias_rows(y32.data(), b32.data(), m, n, stream_);
 }
 
-void CudaDevice::bf16_backward(bool conv1d, TensorIn x, TensorIn w, std::span<const float> dy,
+void CudaDevice::bf16_backward(bool conv1d, TensorIn x, TensorIn w, TensorIn dy,
                                std::span<float> dw, std::span<float> db, std::span<float> dx,
                                std::int64_t rows, std::int64_t in, std::int64_t out) {
   // dy rounded once for both products (w only when there is a dx)
-  const auto [dy16, x16, w16] = bf16_copies({TensorIn(dy), x, dx.empty() ? TensorIn() : w});
+    const auto [dy16, x16, w16] = bf16_copies({dy, x, dx.empty() ? TensorIn() : w});
   if (conv1d) {
     matmul_bf16(true, false, in, out, rows, x16, dy16, dw.data(), 1.0f);  // dw [in, out]
   } else {
     matmul_bf16(true, false, out, in, rows, dy16, x16, dw.data(), 1.0f);  // dw [out, in]
   }
-  if (!db.empty()) column_sums(dy.data(), db.data(), rows, out);
+    if (!db.empty()) column_sums(widened(dy, 2).data(), db.data(), rows, out);
   if (!dx.empty()) matmul_bf16(false, conv1d, rows, in, out, dy16, w16, dx.data(), 0.0f);
 }
 
@@ -62,11 +62,10 @@ void CudaDevice::do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, Ten
   bf16_product_with_bias(false, true, rows, out, in, x16, w16, b, y);  // w stored [out, in]
 }
 
-void CudaDevice::do_linear_backward_typed(TensorIn x, TensorIn w, std::span<const float> dy,
-                                          std::span<float> dw, std::span<float> db,
-                                          std::span<float> dx, std::int64_t rows, std::int64_t in,
-                                          std::int64_t out) {
-  if (!bf16_product({x, w}) || rows == 0 || in == 0 || out == 0) {
+void CudaDevice::do_linear_backward_typed(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
+                                          std::span<float> db, std::span<float> dx,
+                                          std::int64_t rows, std::int64_t in, std::int64_t out) {
+  if (!bf16_product({x, w, dy}) || rows == 0 || in == 0 || out == 0) {
     return Device::do_linear_backward_typed(x, w, dy, dw, db, dx, rows, in, out);
   }
   select();
@@ -119,6 +118,22 @@ void CudaDevice::do_gelu_tanh_backward_typed(TensorIn x, std::span<const float> 
   if (x.dtype != DType::BF16) return Device::do_gelu_tanh_backward_typed(x, dy, dx);
   select();
   cuda::gelu_tanh_backward(bf16_data(x), dy.data(), dx.data(), x.elems, stream_);
+}
+
+void CudaDevice::do_cross_entropy_add_forward_backward_typed(
+    TensorIn logits, std::span<const std::int64_t> labels, TensorOut dlogits, std::int64_t rows,
+    std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+    std::span<double> loss_sum, float grad_scale) {
+  if (logits.dtype != DType::BF16 || dlogits.dtype != DType::BF16) {
+    return Device::do_cross_entropy_add_forward_backward_typed(
+        logits, labels, dlogits, rows, classes, padded_classes, mean_rows, loss_sum, grad_scale);
+  }
+  select();
+  auto* row_losses = static_cast<double*>(scratch(static_cast<std::size_t>(rows) * sizeof(double)));
+  cuda::cross_entropy(bf16_data(logits), labels.data(), static_cast<std::uint16_t*>(dlogits.data),
+                      row_losses, check_slot({"cross_entropy", labels.data(), 0, classes}), rows,
+                      classes, padded_classes, mean_rows, grad_scale, stream_);
+  cuda::add_row_losses(row_losses, rows, loss_sum.data(), stream_);
 }
 
 void CudaDevice::do_attention_forward_typed(TensorIn qkv, std::span<float> stats, TensorOut out,

@@ -152,10 +152,12 @@ __global__ void gelu_tanh_backward_kernel(const In* x, const float* dy, float* d
 // ---- cross-entropy: one block per row of logits [rows, padded_classes], of which the first
 // `classes` columns are classes and the rest padding (zero gradient) ----
 
-__global__ void cross_entropy_kernel(const float* logits, const std::int64_t* labels,
-                                     float* dlogits, double* row_losses,
-                                     unsigned long long* bad_index, std::int64_t classes,
-                                     std::int64_t padded_classes, std::int64_t mean_rows) {
+// dlogits are multiplied by `scale` (one float multiply, exact at 1) and written in Out's dtype.
+template <class In, class Out>
+__global__ void cross_entropy_kernel(const In* logits, const std::int64_t* labels, Out* dlogits,
+                                     double* row_losses, unsigned long long* bad_index,
+                                     std::int64_t classes, std::int64_t padded_classes,
+                                     std::int64_t mean_rows, float scale) {
   __shared__ double partials[32];
   const std::int64_t r = blockIdx.x;
   const std::int64_t label = labels[r];
@@ -163,26 +165,28 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int64_t* la
     if (threadIdx.x == 0) atomicMin(bad_index, static_cast<unsigned long long>(r));
     return;
   }
-  const float* row = logits + r * padded_classes;
-  float* drow = dlogits + r * padded_classes;
+    const In* row = logits + r * padded_classes;
+  Out* drow = dlogits + r * padded_classes;
   // Read before the reductions' barriers: in place, another thread writes drow[label] after them.
-  const double label_logit = row[label];
+  const double label_logit = get(row + label);
   // Subtracting the row max keeps every exp in (0, 1]; a max is exact in any order.
   double local_max = -INFINITY;
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    local_max = fmax(local_max, static_cast<double>(row[c]));
+        local_max = fmax(local_max, static_cast<double>(get(row + c)));
   const double max_logit = block_max(local_max, partials);
   double local_sum = 0.0;
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    local_sum += exp(row[c] - max_logit);
+        local_sum += exp(get(row + c) - max_logit);
   const double exp_sum = block_sum(local_sum, partials);
   if (threadIdx.x == 0) row_losses[r] = log(exp_sum) - (label_logit - max_logit);
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-    const double softmax = exp(row[c] - max_logit) / exp_sum;
+        const double softmax = exp(get(row + c) - max_logit) / exp_sum;
     const double target = c == label ? 1.0 : 0.0;
-    drow[c] = static_cast<float>((softmax - target) / static_cast<double>(mean_rows));
+    put(drow + c, static_cast<float>((softmax - target) / static_cast<double>(mean_rows)) * scale);
   }
-  for (std::int64_t c = classes + threadIdx.x; c < padded_classes; c += blockDim.x) drow[c] = 0.0f;
+  for (std::int64_t c = classes + threadIdx.x; c < padded_classes; c += blockDim.x) {
+    put(drow + c, 0.0f * scale);
+  }
 }
 
 // One thread: the row losses in row order, as the CPU sums them, then one addition.
@@ -418,9 +422,18 @@ void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogi
                    double* row_losses, unsigned long long* bad_index, std::int64_t rows,
                    std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
                    cudaStream_t stream) {
-  cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
-      logits, labels, dlogits, row_losses, bad_index, classes, padded_classes, mean_rows);
+    cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
+      logits, labels, dlogits, row_losses, bad_index, classes, padded_classes, mean_rows, 1.0f);
   cuda_check_launch("cross_entropy");
+}
+
+void cross_entropy(const std::uint16_t* logits, const std::int64_t* labels,
+                   std::uint16_t* dlogits, double* row_losses, unsigned long long* bad_index,
+                   std::int64_t rows, std::int64_t classes, std::int64_t padded_classes,
+                   std::int64_t mean_rows, float scale, cudaStream_t stream) {
+  cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
+      logits, labels, dlogits, row_losses, bad_index, classes, padded_classes, mean_rows, scale);
+  cuda_check_launch("cross_entropy (bf16)");
 }
 
 void add_row_losses(const double* row_losses, std::int64_t rows, double* loss_sum,
