@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -436,10 +437,18 @@ void CudaDevice::do_embedding_backward(std::span<const std::int64_t> tokens,
                                        std::span<float> dwpe, std::int64_t batch,
                                        std::int64_t seq_len, std::int64_t channels,
                                        std::int64_t vocab) {
-  select();
-  cuda::embedding_backward(
-      tokens.data(), dx.data(), dwte.data(), dwpe.data(), batch, seq_len, channels, vocab,
-      check_slot({"embedding_backward", tokens.data(), seq_len, vocab}), stream_);
+    select();
+  const std::int64_t rows = batch * seq_len;
+  ZL_CHECK(rows < std::numeric_limits<std::int32_t>::max(),
+           "embedding_backward: {} token rows are more than the CUDA kernels index: use a smaller "
+           "micro-batch",
+           rows);
+  auto* links =
+      static_cast<std::int32_t*>(scratch(static_cast<std::size_t>(2 * rows) * sizeof(std::int32_t)));
+  cuda::embedding_backward(tokens.data(), dx.data(), dwte.data(), dwpe.data(), links, batch,
+                           seq_len, channels, vocab,
+                           check_slot({"embedding_backward", tokens.data(), seq_len, vocab}),
+                           stream_);
 }
 
 // ---- LayerNorm (attention: cuda_device_attention.cpp) ----

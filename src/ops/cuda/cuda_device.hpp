@@ -200,8 +200,9 @@ class CudaDevice final : public Device {
                             std::span<const float> wpe, std::span<float> x, std::int64_t batch,
                             std::int64_t seq_len, std::int64_t channels,
                             std::int64_t vocab) override;
-  /// One thread per channel walks the rows in the order b = 0.., t = 0.., so a repeated token
-  /// gets its rows added in the CPU's order. A bad token is reported at the next host wait.
+    /// A token's rows are linked in order and one block per distinct token adds them
+  /// (cuda_embedding.cuh), so a repeated token gets its rows added in the CPU's order. A bad token
+  /// is reported at the next host wait.
   void do_embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
                              std::span<float> dwte, std::span<float> dwpe, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t channels,

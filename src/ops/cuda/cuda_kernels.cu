@@ -5,13 +5,16 @@
 // computed in double and rounded once. What differs is only the order of block-wide sums (a tree,
 // not a loop); sums that must match the CPU's order keep it: bias and LayerNorm weight and bias
 // gradients in ops/column_sums.hpp's chunks (a block per chunk of rows and tile of columns, then
-// the chunks in order), embedding gradients one thread per column, rows in order.
+// the chunks in order), the token embedding's gradient a token's rows in order
+// (cuda_embedding.cuh), the position embedding's one thread per column.
 #include <cstdint>
 #include <numbers>
 
 #include "ops/column_sums.hpp"
 #include "ops/cuda/cuda_check.hpp"
 #include "ops/cuda/cuda_dtype.cuh"
+#include "ops/cuda/cuda_embedding.cuh"
+
 #include "ops/cuda/cuda_kernels.hpp"
 #include "ops/cuda/cuda_reduce_block.cuh"
 #include "ops/gelu_tanh.hpp"
@@ -224,17 +227,7 @@ __global__ void check_tokens_kernel(const std::int64_t* tokens, std::int64_t row
 
 // dwte: one thread per channel walks all N rows in order, so repeated tokens add in the CPU's
 // order (b = 0.., t = 0..). Parallel only over C: simple, and exact, not fast.
-__global__ void embedding_backward_tokens_kernel(const std::int64_t* tokens, const float* dx,
-                                                 float* dwte, std::int64_t rows,
-                                                 std::int64_t channels, std::int64_t vocab) {
-  for (std::int64_t c = global_index(); c < channels; c += global_stride()) {
-    for (std::int64_t n = 0; n < rows; ++n) {
-      const std::int64_t token = tokens[n];
-      if (token < 0 || token >= vocab) continue;
-      dwte[token * channels + c] += dx[n * channels + c];
-    }
-  }
-}
+
 
 // dwpe [T, C]: one thread per (t, c) adds the B rows of position t in order b = 0...
 __global__ void embedding_backward_positions_kernel(const std::int64_t* tokens, const float* dx,
@@ -453,15 +446,22 @@ void embedding_forward(const std::int64_t* tokens, const float* wte, const float
 }
 
 void embedding_backward(const std::int64_t* tokens, const float* dx, float* dwte, float* dwpe,
-                        std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                        std::int64_t vocab, unsigned long long* bad_index, cudaStream_t stream) {
+                        std::int32_t* links, std::int64_t batch, std::int64_t seq_len,
+                        std::int64_t channels, std::int64_t vocab, unsigned long long* bad_index,
+                        cudaStream_t stream) {
   const std::int64_t rows = batch * seq_len;
   if (rows == 0 || channels == 0) return;
   check_tokens_kernel<<<grid_for(rows, kThreads), kThreads, 0, stream>>>(tokens, rows, vocab,
                                                                          bad_index);
   cuda_check_launch("embedding_backward (token check)");
-  embedding_backward_tokens_kernel<<<grid_for(channels, kThreads), kThreads, 0, stream>>>(
-      tokens, dx, dwte, rows, channels, vocab);
+    std::int32_t* next = links;
+  std::int32_t* first = links + rows;
+  embedding::link_kernel<<<embedding::link_blocks(rows), embedding::kLinkThreads,
+                           embedding::kLinkSharedBytes, stream>>>(tokens, rows, vocab, next,
+                                                                  first);
+  cuda_check_launch("embedding_backward (token links)");
+  embedding::add_rows_kernel<<<static_cast<unsigned>(rows), embedding::kRowThreads, 0, stream>>>(
+      tokens, dx, next, first, dwte, channels);
   cuda_check_launch("embedding_backward (token rows)");
   embedding_backward_positions_kernel<<<grid_for(seq_len * channels, kThreads), kThreads, 0,
                                         stream>>>(tokens, dx, dwpe, batch, seq_len, channels,

@@ -74,10 +74,13 @@ void embedding_forward(const std::int64_t* tokens, const float* wte, const float
                        std::int64_t vocab, unsigned long long* bad_index, cudaStream_t stream);
 
 /// dwte[token] += dx rows and dwpe[t] += dx rows in the order b = 0.., t = 0..; a bad token
-/// records its flat index and adds nothing.
+/// records its flat index and adds nothing. `links` is device scratch of 2 * batch * seq_len
+/// int32 (each row's next row of its token, and whether it is the token's first), so the rows
+/// must number below 2^31 (checked by the caller).
 void embedding_backward(const std::int64_t* tokens, const float* dx, float* dwte, float* dwpe,
-                        std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                        std::int64_t vocab, unsigned long long* bad_index, cudaStream_t stream);
+                        std::int32_t* links, std::int64_t batch, std::int64_t seq_len,
+                        std::int64_t channels, std::int64_t vocab, unsigned long long* bad_index,
+                        cudaStream_t stream);
 
 /// LayerNorm forward, one block per row, sums in double (two passes).
 void layernorm_forward(const float* x, const float* weight, const float* bias, float* y,
