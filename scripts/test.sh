@@ -70,7 +70,7 @@ phase "tsan build"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$jobs" --target test_core test_sim test_engines test_features test_faults test_sim_direct test_detached test_model test_cuda_emulation
 phase "tsan tests"
-ctest --preset tsan -j "$jobs" -R '^(DType|Rng|Buffer|Sim|Equivalence|Features|Accelerator|Detached|Ledgers|TrainFaults|NonFinite|FaultCli|CpuThreads|CudaEmulation/.*/B(2_T5|1_T64)_)' "$@"
+ctest --preset tsan -j "$jobs" -R '^(DType|Rng|Buffer|Sim|Equivalence|Features|Accelerator|Detached|Ledgers|TrainFaults|NonFinite|FaultCli|CpuThreads|EmbeddingEmulated|CudaEmulation/.*/B(2_T5|1_T64)_)' "$@"
 
 # Peak-RSS bounds do not hold under ASan, whose shadow memory and quarantine are resident too.
 phase "asan build"
