@@ -35,7 +35,7 @@ constexpr std::string_view kSixteenBits =
     "Under bf16 (or fp16) a matrix product's inputs and outputs are kept in 16 bits, as\n"
     "torch.autocast keeps them: the LayerNorm outputs, qkv, attention's output, the MLP's hidden\n"
     "values, the logits and their gradient. The residual stream, the LayerNorm and attention\n"
-        "statistics and the loss stay fp32. The kernels read and write the 16-bit tensors as they\n"
+    "statistics and the loss stay fp32. The kernels read and write the 16-bit tensors as they\n"
     "are kept and compute in fp32, and the LM head and the loss run 512 token rows at a time.";
 constexpr std::string_view kAttention =
     "Attention's probabilities are B x heads x T x T per block: kept, they grow with T². zerolab\n"

@@ -167,7 +167,7 @@ void print_activations(const Report& report) {
       "\nactivations per GPU for a micro-batch of {}, activation checkpointing {} ({}; no stage "
       "shards them): {} = {} bytes\n",
       batch, activation_policy_name(report.activation_policy),
-            sixteen ? fmt::format("matrix products' inputs and outputs in {}, the rest fp32",
+      sixteen ? fmt::format("matrix products' inputs and outputs in {}, the rest fp32",
                             dtype_name(report.options.precision))
               : "fp32",
       activations.formula, activations.total_bytes());

@@ -18,6 +18,11 @@ std::size_t dtype_bytes(DType dtype);
 /// Short lower-case name ("fp32", "bf16", "fp16", "fp64", "int64") for messages and files.
 std::string_view dtype_name(DType dtype);
 
+/// True for the dtypes parameters, gradients and activations are trained in: fp32, bf16, fp16.
+inline bool is_training_dtype(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
+}
+
 /// fp32 -> bfloat16 bits, round to nearest even; NaN stays a quiet NaN with its sign. Inline,
 /// so loops over arrays (reductions, casts) vectorize.
 inline std::uint16_t f32_to_bf16(float value) {

@@ -40,7 +40,7 @@ enum class ActivationKind : std::uint8_t {
   Scratch,     ///< gradient scratch reused by every block or layer (and unlabelled buffers)
   Checkpoint,  ///< block inputs kept by activation checkpointing
   Recompute,   ///< tensors a checkpointed block rebuilds for its backward
-  
+
 };
 
 /// Number of ActivationKind values.

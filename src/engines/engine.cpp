@@ -14,8 +14,7 @@ NonFiniteError::NonFiniteError(std::int64_t step, double grad_norm)
       step_(step) {}
 
 void validate(const TrainingFeatures& features) {
-  ZL_CHECK(features.precision == DType::F32 || features.precision == DType::BF16 ||
-               features.precision == DType::F16,
+  ZL_CHECK(is_training_dtype(features.precision),
            "precision {} is invalid: train in fp32, bf16 or fp16", dtype_name(features.precision));
   if (features.precision == DType::F16) validate(features.loss_scale);
   ZL_CHECK(features.nvme_path.empty() || features.offload_optimizer,

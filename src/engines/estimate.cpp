@@ -194,8 +194,7 @@ EstimateOptions estimate_options(const TrainingFeatures& features) {
 }
 
 void validate(const EstimateOptions& options) {
-  ZL_CHECK(options.precision == DType::F32 || options.precision == DType::BF16 ||
-               options.precision == DType::F16,
+  ZL_CHECK(is_training_dtype(options.precision),
            "--precision {} is invalid: use fp32, bf16 or fp16", dtype_name(options.precision));
   ZL_CHECK(options.grad_accum_steps >= 1,
            "--grad-accum {} is invalid: use 1 or more micro-batches per optimizer step",

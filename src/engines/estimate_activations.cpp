@@ -90,8 +90,7 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
   ZL_CHECK(policy.every_blocks >= 1,
            "activation checkpointing every:{} is invalid: checkpoint every K >= 1 blocks",
            policy.every_blocks);
-  ZL_CHECK(activation_dtype == DType::F32 || activation_dtype == DType::BF16 ||
-               activation_dtype == DType::F16,
+  ZL_CHECK(is_training_dtype(activation_dtype),
            "GPT activations in {} are not supported: keep them in fp32, bf16 or fp16",
            dtype_name(activation_dtype));
   // The logits have a column for each row of the padded wte: Vp = padded_vocab(), not the vocab.
@@ -140,7 +139,7 @@ ActivationEstimate estimate_activations(const GptConfig& config, std::int64_t mi
         add(mul(kP, mul(selective ? 7 : 14, NC)),
             mul(kF32, add(add(selective ? 0 : NC, mul(4, N)), BHT2)));
   }
-  
+
   out.formula = sixteen ? gpt_formula_16(kept, rebuilt, policy) : gpt_formula_32(kept, rebuilt, policy);
   return out;
 }

@@ -55,34 +55,30 @@ void count_param_copies(OptimizerState& state, std::size_t unit, std::int64_t by
 OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& layout,
                                const TrainingFeatures& features, bool shard) {
   const bool offload = features.offload_optimizer;
+  // ZeRO-Infinity: every unit starts on disk, as zeros, and swap_in allocates its buffers. The
+  // swap file is made first: a folder that cannot hold it throws here, with nothing to undo.
+  std::shared_ptr<NvmeSwap> nvme;
   if (offload && !features.nvme_path.empty()) {
-    // ZeRO-Infinity: every unit starts on disk, as zeros; swap_in allocates its buffers.
     std::vector<std::int64_t> unit_elems;
     for (const auto& unit : layout)
       unit_elems.push_back(shard ? unit.shard_elems : unit.padded_elems);
-    // Made before the state: a folder that cannot hold the file throws here, with nothing to undo.
-    auto nvme =
-        std::make_shared<NvmeSwap>(device.ledger(), features.nvme_path, unit_elems);
-    OptimizerState state{.master = UnitBuffers(layout.size()),
-                         .adam = {UnitBuffers(layout.size()), UnitBuffers(layout.size())},
-                         .scaler = {},
-                         .offload = true,
-                         .params_on_host = {},
-                         .comm = nullptr,
-                         .nvme = std::move(nvme)};
-    if (features.precision == DType::F16) state.scaler = LossScaler(features.loss_scale);
-    return state;
+    nvme = std::make_shared<NvmeSwap>(device.ledger(), features.nvme_path, unit_elems);
   }
-  OptimizerState state{
-      .master = {},
-      .adam = alloc_adam(device, layout, shard,
-                         offload ? MemCategory::HostOptimizer : MemCategory::Optimizer),
-      .scaler = {},
-      .offload = offload,
-      .params_on_host = {},
-      .comm = nullptr,
-      .nvme = nullptr};
-  if (features.precision != DType::F32 || offload) {
+  AdamState adam = nvme ? AdamState{.exp_avg = UnitBuffers(layout.size()),
+                                    .exp_avg_sq = UnitBuffers(layout.size()),
+                                    .updates = 0}
+                        : alloc_adam(device, layout, shard,
+                                     offload ? MemCategory::HostOptimizer : MemCategory::Optimizer);
+  OptimizerState state{.master = {},
+                       .adam = std::move(adam),
+                       .scaler = {},
+                       .offload = offload,
+                       .params_on_host = {},
+                       .comm = nullptr,
+                       .nvme = std::move(nvme)};
+  if (state.nvme) {
+    state.master = UnitBuffers(layout.size());
+  } else if (features.precision != DType::F32 || offload) {
     state.master =
         alloc_units(device, layout, offload ? MemCategory::HostMaster : MemCategory::Master, shard);
   }

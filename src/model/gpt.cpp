@@ -107,8 +107,7 @@ void Gpt::begin(const Batch& batch) {
   blocks_.clear();
   work_ = BlockActivations();
   for (Buffer* buffer : {&tokens_, &targets_, &embedded_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_,
-                         &dresidual_, &dln_, &dqkv_, &dattn_, &dfc_,
-                         &dfc_gelu_})
+                         &dresidual_, &dln_, &dqkv_, &dattn_, &dfc_, &dfc_gelu_})
     *buffer = Buffer();
 
   rows_ = batch.rows;
@@ -131,7 +130,7 @@ void Gpt::begin(const Batch& batch) {
   // The logits have a column for every row of the padded wte (padded_vocab(), a multiple of 128
   // that keeps the head's matrix product aligned); the padded columns are masked in the loss.
   logits_ = activation(ActivationKind::Logits, {N, padded_vocab(config_)}, activation_dtype_);
-  
+
   dresidual_ = activation(ActivationKind::Scratch, {N, C});
   dln_ = activation(ActivationKind::Scratch, {N, C});
   dqkv_ = activation(ActivationKind::Scratch, {N, 3 * C});

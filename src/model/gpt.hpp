@@ -137,7 +137,7 @@ class Gpt final : public Model {
   BlockActivations work_;
   Buffer lnf_, lnf_mean_, lnf_rstd_;  // ln_f(last block's out) [N, C], [N], [N]
   Buffer logits_;  // [N, Vp]; after loss(), grad_scale * d loss / d logits in their place
-  
+
   // Backward scratch, reused by every block.
   Buffer dresidual_;  // d loss / d the residual stream at the current block boundary [N, C]
   Buffer dln_;        // d loss / d a LayerNorm's output [N, C]

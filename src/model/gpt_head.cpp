@@ -33,10 +33,9 @@ void* Gpt::rows_of(Buffer& buffer, std::int64_t first, std::int64_t width) {
 void Gpt::head_forward_chunked(std::span<const float> params) {
   const std::int64_t N = token_rows(), C = config_.n_embd, Vp = padded_vocab(config_);
   for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
-    device_.linear_forward(TensorIn(rows_of(lnf_, first, C), rows * C, activation_dtype_),
-                           params.first(Vp * C), {},
-                           TensorOut(rows_of(logits_, first, Vp), rows * Vp, activation_dtype_),
-                           rows, C, Vp);
+    device_.linear_forward(
+        TensorIn(rows_of(lnf_, first, C), rows * C, activation_dtype_), params.first(Vp * C), {},
+        TensorOut(rows_of(logits_, first, Vp), rows * Vp, activation_dtype_), rows, C, Vp);
   });
 }
 
@@ -46,7 +45,7 @@ double Gpt::loss_sum_chunked(float grad_scale) {
   // The chunks' sums add up on the device, and the host reads the total once: one host wait,
   // where returning each chunk's sum would make one per chunk. Booked as the norm's partials are.
   Buffer loss_sum = device_.alloc(MemCategory::CommBuffer, DType::F64, {1});
-    for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
+  for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
     const TensorOut logits(rows_of(logits_, first, Vp), rows * Vp, activation_dtype_);
     // The gradient (softmax - onehot) / N over the real vocabulary, zero in the padded columns,
     // scaled, written over the logits in 16 bits.
@@ -62,7 +61,7 @@ double Gpt::loss_sum_chunked(float grad_scale) {
 void Gpt::head_backward_chunked(std::span<const float> params, std::span<float> grads) {
   const std::int64_t N = token_rows(), C = config_.n_embd, Vp = padded_vocab(config_);
   for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
-        const TensorIn x(rows_of(lnf_, first, C), rows * C, activation_dtype_);
+    const TensorIn x(rows_of(lnf_, first, C), rows * C, activation_dtype_);
     const TensorIn dlogits(rows_of(logits_, first, Vp), rows * Vp, activation_dtype_);
     // d wte [Vp, C] += dlogits^T ln_f(x), chunk after chunk; d ln_f(x) rows = dlogits wte.
     device_.linear_backward(x, params.first(Vp * C), dlogits, grads.first(Vp * C), {},

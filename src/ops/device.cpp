@@ -36,19 +36,23 @@ void check_cross_entropy(std::size_t logits, std::size_t labels, std::size_t dlo
            rows, mean_rows);
 }
 
-// Throws zl::Error unless a kernel's typed argument `what` is fp32, bf16 or fp16 and has the
-// elements its shapes need.
-void check_tensor(const char* kernel, const char* what, DType dtype, std::int64_t elems,
+// Throws zl::Error unless a kernel's typed argument `what` is fp32, bf16 or fp16.
+void check_dtype(const char* kernel, const char* what, DType dtype) {
+  ZL_CHECK(is_training_dtype(dtype), "{}: {} is {}; kernels take fp32, bf16 or fp16", kernel, what,
+           dtype_name(dtype));
+}
+
+// check_dtype, and the elements its shapes need.
+void check_tensor(const char* kernel, const char* what, TensorIn tensor,
                   std::int64_t expected_elems) {
-  ZL_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
-           "{}: {} is {}; kernels take fp32, bf16 or fp16", kernel, what, dtype_name(dtype));
-  check_elems(kernel, what, static_cast<std::size_t>(elems), expected_elems);
+  check_dtype(kernel, what, tensor.dtype);
+  check_elems(kernel, what, static_cast<std::size_t>(tensor.elems), expected_elems);
 }
 
 // True when every tensor is fp32: the call goes to the fp32 do_ kernel.
-bool all_f32(std::initializer_list<DType> dtypes) {
-  for (const DType dtype : dtypes)
-    if (dtype != DType::F32) return false;
+bool all_f32(std::initializer_list<TensorIn> tensors) {
+  for (const TensorIn& tensor : tensors)
+    if (tensor.dtype != DType::F32) return false;
   return true;
 }
 
@@ -64,11 +68,11 @@ void Device::adamw_update_rounded(std::span<float> master, std::span<const float
 
 void Device::linear_forward(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
                             std::int64_t in, std::int64_t out) {
-  check_tensor("linear_forward", "x", x.dtype, x.elems, rows * in);
-  check_tensor("linear_forward", "w", w.dtype, w.elems, out * in);
-  if (!b.empty()) check_tensor("linear_forward", "b", b.dtype, b.elems, out);
-  check_tensor("linear_forward", "y", y.dtype, y.elems, rows * out);
-  if (!all_f32({x.dtype, w.dtype, b.dtype, y.dtype})) {
+  check_tensor("linear_forward", "x", x, rows * in);
+  check_tensor("linear_forward", "w", w, out * in);
+  if (!b.empty()) check_tensor("linear_forward", "b", b, out);
+  check_tensor("linear_forward", "y", y, rows * out);
+  if (!all_f32({x, w, b, y})) {
     return do_linear_forward_typed(x, w, b, y, rows, in, out);
   }
   do_linear_forward(x.f32(), w.f32(), b.f32(), y.f32(), rows, in, out);
@@ -77,13 +81,13 @@ void Device::linear_forward(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std
 void Device::linear_backward(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
                              std::span<float> db, std::span<float> dx, std::int64_t rows,
                              std::int64_t in, std::int64_t out) {
-  check_tensor("linear_backward", "x", x.dtype, x.elems, rows * in);
-  check_tensor("linear_backward", "w", w.dtype, w.elems, out * in);
-  check_tensor("linear_backward", "dy", dy.dtype, dy.elems, rows * out);
+  check_tensor("linear_backward", "x", x, rows * in);
+  check_tensor("linear_backward", "w", w, out * in);
+  check_tensor("linear_backward", "dy", dy, rows * out);
   check_elems("linear_backward", "dw", dw.size(), out * in);
   if (!db.empty()) check_elems("linear_backward", "db", db.size(), out);
   if (!dx.empty()) check_elems("linear_backward", "dx", dx.size(), rows * in);
-    if (!all_f32({x.dtype, w.dtype, dy.dtype})) {
+  if (!all_f32({x, w, dy})) {
     return do_linear_backward_typed(x, w, dy, dw, db, dx, rows, in, out);
   }
   do_linear_backward(x.f32(), w.f32(), dy.f32(), dw, db, dx, rows, in, out);
@@ -126,11 +130,11 @@ void Device::cross_entropy_add_forward_backward(TensorIn logits,
                                                 std::span<const std::int64_t> labels,
                                                 TensorOut dlogits, std::int64_t rows,
                                                 std::int64_t classes, std::int64_t padded_classes,
-                                                std::int64_t mean_rows,
-                                                std::span<double> loss_sum, float grad_scale) {
+                                                std::int64_t mean_rows, std::span<double> loss_sum,
+                                                float grad_scale) {
   check_elems("cross_entropy", "loss_sum", loss_sum.size(), 1);
-  check_tensor("cross_entropy", "logits", logits.dtype, logits.elems, logits.elems);
-  check_tensor("cross_entropy", "dlogits", dlogits.dtype, dlogits.elems, dlogits.elems);
+  check_dtype("cross_entropy", "logits", logits.dtype);
+  check_dtype("cross_entropy", "dlogits", dlogits.dtype);
   check_cross_entropy(static_cast<std::size_t>(logits.elems), labels.size(),
                       static_cast<std::size_t>(dlogits.elems), rows, classes, padded_classes,
                       mean_rows);
@@ -138,10 +142,9 @@ void Device::cross_entropy_add_forward_backward(TensorIn logits,
            "cross_entropy: dlogits written over logits of another dtype ({} over {}): pass one "
            "dtype",
            dtype_name(dlogits.dtype), dtype_name(logits.dtype));
-  if (!all_f32({logits.dtype, dlogits.dtype})) {
-    return do_cross_entropy_add_forward_backward_typed(logits, labels, dlogits, rows, classes,
-                                                       padded_classes, mean_rows, loss_sum,
-                                                       grad_scale);
+  if (!all_f32({logits, dlogits})) {
+    return do_cross_entropy_add_forward_backward_typed(
+        logits, labels, dlogits, rows, classes, padded_classes, mean_rows, loss_sum, grad_scale);
   }
   do_cross_entropy_add_forward_backward(logits.f32(), labels, dlogits.f32(), rows, classes,
                                         padded_classes, mean_rows, loss_sum);
@@ -174,7 +177,7 @@ void Device::layernorm_forward(std::span<const float> x, std::span<const float> 
   check_elems("layernorm_forward", "x", x.size(), rows * channels);
   check_elems("layernorm_forward", "weight", weight.size(), channels);
   check_elems("layernorm_forward", "bias", bias.size(), channels);
-  check_tensor("layernorm_forward", "y", y.dtype, y.elems, rows * channels);
+  check_tensor("layernorm_forward", "y", y, rows * channels);
   check_elems("layernorm_forward", "mean", mean.size(), rows);
   check_elems("layernorm_forward", "rstd", rstd.size(), rows);
   if (y.dtype != DType::F32) {
@@ -201,11 +204,11 @@ void Device::layernorm_backward(std::span<const float> x, std::span<const float>
 
 void Device::conv1d_forward(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
                             std::int64_t in, std::int64_t out) {
-  check_tensor("conv1d_forward", "x", x.dtype, x.elems, rows * in);
-  check_tensor("conv1d_forward", "w", w.dtype, w.elems, in * out);
-  check_tensor("conv1d_forward", "b", b.dtype, b.elems, out);
-  check_tensor("conv1d_forward", "y", y.dtype, y.elems, rows * out);
-  if (!all_f32({x.dtype, w.dtype, b.dtype, y.dtype})) {
+  check_tensor("conv1d_forward", "x", x, rows * in);
+  check_tensor("conv1d_forward", "w", w, in * out);
+  check_tensor("conv1d_forward", "b", b, out);
+  check_tensor("conv1d_forward", "y", y, rows * out);
+  if (!all_f32({x, w, b, y})) {
     return do_conv1d_forward_typed(x, w, b, y, rows, in, out);
   }
   do_conv1d_forward(x.f32(), w.f32(), b.f32(), y.f32(), rows, in, out);
@@ -214,27 +217,27 @@ void Device::conv1d_forward(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std
 void Device::conv1d_backward(TensorIn x, TensorIn w, std::span<const float> dy, std::span<float> dw,
                              std::span<float> db, std::span<float> dx, std::int64_t rows,
                              std::int64_t in, std::int64_t out) {
-  check_tensor("conv1d_backward", "x", x.dtype, x.elems, rows * in);
-  check_tensor("conv1d_backward", "w", w.dtype, w.elems, in * out);
+  check_tensor("conv1d_backward", "x", x, rows * in);
+  check_tensor("conv1d_backward", "w", w, in * out);
   check_elems("conv1d_backward", "dy", dy.size(), rows * out);
   check_elems("conv1d_backward", "dw", dw.size(), in * out);
   check_elems("conv1d_backward", "db", db.size(), out);
   if (!dx.empty()) check_elems("conv1d_backward", "dx", dx.size(), rows * in);
-  if (!all_f32({x.dtype, w.dtype})) {
+  if (!all_f32({x, w})) {
     return do_conv1d_backward_typed(x, w, dy, dw, db, dx, rows, in, out);
   }
   do_conv1d_backward(x.f32(), w.f32(), dy, dw, db, dx, rows, in, out);
 }
 
 void Device::gelu_tanh_forward(TensorIn x, TensorOut y) {
-  check_tensor("gelu_tanh_forward", "x", x.dtype, x.elems, x.elems);
-  check_tensor("gelu_tanh_forward", "y", y.dtype, y.elems, x.elems);
-  if (!all_f32({x.dtype, y.dtype})) return do_gelu_tanh_forward_typed(x, y);
+  check_dtype("gelu_tanh_forward", "x", x.dtype);
+  check_tensor("gelu_tanh_forward", "y", y, x.elems);
+  if (!all_f32({x, y})) return do_gelu_tanh_forward_typed(x, y);
   do_gelu_tanh_forward(x.f32(), y.f32());
 }
 
 void Device::gelu_tanh_backward(TensorIn x, std::span<const float> dy, std::span<float> dx) {
-  check_tensor("gelu_tanh_backward", "x", x.dtype, x.elems, x.elems);
+  check_dtype("gelu_tanh_backward", "x", x.dtype);
   check_elems("gelu_tanh_backward", "dy", dy.size(), x.elems);
   check_elems("gelu_tanh_backward", "dx", dx.size(), x.elems);
   if (x.dtype != DType::F32) return do_gelu_tanh_backward_typed(x, dy, dx);
@@ -246,12 +249,12 @@ void Device::attention_forward(TensorIn qkv, std::span<float> stats, TensorOut o
                                std::int64_t heads) {
   check_heads("attention_forward", channels, heads);
   const std::int64_t T = seq_len, C = channels;
-  check_tensor("attention_forward", "qkv", qkv.dtype, qkv.elems, batch * T * 3 * C);
+  check_tensor("attention_forward", "qkv", qkv, batch * T * 3 * C);
   check_elems("attention_forward", "stats", stats.size(),
               batch * heads * T * kAttentionStatsPerRow);
-  check_tensor("attention_forward", "out", out.dtype, out.elems, batch * T * C);
+  check_tensor("attention_forward", "out", out, batch * T * C);
   if (batch * T == 0) return;
-  if (!all_f32({qkv.dtype, out.dtype})) {
+  if (!all_f32({qkv, out})) {
     return do_attention_forward_typed(qkv, stats, out, batch, seq_len, channels, heads);
   }
   do_attention_forward(qkv.f32(), stats, out.f32(), batch, seq_len, channels, heads);
@@ -263,14 +266,14 @@ void Device::attention_backward(TensorIn qkv, std::span<const float> stats, Tens
                                 std::int64_t heads) {
   check_heads("attention_backward", channels, heads);
   const std::int64_t T = seq_len, C = channels;
-  check_tensor("attention_backward", "qkv", qkv.dtype, qkv.elems, batch * T * 3 * C);
+  check_tensor("attention_backward", "qkv", qkv, batch * T * 3 * C);
   check_elems("attention_backward", "stats", stats.size(),
               batch * heads * T * kAttentionStatsPerRow);
-  check_tensor("attention_backward", "out", out.dtype, out.elems, batch * T * C);
+  check_tensor("attention_backward", "out", out, batch * T * C);
   check_elems("attention_backward", "dout", dout.size(), batch * T * C);
   check_elems("attention_backward", "dqkv", dqkv.size(), batch * T * 3 * C);
   if (batch * T == 0) return;
-  if (!all_f32({qkv.dtype, out.dtype})) {
+  if (!all_f32({qkv, out})) {
     return do_attention_backward_typed(qkv, stats, out, dout, dqkv, batch, seq_len, channels,
                                        heads);
   }

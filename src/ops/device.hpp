@@ -127,9 +127,9 @@ class Device : public Allocator {
   /// Given dy[rows, out]: dw[out, in] += dy^T x, db[out] += sum over rows of dy (rows in order),
   /// dx[rows, in] = dy w (db may be empty when there is no bias, dx when the input needs no
   /// gradient).
-    void linear_backward(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
-                       std::span<float> db, std::span<float> dx, std::int64_t rows,
-                       std::int64_t in, std::int64_t out);
+  void linear_backward(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
+                       std::span<float> db, std::span<float> dx, std::int64_t rows, std::int64_t in,
+                       std::int64_t out);
 
   /// y = x * Phi(x) with the exact erf form, as torch.nn.GELU().
   void gelu_forward(std::span<const float> x, std::span<float> y);
@@ -156,7 +156,7 @@ class Device : public Allocator {
                                             std::int64_t classes, std::int64_t padded_classes,
                                             std::int64_t mean_rows);
 
-    /// cross_entropy_sum_forward_backward with the chunk's sum kept on the device: loss_sum[0]
+  /// cross_entropy_sum_forward_backward with the chunk's sum kept on the device: loss_sum[0]
   /// (one device double) becomes loss_sum[0] + the chunk's row losses summed in row order, the
   /// bits of adding the returned sum on the host, and the host does not wait. Each dlogits value
   /// is multiplied by `grad_scale` (one float multiply; none at 1) before it is rounded to
@@ -331,11 +331,10 @@ class Device : public Allocator {
   /// linear_forward with a 16-bit tensor.
   virtual void do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y,
                                        std::int64_t rows, std::int64_t in, std::int64_t out);
-    /// linear_backward with a 16-bit tensor.
-  virtual void do_linear_backward_typed(TensorIn x, TensorIn w, TensorIn dy,
-                                        std::span<float> dw, std::span<float> db,
-                                        std::span<float> dx, std::int64_t rows, std::int64_t in,
-                                        std::int64_t out);
+  /// linear_backward with a 16-bit tensor.
+  virtual void do_linear_backward_typed(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
+                                        std::span<float> db, std::span<float> dx, std::int64_t rows,
+                                        std::int64_t in, std::int64_t out);
   /// layernorm_forward into a 16-bit y.
   virtual void do_layernorm_forward_typed(std::span<const float> x, std::span<const float> weight,
                                           std::span<const float> bias, TensorOut y,
@@ -358,7 +357,7 @@ class Device : public Allocator {
   virtual void do_attention_forward_typed(TensorIn qkv, std::span<float> stats, TensorOut out,
                                           std::int64_t batch, std::int64_t seq_len,
                                           std::int64_t channels, std::int64_t heads);
-    /// cross_entropy_add_forward_backward with a 16-bit tensor, grad_scale applied.
+  /// cross_entropy_add_forward_backward with a 16-bit tensor, grad_scale applied.
   virtual void do_cross_entropy_add_forward_backward_typed(
       TensorIn logits, std::span<const std::int64_t> labels, TensorOut dlogits, std::int64_t rows,
       std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,

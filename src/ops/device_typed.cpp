@@ -44,8 +44,8 @@ void Device::do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorO
 }
 
 void Device::do_linear_backward_typed(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
-                                      std::span<float> db, std::span<float> dx,
-                                      std::int64_t rows, std::int64_t in, std::int64_t out) {
+                                      std::span<float> db, std::span<float> dx, std::int64_t rows,
+                                      std::int64_t in, std::int64_t out) {
   do_linear_backward(widened(x, 0), widened(w, 1), widened(dy, 2), dw, db, dx, rows, in, out);
 }
 
@@ -56,8 +56,8 @@ void Device::do_cross_entropy_add_forward_backward_typed(
   // Widened before anything is written: dlogits may be logits itself.
   const std::span<const float> logits32 = widened(logits, 0);
   const std::span<float> dlogits32 = fp32_target(dlogits, 1);
-  do_cross_entropy_add_forward_backward(logits32, labels, dlogits32, rows, classes,
-                                        padded_classes, mean_rows, loss_sum);
+  do_cross_entropy_add_forward_backward(logits32, labels, dlogits32, rows, classes, padded_classes,
+                                        mean_rows, loss_sum);
   if (grad_scale != 1.0f) scale(dlogits32, grad_scale);
   store_fp32(dlogits32, dlogits);
 }

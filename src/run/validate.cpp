@@ -3,9 +3,9 @@
 #include <cmath>
 #include <filesystem>
 
+#include "ops/cpu/cpu_thread_pool.hpp"
 #include "run/launch.hpp"
 #include "run/memory_check.hpp"
-#include "ops/cpu/cpu_thread_pool.hpp"
 #include "run/train_config.hpp"
 
 namespace zl {

@@ -52,15 +52,16 @@ TEST_F(TrainFeaturesCli, NvmeOffloadTrainsTheSameBitsAndLeavesTheFolderEmpty) {
   fs::create_directories(nvme);
   const std::string args =
       "train --stage 2 --world 2 --layers 3 --width 12 --in 5 --classes 4 --steps 3 --quiet ";
-  const auto host = zerolab(args + "--offload-optimizer --save-final " + (dir_ / "host.st").string());
+  const auto host =
+      zerolab(args + "--offload-optimizer --save-final " + (dir_ / "host.st").string());
   ASSERT_EQ(host.exit_code, 0) << host.err;
   std::ofstream(dir_ / "ds.json") << fmt::format(
       R"({{"zero_optimization": {{"stage": 2, "offload_optimizer": {{"device": "nvme", )"
       R"("nvme_path": "{}"}}}}}})",
       nvme.string());
-  const auto disk = zerolab(args + "--config " + (dir_ / "ds.json").string() + " --save-final " +
-                            (dir_ / "disk.st").string() + " --summary " +
-                            (dir_ / "summary.json").string());
+  const auto disk =
+      zerolab(args + "--config " + (dir_ / "ds.json").string() + " --save-final " +
+              (dir_ / "disk.st").string() + " --summary " + (dir_ / "summary.json").string());
   ASSERT_EQ(disk.exit_code, 0) << disk.err;
   EXPECT_EQ(test::file_bytes(dir_ / "disk.st"), test::file_bytes(dir_ / "host.st"));
   const auto summary = nlohmann::json::parse(std::ifstream(dir_ / "summary.json"));

@@ -220,8 +220,9 @@ TEST_F(TrainFlagsWithConfig, ABadOrMissingFileIsAnError) {
       (dir_ / "none.json").string() + ": cannot read the config file: No such file or directory");
   std::ofstream(file()) << R"({"zero_optimization": {"offload_optimizer": {"device": "nvme"}}})";
   EXPECT_EQ(error_of({"--config", file()}),
-            file() + ": zero_optimization.offload_optimizer.device is nvme but it has no "
-                     "nvme_path: add the folder for its swap files");
+            file() +
+                ": zero_optimization.offload_optimizer.device is nvme but it has no "
+                "nvme_path: add the folder for its swap files");
 }
 
 }  // namespace

@@ -9,9 +9,9 @@
 
 #include <filesystem>
 
-#include "run/compare.hpp"
 #include "model/gpt.hpp"
 #include "model/gpt_config.hpp"
+#include "run/compare.hpp"
 #include "support/arbitrary.hpp"
 #include "support/small_config.hpp"
 

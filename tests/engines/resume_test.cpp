@@ -145,8 +145,8 @@ TEST_F(Resume, AcrossTheOptimizersTiersIsBitwise) {
         const auto resumed =
             train(config(stage, resumer), {}, {}, resume_from(dir / "step-00000003"));
         const auto diff = first_difference(resumed, tail);
-        EXPECT_FALSE(diff) << static_cast<int>(saver) << " -> " << static_cast<int>(resumer)
-                           << " " << engine_name(stage) << ": " << *diff;
+        EXPECT_FALSE(diff) << static_cast<int>(saver) << " -> " << static_cast<int>(resumer) << " "
+                           << engine_name(stage) << ": " << *diff;
       }
     }
   }

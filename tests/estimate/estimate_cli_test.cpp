@@ -152,7 +152,7 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   EXPECT_EQ(by_kind.at("attention").get<std::int64_t>(), 14'155'776);
   EXPECT_EQ(by_kind.at("mlp_hidden").get<std::int64_t>(), 1'811'939'328);
   EXPECT_EQ(by_kind.at("logits").get<std::int64_t>(), 1'255'243'776);
-    EXPECT_EQ(by_kind.at("scratch").get<std::int64_t>(), 528'482'304);
+  EXPECT_EQ(by_kind.at("scratch").get<std::int64_t>(), 528'482'304);
   EXPECT_EQ(by_kind.at("checkpoint").get<std::int64_t>(), 0);
   EXPECT_FALSE(by_kind.contains("working"));
   constexpr std::int64_t kTotal = 5'915'049'984;
@@ -167,15 +167,15 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   EXPECT_TRUE(has(table.out, "= 5915049984 bytes")) << table.out;
   EXPECT_TRUE(has(table.out, "  attention           14155776 bytes")) << table.out;
   EXPECT_TRUE(has(table.out, "matrix products' inputs and outputs in bf16")) << table.out;
-    // fp32 activations: every product's input and output at 4 bytes:
+  // fp32 activations: every product's input and output at 4 bytes:
   // 16N + 4NC + 12(4(8NC + 4N) + 8BHT + 32NC) + 4(NC + 2N + NVp) + 56NC.
   const auto fp32 = nlohmann::json::parse(
       zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12 --precision fp32 "
               "--json")
           .out);
   EXPECT_EQ(fp32.at("activations").at("bytes").get<std::int64_t>(), 10'341'089'280);
-  
-    // Full checkpointing at the same shapes: 12 block outputs (4NC each) and one block's workspace
+
+  // Full checkpointing at the same shapes: 12 block outputs (4NC each) and one block's workspace
   // (the products' sides in 16 bits, 2·14NC, and 4(NC + 4N + 2BHT)) replace the blocks.
   const auto full = nlohmann::json::parse(
       zerolab("estimate --model gpt --preset 124M --world 8 --micro-batch 12 "
@@ -184,7 +184,7 @@ TEST(EstimateCli, ActivationsOfGpt124MAtTheArticlesMicroBatch) {
   EXPECT_EQ(full.at("activations").at("checkpointing").get<std::string>(), "full");
   EXPECT_EQ(full.at("activations").at("by_kind").at("checkpoint").get<std::int64_t>(),
             12 * 4 * 12'288 * 768);
-    EXPECT_EQ(full.at("activations").at("by_kind").at("recompute").get<std::int64_t>(),
+  EXPECT_EQ(full.at("activations").at("by_kind").at("recompute").get<std::int64_t>(),
             2 * 14 * 12'288 * 768 + 4 * (12'288 * 768 + 4 * 12'288 + 2 * 12 * 12 * 1024));
   EXPECT_EQ(full.at("activations").at("bytes").get<std::int64_t>(), 2'578'022'400);
   // With --cpu-checkpointing the 12 checkpoints move to the host, out of the device's bytes.

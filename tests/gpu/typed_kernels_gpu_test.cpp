@@ -21,7 +21,7 @@ TEST(GpuTypedKernels, SixteenBitTensorsGiveTheFp32PathsBitsRoundedOnce) {
     for (const DType dtype : {DType::BF16, DType::F16}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + (bf16_gemms ? ", bf16 GEMMs" : ", fp32 GEMMs"));
       test::check_products(gpu, dtype, dtype);
-            test::check_products(gpu, dtype, DType::F32);
+      test::check_products(gpu, dtype, DType::F32);
       test::check_cross_entropy(gpu, dtype);
       // Head size 16 (the fast kernels' with bf16 GEMMs), two query tiles, one partial.
       test::check_block_kernels(gpu, dtype, 2, 100, 64, 4);

@@ -35,7 +35,7 @@ struct Pass {
   test::UnitFloats grads;
   std::int64_t mlp_hidden_bytes = 0;
   std::int64_t block_bytes = 0;
-    std::int64_t logits_bytes = 0;
+  std::int64_t logits_bytes = 0;
 };
 
 Pass run_pass(DType activations) {
@@ -50,7 +50,7 @@ Pass run_pass(DType activations) {
   pass.loss = test::backward(model, params, pass.grads);
   pass.mlp_hidden_bytes = device.ledger().activation_bytes_at_peak(ActivationKind::MlpHidden);
   pass.block_bytes = device.ledger().activation_bytes_at_peak(ActivationKind::Block);
-    pass.logits_bytes = device.ledger().activation_bytes_at_peak(ActivationKind::Logits);
+  pass.logits_bytes = device.ledger().activation_bytes_at_peak(ActivationKind::Logits);
   return pass;
 }
 
@@ -82,7 +82,7 @@ TEST(GptSixteenBit, FollowsFp32WithinTheRoundingOfSixteenBits) {
     EXPECT_EQ(2 * half.mlp_hidden_bytes, fp32.mlp_hidden_bytes);
     EXPECT_EQ(half.block_bytes, L * (2 * 6 * N * C + 4 * 2 * N * C + 4 * 4 * N));
     EXPECT_EQ(fp32.block_bytes, L * (4 * 8 * N * C + 4 * 4 * N));
-        // ln_f's output and the logits (their gradient written over them) in 16 bits, ln_f's
+    // ln_f's output and the logits (their gradient written over them) in 16 bits, ln_f's
     // statistics in fp32; no fp32 copy of them anywhere: the kernels read and write them as kept.
     EXPECT_EQ(half.logits_bytes, 2 * (N * C + N * padded_vocab(kConfig)) + 4 * 2 * N);
     EXPECT_EQ(fp32.logits_bytes, 4 * (N * C + N * padded_vocab(kConfig)) + 4 * 2 * N);

@@ -75,15 +75,15 @@ TEST_P(TypedKernels, ATensorOfAnotherDtypeIsAOneLineError) {
   // A 16-bit tensor of the wrong size is refused as an fp32 one is.
   Buffer short_w = device->alloc(MemCategory::Activations, DType::BF16, {kIn * kOut - 1});
   Buffer x = device->alloc(MemCategory::Activations, DType::BF16, {kRows * kIn});
-    EXPECT_THROW(device->conv1d_forward(x, short_w, b, y, kRows, kIn, kOut), Error);
+  EXPECT_THROW(device->conv1d_forward(x, short_w, b, y, kRows, kIn, kOut), Error);
   // A gradient written over logits of another dtype would be half written: refused.
   Buffer logits = device->alloc(MemCategory::Activations, DType::F32, {2 * 4});
   Buffer labels = device->alloc(MemCategory::Activations, DType::I64, {2});
   Buffer sum = device->alloc(MemCategory::CommBuffer, DType::F64, {1});
   try {
-    device->cross_entropy_add_forward_backward(
-        logits, labels.as<std::int64_t>(), TensorOut(logits.data(), 2 * 4, DType::BF16), 2, 4, 4,
-        2, sum.as<double>());
+    device->cross_entropy_add_forward_backward(logits, labels.as<std::int64_t>(),
+                                               TensorOut(logits.data(), 2 * 4, DType::BF16), 2, 4,
+                                               4, 2, sum.as<double>());
     FAIL() << "bf16 dlogits over fp32 logits were taken";
   } catch (const Error& error) {
     EXPECT_STREQ(error.what(),

@@ -53,8 +53,8 @@ struct Arbitrary<zl::TrainConfig> {
 /// (each run removes its own swap files).
 inline const std::string& nvme_test_folder() {
   struct Folder {
-    std::filesystem::path path = std::filesystem::temp_directory_path() /
-                                 ("zl_nvme_prop_" + std::to_string(::getpid()));
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("zl_nvme_prop_" + std::to_string(::getpid()));
     std::string name = (std::filesystem::create_directories(path), path.string());
     ~Folder() {
       std::error_code ignored;
@@ -76,8 +76,8 @@ inline Gen<zl::TrainingFeatures> gen_features() {
   return gen::apply(
       [](zl::DType precision, int accum, double clip, std::int64_t prefetch,
          std::int64_t persistence, int scale_power, int window, int hysteresis,
-         std::int64_t reduce_bucket, std::int64_t allgather_bucket, bool overlap,
-         int offload_tier, double static_scale, bool offload_param) {
+         std::int64_t reduce_bucket, std::int64_t allgather_bucket, bool overlap, int offload_tier,
+         double static_scale, bool offload_param) {
         zl::TrainingFeatures features;
         features.precision = precision;
         features.grad_accum_steps = accum;
@@ -99,9 +99,8 @@ inline Gen<zl::TrainingFeatures> gen_features() {
       },
       gen::element(zl::DType::F32, zl::DType::BF16, zl::DType::F16), gen::inRange(1, 4),
       gen::element(0.0, 0.01, 0.5, 10.0), gen::element<std::int64_t>(0, 64, 100'000),
-      gen::element<std::int64_t>(0, 50, 1'000'000), gen::element(16, 40, 4),
-      gen::inRange(1, 4), gen::inRange(1, 3),
-      gen::element<std::int64_t>(500'000'000, 256, 64),
+      gen::element<std::int64_t>(0, 50, 1'000'000), gen::element(16, 40, 4), gen::inRange(1, 4),
+      gen::inRange(1, 3), gen::element<std::int64_t>(500'000'000, 256, 64),
       gen::element<std::int64_t>(500'000'000, 320, 48), gen::arbitrary<bool>(),
       gen::element(0, 1, 2), gen::element(0.0, 0.0, 1024.0, 1099511627776.0),
       gen::arbitrary<bool>());

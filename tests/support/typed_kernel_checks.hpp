@@ -68,11 +68,11 @@ inline void check_products(Device& device, DType dtype, DType out_dtype) {
   const auto x = representable(random_values(kTypedRows * kTypedIn, 1), dtype);
   const auto w = representable(random_values(kTypedIn * kTypedOut, 2), dtype);
   const auto b = representable(random_values(kTypedOut, 3), dtype);
-    const auto dy = representable(random_values(kTypedRows * kTypedOut, 4), dtype);
+  const auto dy = representable(random_values(kTypedRows * kTypedOut, 4), dtype);
   Buffer x16 = upload_as(device, x, dtype), w16 = upload_as(device, w, dtype),
          b16 = upload_as(device, b, dtype);
   Buffer x32 = upload_as(device, x, DType::F32), w32 = upload_as(device, w, DType::F32),
-                  b32 = upload_as(device, b, DType::F32), dy32 = upload_as(device, dy, DType::F32),
+         b32 = upload_as(device, b, DType::F32), dy32 = upload_as(device, dy, DType::F32),
          dy16 = upload_as(device, dy, dtype);
   auto zeros = [&](std::int64_t elems, DType type = DType::F32) {
     return device.alloc(MemCategory::Activations, type, {elems});
@@ -83,7 +83,7 @@ inline void check_products(Device& device, DType dtype, DType out_dtype) {
       if (conv) return device.conv1d_forward(xs, ws, bs, ys, kTypedRows, kTypedIn, kTypedOut);
       device.linear_forward(xs, ws, bs, ys, kTypedRows, kTypedIn, kTypedOut);
     };
-        auto backward = [&](TensorIn xs, TensorIn ws, TensorIn dys, Buffer& dw, Buffer& db,
+    auto backward = [&](TensorIn xs, TensorIn ws, TensorIn dys, Buffer& dw, Buffer& db,
                         Buffer& dx) {
       if (conv) {
         return device.conv1d_backward(xs, ws, dy32.as<float>(), dw.as<float>(), db.as<float>(),
@@ -103,7 +103,7 @@ inline void check_products(Device& device, DType dtype, DType out_dtype) {
            dx = zeros(kTypedRows * kTypedIn);
     Buffer dw_ref = zeros(kTypedIn * kTypedOut), db_ref = zeros(kTypedOut),
            dx_ref = zeros(kTypedRows * kTypedIn);
-        backward(x16, w16, dy16, dw, db, dx);
+    backward(x16, w16, dy16, dw, db, dx);
     backward(x32, w32, dy32, dw_ref, db_ref, dx_ref);
     EXPECT_EQ(bits_of(download_widened(device, dw)), bits_of(download_widened(device, dw_ref)));
     EXPECT_EQ(bits_of(download_widened(device, db)), bits_of(download_widened(device, db_ref)));

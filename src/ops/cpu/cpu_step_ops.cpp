@@ -12,8 +12,8 @@ namespace zl {
 namespace {
 
 void check_training_dtype(DType dtype) {
-  ZL_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
-           "{} is not a training dtype: use fp32, bf16 or fp16", dtype_name(dtype));
+  ZL_CHECK(is_training_dtype(dtype), "{} is not a training dtype: use fp32, bf16 or fp16",
+           dtype_name(dtype));
 }
 
 float load(DType dtype, const void* data, std::size_t i) {

@@ -54,8 +54,8 @@ void check_column_sum_rows(std::int64_t rows) {
 
 // The step work runs on the training dtypes only, as on the CPU.
 void check_training_dtype(const char* kernel, DType dtype) {
-  ZL_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
-           "{}: {} is not a training dtype: use fp32, bf16 or fp16", kernel, dtype_name(dtype));
+  ZL_CHECK(is_training_dtype(dtype), "{}: {} is not a training dtype: use fp32, bf16 or fp16",
+           kernel, dtype_name(dtype));
 }
 
 }  // namespace
@@ -437,18 +437,17 @@ void CudaDevice::do_embedding_backward(std::span<const std::int64_t> tokens,
                                        std::span<float> dwpe, std::int64_t batch,
                                        std::int64_t seq_len, std::int64_t channels,
                                        std::int64_t vocab) {
-    select();
+  select();
   const std::int64_t rows = batch * seq_len;
   ZL_CHECK(rows < std::numeric_limits<std::int32_t>::max(),
            "embedding_backward: {} token rows are more than the CUDA kernels index: use a smaller "
            "micro-batch",
            rows);
-  auto* links =
-      static_cast<std::int32_t*>(scratch(static_cast<std::size_t>(2 * rows) * sizeof(std::int32_t)));
-  cuda::embedding_backward(tokens.data(), dx.data(), dwte.data(), dwpe.data(), links, batch,
-                           seq_len, channels, vocab,
-                           check_slot({"embedding_backward", tokens.data(), seq_len, vocab}),
-                           stream_);
+  auto* links = static_cast<std::int32_t*>(
+      scratch(static_cast<std::size_t>(2 * rows) * sizeof(std::int32_t)));
+  cuda::embedding_backward(
+      tokens.data(), dx.data(), dwte.data(), dwpe.data(), links, batch, seq_len, channels, vocab,
+      check_slot({"embedding_backward", tokens.data(), seq_len, vocab}), stream_);
 }
 
 // ---- LayerNorm (attention: cuda_device_attention.cpp) ----

@@ -200,7 +200,7 @@ class CudaDevice final : public Device {
                             std::span<const float> wpe, std::span<float> x, std::int64_t batch,
                             std::int64_t seq_len, std::int64_t channels,
                             std::int64_t vocab) override;
-    /// A token's rows are linked in order and one block per distinct token adds them
+  /// A token's rows are linked in order and one block per distinct token adds them
   /// (cuda_embedding.cuh), so a repeated token gets its rows added in the CPU's order. A bad token
   /// is reported at the next host wait.
   void do_embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
@@ -233,9 +233,9 @@ class CudaDevice final : public Device {
 
   void do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
                                std::int64_t in, std::int64_t out) override;
-    void do_linear_backward_typed(TensorIn x, TensorIn w, TensorIn dy,
-                                std::span<float> dw, std::span<float> db, std::span<float> dx,
-                                std::int64_t rows, std::int64_t in, std::int64_t out) override;
+  void do_linear_backward_typed(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
+                                std::span<float> db, std::span<float> dx, std::int64_t rows,
+                                std::int64_t in, std::int64_t out) override;
   void do_layernorm_forward_typed(std::span<const float> x, std::span<const float> weight,
                                   std::span<const float> bias, TensorOut y, std::span<float> mean,
                                   std::span<float> rstd, std::int64_t rows,
@@ -248,16 +248,12 @@ class CudaDevice final : public Device {
   void do_gelu_tanh_forward_typed(TensorIn x, TensorOut y) override;
   void do_gelu_tanh_backward_typed(TensorIn x, std::span<const float> dy,
                                    std::span<float> dx) override;
-    /// One block per row on bf16 logits and dlogits (in place or not), the scale applied before
+  /// One block per row on bf16 logits and dlogits (in place or not), the scale applied before
   /// the rounding; the row losses added on the device as the fp32 kernel's.
-  void do_cross_entropy_add_forward_backward_typed(TensorIn logits,
-                                                   std::span<const std::int64_t> labels,
-                                                   TensorOut dlogits, std::int64_t rows,
-                                                   std::int64_t classes,
-                                                   std::int64_t padded_classes,
-                                                   std::int64_t mean_rows,
-                                                   std::span<double> loss_sum,
-                                                   float grad_scale) override;
+  void do_cross_entropy_add_forward_backward_typed(
+      TensorIn logits, std::span<const std::int64_t> labels, TensorOut dlogits, std::int64_t rows,
+      std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+      std::span<double> loss_sum, float grad_scale) override;
   /// The fast kernels on bf16 qkv and out; the exact and gemm kinds take Device's default.
   void do_attention_forward_typed(TensorIn qkv, std::span<float> stats, TensorOut out,
                                   std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
@@ -301,16 +297,16 @@ class CudaDevice final : public Device {
   // True when a product with these tensors runs on bf16 tensor cores here: bf16 GEMMs are on and
   // none is fp16 (fp32 ones are rounded, bf16 ones taken as they are).
   bool bf16_product(std::initializer_list<TensorIn> tensors) const;
-  // y [m, n] = op(a16) op(b16) (matmul_bf16) plus the bias row (empty: none), written to y in its
-  // dtype (fp32, or bf16 rounded once as the bias is added).
-  void bf16_product_with_bias(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
-                              std::int64_t k, const std::uint16_t* a16, const std::uint16_t* b16,
-                              TensorIn bias, TensorOut y);
+  // A bf16 layer's forward: y = x w (Conv1D's w [in, out]) or x w^T (Linear's, [out, in]) on
+  // the tensor cores, plus the bias row (empty: none), written to y in its dtype (fp32, or bf16
+  // rounded once as the bias is added).
+  void bf16_forward(bool conv1d, TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
+                    std::int64_t in, std::int64_t out);
   // A bf16 layer's backward: dw += (x^T dy, Conv1D's [in, out], or dy^T x, Linear's [out, in]),
   // db += dy's column sums (db may be empty), dx = dy w^T or dy w (may be empty); dy rounded once.
-    void bf16_backward(bool conv1d, TensorIn x, TensorIn w, TensorIn dy,
-                     std::span<float> dw, std::span<float> db, std::span<float> dx,
-                     std::int64_t rows, std::int64_t in, std::int64_t out);
+  void bf16_backward(bool conv1d, TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
+                     std::span<float> db, std::span<float> dx, std::int64_t rows, std::int64_t in,
+                     std::int64_t out);
   // Column-major, cuBLAS's own convention: for each of `batch` heads i, C_i [m, n] =
   // alpha op(A_i) op(B_i) (beta 0), the heads `stride_*` floats apart; lda/ldb/ldc as cuBLAS's.
   void gemm_heads(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,

@@ -25,30 +25,31 @@ bool CudaDevice::bf16_product(std::initializer_list<TensorIn> tensors) const {
   return true;
 }
 
-void CudaDevice::bf16_product_with_bias(bool transpose_a, bool transpose_b, std::int64_t m,
-                                        std::int64_t n, std::int64_t k, const std::uint16_t* a16,
-                                        const std::uint16_t* b16, TensorIn bias, TensorOut y) {
+void CudaDevice::bf16_forward(bool conv1d, TensorIn x, TensorIn w, TensorIn b, TensorOut y,
+                              std::int64_t rows, std::int64_t in, std::int64_t out) {
+  const auto [x16, w16, unused] = bf16_copies({x, w, TensorIn()});
+  // y [rows, out] = x w (Conv1D's w stored [in, out]) or x w^T (Linear's, [out, in])
   const std::span<float> y32 = fp32_target(y, 3);
-  matmul_bf16(transpose_a, transpose_b, m, n, k, a16, b16, y32.data(), 0.0f);
-  const std::span<const float> b32 = widened(bias, 2);
+  matmul_bf16(false, !conv1d, rows, out, in, x16, w16, y32.data(), 0.0f);
+  const std::span<const float> b32 = widened(b, 2);
   if (y.dtype == DType::BF16) {
     return cuda::add_bias_round_rows(y32.data(), b32.empty() ? nullptr : b32.data(),
-                                     static_cast<std::uint16_t*>(y.data), m, n, stream_);
+                                     static_cast<std::uint16_t*>(y.data), rows, out, stream_);
   }
-  if (!b32.empty()) cuda::add_bias_rows(y32.data(), b32.data(), m, n, stream_);
+  if (!b32.empty()) cuda::add_bias_rows(y32.data(), b32.data(), rows, out, stream_);
 }
 
 void CudaDevice::bf16_backward(bool conv1d, TensorIn x, TensorIn w, TensorIn dy,
                                std::span<float> dw, std::span<float> db, std::span<float> dx,
                                std::int64_t rows, std::int64_t in, std::int64_t out) {
   // dy rounded once for both products (w only when there is a dx)
-    const auto [dy16, x16, w16] = bf16_copies({dy, x, dx.empty() ? TensorIn() : w});
+  const auto [dy16, x16, w16] = bf16_copies({dy, x, dx.empty() ? TensorIn() : w});
   if (conv1d) {
     matmul_bf16(true, false, in, out, rows, x16, dy16, dw.data(), 1.0f);  // dw [in, out]
   } else {
     matmul_bf16(true, false, out, in, rows, dy16, x16, dw.data(), 1.0f);  // dw [out, in]
   }
-    if (!db.empty()) column_sums(widened(dy, 2).data(), db.data(), rows, out);
+  if (!db.empty()) column_sums(widened(dy, 2).data(), db.data(), rows, out);
   if (!dx.empty()) matmul_bf16(false, conv1d, rows, in, out, dy16, w16, dx.data(), 0.0f);
 }
 
@@ -58,8 +59,7 @@ void CudaDevice::do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, Ten
     return Device::do_linear_forward_typed(x, w, b, y, rows, in, out);
   }
   select();
-  const auto [x16, w16, unused] = bf16_copies({x, w, TensorIn()});
-  bf16_product_with_bias(false, true, rows, out, in, x16, w16, b, y);  // w stored [out, in]
+  bf16_forward(false, x, w, b, y, rows, in, out);
 }
 
 void CudaDevice::do_linear_backward_typed(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
@@ -78,8 +78,7 @@ void CudaDevice::do_conv1d_forward_typed(TensorIn x, TensorIn w, TensorIn b, Ten
     return Device::do_conv1d_forward_typed(x, w, b, y, rows, in, out);
   }
   select();
-  const auto [x16, w16, unused] = bf16_copies({x, w, TensorIn()});
-  bf16_product_with_bias(false, false, rows, out, in, x16, w16, b, y);  // w stored [in, out]
+  bf16_forward(true, x, w, b, y, rows, in, out);
 }
 
 void CudaDevice::do_conv1d_backward_typed(TensorIn x, TensorIn w, std::span<const float> dy,

@@ -14,7 +14,6 @@
 #include "ops/cuda/cuda_check.hpp"
 #include "ops/cuda/cuda_dtype.cuh"
 #include "ops/cuda/cuda_embedding.cuh"
-
 #include "ops/cuda/cuda_kernels.hpp"
 #include "ops/cuda/cuda_reduce_block.cuh"
 #include "ops/gelu_tanh.hpp"
@@ -168,22 +167,22 @@ __global__ void cross_entropy_kernel(const In* logits, const std::int64_t* label
     if (threadIdx.x == 0) atomicMin(bad_index, static_cast<unsigned long long>(r));
     return;
   }
-    const In* row = logits + r * padded_classes;
+  const In* row = logits + r * padded_classes;
   Out* drow = dlogits + r * padded_classes;
   // Read before the reductions' barriers: in place, another thread writes drow[label] after them.
   const double label_logit = get(row + label);
   // Subtracting the row max keeps every exp in (0, 1]; a max is exact in any order.
   double local_max = -INFINITY;
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-        local_max = fmax(local_max, static_cast<double>(get(row + c)));
+    local_max = fmax(local_max, static_cast<double>(get(row + c)));
   const double max_logit = block_max(local_max, partials);
   double local_sum = 0.0;
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-        local_sum += exp(get(row + c) - max_logit);
+    local_sum += exp(get(row + c) - max_logit);
   const double exp_sum = block_sum(local_sum, partials);
   if (threadIdx.x == 0) row_losses[r] = log(exp_sum) - (label_logit - max_logit);
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-        const double softmax = exp(get(row + c) - max_logit) / exp_sum;
+    const double softmax = exp(get(row + c) - max_logit) / exp_sum;
     const double target = c == label ? 1.0 : 0.0;
     put(drow + c, static_cast<float>((softmax - target) / static_cast<double>(mean_rows)) * scale);
   }
@@ -227,7 +226,6 @@ __global__ void check_tokens_kernel(const std::int64_t* tokens, std::int64_t row
 
 // dwte: one thread per channel walks all N rows in order, so repeated tokens add in the CPU's
 // order (b = 0.., t = 0..). Parallel only over C: simple, and exact, not fast.
-
 
 // dwpe [T, C]: one thread per (t, c) adds the B rows of position t in order b = 0...
 __global__ void embedding_backward_positions_kernel(const std::int64_t* tokens, const float* dx,
@@ -415,15 +413,15 @@ void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogi
                    double* row_losses, unsigned long long* bad_index, std::int64_t rows,
                    std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
                    cudaStream_t stream) {
-    cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
+  cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
       logits, labels, dlogits, row_losses, bad_index, classes, padded_classes, mean_rows, 1.0f);
   cuda_check_launch("cross_entropy");
 }
 
-void cross_entropy(const std::uint16_t* logits, const std::int64_t* labels,
-                   std::uint16_t* dlogits, double* row_losses, unsigned long long* bad_index,
-                   std::int64_t rows, std::int64_t classes, std::int64_t padded_classes,
-                   std::int64_t mean_rows, float scale, cudaStream_t stream) {
+void cross_entropy(const std::uint16_t* logits, const std::int64_t* labels, std::uint16_t* dlogits,
+                   double* row_losses, unsigned long long* bad_index, std::int64_t rows,
+                   std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+                   float scale, cudaStream_t stream) {
   cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
       logits, labels, dlogits, row_losses, bad_index, classes, padded_classes, mean_rows, scale);
   cuda_check_launch("cross_entropy (bf16)");
@@ -454,11 +452,10 @@ void embedding_backward(const std::int64_t* tokens, const float* dx, float* dwte
   check_tokens_kernel<<<grid_for(rows, kThreads), kThreads, 0, stream>>>(tokens, rows, vocab,
                                                                          bad_index);
   cuda_check_launch("embedding_backward (token check)");
-    std::int32_t* next = links;
+  std::int32_t* next = links;
   std::int32_t* first = links + rows;
   embedding::link_kernel<<<embedding::link_blocks(rows), embedding::kLinkThreads,
-                           embedding::kLinkSharedBytes, stream>>>(tokens, rows, vocab, next,
-                                                                  first);
+                           embedding::kLinkSharedBytes, stream>>>(tokens, rows, vocab, next, first);
   cuda_check_launch("embedding_backward (token links)");
   embedding::add_rows_kernel<<<static_cast<unsigned>(rows), embedding::kRowThreads, 0, stream>>>(
       tokens, dx, next, first, dwte, channels);

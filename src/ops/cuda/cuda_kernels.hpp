@@ -58,10 +58,10 @@ void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogi
                    cudaStream_t stream);
 /// The same on bf16 logits and dlogits (which may be the same), each dlogits value multiplied by
 /// `scale` (one float multiply) before it is rounded to bf16.
-void cross_entropy(const std::uint16_t* logits, const std::int64_t* labels,
-                   std::uint16_t* dlogits, double* row_losses, unsigned long long* bad_index,
-                   std::int64_t rows, std::int64_t classes, std::int64_t padded_classes,
-                   std::int64_t mean_rows, float scale, cudaStream_t stream);
+void cross_entropy(const std::uint16_t* logits, const std::int64_t* labels, std::uint16_t* dlogits,
+                   double* row_losses, unsigned long long* bad_index, std::int64_t rows,
+                   std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+                   float scale, cudaStream_t stream);
 
 /// loss_sum[0] = loss_sum[0] + row_losses[0] + ... + row_losses[rows - 1], summed in row order in
 /// double by one thread (the CPU's order), then added once.
