@@ -70,23 +70,17 @@ std::string backward_note(std::span<const Snapshot> backward, std::int64_t own_g
 }
 
 // The gathered parameters' peak beside the largest unit and the whole model, in words chosen by
-// the numbers. Parameters are `precision`; under mixed precision a visit also holds the fp32
-// copy the model computes with, widened from the gathered unit (engines/micro_batch.cpp).
+// the numbers. A visit computes with the gathered unit as it is kept, in `precision`.
 void print_gathered_memory(const TrainResult& result, DType precision) {
   const MemoryLedger& rank0 = result.ranks[0].memory;
   const std::int64_t peak = rank0.peak_bytes(MemCategory::Gathered);
   const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(precision));
-  const std::int64_t visit_bytes_per_elem = precision == DType::F32 ? 4 : elem_bytes + 4;
   std::int64_t largest_elems = 0;
   for (const UnitLayout& unit : result.layout) {
     largest_elems = std::max(largest_elems, unit.padded_elems);
   }
-  const std::int64_t largest = largest_elems * visit_bytes_per_elem;
-  const std::string unit_words =
-      precision == DType::F32
-          ? std::string("the largest unit")
-          : fmt::format("the largest unit in {} plus the fp32 copy the model computes with",
-                        dtype_name(precision));
+  const std::int64_t largest = largest_elems * elem_bytes;
+  const std::string unit_words = fmt::format("the largest unit in {}", dtype_name(precision));
   const std::string what =
       peak == largest ? unit_words
                       : fmt::format("{} {}: {} bytes", peak > largest ? "MORE than" : "less than",

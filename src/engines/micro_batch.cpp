@@ -1,26 +1,15 @@
 // micro_batch.cpp — the visit loop of one micro-batch.
 #include "engines/micro_batch.hpp"
 
-#include <optional>
-
 #include "engines/unit_buffers.hpp"
 
 namespace zl {
 
 namespace {
 
-// The fp32 parameters the model computes with: the span itself in fp32, else a widened copy.
-struct Fp32Params {
-  std::span<const float> values;
-  Buffer copy;
-};
-
-Fp32Params fp32_of(TypedSpan params, Device& device) {
-  if (params.dtype == DType::F32) return {params.f32(), {}};
-  Fp32Params out{{}, device.alloc(MemCategory::Gathered, DType::F32, {params.elems})};
-  widen(device, params, out.copy.as<float>());
-  out.values = out.copy.as<float>();
-  return out;
+// The first `numel` of a visit's parameters, as the model reads them: in the training dtype.
+TensorIn model_params(const UnitParams& params, std::int64_t numel) {
+  return TensorIn(params.view.data, params.view.elems, params.view.dtype).first(numel);
 }
 
 }  // namespace
@@ -36,8 +25,7 @@ float run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLa
   model.begin(batch);
   for (const int u : order) {
     const UnitParams params = hooks.params(u, /*backward=*/false);
-    const Fp32Params f32 = fp32_of(params.view, device);
-    model.forward_unit(u, f32.values.first(static_cast<std::size_t>(layout[u].numel)));
+    model.forward_unit(u, model_params(params, layout[u].numel));
     notify(options, device, "forward", u);
   }
   const float loss = model.loss(grad_scale);
@@ -61,8 +49,7 @@ float run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLa
     }
     {
       const UnitParams params = hooks.params(u, /*backward=*/true);
-      const Fp32Params f32 = fp32_of(params.view, device);
-      model.backward_unit(u, f32.values.first(numel), grad[u].first(numel));
+      model.backward_unit(u, model_params(params, layout[u].numel), grad[u].first(numel));
       notify(options, device, "backward", u);
     }                                   // the visit's parameters are released here
     if (first_visit[u] != i) continue;  // the unit runs again further down: not complete yet

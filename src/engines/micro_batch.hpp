@@ -1,7 +1,7 @@
 // micro_batch.hpp — one micro-batch through the model, unit by unit, as every engine and the
 // reference run it: forward over Model::forward_order(), the loss, backward over the reverse.
 // Parameters come from the engine for each visit (its own buffer, or a gathered temporary) and
-// are widened to fp32 for the model when they are 16-bit. Each unit's fp32 gradient adds up over
+// go to the model in the training dtype, as they are kept. Each unit's fp32 gradient adds up over
 // its visits; once its last backward visit is done it is rounded to the training dtype and handed
 // to the engine, which reduces it.
 #pragma once

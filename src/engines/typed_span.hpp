@@ -37,6 +37,11 @@ void widen(Device& device, TypedSpan in, std::span<float> out);
 /// match.
 void round_into(Device& device, std::span<const float> in, TypedSpan out);
 
+/// out[i] = host[i] rounded to out's dtype (nearest even; fp32 as it is) on the host, the bits
+/// Device::convert gives, then copied into the device memory `out`: no device scratch. Sizes must
+/// match.
+void upload_rounded(Device& device, std::span<const float> host, TypedSpan out);
+
 /// to[i] = from[i] on `device`; same dtype and size.
 void copy_into(Device& device, TypedSpan from, TypedSpan to);
 

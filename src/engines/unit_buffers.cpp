@@ -44,13 +44,7 @@ void init_params(const Model& model, const std::vector<UnitLayout>& layout, Unit
   for (std::size_t u = 0; u < layout.size(); ++u) {
     std::vector<float> init(static_cast<std::size_t>(layout[u].numel));
     model.init_unit(static_cast<int>(u), init, seed);
-    if (params[u].dtype() == DType::F32) {
-      device.copy_from_host(params[u].data(), init.data(), init.size() * sizeof(float));
-      continue;
-    }
-    Buffer fp32 = device.alloc(MemCategory::Gathered, DType::F32, {layout[u].numel});
-    device.copy_from_host(fp32.data(), init.data(), init.size() * sizeof(float));
-    round_into(device, fp32.as<float>(), view_of(params[u]).slice(0, layout[u].numel));
+    upload_rounded(device, init, view_of(params[u]).slice(0, layout[u].numel));
   }
 }
 

@@ -211,16 +211,16 @@ class Zero3Engine final : public Engine {
   // Every rank runs the (deterministic) init of one unit at a time and keeps what it holds.
   void init_own_params() {
     for (std::size_t u = 0; u < layout_.size(); ++u) {
-      Buffer full = device_.alloc(MemCategory::Gathered, DType::F32, {layout_[u].padded_elems});
-      std::vector<float> init(static_cast<std::size_t>(layout_[u].numel));
-      model_.init_unit(static_cast<int>(u), init, options_.seed);
-      device_.copy_from_host(full.data(), init.data(), init.size() * sizeof(float));
+      std::vector<float> full(static_cast<std::size_t>(layout_[u].padded_elems));  // padding: 0
+      model_.init_unit(static_cast<int>(u),
+                       std::span<float>(full).first(static_cast<std::size_t>(layout_[u].numel)),
+                       options_.seed);
       const ShardRange shard = shard_of(layout_[u], comm_.rank(), comm_.size());
-      const auto values = persistent_[u] ? full.as<float>()
-                                         : full.as<float>().subspan(
+      const auto values = persistent_[u] ? std::span<const float>(full)
+                                         : std::span<const float>(full).subspan(
                                                static_cast<std::size_t>(shard.begin),
                                                static_cast<std::size_t>(shard.size()));
-      round_into(device_, values, view_of(params_[u]));
+      upload_rounded(device_, values, view_of(params_[u]));
     }
   }
 

@@ -204,13 +204,11 @@ void Gpt::book_block_activations() {
   }
 }
 
-void Gpt::check_params(const char* pass, int unit, std::span<const float> params,
-                       std::size_t grads_elems) const {
+void Gpt::check_params(const char* pass, int unit, TensorIn params, std::size_t grads_elems) const {
   const auto& spec = units_[static_cast<std::size_t>(unit)];
-  ZL_CHECK(static_cast<std::int64_t>(params.size()) >= spec.numel() &&
-               static_cast<std::int64_t>(grads_elems) >= spec.numel(),
+  ZL_CHECK(params.elems >= spec.numel() && static_cast<std::int64_t>(grads_elems) >= spec.numel(),
            "{} of {} got {} parameters and {} gradient elements, needs {}", pass, spec.name,
-           params.size(), grads_elems, spec.numel());
+           params.elems, grads_elems, spec.numel());
 }
 
 std::span<const float> Gpt::block_input(int layer) const {
@@ -229,7 +227,7 @@ std::string Gpt::backward_hint() const {
   return fmt::format("unit {} is next", order_[next_backward_visit_]);
 }
 
-void Gpt::forward_unit(int unit, std::span<const float> params) {
+void Gpt::forward_unit(int unit, TensorIn params) {
   ZL_CHECK(rows_ > 0 && forward_visits_ < order_.size() && unit == order_[forward_visits_],
            "forward_unit({}) out of order: call begin(), then forward_unit for each unit of "
            "forward_order() (0, 1, ..., {}, 0) in turn; {}",
@@ -308,7 +306,7 @@ float Gpt::loss(float grad_scale) {
   return loss_;
 }
 
-void Gpt::backward_unit(int unit, std::span<const float> params, std::span<float> grads) {
+void Gpt::backward_unit(int unit, TensorIn params, std::span<float> grads) {
   ZL_CHECK(loss_done_ && next_backward_visit_ >= 0 && unit == order_[next_backward_visit_],
            "backward_unit({}) out of order: call loss(), then backward_unit for each unit of "
            "forward_order() reversed (0, {}, ..., 1, 0) in turn; {}",

@@ -59,12 +59,12 @@ class Gpt final : public Model {
   /// and every id in [0, vocab) (the real vocabulary, not the padded one); throws zl::Error naming
   /// what is wrong otherwise.
   void begin(const Batch& batch) override;
-  void forward_unit(int unit, std::span<const float> params) override;
+  void forward_unit(int unit, TensorIn params) override;
   using Model::loss;
   /// Mean cross-entropy over the rows * T tokens; seeds backward with grad_scale * d loss / d
   /// logits.
   float loss(float grad_scale) override;
-  void backward_unit(int unit, std::span<const float> params, std::span<float> grads) override;
+  void backward_unit(int unit, TensorIn params, std::span<float> grads) override;
 
   /// The shape the model was built with (validated).
   const GptConfig& config() const { return config_; }
@@ -96,8 +96,7 @@ class Gpt final : public Model {
 
   int last_unit() const { return config_.n_layer + 1; }
   std::int64_t token_rows() const { return rows_ * seq_len_; }
-  void check_params(const char* pass, int unit, std::span<const float> params,
-                    std::size_t grads_elems) const;
+  void check_params(const char* pass, int unit, TensorIn params, std::size_t grads_elems) const;
   // What an out-of-order call should do instead: "unit 2 is next", "loss() has not run", ...
   std::string forward_hint() const;
   std::string backward_hint() const;
@@ -106,19 +105,19 @@ class Gpt final : public Model {
   BlockTensors block_tensors_of(int layer);
   // Forward through block `layer`; with `rebuild_only`, only the steps whose outputs the block did
   // not keep (backward's recompute).
-  void forward_block(int layer, std::span<const float> params, bool rebuild_only);
+  void forward_block(int layer, TensorIn params, bool rebuild_only);
   // Books every block's tensors as the policy keeps them, and the shared copy of what checkpointed
   // blocks rebuild.
   void book_block_activations();
-  void backward_block(int layer, std::span<const float> params, std::span<float> grads);
+  void backward_block(int layer, TensorIn params, std::span<float> grads);
   Buffer activation(ActivationKind kind, Shape shape, DType dtype = DType::F32);
   bool sixteen_bit() const { return activation_dtype_ != DType::F32; }
   // The token rows [first, first + rows) of an [N, width] buffer.
   static void* rows_of(Buffer& buffer, std::int64_t first, std::int64_t width);
   // The LM head and the loss with 16-bit activations, chunk by chunk (gpt_head.cpp).
-  void head_forward_chunked(std::span<const float> params);
+  void head_forward_chunked(TensorIn params);
   double loss_sum_chunked(float grad_scale);
-  void head_backward_chunked(std::span<const float> params, std::span<float> grads);
+  void head_backward_chunked(TensorIn params, std::span<float> grads);
 
   Device& device_;
   GptConfig config_;

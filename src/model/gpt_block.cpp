@@ -31,16 +31,17 @@ enum BlockParam : std::size_t {
   kBlockParams
 };
 
-// The block's flat buffer (parameters or gradients) cut into its tensors.
-template <class T>
-std::array<std::span<T>, kBlockParams> block_tensors(std::span<T> flat, std::int64_t C) {
+// The block's flat buffer (parameters, in the training dtype, or fp32 gradients) cut into its
+// tensors.
+template <class Flat>
+std::array<Flat, kBlockParams> block_tensors(Flat flat, std::int64_t C) {
   const std::array<std::int64_t, kBlockParams> elems = {C, C, C * 3 * C, 3 * C, C * C,     C,
                                                         C, C, C * 4 * C, 4 * C, 4 * C * C, C};
-  std::array<std::span<T>, kBlockParams> tensors;
-  std::size_t offset = 0;
+  std::array<Flat, kBlockParams> tensors;
+  std::int64_t offset = 0;
   for (std::size_t i = 0; i < kBlockParams; ++i) {
-    tensors[i] = flat.subspan(offset, static_cast<std::size_t>(elems[i]));
-    offset += tensors[i].size();
+    tensors[i] = flat.subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(elems[i]));
+    offset += elems[i];
   }
   return tensors;
 }
@@ -61,7 +62,7 @@ Gpt::BlockTensors Gpt::block_tensors_of(int layer) {
           f32(&A::ln2_mean), f32(&A::ln2_rstd), f32(&A::out)};
 }
 
-void Gpt::forward_block(int layer, std::span<const float> params, bool rebuild_only) {
+void Gpt::forward_block(int layer, TensorIn params, bool rebuild_only) {
   const std::int64_t N = token_rows(), C = config_.n_embd, H = config_.n_head;
   const auto p = block_tensors(params, C);
   BlockActivations& own = blocks_[static_cast<std::size_t>(layer)];
@@ -107,7 +108,7 @@ void Gpt::forward_block(int layer, std::span<const float> params, bool rebuild_o
               static_cast<std::int64_t>(a.out.size()));  // the skip connection
 }
 
-void Gpt::backward_block(int layer, std::span<const float> params, std::span<float> grads) {
+void Gpt::backward_block(int layer, TensorIn params, std::span<float> grads) {
   if (policy_.recomputes(layer)) forward_block(layer, params, true);
   const std::int64_t N = token_rows(), C = config_.n_embd, H = config_.n_head;
   const auto p = block_tensors(params, C);

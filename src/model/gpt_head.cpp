@@ -30,7 +30,7 @@ void* Gpt::rows_of(Buffer& buffer, std::int64_t first, std::int64_t width) {
          first * width * static_cast<std::int64_t>(dtype_bytes(buffer.dtype()));
 }
 
-void Gpt::head_forward_chunked(std::span<const float> params) {
+void Gpt::head_forward_chunked(TensorIn params) {
   const std::int64_t N = token_rows(), C = config_.n_embd, Vp = padded_vocab(config_);
   for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
     device_.linear_forward(
@@ -58,7 +58,7 @@ double Gpt::loss_sum_chunked(float grad_scale) {
   return total;
 }
 
-void Gpt::head_backward_chunked(std::span<const float> params, std::span<float> grads) {
+void Gpt::head_backward_chunked(TensorIn params, std::span<float> grads) {
   const std::int64_t N = token_rows(), C = config_.n_embd, Vp = padded_vocab(config_);
   for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
     const TensorIn x(rows_of(lnf_, first, C), rows * C, activation_dtype_);

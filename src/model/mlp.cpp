@@ -108,19 +108,18 @@ void Mlp::begin(const Batch& batch) {
   next_backward_unit_ = last();
 }
 
-void Mlp::forward_unit(int unit, std::span<const float> params) {
+void Mlp::forward_unit(int unit, TensorIn params) {
   ZL_CHECK(rows_ > 0 && unit == forwarded_units_ && unit < config_.layers,
            "forward_unit({}) out of order: call begin(), then forward_unit(0..{}) in turn", unit,
            last());
   const auto& spec = units_[static_cast<std::size_t>(unit)];
-  ZL_CHECK(static_cast<std::int64_t>(params.size()) >= spec.numel(),
-           "forward of {} got {} parameters, needs {}", spec.name, params.size(), spec.numel());
+  ZL_CHECK(params.elems >= spec.numel(), "forward of {} got {} parameters, needs {}", spec.name,
+           params.elems, spec.numel());
   const std::int64_t in = in_of(unit);
   const std::int64_t out = out_of(unit);
   // params holds weight [out, in] then bias [out]; anything after (partition padding) is unused.
-  const auto weight = params.first(static_cast<std::size_t>(out * in));
-  const auto bias =
-      params.subspan(static_cast<std::size_t>(out * in), static_cast<std::size_t>(out));
+  const TensorIn weight = params.first(out * in);
+  const TensorIn bias = params.subspan(out * in, out);
   const auto x = unit == 0 ? floats(input_) : floats(post_[unit - 1]);
   auto& pre = pre_[unit];
   // pre is [rows, out] = x [rows, in] * weight^T + bias
@@ -143,15 +142,14 @@ float Mlp::loss(float grad_scale) {
   return loss_;
 }
 
-void Mlp::backward_unit(int unit, std::span<const float> params, std::span<float> grads) {
+void Mlp::backward_unit(int unit, TensorIn params, std::span<float> grads) {
   ZL_CHECK(loss_done_ && unit == next_backward_unit_ && unit >= 0,
            "backward_unit({}) out of order: call loss(), then backward_unit({}..0) in turn", unit,
            last());
   const auto& spec = units_[static_cast<std::size_t>(unit)];
-  ZL_CHECK(static_cast<std::int64_t>(params.size()) >= spec.numel() &&
-               static_cast<std::int64_t>(grads.size()) >= spec.numel(),
+  ZL_CHECK(params.elems >= spec.numel() && static_cast<std::int64_t>(grads.size()) >= spec.numel(),
            "backward of {} got {} parameters and {} gradients, needs {} of each", spec.name,
-           params.size(), grads.size(), spec.numel());
+           params.elems, grads.size(), spec.numel());
   const std::int64_t in = in_of(unit);
   const std::int64_t out = out_of(unit);
   const auto weight_elems = static_cast<std::size_t>(out * in);
@@ -165,7 +163,7 @@ void Mlp::backward_unit(int unit, std::span<const float> params, std::span<float
   // dx is [rows, in], the gradient of the layer below's output; layer 0's input needs none.
   const auto dx = unit == 0 ? std::span<float>() : floats(grad_post_, rows_ * in);
   const auto x = unit == 0 ? floats(input_) : floats(post_[unit - 1]);
-  device_.linear_backward(x, params.first(weight_elems), dpre, grads.first(weight_elems),
+  device_.linear_backward(x, params.first(out * in), dpre, grads.first(weight_elems),
                           grads.subspan(weight_elems, out_elems), dx, rows_, in, out);
   --next_backward_unit_;
 }

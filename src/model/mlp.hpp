@@ -33,10 +33,10 @@ class Mlp final : public Model {
   /// parameter `name` drawn as uniform01(seed, stream_of(name), e).
   void init_unit(int unit, std::span<float> flat, std::uint64_t seed) const override;
   void begin(const Batch& batch) override;
-  void forward_unit(int unit, std::span<const float> params) override;
+  void forward_unit(int unit, TensorIn params) override;
   using Model::loss;
   float loss(float grad_scale) override;
-  void backward_unit(int unit, std::span<const float> params, std::span<float> grads) override;
+  void backward_unit(int unit, TensorIn params, std::span<float> grads) override;
 
  private:
   // Input and output widths of layer `unit`.

@@ -10,6 +10,7 @@
 
 #include "core/buffer.hpp"
 #include "core/error.hpp"
+#include "ops/tensor_view.hpp"
 
 namespace zl {
 
@@ -93,8 +94,9 @@ class Model {
   /// Starts a micro-batch.
   virtual void begin(const Batch& batch) = 0;
 
-  /// Runs unit `unit` forward with its flat parameters.
-  virtual void forward_unit(int unit, std::span<const float> params) = 0;
+  /// Runs unit `unit` forward with its flat parameters, in the training dtype (fp32, or bf16 or
+  /// fp16 under mixed precision: the kernels read them as they are kept).
+  virtual void forward_unit(int unit, TensorIn params) = 0;
 
   /// Loss of the micro-batch (mean over its rows, or its tokens); seeds the backward pass with the
   /// gradient of grad_scale * loss, so backward yields scaled gradients (loss scaling, and 1/k
@@ -104,8 +106,9 @@ class Model {
   /// loss(1.0f).
   float loss() { return loss(1.0f); }
 
-  /// Runs unit `unit` backward, adding its parameter gradients into `grads` (same layout as params).
-  virtual void backward_unit(int unit, std::span<const float> params, std::span<float> grads) = 0;
+  /// Runs unit `unit` backward, adding its parameter gradients into the fp32 `grads` (same layout
+  /// as params).
+  virtual void backward_unit(int unit, TensorIn params, std::span<float> grads) = 0;
 };
 
 }  // namespace zl

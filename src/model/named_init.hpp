@@ -37,12 +37,10 @@ class NamedInitModel final : public Model {
   void init_unit(int unit, std::span<float> flat, std::uint64_t seed) const override;
   std::vector<int> forward_order() const override { return model_.forward_order(); }
   void begin(const Batch& batch) override { model_.begin(batch); }
-  void forward_unit(int unit, std::span<const float> params) override {
-    model_.forward_unit(unit, params);
-  }
+  void forward_unit(int unit, TensorIn params) override { model_.forward_unit(unit, params); }
   using Model::loss;
   float loss(float grad_scale) override { return model_.loss(grad_scale); }
-  void backward_unit(int unit, std::span<const float> params, std::span<float> grads) override {
+  void backward_unit(int unit, TensorIn params, std::span<float> grads) override {
     model_.backward_unit(unit, params, grads);
   }
 

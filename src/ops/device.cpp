@@ -49,6 +49,14 @@ void check_tensor(const char* kernel, const char* what, TensorIn tensor,
   check_elems(kernel, what, static_cast<std::size_t>(tensor.elems), expected_elems);
 }
 
+// Throws zl::Error unless two tensors a kernel reads together (a unit's two tables, a weight and
+// its bias) have one dtype.
+void check_same_dtype(const char* kernel, const char* what, TensorIn tensor, const char* other,
+                      TensorIn other_tensor) {
+  ZL_CHECK(tensor.dtype == other_tensor.dtype, "{}: {} is {} but {} is {}; pass both in one dtype",
+           kernel, what, dtype_name(tensor.dtype), other, dtype_name(other_tensor.dtype));
+}
+
 // True when every tensor is fp32: the call goes to the fp32 do_ kernel.
 bool all_f32(std::initializer_list<TensorIn> tensors) {
   for (const TensorIn& tensor : tensors)
@@ -151,14 +159,18 @@ void Device::cross_entropy_add_forward_backward(TensorIn logits,
   if (grad_scale != 1.0f) scale(dlogits.f32(), grad_scale);
 }
 
-void Device::embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
-                               std::span<const float> wpe, std::span<float> x, std::int64_t batch,
-                               std::int64_t seq_len, std::int64_t channels, std::int64_t vocab) {
+void Device::embedding_forward(std::span<const std::int64_t> tokens, TensorIn wte, TensorIn wpe,
+                               std::span<float> x, std::int64_t batch, std::int64_t seq_len,
+                               std::int64_t channels, std::int64_t vocab) {
   check_elems("embedding_forward", "tokens", tokens.size(), batch * seq_len);
-  check_elems("embedding_forward", "wte", wte.size(), vocab * channels);
-  check_elems("embedding_forward", "wpe", wpe.size(), seq_len * channels);
+  check_tensor("embedding_forward", "wte", wte, vocab * channels);
+  check_tensor("embedding_forward", "wpe", wpe, seq_len * channels);
+  check_same_dtype("embedding_forward", "wte", wte, "wpe", wpe);
   check_elems("embedding_forward", "x", x.size(), batch * seq_len * channels);
-  do_embedding_forward(tokens, wte, wpe, x, batch, seq_len, channels, vocab);
+  if (!all_f32({wte, wpe})) {
+    return do_embedding_forward_typed(tokens, wte, wpe, x, batch, seq_len, channels, vocab);
+  }
+  do_embedding_forward(tokens, wte.f32(), wpe.f32(), x, batch, seq_len, channels, vocab);
 }
 
 void Device::embedding_backward(std::span<const std::int64_t> tokens, std::span<const float> dx,
@@ -171,35 +183,40 @@ void Device::embedding_backward(std::span<const std::int64_t> tokens, std::span<
   do_embedding_backward(tokens, dx, dwte, dwpe, batch, seq_len, channels, vocab);
 }
 
-void Device::layernorm_forward(std::span<const float> x, std::span<const float> weight,
-                               std::span<const float> bias, TensorOut y, std::span<float> mean,
-                               std::span<float> rstd, std::int64_t rows, std::int64_t channels) {
+void Device::layernorm_forward(std::span<const float> x, TensorIn weight, TensorIn bias,
+                               TensorOut y, std::span<float> mean, std::span<float> rstd,
+                               std::int64_t rows, std::int64_t channels) {
   check_elems("layernorm_forward", "x", x.size(), rows * channels);
-  check_elems("layernorm_forward", "weight", weight.size(), channels);
-  check_elems("layernorm_forward", "bias", bias.size(), channels);
+  check_tensor("layernorm_forward", "weight", weight, channels);
+  check_tensor("layernorm_forward", "bias", bias, channels);
+  check_same_dtype("layernorm_forward", "weight", weight, "bias", bias);
   check_tensor("layernorm_forward", "y", y, rows * channels);
   check_elems("layernorm_forward", "mean", mean.size(), rows);
   check_elems("layernorm_forward", "rstd", rstd.size(), rows);
-  if (y.dtype != DType::F32) {
+  if (!all_f32({weight, y})) {
     return do_layernorm_forward_typed(x, weight, bias, y, mean, rstd, rows, channels);
   }
-  do_layernorm_forward(x, weight, bias, y.f32(), mean, rstd, rows, channels);
+  do_layernorm_forward(x, weight.f32(), bias.f32(), y.f32(), mean, rstd, rows, channels);
 }
 
-void Device::layernorm_backward(std::span<const float> x, std::span<const float> weight,
+void Device::layernorm_backward(std::span<const float> x, TensorIn weight,
                                 std::span<const float> mean, std::span<const float> rstd,
                                 std::span<const float> dy, std::span<float> dx,
                                 std::span<float> dweight, std::span<float> dbias, std::int64_t rows,
                                 std::int64_t channels) {
   check_elems("layernorm_backward", "x", x.size(), rows * channels);
-  check_elems("layernorm_backward", "weight", weight.size(), channels);
+  check_tensor("layernorm_backward", "weight", weight, channels);
   check_elems("layernorm_backward", "mean", mean.size(), rows);
   check_elems("layernorm_backward", "rstd", rstd.size(), rows);
   check_elems("layernorm_backward", "dy", dy.size(), rows * channels);
   check_elems("layernorm_backward", "dx", dx.size(), rows * channels);
   check_elems("layernorm_backward", "dweight", dweight.size(), channels);
   check_elems("layernorm_backward", "dbias", dbias.size(), channels);
-  do_layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, rows, channels);
+  if (weight.dtype != DType::F32) {
+    return do_layernorm_backward_typed(x, weight, mean, rstd, dy, dx, dweight, dbias, rows,
+                                       channels);
+  }
+  do_layernorm_backward(x, weight.f32(), mean, rstd, dy, dx, dweight, dbias, rows, channels);
 }
 
 void Device::conv1d_forward(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,

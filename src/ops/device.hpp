@@ -173,11 +173,12 @@ class Device : public Allocator {
   // token-major activations [B, T, C]. ----
 
   /// Token plus position embedding: x[b, t, :] = wte[tokens[b, t], :] + wpe[t, :], with
-  /// tokens [B, T], wte [vocab, C], wpe [T, C] (the first T rows of the model's position table),
-  /// x [B, T, C]. Throws zl::Error naming the row and position of a token outside [0, vocab).
-  void embedding_forward(std::span<const std::int64_t> tokens, std::span<const float> wte,
-                         std::span<const float> wpe, std::span<float> x, std::int64_t batch,
-                         std::int64_t seq_len, std::int64_t channels, std::int64_t vocab);
+  /// tokens [B, T], wte [vocab, C], wpe [T, C] (the first T rows of the model's position table;
+  /// both tables in one dtype), x [B, T, C]. Throws zl::Error naming the row and position of a
+  /// token outside [0, vocab).
+  void embedding_forward(std::span<const std::int64_t> tokens, TensorIn wte, TensorIn wpe,
+                         std::span<float> x, std::int64_t batch, std::int64_t seq_len,
+                         std::int64_t channels, std::int64_t vocab);
 
   /// Given dx [B, T, C]: dwte[tokens[b, t], :] += dx[b, t, :] and dwpe[t, :] += dx[b, t, :], in
   /// the order b = 0.., t = 0.. (a token seen twice gets its two rows added in that order).
@@ -188,20 +189,20 @@ class Device : public Allocator {
   /// LayerNorm over the last axis of x [rows, C] (eps 1e-5, biased variance, as torch):
   /// mean[r] = sum_c x[r, c] / C, rstd[r] = 1 / sqrt(sum_c (x[r, c] - mean[r])^2 / C + eps),
   /// y[r, c] = (x[r, c] - mean[r]) * rstd[r] * weight[c] + bias[c]. mean and rstd [rows] are kept
-  /// for the backward pass.
-  void layernorm_forward(std::span<const float> x, std::span<const float> weight,
-                         std::span<const float> bias, TensorOut y, std::span<float> mean,
-                         std::span<float> rstd, std::int64_t rows, std::int64_t channels);
+  /// for the backward pass. weight and bias are in one dtype.
+  void layernorm_forward(std::span<const float> x, TensorIn weight, TensorIn bias, TensorOut y,
+                         std::span<float> mean, std::span<float> rstd, std::int64_t rows,
+                         std::int64_t channels);
 
   /// Given dy [rows, C], with xhat = (x - mean) * rstd and g = dy * weight:
   /// dx[r, c] += rstd[r] * (g[r, c] - mean_c(g[r, :]) - xhat[r, c] * mean_c(g[r, :] * xhat[r, :])),
   /// dweight[c] += sum_r dy[r, c] * xhat[r, c], dbias[c] += sum_r dy[r, c] (rows in order).
   /// dx is ADDED into: in a pre-LN block the LayerNorm's input is the residual stream, whose
   /// gradient already holds the skip connection's part.
-  void layernorm_backward(std::span<const float> x, std::span<const float> weight,
-                          std::span<const float> mean, std::span<const float> rstd,
-                          std::span<const float> dy, std::span<float> dx, std::span<float> dweight,
-                          std::span<float> dbias, std::int64_t rows, std::int64_t channels);
+  void layernorm_backward(std::span<const float> x, TensorIn weight, std::span<const float> mean,
+                          std::span<const float> rstd, std::span<const float> dy,
+                          std::span<float> dx, std::span<float> dweight, std::span<float> dbias,
+                          std::int64_t rows, std::int64_t channels);
 
   /// Hugging Face's Conv1D, a Linear that stores its weight [in, out]:
   /// y[rows, out] = x[rows, in] * w[in, out] + b[out].
@@ -335,11 +336,21 @@ class Device : public Allocator {
   virtual void do_linear_backward_typed(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
                                         std::span<float> db, std::span<float> dx, std::int64_t rows,
                                         std::int64_t in, std::int64_t out);
-  /// layernorm_forward into a 16-bit y.
-  virtual void do_layernorm_forward_typed(std::span<const float> x, std::span<const float> weight,
-                                          std::span<const float> bias, TensorOut y,
-                                          std::span<float> mean, std::span<float> rstd,
+  /// embedding_forward with 16-bit tables.
+  virtual void do_embedding_forward_typed(std::span<const std::int64_t> tokens, TensorIn wte,
+                                          TensorIn wpe, std::span<float> x, std::int64_t batch,
+                                          std::int64_t seq_len, std::int64_t channels,
+                                          std::int64_t vocab);
+  /// layernorm_forward with a 16-bit tensor.
+  virtual void do_layernorm_forward_typed(std::span<const float> x, TensorIn weight, TensorIn bias,
+                                          TensorOut y, std::span<float> mean, std::span<float> rstd,
                                           std::int64_t rows, std::int64_t channels);
+  /// layernorm_backward with a 16-bit weight.
+  virtual void do_layernorm_backward_typed(std::span<const float> x, TensorIn weight,
+                                           std::span<const float> mean, std::span<const float> rstd,
+                                           std::span<const float> dy, std::span<float> dx,
+                                           std::span<float> dweight, std::span<float> dbias,
+                                           std::int64_t rows, std::int64_t channels);
   /// conv1d_forward with a 16-bit tensor.
   virtual void do_conv1d_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y,
                                        std::int64_t rows, std::int64_t in, std::int64_t out);

@@ -62,13 +62,28 @@ void Device::do_cross_entropy_add_forward_backward_typed(
   store_fp32(dlogits32, dlogits);
 }
 
-void Device::do_layernorm_forward_typed(std::span<const float> x, std::span<const float> weight,
-                                        std::span<const float> bias, TensorOut y,
-                                        std::span<float> mean, std::span<float> rstd,
+void Device::do_embedding_forward_typed(std::span<const std::int64_t> tokens, TensorIn wte,
+                                        TensorIn wpe, std::span<float> x, std::int64_t batch,
+                                        std::int64_t seq_len, std::int64_t channels,
+                                        std::int64_t vocab) {
+  do_embedding_forward(tokens, widened(wte, 0), widened(wpe, 1), x, batch, seq_len, channels,
+                       vocab);
+}
+
+void Device::do_layernorm_forward_typed(std::span<const float> x, TensorIn weight, TensorIn bias,
+                                        TensorOut y, std::span<float> mean, std::span<float> rstd,
                                         std::int64_t rows, std::int64_t channels) {
   const std::span<float> y32 = fp32_target(y, 0);
-  do_layernorm_forward(x, weight, bias, y32, mean, rstd, rows, channels);
+  do_layernorm_forward(x, widened(weight, 1), widened(bias, 2), y32, mean, rstd, rows, channels);
   store_fp32(y32, y);
+}
+
+void Device::do_layernorm_backward_typed(std::span<const float> x, TensorIn weight,
+                                         std::span<const float> mean, std::span<const float> rstd,
+                                         std::span<const float> dy, std::span<float> dx,
+                                         std::span<float> dweight, std::span<float> dbias,
+                                         std::int64_t rows, std::int64_t channels) {
+  do_layernorm_backward(x, widened(weight, 0), mean, rstd, dy, dx, dweight, dbias, rows, channels);
 }
 
 void Device::do_conv1d_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y,

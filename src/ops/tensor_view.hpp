@@ -41,6 +41,15 @@ struct TensorIn {
 
   /// True when there are no elements.
   bool empty() const { return elems == 0; }
+  /// Elements [offset, offset + count), in the same dtype; throws zl::Error past the end.
+  TensorIn subspan(std::int64_t offset, std::int64_t count) const {
+    ZL_CHECK(offset >= 0 && count >= 0 && offset + count <= elems,
+             "elements [{}, {}) of a tensor of {}: slice within it", offset, offset + count, elems);
+    return {static_cast<const char*>(data) + offset * static_cast<std::int64_t>(dtype_bytes(dtype)),
+            count, dtype};
+  }
+  /// The first `count` elements.
+  TensorIn first(std::int64_t count) const { return subspan(0, count); }
   /// The fp32 elements; throws zl::Error for another dtype.
   std::span<const float> f32() const {
     ZL_CHECK(dtype == DType::F32, "a {} tensor read as fp32", dtype_name(dtype));

@@ -1,6 +1,7 @@
 // offload_memory_test.cpp — what offload_param does to the device and host peaks of the memory
 // ledger: at ZeRO-3 the device peak drops by exactly the parameter shard bytes the host peak
-// gains, and the results stay bitwise the same; and what the NVMe tier keeps on disk.
+// gains, less the one shard staged for a gather, and the results stay bitwise the same; and what
+// the NVMe tier keeps on disk.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,11 +18,11 @@ namespace {
 
 // Why it is exact here: the parameter shards (params, booked for the whole run) move from the
 // device to the host, and the only device memory offload adds is the staging buffer of one unit's
-// shard, alive only inside that unit's gather. The device peak is reached in backward (the
-// gathered unit, its full gradient, activations and the other units' shards), where no staging
-// buffer is alive; each gather's moment is below it, since it holds one shard of staging where
-// backward holds a full gradient buffer of the same dtype (W times larger). Nothing else is on
-// the host (no offload_optimizer, no CPU checkpointing), so the host peak is the shards alone.
+// shard, alive only inside that unit's gather. The device peak is reached in backward, at the
+// largest unit: its full fp32 gradient buffer is booked before its parameters are gathered, and
+// the visit computes with the gathered bf16 unit as it is. With offload that unit's gather also
+// holds its staged shard, so the peak drops by every shard but that one. Nothing else is on the
+// host (no offload_optimizer, no CPU checkpointing), so the host peak is the shards alone.
 TEST(OffloadMemory, OffloadParamMovesTheShardBytesFromTheDevicePeakToTheHostPeak) {
   for (const int world : {1, 2, 3, 4}) {
     TrainConfig config = small_config();
@@ -33,16 +34,20 @@ TEST(OffloadMemory, OffloadParamMovesTheShardBytesFromTheDevicePeakToTheHostPeak
     const TrainResult offloaded = train(config);
     EXPECT_FALSE(first_difference(offloaded, on_device)) << "W=" << world;
     std::int64_t shard_bytes = 0;  // bf16 shards of every unit (none is persistent)
-    for (const auto& unit : offloaded.layout) shard_bytes += 2 * unit.shard_elems;
+    std::int64_t staged_bytes = 0;  // the largest unit's bf16 shard, staged for its gather
+    for (const auto& unit : offloaded.layout) {
+      shard_bytes += 2 * unit.shard_elems;
+      staged_bytes = std::max(staged_bytes, 2 * unit.shard_elems);
+    }
     for (int r = 0; r < world; ++r) {
       const MemoryLedger& before = on_device.ranks[r].memory;
       const MemoryLedger& after = offloaded.ranks[r].memory;
       EXPECT_EQ(before.host_peak_bytes(), 0) << "W=" << world << " rank " << r;
       EXPECT_EQ(after.host_peak_bytes(), shard_bytes) << "W=" << world << " rank " << r;
-      EXPECT_EQ(before.device_peak_bytes() - after.device_peak_bytes(), shard_bytes)
+      EXPECT_EQ(before.device_peak_bytes() - after.device_peak_bytes(), shard_bytes - staged_bytes)
           << "W=" << world << " rank " << r;
-      // The totals: what left the device is on the host, so the total peak stays.
-      EXPECT_EQ(after.total_peak_bytes(), before.total_peak_bytes())
+      // The totals: what left the device is on the host, and the staged copy is on both.
+      EXPECT_EQ(after.total_peak_bytes(), before.total_peak_bytes() + staged_bytes)
           << "W=" << world << " rank " << r;
     }
   }

@@ -1,8 +1,9 @@
 // typed_kernels_gpu_test.cpp — the CUDA device's kernels on 16-bit tensors (ops/tensor_view.hpp)
 // keep Device's contract: with bf16 GEMMs on (as --bf16 runs) its own bf16 paths (operands to the
 // tensor cores as kept, outputs rounded as written, LayerNorm, GELU and the fast attention on
-// bf16) give the bits of its fp32 paths on the widened values, output rounded once; with them
-// off, and for fp16, Device's default does. The default's scratch is counted by the memory check.
+// bf16, the embedding and LayerNorm on bf16 parameters) give the bits of its fp32 paths on the
+// widened values, output rounded once; with them off, and for fp16, Device's default does. The
+// default's scratch is counted by the memory check.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -25,6 +26,8 @@ TEST(GpuTypedKernels, SixteenBitTensorsGiveTheFp32PathsBitsRoundedOnce) {
       test::check_cross_entropy(gpu, dtype);
       // Head size 16 (the fast kernels' with bf16 GEMMs), two query tiles, one partial.
       test::check_block_kernels(gpu, dtype, 2, 100, 64, 4);
+      // The embedding's bf16 tables and LayerNorm's bf16 weight and bias, read as kept.
+      test::check_parameter_kernels(gpu, dtype, 2, 100, 64);
     }
   }
   gpu.check_memory_ledger();

@@ -1,7 +1,8 @@
 // typed_kernels_test.cpp — the Device kernels on 16-bit tensors (ops/tensor_view.hpp): each gives
 // the bits of the fp32 kernel on the widened inputs, its 16-bit output rounded once to nearest
-// even, on the CPU device and on the detached one (whose scratch must be device memory); the
-// scratch is not booked in the ledger; a tensor of another dtype is a one-line error.
+// even, on the CPU device and on the detached one (whose scratch must be device memory), with
+// 16-bit activations and 16-bit parameters; the scratch is not booked in the ledger; a tensor of
+// another dtype, or a weight and bias of two, is a one-line error.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -60,6 +61,14 @@ TEST_P(TypedKernels, LayerNormGeluAndAttentionGiveTheFp32KernelsBitsRoundedOnce)
   }
 }
 
+TEST_P(TypedKernels, SixteenBitParametersGiveTheFp32KernelsBits) {
+  const auto device = GetParam().make();
+  for (const DType dtype : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    test::check_parameter_kernels(*device, dtype, 2, 5, 8);
+  }
+}
+
 TEST_P(TypedKernels, ATensorOfAnotherDtypeIsAOneLineError) {
   const auto device = GetParam().make();
   Buffer ids = device->alloc(MemCategory::Activations, DType::I64, {kRows * kIn});
@@ -76,6 +85,19 @@ TEST_P(TypedKernels, ATensorOfAnotherDtypeIsAOneLineError) {
   Buffer short_w = device->alloc(MemCategory::Activations, DType::BF16, {kIn * kOut - 1});
   Buffer x = device->alloc(MemCategory::Activations, DType::BF16, {kRows * kIn});
   EXPECT_THROW(device->conv1d_forward(x, short_w, b, y, kRows, kIn, kOut), Error);
+  // A unit's tensors read together come in one dtype.
+  Buffer x32 = device->alloc(MemCategory::Activations, DType::F32, {kRows * kIn});
+  Buffer gamma = device->alloc(MemCategory::Activations, DType::BF16, {kIn});
+  Buffer beta = device->alloc(MemCategory::Activations, DType::F32, {kIn});
+  Buffer stats = device->alloc(MemCategory::Activations, DType::F32, {kRows});
+  try {
+    device->layernorm_forward(x32.as<float>(), gamma, beta, x32, stats.as<float>(),
+                              stats.as<float>(), kRows, kIn);
+    FAIL() << "a bf16 weight with an fp32 bias was taken";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(),
+                 "layernorm_forward: weight is bf16 but bias is fp32; pass both in one dtype");
+  }
   // A gradient written over logits of another dtype would be half written: refused.
   Buffer logits = device->alloc(MemCategory::Activations, DType::F32, {2 * 4});
   Buffer labels = device->alloc(MemCategory::Activations, DType::I64, {2});

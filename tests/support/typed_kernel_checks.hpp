@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -193,6 +194,61 @@ inline void check_block_kernels(Device& device, DType dtype, std::int64_t B, std
   device.attention_backward(qkv32, stats.as<float>(), out32, dout.as<float>(), dqkv_ref.as<float>(),
                             B, T, C, H);
   EXPECT_EQ(bits_of(download_widened(device, dqkv)), bits_of(download_widened(device, dqkv_ref)));
+}
+
+// The kernels that read a 16-bit unit's parameters as they are kept: the embedding's tables, and
+// LayerNorm's weight and bias forward (into an fp32 y, and into a y of `dtype`) and weight
+// backward, against the fp32 kernels on the same values; B sequences of T tokens, C channels.
+inline void check_parameter_kernels(Device& device, DType dtype, std::int64_t B, std::int64_t T,
+                                    std::int64_t C) {
+  const std::int64_t N = B * T, vocab = 11;
+  auto zeros = [&](std::int64_t elems, DType type = DType::F32) {
+    return device.alloc(MemCategory::Activations, type, {elems});
+  };
+  auto both = [&](std::int64_t elems, std::uint32_t seed) {
+    const auto values = representable(random_values(static_cast<std::size_t>(elems), seed), dtype);
+    return std::pair{upload_as(device, values, dtype), upload_as(device, values, DType::F32)};
+  };
+  // Embedding: x = wte[token] + wpe[t], the tables 16-bit.
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(N));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>((i * 7) % vocab);
+  Buffer tokens = device.alloc(MemCategory::Activations, DType::I64, {N});
+  device.copy_from_host(tokens.data(), ids.data(), ids.size() * sizeof(std::int64_t));
+  const auto [wte16, wte32] = both(vocab * C, 20);
+  const auto [wpe16, wpe32] = both(T * C, 21);
+  Buffer x = zeros(N * C), x_ref = zeros(N * C);
+  device.embedding_forward(tokens.as<std::int64_t>(), wte16, wpe16, x.as<float>(), B, T, C, vocab);
+  device.embedding_forward(tokens.as<std::int64_t>(), wte32, wpe32, x_ref.as<float>(), B, T, C,
+                           vocab);
+  EXPECT_EQ(bits_of(download_widened(device, x)), bits_of(download_widened(device, x_ref)));
+
+  // LayerNorm forward with a 16-bit weight and bias, into an fp32 y and into a 16-bit one.
+  const auto [weight16, weight32] = both(C, 22);
+  const auto [bias16, bias32] = both(C, 23);
+  Buffer mean = zeros(N), rstd = zeros(N), mean_ref = zeros(N), rstd_ref = zeros(N);
+  for (const DType y_dtype : {DType::F32, dtype}) {
+    SCOPED_TRACE(std::string("y in ") + std::string(dtype_name(y_dtype)));
+    Buffer y = zeros(N * C, y_dtype), y_ref = zeros(N * C);
+    device.layernorm_forward(x.as<float>(), weight16, bias16, y, mean.as<float>(), rstd.as<float>(),
+                             N, C);
+    device.layernorm_forward(x.as<float>(), weight32, bias32, y_ref, mean_ref.as<float>(),
+                             rstd_ref.as<float>(), N, C);
+    EXPECT_EQ(bits_of(download_widened(device, y)),
+              bits_of(representable(download_widened(device, y_ref), y_dtype)));
+    EXPECT_EQ(bits_of(download_widened(device, rstd)), bits_of(download_widened(device, rstd_ref)));
+  }
+  // LayerNorm backward with a 16-bit weight: dx added into, dweight and dbias summed.
+  Buffer dy = upload_as(device, random_values(N * C, 24), DType::F32);
+  Buffer dx = zeros(N * C), dw = zeros(C), db = zeros(C);
+  Buffer dx_ref = zeros(N * C), dw_ref = zeros(C), db_ref = zeros(C);
+  device.layernorm_backward(x.as<float>(), weight16, mean.as<float>(), rstd.as<float>(),
+                            dy.as<float>(), dx.as<float>(), dw.as<float>(), db.as<float>(), N, C);
+  device.layernorm_backward(x.as<float>(), weight32, mean.as<float>(), rstd.as<float>(),
+                            dy.as<float>(), dx_ref.as<float>(), dw_ref.as<float>(),
+                            db_ref.as<float>(), N, C);
+  EXPECT_EQ(bits_of(download_widened(device, dx)), bits_of(download_widened(device, dx_ref)));
+  EXPECT_EQ(bits_of(download_widened(device, dw)), bits_of(download_widened(device, dw_ref)));
+  EXPECT_EQ(bits_of(download_widened(device, db)), bits_of(download_widened(device, db_ref)));
 }
 
 }  // namespace zl::test

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "run/compare.hpp"
 
@@ -63,6 +64,20 @@ const std::vector<double>& ParameterViews::norms_of(int rank) const {
   return norms_[static_cast<std::size_t>(rank)];
 }
 
+std::vector<float> RecordingModel::host_fp32(TensorIn params) {
+  // The graded ranks run on CPU devices: their memory is the host's.
+  std::vector<float> values(static_cast<std::size_t>(params.elems));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (params.dtype == DType::F32) {
+      values[i] = static_cast<const float*>(params.data)[i];
+      continue;
+    }
+    const std::uint16_t bits = static_cast<const std::uint16_t*>(params.data)[i];
+    values[i] = params.dtype == DType::BF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+  }
+  return values;
+}
+
 void RecordingModel::at_step(std::int64_t step) {
   step_ = step;
   micro_batches_ = 0;
@@ -73,14 +88,13 @@ void RecordingModel::begin(const Batch& batch) {
   inner_.begin(batch);
 }
 
-void RecordingModel::forward_unit(int unit, std::span<const float> params) {
+void RecordingModel::forward_unit(int unit, TensorIn params) {
   check_gathered(unit, /*backward=*/false);
   record(unit, /*backward=*/false, params);
   inner_.forward_unit(unit, params);
 }
 
-void RecordingModel::backward_unit(int unit, std::span<const float> params,
-                                   std::span<float> grads) {
+void RecordingModel::backward_unit(int unit, TensorIn params, std::span<float> grads) {
   check_gathered(unit, /*backward=*/true);
   record(unit, /*backward=*/true, params);
   inner_.backward_unit(unit, params, grads);
@@ -105,13 +119,13 @@ void RecordingModel::check_gathered(int unit, bool backward) const {
             "gathered twice)");
 }
 
-void RecordingModel::record(int unit, bool backward, std::span<const float> params) {
+void RecordingModel::record(int unit, bool backward, TensorIn params) {
   ++visits_;
   views_.record(rank_, {.step = step_,
                         .micro_batch = micro_batches_ - 1,
                         .unit = unit,
                         .backward = backward,
-                        .params = {params.begin(), params.end()},
+                        .params = host_fp32(params),
                         .gathered_bytes = device_.ledger().current_bytes(MemCategory::Gathered)});
 }
 

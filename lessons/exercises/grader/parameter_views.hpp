@@ -25,7 +25,7 @@ struct ParameterVisit {
   int micro_batch = 0;    ///< 0-based within the step
   int unit = 0;
   bool backward = false;
-  std::vector<float> params;        ///< the unit's numel parameters, as the model received them
+  std::vector<float> params;  ///< the unit's numel parameters, as the model received them, in fp32
   std::int64_t gathered_bytes = 0;  ///< the rank's MemCategory::Gathered bytes during the visit
 };
 
@@ -79,14 +79,16 @@ class RecordingModel final : public Model {
     inner_.init_unit(unit, flat, seed);
   }
   void begin(const Batch& batch) override;
-  void forward_unit(int unit, std::span<const float> params) override;
+  void forward_unit(int unit, TensorIn params) override;
   float loss(float grad_scale) override { return inner_.loss(grad_scale); }
-  void backward_unit(int unit, std::span<const float> params, std::span<float> grads) override;
+  void backward_unit(int unit, TensorIn params, std::span<float> grads) override;
 
  private:
   // Throws when the visit about to run holds other gathered bytes than `expected_` says.
   void check_gathered(int unit, bool backward) const;
-  void record(int unit, bool backward, std::span<const float> params);
+  void record(int unit, bool backward, TensorIn params);
+  // The parameters a visit got, widened to fp32 on the host (exact).
+  static std::vector<float> host_fp32(TensorIn params);
 
   Model& inner_;
   const Device& device_;

@@ -467,11 +467,15 @@ void CudaDevice::do_layernorm_backward(std::span<const float> x, std::span<const
                                        std::span<float> dweight, std::span<float> dbias,
                                        std::int64_t rows, std::int64_t channels) {
   select();
-  check_column_sum_rows(rows);
-  auto* partials = static_cast<double*>(sums_scratch(
-      static_cast<std::size_t>(2 * column_sum_chunks(rows) * channels) * sizeof(double)));
   cuda::layernorm_backward(x.data(), weight.data(), mean.data(), rstd.data(), dy.data(), dx.data(),
-                           dweight.data(), dbias.data(), partials, rows, channels, stream_);
+                           dweight.data(), dbias.data(), layernorm_partials(rows, channels), rows,
+                           channels, stream_);
+}
+
+double* CudaDevice::layernorm_partials(std::int64_t rows, std::int64_t channels) {
+  check_column_sum_rows(rows);
+  return static_cast<double*>(sums_scratch(
+      static_cast<std::size_t>(2 * column_sum_chunks(rows) * channels) * sizeof(double)));
 }
 
 void CudaDevice::column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols) {

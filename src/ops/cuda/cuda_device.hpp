@@ -236,10 +236,20 @@ class CudaDevice final : public Device {
   void do_linear_backward_typed(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
                                 std::span<float> db, std::span<float> dx, std::int64_t rows,
                                 std::int64_t in, std::int64_t out) override;
-  void do_layernorm_forward_typed(std::span<const float> x, std::span<const float> weight,
-                                  std::span<const float> bias, TensorOut y, std::span<float> mean,
-                                  std::span<float> rstd, std::int64_t rows,
-                                  std::int64_t channels) override;
+  /// bf16 tables read as they are kept.
+  void do_embedding_forward_typed(std::span<const std::int64_t> tokens, TensorIn wte, TensorIn wpe,
+                                  std::span<float> x, std::int64_t batch, std::int64_t seq_len,
+                                  std::int64_t channels, std::int64_t vocab) override;
+  /// bf16 weight and bias, and a bf16 or fp32 y (or fp32 weights and a bf16 y).
+  void do_layernorm_forward_typed(std::span<const float> x, TensorIn weight, TensorIn bias,
+                                  TensorOut y, std::span<float> mean, std::span<float> rstd,
+                                  std::int64_t rows, std::int64_t channels) override;
+  /// A bf16 weight read as it is kept.
+  void do_layernorm_backward_typed(std::span<const float> x, TensorIn weight,
+                                   std::span<const float> mean, std::span<const float> rstd,
+                                   std::span<const float> dy, std::span<float> dx,
+                                   std::span<float> dweight, std::span<float> dbias,
+                                   std::int64_t rows, std::int64_t channels) override;
   void do_conv1d_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
                                std::int64_t in, std::int64_t out) override;
   void do_conv1d_backward_typed(TensorIn x, TensorIn w, std::span<const float> dy,
@@ -325,6 +335,9 @@ class CudaDevice final : public Device {
   void* grown(void*& buffer, std::size_t& buffer_bytes, std::size_t bytes);
   // db += the column sums of dy [rows, cols] (cuda::add_column_sums, through sums_scratch).
   void column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols);
+  // LayerNorm backward's dweight and dbias chunk partials, 2 * column_sum_chunks(rows) * channels
+  // doubles of sums_scratch, once the rows fit one launch.
+  double* layernorm_partials(std::int64_t rows, std::int64_t channels);
   // ---- the checks kernels make on the device (cuda_device_checks.cpp): a label or token out of
   // range is flagged in a slot of check_flags_, read at the next host wait, so no kernel makes
   // the host wait to see it ----

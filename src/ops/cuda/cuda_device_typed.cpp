@@ -31,12 +31,18 @@ void CudaDevice::bf16_forward(bool conv1d, TensorIn x, TensorIn w, TensorIn b, T
   // y [rows, out] = x w (Conv1D's w stored [in, out]) or x w^T (Linear's, [out, in])
   const std::span<float> y32 = fp32_target(y, 3);
   matmul_bf16(false, !conv1d, rows, out, in, x16, w16, y32.data(), 0.0f);
-  const std::span<const float> b32 = widened(b, 2);
-  if (y.dtype == DType::BF16) {
-    return cuda::add_bias_round_rows(y32.data(), b32.empty() ? nullptr : b32.data(),
-                                     static_cast<std::uint16_t*>(y.data), rows, out, stream_);
+  // A bias is read as it is kept (fp32, or a 16-bit unit's bf16).
+  auto* y16 = static_cast<std::uint16_t*>(y.data);
+  if (b.dtype == DType::BF16) {
+    if (y.dtype == DType::BF16) {
+      return cuda::add_bias_round_rows(y32.data(), bf16_data(b), y16, rows, out, stream_);
+    }
+    return cuda::add_bias_rows(y32.data(), bf16_data(b), rows, out, stream_);
   }
-  if (!b32.empty()) cuda::add_bias_rows(y32.data(), b32.data(), rows, out, stream_);
+  const float* b32 = b.empty() ? nullptr : b.f32().data();
+  if (y.dtype == DType::BF16)
+    return cuda::add_bias_round_rows(y32.data(), b32, y16, rows, out, stream_);
+  if (b32 != nullptr) cuda::add_bias_rows(y32.data(), b32, rows, out, stream_);
 }
 
 void CudaDevice::bf16_backward(bool conv1d, TensorIn x, TensorIn w, TensorIn dy,
@@ -92,16 +98,56 @@ void CudaDevice::do_conv1d_backward_typed(TensorIn x, TensorIn w, std::span<cons
   bf16_backward(true, x, w, dy, dw, db, dx, rows, in, out);
 }
 
-void CudaDevice::do_layernorm_forward_typed(std::span<const float> x, std::span<const float> weight,
-                                            std::span<const float> bias, TensorOut y,
-                                            std::span<float> mean, std::span<float> rstd,
-                                            std::int64_t rows, std::int64_t channels) {
-  if (y.dtype != DType::BF16) {
+void CudaDevice::do_embedding_forward_typed(std::span<const std::int64_t> tokens, TensorIn wte,
+                                            TensorIn wpe, std::span<float> x, std::int64_t batch,
+                                            std::int64_t seq_len, std::int64_t channels,
+                                            std::int64_t vocab) {
+  if (wte.dtype != DType::BF16) {
+    return Device::do_embedding_forward_typed(tokens, wte, wpe, x, batch, seq_len, channels, vocab);
+  }
+  select();
+  cuda::embedding_forward(
+      tokens.data(), bf16_data(wte), bf16_data(wpe), x.data(), batch, seq_len, channels, vocab,
+      check_slot({"embedding_forward", tokens.data(), seq_len, vocab}), stream_);
+}
+
+void CudaDevice::do_layernorm_forward_typed(std::span<const float> x, TensorIn weight,
+                                            TensorIn bias, TensorOut y, std::span<float> mean,
+                                            std::span<float> rstd, std::int64_t rows,
+                                            std::int64_t channels) {
+  const bool bf16_params = weight.dtype == DType::BF16;
+  if ((!bf16_params && weight.dtype != DType::F32) ||
+      (y.dtype != DType::BF16 && y.dtype != DType::F32)) {
     return Device::do_layernorm_forward_typed(x, weight, bias, y, mean, rstd, rows, channels);
   }
   select();
-  cuda::layernorm_forward(x.data(), weight.data(), bias.data(), static_cast<std::uint16_t*>(y.data),
-                          mean.data(), rstd.data(), rows, channels, stream_);
+  auto* y16 = static_cast<std::uint16_t*>(y.data);
+  if (!bf16_params) {  // fp32 weights: y is the 16-bit one
+    return cuda::layernorm_forward(x.data(), weight.f32().data(), bias.f32().data(), y16,
+                                   mean.data(), rstd.data(), rows, channels, stream_);
+  }
+  if (y.dtype == DType::BF16) {
+    return cuda::layernorm_forward(x.data(), bf16_data(weight), bf16_data(bias), y16, mean.data(),
+                                   rstd.data(), rows, channels, stream_);
+  }
+  cuda::layernorm_forward(x.data(), bf16_data(weight), bf16_data(bias), y.f32().data(), mean.data(),
+                          rstd.data(), rows, channels, stream_);
+}
+
+void CudaDevice::do_layernorm_backward_typed(std::span<const float> x, TensorIn weight,
+                                             std::span<const float> mean,
+                                             std::span<const float> rstd, std::span<const float> dy,
+                                             std::span<float> dx, std::span<float> dweight,
+                                             std::span<float> dbias, std::int64_t rows,
+                                             std::int64_t channels) {
+  if (weight.dtype != DType::BF16) {
+    return Device::do_layernorm_backward_typed(x, weight, mean, rstd, dy, dx, dweight, dbias, rows,
+                                               channels);
+  }
+  select();
+  cuda::layernorm_backward(x.data(), bf16_data(weight), mean.data(), rstd.data(), dy.data(),
+                           dx.data(), dweight.data(), dbias.data(),
+                           layernorm_partials(rows, channels), rows, channels, stream_);
 }
 
 void CudaDevice::do_gelu_tanh_forward_typed(TensorIn x, TensorOut y) {

@@ -1,19 +1,18 @@
 // cuda_kernels.cu — the CUDA Device's kernels besides the GEMMs and attention: bias and bias
 // gradient, GELU (erf, and tanh through ops/gelu_tanh.hpp, the CPU's own code), cross-entropy,
-// embeddings, LayerNorm. Each mirrors its CPU twin
+// LayerNorm. Each mirrors its CPU twin
 // (ops/cpu/*.cpp): where the CPU sums in double, so does the kernel, and elementwise results are
 // computed in double and rounded once. What differs is only the order of block-wide sums (a tree,
 // not a loop); sums that must match the CPU's order keep it: bias and LayerNorm weight and bias
 // gradients in ops/column_sums.hpp's chunks (a block per chunk of rows and tile of columns, then
-// the chunks in order), the token embedding's gradient a token's rows in order
-// (cuda_embedding.cuh), the position embedding's one thread per column.
+// the chunks in order). A bias or a LayerNorm's weight and bias may be read in bf16 (a 16-bit
+// unit's parameters, as they are kept). The embeddings are in cuda_embedding.cu.
 #include <cstdint>
 #include <numbers>
 
 #include "ops/column_sums.hpp"
 #include "ops/cuda/cuda_check.hpp"
-#include "ops/cuda/cuda_dtype.cuh"
-#include "ops/cuda/cuda_embedding.cuh"
+#include "ops/cuda/cuda_elements.cuh"
 #include "ops/cuda/cuda_kernels.hpp"
 #include "ops/cuda/cuda_reduce_block.cuh"
 #include "ops/gelu_tanh.hpp"
@@ -28,39 +27,21 @@ constexpr double kLayerNormEps = 1e-5;
 constexpr double kInvSqrt2 = 1.0 / std::numbers::sqrt2;
 constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
 
-__device__ std::int64_t global_index() {
-  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ std::int64_t global_stride() {
-  return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-}
-
-// An activation element read in fp32 (bf16 widened exactly) and written from fp32 (bf16 rounded
-// to nearest even): the bits of the fp32 kernel followed by Device::convert.
-__device__ inline float get(const float* p) {
-  return *p;
-}
-__device__ inline float get(const std::uint16_t* p) {
-  return from_bf16(*p);
-}
-__device__ inline void put(float* p, float value) {
-  *p = value;
-}
-__device__ inline void put(std::uint16_t* p, float value) {
-  *p = to_bf16(value);
-}
-
 // ---- bias ----
 
-__global__ void add_bias_rows_kernel(float* y, const float* b, std::int64_t rows,
+template <class Bias>
+__global__ void add_bias_rows_kernel(float* y, const Bias* b, std::int64_t rows,
                                      std::int64_t cols) {
-  for (std::int64_t i = global_index(); i < rows * cols; i += global_stride()) y[i] += b[i % cols];
+  for (std::int64_t i = global_index(); i < rows * cols; i += global_stride()) {
+    y[i] += get(b + i % cols);
+  }
 }
 
-__global__ void add_bias_round_rows_kernel(const float* y, const float* b, std::uint16_t* out,
+template <class Bias>
+__global__ void add_bias_round_rows_kernel(const float* y, const Bias* b, std::uint16_t* out,
                                            std::int64_t rows, std::int64_t cols) {
   for (std::int64_t i = global_index(); i < rows * cols; i += global_stride()) {
-    out[i] = to_bf16(b == nullptr ? y[i] : y[i] + b[i % cols]);
+    out[i] = to_bf16(b == nullptr ? y[i] : y[i] + get(b + i % cols));
   }
 }
 
@@ -199,53 +180,10 @@ __global__ void add_row_losses_kernel(const double* row_losses, std::int64_t row
   loss_sum[0] = loss_sum[0] + sum;
 }
 
-// ---- embeddings: tokens [B, T] (N = B*T rows), wte [vocab, C], wpe [T, C], x [N, C] ----
-
-__global__ void embedding_forward_kernel(const std::int64_t* tokens, const float* wte,
-                                         const float* wpe, float* x, std::int64_t rows,
-                                         std::int64_t seq_len, std::int64_t channels,
-                                         std::int64_t vocab, unsigned long long* bad_index) {
-  for (std::int64_t i = global_index(); i < rows * channels; i += global_stride()) {
-    const std::int64_t n = i / channels, c = i % channels;
-    const std::int64_t token = tokens[n];
-    if (token < 0 || token >= vocab) {
-      atomicMin(bad_index, static_cast<unsigned long long>(n));
-      continue;
-    }
-    x[i] = wte[token * channels + c] + wpe[(n % seq_len) * channels + c];
-  }
-}
-
-__global__ void check_tokens_kernel(const std::int64_t* tokens, std::int64_t rows,
-                                    std::int64_t vocab, unsigned long long* bad_index) {
-  for (std::int64_t n = global_index(); n < rows; n += global_stride()) {
-    if (tokens[n] < 0 || tokens[n] >= vocab)
-      atomicMin(bad_index, static_cast<unsigned long long>(n));
-  }
-}
-
-// dwte: one thread per channel walks all N rows in order, so repeated tokens add in the CPU's
-// order (b = 0.., t = 0..). Parallel only over C: simple, and exact, not fast.
-
-// dwpe [T, C]: one thread per (t, c) adds the B rows of position t in order b = 0...
-__global__ void embedding_backward_positions_kernel(const std::int64_t* tokens, const float* dx,
-                                                    float* dwpe, std::int64_t batch,
-                                                    std::int64_t seq_len, std::int64_t channels,
-                                                    std::int64_t vocab) {
-  for (std::int64_t i = global_index(); i < seq_len * channels; i += global_stride()) {
-    const std::int64_t t = i / channels, c = i % channels;
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const std::int64_t n = b * seq_len + t;
-      if (tokens[n] < 0 || tokens[n] >= vocab) continue;
-      dwpe[i] += dx[n * channels + c];
-    }
-  }
-}
-
 // ---- LayerNorm over rows of x [rows, C] ----
 
-template <class Out>
-__global__ void layernorm_forward_kernel(const float* x, const float* weight, const float* bias,
+template <class Param, class Out>
+__global__ void layernorm_forward_kernel(const float* x, const Param* weight, const Param* bias,
                                          Out* y, float* mean, float* rstd, std::int64_t channels) {
   __shared__ double partials[32];
   const std::int64_t r = blockIdx.x;
@@ -271,11 +209,12 @@ __global__ void layernorm_forward_kernel(const float* x, const float* weight, co
   Out* out = y + r * channels;
   for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
     const double xhat = (static_cast<double>(in[c]) - mean_f) * rstd_f;
-    put(out + c, static_cast<float>(xhat * weight[c] + bias[c]));
+    put(out + c, static_cast<float>(xhat * get(weight + c) + get(bias + c)));
   }
 }
 
-__global__ void layernorm_backward_dx_kernel(const float* x, const float* weight, const float* mean,
+template <class Param>
+__global__ void layernorm_backward_dx_kernel(const float* x, const Param* weight, const float* mean,
                                              const float* rstd, const float* dy, float* dx,
                                              std::int64_t channels) {
   __shared__ double partials[32];
@@ -290,7 +229,7 @@ __global__ void layernorm_backward_dx_kernel(const float* x, const float* weight
   double local_g = 0.0, local_g_xhat = 0.0;
   for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
     const double xhat = (in[c] - row_mean) * row_rstd;
-    const double g = static_cast<double>(grad_out[c]) * weight[c];
+    const double g = static_cast<double>(grad_out[c]) * get(weight + c);
     local_g += g;
     local_g_xhat += g * xhat;
   }
@@ -298,7 +237,7 @@ __global__ void layernorm_backward_dx_kernel(const float* x, const float* weight
   const double g_xhat_mean = block_sum(local_g_xhat, partials) / count;
   for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
     const double xhat = (in[c] - row_mean) * row_rstd;
-    const double g = static_cast<double>(grad_out[c]) * weight[c];
+    const double g = static_cast<double>(grad_out[c]) * get(weight + c);
     grad_in[c] = static_cast<float>(grad_in[c] + (g - g_mean - xhat * g_xhat_mean) * row_rstd);
   }
 }
@@ -337,6 +276,38 @@ __global__ void layernorm_backward_params_kernel(const float* x, const float* me
   }
 }
 
+template <class Param, class Out>
+void launch_layernorm_forward(const float* x, const Param* weight, const Param* bias, Out* y,
+                              float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
+                              cudaStream_t stream) {
+  if (rows == 0) return;
+  layernorm_forward_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
+      x, weight, bias, y, mean, rstd, channels);
+  cuda_check_launch("layernorm_forward");
+}
+
+template <class Param>
+void launch_layernorm_backward(const float* x, const Param* weight, const float* mean,
+                               const float* rstd, const float* dy, float* dx, float* dweight,
+                               float* dbias, double* partials, std::int64_t rows,
+                               std::int64_t channels, cudaStream_t stream) {
+  if (rows == 0 || channels == 0) return;
+  layernorm_backward_dx_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
+      x, weight, mean, rstd, dy, dx, channels);
+  cuda_check_launch("layernorm_backward (dx)");
+  const std::int64_t chunks = column_sum_chunks(rows);
+  layernorm_backward_params_kernel<<<dim3(blocks_covering(channels, kTileCols),
+                                          static_cast<unsigned>(chunks)),
+                                     kTileThreads, 0, stream>>>(x, mean, rstd, dy, partials, rows,
+                                                                channels);
+  cuda_check_launch("layernorm_backward (dweight, dbias chunks)");
+  add_chunk_sums_kernel<double>
+      <<<grid_for(channels, kThreads), kThreads, 0, stream>>>(partials, chunks, dweight, channels);
+  add_chunk_sums_kernel<double><<<grid_for(channels, kThreads), kThreads, 0, stream>>>(
+      partials + chunks * channels, chunks, dbias, channels);
+  cuda_check_launch("layernorm_backward (dweight, dbias)");
+}
+
 }  // namespace
 
 void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t cols,
@@ -346,12 +317,27 @@ void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t col
   cuda_check_launch("add_bias_rows");
 }
 
+void add_bias_rows(float* y, const std::uint16_t* b, std::int64_t rows, std::int64_t cols,
+                   cudaStream_t stream) {
+  if (rows * cols == 0) return;
+  add_bias_rows_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, b, rows, cols);
+  cuda_check_launch("add_bias_rows (bf16 bias)");
+}
+
 void add_bias_round_rows(const float* y, const float* b, std::uint16_t* out, std::int64_t rows,
                          std::int64_t cols, cudaStream_t stream) {
   if (rows * cols == 0) return;
   add_bias_round_rows_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, b, out,
                                                                                        rows, cols);
   cuda_check_launch("add_bias_round_rows");
+}
+
+void add_bias_round_rows(const float* y, const std::uint16_t* b, std::uint16_t* out,
+                         std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+  if (rows * cols == 0) return;
+  add_bias_round_rows_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, b, out,
+                                                                                       rows, cols);
+  cuda_check_launch("add_bias_round_rows (bf16 bias)");
 }
 
 void add_column_sums(const float* dy, float* db, float* partials, std::int64_t rows,
@@ -433,76 +419,44 @@ void add_row_losses(const double* row_losses, std::int64_t rows, double* loss_su
   cuda_check_launch("cross_entropy (loss sum)");
 }
 
-void embedding_forward(const std::int64_t* tokens, const float* wte, const float* wpe, float* x,
-                       std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                       std::int64_t vocab, unsigned long long* bad_index, cudaStream_t stream) {
-  const std::int64_t rows = batch * seq_len;
-  if (rows * channels == 0) return;
-  embedding_forward_kernel<<<grid_for(rows * channels, kThreads), kThreads, 0, stream>>>(
-      tokens, wte, wpe, x, rows, seq_len, channels, vocab, bad_index);
-  cuda_check_launch("embedding_forward");
-}
-
-void embedding_backward(const std::int64_t* tokens, const float* dx, float* dwte, float* dwpe,
-                        std::int32_t* links, std::int64_t batch, std::int64_t seq_len,
-                        std::int64_t channels, std::int64_t vocab, unsigned long long* bad_index,
-                        cudaStream_t stream) {
-  const std::int64_t rows = batch * seq_len;
-  if (rows == 0 || channels == 0) return;
-  check_tokens_kernel<<<grid_for(rows, kThreads), kThreads, 0, stream>>>(tokens, rows, vocab,
-                                                                         bad_index);
-  cuda_check_launch("embedding_backward (token check)");
-  std::int32_t* next = links;
-  std::int32_t* first = links + rows;
-  embedding::link_kernel<<<embedding::link_blocks(rows), embedding::kLinkThreads,
-                           embedding::kLinkSharedBytes, stream>>>(tokens, rows, vocab, next, first);
-  cuda_check_launch("embedding_backward (token links)");
-  embedding::add_rows_kernel<<<static_cast<unsigned>(rows), embedding::kRowThreads, 0, stream>>>(
-      tokens, dx, next, first, dwte, channels);
-  cuda_check_launch("embedding_backward (token rows)");
-  embedding_backward_positions_kernel<<<grid_for(seq_len * channels, kThreads), kThreads, 0,
-                                        stream>>>(tokens, dx, dwpe, batch, seq_len, channels,
-                                                  vocab);
-  cuda_check_launch("embedding_backward (position rows)");
-}
-
 void layernorm_forward(const float* x, const float* weight, const float* bias, float* y,
                        float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
                        cudaStream_t stream) {
-  if (rows == 0) return;
-  layernorm_forward_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
-      x, weight, bias, y, mean, rstd, channels);
-  cuda_check_launch("layernorm_forward");
+  launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
 }
 
 void layernorm_forward(const float* x, const float* weight, const float* bias, std::uint16_t* y,
                        float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
                        cudaStream_t stream) {
-  if (rows == 0) return;
-  layernorm_forward_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
-      x, weight, bias, y, mean, rstd, channels);
-  cuda_check_launch("layernorm_forward (bf16)");
+  launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
+}
+
+void layernorm_forward(const float* x, const std::uint16_t* weight, const std::uint16_t* bias,
+                       float* y, float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
+                       cudaStream_t stream) {
+  launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
+}
+
+void layernorm_forward(const float* x, const std::uint16_t* weight, const std::uint16_t* bias,
+                       std::uint16_t* y, float* mean, float* rstd, std::int64_t rows,
+                       std::int64_t channels, cudaStream_t stream) {
+  launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
 }
 
 void layernorm_backward(const float* x, const float* weight, const float* mean, const float* rstd,
                         const float* dy, float* dx, float* dweight, float* dbias,
                         double* partials, std::int64_t rows, std::int64_t channels,
                         cudaStream_t stream) {
-  if (rows == 0 || channels == 0) return;
-  layernorm_backward_dx_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
-      x, weight, mean, rstd, dy, dx, channels);
-  cuda_check_launch("layernorm_backward (dx)");
-  const std::int64_t chunks = column_sum_chunks(rows);
-  layernorm_backward_params_kernel<<<dim3(blocks_covering(channels, kTileCols),
-                                          static_cast<unsigned>(chunks)),
-                                     kTileThreads, 0, stream>>>(x, mean, rstd, dy, partials, rows,
-                                                                channels);
-  cuda_check_launch("layernorm_backward (dweight, dbias chunks)");
-  add_chunk_sums_kernel<double><<<grid_for(channels, kThreads), kThreads, 0, stream>>>(
-      partials, chunks, dweight, channels);
-  add_chunk_sums_kernel<double><<<grid_for(channels, kThreads), kThreads, 0, stream>>>(
-      partials + chunks * channels, chunks, dbias, channels);
-  cuda_check_launch("layernorm_backward (dweight, dbias)");
+  launch_layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, partials, rows, channels,
+                            stream);
+}
+
+void layernorm_backward(const float* x, const std::uint16_t* weight, const float* mean,
+                        const float* rstd, const float* dy, float* dx, float* dweight, float* dbias,
+                        double* partials, std::int64_t rows, std::int64_t channels,
+                        cudaStream_t stream) {
+  launch_layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, partials, rows, channels,
+                            stream);
 }
 
 }  // namespace zl::cuda

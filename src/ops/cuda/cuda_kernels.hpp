@@ -21,11 +21,17 @@ namespace zl::cuda {
 /// y[r, o] += b[o] for every row r of y [rows, cols].
 void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t cols,
                    cudaStream_t stream);
+/// The same with a bf16 bias (widened, exact).
+void add_bias_rows(float* y, const std::uint16_t* b, std::int64_t rows, std::int64_t cols,
+                   cudaStream_t stream);
 
 /// out[r, o] = y[r, o] + b[o] rounded to bf16 (nearest even), or y[r, o] rounded when b is null:
 /// add_bias_rows followed by a conversion, in one pass.
 void add_bias_round_rows(const float* y, const float* b, std::uint16_t* out, std::int64_t rows,
                          std::int64_t cols, cudaStream_t stream);
+/// The same with a bf16 bias (widened, exact), or none when b is null.
+void add_bias_round_rows(const float* y, const std::uint16_t* b, std::uint16_t* out,
+                         std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
 /// db[o] += the column of dy summed in float in ops/column_sums.hpp's order and added once:
 /// CpuDevice's bias gradient, operation for operation. `partials` is device scratch of
@@ -72,6 +78,11 @@ void add_row_losses(const double* row_losses, std::int64_t rows, double* loss_su
 void embedding_forward(const std::int64_t* tokens, const float* wte, const float* wpe, float* x,
                        std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                        std::int64_t vocab, unsigned long long* bad_index, cudaStream_t stream);
+/// The same with bf16 tables (cuda_embedding.cu), widened exactly before the fp32 add.
+void embedding_forward(const std::int64_t* tokens, const std::uint16_t* wte,
+                       const std::uint16_t* wpe, float* x, std::int64_t batch, std::int64_t seq_len,
+                       std::int64_t channels, std::int64_t vocab, unsigned long long* bad_index,
+                       cudaStream_t stream);
 
 /// dwte[token] += dx rows and dwpe[t] += dx rows in the order b = 0.., t = 0..; a bad token
 /// records its flat index and adds nothing. `links` is device scratch of 2 * batch * seq_len
@@ -90,12 +101,25 @@ void layernorm_forward(const float* x, const float* weight, const float* bias, f
 void layernorm_forward(const float* x, const float* weight, const float* bias, std::uint16_t* y,
                        float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
                        cudaStream_t stream);
+/// The same with weight and bias in bf16 (widened, exact) and y in fp32.
+void layernorm_forward(const float* x, const std::uint16_t* weight, const std::uint16_t* bias,
+                       float* y, float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
+                       cudaStream_t stream);
+/// The same with weight, bias and y in bf16.
+void layernorm_forward(const float* x, const std::uint16_t* weight, const std::uint16_t* bias,
+                       std::uint16_t* y, float* mean, float* rstd, std::int64_t rows,
+                       std::int64_t channels, cudaStream_t stream);
 
 /// LayerNorm backward: dx (added into) one block per row; dweight and dbias in double in
 /// ops/column_sums.hpp's order, through `partials`, device scratch of 2 *
 /// column_sum_chunks(rows) * channels doubles (at most 65535 chunks, checked by the caller).
 void layernorm_backward(const float* x, const float* weight, const float* mean, const float* rstd,
                         const float* dy, float* dx, float* dweight, float* dbias,
+                        double* partials, std::int64_t rows, std::int64_t channels,
+                        cudaStream_t stream);
+/// The same with the weight in bf16 (widened, exact).
+void layernorm_backward(const float* x, const std::uint16_t* weight, const float* mean,
+                        const float* rstd, const float* dy, float* dx, float* dweight, float* dbias,
                         double* partials, std::int64_t rows, std::int64_t channels,
                         cudaStream_t stream);
 
