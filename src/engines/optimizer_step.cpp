@@ -15,21 +15,19 @@ bool mixed(const OptimizerState& state) {
   return !state.master.empty();
 }
 
-// Unit `grad` as unscaled fp32: in place for fp32 gradients on the device, else in `scratch`
-// (on the host with offload, which counts the copy).
-std::span<float> unscaled(TypedSpan grad, double loss_scale, OptimizerState& state, Device& device,
-                          Buffer& scratch) {
-  std::span<float> out;
-  if (grad.dtype == DType::F32 && !state.offload) {
-    out = grad.f32();
-  } else {
-    scratch = device.alloc(state.offload ? MemCategory::HostGrads : MemCategory::Grads, DType::F32,
-                           {grad.elems});
-    out = scratch.as<float>();
-    widen(device, grad, out);
-    if (state.offload && state.comm != nullptr)
-      state.comm->host_copy(HostCopy::ToHost, grad.bytes());
-  }
+// The gradient as the device's unscaled reads take it (ops/device.hpp).
+TensorIn tensor_of(TypedSpan grad) {
+  return {grad.data, grad.elems, grad.dtype};
+}
+
+// With the optimizer offloaded, unit `grad` as unscaled fp32 in host memory (`scratch`),
+// counting the copy: what the host's update reads.
+std::span<float> unscaled_on_host(TypedSpan grad, double loss_scale, OptimizerState& state,
+                                  Device& device, Buffer& scratch) {
+  scratch = device.alloc(MemCategory::HostGrads, DType::F32, {grad.elems});
+  const std::span<float> out = scratch.as<float>();
+  widen(device, grad, out);
+  if (state.comm != nullptr) state.comm->host_copy(HostCopy::ToHost, grad.bytes());
   if (loss_scale != 1.0) device.divide(out, static_cast<float>(loss_scale));
   return out;
 }
@@ -170,15 +168,8 @@ NormPartials unscaled_partials(const std::vector<TypedSpan>& grads, double loss_
     const std::span<double> unit =
         all.subspan(first, static_cast<std::size_t>(grad.elems / kNormBlockElems));
     first += unit.size();
-    if (grad.dtype == DType::F32 && loss_scale == 1.0) {
-      device.block_sumsq(grad.f32(), unit);
-      continue;
-    }
-    // Unscale a copy: the gradients themselves are unscaled once, in optimizer_step.
-    Buffer copy = device.alloc(MemCategory::Grads, DType::F32, {grad.elems});
-    widen(device, grad, copy.as<float>());
-    if (loss_scale != 1.0) device.divide(copy.as<float>(), static_cast<float>(loss_scale));
-    device.block_sumsq(copy.as<float>(), unit);
+    // Read as they are (16-bit, scaled): the gradients stay untouched for the update.
+    device.block_sumsq_unscaled(tensor_of(grad), static_cast<float>(loss_scale), unit);
   }
   return out;
 }
@@ -225,17 +216,31 @@ void adamw_step(const std::vector<TypedSpan>& params, const std::vector<TypedSpa
              "the same for all three",
              u, params[u].elems, grads[u].elems, state_elems);
   }
-  // Unit by unit, with one unit's unscaled fp32 gradient (and, from the NVMe tier, one unit's
-  // master and moments) at a time; a clip factor of exactly 1 changes nothing, so it is skipped.
+  // Unit by unit (from the NVMe tier, one unit's master and moments at a time); offloaded, with
+  // one unit's unscaled fp32 gradient in host memory at a time. A clip factor of exactly 1
+  // changes nothing, so it is skipped.
   const AdamWConfig now = scheduled_adamw(options.adamw, options.lr_schedule, state.adam.updates);
   const AdamWScalars scalars = adamw_scalars(now, ++state.adam.updates);
+  const auto loss_scale = static_cast<float>(state.scaler.scale());
   for (std::size_t u = 0; u < grads.size(); ++u) {
     swap_in(state, device, u);
-    Buffer scratch;
-    const std::span<float> g = unscaled(grads[u], state.scaler.scale(), state, device, scratch);
-    if (clip != 1.0f) device.scale(g, clip);
     const std::span<float> m = state.adam.exp_avg[u].as<float>();
     const std::span<float> v = state.adam.exp_avg_sq[u].as<float>();
+    if (!state.offload) {
+      // On the device the update reads the reduced gradient as it is (16-bit, scaled) and
+      // unscales and clips each element as it goes; a mixed update writes the 16-bit copy too.
+      const std::span<float> master = mixed(state) ? state.master[u].as<float>() : params[u].f32();
+      ZL_CHECK(params[u].elems == static_cast<std::int64_t>(master.size()),
+               "unit {}: {} parameters for a master of {}", u, params[u].elems, master.size());
+      device.adamw_update_unscaled(master, tensor_of(grads[u]), loss_scale, clip, m, v, scalars,
+                                   mixed(state) ? params[u].data : nullptr, params[u].dtype);
+      count_param_copies(state, u, params[u].bytes(), /*read_on_device=*/!mixed(state));
+      swap_out(state, u);
+      continue;
+    }
+    Buffer scratch;
+    const std::span<float> g = unscaled_on_host(grads[u], loss_scale, state, device, scratch);
+    if (clip != 1.0f) device.scale(g, clip);
     if (!mixed(state)) {
       device.adamw_update(params[u].f32(), g, m, v, scalars);
       count_param_copies(state, u, params[u].bytes(), /*read_on_device=*/true);

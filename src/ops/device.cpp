@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "ops/check_elems.hpp"
+#include "optim/grad_norm.hpp"
 
 namespace zl {
 
@@ -57,6 +58,12 @@ void check_same_dtype(const char* kernel, const char* what, TensorIn tensor, con
            kernel, what, dtype_name(tensor.dtype), other, dtype_name(other_tensor.dtype));
 }
 
+// Throws zl::Error unless a loss scale to divide by is a positive number.
+void check_divisor(const char* kernel, float divisor) {
+  ZL_CHECK(divisor > 0.0f, "{}: a gradient divided by {}: pass the loss scale, > 0", kernel,
+           divisor);
+}
+
 // True when every tensor is fp32: the call goes to the fp32 do_ kernel.
 bool all_f32(std::initializer_list<TensorIn> tensors) {
   for (const TensorIn& tensor : tensors)
@@ -72,6 +79,30 @@ void Device::adamw_update_rounded(std::span<float> master, std::span<const float
   adamw_update(master, grads, exp_avg, exp_avg_sq, scalars);
   convert(master.data(), DType::F32, rounded, rounded_dtype,
           static_cast<std::int64_t>(master.size()));
+}
+
+void Device::block_sumsq_unscaled(TensorIn grads, float divisor, std::span<double> partials) {
+  check_dtype("block_sumsq_unscaled", "grads", grads.dtype);
+  check_block_sumsq(static_cast<std::size_t>(grads.elems), partials.size());
+  check_divisor("block_sumsq_unscaled", divisor);
+  do_block_sumsq_unscaled(grads, divisor, partials);
+}
+
+void Device::adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor,
+                                   float clip, std::span<float> exp_avg,
+                                   std::span<float> exp_avg_sq, const AdamWScalars& scalars,
+                                   void* rounded, DType rounded_dtype) {
+  check_dtype("adamw_update_unscaled", "grads", grads.dtype);
+  const auto elems = static_cast<std::int64_t>(master.size());
+  check_elems("adamw_update_unscaled", "grads", static_cast<std::size_t>(grads.elems), elems);
+  check_elems("adamw_update_unscaled", "exp_avg", exp_avg.size(), elems);
+  check_elems("adamw_update_unscaled", "exp_avg_sq", exp_avg_sq.size(), elems);
+  check_divisor("adamw_update_unscaled", divisor);
+  ZL_CHECK(rounded == nullptr || rounded_dtype == DType::BF16 || rounded_dtype == DType::F16,
+           "adamw_update_unscaled: a {} copy of the master: round it to bf16 or fp16",
+           dtype_name(rounded_dtype));
+  do_adamw_update_unscaled(master, grads, divisor, clip, exp_avg, exp_avg_sq, scalars, rounded,
+                           rounded_dtype);
 }
 
 void Device::linear_forward(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,

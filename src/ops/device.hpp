@@ -114,6 +114,21 @@ class Device : public Allocator {
                                     const AdamWScalars& scalars, void* rounded,
                                     DType rounded_dtype);
 
+  // ---- the update's reads of a unit's reduced gradient, fp32 or 16-bit as it was reduced: the
+  // gradient as the update sees it is g[i] = grads[i] widened to fp32 (exact), divided by
+  // `divisor` (one IEEE float division; none at 1: loss unscaling) and multiplied by `clip` (one
+  // float multiply; none at 1), the bits of widening into fp32 and calling divide() and scale().
+  // Nothing is written to `grads` and nothing is booked: a device reads them as they are. ----
+
+  /// block_sumsq on g (clip 1): the gradient norm's partials of the unscaled gradient.
+  void block_sumsq_unscaled(TensorIn grads, float divisor, std::span<double> partials);
+  /// adamw_update on g; then, when `rounded` is not null, the 16-bit copy set as
+  /// adamw_update_rounded sets it (rounded_dtype bf16 or fp16). `master` is the fp32 master (or
+  /// the fp32 parameters, with no copy).
+  void adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor, float clip,
+                             std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                             const AdamWScalars& scalars, void* rounded, DType rounded_dtype);
+
   // ---- kernels (row-major). Spans are fp32. A TensorIn or TensorOut may also be bf16 or fp16
   // (tensor_view.hpp): the kernel computes on its inputs widened to fp32 (exact) and rounds a
   // 16-bit output once, to nearest even, from the fp32 value it would write: the bits of the
@@ -247,6 +262,15 @@ class Device : public Allocator {
   // ---- the kernels' implementations, called by the kernels above once their arguments have
   // passed the checks; the semantics are the public kernel's ----
 
+  /// block_sumsq_unscaled after its checks (whole blocks, one partial each, divisor > 0).
+  virtual void do_block_sumsq_unscaled(TensorIn grads, float divisor,
+                                       std::span<double> partials) = 0;
+  /// adamw_update_unscaled after its checks (every span of grads' size; rounded_dtype bf16 or
+  /// fp16 when `rounded` is not null; divisor > 0).
+  virtual void do_adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor,
+                                        float clip, std::span<float> exp_avg,
+                                        std::span<float> exp_avg_sq, const AdamWScalars& scalars,
+                                        void* rounded, DType rounded_dtype) = 0;
   /// linear_forward after its checks.
   virtual void do_linear_forward(std::span<const float> x, std::span<const float> w,
                                  std::span<const float> b, std::span<float> y, std::int64_t rows,

@@ -33,5 +33,14 @@ TEST(GpuTypedKernels, SixteenBitTensorsGiveTheFp32PathsBitsRoundedOnce) {
   gpu.check_memory_ledger();
 }
 
+// The fused update's reads of fp32 and bf16 gradients (fp16 through scratch), unscaling and
+// clipping as it goes, against the GPU's own composed calls.
+TEST(GpuTypedKernels, TheUpdateReadsReducedGradientsAsTheComposedStepDid) {
+  ZL_REQUIRE_GPU();
+  CudaDevice gpu(0);
+  test::check_unscaled_reads(gpu);
+  gpu.check_memory_ledger();
+}
+
 }  // namespace
 }  // namespace zl

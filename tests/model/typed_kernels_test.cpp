@@ -69,6 +69,11 @@ TEST_P(TypedKernels, SixteenBitParametersGiveTheFp32KernelsBits) {
   }
 }
 
+TEST_P(TypedKernels, TheUpdateReadsReducedGradientsAsTheComposedStepDid) {
+  const auto device = GetParam().make();
+  test::check_unscaled_reads(*device);
+}
+
 TEST_P(TypedKernels, ATensorOfAnotherDtypeIsAOneLineError) {
   const auto device = GetParam().make();
   Buffer ids = device->alloc(MemCategory::Activations, DType::I64, {kRows * kIn});

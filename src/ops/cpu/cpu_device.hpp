@@ -57,6 +57,16 @@ class CpuDevice : public Device {
                     std::span<float> exp_avg_sq, const AdamWScalars& scalars) override;
 
  protected:
+  /// The unscaled gradient built on the stack, kUnscaleChunkElems elements at a time, then
+  /// block_sumsq: no copy of the gradient is ever whole.
+  void do_block_sumsq_unscaled(TensorIn grads, float divisor, std::span<double> partials) override;
+  /// The unscaled gradient built in host chunks (fp32 gradients read in place when nothing
+  /// scales them), each chunk updated by adamw_update and rounded by convert.
+  void do_adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor, float clip,
+                                std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                                const AdamWScalars& scalars, void* rounded,
+                                DType rounded_dtype) override;
+
   // ---- the kernels (ops/device.hpp), called once Device has checked their arguments ----
 
   /// y[rows, out] = x[rows, in] * w[out, in]^T, then + b[out] added row by row (unless b is

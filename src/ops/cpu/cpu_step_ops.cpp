@@ -1,6 +1,8 @@
 // cpu_step_ops.cpp — CpuDevice's memory calls and step work (ops/device.hpp) on host memory:
 // copies are memcpy, conversions are core/dtype.hpp's, AdamW is the fused host kernel.
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/error.hpp"
 #include "ops/cpu/cpu_device.hpp"
@@ -37,6 +39,23 @@ void store(DType dtype, void* data, std::size_t i, float value) {
       return;
     default:
       static_cast<float*>(data)[i] = value;
+  }
+}
+
+// Gradient elements the unscaled reads build at a time: whole norm blocks, and enough for
+// adamw_update_fused to share among threads.
+constexpr std::size_t kUnscaleChunkElems = std::size_t{1} << 18;
+static_assert(kUnscaleChunkElems % kNormBlockElems == 0, "a chunk is whole norm blocks");
+
+// out[i] = grads[first + i] widened, divided by `divisor` unless it is 1, multiplied by `clip`
+// unless it is 1: Device's unscaled gradient (ops/device.hpp).
+void unscale_into(TensorIn grads, std::size_t first, std::span<float> out, float divisor,
+                  float clip) {
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    float g = load(grads.dtype, grads.data, first + i);
+    if (divisor != 1.0f) g = g / divisor;
+    if (clip != 1.0f) g = g * clip;
+    out[i] = g;
   }
 }
 
@@ -110,6 +129,46 @@ void CpuDevice::adamw_update(std::span<float> params, std::span<const float> gra
   // same bits.
   const int threads = adam_threads() > 1 ? adam_threads() : this->threads();
   adamw_update_fused(params, grads, exp_avg, exp_avg_sq, scalars, threads);
+}
+
+void CpuDevice::do_block_sumsq_unscaled(TensorIn grads, float divisor, std::span<double> partials) {
+  const auto elems = static_cast<std::size_t>(grads.elems);
+  // CpuDevice's own calls, not a subclass's: the detached device has translated every pointer.
+  if (grads.dtype == DType::F32 && divisor == 1.0f) {
+    return CpuDevice::block_sumsq(grads.f32(), partials);
+  }
+  std::vector<float> chunk(std::min(elems, kUnscaleChunkElems));
+  for (std::size_t first = 0; first < elems; first += chunk.size()) {
+    const std::span<float> g = std::span<float>(chunk).first(std::min(chunk.size(), elems - first));
+    unscale_into(grads, first, g, divisor, 1.0f);
+    zl::block_sumsq(g, partials.subspan(first / kNormBlockElems, g.size() / kNormBlockElems));
+  }
+}
+
+void CpuDevice::do_adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor,
+                                         float clip, std::span<float> exp_avg,
+                                         std::span<float> exp_avg_sq, const AdamWScalars& scalars,
+                                         void* rounded, DType rounded_dtype) {
+  const std::size_t elems = master.size();
+  auto round = [&](std::size_t first, std::size_t count) {
+    if (rounded == nullptr) return;
+    void* out = static_cast<char*>(rounded) + first * dtype_bytes(rounded_dtype);
+    CpuDevice::convert(master.data() + first, DType::F32, out, rounded_dtype,
+                       static_cast<std::int64_t>(count));
+  };
+  if (grads.dtype == DType::F32 && divisor == 1.0f && clip == 1.0f) {
+    CpuDevice::adamw_update(master, grads.f32(), exp_avg, exp_avg_sq, scalars);
+    return round(0, elems);
+  }
+  std::vector<float> chunk(std::min(elems, kUnscaleChunkElems));
+  for (std::size_t first = 0; first < elems; first += chunk.size()) {
+    const std::size_t count = std::min(chunk.size(), elems - first);
+    const std::span<float> g = std::span<float>(chunk).first(count);
+    unscale_into(grads, first, g, divisor, clip);
+    CpuDevice::adamw_update(master.subspan(first, count), g, exp_avg.subspan(first, count),
+                            exp_avg_sq.subspan(first, count), scalars);
+    round(first, count);
+  }
 }
 
 }  // namespace zl

@@ -233,6 +233,20 @@ void DetachedCpuDevice::block_sumsq(std::span<const float> grads, std::span<doub
   CpuDevice::block_sumsq(view(grads), view(partials));
 }
 
+void DetachedCpuDevice::do_block_sumsq_unscaled(TensorIn grads, float divisor,
+                                                std::span<double> partials) {
+  CpuDevice::do_block_sumsq_unscaled(view(grads), divisor, view(partials));
+}
+
+void DetachedCpuDevice::do_adamw_update_unscaled(
+    std::span<float> master, TensorIn grads, float divisor, float clip, std::span<float> exp_avg,
+    std::span<float> exp_avg_sq, const AdamWScalars& scalars, void* rounded, DType rounded_dtype) {
+  void* rounded_view =
+      rounded == nullptr ? nullptr : translate(rounded, master.size() * dtype_bytes(rounded_dtype));
+  CpuDevice::do_adamw_update_unscaled(view(master), view(grads), divisor, clip, view(exp_avg),
+                                      view(exp_avg_sq), scalars, rounded_view, rounded_dtype);
+}
+
 void DetachedCpuDevice::adamw_update(std::span<float> params, std::span<const float> grads,
                                      std::span<float> exp_avg, std::span<float> exp_avg_sq,
                                      const AdamWScalars& scalars) {

@@ -80,6 +80,14 @@ class DetachedCpuDevice final : public CpuDevice {
   // ---- kernels, once Device has checked their arguments: every span is device memory, labels
   // and tokens included ----
 
+  /// CpuDevice::block_sumsq_unscaled on this device's memory.
+  void do_block_sumsq_unscaled(TensorIn grads, float divisor, std::span<double> partials) override;
+  /// CpuDevice::adamw_update_unscaled on this device's memory.
+  void do_adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor, float clip,
+                                std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                                const AdamWScalars& scalars, void* rounded,
+                                DType rounded_dtype) override;
+
   /// CpuDevice::linear_forward on this device's memory.
   void do_linear_forward(std::span<const float> x, std::span<const float> w,
                          std::span<const float> b, std::span<float> y, std::int64_t rows,
@@ -165,6 +173,13 @@ class DetachedCpuDevice final : public CpuDevice {
                     const char* where = __builtin_FUNCTION()) const {
     if (device.empty()) return {};
     return {static_cast<T*>(translate(device.data(), device.size_bytes(), where)), device.size()};
+  }
+
+  // `device` as a tensor of the read-write view (an empty one stays empty).
+  TensorIn view(TensorIn device, const char* where = __builtin_FUNCTION()) const {
+    if (device.empty()) return device;
+    const auto bytes = static_cast<std::size_t>(device.elems) * dtype_bytes(device.dtype);
+    return {translate(device.data, bytes, where), device.elems, device.dtype};
   }
 
   // Offset of `ptr` in this arena, if it points into the view that starts at `view`.

@@ -20,6 +20,7 @@ constexpr std::int64_t kMaxBlocksPerTensor = 2048;
 struct AdamWLaunch {
   AdamWTensor tensors[kAdamWTensorsPerLaunch];
   AdamWScalars scalars;
+  AdamWGradRead read;
 };
 static_assert(sizeof(AdamWLaunch) <= 4096, "the launch's argument must stay under 4 KiB");
 
@@ -31,7 +32,11 @@ __global__ void adamw_kernel(AdamWLaunch launch) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < tensor.elems; i += stride) {
     // adamw_update() (optim/adamw.cpp), one IEEE-rounded operation at a time.
-    const float g = tensor.grads[i];
+    // The gradient as read: widened, unscaled, clipped (Device::adamw_update_unscaled).
+    float g =
+        tensor.grads_bf16 != nullptr ? cuda::from_bf16(tensor.grads_bf16[i]) : tensor.grads[i];
+    if (launch.read.divisor != 1.0f) g = __fdiv_rn(g, launch.read.divisor);
+    if (launch.read.clip != 1.0f) g = __fmul_rn(g, launch.read.clip);
     const float m =
         __fadd_rn(__fmul_rn(tensor.exp_avg[i], s.beta1), __fmul_rn(s.one_minus_beta1, g));
     const float v = __fadd_rn(__fmul_rn(tensor.exp_avg_sq[i], s.beta2),
@@ -49,9 +54,10 @@ __global__ void adamw_kernel(AdamWLaunch launch) {
 }  // namespace
 
 void cuda::adamw_launch(const AdamWTensor* tensors, int count, const AdamWScalars& scalars,
-                        cudaStream_t stream) {
+                        AdamWGradRead read, cudaStream_t stream) {
   AdamWLaunch launch{};
   launch.scalars = scalars;
+  launch.read = read;
   std::int64_t max_elems = 0;
   for (int i = 0; i < count; ++i) {
     launch.tensors[i] = tensors[i];

@@ -17,7 +17,8 @@ namespace zl {
 /// One tensor of a multi-tensor AdamW step; all pointers are device memory of `elems` elements.
 struct AdamWTensor {
   float* master = nullptr;               ///< fp32 master weights, updated in place
-  const float* grads = nullptr;          ///< fp32 gradients (already reduced, unscaled and clipped)
+  const float* grads = nullptr;          ///< fp32 gradients (already reduced)
+  const std::uint16_t* grads_bf16 = nullptr;  ///< bf16 gradients, read instead of `grads` when set
   float* exp_avg = nullptr;              ///< Adam's first moment m, updated in place
   float* exp_avg_sq = nullptr;           ///< Adam's second moment v, updated in place
   std::uint16_t* params_bf16 = nullptr;  ///< bf16 copy of the updated master (nullptr: none)
@@ -28,11 +29,19 @@ struct AdamWTensor {
 /// stays under the 4 KiB every CUDA version accepts).
 inline constexpr int kAdamWTensorsPerLaunch = 64;
 
+/// What the update does to each gradient as it reads it (Device::adamw_update_unscaled): widened
+/// from bf16 if it is, divided by `divisor` unless it is 1, multiplied by `clip` unless it is 1.
+struct AdamWGradRead {
+  float divisor = 1.0f;  ///< the loss scale (1: none)
+  float clip = 1.0f;     ///< the clipping factor (1: none)
+};
+
 /// One AdamW step over every tensor, queued on `stream` (one launch per kAdamWTensorsPerLaunch
-/// tensors): per element, exactly adamw_update()'s operations; then params_bf16 = the new master
-/// rounded to nearest even (f32_to_bf16's bits, NaN kept quiet with its sign). Throws zl::Error
-/// naming the tensor when a pointer is null while its elems is not zero.
+/// tensors): per element, the gradient read as `read` says (one IEEE division, one multiply),
+/// then exactly adamw_update()'s operations; then params_bf16 = the new master rounded to nearest
+/// even (f32_to_bf16's bits, NaN kept quiet with its sign). Throws zl::Error naming the tensor
+/// when a pointer is null while its elems is not zero.
 void adamw_update_cuda(std::span<const AdamWTensor> tensors, const AdamWScalars& scalars,
-                       cudaStream_t stream);
+                       cudaStream_t stream, AdamWGradRead read = {});
 
 }  // namespace zl

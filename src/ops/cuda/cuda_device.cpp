@@ -358,6 +358,47 @@ void CudaDevice::block_sumsq(std::span<const float> grads, std::span<double> par
   cuda::block_sumsq(grads.data(), partials.data(), blocks, kNormBlockElems, stream_);
 }
 
+TensorIn CudaDevice::readable_grads(TensorIn grads) {
+  if (grads.dtype == DType::F32 || grads.dtype == DType::BF16) return grads;
+  auto* fp32 = static_cast<float*>(scratch(static_cast<std::size_t>(grads.elems) * sizeof(float)));
+  cuda::convert(grads.data, grads.dtype, fp32, DType::F32, grads.elems, stream_);
+  return TensorIn(fp32, grads.elems, DType::F32);
+}
+
+void CudaDevice::do_block_sumsq_unscaled(TensorIn grads, float divisor,
+                                         std::span<double> partials) {
+  const auto blocks = static_cast<std::int64_t>(partials.size());
+  if (blocks == 0) return;
+  select();
+  const TensorIn read = readable_grads(grads);
+  cuda::block_sumsq(read.data, read.dtype == DType::BF16, divisor, partials.data(), blocks,
+                    kNormBlockElems, stream_);
+}
+
+void CudaDevice::do_adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor,
+                                          float clip, std::span<float> exp_avg,
+                                          std::span<float> exp_avg_sq, const AdamWScalars& scalars,
+                                          void* rounded, DType rounded_dtype) {
+  const auto elems = static_cast<std::int64_t>(master.size());
+  if (elems == 0) return;
+  select();
+  const TensorIn read = readable_grads(grads);
+  const bool bf16_copy = rounded != nullptr && rounded_dtype == DType::BF16;
+  const AdamWTensor tensor{
+      .master = master.data(),
+      .grads = read.dtype == DType::F32 ? static_cast<const float*>(read.data) : nullptr,
+      .grads_bf16 =
+          read.dtype == DType::BF16 ? static_cast<const std::uint16_t*>(read.data) : nullptr,
+      .exp_avg = exp_avg.data(),
+      .exp_avg_sq = exp_avg_sq.data(),
+      .params_bf16 = bf16_copy ? static_cast<std::uint16_t*>(rounded) : nullptr,
+      .elems = elems};
+  adamw_update_cuda(std::span<const AdamWTensor>(&tensor, 1), scalars, stream_,
+                    {.divisor = divisor, .clip = clip});
+  if (rounded != nullptr && !bf16_copy)
+    convert(master.data(), DType::F32, rounded, rounded_dtype, elems);
+}
+
 // ---- elementwise ----
 
 void CudaDevice::do_gelu_forward(std::span<const float> x, std::span<float> y) {

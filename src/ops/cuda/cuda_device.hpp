@@ -166,6 +166,17 @@ class CudaDevice final : public Device {
                     std::span<float> exp_avg_sq, const AdamWScalars& scalars) override;
 
  protected:
+  /// One thread per block reads fp32 or bf16 gradients as they are, dividing each by the loss
+  /// scale; fp16 ones are widened into scratch() first.
+  void do_block_sumsq_unscaled(TensorIn grads, float divisor, std::span<double> partials) override;
+  /// One pass of adamw_update_cuda that reads fp32 or bf16 gradients as they are, unscales and
+  /// clips each, and writes a bf16 copy as it updates; fp16 gradients are widened into scratch()
+  /// first, and an fp16 copy is Device's convert after.
+  void do_adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor, float clip,
+                                std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                                const AdamWScalars& scalars, void* rounded,
+                                DType rounded_dtype) override;
+
   // ---- the Device table (semantics: ops/device.hpp), called once Device has checked the
   // arguments. GEMMs are cuBLAS fp32 (no TF32); the other kernels compute in double where the CPU
   // does, so results agree with CpuDevice to rounding (tests/gpu states the tolerances). ----
@@ -335,6 +346,9 @@ class CudaDevice final : public Device {
   void* grown(void*& buffer, std::size_t& buffer_bytes, std::size_t bytes);
   // db += the column sums of dy [rows, cols] (cuda::add_column_sums, through sums_scratch).
   void column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols);
+  // `grads` as the fused step kernels read them: fp32 or bf16 as they are, fp16 widened into
+  // scratch().
+  TensorIn readable_grads(TensorIn grads);
   // LayerNorm backward's dweight and dbias chunk partials, 2 * column_sum_chunks(rows) * channels
   // doubles of sums_scratch, once the rows fit one launch.
   double* layernorm_partials(std::int64_t rows, std::int64_t channels);

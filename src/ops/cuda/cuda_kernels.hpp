@@ -13,6 +13,7 @@
 
 namespace zl {
 struct AdamWTensor;
+struct AdamWGradRead;
 struct AdamWScalars;
 }  // namespace zl
 
@@ -207,11 +208,15 @@ void round_to(float* x, DType dtype, std::int64_t elems, cudaStream_t stream);
 /// of `block_elems`, so each partial is block_sumsq's, bit for bit.
 void block_sumsq(const float* grads, double* partials, std::int64_t blocks,
                  std::int64_t block_elems, cudaStream_t stream);
+/// The same on g[i] = grads[i] / divisor (one IEEE float division; none at 1), the gradients
+/// fp32 or, with `bf16` set, bf16 widened: Device::block_sumsq_unscaled.
+void block_sumsq(const void* grads, bool bf16, float divisor, double* partials, std::int64_t blocks,
+                 std::int64_t block_elems, cudaStream_t stream);
 
 /// One launch of the multi-tensor AdamW kernel over `count` <= kAdamWTensorsPerLaunch tensors
 /// (adamw_cuda.hpp), checked by the caller.
 void adamw_launch(const AdamWTensor* tensors, int count, const AdamWScalars& scalars,
-                  cudaStream_t stream);
+                  AdamWGradRead read, cudaStream_t stream);
 
 /// One launch of the rank-order reduction (reduce_cuda.hpp) over `world` <= kReduceMaxRanks
 /// device arrays, checked by the caller.

@@ -167,13 +167,22 @@ __global__ void round_to_kernel(float* x, DType dtype, std::int64_t elems) {
   }
 }
 
-// optim/grad_norm.cpp's append_block_sumsq, one block of the gradient per thread.
-__global__ void block_sumsq_kernel(const float* grads, double* partials, std::int64_t blocks,
-                                   std::int64_t block_elems) {
+// optim/grad_norm.cpp's append_block_sumsq, one block of the gradient per thread, on the
+// gradient read as Device::block_sumsq_unscaled reads it (widened, divided unless by 1).
+template <class G>
+__global__ void block_sumsq_kernel(const G* grads, float divisor, double* partials,
+                                   std::int64_t blocks, std::int64_t block_elems) {
   for (std::int64_t b = first_index(); b < blocks; b += stride()) {
     double sum = 0.0;
     for (std::int64_t i = b * block_elems; i < (b + 1) * block_elems; ++i) {
-      const double g = grads[i];
+      float read = 0.0f;
+      if constexpr (sizeof(G) == 2) {
+        read = from_bf16(grads[i]);
+      } else {
+        read = grads[i];
+      }
+      if (divisor != 1.0f) read = __fdiv_rn(read, divisor);
+      const double g = read;
       sum = __dadd_rn(sum, __dmul_rn(g, g));
     }
     partials[b] = sum;
@@ -244,9 +253,19 @@ void round_to(float* x, DType dtype, std::int64_t elems, cudaStream_t stream) {
 
 void block_sumsq(const float* grads, double* partials, std::int64_t blocks,
                  std::int64_t block_elems, cudaStream_t stream) {
+  block_sumsq(grads, false, 1.0f, partials, blocks, block_elems, stream);
+}
+
+void block_sumsq(const void* grads, bool bf16, float divisor, double* partials, std::int64_t blocks,
+                 std::int64_t block_elems, cudaStream_t stream) {
   if (blocks == 0) return;
-  block_sumsq_kernel<<<grid_for(blocks, kThreads), kThreads, 0, stream>>>(grads, partials, blocks,
-                                                                          block_elems);
+  if (bf16) {
+    block_sumsq_kernel<<<grid_for(blocks, kThreads), kThreads, 0, stream>>>(
+        static_cast<const std::uint16_t*>(grads), divisor, partials, blocks, block_elems);
+  } else {
+    block_sumsq_kernel<<<grid_for(blocks, kThreads), kThreads, 0, stream>>>(
+        static_cast<const float*>(grads), divisor, partials, blocks, block_elems);
+  }
   cuda_check_launch("block_sumsq");
 }
 
