@@ -16,8 +16,8 @@ std::int64_t numel(const Shape& shape) {
 
 std::string shape_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-Buffer::Buffer(Allocator& allocator, MemoryLedger& ledger, MemCategory category, DType dtype, Shape shape,
-               ActivationKind kind)
+Buffer::Buffer(Allocator& allocator, MemoryLedger& ledger, MemCategory category, DType dtype,
+               Shape shape, ActivationKind kind, Contents contents)
     : allocator_(&allocator),
       ledger_(&ledger),
       category_(category),
@@ -28,7 +28,11 @@ Buffer::Buffer(Allocator& allocator, MemoryLedger& ledger, MemCategory category,
     ZL_CHECK(dim >= 0, "buffer shape {} has a negative dimension", shape_string(shape_));
   }
   elems_ = numel(shape_);
-  if (elems_ > 0) data_ = allocator_->allocate(static_cast<std::size_t>(bytes()));
+  if (elems_ > 0) {
+    const auto size = static_cast<std::size_t>(bytes());
+    data_ =
+        contents == Contents::Zero ? allocator_->allocate(size) : allocator_->allocate_unset(size);
+  }
   ledger_->book(category_, bytes(), kind_);
 }
 

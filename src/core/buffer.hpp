@@ -28,19 +28,27 @@ class Allocator {
   virtual ~Allocator() = default;
   /// Returns `bytes` bytes of zeroed memory aligned to 64 bytes.
   virtual void* allocate(std::size_t bytes) = 0;
+  /// Returns `bytes` bytes aligned to 64 bytes whose contents are unspecified: the caller writes
+  /// every byte before it reads one. A GPU skips the zeroing; a CPU device fills them with a NaN
+  /// pattern, so a read before the write shows. This default zeroes them.
+  virtual void* allocate_unset(std::size_t bytes) { return allocate(bytes); }
   /// Frees what allocate returned.
   virtual void deallocate(void* ptr, std::size_t bytes) = 0;
 };
 
-/// Owning flat storage of `elems` elements of `dtype`, zero-initialised, booked under a
-/// category of a ledger until destroyed. Move-only.
+/// What a new Buffer holds: zeros, or whatever its allocator gives (Allocator::allocate_unset)
+/// for a buffer that is written whole before it is read.
+enum class Contents : std::uint8_t { Zero, Unset };
+
+/// Owning flat storage of `elems` elements of `dtype`, zero-initialised (unless made with
+/// Contents::Unset), booked under a category of a ledger until destroyed. Move-only.
 class Buffer {
  public:
   Buffer() = default;
   /// Allocates from `allocator` and books the bytes in `ledger` (which must outlive the buffer),
   /// as activations of kind `kind` when `category` is Activations.
   Buffer(Allocator& allocator, MemoryLedger& ledger, MemCategory category, DType dtype, Shape shape,
-         ActivationKind kind = ActivationKind::Scratch);
+         ActivationKind kind = ActivationKind::Scratch, Contents contents = Contents::Zero);
   /// Takes over `other`'s memory and its booking in the ledger; `other` is left empty.
   Buffer(Buffer&& other) noexcept;
   /// Frees and un-books this buffer's memory, then takes over `other`'s; `other` is left empty.

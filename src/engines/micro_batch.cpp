@@ -58,7 +58,7 @@ float run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLa
       temp[u] = Buffer();
       continue;
     }
-    Buffer rounded = device.alloc(MemCategory::Grads, precision, {layout[u].padded_elems});
+    Buffer rounded = device.alloc_unset(MemCategory::Grads, precision, {layout[u].padded_elems});
     round_into(device, grad[u], view_of(rounded));
     temp[u] = Buffer();  // the fp32 gradient goes before the engine reduces the rounded one
     hooks.grad_ready(u, view_of(rounded));

@@ -50,14 +50,14 @@ InFlight reduce_into_shard(Comm& comm, Device& device, TypedSpan grad, TypedSpan
                            bool first_micro_batch, std::int64_t bucket_elems, bool async) {
   Buffer bucket;
   if (async) {
-    bucket = device.alloc(MemCategory::CommBuffer, grad.dtype, {grad.elems});
+    bucket = device.alloc_unset(MemCategory::CommBuffer, grad.dtype, {grad.elems});
     copy_into(device, grad, view_of(bucket));
     grad = view_of(bucket);
   }
   Buffer reduced;
   TypedSpan target = shard;
   if (!first_micro_batch) {
-    reduced = device.alloc(MemCategory::CommBuffer, shard.dtype, {shard.elems});
+    reduced = device.alloc_unset(MemCategory::CommBuffer, shard.dtype, {shard.elems});
     target = view_of(reduced);
   }
   InFlight flight = start_reduce_scatter(comm, device, grad, target, bucket_elems, async);
@@ -72,7 +72,7 @@ InFlight reduce_into_shard(Comm& comm, Device& device, TypedSpan grad, TypedSpan
 
 Buffer gather_unit(Comm& comm, Device& device, const UnitLayout& unit, TypedSpan shard,
                    std::int64_t bucket_elems, MemCategory category) {
-  Buffer full = device.alloc(category, shard.dtype, {unit.padded_elems});
+  Buffer full = device.alloc_unset(category, shard.dtype, {unit.padded_elems});  // gathered whole
   all_gather_into(comm, device, shard, view_of(full), bucket_elems);
   return full;
 }
@@ -95,7 +95,7 @@ InFlight start_all_gather(Comm& comm, Device& device, TypedSpan shard, TypedSpan
   std::vector<std::pair<std::int64_t, std::int64_t>> pieces;  // (begin, count), async only
   for (std::int64_t begin = 0; begin < shard.elems; begin += piece) {
     const std::int64_t count = std::min(piece, shard.elems - begin);
-    Buffer packed = device.alloc(MemCategory::CommBuffer, shard.dtype, {count * world});
+    Buffer packed = device.alloc_unset(MemCategory::CommBuffer, shard.dtype, {count * world});
     const void* send = shard.slice(begin, count).data;
     if (async) {
       flight.handles.push_back(comm.all_gather_async(send, packed.data(),
@@ -145,7 +145,7 @@ InFlight start_reduce_scatter(Comm& comm, Device& device, TypedSpan full, TypedS
   const std::int64_t piece = piece_elems(bucket_elems, world);
   for (std::int64_t begin = 0; begin < shard.elems; begin += piece) {
     const std::int64_t count = std::min(piece, shard.elems - begin);
-    Buffer packed = device.alloc(MemCategory::CommBuffer, shard.dtype, {count * world});
+    Buffer packed = device.alloc_unset(MemCategory::CommBuffer, shard.dtype, {count * world});
     for (int r = 0; r < world; ++r) {
       copy_into(device, full.slice(r * shard.elems + begin, count),
                 view_of(packed).slice(r * count, count));
@@ -197,7 +197,7 @@ double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayou
   // Mine: [unit 0 blocks][unit 1 blocks]...; gathered: rank-major copies of that.
   const int world = comm.size();
   const std::int64_t count = own_partials.partials.elems();
-  Buffer recv = device.alloc(MemCategory::CommBuffer, DType::F64, {count * world});
+  Buffer recv = device.alloc_unset(MemCategory::CommBuffer, DType::F64, {count * world});
   comm.all_gather(own_partials.partials.data(), recv.data(), static_cast<std::size_t>(count),
                   DType::F64);
   std::vector<double> gathered(static_cast<std::size_t>(recv.elems()));

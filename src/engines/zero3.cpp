@@ -169,9 +169,11 @@ class Zero3Engine final : public Engine {
   };
 
   Prefetched start_gather(std::size_t visit, int unit) {
-    Prefetched ahead{visit, device_.alloc(MemCategory::Gathered, features_.precision,
-                                          {layout_[unit].padded_elems}),
-                     {}, {}};
+    Prefetched ahead{visit,
+                     device_.alloc_unset(MemCategory::Gathered, features_.precision,
+                                         {layout_[unit].padded_elems}),
+                     {},
+                     {}};
     const TypedSpan shard = shard_on_device(unit, ahead.staged);
     ahead.flight = start_all_gather(comm_, device_, shard, view_of(ahead.params),
                                     features_.allgather_bucket_elems, features_.overlap_comm);
@@ -192,7 +194,8 @@ class Zero3Engine final : public Engine {
   TypedSpan shard_on_device(int unit, Buffer& staged) {
     Buffer& shard = params_[static_cast<std::size_t>(unit)];
     if (!features_.offload_param) return view_of(shard);
-    staged = device_.alloc(MemCategory::CommBuffer, shard.dtype(), {layout_[unit].shard_elems});
+    staged =
+        device_.alloc_unset(MemCategory::CommBuffer, shard.dtype(), {layout_[unit].shard_elems});
     device_.copy_from_host(staged.data(), shard.data(), static_cast<std::size_t>(shard.bytes()));
     comm_.host_copy(HostCopy::ToDevice, shard.bytes());
     return view_of(staged);

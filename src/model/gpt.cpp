@@ -80,7 +80,9 @@ void Gpt::init_unit(int unit, std::span<float> flat, std::uint64_t seed) const {
 }
 
 Buffer Gpt::activation(ActivationKind kind, Shape shape, DType dtype) {
-  return device_.alloc_activation(kind, dtype, std::move(shape));
+  // Every activation is written whole before it is read (the residual stream's gradient is
+  // zeroed where it starts, at ln_f's backward): no zeroing.
+  return device_.alloc_activation_unset(kind, dtype, std::move(shape));
 }
 
 void Gpt::begin(const Batch& batch) {
@@ -114,8 +116,8 @@ void Gpt::begin(const Batch& batch) {
   seq_len_ = T;
   const std::int64_t N = token_rows(), C = config_.n_embd;
   // The ids go to the device once per micro-batch, booked with the activations.
-  tokens_ = device_.alloc_activation(ActivationKind::Inputs, DType::I64, {rows_, T});
-  targets_ = device_.alloc_activation(ActivationKind::Inputs, DType::I64, {rows_, T});
+  tokens_ = device_.alloc_activation_unset(ActivationKind::Inputs, DType::I64, {rows_, T});
+  targets_ = device_.alloc_activation_unset(ActivationKind::Inputs, DType::I64, {rows_, T});
   device_.copy_from_host(tokens_.data(), batch.tokens.data(),
                          static_cast<std::size_t>(tokens_.bytes()));
   device_.copy_from_host(targets_.data(), batch.y.data(),

@@ -52,6 +52,18 @@ class Device : public Allocator {
   Buffer alloc_activation(ActivationKind kind, DType dtype, Shape shape) {
     return Buffer(*this, ledger_, MemCategory::Activations, dtype, std::move(shape), kind);
   }
+  /// alloc(), for a buffer written whole before it is read: its contents are unset
+  /// (Allocator::allocate_unset; a GPU skips the zeroing).
+  Buffer alloc_unset(MemCategory category, DType dtype, Shape shape) {
+    return Buffer(*this, ledger_, category, dtype, std::move(shape), ActivationKind::Scratch,
+                  Contents::Unset);
+  }
+  /// alloc_activation(), for an activation written whole before it is read: its contents are
+  /// unset.
+  Buffer alloc_activation_unset(ActivationKind kind, DType dtype, Shape shape) {
+    return Buffer(*this, ledger_, MemCategory::Activations, dtype, std::move(shape), kind,
+                  Contents::Unset);
+  }
   /// Bytes in use and peak bytes per category on this device.
   MemoryLedger& ledger() { return ledger_; }
   /// Read-only view of the ledger: current and peak bytes per category.

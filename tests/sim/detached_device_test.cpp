@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <iterator>
 #include <memory>
 #include <span>
@@ -146,6 +148,36 @@ std::vector<Bytes> step_ops(Device& device) {
   return download_all(
       device, {&bf16, &f16, &bf16_wide, &f16_wide, &f32_copy, &sum, &bf16_sum, &f16_sum, &scaled,
                &divided, &zeroed, &partial_bytes, &params, &exp_avg, &exp_avg_sq});
+}
+
+// A buffer made with unset contents is NaN in every training dtype (-1 in int64) on both CPU
+// devices, so a kernel that reads it before writing it shows; a zeroed one, after an unset one
+// of the same size is freed, is zeros again.
+TEST(DetachedDevice, UnsetBuffersAreNanAndZeroedOnesZero) {
+  CpuDevice cpu;
+  DetachedCpuDevice detached;
+  for (Device* device : std::initializer_list<Device*>{&cpu, &detached}) {
+    auto bytes_of = [&](const Buffer& buffer) {
+      std::vector<unsigned char> bytes(static_cast<std::size_t>(buffer.bytes()));
+      device->copy_to_host(bytes.data(), buffer.data(), bytes.size());
+      return bytes;
+    };
+    {
+      Buffer unset = device->alloc_unset(MemCategory::Grads, DType::F32, {1000});
+      const auto bytes = bytes_of(unset);
+      EXPECT_TRUE(
+          std::all_of(bytes.begin(), bytes.end(), [](unsigned char b) { return b == 0xFF; }));
+      float first = 0.0f;
+      std::memcpy(&first, bytes.data(), sizeof(first));
+      EXPECT_TRUE(std::isnan(first));
+      Buffer unset_activation =
+          device->alloc_activation_unset(ActivationKind::Block, DType::BF16, {10, 3});
+      EXPECT_EQ(device->ledger().activation_bytes(ActivationKind::Block), 60);
+    }
+    Buffer zeroed = device->alloc(MemCategory::Grads, DType::F32, {1000});
+    const auto bytes = bytes_of(zeroed);
+    EXPECT_TRUE(std::all_of(bytes.begin(), bytes.end(), [](unsigned char b) { return b == 0; }));
+  }
 }
 
 TEST(DetachedDevice, StepOpsGiveCpuDeviceBits) {

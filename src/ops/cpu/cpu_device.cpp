@@ -43,6 +43,12 @@ void* CpuDevice::allocate(std::size_t bytes) {
   return ptr;
 }
 
+void* CpuDevice::allocate_unset(std::size_t bytes) {
+  void* ptr = ::operator new(bytes, kAlignment);
+  std::memset(ptr, kUnsetByte, bytes);
+  return ptr;
+}
+
 void CpuDevice::deallocate(void* ptr, std::size_t /*bytes*/) {
   // The unsized form: clang enables sized deallocation only with -fsized-deallocation.
   ::operator delete(ptr, kAlignment);

@@ -34,6 +34,12 @@ class CpuDevice : public Device {
 
   /// Returns `bytes` zeroed bytes aligned to 64 (a cache line, and enough for any SIMD load).
   void* allocate(std::size_t bytes) override;
+  /// Returns `bytes` bytes aligned to 64, every byte kUnsetByte: each fp32, bf16 and fp16 element
+  /// a NaN (an int64 one -1), so a kernel that reads one before writing it spreads NaN into the
+  /// results every test compares.
+  void* allocate_unset(std::size_t bytes) override;
+  /// The byte allocate_unset fills with.
+  static constexpr unsigned char kUnsetByte = 0xFF;
   /// Frees what allocate returned.
   void deallocate(void* ptr, std::size_t bytes) override;
 

@@ -109,6 +109,12 @@ void* DetachedCpuDevice::allocate(std::size_t bytes) {
   return handed_out_ + offset;
 }
 
+void* DetachedCpuDevice::allocate_unset(std::size_t bytes) {
+  void* ptr = allocate(bytes);
+  if (bytes > 0) std::memset(translate(ptr, bytes), kUnsetByte, bytes);
+  return ptr;
+}
+
 void DetachedCpuDevice::deallocate(void* ptr, std::size_t bytes) {
   const std::size_t size = round_to_pages(bytes);
   const std::optional<std::size_t> at = offset_of(ptr, handed_out_);

@@ -33,6 +33,8 @@ class DetachedCpuDevice final : public CpuDevice {
   /// Returns `bytes` zeroed bytes of device memory, page-aligned (4 KiB); the host cannot touch
   /// them. Throws zl::Error when the arena has no free range that large.
   void* allocate(std::size_t bytes) override;
+  /// allocate, with every byte CpuDevice::kUnsetByte (written through the read-write view).
+  void* allocate_unset(std::size_t bytes) override;
   /// Frees what allocate returned and gives its pages back to the system (they read as zero when
   /// handed out again).
   void deallocate(void* ptr, std::size_t bytes) override;

@@ -71,6 +71,8 @@ class CudaDevice final : public Device {
   /// driver, when the GPU is full). A model books the same activation sizes every micro-batch,
   /// so after the first one no step calls cudaMalloc or cudaFree.
   void* allocate(std::size_t bytes) override;
+  /// allocate without the memset: the buffer's previous bytes, for one written whole first.
+  void* allocate_unset(std::size_t bytes) override;
   /// Keeps the block for the next allocate of the same size (as PyTorch's caching allocator
   /// does) without waiting: the compute stream orders its reuse after every kernel queued before
   /// the free, and an event recorded on each side stream (add_side_stream) orders it after their

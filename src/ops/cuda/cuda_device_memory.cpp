@@ -58,6 +58,12 @@ std::int64_t CudaDevice::driver_used_bytes() {
 }
 
 void* CudaDevice::allocate(std::size_t bytes) {
+  void* ptr = allocate_unset(bytes);
+  ZL_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
+  return ptr;
+}
+
+void* CudaDevice::allocate_unset(std::size_t bytes) {
   select();
   void* ptr = nullptr;
   if (const auto cached = cache_.find(bytes); cached != cache_.end()) {
@@ -74,7 +80,6 @@ void* CudaDevice::allocate(std::size_t bytes) {
     release_cache();
     ZL_CUDA_CHECK(cudaMalloc(&ptr, bytes));
   }
-  ZL_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
   ++live_allocations_;
   return ptr;
 }
