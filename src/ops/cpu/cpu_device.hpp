@@ -63,8 +63,9 @@ class CpuDevice : public Device {
                     std::span<float> exp_avg_sq, const AdamWScalars& scalars) override;
 
  protected:
-  /// The unscaled gradient built on the stack, kUnscaleChunkElems elements at a time, then
-  /// block_sumsq: no copy of the gradient is ever whole.
+  /// The unscaled gradient built in host chunks of 2^18 elements, each chunk's blocks summed by
+  /// block_sumsq: no copy of the gradient is ever whole (fp32 gradients not divided are read in
+  /// place).
   void do_block_sumsq_unscaled(TensorIn grads, float divisor, std::span<double> partials) override;
   /// The unscaled gradient built in host chunks (fp32 gradients read in place when nothing
   /// scales them), each chunk updated by adamw_update and rounded by convert.

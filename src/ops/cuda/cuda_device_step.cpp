@@ -1,0 +1,152 @@
+// cuda_device_step.cpp — CudaDevice's step work (ops/device.hpp): conversions, adds, scaling and
+// rounding of device buffers (cuda_step_kernels.cu), the gradient norm's block sums, and AdamW
+// (adamw_cuda.cu), fused with the rounded copy of the master and with the unscaled, clipped reads
+// of 16-bit gradients, each with the CPU's bits.
+#include "core/error.hpp"
+#include "ops/check_elems.hpp"
+#include "ops/cuda/adamw_cuda.hpp"
+#include "ops/cuda/cuda_device.hpp"
+#include "ops/cuda/cuda_kernels.hpp"
+#include "optim/grad_norm.hpp"
+
+namespace zl {
+
+namespace {
+
+// The step work runs on the training dtypes only, as on the CPU.
+void check_training_dtype(const char* kernel, DType dtype) {
+  ZL_CHECK(is_training_dtype(dtype), "{}: {} is not a training dtype: use fp32, bf16 or fp16",
+           kernel, dtype_name(dtype));
+}
+
+}  // namespace
+
+// ---- a training step's elementwise work ----
+
+void CudaDevice::convert(const void* in, DType in_dtype, void* out, DType out_dtype,
+                         std::int64_t elems) {
+  check_training_dtype("convert", in_dtype);
+  check_training_dtype("convert", out_dtype);
+  ZL_CHECK(elems >= 0, "convert of {} elements: pass a count >= 0", elems);
+  if (in_dtype == out_dtype) {
+    return copy(out, in, static_cast<std::size_t>(elems) * dtype_bytes(in_dtype));
+  }
+  select();
+  cuda::convert(in, in_dtype, out, out_dtype, elems, stream_);
+}
+
+void CudaDevice::add(void* acc, const void* addend, DType dtype, std::int64_t elems) {
+  check_training_dtype("add", dtype);
+  ZL_CHECK(elems >= 0, "add of {} elements: pass a count >= 0", elems);
+  select();
+  cuda::add(acc, addend, dtype, elems, stream_);
+}
+
+void CudaDevice::scale(std::span<float> x, float factor) {
+  select();
+  cuda::scale(x.data(), factor, static_cast<std::int64_t>(x.size()), stream_);
+}
+
+void CudaDevice::divide(std::span<float> x, float divisor) {
+  select();
+  cuda::divide(x.data(), divisor, static_cast<std::int64_t>(x.size()), stream_);
+}
+
+void CudaDevice::round_to(std::span<float> x, DType dtype) {
+  check_training_dtype("round_to", dtype);
+  if (dtype == DType::F32) return;
+  select();
+  cuda::round_to(x.data(), dtype, static_cast<std::int64_t>(x.size()), stream_);
+}
+
+void CudaDevice::adamw_update_rounded(std::span<float> master, std::span<const float> grads,
+                                      std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                                      const AdamWScalars& scalars, void* rounded,
+                                      DType rounded_dtype) {
+  if (rounded_dtype != DType::BF16) {
+    return Device::adamw_update_rounded(master, grads, exp_avg, exp_avg_sq, scalars, rounded,
+                                        rounded_dtype);
+  }
+  const auto elems = static_cast<std::int64_t>(master.size());
+  check_elems("adamw_update_rounded", "grads", grads.size(), elems);
+  check_elems("adamw_update_rounded", "exp_avg", exp_avg.size(), elems);
+  check_elems("adamw_update_rounded", "exp_avg_sq", exp_avg_sq.size(), elems);
+  if (elems == 0) return;
+  select();
+  const AdamWTensor tensor{.master = master.data(),
+                           .grads = grads.data(),
+                           .exp_avg = exp_avg.data(),
+                           .exp_avg_sq = exp_avg_sq.data(),
+                           .params_bf16 = static_cast<std::uint16_t*>(rounded),
+                           .elems = elems};
+  adamw_update_cuda(std::span<const AdamWTensor>(&tensor, 1), scalars, stream_);
+}
+
+void CudaDevice::adamw_update(std::span<float> params, std::span<const float> grads,
+                              std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                              const AdamWScalars& scalars) {
+  const auto elems = static_cast<std::int64_t>(params.size());
+  check_elems("adamw_update", "grads", grads.size(), elems);
+  check_elems("adamw_update", "exp_avg", exp_avg.size(), elems);
+  check_elems("adamw_update", "exp_avg_sq", exp_avg_sq.size(), elems);
+  if (elems == 0) return;
+  select();
+  const AdamWTensor tensor{.master = params.data(),
+                           .grads = grads.data(),
+                           .exp_avg = exp_avg.data(),
+                           .exp_avg_sq = exp_avg_sq.data(),
+                           .params_bf16 = nullptr,  // no bf16 copy (adamw_update_rounded)
+                           .elems = elems};
+  adamw_update_cuda(std::span<const AdamWTensor>(&tensor, 1), scalars, stream_);
+}
+
+void CudaDevice::block_sumsq(std::span<const float> grads, std::span<double> partials) {
+  check_block_sumsq(grads.size(), partials.size());
+  const auto blocks = static_cast<std::int64_t>(partials.size());
+  if (blocks == 0) return;
+  select();
+  cuda::block_sumsq(grads.data(), partials.data(), blocks, kNormBlockElems, stream_);
+}
+
+TensorIn CudaDevice::readable_grads(TensorIn grads) {
+  if (grads.dtype == DType::F32 || grads.dtype == DType::BF16) return grads;
+  auto* fp32 = static_cast<float*>(scratch(static_cast<std::size_t>(grads.elems) * sizeof(float)));
+  cuda::convert(grads.data, grads.dtype, fp32, DType::F32, grads.elems, stream_);
+  return TensorIn(fp32, grads.elems, DType::F32);
+}
+
+void CudaDevice::do_block_sumsq_unscaled(TensorIn grads, float divisor,
+                                         std::span<double> partials) {
+  const auto blocks = static_cast<std::int64_t>(partials.size());
+  if (blocks == 0) return;
+  select();
+  const TensorIn read = readable_grads(grads);
+  cuda::block_sumsq(read.data, read.dtype == DType::BF16, divisor, partials.data(), blocks,
+                    kNormBlockElems, stream_);
+}
+
+void CudaDevice::do_adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor,
+                                          float clip, std::span<float> exp_avg,
+                                          std::span<float> exp_avg_sq, const AdamWScalars& scalars,
+                                          void* rounded, DType rounded_dtype) {
+  const auto elems = static_cast<std::int64_t>(master.size());
+  if (elems == 0) return;
+  select();
+  const TensorIn read = readable_grads(grads);
+  const bool bf16_copy = rounded != nullptr && rounded_dtype == DType::BF16;
+  const AdamWTensor tensor{
+      .master = master.data(),
+      .grads = read.dtype == DType::F32 ? static_cast<const float*>(read.data) : nullptr,
+      .grads_bf16 =
+          read.dtype == DType::BF16 ? static_cast<const std::uint16_t*>(read.data) : nullptr,
+      .exp_avg = exp_avg.data(),
+      .exp_avg_sq = exp_avg_sq.data(),
+      .params_bf16 = bf16_copy ? static_cast<std::uint16_t*>(rounded) : nullptr,
+      .elems = elems};
+  adamw_update_cuda(std::span<const AdamWTensor>(&tensor, 1), scalars, stream_,
+                    {.divisor = divisor, .clip = clip});
+  if (rounded != nullptr && !bf16_copy)
+    convert(master.data(), DType::F32, rounded, rounded_dtype, elems);
+}
+
+}  // namespace zl
