@@ -20,16 +20,13 @@ TensorIn tensor_of(TypedSpan grad) {
   return {grad.data, grad.elems, grad.dtype};
 }
 
-// With the optimizer offloaded, unit `grad` as unscaled fp32 in host memory (`scratch`),
+// With the optimizer offloaded, unit `grad` widened to fp32 in host memory (`host_copy`),
 // counting the copy: what the host's update reads.
-std::span<float> unscaled_on_host(TypedSpan grad, double loss_scale, OptimizerState& state,
-                                  Device& device, Buffer& scratch) {
-  scratch = device.alloc(MemCategory::HostGrads, DType::F32, {grad.elems});
-  const std::span<float> out = scratch.as<float>();
-  widen(device, grad, out);
+TensorIn widened_on_host(TypedSpan grad, OptimizerState& state, Device& device, Buffer& host_copy) {
+  host_copy = device.alloc(MemCategory::HostGrads, DType::F32, {grad.elems});
+  widen(device, grad, host_copy.as<float>());
   if (state.comm != nullptr) state.comm->host_copy(HostCopy::ToHost, grad.bytes());
-  if (loss_scale != 1.0) device.divide(out, static_cast<float>(loss_scale));
-  return out;
+  return host_copy;
 }
 
 // The copies an update of `bytes` of owned parameters makes between host and device: with the
@@ -216,43 +213,27 @@ void adamw_step(const std::vector<TypedSpan>& params, const std::vector<TypedSpa
              "the same for all three",
              u, params[u].elems, grads[u].elems, state_elems);
   }
-  // Unit by unit (from the NVMe tier, one unit's master and moments at a time); offloaded, with
-  // one unit's unscaled fp32 gradient in host memory at a time. A clip factor of exactly 1
-  // changes nothing, so it is skipped.
+  // Unit by unit (from the NVMe tier, one unit's master and moments at a time; offloaded, one
+  // unit's fp32 gradient in host memory at a time). A clip factor of exactly 1 changes nothing,
+  // so it is skipped.
   const AdamWConfig now = scheduled_adamw(options.adamw, options.lr_schedule, state.adam.updates);
   const AdamWScalars scalars = adamw_scalars(now, ++state.adam.updates);
   const auto loss_scale = static_cast<float>(state.scaler.scale());
   for (std::size_t u = 0; u < grads.size(); ++u) {
     swap_in(state, device, u);
-    const std::span<float> m = state.adam.exp_avg[u].as<float>();
-    const std::span<float> v = state.adam.exp_avg_sq[u].as<float>();
-    if (!state.offload) {
-      // On the device the update reads the reduced gradient as it is (16-bit, scaled) and
-      // unscales and clips each element as it goes; a mixed update writes the 16-bit copy too.
-      const std::span<float> master = mixed(state) ? state.master[u].as<float>() : params[u].f32();
-      ZL_CHECK(params[u].elems == static_cast<std::int64_t>(master.size()),
-               "unit {}: {} parameters for a master of {}", u, params[u].elems, master.size());
-      device.adamw_update_unscaled(master, tensor_of(grads[u]), loss_scale, clip, m, v, scalars,
-                                   mixed(state) ? params[u].data : nullptr, params[u].dtype);
-      count_param_copies(state, u, params[u].bytes(), /*read_on_device=*/!mixed(state));
-      swap_out(state, u);
-      continue;
-    }
-    Buffer scratch;
-    const std::span<float> g = unscaled_on_host(grads[u], loss_scale, state, device, scratch);
-    if (clip != 1.0f) device.scale(g, clip);
-    if (!mixed(state)) {
-      device.adamw_update(params[u].f32(), g, m, v, scalars);
-      count_param_copies(state, u, params[u].bytes(), /*read_on_device=*/true);
-    } else {
-      // The 16-bit parameters are the new master rounded, in the update's pass where the device
-      // fuses them (round_into's bits).
-      const std::span<float> master = state.master[u].as<float>();
-      ZL_CHECK(params[u].elems == static_cast<std::int64_t>(master.size()),
-               "unit {}: {} parameters for a master of {}", u, params[u].elems, master.size());
-      device.adamw_update_rounded(master, g, m, v, scalars, params[u].data, params[u].dtype);
-      count_param_copies(state, u, params[u].bytes(), /*read_on_device=*/false);
-    }
+    const std::span<float> master = mixed(state) ? state.master[u].as<float>() : params[u].f32();
+    ZL_CHECK(params[u].elems == static_cast<std::int64_t>(master.size()),
+             "unit {}: {} parameters for a master of {}", u, params[u].elems, master.size());
+    // The update reads the reduced gradient as it is (16-bit, scaled; offloaded, the host's
+    // widened copy) and unscales and clips each element as it goes; a mixed update writes the
+    // 16-bit parameters too, the new master rounded in the same pass.
+    Buffer host_copy;
+    const TensorIn g =
+        state.offload ? widened_on_host(grads[u], state, device, host_copy) : tensor_of(grads[u]);
+    device.adamw_update_unscaled(master, g, loss_scale, clip, state.adam.exp_avg[u].as<float>(),
+                                 state.adam.exp_avg_sq[u].as<float>(), scalars,
+                                 mixed(state) ? params[u].data : nullptr, params[u].dtype);
+    count_param_copies(state, u, params[u].bytes(), /*read_on_device=*/!mixed(state));
     swap_out(state, u);
   }
   state.scaler.update(/*overflow=*/false);

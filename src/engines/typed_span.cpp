@@ -1,7 +1,10 @@
 // typed_span.cpp — slicing, widening, rounding, copying and adding typed spans.
 #include "engines/typed_span.hpp"
 
+#include <cstddef>
 #include <vector>
+
+#include "core/host_convert.hpp"
 
 namespace zl {
 
@@ -45,17 +48,10 @@ void round_into(Device& device, std::span<const float> in, TypedSpan out) {
 void upload_rounded(Device& device, std::span<const float> host, TypedSpan out) {
   ZL_CHECK(static_cast<std::int64_t>(host.size()) == out.elems, "upload {} elements into {}",
            host.size(), out.elems);
-  if (out.dtype == DType::F32) {
-    device.copy_from_host(out.data, host.data(), host.size_bytes());
-    return;
-  }
-  ZL_CHECK(out.dtype == DType::BF16 || out.dtype == DType::F16, "upload fp32 values into {}",
-           dtype_name(out.dtype));
-  std::vector<std::uint16_t> bits(host.size());
-  for (std::size_t i = 0; i < bits.size(); ++i) {
-    bits[i] = out.dtype == DType::BF16 ? f32_to_bf16(host[i]) : f32_to_f16(host[i]);
-  }
-  device.copy_from_host(out.data, bits.data(), bits.size() * sizeof(std::uint16_t));
+  ZL_CHECK(is_training_dtype(out.dtype), "upload fp32 values into {}", dtype_name(out.dtype));
+  std::vector<std::byte> rounded(static_cast<std::size_t>(out.bytes()));
+  convert_on_host(host.data(), DType::F32, rounded.data(), out.dtype, out.elems);
+  device.copy_from_host(out.data, rounded.data(), rounded.size());
 }
 
 void copy_into(Device& device, TypedSpan from, TypedSpan to) {

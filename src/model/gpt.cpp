@@ -14,6 +14,7 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/host_convert.hpp"
 #include "core/rng.hpp"
 
 namespace zl {
@@ -267,16 +268,10 @@ std::vector<float> Gpt::logits() const {
   ZL_CHECK(!loss_done_,
            "logits() after loss(): the logits' buffer now holds their gradient; read them before "
            "loss()");
+  std::vector<std::byte> kept(static_cast<std::size_t>(logits_.bytes()));
+  device_.copy_to_host(kept.data(), logits_.data(), kept.size());
   std::vector<float> padded(static_cast<std::size_t>(logits_.elems()));
-  if (!sixteen_bit()) {
-    device_.copy_to_host(padded.data(), logits_.data(), static_cast<std::size_t>(logits_.bytes()));
-  } else {
-    std::vector<std::uint16_t> bits(padded.size());
-    device_.copy_to_host(bits.data(), logits_.data(), static_cast<std::size_t>(logits_.bytes()));
-    for (std::size_t i = 0; i < bits.size(); ++i) {
-      padded[i] = activation_dtype_ == DType::BF16 ? bf16_to_f32(bits[i]) : f16_to_f32(bits[i]);
-    }
-  }
+  convert_on_host(kept.data(), logits_.dtype(), padded.data(), DType::F32, logits_.elems());
   // Each token row [Vp] keeps its first V columns: the padded ones are not the model's.
   const std::int64_t V = config_.vocab, Vp = padded_vocab(config_);
   std::vector<float> host(static_cast<std::size_t>(token_rows() * V));

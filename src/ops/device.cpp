@@ -98,9 +98,7 @@ void Device::adamw_update_unscaled(std::span<float> master, TensorIn grads, floa
   check_elems("adamw_update_unscaled", "exp_avg", exp_avg.size(), elems);
   check_elems("adamw_update_unscaled", "exp_avg_sq", exp_avg_sq.size(), elems);
   check_divisor("adamw_update_unscaled", divisor);
-  ZL_CHECK(rounded == nullptr || rounded_dtype == DType::BF16 || rounded_dtype == DType::F16,
-           "adamw_update_unscaled: a {} copy of the master: round it to bf16 or fp16",
-           dtype_name(rounded_dtype));
+  if (rounded != nullptr) check_dtype("adamw_update_unscaled", "the master's copy", rounded_dtype);
   do_adamw_update_unscaled(master, grads, divisor, clip, exp_avg, exp_avg_sq, scalars, rounded,
                            rounded_dtype);
 }

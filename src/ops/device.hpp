@@ -134,9 +134,10 @@ class Device : public Allocator {
 
   /// block_sumsq on g (clip 1): the gradient norm's partials of the unscaled gradient.
   void block_sumsq_unscaled(TensorIn grads, float divisor, std::span<double> partials);
-  /// adamw_update on g; then, when `rounded` is not null, the 16-bit copy set as
-  /// adamw_update_rounded sets it (rounded_dtype bf16 or fp16). `master` is the fp32 master (or
-  /// the fp32 parameters, with no copy).
+  /// adamw_update on g; then, when `rounded` is not null, the parameters set from the new master
+  /// as adamw_update_rounded sets them (rounded to bf16 or fp16, or copied for fp32: an offloaded
+  /// master's parameters on the device). `master` is the fp32 master, or the fp32 parameters
+  /// themselves with no copy.
   void adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor, float clip,
                              std::span<float> exp_avg, std::span<float> exp_avg_sq,
                              const AdamWScalars& scalars, void* rounded, DType rounded_dtype);
@@ -277,8 +278,8 @@ class Device : public Allocator {
   /// block_sumsq_unscaled after its checks (whole blocks, one partial each, divisor > 0).
   virtual void do_block_sumsq_unscaled(TensorIn grads, float divisor,
                                        std::span<double> partials) = 0;
-  /// adamw_update_unscaled after its checks (every span of grads' size; rounded_dtype bf16 or
-  /// fp16 when `rounded` is not null; divisor > 0).
+  /// adamw_update_unscaled after its checks (every span of grads' size; rounded_dtype a training
+  /// dtype when `rounded` is not null; divisor > 0).
   virtual void do_adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor,
                                         float clip, std::span<float> exp_avg,
                                         std::span<float> exp_avg_sq, const AdamWScalars& scalars,

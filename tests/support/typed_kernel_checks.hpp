@@ -252,63 +252,69 @@ inline void check_parameter_kernels(Device& device, DType dtype, std::int64_t B,
   EXPECT_EQ(bits_of(download_widened(device, db)), bits_of(download_widened(device, db_ref)));
 }
 
+// adamw_update_unscaled on `grads` (holding `values`) against adamw_update, or
+// adamw_update_rounded into a copy of `copy_dtype` when `copy`, on `g`: the gradient the step
+// composed (widened, divided, scaled). The gradients must be left as they were.
+inline void expect_unscaled_update(Device& device, Buffer& grads, Buffer& g,
+                                   const std::vector<float>& values, float divisor, float clip,
+                                   bool copy, DType copy_dtype) {
+  const std::int64_t elems = grads.elems();
+  const AdamWScalars scalars = adamw_scalars(AdamWConfig{.lr = 1e-2, .weight_decay = 0.1}, 3);
+  const auto start = random_values(static_cast<std::size_t>(elems), 31);
+  const auto m_start = random_values(static_cast<std::size_t>(elems), 32);
+  Buffer master = upload_as(device, start, DType::F32),
+         master_ref = upload_as(device, start, DType::F32);
+  Buffer m = upload_as(device, m_start, DType::F32), m_ref = upload_as(device, m_start, DType::F32);
+  Buffer v = device.alloc(MemCategory::Optimizer, DType::F32, {elems});  // zeros
+  Buffer v_ref = device.alloc(MemCategory::Optimizer, DType::F32, {elems});
+  Buffer params = device.alloc(MemCategory::Params, copy_dtype, {elems});
+  Buffer params_ref = device.alloc(MemCategory::Params, copy_dtype, {elems});
+  device.adamw_update_unscaled(master.as<float>(), grads, divisor, clip, m.as<float>(),
+                               v.as<float>(), scalars, copy ? params.data() : nullptr, copy_dtype);
+  if (copy) {
+    device.adamw_update_rounded(master_ref.as<float>(), g.as<float>(), m_ref.as<float>(),
+                                v_ref.as<float>(), scalars, params_ref.data(), copy_dtype);
+  } else {
+    device.adamw_update(master_ref.as<float>(), g.as<float>(), m_ref.as<float>(), v_ref.as<float>(),
+                        scalars);
+  }
+  for (const auto& [got, want] : {std::pair{&master, &master_ref}, std::pair{&m, &m_ref},
+                                  std::pair{&v, &v_ref}, std::pair{&params, &params_ref}}) {
+    EXPECT_EQ(bits_of(download_widened(device, *got)), bits_of(download_widened(device, *want)));
+  }
+  EXPECT_EQ(bits_of(download_widened(device, grads)), bits_of(values))
+      << "the gradients are read, not written";
+}
+
 // The update's reads of a reduced gradient (Device::block_sumsq_unscaled, adamw_update_unscaled)
 // against the same device's calls composed as the step made them before: the gradient widened
 // into fp32, divide() by the loss scale, scale() by the clip factor, then block_sumsq or
-// adamw_update (and the copy rounded by convert), for fp32 and 16-bit gradients, with and without
-// unscaling and clipping, with and without a rounded copy; the gradients are left as they were.
+// adamw_update (and the parameters set from the master: copied in fp32, rounded to bf16 or
+// fp16), for fp32 and 16-bit gradients, with and without unscaling and clipping.
 inline void check_unscaled_reads(Device& device) {
   constexpr std::int64_t kElems = 3 * 64 + 64 * 5;  // whole norm blocks
-  const AdamWScalars scalars = adamw_scalars(AdamWConfig{.lr = 1e-2, .weight_decay = 0.1}, 3);
   for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
     const auto values = representable(random_values(kElems, 30), dtype);
     for (const float divisor : {1.0f, 1024.0f, 3.0f}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " / " + std::to_string(divisor));
+      Buffer grads = upload_as(device, values, dtype);
+      Buffer g = upload_as(device, values, DType::F32);  // composed: widen, divide, scale
+      if (divisor != 1.0f) device.divide(g.as<float>(), divisor);
+      Buffer partials = device.alloc(MemCategory::CommBuffer, DType::F64, {kElems / 64});
+      Buffer partials_ref = device.alloc(MemCategory::CommBuffer, DType::F64, {kElems / 64});
+      device.block_sumsq_unscaled(grads, divisor, partials.as<double>());
+      device.block_sumsq(g.as<float>(), partials_ref.as<double>());
+      std::vector<double> got(kElems / 64), want(kElems / 64);
+      device.copy_to_host(got.data(), partials.data(), got.size() * sizeof(double));
+      device.copy_to_host(want.data(), partials_ref.data(), want.size() * sizeof(double));
+      EXPECT_EQ(got, want) << "the norm's partials";
       for (const float clip : {1.0f, 0.37f}) {
-        SCOPED_TRACE(std::string(dtype_name(dtype)) + " / " + std::to_string(divisor) + " * " +
-                     std::to_string(clip));
-        Buffer grads = upload_as(device, values, dtype);
-        // Composed: widen, divide, scale.
-        Buffer g = upload_as(device, values, DType::F32);
-        if (divisor != 1.0f) device.divide(g.as<float>(), divisor);
-        Buffer partials = device.alloc(MemCategory::CommBuffer, DType::F64, {kElems / 64});
-        Buffer partials_ref = device.alloc(MemCategory::CommBuffer, DType::F64, {kElems / 64});
-        device.block_sumsq_unscaled(grads, divisor, partials.as<double>());
-        device.block_sumsq(g.as<float>(), partials_ref.as<double>());
-        std::vector<double> got(kElems / 64), want(kElems / 64);
-        device.copy_to_host(got.data(), partials.data(), got.size() * sizeof(double));
-        device.copy_to_host(want.data(), partials_ref.data(), want.size() * sizeof(double));
-        EXPECT_EQ(got, want) << "the norm's partials";
+        SCOPED_TRACE("clip " + std::to_string(clip));
         if (clip != 1.0f) device.scale(g.as<float>(), clip);
-        for (const DType rounded_dtype : {DType::F32, DType::BF16, DType::F16}) {
-          SCOPED_TRACE("copy in " + std::string(dtype_name(rounded_dtype)));
-          const auto start = random_values(kElems, 31);
-          Buffer master = upload_as(device, start, DType::F32);
-          Buffer master_ref = upload_as(device, start, DType::F32);
-          Buffer m = upload_as(device, random_values(kElems, 32), DType::F32);
-          Buffer m_ref = upload_as(device, download_widened(device, m), DType::F32);
-          Buffer v = device.alloc(MemCategory::Optimizer, DType::F32, {kElems});  // zeros
-          Buffer v_ref = device.alloc(MemCategory::Optimizer, DType::F32, {kElems});
-          Buffer copy = device.alloc(MemCategory::Params, rounded_dtype, {kElems});
-          Buffer copy_ref = device.alloc(MemCategory::Params, rounded_dtype, {kElems});
-          const bool rounded = rounded_dtype != DType::F32;
-          device.adamw_update_unscaled(master.as<float>(), grads, divisor, clip, m.as<float>(),
-                                       v.as<float>(), scalars, rounded ? copy.data() : nullptr,
-                                       rounded_dtype);
-          if (rounded) {
-            device.adamw_update_rounded(master_ref.as<float>(), g.as<float>(), m_ref.as<float>(),
-                                        v_ref.as<float>(), scalars, copy_ref.data(), rounded_dtype);
-          } else {
-            device.adamw_update(master_ref.as<float>(), g.as<float>(), m_ref.as<float>(),
-                                v_ref.as<float>(), scalars);
-          }
-          EXPECT_EQ(bits_of(download_widened(device, master)),
-                    bits_of(download_widened(device, master_ref)));
-          EXPECT_EQ(bits_of(download_widened(device, m)), bits_of(download_widened(device, m_ref)));
-          EXPECT_EQ(bits_of(download_widened(device, v)), bits_of(download_widened(device, v_ref)));
-          EXPECT_EQ(bits_of(download_widened(device, copy)),
-                    bits_of(download_widened(device, copy_ref)));
-          EXPECT_EQ(bits_of(download_widened(device, grads)), bits_of(values))
-              << "the gradients are read, not written";
+        expect_unscaled_update(device, grads, g, values, divisor, clip, false, DType::F32);
+        for (const DType copy_dtype : {DType::F32, DType::BF16, DType::F16}) {
+          SCOPED_TRACE("parameters in " + std::string(dtype_name(copy_dtype)));
+          expect_unscaled_update(device, grads, g, values, divisor, clip, true, copy_dtype);
         }
       }
     }

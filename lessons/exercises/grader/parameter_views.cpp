@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/host_convert.hpp"
 #include "run/compare.hpp"
 
 namespace zl::exercise {
@@ -67,14 +67,7 @@ const std::vector<double>& ParameterViews::norms_of(int rank) const {
 std::vector<float> RecordingModel::host_fp32(TensorIn params) {
   // The graded ranks run on CPU devices: their memory is the host's.
   std::vector<float> values(static_cast<std::size_t>(params.elems));
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (params.dtype == DType::F32) {
-      values[i] = static_cast<const float*>(params.data)[i];
-      continue;
-    }
-    const std::uint16_t bits = static_cast<const std::uint16_t*>(params.data)[i];
-    values[i] = params.dtype == DType::BF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
-  }
+  convert_on_host(params.data, params.dtype, values.data(), DType::F32, params.elems);
   return values;
 }
 

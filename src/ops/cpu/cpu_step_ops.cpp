@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/host_convert.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "optim/adamw_fused.hpp"
 #include "optim/grad_norm.hpp"
@@ -18,30 +19,6 @@ void check_training_dtype(DType dtype) {
            dtype_name(dtype));
 }
 
-float load(DType dtype, const void* data, std::size_t i) {
-  switch (dtype) {
-    case DType::BF16:
-      return bf16_to_f32(static_cast<const std::uint16_t*>(data)[i]);
-    case DType::F16:
-      return f16_to_f32(static_cast<const std::uint16_t*>(data)[i]);
-    default:
-      return static_cast<const float*>(data)[i];
-  }
-}
-
-void store(DType dtype, void* data, std::size_t i, float value) {
-  switch (dtype) {
-    case DType::BF16:
-      static_cast<std::uint16_t*>(data)[i] = f32_to_bf16(value);
-      return;
-    case DType::F16:
-      static_cast<std::uint16_t*>(data)[i] = f32_to_f16(value);
-      return;
-    default:
-      static_cast<float*>(data)[i] = value;
-  }
-}
-
 // Gradient elements the unscaled reads build at a time: whole norm blocks, and enough for
 // adamw_update_fused to share among threads.
 constexpr std::size_t kUnscaleChunkElems = std::size_t{1} << 18;
@@ -52,7 +29,7 @@ static_assert(kUnscaleChunkElems % kNormBlockElems == 0, "a chunk is whole norm 
 void unscale_into(TensorIn grads, std::size_t first, std::span<float> out, float divisor,
                   float clip) {
   for (std::size_t i = 0; i < out.size(); ++i) {
-    float g = load(grads.dtype, grads.data, first + i);
+    float g = element_f32(grads.dtype, grads.data, first + i);
     if (divisor != 1.0f) g = g / divisor;
     if (clip != 1.0f) g = g * clip;
     out[i] = g;
@@ -83,7 +60,7 @@ void CpuDevice::convert(const void* in, DType in_dtype, void* out, DType out_dty
   check_training_dtype(out_dtype);
   const auto count = static_cast<std::size_t>(elems);
   if (in_dtype == out_dtype) return CpuDevice::copy(out, in, count * dtype_bytes(in_dtype));
-  for (std::size_t i = 0; i < count; ++i) store(out_dtype, out, i, load(in_dtype, in, i));
+  convert_on_host(in, in_dtype, out, out_dtype, elems);
 }
 
 void CpuDevice::add(void* acc, const void* addend, DType dtype, std::int64_t elems) {
@@ -96,7 +73,7 @@ void CpuDevice::add(void* acc, const void* addend, DType dtype, std::int64_t ele
     return;
   }
   for (std::size_t i = 0; i < count; ++i) {
-    store(dtype, acc, i, load(dtype, acc, i) + load(dtype, addend, i));
+    set_element_f32(dtype, acc, i, element_f32(dtype, acc, i) + element_f32(dtype, addend, i));
   }
 }
 
@@ -113,8 +90,8 @@ void CpuDevice::round_to(std::span<float> x, DType dtype) {
   if (dtype == DType::F32) return;
   for (std::size_t i = 0; i < x.size(); ++i) {
     std::uint16_t half = 0;
-    store(dtype, &half, 0, x[i]);
-    x[i] = load(dtype, &half, 0);
+    set_element_f32(dtype, &half, 0, x[i]);
+    x[i] = element_f32(dtype, &half, 0);
   }
 }
 

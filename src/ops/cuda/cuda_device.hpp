@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ops/cuda/adamw_cuda.hpp"
 #include "ops/device.hpp"
 
 namespace zl {
@@ -351,6 +352,11 @@ class CudaDevice final : public Device {
   // `grads` as the fused step kernels read them: fp32 or bf16 as they are, fp16 widened into
   // scratch().
   TensorIn readable_grads(TensorIn grads);
+  // One tensor through adamw_update_cuda: the gradients (any training dtype, readable_grads)
+  // read as `read` says, the bf16 copy written when `bf16_copy` is not null; the sizes checked.
+  void adamw_one(std::span<float> master, TensorIn grads, AdamWGradRead read,
+                 std::span<float> exp_avg, std::span<float> exp_avg_sq, const AdamWScalars& scalars,
+                 std::uint16_t* bf16_copy);
   // LayerNorm backward's dweight and dbias chunk partials, 2 * column_sum_chunks(rows) * channels
   // doubles of sums_scratch, once the rows fit one launch.
   double* layernorm_partials(std::int64_t rows, std::int64_t channels);

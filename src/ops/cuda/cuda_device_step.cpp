@@ -67,37 +67,35 @@ void CudaDevice::adamw_update_rounded(std::span<float> master, std::span<const f
     return Device::adamw_update_rounded(master, grads, exp_avg, exp_avg_sq, scalars, rounded,
                                         rounded_dtype);
   }
-  const auto elems = static_cast<std::int64_t>(master.size());
-  check_elems("adamw_update_rounded", "grads", grads.size(), elems);
-  check_elems("adamw_update_rounded", "exp_avg", exp_avg.size(), elems);
-  check_elems("adamw_update_rounded", "exp_avg_sq", exp_avg_sq.size(), elems);
-  if (elems == 0) return;
-  select();
-  const AdamWTensor tensor{.master = master.data(),
-                           .grads = grads.data(),
-                           .exp_avg = exp_avg.data(),
-                           .exp_avg_sq = exp_avg_sq.data(),
-                           .params_bf16 = static_cast<std::uint16_t*>(rounded),
-                           .elems = elems};
-  adamw_update_cuda(std::span<const AdamWTensor>(&tensor, 1), scalars, stream_);
+  adamw_one(master, grads, {}, exp_avg, exp_avg_sq, scalars, static_cast<std::uint16_t*>(rounded));
 }
 
 void CudaDevice::adamw_update(std::span<float> params, std::span<const float> grads,
                               std::span<float> exp_avg, std::span<float> exp_avg_sq,
                               const AdamWScalars& scalars) {
-  const auto elems = static_cast<std::int64_t>(params.size());
-  check_elems("adamw_update", "grads", grads.size(), elems);
+  adamw_one(params, grads, {}, exp_avg, exp_avg_sq, scalars, nullptr);
+}
+
+void CudaDevice::adamw_one(std::span<float> master, TensorIn grads, AdamWGradRead read,
+                           std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                           const AdamWScalars& scalars, std::uint16_t* bf16_copy) {
+  const auto elems = static_cast<std::int64_t>(master.size());
+  check_elems("adamw_update", "grads", static_cast<std::size_t>(grads.elems), elems);
   check_elems("adamw_update", "exp_avg", exp_avg.size(), elems);
   check_elems("adamw_update", "exp_avg_sq", exp_avg_sq.size(), elems);
   if (elems == 0) return;
   select();
-  const AdamWTensor tensor{.master = params.data(),
-                           .grads = grads.data(),
-                           .exp_avg = exp_avg.data(),
-                           .exp_avg_sq = exp_avg_sq.data(),
-                           .params_bf16 = nullptr,  // no bf16 copy (adamw_update_rounded)
-                           .elems = elems};
-  adamw_update_cuda(std::span<const AdamWTensor>(&tensor, 1), scalars, stream_);
+  const TensorIn readable = readable_grads(grads);
+  const bool bf16 = readable.dtype == DType::BF16;
+  const AdamWTensor tensor{
+      .master = master.data(),
+      .grads = bf16 ? nullptr : static_cast<const float*>(readable.data),
+      .grads_bf16 = bf16 ? static_cast<const std::uint16_t*>(readable.data) : nullptr,
+      .exp_avg = exp_avg.data(),
+      .exp_avg_sq = exp_avg_sq.data(),
+      .params_bf16 = bf16_copy,
+      .elems = elems};
+  adamw_update_cuda(std::span<const AdamWTensor>(&tensor, 1), scalars, stream_, read);
 }
 
 void CudaDevice::block_sumsq(std::span<const float> grads, std::span<double> partials) {
@@ -129,24 +127,13 @@ void CudaDevice::do_adamw_update_unscaled(std::span<float> master, TensorIn grad
                                           float clip, std::span<float> exp_avg,
                                           std::span<float> exp_avg_sq, const AdamWScalars& scalars,
                                           void* rounded, DType rounded_dtype) {
-  const auto elems = static_cast<std::int64_t>(master.size());
-  if (elems == 0) return;
-  select();
-  const TensorIn read = readable_grads(grads);
   const bool bf16_copy = rounded != nullptr && rounded_dtype == DType::BF16;
-  const AdamWTensor tensor{
-      .master = master.data(),
-      .grads = read.dtype == DType::F32 ? static_cast<const float*>(read.data) : nullptr,
-      .grads_bf16 =
-          read.dtype == DType::BF16 ? static_cast<const std::uint16_t*>(read.data) : nullptr,
-      .exp_avg = exp_avg.data(),
-      .exp_avg_sq = exp_avg_sq.data(),
-      .params_bf16 = bf16_copy ? static_cast<std::uint16_t*>(rounded) : nullptr,
-      .elems = elems};
-  adamw_update_cuda(std::span<const AdamWTensor>(&tensor, 1), scalars, stream_,
-                    {.divisor = divisor, .clip = clip});
-  if (rounded != nullptr && !bf16_copy)
-    convert(master.data(), DType::F32, rounded, rounded_dtype, elems);
+  adamw_one(master, grads, {.divisor = divisor, .clip = clip}, exp_avg, exp_avg_sq, scalars,
+            bf16_copy ? static_cast<std::uint16_t*>(rounded) : nullptr);
+  if (rounded != nullptr && !bf16_copy) {
+    convert(master.data(), DType::F32, rounded, rounded_dtype,
+            static_cast<std::int64_t>(master.size()));
+  }
 }
 
 }  // namespace zl
