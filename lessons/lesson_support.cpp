@@ -12,6 +12,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "engines/estimate.hpp"
+#include "engines/sharding.hpp"
 #include "optim/grad_norm.hpp"
 #include "run/compare.hpp"
 
@@ -348,9 +349,8 @@ std::int64_t model_state_sent_bytes(const TrainConfig& config, const TrainResult
   std::int64_t bookkeeping =
       ring_volume(CollectiveKind::AllReduce, 1, f32_bytes, rank, world).sent_bytes;
   if (config.engine != EngineKind::Ddp) {
-    const std::int64_t partials = total_padded_elems(result.layout) / kNormBlockElems;
-    bookkeeping +=
-        ring_volume(CollectiveKind::AllGather, partials, f64_bytes, rank, world).sent_bytes;
+    const std::int64_t sums = norm_sums_per_rank(result.layout, world) * world;  // all ranks'
+    bookkeeping += ring_volume(CollectiveKind::AllGather, sums, f64_bytes, rank, world).sent_bytes;
   }
   return result.ranks.at(static_cast<std::size_t>(rank)).traffic.sent_bytes() -
          config.steps * bookkeeping;

@@ -121,7 +121,7 @@ StepValues step_values(const TrainConfig& config, const TrainResult& result) {
   for (int r = 0; r < config.world; ++r) {
     per_rank.push_back(local_grads(config, result.layout, computed_with, config.steps - 1, r));
   }
-  std::vector<double> partials;
+  std::vector<double> unit_sums;
   for (std::size_t u = 0; u < units; ++u) {
     const std::int64_t elems = result.layout[u].padded_elems;
     UnitValues unit;
@@ -130,7 +130,9 @@ StepValues step_values(const TrainConfig& config, const TrainResult& result) {
       unit.local_grads.push_back(per_rank[static_cast<std::size_t>(r)][u]);
     }
     unit.averaged = rank_order_average(device, unit.local_grads, precision);
+    std::vector<double> partials;
     append_block_sumsq(unit.averaged, partials);
+    unit_sums.push_back(tree_sum(partials));
     unit.params_after = padded(result.final_state.params[u], elems);
     if (mixed) {
       unit.master_before = padded(before[u], elems);
@@ -141,7 +143,7 @@ StepValues step_values(const TrainConfig& config, const TrainResult& result) {
     unit.exp_avg_sq = padded(result.final_state.exp_avg_sq[u], elems);
     values.units.push_back(std::move(unit));
   }
-  values.grad_norm = norm_from_partials(partials);
+  values.grad_norm = norm_from_unit_sums(unit_sums);
   return values;
 }
 

@@ -146,6 +146,31 @@ def ring_pass_sent_bytes(elems, elem_bytes, rank, world):
     return (elems - chunk) * elem_bytes
 
 
+def tree_cover_nodes(first, count):
+    """How many nodes optim/grad_norm.hpp's tree_cover gives leaves [first, first + count): the
+    largest aligned power-of-two runs of leaves inside them, left to right."""
+    nodes, end = 0, first + count
+    while first < end:
+        size = 1
+        while first % (2 * size) == 0 and first + 2 * size <= end:
+            size *= 2
+        first += size
+        nodes += 1
+    return nodes
+
+
+def norm_sums_per_rank(unit_numels, world):
+    """Doubles each rank puts into the gradient norm's all_gather on `world` ranks
+    (engines/sharding.hpp's norm_sums_per_rank): for each unit, padded to a multiple of world * 64
+    elements, the most tree nodes any rank's shard of its 64-element blocks has."""
+    total = 0
+    for numel in unit_numels:
+        multiple = world * 64
+        blocks = max(1, -(-numel // multiple)) * multiple // multiple  # a shard's blocks
+        total += max(tree_cover_nodes(r * blocks, blocks) for r in range(world))
+    return total
+
+
 def show(fig):
     """Puts a figure into the notebook's output as a PNG (drawn by Agg, so no display is needed)
     and closes it."""

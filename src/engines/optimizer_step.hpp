@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "comm/comm.hpp"
@@ -105,10 +106,11 @@ void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& own
                         Device& device);
 
 /// The gradient norm's block partials (optim/grad_norm.hpp) of a rank's gradients, unit after
-/// unit, in the device's memory (booked as CommBuffer: what the sharded engines gather), so a
-/// step reads them to the host once.
+/// unit, in the device's memory (booked as CommBuffer), where the device sums them into a few tree
+/// nodes per unit, so a step reads those sums to the host once.
 struct NormPartials {
   Buffer partials;  ///< fp64, one per block of kNormBlockElems
+  std::vector<std::int64_t> unit_blocks;  ///< how many of them each unit has, unit after unit
   Device* device;   ///< whose memory holds them
 };
 
@@ -116,8 +118,14 @@ struct NormPartials {
 NormPartials unscaled_partials(const std::vector<TypedSpan>& grads, double loss_scale,
                                Device& device);
 
-/// The canonical norm (optim/grad_norm.hpp's norm_from_partials) of partials in device memory:
-/// one copy to the host, then the sum in block order.
+/// Each unit's tree_cover sums (optim/grad_norm.hpp) of its partials, which are its leaves from
+/// first_leaf[u] on, summed on the device into slots[u] places a unit (at least its cover's
+/// nodes; the places after them are left unset), unit after unit, booked as CommBuffer.
+Buffer cover_sums(const NormPartials& partials, std::span<const std::int64_t> first_leaf,
+                  std::span<const std::int64_t> slots);
+
+/// The canonical norm of whole units' partials in device memory: their tree sums on the device,
+/// one copy of a few sums per unit to the host, where the units' sums are added in order.
 double norm_from_partials(const NormPartials& partials);
 
 /// The learning rate the next applied update of `state` runs at (options.lr_schedule after

@@ -84,10 +84,16 @@ void all_reduce_unit(Comm& comm, TypedSpan grad, std::int64_t bucket_elems);
 /// so it never waits behind the step's parameter all_gathers. Collective.
 float mean_loss_over_ranks(Comm& comm, float local_loss);
 
+/// The doubles each rank contributes to sharded_grad_norm's all_gather on `world` ranks: for
+/// each unit, the most tree nodes any rank's shard of it holds.
+std::int64_t norm_sums_per_rank(const std::vector<UnitLayout>& layout, int world);
+
 /// The canonical global gradient norm from each rank's block partials of its own gradient shards
-/// (unit after unit): every rank shares them (one all_gather of Psi_padded / kNormBlockElems
-/// doubles in all), then all ranks sum them in the unsharded model's block order, so the norm
-/// equals the norm of the full averaged gradients bit for bit. Collective.
+/// (unit after unit): each rank's device sums the largest tree nodes inside its shard of each unit
+/// (optim/grad_norm.hpp), every rank shares those sums (one all_gather of at most two doubles a
+/// tree level per unit and rank), and all ranks add the nodes above them in the unsharded unit's
+/// tree, then the units in order, so the norm equals the norm of the full averaged gradients bit
+/// for bit. Collective.
 double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
                          const NormPartials& own_partials);
 

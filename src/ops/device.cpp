@@ -81,6 +81,17 @@ void Device::adamw_update_rounded(std::span<float> master, std::span<const float
           static_cast<std::int64_t>(master.size()));
 }
 
+void Device::tree_cover_sums(std::span<const double> leaves, std::int64_t first_leaf,
+                             std::span<double> sums) {
+  ZL_CHECK(first_leaf >= 0, "tree_cover_sums: first leaf {} is negative", first_leaf);
+  const std::size_t nodes = tree_cover(first_leaf, std::ssize(leaves)).size();
+  ZL_CHECK(sums.size() == nodes,
+           "tree_cover_sums: {} sums for the {} nodes covering {} leaves from {}: pass one per "
+           "node",
+           sums.size(), nodes, leaves.size(), first_leaf);
+  do_tree_cover_sums(leaves, first_leaf, sums);
+}
+
 void Device::block_sumsq_unscaled(TensorIn grads, float divisor, std::span<double> partials) {
   check_dtype("block_sumsq_unscaled", "grads", grads.dtype);
   check_block_sumsq(static_cast<std::size_t>(grads.elems), partials.size());

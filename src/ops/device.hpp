@@ -112,6 +112,12 @@ class Device : public Allocator {
   /// the blocks): the gradient norm's partials stay on the device until they are gathered and
   /// read once.
   virtual void block_sumsq(std::span<const float> grads, std::span<double> partials) = 0;
+  /// optim/grad_norm.hpp's tree_cover_sums on device memory: the pairwise tree sums of the
+  /// largest tree nodes inside leaves [first_leaf, first_leaf + leaves.size()) (a rank's block
+  /// partials of one unit), in tree_cover's order, into `sums` (one per node), so a step reads a
+  /// few sums per unit instead of every partial.
+  void tree_cover_sums(std::span<const double> leaves, std::int64_t first_leaf,
+                       std::span<double> sums);
   /// One AdamW step (optim/adamw.hpp's adamw_update, element for element) on device spans of
   /// equal size: fp32 parameters (or master), gradients, and the two moments.
   virtual void adamw_update(std::span<float> params, std::span<const float> grads,
@@ -275,6 +281,9 @@ class Device : public Allocator {
   // ---- the kernels' implementations, called by the kernels above once their arguments have
   // passed the checks; the semantics are the public kernel's ----
 
+  /// tree_cover_sums after its checks (one sum per cover node, first_leaf >= 0).
+  virtual void do_tree_cover_sums(std::span<const double> leaves, std::int64_t first_leaf,
+                                  std::span<double> sums) = 0;
   /// block_sumsq_unscaled after its checks (whole blocks, one partial each, divisor > 0).
   virtual void do_block_sumsq_unscaled(TensorIn grads, float divisor,
                                        std::span<double> partials) = 0;

@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "engines/estimate.hpp"
+#include "engines/sharding.hpp"
 #include "run/train.hpp"
 
 namespace zl {
@@ -106,8 +107,9 @@ TEST(Ledgers, BytesSentMatchTheRingVolumes) {
       const auto result = train(config);
       const std::int64_t psi_bytes = 4 * total_padded_elems(result.layout);
       const std::int64_t model_state = stage.ring_passes * (world - 1) * psi_bytes / world;
+      // the norm's all_gather: each rank's tree sums, a few doubles per unit
       const std::int64_t norm_bytes =
-          stage.adam_sharded ? (world - 1) * (total_padded_elems(result.layout) / 64) * 8 / world : 0;
+          stage.adam_sharded ? (world - 1) * norm_sums_per_rank(result.layout, world) * 8 : 0;
       for (const auto& rank : result.ranks) {
         SCOPED_TRACE(fmt::format("{} W={} rank {}", engine_name(stage.engine), world, rank.rank));
         const std::int64_t loss_bytes = (world > 1 && rank.rank != world - 1) ? 2 * 4 : 0;

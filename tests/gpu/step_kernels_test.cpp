@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -271,6 +272,41 @@ TEST_F(GpuStepWork, BlockSumsOfSquaresAreTheHostPartials) {
   Buffer ragged = gpu_->alloc(MemCategory::Grads, DType::F32, {kNormBlockElems + 1});
   EXPECT_THROW(gpu_->block_sumsq(ragged.as<float>(), partials.as<double>().first(1)), Error);
   EXPECT_THROW(gpu_->block_sumsq(g.as<float>(), partials.as<double>().first(100)), Error);
+}
+
+// The norm's tree sums: a whole unit of GPT-2's wte (603,136 leaves: nodes up to 2^19 leaves, 2048
+// a thread) and unaligned shards of it, against the host's tree_cover_sums bit for bit.
+TEST_F(GpuStepWork, TreeCoverSumsAreTheHosts) {
+  constexpr std::int64_t kLeaves = 50257 * 768 / kNormBlockElems;
+  std::mt19937 engine(78);
+  std::uniform_real_distribution<double> mantissa(0.0, 1.0);
+  std::uniform_int_distribution<int> exponent(-30, 30);
+  std::vector<double> leaves(kLeaves);
+  for (double& leaf : leaves) leaf = std::ldexp(mantissa(engine), exponent(engine));
+  Buffer on_gpu = gpu_->alloc(MemCategory::CommBuffer, DType::F64, {kLeaves});
+  gpu_->copy_from_host(on_gpu.data(), leaves.data(), leaves.size() * sizeof(double));
+  struct Range {
+    std::int64_t first, count;
+  };
+  for (const Range range : {Range{0, kLeaves}, Range{kLeaves / 3, kLeaves / 3}, Range{7, 1}}) {
+    const std::size_t nodes = tree_cover(range.first, range.count).size();
+    std::vector<double> expected(nodes), actual(nodes);
+    const auto host_leaves = std::span<const double>(leaves).subspan(
+        static_cast<std::size_t>(range.first), static_cast<std::size_t>(range.count));
+    tree_cover_sums(host_leaves, range.first, expected);
+    Buffer sums = gpu_->alloc(MemCategory::CommBuffer, DType::F64, {std::ssize(expected)});
+    gpu_->tree_cover_sums(on_gpu.as<double>().subspan(static_cast<std::size_t>(range.first),
+                                                      static_cast<std::size_t>(range.count)),
+                          range.first, sums.as<double>());
+    gpu_->copy_to_host(actual.data(), sums.data(), static_cast<std::size_t>(sums.bytes()));
+    for (std::size_t n = 0; n < nodes; ++n) {
+      EXPECT_EQ(std::bit_cast<std::uint64_t>(actual[n]), std::bit_cast<std::uint64_t>(expected[n]))
+          << "leaves [" << range.first << ", +" << range.count << ") node " << n << ": gpu "
+          << actual[n] << ", cpu " << expected[n];
+    }
+  }
+  Buffer one = gpu_->alloc(MemCategory::CommBuffer, DType::F64, {1});
+  EXPECT_THROW(gpu_->tree_cover_sums(on_gpu.as<double>().first(3), 0, one.as<double>()), Error);
 }
 
 TEST_F(GpuStepWork, AdamWGivesTheHostBits) {

@@ -135,6 +135,9 @@ std::vector<Bytes> step_ops(Device& device) {
   Buffer partial_bytes =
       device.alloc(MemCategory::CommBuffer, DType::F64, {elems / std::int64_t{kNormBlockElems}});
   device.block_sumsq(y.as<float>(), partial_bytes.as<double>());
+  // the ten partials as leaves 3 to 13 of a unit's tree: nodes [3, 4), [4, 8), [8, 12), [12, 13)
+  Buffer tree_sums = device.alloc(MemCategory::CommBuffer, DType::F64, {4});
+  device.tree_cover_sums(partial_bytes.as<double>(), 3, tree_sums.as<double>());
 
   Buffer params = upload(device, DType::F32, a);
   Buffer exp_avg = upload(device, DType::F32, mixed_values(3, kElems));
@@ -147,7 +150,7 @@ std::vector<Bytes> step_ops(Device& device) {
   device.synchronize();
   return download_all(
       device, {&bf16, &f16, &bf16_wide, &f16_wide, &f32_copy, &sum, &bf16_sum, &f16_sum, &scaled,
-               &divided, &zeroed, &partial_bytes, &params, &exp_avg, &exp_avg_sq});
+               &divided, &zeroed, &partial_bytes, &tree_sums, &params, &exp_avg, &exp_avg_sq});
 }
 
 // A buffer made with unset contents is NaN in every training dtype (-1 in int64) on both CPU
@@ -187,7 +190,7 @@ TEST(DetachedDevice, StepOpsGiveCpuDeviceBits) {
       step_ops(cpu), step_ops(detached),
       {"convert f32->bf16", "convert f32->f16", "convert bf16->f32", "convert f16->f32",
        "convert f32->f32", "add f32", "add bf16", "add f16", "scale", "divide", "fill_zero",
-       "block_sumsq", "adamw params", "adamw exp_avg", "adamw exp_avg_sq"});
+       "block_sumsq", "tree_cover_sums", "adamw params", "adamw exp_avg", "adamw exp_avg_sq"});
 }
 
 // A few kernels, labels and tokens on the device too: every output downloaded.

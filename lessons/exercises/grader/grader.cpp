@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "engines/sharding.hpp"
 #include "exercise.hpp"
 #include "grader/grading_comm.hpp"
 #include "grader/parameter_views.hpp"
@@ -142,7 +143,7 @@ std::optional<std::string> norm_disagreement(const ParameterViews& views, std::s
         "step {}: rank 0's gradient norm is {:.17g} and rank {}'s {:.17g}: each rank made the norm "
         "from its own shard alone. The norm, and the clipping it decides, needs the sum of "
         "squares over every rank's shard, the same on every rank (sharded_grad_norm gathers "
-        "every rank's partials)",
+        "every rank's sums of its shard)",
         s + 1, first[s], rank, norms[s]);
   }
   return std::nullopt;
@@ -230,13 +231,13 @@ std::string_view traffic_rule(EngineKind kind) {
   }
 }
 
-// Bytes rank `rank` sends over a run to all-gather the gradient norm's partials (one fp64 per
-// kNormBlockElems padded elements, every step): what a norm from the own shard alone leaves out.
-std::int64_t norm_partials_bytes(const TrainConfig& config, const std::vector<UnitLayout>& layout,
-                                 int rank) {
-  const std::int64_t blocks = total_padded_elems(layout) / kNormBlockElems;
+// Bytes rank `rank` sends over a run to all-gather the gradient norm's tree sums (a few fp64 per
+// unit, every step): what a norm from the own shard alone leaves out.
+std::int64_t norm_sums_bytes(const TrainConfig& config, const std::vector<UnitLayout>& layout,
+                             int rank) {
+  const std::int64_t sums = norm_sums_per_rank(layout, config.world) * config.world;
   return config.steps *
-         ring_volume(CollectiveKind::AllGather, blocks, sizeof(double), rank, config.world)
+         ring_volume(CollectiveKind::AllGather, sums, sizeof(double), rank, config.world)
              .sent_bytes;
 }
 
@@ -252,10 +253,12 @@ std::optional<std::string> first_traffic_difference(const TrainResult& got, cons
           "the parameters are right, but rank {} sent {} bytes by {} where {} sends {}", r,
           got_bytes, collective_name(collective), engine_name(config.engine), want_bytes);
       if (collective == CollectiveKind::AllGather && config.engine != EngineKind::Ddp &&
-          want_bytes - got_bytes == norm_partials_bytes(config, want.layout, static_cast<int>(r))) {
-        return said + ": the bytes missing are the gradient norm's partials (one fp64 per " +
+          want_bytes - got_bytes == norm_sums_bytes(config, want.layout, static_cast<int>(r))) {
+        return said +
+               ": the bytes missing are the gradient norm's sums (a few fp64 per unit "
+               "and shard, each summing " +
                std::to_string(kNormBlockElems) +
-               "-element block of every shard), which every rank gathers from every other. A "
+               "-element blocks), which every rank gathers from every other. A "
                "norm made from the own shard alone gives each rank its own norm and its own "
                "clipping; sharded_grad_norm makes the same norm, from every shard, everywhere";
       }

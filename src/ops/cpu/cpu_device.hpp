@@ -67,6 +67,9 @@ class CpuDevice : public Device {
   /// block_sumsq: no copy of the gradient is ever whole (fp32 gradients not divided are read in
   /// place).
   void do_block_sumsq_unscaled(TensorIn grads, float divisor, std::span<double> partials) override;
+  /// optim/grad_norm.hpp's tree_cover_sums.
+  void do_tree_cover_sums(std::span<const double> leaves, std::int64_t first_leaf,
+                          std::span<double> sums) override;
   /// The unscaled gradient built in host chunks (fp32 gradients read in place when nothing
   /// scales them), each chunk updated by adamw_update and rounded by convert.
   void do_adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor, float clip,

@@ -108,6 +108,11 @@ void CpuDevice::adamw_update(std::span<float> params, std::span<const float> gra
   adamw_update_fused(params, grads, exp_avg, exp_avg_sq, scalars, threads);
 }
 
+void CpuDevice::do_tree_cover_sums(std::span<const double> leaves, std::int64_t first_leaf,
+                                   std::span<double> sums) {
+  zl::tree_cover_sums(leaves, first_leaf, sums);
+}
+
 void CpuDevice::do_block_sumsq_unscaled(TensorIn grads, float divisor, std::span<double> partials) {
   const auto elems = static_cast<std::size_t>(grads.elems);
   // CpuDevice's own calls, not a subclass's: the detached device has translated every pointer.

@@ -244,6 +244,11 @@ void DetachedCpuDevice::do_block_sumsq_unscaled(TensorIn grads, float divisor,
   CpuDevice::do_block_sumsq_unscaled(view(grads), divisor, view(partials));
 }
 
+void DetachedCpuDevice::do_tree_cover_sums(std::span<const double> leaves, std::int64_t first_leaf,
+                                           std::span<double> sums) {
+  CpuDevice::do_tree_cover_sums(view(leaves), first_leaf, view(sums));
+}
+
 void DetachedCpuDevice::do_adamw_update_unscaled(
     std::span<float> master, TensorIn grads, float divisor, float clip, std::span<float> exp_avg,
     std::span<float> exp_avg_sq, const AdamWScalars& scalars, void* rounded, DType rounded_dtype) {

@@ -84,6 +84,9 @@ class DetachedCpuDevice final : public CpuDevice {
 
   /// CpuDevice::block_sumsq_unscaled on this device's memory.
   void do_block_sumsq_unscaled(TensorIn grads, float divisor, std::span<double> partials) override;
+  /// CpuDevice::tree_cover_sums on this device's memory.
+  void do_tree_cover_sums(std::span<const double> leaves, std::int64_t first_leaf,
+                          std::span<double> sums) override;
   /// CpuDevice::adamw_update_unscaled on this device's memory.
   void do_adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor, float clip,
                                 std::span<float> exp_avg, std::span<float> exp_avg_sq,

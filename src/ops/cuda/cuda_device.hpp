@@ -172,6 +172,9 @@ class CudaDevice final : public Device {
   /// One thread per block reads fp32 or bf16 gradients as they are, dividing each by the loss
   /// scale; fp16 ones are widened into scratch() first.
   void do_block_sumsq_unscaled(TensorIn grads, float divisor, std::span<double> partials) override;
+  /// One block per cover node (cuda_tree_sum.cuh).
+  void do_tree_cover_sums(std::span<const double> leaves, std::int64_t first_leaf,
+                          std::span<double> sums) override;
   /// One pass of adamw_update_cuda that reads fp32 or bf16 gradients as they are, unscales and
   /// clips each, and writes a bf16 copy as it updates; fp16 gradients are widened into scratch()
   /// first, and an fp16 copy is Device's convert after.

@@ -106,6 +106,13 @@ void CudaDevice::block_sumsq(std::span<const float> grads, std::span<double> par
   cuda::block_sumsq(grads.data(), partials.data(), blocks, kNormBlockElems, stream_);
 }
 
+void CudaDevice::do_tree_cover_sums(std::span<const double> leaves, std::int64_t first_leaf,
+                                    std::span<double> sums) {
+  if (sums.empty()) return;
+  select();
+  cuda::tree_cover_sums(leaves.data(), std::ssize(leaves), first_leaf, sums.data(), stream_);
+}
+
 TensorIn CudaDevice::readable_grads(TensorIn grads) {
   if (grads.dtype == DType::F32 || grads.dtype == DType::BF16) return grads;
   auto* fp32 = static_cast<float*>(scratch(static_cast<std::size_t>(grads.elems) * sizeof(float)));

@@ -213,6 +213,12 @@ void block_sumsq(const float* grads, double* partials, std::int64_t blocks,
 void block_sumsq(const void* grads, bool bf16, float divisor, double* partials, std::int64_t blocks,
                  std::int64_t block_elems, cudaStream_t stream);
 
+/// sums[n] = the pairwise tree sum of node n of optim/grad_norm.hpp's tree_cover(first_leaf,
+/// leaf_count), from the `leaf_count` leaves (fp64 partials) that start at leaf `first_leaf`: one
+/// block per node (cuda_tree_sum.cuh), so each sum is tree_cover_sums', bit for bit.
+void tree_cover_sums(const double* leaves, std::int64_t leaf_count, std::int64_t first_leaf,
+                     double* sums, cudaStream_t stream);
+
 /// One launch of the multi-tensor AdamW kernel over `count` <= kAdamWTensorsPerLaunch tensors
 /// (adamw_cuda.hpp), checked by the caller.
 void adamw_launch(const AdamWTensor* tensors, int count, const AdamWScalars& scalars,

@@ -1,15 +1,19 @@
 // cuda_step_kernels.cu — the elementwise kernels of a training step (the Device's step work):
 // dtype conversions, accumulation, scaling, unscaling and the gradient norm's block sums of
-// squares. Each is its host twin's arithmetic (ops/cpu/cpu_step_ops.cpp), one IEEE-rounded
-// operation per element (no contraction), so the GPU gives the same bits as the CPU. Conversions
-// and rounding move 8 elements a thread in 16-byte loads and stores where the arrays are 16-byte
-// aligned (a scalar kernel takes the rest), as they are the step's most frequent kernels.
+// squares and their tree sums. Each is its host twin's arithmetic (ops/cpu/cpu_step_ops.cpp), one
+// IEEE-rounded operation per element (no contraction), so the GPU gives the same bits as the CPU.
+// Conversions and rounding move 8 elements a thread in 16-byte loads and stores where the arrays
+// are 16-byte aligned (a scalar kernel takes the rest), as they are the step's most frequent
+// kernels.
 #include <cstdint>
+#include <vector>
 
 #include "ops/cuda/cuda_check.hpp"
 #include "ops/cuda/cuda_dtype.cuh"
 #include "ops/cuda/cuda_kernels.hpp"
 #include "ops/cuda/cuda_reduce_block.cuh"
+#include "ops/cuda/cuda_tree_sum.cuh"
+#include "optim/grad_norm.hpp"
 
 namespace zl::cuda {
 
@@ -267,6 +271,21 @@ void block_sumsq(const void* grads, bool bf16, float divisor, double* partials, 
         static_cast<const float*>(grads), divisor, partials, blocks, block_elems);
   }
   cuda_check_launch("block_sumsq");
+}
+
+void tree_cover_sums(const double* leaves, std::int64_t leaf_count, std::int64_t first_leaf,
+                     double* sums, cudaStream_t stream) {
+  const std::vector<TreeNode> cover = tree_cover(first_leaf, leaf_count);
+  if (cover.empty()) return;
+  tree_sum::Nodes nodes;  // at most two a level of leaves' 63 levels: 126, within kMaxNodes
+  nodes.count = static_cast<int>(cover.size());
+  for (std::size_t n = 0; n < cover.size(); ++n) {
+    nodes.offset[n] = cover[n].first_leaf() - first_leaf;
+    nodes.level[n] = cover[n].level;
+  }
+  tree_sum::cover_sums_kernel<<<static_cast<unsigned>(nodes.count), tree_sum::kThreads,
+                                tree_sum::kSharedBytes, stream>>>(leaves, nodes, sums);
+  cuda_check_launch("tree_cover_sums");
 }
 
 }  // namespace zl::cuda
