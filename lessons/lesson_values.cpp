@@ -75,7 +75,9 @@ std::vector<std::vector<float>> local_grads(const TrainConfig& config,
     widen(device, grad, grads[u]);
   };
   const BatchFn batch = batch_source(config, 0, 0, nullptr);
-  run_micro_batch(model.get(), batch(step, rank), layout, precision, 1.0f, hooks, {}, device);
+  Buffer loss_sum = device.alloc(MemCategory::CommBuffer, DType::F32, {1});  // not shown
+  run_micro_batch(model.get(), batch(step, rank), layout, precision, 1.0f, hooks, {}, device,
+                  loss_sum.as<float>());
   return grads;
 }
 

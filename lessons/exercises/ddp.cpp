@@ -32,14 +32,13 @@ class DdpExercise final : public Engine {
 
   StepStats step(std::int64_t step) override {
     const std::int64_t micro_steps = features_.grad_accum_steps;
-    float loss_sum = 0.0f;
+    Buffer loss_sum = step_loss_sum(device_);  // the losses, added on the device
     for (std::int64_t k = 0; k < micro_steps; ++k) {
       // 1. forward and backward into grads_
       zero_units(device_, grads_);
       const Batch batch = options_.batch(step * micro_steps + k, comm_.rank());
-      loss_sum =
-          loss_sum + run_micro_batch(model_, batch, layout_, features_.precision,
-                                     grad_scale_of(opt_, features_), hooks(), options_, device_);
+      run_micro_batch(model_, batch, layout_, features_.precision, grad_scale_of(opt_, features_),
+                      hooks(), options_, device_, loss_sum.as<float>());
       for (std::size_t u = 0; u < layout_.size(); ++u) {
         // 2. TODO 1: every rank's gradient of unit u becomes the average over the ranks
         todo("ddp.cpp", 1,
@@ -58,7 +57,7 @@ class DdpExercise final : public Engine {
       }
     }
     // 4. the norm and the update, the same on every rank
-    const float loss = mean_loss_over_ranks(comm_, loss_sum / static_cast<float>(micro_steps));
+    const float loss = mean_loss_over_ranks(comm_, device_, loss_sum.as<float>(), micro_steps);
     const std::vector<TypedSpan> grads = whole(micro_steps > 1 ? accum_ : grads_);
     const double loss_scale = opt_.scaler.scale();
     const double lr = update_lr(opt_, options_);

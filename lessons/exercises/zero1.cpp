@@ -37,14 +37,13 @@ class Zero1Exercise final : public Engine {
 
   StepStats step(std::int64_t step) override {
     const std::int64_t micro_steps = features_.grad_accum_steps;
-    float loss_sum = 0.0f;
+    Buffer loss_sum = step_loss_sum(device_);  // the losses, added on the device
     for (std::int64_t k = 0; k < micro_steps; ++k) {
       // 1. forward and backward into grads_
       zero_units(device_, grads_);
       const Batch batch = options_.batch(step * micro_steps + k, comm_.rank());
-      loss_sum =
-          loss_sum + run_micro_batch(model_, batch, layout_, features_.precision,
-                                     grad_scale_of(opt_, features_), hooks(), options_, device_);
+      run_micro_batch(model_, batch, layout_, features_.precision, grad_scale_of(opt_, features_),
+                      hooks(), options_, device_, loss_sum.as<float>());
       const std::vector<TypedSpan> grad_shards = own(grads_);
       for (std::size_t u = 0; u < layout_.size(); ++u) {
         // 2. TODO 2: the own shard of unit u's gradient becomes the average over the ranks
@@ -64,7 +63,7 @@ class Zero1Exercise final : public Engine {
       }
     }
     // 4. the norm from every rank's shards, then AdamW on the own shard
-    const float loss = mean_loss_over_ranks(comm_, loss_sum / static_cast<float>(micro_steps));
+    const float loss = mean_loss_over_ranks(comm_, device_, loss_sum.as<float>(), micro_steps);
     const std::vector<TypedSpan> grads =
         micro_steps > 1 ? owned_spans(accum_, layout_, false, 0, 1) : own(grads_);
     const double loss_scale = opt_.scaler.scale();

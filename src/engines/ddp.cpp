@@ -40,15 +40,13 @@ class DdpEngine final : public Engine {
 
   StepStats step(std::int64_t step) override {
     const std::int64_t micro_steps = features_.grad_accum_steps;
-    float loss_sum = 0.0f;
+    Buffer loss_sum = step_loss_sum(device_);  // the losses, added on the device
     for (std::int64_t k = 0; k < micro_steps; ++k) {
       // 1. forward and 2. backward this rank's micro-batch into full per-unit gradients
       zero_units(device_, grads_);
-      loss_sum = loss_sum + run_micro_batch(model_, options_.batch(step * micro_steps + k,
-                                                                   comm_.rank()),
-                                            layout_, features_.precision,
-                                            grad_scale_of(opt_, features_), hooks(), options_,
-                                            device_);
+      run_micro_batch(model_, options_.batch(step * micro_steps + k, comm_.rank()), layout_,
+                      features_.precision, grad_scale_of(opt_, features_), hooks(), options_,
+                      device_, loss_sum.as<float>());
       // 3. all_reduce: every rank gets the mean gradient (added into the accumulator); with
       //    overlap_comm each unit's all_reduce already started in backward, as it was ready
       if (features_.overlap_comm) {
@@ -59,7 +57,7 @@ class DdpEngine final : public Engine {
       if (micro_steps > 1) accumulate(k == 0);
     }
     // the logged loss, averaged over the ranks now that backward's reductions are done
-    const float loss = mean_loss_over_ranks(comm_, loss_sum / static_cast<float>(micro_steps));
+    const float loss = mean_loss_over_ranks(comm_, device_, loss_sum.as<float>(), micro_steps);
     // 4. update the whole model, identically everywhere
     const std::vector<TypedSpan> grads = whole(micro_steps > 1 ? accum_ : grads_);
     const double loss_scale = opt_.scaler.scale();  // what backward multiplied by

@@ -14,9 +14,9 @@ TensorIn model_params(const UnitParams& params, std::int64_t numel) {
 
 }  // namespace
 
-float run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLayout>& layout,
-                      DType precision, float grad_scale, const MicroBatchHooks& hooks,
-                      const EngineOptions& options, Device& device) {
+void run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLayout>& layout,
+                     DType precision, float grad_scale, const MicroBatchHooks& hooks,
+                     const EngineOptions& options, Device& device, std::span<float> loss_sum) {
   const std::vector<int> order = model.forward_order();
   const auto units = static_cast<int>(layout.size());
   for (const int u : order) {
@@ -28,7 +28,7 @@ float run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLa
     model.forward_unit(u, model_params(params, layout[u].numel));
     notify(options, device, "forward", u);
   }
-  const float loss = model.loss(grad_scale);
+  model.add_loss(grad_scale, loss_sum);
 
   // Backward visits the order reversed; a unit's gradient is complete at its last visit there,
   // which is its first position in the forward order.
@@ -63,7 +63,6 @@ float run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLa
     temp[u] = Buffer();  // the fp32 gradient goes before the engine reduces the rounded one
     hooks.grad_ready(u, view_of(rounded));
   }
-  return loss;
 }
 
 }  // namespace zl

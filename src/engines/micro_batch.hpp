@@ -36,9 +36,10 @@ struct MicroBatchHooks {
 };
 
 /// Runs `batch` forward and backward, seeding backward with `grad_scale` (see Model::loss), and
-/// emits "forward" and "backward" events per visit. Returns the unscaled loss.
-float run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLayout>& layout,
-                      DType precision, float grad_scale, const MicroBatchHooks& hooks,
-                      const EngineOptions& options, Device& device);
+/// emits "forward" and "backward" events per visit. The unscaled loss is added into loss_sum[0]
+/// (one float in the device's memory, Model::add_loss), which the host reads once a step.
+void run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLayout>& layout,
+                     DType precision, float grad_scale, const MicroBatchHooks& hooks,
+                     const EngineOptions& options, Device& device, std::span<float> loss_sum);
 
 }  // namespace zl

@@ -44,14 +44,17 @@ class ReferenceEngine final : public Engine {
   StepStats step(std::int64_t step) override {
     const std::int64_t micro_steps = features_.grad_accum_steps;
     // Each rank's loss is the mean of its micro-batch losses, as each engine reports it.
-    std::vector<float> losses(static_cast<std::size_t>(world_), 0.0f);
+    Buffer loss_sums = device_.alloc(MemCategory::CommBuffer, DType::F32, {world_});
+    const std::span<float> rank_losses = loss_sums.as<float>();
     for (std::int64_t k = 0; k < micro_steps; ++k) {
       for (int r = 0; r < world_; ++r) {
-        losses[r] = losses[r] + run_rank(step * micro_steps + k, r);
+        run_rank(step * micro_steps + k, r, rank_losses.subspan(static_cast<std::size_t>(r), 1));
       }
       average_rank_grads(/*first=*/k == 0);
     }
-    for (float& loss : losses) loss = loss / static_cast<float>(micro_steps);
+    device_.divide(rank_losses, static_cast<float>(micro_steps));
+    std::vector<float> losses(static_cast<std::size_t>(world_));
+    device_.copy_to_host(losses.data(), loss_sums.data(), losses.size() * sizeof(float));
     const std::vector<TypedSpan> grads = owned_grads();
     const double loss_scale = opt_.scaler.scale();  // what backward multiplied by
     const double lr = update_lr(opt_, options_);  // before the update moves the schedule
@@ -81,15 +84,16 @@ class ReferenceEngine final : public Engine {
   std::vector<TypedSpan> owned() { return owned_spans(params_, layout_, false, 0, 1); }
   std::vector<TypedSpan> owned_grads() { return owned_spans(grads_, layout_, false, 0, 1); }
 
-  // Rank r's micro-batch gradients into rank_grads_[r], as that rank computes them.
-  float run_rank(std::int64_t micro_step, int r) {
+  // Rank r's micro-batch gradients into rank_grads_[r], as that rank computes them; its loss is
+  // added into loss_sum.
+  void run_rank(std::int64_t micro_step, int r, std::span<float> loss_sum) {
     MicroBatchHooks hooks;
     hooks.params = [this](int u, bool) { return UnitParams{view_of(params_[u]), {}}; };
     hooks.grad_ready = [this, r](int u, TypedSpan grad) {
       copy_into(device_, grad, view_of(rank_grads_[r][u]));
     };
-    return run_micro_batch(model_, options_.batch(micro_step, r), layout_, features_.precision,
-                           grad_scale_of(opt_, features_), hooks, options_, device_);
+    run_micro_batch(model_, options_.batch(micro_step, r), layout_, features_.precision,
+                    grad_scale_of(opt_, features_), hooks, options_, device_, loss_sum);
   }
 
   // average = reduce_rank_order(rank_grads_[0][u], ..., rank_grads_[W-1][u], Avg); the step's

@@ -187,9 +187,17 @@ void all_reduce_unit(Comm& comm, TypedSpan grad, std::int64_t bucket_elems) {
   start_all_reduce(comm, grad, bucket_elems, /*async=*/false).wait();
 }
 
-float mean_loss_over_ranks(Comm& comm, float local_loss) {
-  comm.all_reduce(&local_loss, 1, DType::F32, ReduceOp::Avg);
-  return local_loss;
+Buffer step_loss_sum(Device& device) {
+  return device.alloc(MemCategory::CommBuffer, DType::F32, {1});
+}
+
+float mean_loss_over_ranks(Comm& comm, Device& device, std::span<float> loss_sum,
+                           std::int64_t micro_batches) {
+  device.divide(loss_sum, static_cast<float>(micro_batches));
+  comm.all_reduce(loss_sum.data(), 1, DType::F32, ReduceOp::Avg);
+  float loss = 0.0f;
+  device.copy_to_host(&loss, loss_sum.data(), sizeof(loss));
+  return loss;
 }
 
 namespace {

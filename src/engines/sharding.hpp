@@ -79,10 +79,17 @@ void reduce_scatter_unit(Comm& comm, Device& device, TypedSpan full, TypedSpan s
 /// elements (reduce_bucket_size). Collective.
 void all_reduce_unit(Comm& comm, TypedSpan grad, std::int64_t bucket_elems);
 
-/// The logged loss: the mean of every rank's `local_loss`, one 4-byte all_reduce (avg), as nanoGPT
-/// logs it. Engines call it once backward's reductions are complete and before the gradient norm,
-/// so it never waits behind the step's parameter all_gathers. Collective.
-float mean_loss_over_ranks(Comm& comm, float local_loss);
+/// A step's loss sum: one float in the device's memory, zero, booked as CommBuffer, into which
+/// run_micro_batch adds each micro-batch's loss.
+Buffer step_loss_sum(Device& device);
+
+/// The logged loss: `loss_sum` (a step's micro-batch losses added up on the device) divided by
+/// `micro_batches`, then the mean over the ranks, one 4-byte all_reduce (avg) on the device, as
+/// nanoGPT logs it; the host reads it once. Engines call it once backward's reductions are
+/// complete and before the gradient norm, so it never waits behind the step's parameter
+/// all_gathers. Collective.
+float mean_loss_over_ranks(Comm& comm, Device& device, std::span<float> loss_sum,
+                           std::int64_t micro_batches);
 
 /// The doubles each rank contributes to sharded_grad_norm's all_gather on `world` ranks: for
 /// each unit, the most tree nodes any rank's shard of it holds.

@@ -44,15 +44,13 @@ class Zero1Engine final : public Engine {
 
   StepStats step(std::int64_t step) override {
     const std::int64_t micro_steps = features_.grad_accum_steps;
-    float loss_sum = 0.0f;
+    Buffer loss_sum = step_loss_sum(device_);  // the losses, added on the device
     for (std::int64_t k = 0; k < micro_steps; ++k) {
       // 1. forward and 2. backward this rank's micro-batch into full per-unit gradients
       zero_units(device_, grads_);
-      loss_sum = loss_sum + run_micro_batch(model_, options_.batch(step * micro_steps + k,
-                                                                   comm_.rank()),
-                                            layout_, features_.precision,
-                                            grad_scale_of(opt_, features_), hooks(), options_,
-                                            device_);
+      run_micro_batch(model_, options_.batch(step * micro_steps + k, comm_.rank()), layout_,
+                      features_.precision, grad_scale_of(opt_, features_), hooks(), options_,
+                      device_, loss_sum.as<float>());
       // 3. reduce_scatter: the own slice of each unit's gradient becomes the mean (with
       //    overlap_comm these started in backward, unit by unit as each was ready)
       const std::vector<TypedSpan> grad_shards = own(grads_);
@@ -72,7 +70,7 @@ class Zero1Engine final : public Engine {
       }
     }
     // the logged loss, averaged over the ranks now that backward's reductions are done
-    const float loss = mean_loss_over_ranks(comm_, loss_sum / static_cast<float>(micro_steps));
+    const float loss = mean_loss_over_ranks(comm_, device_, loss_sum.as<float>(), micro_steps);
     const std::vector<TypedSpan> grads =
         micro_steps > 1 ? owned_spans(accum_, layout_, false, 0, 1) : own(grads_);
     const double loss_scale = opt_.scaler.scale();  // what backward multiplied by

@@ -40,18 +40,16 @@ class Zero2Engine final : public Engine {
 
   StepStats step(std::int64_t step) override {
     const std::int64_t micro_steps = features_.grad_accum_steps;
-    float loss_sum = 0.0f;
+    Buffer loss_sum = step_loss_sum(device_);  // the losses, added on the device
     for (std::int64_t k = 0; k < micro_steps; ++k) {
       // 1. forward, 2. backward: each unit's full gradient lives only until it is reduced
-      loss_sum = loss_sum + run_micro_batch(model_, options_.batch(step * micro_steps + k,
-                                                                   comm_.rank()),
-                                            layout_, features_.precision,
-                                            grad_scale_of(opt_, features_), hooks(k == 0),
-                                            options_, device_);
+      run_micro_batch(model_, options_.batch(step * micro_steps + k, comm_.rank()), layout_,
+                      features_.precision, grad_scale_of(opt_, features_), hooks(k == 0), options_,
+                      device_, loss_sum.as<float>());
       wait_all(in_flight_);
     }
     // the logged loss, averaged over the ranks now that backward's reductions are done
-    const float loss = mean_loss_over_ranks(comm_, loss_sum / static_cast<float>(micro_steps));
+    const float loss = mean_loss_over_ranks(comm_, device_, loss_sum.as<float>(), micro_steps);
     const std::vector<TypedSpan> grads = owned_spans(grad_shards_, layout_, false, 0, 1);
     const double loss_scale = opt_.scaler.scale();  // what backward multiplied by
     const double lr = update_lr(opt_, options_);  // before the update moves the schedule

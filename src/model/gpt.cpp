@@ -142,6 +142,7 @@ void Gpt::begin(const Batch& batch) {
   dfc_gelu_ = activation(ActivationKind::Scratch, {N, 4 * C});
   forward_visits_ = 0;
   loss_done_ = false;
+  loss_read_ = false;
   next_backward_visit_ = static_cast<int>(order_.size()) - 1;
 }
 
@@ -281,26 +282,44 @@ std::vector<float> Gpt::logits() const {
   return host;
 }
 
-float Gpt::loss(float grad_scale) {
+Buffer Gpt::seeded_loss_sum(float grad_scale) {
   ZL_CHECK(rows_ > 0 && forward_visits_ == order_.size(),
            "loss() before the forward pass finished: {} of {} forward visits ran", forward_visits_,
            order_.size());
-  if (loss_done_) return loss_;
+  ZL_CHECK(!loss_done_,
+           "the micro-batch's loss was taken already: call loss() or add_loss() once per "
+           "micro-batch");
+  // Booked as the norm's partials are.
+  Buffer loss_sum = device_.alloc(MemCategory::CommBuffer, DType::F64, {1});
   if (sixteen_bit()) {
-    loss_ = static_cast<float>(loss_sum_chunked(grad_scale) / static_cast<double>(token_rows()));
-    loss_done_ = true;
-    return loss_;
+    loss_sum_chunked(grad_scale, loss_sum.as<double>());
+  } else {
+    // Mean over all N = rows * T tokens; the gradient (softmax - onehot) / N, scaled, is written
+    // over the logits, which nothing reads again (as llm.c does): one [N, Vp] buffer. The softmax
+    // covers the V real columns; the padded ones get a zero gradient.
+    const std::int64_t N = token_rows(), Vp = padded_vocab(config_);
+    const TensorOut logits(logits_.data(), N * Vp, DType::F32);
+    device_.cross_entropy_add_forward_backward(logits, targets_.as<std::int64_t>(), logits, N,
+                                               config_.vocab, Vp, N, loss_sum.as<double>(),
+                                               grad_scale);
   }
-  // Mean over all N = rows * T tokens; the gradient (softmax - onehot) / N, then scaled, is
-  // written over the logits, which nothing reads again (as llm.c does): one [N, Vp] buffer. The
-  // softmax covers the V real columns; the padded ones get a zero gradient.
-  auto logits = logits_.as<float>();
-  loss_ = device_.cross_entropy_forward_backward(logits, targets_.as<std::int64_t>(), logits,
-                                                 token_rows(), config_.vocab,
-                                                 padded_vocab(config_));
-  if (grad_scale != 1.0f) device_.scale(logits, grad_scale);
   loss_done_ = true;
+  return loss_sum;
+}
+
+float Gpt::loss(float grad_scale) {
+  if (loss_read_) return loss_;
+  const Buffer loss_sum = seeded_loss_sum(grad_scale);
+  double total = 0.0;
+  device_.copy_to_host(&total, loss_sum.data(), sizeof(total));
+  loss_ = static_cast<float>(total / static_cast<double>(token_rows()));
+  loss_read_ = true;
   return loss_;
+}
+
+void Gpt::add_loss(float grad_scale, std::span<float> loss_sum) {
+  const Buffer sum = seeded_loss_sum(grad_scale);
+  device_.add_mean_loss(sum.as<double>(), token_rows(), loss_sum);
 }
 
 void Gpt::backward_unit(int unit, TensorIn params, std::span<float> grads) {

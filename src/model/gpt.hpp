@@ -64,6 +64,7 @@ class Gpt final : public Model {
   /// Mean cross-entropy over the rows * T tokens; seeds backward with grad_scale * d loss / d
   /// logits.
   float loss(float grad_scale) override;
+  void add_loss(float grad_scale, std::span<float> loss_sum) override;
   void backward_unit(int unit, TensorIn params, std::span<float> grads) override;
 
   /// The shape the model was built with (validated).
@@ -116,7 +117,9 @@ class Gpt final : public Model {
   static void* rows_of(Buffer& buffer, std::int64_t first, std::int64_t width);
   // The LM head and the loss with 16-bit activations, chunk by chunk (gpt_head.cpp).
   void head_forward_chunked(TensorIn params);
-  double loss_sum_chunked(float grad_scale);
+  void loss_sum_chunked(float grad_scale, std::span<double> loss_sum);
+  // The micro-batch's token losses summed in a device double, backward seeded: taken once.
+  Buffer seeded_loss_sum(float grad_scale);
   void head_backward_chunked(TensorIn params, std::span<float> grads);
 
   Device& device_;
@@ -146,7 +149,8 @@ class Gpt final : public Model {
   Buffer dfc_gelu_;   // [N, 4C]
   // Where the micro-batch is: visits of order_ run forward, the loss, the next backward visit.
   std::size_t forward_visits_ = 0;
-  bool loss_done_ = false;
+  bool loss_done_ = false;  // the loss is taken and backward seeded
+  bool loss_read_ = false;  // loss() read it into loss_
   float loss_ = 0.0f;
   int next_backward_visit_ = -1;
 };

@@ -39,23 +39,18 @@ void Gpt::head_forward_chunked(TensorIn params) {
   });
 }
 
-double Gpt::loss_sum_chunked(float grad_scale) {
+void Gpt::loss_sum_chunked(float grad_scale, std::span<double> loss_sum) {
   const std::int64_t N = token_rows(), Vp = padded_vocab(config_);
   const auto targets = targets_.as<std::int64_t>();
-  // The chunks' sums add up on the device, and the host reads the total once: one host wait,
-  // where returning each chunk's sum would make one per chunk. Booked as the norm's partials are.
-  Buffer loss_sum = device_.alloc(MemCategory::CommBuffer, DType::F64, {1});
+  // The chunks' sums add up on the device: the host reads at most the total.
   for_each_chunk(N, [&](std::int64_t first, std::int64_t rows) {
     const TensorOut logits(rows_of(logits_, first, Vp), rows * Vp, activation_dtype_);
     // The gradient (softmax - onehot) / N over the real vocabulary, zero in the padded columns,
     // scaled, written over the logits in 16 bits.
     device_.cross_entropy_add_forward_backward(
         logits, targets.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(rows)),
-        logits, rows, config_.vocab, Vp, N, loss_sum.as<double>(), grad_scale);
+        logits, rows, config_.vocab, Vp, N, loss_sum, grad_scale);
   });
-  double total = 0.0;
-  device_.copy_to_host(&total, loss_sum.data(), sizeof(total));
-  return total;
 }
 
 void Gpt::head_backward_chunked(TensorIn params, std::span<float> grads) {

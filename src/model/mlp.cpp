@@ -105,6 +105,7 @@ void Mlp::begin(const Batch& batch) {
   grad_post_ = device_.alloc_activation(ActivationKind::Scratch, DType::F32, {rows_, widest});
   forwarded_units_ = 0;
   loss_done_ = false;
+  loss_read_ = false;
   next_backward_unit_ = last();
 }
 
@@ -128,18 +129,37 @@ void Mlp::forward_unit(int unit, TensorIn params) {
   ++forwarded_units_;
 }
 
-float Mlp::loss(float grad_scale) {
+Buffer Mlp::seeded_loss_sum(float grad_scale) {
   ZL_CHECK(rows_ > 0 && forwarded_units_ == config_.layers,
            "loss() before the forward pass finished: {} of {} units ran", forwarded_units_,
            config_.layers);
-  if (loss_done_) return loss_;
+  ZL_CHECK(!loss_done_,
+           "the micro-batch's loss was taken already: call loss() or add_loss() once per "
+           "micro-batch");
   // The logits are the last layer's output [rows, classes]; their gradient seeds backward.
-  loss_ = device_.cross_entropy_forward_backward(
-      floats(pre_[last()]), labels_.as<std::int64_t>(), floats(grad_pre_, rows_ * config_.classes),
-      rows_, config_.classes, config_.classes);
-  if (grad_scale != 1.0f) device_.scale(floats(grad_pre_, rows_ * config_.classes), grad_scale);
+  Buffer loss_sum = device_.alloc(MemCategory::CommBuffer, DType::F64, {1});
+  const std::int64_t logits = rows_ * config_.classes;
+  device_.cross_entropy_add_forward_backward(
+      TensorIn(pre_[last()].data(), logits, DType::F32), labels_.as<std::int64_t>(),
+      TensorOut(grad_pre_.data(), logits, DType::F32), rows_, config_.classes, config_.classes,
+      rows_, loss_sum.as<double>(), grad_scale);
   loss_done_ = true;
+  return loss_sum;
+}
+
+float Mlp::loss(float grad_scale) {
+  if (loss_read_) return loss_;
+  const Buffer loss_sum = seeded_loss_sum(grad_scale);
+  double total = 0.0;
+  device_.copy_to_host(&total, loss_sum.data(), sizeof(total));
+  loss_ = static_cast<float>(total / static_cast<double>(rows_));
+  loss_read_ = true;
   return loss_;
+}
+
+void Mlp::add_loss(float grad_scale, std::span<float> loss_sum) {
+  const Buffer sum = seeded_loss_sum(grad_scale);
+  device_.add_mean_loss(sum.as<double>(), rows_, loss_sum);
 }
 
 void Mlp::backward_unit(int unit, TensorIn params, std::span<float> grads) {

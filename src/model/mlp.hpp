@@ -36,6 +36,7 @@ class Mlp final : public Model {
   void forward_unit(int unit, TensorIn params) override;
   using Model::loss;
   float loss(float grad_scale) override;
+  void add_loss(float grad_scale, std::span<float> loss_sum) override;
   void backward_unit(int unit, TensorIn params, std::span<float> grads) override;
 
  private:
@@ -57,9 +58,13 @@ class Mlp final : public Model {
   Buffer grad_post_;          // d loss / d post_[i]: the dx the layer above handed down
   // Where the micro-batch is, so a call out of order fails with a message instead of garbage.
   int forwarded_units_ = 0;
-  bool loss_done_ = false;
+  bool loss_done_ = false;  // the loss is taken and backward seeded
+  bool loss_read_ = false;  // loss() read it into loss_
   float loss_ = 0.0f;
   int next_backward_unit_ = -1;
+
+  // The micro-batch's row losses summed in a device double, backward seeded: taken once.
+  Buffer seeded_loss_sum(float grad_scale);
 };
 
 }  // namespace zl

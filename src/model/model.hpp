@@ -106,6 +106,12 @@ class Model {
   /// loss(1.0f).
   float loss() { return loss(1.0f); }
 
+  /// loss(grad_scale) without reading it: seeds backward the same way and adds the unscaled loss,
+  /// rounded to float, into loss_sum[0] (one float in the device's memory; one float addition), so
+  /// a step reads its micro-batches' losses once, after the last. A micro-batch's loss is taken
+  /// once: by loss() (which may be asked again) or by add_loss().
+  virtual void add_loss(float grad_scale, std::span<float> loss_sum) = 0;
+
   /// Runs unit `unit` backward, adding its parameter gradients into the fp32 `grads` (same layout
   /// as params).
   virtual void backward_unit(int unit, TensorIn params, std::span<float> grads) = 0;

@@ -40,6 +40,9 @@ class NamedInitModel final : public Model {
   void forward_unit(int unit, TensorIn params) override { model_.forward_unit(unit, params); }
   using Model::loss;
   float loss(float grad_scale) override { return model_.loss(grad_scale); }
+  void add_loss(float grad_scale, std::span<float> loss_sum) override {
+    model_.add_loss(grad_scale, loss_sum);
+  }
   void backward_unit(int unit, TensorIn params, std::span<float> grads) override {
     model_.backward_unit(unit, params, grads);
   }

@@ -199,6 +199,14 @@ void Device::cross_entropy_add_forward_backward(TensorIn logits,
   if (grad_scale != 1.0f) scale(dlogits.f32(), grad_scale);
 }
 
+void Device::add_mean_loss(std::span<const double> loss_sum, std::int64_t rows,
+                           std::span<float> total) {
+  check_elems("add_mean_loss", "loss_sum", loss_sum.size(), 1);
+  check_elems("add_mean_loss", "total", total.size(), 1);
+  ZL_CHECK(rows >= 1, "add_mean_loss: a mean over {} rows: pass >= 1 row", rows);
+  do_add_mean_loss(loss_sum, rows, total);
+}
+
 void Device::embedding_forward(std::span<const std::int64_t> tokens, TensorIn wte, TensorIn wpe,
                                std::span<float> x, std::int64_t batch, std::int64_t seq_len,
                                std::int64_t channels, std::int64_t vocab) {

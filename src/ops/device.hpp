@@ -202,6 +202,11 @@ class Device : public Allocator {
                                           std::int64_t mean_rows, std::span<double> loss_sum,
                                           float grad_scale = 1.0f);
 
+  /// A micro-batch's mean loss added to the step's sum, on the device: total[0] becomes total[0] +
+  /// (float)(loss_sum[0] / rows) (a double division rounded to float, then one float addition),
+  /// the bits of reading the loss and adding it on the host, without the host waiting.
+  void add_mean_loss(std::span<const double> loss_sum, std::int64_t rows, std::span<float> total);
+
   // ---- GPT-2 kernels (fp32, row-major; cpu/cpu_gpt_kernels.cpp and cpu/cpu_attention.cpp).
   // B is the batch, T the sequence length, C the channels (n_embd), N = B*T the rows of the
   // token-major activations [B, T, C]. ----
@@ -316,6 +321,9 @@ class Device : public Allocator {
                                                    std::int64_t classes,
                                                    std::int64_t padded_classes,
                                                    std::int64_t mean_rows) = 0;
+  /// add_mean_loss after its checks (one double, one float, rows >= 1).
+  virtual void do_add_mean_loss(std::span<const double> loss_sum, std::int64_t rows,
+                                std::span<float> total) = 0;
   /// cross_entropy_add_forward_backward after its checks: the sum is added on the device.
   virtual void do_cross_entropy_add_forward_backward(
       std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,

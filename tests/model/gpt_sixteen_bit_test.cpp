@@ -97,6 +97,35 @@ TEST(GptSixteenBit, FollowsFp32WithinTheRoundingOfSixteenBits) {
   }
 }
 
+// add_loss seeds backward as loss() does and adds the loss that loss() reads into a float in the
+// device's memory: the same gradients bit for bit, and the sum plus the loss; a micro-batch's loss
+// is taken once.
+TEST(GptSixteenBit, AddLossAddsTheReadLossOnTheDevice) {
+  for (const DType activations : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(activations));
+    CpuDevice device;
+    Gpt model(device, kConfig, {}, activations);
+    const auto params = init_params(model, 7);
+    const Batch batch = MarkovTokens(kConfig.vocab, 3).batch(0, kRows, kConfig.block_size);
+    auto read_grads = zeros_like(params), added_grads = zeros_like(params);
+    test::forward(model, batch, params);
+    const float loss = test::backward(model, params, read_grads, 8.0f);
+
+    test::forward(model, batch, params);
+    Buffer sum = device.alloc(MemCategory::CommBuffer, DType::F32, {1});
+    sum.as<float>()[0] = 0.375f;
+    model.add_loss(8.0f, sum.as<float>());
+    EXPECT_THROW(model.loss(), Error);
+    EXPECT_THROW(model.add_loss(8.0f, sum.as<float>()), Error);
+    const auto order = model.forward_order();
+    for (auto u = order.rbegin(); u != order.rend(); ++u) {
+      model.backward_unit(*u, params[*u], added_grads[*u]);
+    }
+    EXPECT_EQ(sum.as<float>()[0], 0.375f + loss);
+    EXPECT_EQ(added_grads, read_grads);
+  }
+}
+
 TEST(GptSixteenBit, OtherDtypesAreRefusedInOneLine) {
   CpuDevice device;
   try {

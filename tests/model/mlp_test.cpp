@@ -129,6 +129,31 @@ TEST(Mlp, LossMatchesTheDoubleReference) {
   EXPECT_EQ(model.loss(), loss);  // asking again returns the same loss
 }
 
+// add_loss seeds backward as loss() does and adds the loss that loss() reads into a float in the
+// device's memory: the same gradients bit for bit, and the sum plus the loss.
+TEST(Mlp, AddLossAddsTheReadLossOnTheDevice) {
+  CpuDevice device;
+  const MlpConfig config{.layers = 3, .width = 5, .in = 4, .classes = 3};
+  Mlp model(device, config);
+  const auto params = init_params(model, 3);
+  const Batch batch = ClassificationTask{.features = 4, .classes = 3, .seed = 5}.batch(0, 6);
+  auto read_grads = zeros_like(params), added_grads = zeros_like(params);
+  model.begin(batch);
+  for (int u = 0; u < 3; ++u) model.forward_unit(u, params[u]);
+  const float loss = model.loss(0.5f);
+  for (int u = 2; u >= 0; --u) model.backward_unit(u, params[u], read_grads[u]);
+
+  model.begin(batch);
+  for (int u = 0; u < 3; ++u) model.forward_unit(u, params[u]);
+  Buffer sum = device.alloc(MemCategory::CommBuffer, DType::F32, {1});
+  sum.as<float>()[0] = 1.25f;
+  model.add_loss(0.5f, sum.as<float>());
+  EXPECT_THROW(model.loss(), Error);  // taken once
+  for (int u = 2; u >= 0; --u) model.backward_unit(u, params[u], added_grads[u]);
+  EXPECT_EQ(sum.as<float>()[0], 1.25f + loss);
+  EXPECT_EQ(added_grads, read_grads);
+}
+
 // The whole model's backward against double central differences of its loss, for every parameter
 // element. Tolerances as in cpu_device_test.cpp: float rounding through three layers of fan-in
 // <= 6 stays near 1e-7 (measured: up to 2e-8); 1e-6 + 1e-5 |g| leaves ten times that, while the

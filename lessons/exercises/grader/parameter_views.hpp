@@ -81,6 +81,9 @@ class RecordingModel final : public Model {
   void begin(const Batch& batch) override;
   void forward_unit(int unit, TensorIn params) override;
   float loss(float grad_scale) override { return inner_.loss(grad_scale); }
+  void add_loss(float grad_scale, std::span<float> loss_sum) override {
+    inner_.add_loss(grad_scale, loss_sum);
+  }
   void backward_unit(int unit, TensorIn params, std::span<float> grads) override;
 
  private:

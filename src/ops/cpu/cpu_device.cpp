@@ -123,6 +123,11 @@ void CpuDevice::do_gelu_backward(std::span<const float> x, std::span<const float
                  });
 }
 
+void CpuDevice::do_add_mean_loss(std::span<const double> loss_sum, std::int64_t rows,
+                                 std::span<float> total) {
+  total[0] = total[0] + static_cast<float>(loss_sum[0] / static_cast<double>(rows));
+}
+
 void CpuDevice::do_cross_entropy_add_forward_backward(
     std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
     std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,

@@ -105,6 +105,8 @@ class CpuDevice : public Device {
                                            std::int64_t mean_rows) override;
   /// loss_sum[0] = loss_sum[0] + CpuDevice's do_cross_entropy_forward_backward (the loss stays in
   /// device memory: for the detached device, which runs this on its read-write view).
+  void do_add_mean_loss(std::span<const double> loss_sum, std::int64_t rows,
+                        std::span<float> total) override;
   void do_cross_entropy_add_forward_backward(std::span<const float> logits,
                                              std::span<const std::int64_t> labels,
                                              std::span<float> dlogits, std::int64_t rows,

@@ -297,6 +297,11 @@ double DetachedCpuDevice::do_cross_entropy_forward_backward(
                                                       rows, classes, padded_classes, mean_rows);
 }
 
+void DetachedCpuDevice::do_add_mean_loss(std::span<const double> loss_sum, std::int64_t rows,
+                                         std::span<float> total) {
+  CpuDevice::do_add_mean_loss(view(loss_sum), rows, view(total));
+}
+
 void DetachedCpuDevice::do_cross_entropy_add_forward_backward(
     std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
     std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,

@@ -114,6 +114,9 @@ class DetachedCpuDevice final : public CpuDevice {
                                            std::span<float> dlogits, std::int64_t rows,
                                            std::int64_t classes, std::int64_t padded_classes,
                                            std::int64_t mean_rows) override;
+  /// CpuDevice::add_mean_loss on this device's memory: no host wait.
+  void do_add_mean_loss(std::span<const double> loss_sum, std::int64_t rows,
+                        std::span<float> total) override;
   /// CpuDevice::cross_entropy_add_forward_backward on this device's memory: no host wait.
   void do_cross_entropy_add_forward_backward(std::span<const float> logits,
                                              std::span<const std::int64_t> labels,

@@ -329,6 +329,12 @@ void CudaDevice::do_cross_entropy_add_forward_backward(
   cuda::add_row_losses(row_losses, rows, loss_sum.data(), stream_);
 }
 
+void CudaDevice::do_add_mean_loss(std::span<const double> loss_sum, std::int64_t rows,
+                                  std::span<float> total) {
+  select();
+  cuda::add_mean_loss(loss_sum.data(), rows, total.data(), stream_);
+}
+
 void CudaDevice::do_embedding_forward(std::span<const std::int64_t> tokens,
                                       std::span<const float> wte, std::span<const float> wpe,
                                       std::span<float> x, std::int64_t batch, std::int64_t seq_len,

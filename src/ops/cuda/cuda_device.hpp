@@ -206,6 +206,9 @@ class CudaDevice final : public Device {
                                            std::int64_t mean_rows) override;
   /// One block per row, then one thread adds the row losses, in row order in double, onto
   /// loss_sum[0]: no host wait. A bad label is reported at the next host wait.
+  /// One thread (cuda::add_mean_loss).
+  void do_add_mean_loss(std::span<const double> loss_sum, std::int64_t rows,
+                        std::span<float> total) override;
   void do_cross_entropy_add_forward_backward(std::span<const float> logits,
                                              std::span<const std::int64_t> labels,
                                              std::span<float> dlogits, std::int64_t rows,

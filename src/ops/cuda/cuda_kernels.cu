@@ -180,6 +180,11 @@ __global__ void add_row_losses_kernel(const double* row_losses, std::int64_t row
   loss_sum[0] = loss_sum[0] + sum;
 }
 
+// The micro-batch's mean loss, rounded to float, added to the step's: the host's operations.
+__global__ void add_mean_loss_kernel(const double* loss_sum, double rows, float* total) {
+  total[0] = __fadd_rn(total[0], __double2float_rn(__ddiv_rn(loss_sum[0], rows)));
+}
+
 // ---- LayerNorm over rows of x [rows, C] ----
 
 template <class Param, class Out>
@@ -411,6 +416,11 @@ void cross_entropy(const std::uint16_t* logits, const std::int64_t* labels, std:
   cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
       logits, labels, dlogits, row_losses, bad_index, classes, padded_classes, mean_rows, scale);
   cuda_check_launch("cross_entropy (bf16)");
+}
+
+void add_mean_loss(const double* loss_sum, std::int64_t rows, float* total, cudaStream_t stream) {
+  add_mean_loss_kernel<<<1, 1, 0, stream>>>(loss_sum, static_cast<double>(rows), total);
+  cuda_check_launch("add_mean_loss");
 }
 
 void add_row_losses(const double* row_losses, std::int64_t rows, double* loss_sum,

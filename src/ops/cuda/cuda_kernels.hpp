@@ -70,6 +70,9 @@ void cross_entropy(const std::uint16_t* logits, const std::int64_t* labels, std:
                    std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
                    float scale, cudaStream_t stream);
 
+/// total[0] = total[0] + (float)(loss_sum[0] / rows), rounded as the host rounds: one thread.
+void add_mean_loss(const double* loss_sum, std::int64_t rows, float* total, cudaStream_t stream);
+
 /// loss_sum[0] = loss_sum[0] + row_losses[0] + ... + row_losses[rows - 1], summed in row order in
 /// double by one thread (the CPU's order), then added once.
 void add_row_losses(const double* row_losses, std::int64_t rows, double* loss_sum,

@@ -34,16 +34,15 @@ class Zero3Exercise final : public Engine {
 
   StepStats step(std::int64_t step) override {
     const std::int64_t micro_steps = features_.grad_accum_steps;
-    float loss_sum = 0.0f;
+    Buffer loss_sum = step_loss_sum(device_);  // the losses, added on the device
     for (std::int64_t k = 0; k < micro_steps; ++k) {
       // 1. forward and 2. backward, gathering each unit for each visit (hooks())
       const Batch batch = options_.batch(step * micro_steps + k, comm_.rank());
-      loss_sum = loss_sum + run_micro_batch(model_, batch, layout_, features_.precision,
-                                            grad_scale_of(opt_, features_), hooks(k == 0), options_,
-                                            device_);
+      run_micro_batch(model_, batch, layout_, features_.precision, grad_scale_of(opt_, features_),
+                      hooks(k == 0), options_, device_, loss_sum.as<float>());
     }
     // 3. the norm from every rank's shards, then AdamW on the own shard
-    const float loss = mean_loss_over_ranks(comm_, loss_sum / static_cast<float>(micro_steps));
+    const float loss = mean_loss_over_ranks(comm_, device_, loss_sum.as<float>(), micro_steps);
     const std::vector<TypedSpan> grads = shards(grad_shards_);
     const double loss_scale = opt_.scaler.scale();
     const double lr = update_lr(opt_, options_);
