@@ -309,10 +309,7 @@ Buffer Gpt::seeded_loss_sum(float grad_scale) {
 
 float Gpt::loss(float grad_scale) {
   if (loss_read_) return loss_;
-  const Buffer loss_sum = seeded_loss_sum(grad_scale);
-  double total = 0.0;
-  device_.copy_to_host(&total, loss_sum.data(), sizeof(total));
-  loss_ = static_cast<float>(total / static_cast<double>(token_rows()));
+  loss_ = device_.read_mean_loss(seeded_loss_sum(grad_scale).as<double>(), token_rows());
   loss_read_ = true;
   return loss_;
 }

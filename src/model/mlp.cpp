@@ -149,10 +149,7 @@ Buffer Mlp::seeded_loss_sum(float grad_scale) {
 
 float Mlp::loss(float grad_scale) {
   if (loss_read_) return loss_;
-  const Buffer loss_sum = seeded_loss_sum(grad_scale);
-  double total = 0.0;
-  device_.copy_to_host(&total, loss_sum.data(), sizeof(total));
-  loss_ = static_cast<float>(total / static_cast<double>(rows_));
+  loss_ = device_.read_mean_loss(seeded_loss_sum(grad_scale).as<double>(), rows_);
   loss_read_ = true;
   return loss_;
 }

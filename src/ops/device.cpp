@@ -207,6 +207,14 @@ void Device::add_mean_loss(std::span<const double> loss_sum, std::int64_t rows,
   do_add_mean_loss(loss_sum, rows, total);
 }
 
+float Device::read_mean_loss(std::span<const double> loss_sum, std::int64_t rows) {
+  check_elems("read_mean_loss", "loss_sum", loss_sum.size(), 1);
+  ZL_CHECK(rows >= 1, "read_mean_loss: a mean over {} rows: pass >= 1 row", rows);
+  double sum = 0.0;
+  copy_to_host(&sum, loss_sum.data(), sizeof(sum));
+  return static_cast<float>(sum / static_cast<double>(rows));
+}
+
 void Device::embedding_forward(std::span<const std::int64_t> tokens, TensorIn wte, TensorIn wpe,
                                std::span<float> x, std::int64_t batch, std::int64_t seq_len,
                                std::int64_t channels, std::int64_t vocab) {

@@ -206,6 +206,8 @@ class Device : public Allocator {
   /// (float)(loss_sum[0] / rows) (a double division rounded to float, then one float addition),
   /// the bits of reading the loss and adding it on the host, without the host waiting.
   void add_mean_loss(std::span<const double> loss_sum, std::int64_t rows, std::span<float> total);
+  /// The value add_mean_loss adds, read to the host: (float)(loss_sum[0] / rows). The host waits.
+  float read_mean_loss(std::span<const double> loss_sum, std::int64_t rows);
 
   // ---- GPT-2 kernels (fp32, row-major; cpu/cpu_gpt_kernels.cpp and cpu/cpu_attention.cpp).
   // B is the batch, T the sequence length, C the channels (n_embd), N = B*T the rows of the
