@@ -192,7 +192,8 @@ for stage in range(4):
     memory = summary["ranks"][0]["bytes"]
     rows.append({"stage": stage, "engine": summary["engine"], "ms": ms,
                  "tokens_per_s": tokens_per_s, "mfu": per_token * tokens_per_s / peak_flops,
-                 "peak_bytes": memory["total_peak"], "peak_bytes_by_category": memory["peak"]})
+                 "peak_bytes": memory["total_peak"], "peak_bytes_by_category": memory["peak"],
+                 "host_waits": max(m["host_waits"] for m in metrics[warmup:])})
 for row in rows:
     row["overhead_vs_ddp"] = row["ms"] / rows[0]["ms"]
 exact = [json.loads(line) for line in (log / "train-s0-exact.metrics.jsonl").read_text().splitlines()]

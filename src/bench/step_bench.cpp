@@ -25,6 +25,8 @@ TrainConfig step_bench_config(const StepBenchOptions& options, int stage) {
   config.threads = options.threads;
   config.steps = options.steps;
   config.micro_batch = options.micro_batch;
+  config.accelerator = options.accelerator;
+  config.features.precision = options.precision;
   validate(config);
   return config;
 }
@@ -71,11 +73,14 @@ StepBenchResult run_step_bench(const StepBenchOptions& options) {
   result.gemm_isa = std::string(cpu::gemm_isa());
   result.gemm_gflops = single_thread_gemm_gflops(kGemmElems);
   std::vector<std::vector<double>> samples_ms(4);  // per stage
+  std::vector<std::int64_t> host_waits(4, 0);      // per stage, the most of a timed step
   for (int round = 0; round < options.rounds; ++round) {
     for (int stage = 0; stage <= 3; ++stage) {
       const TrainResult run = train(step_bench_config(options, stage));
       for (const StepRecord& record : run.steps) {
-        if (record.step > 0 || run.steps.size() == 1) samples_ms[stage].push_back(record.step_ms);
+        if (record.step == 0 && run.steps.size() > 1) continue;  // the warm-up
+        samples_ms[stage].push_back(record.step_ms);
+        host_waits[stage] = std::max(host_waits[stage], record.host_waits);
       }
       // The model's parameters (wte's padded rows left out), as the FLOPs count them.
       if (round == 0 && stage == 0) result.params_elems = total_real_numel(run.layout);
@@ -87,7 +92,8 @@ StepBenchResult run_step_bench(const StepBenchOptions& options) {
                            .engine = std::string(engine_name(engine_of_stage(stage))),
                            .ms = ms,
                            .overhead_vs_ddp = 0.0,
-                           .gflops = ms > 0.0 ? result.step_gflop / (ms / 1e3) : 0.0});
+                           .gflops = ms > 0.0 ? result.step_gflop / (ms / 1e3) : 0.0,
+                           .host_waits = host_waits[static_cast<std::size_t>(stage)]});
   }
   for (StepRow& row : result.rows) {
     row.overhead_vs_ddp = result.rows.front().ms > 0.0 ? row.ms / result.rows.front().ms : 0.0;

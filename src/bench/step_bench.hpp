@@ -22,6 +22,11 @@ struct StepBenchOptions {
   int threads = 0;          ///< CPU threads per rank (TrainConfig::threads; 0: cores / ranks)
   std::int64_t steps = 20;  ///< per stage; the first is a warm-up and not in the median
   std::int64_t micro_batch = 32;  ///< samples per rank per step
+  /// Where the ranks compute (TrainConfig::accelerator): cpu-detached counts the host waits a GPU
+  /// would make, cuda runs the sim's ranks on GPU 0.
+  Accelerator accelerator = Accelerator::Cpu;
+  /// Parameters and gradients held and communicated in fp32, or bf16/fp16 (TrainingFeatures).
+  DType precision = DType::F32;
   /// Times the four stages are trained in turn; the median is over every round's steps, so a
   /// machine that slows down during the run slows every stage alike.
   int rounds = 2;
@@ -34,6 +39,9 @@ struct StepRow {
   double ms = 0.0;     ///< median step_ms over steps 2..S of every round (step 1 when S is 1)
   double overhead_vs_ddp = 0.0;  ///< ms / the DDP row's ms
   double gflops = 0.0;  ///< the step's training FLOPs (train_flops_per_step) / ms, in GFLOP/s
+  /// The most times one timed step on rank 0 made the host wait (StepRecord::host_waits: 0 on the
+  /// cpu accelerator, what a GPU waits for on cpu-detached and cuda).
+  std::int64_t host_waits = 0;
 };
 
 /// All stages of one run.

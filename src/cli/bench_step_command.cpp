@@ -36,7 +36,8 @@ int run_step(const StepFlags& flags) {
                       {"ms", row.ms},
                       {"overhead_vs_ddp", row.overhead_vs_ddp},
                       {"gflops", row.gflops},
-                      {"of_gemm", row.gflops / result.gemm_gflops}});
+                      {"of_gemm", row.gflops / result.gemm_gflops},
+                      {"host_waits", row.host_waits}});
     }
     const ordered_json out = {{"model", result.model},
                               {"preset", result.preset},
@@ -60,11 +61,12 @@ int run_step(const StepFlags& flags) {
       result.step_gflop, result.world, result.threads, result.cores, result.steps, result.rounds);
   fmt::print("single-thread GEMM (1024^3, {}): {:.1f} GFLOP/s\n", result.gemm_isa,
              result.gemm_gflops);
-  fmt::print("{:<6} {:<7} {:>10} {:>16} {:>9} {:>8}\n", "stage", "engine", "step_ms",
-             "overhead_vs_ddp", "GFLOP/s", "of_gemm");
+  fmt::print("{:<6} {:<7} {:>10} {:>16} {:>9} {:>8} {:>11}\n", "stage", "engine", "step_ms",
+             "overhead_vs_ddp", "GFLOP/s", "of_gemm", "host_waits");
   for (const auto& row : result.rows) {
-    fmt::print("{:<6} {:<7} {:>10.3f} {:>15.2f}x {:>9.1f} {:>7.0f}%\n", row.stage, row.engine,
-               row.ms, row.overhead_vs_ddp, row.gflops, 100.0 * row.gflops / result.gemm_gflops);
+    fmt::print("{:<6} {:<7} {:>10.3f} {:>15.2f}x {:>9.1f} {:>7.0f}% {:>11}\n", row.stage,
+               row.engine, row.ms, row.overhead_vs_ddp, row.gflops,
+               100.0 * row.gflops / result.gemm_gflops, row.host_waits);
   }
   return 0;
 }
@@ -101,7 +103,11 @@ CLI::App* add_bench_step(CLI::App& bench, std::function<int()>& run) {
   cmd->add_flag("--json", flags->json,
                 "Print {model, preset, params, world, threads, cores, steps, rounds, step_gflop, "
                 "gemm_isa, gemm_gflops, rows: [{stage, engine, ms, overhead_vs_ddp, gflops, "
-                "of_gemm}]}");
+                "of_gemm, host_waits}]}");
+  add_accelerator_flag(*cmd, flags->options.accelerator)->default_str("cpu");
+  cmd->add_flag_callback(
+      "--bf16", [flags] { flags->options.precision = DType::BF16; },
+      "Train in bf16 (parameters and gradients; an fp32 master and Adam state), as --bf16 does");
   cmd->callback([&run, flags] {
     flags->options.model = flags->model == "gpt" ? ModelKind::Gpt : ModelKind::Mlp;
     if (flags->options.threads == 0) flags->options.threads = threads_from_env();

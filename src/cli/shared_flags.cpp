@@ -3,6 +3,7 @@
 // count never changes a result, docs/exactness.md, only the time a step takes).
 #include <charconv>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,6 +66,24 @@ void add_threads_flag(CLI::App& cmd, int& threads) {
          "CPU threads per rank for the kernels (default: ZL_THREADS, else the cores divided "
          "among the ranks); never changes the results")
       ->type_name("N");
+}
+
+CLI::Option* add_accelerator_flag(CLI::App& cmd, Accelerator& accelerator, bool* given) {
+  static const std::map<std::string, Accelerator> kNames = {
+      {"cpu", Accelerator::Cpu},
+      {"cuda", Accelerator::Cuda},
+      {"cpu-detached", Accelerator::CpuDetached}};
+  return cmd
+      .add_option_function<std::string>(
+          "--accelerator",
+          [&accelerator, given](const std::string& name) {
+            accelerator = kNames.at(name);
+            if (given != nullptr) *given = true;
+          },
+          "Where ranks compute: cpu | cuda (GPU memory and kernels; the sim's ranks share GPU 0, "
+          "nccl's use GPU LOCAL_RANK) | cpu-detached (the CPU kernels on memory the host may not "
+          "touch: checks that a run never reads device memory on the host)")
+      ->transform(CLI::IsMember({"cpu", "cuda", "cpu-detached"}, CLI::ignore_case));
 }
 
 int threads_from_env() {

@@ -23,6 +23,10 @@ void apply_gpt_sizes(const GptOverrides& sizes, GptConfig& gpt);
 /// 1024; anything else is a one-line error naming the flag.
 void add_threads_flag(CLI::App& cmd, int& threads);
 
+/// `--accelerator cpu|cuda|cpu-detached` into `accelerator` (shared_flags.cpp), setting `*given`
+/// (when not null) once the flag appears. Returns the option, for its default's text.
+CLI::Option* add_accelerator_flag(CLI::App& cmd, Accelerator& accelerator, bool* given = nullptr);
+
 /// ZL_THREADS as a thread count (1 to 1024), 0 when it is not set; throws zl::Error naming it for
 /// anything else. What --threads defaults to.
 int threads_from_env();

@@ -27,11 +27,6 @@ const std::map<std::string, EngineKind> kEngineNames = {{"reference", EngineKind
 const std::map<std::string, Backend> kBackendNames = {
     {"sim", Backend::Sim}, {"mpi", Backend::Mpi}, {"nccl", Backend::Nccl}};
 
-const std::map<std::string, Accelerator> kAcceleratorNames = {
-    {"cpu", Accelerator::Cpu},
-    {"cuda", Accelerator::Cuda},
-    {"cpu-detached", Accelerator::CpuDetached}};
-
 const std::map<std::string, MpiReduce> kMpiReduceNames = {
     {"deterministic", MpiReduce::Deterministic}, {"native", MpiReduce::Native}};
 
@@ -319,16 +314,7 @@ void add_placement_flags(CLI::App& cmd, TrainArgs& args) {
          "LOCAL_RANK (docs/backends.md)")
       ->transform(CLI::IsMember({"sim", "mpi", "nccl"}, CLI::ignore_case))
       ->default_str("sim");
-  cmd.add_option_function<std::string>(
-         "--accelerator",
-         [&args](const std::string& name) {
-           args.config.accelerator = kAcceleratorNames.at(name);
-           args.accelerator_given = true;
-         },
-         "Where ranks compute: cpu | cuda (GPU memory and kernels; the sim's ranks share GPU 0, "
-         "nccl's use GPU LOCAL_RANK) | cpu-detached (the CPU kernels on memory the host may not "
-         "touch: checks that a run never reads device memory on the host)")
-      ->transform(CLI::IsMember({"cpu", "cuda", "cpu-detached"}, CLI::ignore_case))
+  add_accelerator_flag(cmd, config.accelerator, &args.accelerator_given)
       ->default_str("cpu (cuda with --backend nccl)");
   cmd.add_option_function<std::string>(
          "--attention",

@@ -195,6 +195,8 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
     ranks.back().update(timeline_json(result.timelines.at(ranks.size() - 1).totals()));
   }
   const bool is_reference = config.engine == EngineKind::Reference;
+  std::int64_t host_waits = 0;  // the most of any step on rank 0
+  for (const StepRecord& step : result.steps) host_waits = std::max(host_waits, step.host_waits);
   nlohmann::json summary = {
       {"engine", engine_name(config.engine)},
       {"stage", is_reference ? nlohmann::json(nullptr) : nlohmann::json(stage_of(config.engine))},
@@ -202,6 +204,7 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
       {"steps", config.steps},
       {"params", total_real_numel(result.layout)},
       {"padded_params", total_padded_elems(result.layout)},
+      {"host_waits_per_step", host_waits},
       {"ranks", ranks},
       {"timeline",
        {{"link", config.link.name},

@@ -147,6 +147,20 @@ TEST(BenchCli, StepReportsEveryStageAgainstDdp) {
   EXPECT_FALSE(out["gemm_isa"].get<std::string>().empty());
 }
 
+// Each stage's row counts the host waits of its steps: none on the CPU; on cpu-detached, which
+// counts what a GPU waits for, two at every stage with one rank (the loss and the gradient norm).
+TEST(BenchCli, StepCountsTheHostWaitsOfEveryStage) {
+  const auto cpu = run_json("step --model gpt --preset tiny --world 1 --steps 2 --rounds 1 --json");
+  const auto detached = run_json(
+      "step --model gpt --preset tiny --world 1 --steps 2 --rounds 1 --bf16 --accelerator "
+      "cpu-detached --json");
+  ASSERT_EQ(detached["rows"].size(), 4u);
+  for (int stage = 0; stage < 4; ++stage) {
+    EXPECT_EQ(cpu["rows"][stage]["host_waits"], 0) << "stage " << stage;
+    EXPECT_EQ(detached["rows"][stage]["host_waits"], 2) << "stage " << stage;
+  }
+}
+
 // The sizes given over the preset are the shape trained, and the step's FLOPs are 6N per token
 // plus attention's 6 L C T.
 TEST(BenchCli, StepTrainsTheSizesGiven) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -62,6 +63,26 @@ TEST_F(CliTest, MetricsCarryWallTimeThroughputAndLearningRate) {
     EXPECT_DOUBLE_EQ(line["lr"].get<double>(), 3e-3);                           // the GPT's default
     const double expected = 2 * 16 / (line["step_ms"].get<double>() / 1000.0);  // rows x tokens
     EXPECT_NEAR(line["tokens_per_s"].get<double>(), expected, 0.01 * expected);
+  }
+}
+
+// --summary's host_waits_per_step is the most of the metrics' host_waits: a GPU's two (the loss
+// and the norm) with accumulation on cpu-detached, none on the CPU.
+TEST_F(CliTest, SummaryCountsTheHostWaitsOfAStep) {
+  for (const char* accelerator : {"cpu", "cpu-detached"}) {
+    const fs::path summary = dir_ / fmt::format("summary-{}.json", accelerator);
+    const fs::path metrics = dir_ / fmt::format("metrics-{}.jsonl", accelerator);
+    ASSERT_EQ(zerolab(fmt::format("train --model gpt --preset tiny --steps 2 --micro-batch 2 "
+                                  "--grad-accum 3 --stage 3 --quiet --accelerator {} --summary {} "
+                                  "--metrics {}",
+                                  accelerator, summary.string(), metrics.string()))
+                  .exit_code,
+              0);
+    std::ifstream file(summary);
+    const auto doc = nlohmann::json::parse(file);
+    const int expected = std::string(accelerator) == "cpu" ? 0 : 2;
+    EXPECT_EQ(doc["host_waits_per_step"], expected) << accelerator;
+    for (const auto& line : metrics_of(metrics)) EXPECT_EQ(line["host_waits"], expected);
   }
 }
 
