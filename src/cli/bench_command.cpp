@@ -309,11 +309,14 @@ std::vector<int> parse_worlds(const std::string& text, const std::string& flag) 
 
 CLI::App* add_bench_command(CLI::App& app, std::function<int()>& run) {
   auto* cmd = app.add_subcommand(
-      "bench", "Speed: the fused AdamW kernel, the sim's collectives, step time per ZeRO stage");
+      "bench",
+      "Speed: the fused AdamW kernel, the sim's collectives, step time per ZeRO stage, a disk "
+      "for NVMe offload");
   cmd->require_subcommand(1);
   add_adam(*cmd, run);
   add_bench_collectives(*cmd, run);
   add_bench_step(*cmd, run);
+  add_bench_nvme(*cmd, run);
   return cmd;
 }
 

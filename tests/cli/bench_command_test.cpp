@@ -4,8 +4,10 @@
 #include "cli/bench_command.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -175,10 +177,44 @@ TEST(BenchCli, StepTrainsTheSizesGiven) {
   EXPECT_NEAR(out["step_gflop"].get<double>(), (6 * params + 6 * 32 * 16) * 2 * 16 / 1e9, 1e-15);
 }
 
+// Every (op, block, depth) pass is a row, writes first; the best of each direction is the largest
+// of its rows and gives the aio settings; the scratch file is gone afterwards.
+TEST(BenchCli, NvmeMeasuresEveryPassAndRemovesItsFile) {
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / ("zl_bench_nvme_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(folder);
+  const auto out =
+      run_json("nvme --path " + folder.string() + " --size 8M --blocks 1M,4M --depths 1,2 --json");
+  ASSERT_EQ(out["rows"].size(), 8u);
+  EXPECT_EQ(out["size_bytes"], 8 << 20);
+  double best_read = 0.0, best_write = 0.0;
+  for (std::size_t i = 0; i < 8; ++i) {
+    const auto& row = out["rows"][i];
+    EXPECT_EQ(row["op"], i < 4 ? "write" : "read");
+    EXPECT_EQ(row["block_bytes"], (i % 4 < 2 ? 1 : 4) << 20);
+    EXPECT_EQ(row["queue_depth"], i % 2 == 0 ? 1 : 2);
+    EXPECT_GT(row["gbps"].get<double>(), 0.0);
+    double& best = i < 4 ? best_write : best_read;
+    if (row["gbps"].get<double>() > best) {
+      best = row["gbps"].get<double>();
+      if (i >= 4) {
+        EXPECT_EQ(out["aio"]["block_size"], row["block_bytes"]);
+        EXPECT_EQ(out["aio"]["queue_depth"], row["queue_depth"]);
+      }
+    }
+  }
+  EXPECT_EQ(out["read_gbps"].get<double>(), best_read);
+  EXPECT_EQ(out["write_gbps"].get<double>(), best_write);
+  EXPECT_TRUE(std::filesystem::is_empty(folder));
+  std::filesystem::remove_all(folder);
+}
+
 TEST(BenchCli, BadFlagsExitTwoWithOneLine) {
   for (const char* args :
        {"collectives --worlds 8..2", "collectives --max-bytes 4X", "adam --params 0",
-        "step --preset huge", "step --threads 0", "step --threads x", "frobnicate"}) {
+        "step --preset huge", "step --threads 0", "step --threads x", "nvme",
+        "nvme --path /nonexistent-zerolab-folder", "nvme --path . --blocks 1000",
+        "nvme --path . --depths 0", "nvme --path . --size 1M --blocks 4M", "frobnicate"}) {
     const CommandResult result =
         run_command(std::string(zl::test::zerolab_binary()) + " bench " + args);
     EXPECT_EQ(result.exit_code, 2) << args << ": " << result.err;

@@ -1,0 +1,151 @@
+// nvme_bench.cpp — one scratch file, written and read in passes of each block size and depth.
+#include "bench/nvme_bench.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "bench/timing.hpp"
+#include "core/error.hpp"
+
+namespace zl::bench {
+
+namespace {
+
+constexpr std::int64_t kAlignBytes = 4096;  // O_DIRECT's alignment of buffers, sizes and offsets
+
+// The scratch file: made new (never another's), removed when it ends.
+class ScratchFile {
+ public:
+  explicit ScratchFile(const std::filesystem::path& folder)
+      : path_(folder / ("zerolab-bench-nvme-" + std::to_string(::getpid()) + ".tmp")) {
+    const int flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;
+    fd_ = ::open(path_.c_str(), flags | O_DIRECT, 0600);
+    if (fd_ < 0 && errno == EINVAL) {  // a file system without O_DIRECT (tmpfs): the page cache
+      fd_ = ::open(path_.c_str(), flags, 0600);
+      direct_ = false;
+    }
+    if (fd_ < 0) {
+      fail("bench nvme: cannot make {}: {}: give --path a writable folder", path_.string(),
+           std::strerror(errno));
+    }
+  }
+  ~ScratchFile() {
+    ::close(fd_);
+    ::unlink(path_.c_str());
+  }
+  ScratchFile(const ScratchFile&) = delete;
+  ScratchFile& operator=(const ScratchFile&) = delete;
+
+  int fd() const { return fd_; }
+  bool direct() const { return direct_; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+  bool direct_ = true;
+};
+
+struct AlignedFree {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using AlignedBlock = std::unique_ptr<std::byte, AlignedFree>;
+
+AlignedBlock aligned_block(std::int64_t bytes) {
+  auto* p =
+      static_cast<std::byte*>(std::aligned_alloc(kAlignBytes, static_cast<std::size_t>(bytes)));
+  ZL_CHECK(p != nullptr, "bench nvme: no memory for a block of {} bytes: pass a smaller --block",
+           bytes);
+  std::memset(p, 0x5a, static_cast<std::size_t>(bytes));  // not zeros, which a disk may elide
+  return AlignedBlock(p);
+}
+
+// One pass: blocks i = t, t + depth, ... of the file by thread t, each a whole pwrite or pread;
+// a write pass ends when its data is on the disk (fdatasync). Returns the pass's GB/s.
+double run_pass(const ScratchFile& file, bool write, std::int64_t file_bytes,
+                std::int64_t block_bytes, int depth) {
+  const std::int64_t blocks = file_bytes / block_bytes;
+  std::vector<AlignedBlock> buffers;
+  for (int t = 0; t < depth; ++t) buffers.push_back(aligned_block(block_bytes));
+  std::atomic<int> failed_errno{0};
+  const double start_ms = now_ms();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < depth; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::int64_t i = t; i < blocks && failed_errno.load() == 0; i += depth) {
+        const auto size = static_cast<std::size_t>(block_bytes);
+        const ssize_t done = write ? ::pwrite(file.fd(), buffers[t].get(), size, i * block_bytes)
+                                   : ::pread(file.fd(), buffers[t].get(), size, i * block_bytes);
+        if (done != block_bytes) failed_errno = done < 0 ? errno : EIO;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  if (write && failed_errno == 0 && ::fdatasync(file.fd()) != 0) failed_errno = errno;
+  const double ms = now_ms() - start_ms;
+  if (failed_errno != 0) {
+    fail("bench nvme: {} of {} failed: {}: check the disk and its free space",
+         write ? "writing" : "reading", file.path().string(), std::strerror(failed_errno));
+  }
+  return gbps(static_cast<double>(blocks * block_bytes), ms);
+}
+
+}  // namespace
+
+void check_nvme_options(const NvmeBenchOptions& options) {
+  std::error_code error;
+  ZL_CHECK(std::filesystem::is_directory(options.folder, error),
+           "bench nvme: {} is not a folder: give --path an existing, writable folder",
+           options.folder.string());
+  ZL_CHECK(!options.block_bytes.empty() && !options.queue_depths.empty(),
+           "bench nvme: give at least one block size and one queue depth");
+  for (const std::int64_t block : options.block_bytes) {
+    ZL_CHECK(block >= kAlignBytes && block % kAlignBytes == 0,
+             "bench nvme: block size {} is not a multiple of {}: O_DIRECT needs whole pages", block,
+             kAlignBytes);
+    ZL_CHECK(block <= options.file_bytes,
+             "bench nvme: block size {} is larger than --size {}: pass a larger --size", block,
+             options.file_bytes);
+  }
+  ZL_CHECK(options.file_bytes % kAlignBytes == 0,
+           "bench nvme: --size {} is not a multiple of {}: O_DIRECT needs whole pages",
+           options.file_bytes, kAlignBytes);
+  for (const int depth : options.queue_depths) {
+    ZL_CHECK(depth >= 1 && depth <= 256, "bench nvme: queue depth {} is outside 1..256", depth);
+  }
+}
+
+NvmeBenchResult run_nvme_bench(const NvmeBenchOptions& options) {
+  check_nvme_options(options);
+  ScratchFile file(options.folder);
+  const int reserved = ::posix_fallocate(file.fd(), 0, options.file_bytes);
+  ZL_CHECK(reserved == 0 || reserved == EOPNOTSUPP,
+           "bench nvme: {} has no room for {} bytes ({}): free space or pass a smaller --size",
+           options.folder.string(), options.file_bytes, std::strerror(reserved));
+  NvmeBenchResult result;
+  result.folder = options.folder.string();
+  result.direct = file.direct();
+  result.file_bytes = options.file_bytes;
+  for (const bool write : {true, false}) {
+    for (const std::int64_t block : options.block_bytes) {
+      for (const int depth : options.queue_depths) {
+        const NvmeRow row{write ? "write" : "read", block, depth,
+                          run_pass(file, write, options.file_bytes, block, depth)};
+        result.rows.push_back(row);
+        NvmeRow& best = write ? result.best_write : result.best_read;
+        if (row.gbps > best.gbps) best = row;
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace zl::bench
