@@ -13,6 +13,21 @@ namespace zl {
 
 namespace {
 
+// A rank's swap-file traffic (ZeRO-Infinity's NVMe tier; zeros without it): bytes, the wall time
+// of the reads and writes, and their GB/s (10^9 bytes a second; 0 with no time).
+nlohmann::json nvme_json(const TrafficLedger& traffic) {
+  const auto gbps = [&](DiskIo direction) {
+    const double ms = traffic.disk_ms(direction);
+    return ms > 0.0 ? static_cast<double>(traffic.disk_bytes(direction)) / (ms * 1e6) : 0.0;
+  };
+  return {{"bytes_read", traffic.disk_bytes(DiskIo::Read)},
+          {"bytes_written", traffic.disk_bytes(DiskIo::Write)},
+          {"read_ms", traffic.disk_ms(DiskIo::Read)},
+          {"write_ms", traffic.disk_ms(DiskIo::Write)},
+          {"read_gbps", gbps(DiskIo::Read)},
+          {"write_gbps", gbps(DiskIo::Write)}};
+}
+
 std::int64_t total_calls(const TrafficLedger& traffic) {
   std::int64_t calls = 0;
   for (int kind = 0; kind < kCollectiveKindCount; ++kind)
@@ -27,15 +42,21 @@ void print_disk(const TrainResult& result) {
     return rank.memory.current_bytes(MemCategory::NvmeOptimizer) > 0;
   });
   if (!any) return;
-  fmt::print("\nswap files on disk (bytes)\n{:>4} {:>14} {:>17} {:>17} {:>20}\n", "rank",
-             "nvme_master_B", "nvme_optimizer_B", "host_master_pk_B", "host_optimizer_pk_B");
+  fmt::print(
+      "\nswap files on disk (bytes; what the steps read and wrote, and at what GB/s)\n{:>4} {:>14} "
+      "{:>17} {:>17} {:>20} {:>12} {:>12} {:>10} {:>10}\n",
+      "rank", "nvme_master_B", "nvme_optimizer_B", "host_master_pk_B", "host_optimizer_pk_B",
+      "read_B", "written_B", "read_GB/s", "write_GB/s");
   for (const auto& rank : result.ranks) {
     const MemoryLedger& memory = rank.memory;
-    fmt::print("{:>4} {:>14} {:>17} {:>17} {:>20}\n", rank.rank,
+    const nlohmann::json io = nvme_json(rank.traffic);
+    fmt::print("{:>4} {:>14} {:>17} {:>17} {:>20} {:>12} {:>12} {:>10.3f} {:>10.3f}\n", rank.rank,
                memory.current_bytes(MemCategory::NvmeMaster),
                memory.current_bytes(MemCategory::NvmeOptimizer),
                memory.peak_bytes(MemCategory::HostMaster),
-               memory.peak_bytes(MemCategory::HostOptimizer));
+               memory.peak_bytes(MemCategory::HostOptimizer), io["bytes_read"].get<std::int64_t>(),
+               io["bytes_written"].get<std::int64_t>(), io["read_gbps"].get<double>(),
+               io["write_gbps"].get<double>());
   }
 }
 
@@ -191,7 +212,8 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
                        {"to_device", rank.traffic.to_device_bytes()},
                        {"calls", calls},
                        {"sent_by_collective", sent},
-                       {"recv_by_collective", recv}}}});
+                       {"recv_by_collective", recv}}},
+                     {"nvme", nvme_json(rank.traffic)}});
     ranks.back().update(timeline_json(result.timelines.at(ranks.size() - 1).totals()));
   }
   const bool is_reference = config.engine == EngineKind::Reference;

@@ -42,6 +42,9 @@ enum class HostCopy : std::uint8_t { ToHost, ToDevice };
 /// "to_host" or "to_device", as the summaries name the ledger's copy totals.
 std::string_view host_copy_name(HostCopy direction);
 
+/// Which way a swap file's bytes go (ZeRO-Infinity's NVMe tier): into host memory or out of it.
+enum class DiskIo : std::uint8_t { Read, Write };
+
 /// One rank's totals per collective kind.
 class TrafficLedger {
  public:
@@ -71,13 +74,26 @@ class TrafficLedger {
   /// Total bytes copied host to device (0 without offload).
   std::int64_t to_device_bytes() const { return to_device_bytes_; }
 
+  /// Adds `bytes` moved `direction` between a swap file and host memory in `ms` of wall time.
+  void record_disk(DiskIo direction, std::int64_t bytes, double ms) {
+    disk_bytes_[disk_index(direction)] += bytes;
+    disk_ms_[disk_index(direction)] += ms;
+  }
+  /// Bytes read from (or written to) swap files (0 without the NVMe tier).
+  std::int64_t disk_bytes(DiskIo direction) const { return disk_bytes_[disk_index(direction)]; }
+  /// Wall time of those reads (or writes), in ms.
+  double disk_ms(DiskIo direction) const { return disk_ms_[disk_index(direction)]; }
+
  private:
   static int index(CollectiveKind kind) { return static_cast<int>(kind); }
+  static int disk_index(DiskIo direction) { return static_cast<int>(direction); }
   std::array<std::int64_t, kCollectiveKindCount> sent_{};
   std::array<std::int64_t, kCollectiveKindCount> recv_{};
   std::array<std::int64_t, kCollectiveKindCount> calls_{};
   std::int64_t to_host_bytes_ = 0;
   std::int64_t to_device_bytes_ = 0;
+  std::array<std::int64_t, 2> disk_bytes_{};
+  std::array<double, 2> disk_ms_{};
 };
 
 }  // namespace zl

@@ -1,12 +1,16 @@
-// swap_file.cpp — SwapFile with POSIX calls: open(O_CREAT | O_EXCL), posix_fallocate, pwrite and
-// pread in loops (they may move fewer bytes than asked), close and unlink.
+// swap_file.cpp — SwapFile with POSIX calls: open(O_CREAT | O_EXCL), O_DIRECT set where the file
+// system takes it, posix_fallocate, pwrite and pread in loops (they may move fewer bytes than
+// asked; with O_DIRECT through the aligned staging block, a piece at a time), close and unlink.
 #include "core/swap_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -22,6 +26,9 @@ SwapFile::SwapFile(std::filesystem::path path, std::int64_t bytes)
            "cannot create the swap file {}: {}: pass an --nvme-path folder this run can "
            "write",
            path_.string(), std::strerror(errno));
+  // O_DIRECT where the file system takes it (tmpfs refuses it: the page cache then).
+  const int flags = ::fcntl(fd_, F_GETFL);
+  direct_ = flags >= 0 && ::fcntl(fd_, F_SETFL, flags | O_DIRECT) == 0;
   if (bytes == 0) return;
   if (const int error = ::posix_fallocate(fd_, 0, bytes); error != 0) {
     ::close(fd_);
@@ -40,63 +47,120 @@ SwapFile::~SwapFile() {
   ::unlink(path_.c_str());
 }
 
+void SwapFile::AlignedFree::operator()(std::byte* p) const {
+  std::free(p);
+}
+
 void SwapFile::check_range(std::int64_t offset, std::size_t size) const {
-  ZL_CHECK(offset >= 0 && offset + static_cast<std::int64_t>(size) <= bytes_,
-           "swap file {}: bytes [{}, {}) lie outside its {} bytes", path_.string(), offset,
-           offset + static_cast<std::int64_t>(size), bytes_);
+  const std::int64_t end = offset + aligned(static_cast<std::int64_t>(size));
+  ZL_CHECK(offset >= 0 && offset % kAlignBytes == 0 && end <= bytes_,
+           "swap file {}: bytes [{}, {}) are not whole pages inside its {} bytes", path_.string(),
+           offset, end, bytes_);
+}
+
+std::byte* SwapFile::staging() {
+  if (!staging_) {
+    auto* block = static_cast<std::byte*>(
+        std::aligned_alloc(kAlignBytes, static_cast<std::size_t>(kStagingBytes)));
+    ZL_CHECK(block != nullptr, "no memory for the swap file's {}-byte staging block",
+             kStagingBytes);
+    staging_.reset(block);
+  }
+  return staging_.get();
 }
 
 namespace {
 
 // Calls `move(done)` (a pread or pwrite of the bytes not yet moved, at their offset) until
-// `size` bytes have moved: either call may move fewer bytes than asked, or be interrupted.
+// `size` bytes have moved: either call may move fewer bytes than asked, or be interrupted. With
+// `whole` (O_DIRECT, whose offsets must stay aligned) a call that moves fewer is the file's end.
 // Anything else is `fail_with(reason)`.
 template <class Move, class Fail>
-void move_all(std::size_t size, Move move, Fail fail_with) {
+void move_all(std::size_t size, bool whole, Move move, Fail fail_with) {
   std::size_t done = 0;
   while (done < size) {
     const ssize_t moved = move(done);
     if (moved < 0 && errno == EINTR) continue;
-    if (moved <= 0) fail_with(moved < 0 ? std::strerror(errno) : nullptr);
+    if (moved < 0) fail_with(std::strerror(errno));
+    if (moved == 0 || (whole && static_cast<std::size_t>(moved) < size - done)) fail_with(nullptr);
     done += static_cast<std::size_t>(moved);
   }
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
 }
 
 }  // namespace
 
 void SwapFile::write(std::int64_t offset, std::span<const std::byte> bytes) {
   check_range(offset, bytes.size());
-  move_all(
-      bytes.size(),
-      [&](std::size_t done) {
-        return ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
-                        static_cast<off_t>(offset) + static_cast<off_t>(done));
-      },
-      [&](const char* reason) {
-        fail("cannot write the swap file {}: {}: free space there or pass another --nvme-path",
-             path_.string(), reason != nullptr ? reason : "no progress");
-      });
+  const auto started = std::chrono::steady_clock::now();
+  const auto write_all = [&](const std::byte* data, std::size_t size, std::int64_t at) {
+    move_all(
+        size, direct_,
+        [&](std::size_t done) {
+          return ::pwrite(fd_, data + done, size - done,
+                          static_cast<off_t>(at) + static_cast<off_t>(done));
+        },
+        [&](const char* reason) {
+          fail("cannot write the swap file {}: {}: free space there or pass another --nvme-path",
+               path_.string(), reason != nullptr ? reason : "no progress");
+        });
+  };
+  if (!direct_) {
+    write_all(bytes.data(), bytes.size(), offset);
+  } else {
+    // A piece at a time through the staging block, its last page padded with zeros.
+    for (std::size_t first = 0; first < bytes.size();) {
+      const auto piece = std::min(bytes.size() - first, static_cast<std::size_t>(kStagingBytes));
+      const auto padded = static_cast<std::size_t>(aligned(static_cast<std::int64_t>(piece)));
+      std::memcpy(staging(), bytes.data() + first, piece);
+      std::memset(staging() + piece, 0, padded - piece);
+      write_all(staging(), padded, offset + static_cast<std::int64_t>(first));
+      first += piece;
+    }
+  }
+  totals_.written_bytes += static_cast<std::int64_t>(bytes.size());
+  totals_.write_ms += ms_since(started);
 }
 
-void SwapFile::read(std::int64_t offset, std::span<std::byte> bytes) const {
+void SwapFile::read(std::int64_t offset, std::span<std::byte> bytes) {
   check_range(offset, bytes.size());
   struct stat status {};
   ZL_CHECK(::fstat(fd_, &status) == 0 && status.st_nlink > 0,
            "the swap file {} was removed under this run: keep --nvme-path for this run alone and "
            "start it again",
            path_.string());
-  move_all(
-      bytes.size(),
-      [&](std::size_t done) {
-        return ::pread(fd_, bytes.data() + done, bytes.size() - done,
-                       static_cast<off_t>(offset) + static_cast<off_t>(done));
-      },
-      [&](const char* reason) {
-        fail(
-            "cannot read the swap file {}: {}: it was changed under this run; keep --nvme-path "
-            "for this run alone and start it again",
-            path_.string(), reason != nullptr ? reason : "it ends early (cut short)");
-      });
+  const auto started = std::chrono::steady_clock::now();
+  const auto read_all = [&](std::byte* data, std::size_t size, std::int64_t at) {
+    move_all(
+        size, direct_,
+        [&](std::size_t done) {
+          return ::pread(fd_, data + done, size - done,
+                         static_cast<off_t>(at) + static_cast<off_t>(done));
+        },
+        [&](const char* reason) {
+          fail(
+              "cannot read the swap file {}: {}: it was changed under this run; keep --nvme-path "
+              "for this run alone and start it again",
+              path_.string(), reason != nullptr ? reason : "it ends early (cut short)");
+        });
+  };
+  if (!direct_) {
+    read_all(bytes.data(), bytes.size(), offset);
+  } else {
+    for (std::size_t first = 0; first < bytes.size();) {
+      const auto piece = std::min(bytes.size() - first, static_cast<std::size_t>(kStagingBytes));
+      const auto padded = static_cast<std::size_t>(aligned(static_cast<std::int64_t>(piece)));
+      read_all(staging(), padded, offset + static_cast<std::int64_t>(first));
+      std::memcpy(bytes.data() + first, staging(), piece);
+      first += piece;
+    }
+  }
+  totals_.read_bytes += static_cast<std::int64_t>(bytes.size());
+  totals_.read_ms += ms_since(started);
 }
 
 }  // namespace zl

@@ -1,5 +1,6 @@
-// nvme_swap.cpp — the swap file's layout (units one after another, each master | m | v) and the
-// checksum that makes a changed file an error.
+// nvme_swap.cpp — the swap file's layout (units one after another, each master | m | v, each part
+// starting on a page of its own, as O_DIRECT moves whole pages) and the checksum that makes a
+// changed file an error.
 #include "engines/nvme_swap.hpp"
 
 #include <unistd.h>
@@ -43,9 +44,16 @@ std::filesystem::path swap_path(const std::filesystem::path& folder) {
          ("zerolab-" + std::to_string(::getpid()) + "-" + std::to_string(made++) + ".swap");
 }
 
-// Bytes of `elems` elements of master, m and v, fp32 each.
-std::int64_t state_bytes(std::int64_t elems) {
-  return elems * static_cast<std::int64_t>(3 * sizeof(float));
+// Bytes of the file one part (master, m or v) of `elems` fp32 elements takes: whole pages.
+std::int64_t part_bytes(std::int64_t elems) {
+  return SwapFile::aligned(elems * static_cast<std::int64_t>(sizeof(float)));
+}
+
+// The file's bytes for units of `unit_elems`.
+std::int64_t file_bytes(const std::vector<std::int64_t>& unit_elems) {
+  std::int64_t bytes = 0;
+  for (const std::int64_t elems : unit_elems) bytes += 3 * part_bytes(elems);
+  return bytes;
 }
 
 }  // namespace
@@ -54,23 +62,28 @@ NvmeSwap::NvmeSwap(MemoryLedger& ledger, const std::filesystem::path& folder,
                    std::vector<std::int64_t> unit_elems)
     : ledger_(ledger),
       unit_elems_(std::move(unit_elems)),
-      file_(swap_path(folder),
-            state_bytes(std::accumulate(unit_elems_.begin(), unit_elems_.end(), std::int64_t{0}))),
+      file_(swap_path(folder), file_bytes(unit_elems_)),
       checksums_(unit_elems_.size(), 0),
       written_(unit_elems_.size(), 0),
       holders_(unit_elems_.size(), 0) {
   std::int64_t offset = 0;
   for (const std::int64_t elems : unit_elems_) {
     offsets_.push_back(offset);
-    offset += state_bytes(elems);
+    offset += 3 * part_bytes(elems);
   }
-  ledger_.book(MemCategory::NvmeMaster, file_.bytes() / 3);
-  ledger_.book(MemCategory::NvmeOptimizer, file_.bytes() - file_.bytes() / 3);
+  ledger_.book(MemCategory::NvmeMaster, master_bytes());
+  ledger_.book(MemCategory::NvmeOptimizer, 2 * master_bytes());
 }
 
 NvmeSwap::~NvmeSwap() {
-  ledger_.release(MemCategory::NvmeMaster, file_.bytes() / 3);
-  ledger_.release(MemCategory::NvmeOptimizer, file_.bytes() - file_.bytes() / 3);
+  ledger_.release(MemCategory::NvmeMaster, master_bytes());
+  ledger_.release(MemCategory::NvmeOptimizer, 2 * master_bytes());
+}
+
+std::int64_t NvmeSwap::master_bytes() const {
+  const std::int64_t elems =
+      std::accumulate(unit_elems_.begin(), unit_elems_.end(), std::int64_t{0});
+  return elems * static_cast<std::int64_t>(sizeof(float));
 }
 
 void NvmeSwap::check_sizes(std::size_t unit, std::size_t master, std::size_t exp_avg,
@@ -87,14 +100,14 @@ void NvmeSwap::write(std::size_t unit, std::span<const float> master,
   std::int64_t offset = offsets_[unit];
   for (const auto part : {master, exp_avg, exp_avg_sq}) {
     file_.write(offset, std::as_bytes(part));
-    offset += static_cast<std::int64_t>(part.size_bytes());
+    offset += part_bytes(unit_elems_[unit]);
   }
   checksums_[unit] = checksum_of(master, exp_avg, exp_avg_sq);
   written_[unit] = 1;
 }
 
 void NvmeSwap::read(std::size_t unit, std::span<float> master, std::span<float> exp_avg,
-                    std::span<float> exp_avg_sq) const {
+                    std::span<float> exp_avg_sq) {
   check_sizes(unit, master.size(), exp_avg.size(), exp_avg_sq.size());
   if (written_[unit] == 0) {
     for (const auto part : {master, exp_avg, exp_avg_sq}) std::ranges::fill(part, 0.0f);
@@ -103,7 +116,7 @@ void NvmeSwap::read(std::size_t unit, std::span<float> master, std::span<float> 
   std::int64_t offset = offsets_[unit];
   for (const auto part : {master, exp_avg, exp_avg_sq}) {
     file_.read(offset, std::as_writable_bytes(part));
-    offset += static_cast<std::int64_t>(part.size_bytes());
+    offset += part_bytes(unit_elems_[unit]);
   }
   ZL_CHECK(checksum_of(master, exp_avg, exp_avg_sq) == checksums_[unit],
            "the swap file {} was changed under this run (unit {} reads back other bytes than "

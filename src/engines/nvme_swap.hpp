@@ -1,8 +1,9 @@
 // nvme_swap.hpp — ZeRO-Infinity's NVMe tier for the optimizer: the fp32 master and Adam's m and v
 // of the units a rank updates live in a swap file on disk (features.nvme_path) and come into host
 // memory only while they are used, unit by unit in the update. The file's bytes are booked in the
-// rank's ledger as NvmeMaster and NvmeOptimizer; each unit's bytes are checked when read back, so a
-// file changed, cut short or removed under the run is an error, never other numbers.
+// rank's ledger as NvmeMaster and NvmeOptimizer (their bytes; the file pads each part to whole
+// pages); each unit's bytes are checked when read back, so a file changed, cut short or removed
+// under the run is an error, never other numbers.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,7 @@ class NvmeSwap {
   /// Reads unit `unit`'s state back into spans of its elements (zeros if it was never written);
   /// zl::Error if the file no longer holds what was written.
   void read(std::size_t unit, std::span<float> master, std::span<float> exp_avg,
-            std::span<float> exp_avg_sq) const;
+            std::span<float> exp_avg_sq);
 
   /// Elements of unit `unit`'s master, m and v each.
   std::int64_t unit_elems(std::size_t unit) const { return unit_elems_.at(unit); }
@@ -46,6 +47,8 @@ class NvmeSwap {
   const SwapFile& file() const { return file_; }
 
  private:
+  // The masters' bytes, every unit's (each moment's are the same).
+  std::int64_t master_bytes() const;
   // Throws unless the three spans each hold unit `unit`'s elements.
   void check_sizes(std::size_t unit, std::size_t master, std::size_t exp_avg,
                    std::size_t exp_avg_sq) const;

@@ -82,14 +82,31 @@ OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& la
   return state;
 }
 
+namespace {
+
+// What the swap file moved since `before`, into the rank's traffic ledger.
+void record_swap(OptimizerState& state, const SwapTotals& before) {
+  if (state.comm == nullptr) return;
+  const SwapTotals& now = state.nvme->file().totals();
+  TrafficLedger& traffic = state.comm->traffic();
+  traffic.record_disk(DiskIo::Read, now.read_bytes - before.read_bytes,
+                      now.read_ms - before.read_ms);
+  traffic.record_disk(DiskIo::Write, now.written_bytes - before.written_bytes,
+                      now.write_ms - before.write_ms);
+}
+
+}  // namespace
+
 void swap_in(OptimizerState& state, Device& device, std::size_t unit) {
   if (!state.nvme || state.nvme->holders(unit)++ > 0) return;
   const std::int64_t elems = state.nvme->unit_elems(unit);
   state.master[unit] = device.alloc(MemCategory::HostMaster, DType::F32, {elems});
   state.adam.exp_avg[unit] = device.alloc(MemCategory::HostOptimizer, DType::F32, {elems});
   state.adam.exp_avg_sq[unit] = device.alloc(MemCategory::HostOptimizer, DType::F32, {elems});
+  const SwapTotals before = state.nvme->file().totals();
   state.nvme->read(unit, state.master[unit].as<float>(), state.adam.exp_avg[unit].as<float>(),
                    state.adam.exp_avg_sq[unit].as<float>());
+  record_swap(state, before);
 }
 
 void swap_out(OptimizerState& state, std::size_t unit) {
@@ -97,8 +114,10 @@ void swap_out(OptimizerState& state, std::size_t unit) {
   int& holders = state.nvme->holders(unit);
   ZL_CHECK(holders > 0, "swap_out of unit {}, which no one holds", unit);
   if (--holders > 0) return;
+  const SwapTotals before = state.nvme->file().totals();
   state.nvme->write(unit, state.master[unit].as<float>(), state.adam.exp_avg[unit].as<float>(),
                     state.adam.exp_avg_sq[unit].as<float>());
+  record_swap(state, before);
   state.master[unit] = Buffer();
   state.adam.exp_avg[unit] = Buffer();
   state.adam.exp_avg_sq[unit] = Buffer();

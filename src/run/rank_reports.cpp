@@ -177,6 +177,10 @@ std::string encode_rank_totals(const RankTotals& totals) {
   }
   out.put(traffic.to_host_bytes());
   out.put(traffic.to_device_bytes());
+  for (const DiskIo direction : {DiskIo::Read, DiskIo::Write}) {
+    out.put(traffic.disk_bytes(direction));
+    out.put(traffic.disk_ms(direction));
+  }
   out.put(static_cast<std::uint64_t>(totals.steps.size()));
   for (const StepTimes& step : totals.steps) out.put(step);
   return out.take();
@@ -214,6 +218,10 @@ RankTotals decode_rank_totals(std::string_view bytes) {
   }
   traffic.record_to_host(in.get<std::int64_t>());
   traffic.record_to_device(in.get<std::int64_t>());
+  for (const DiskIo direction : {DiskIo::Read, DiskIo::Write}) {
+    const auto bytes = in.get<std::int64_t>();
+    traffic.record_disk(direction, bytes, in.get<double>());
+  }
   const auto steps = in.get<std::uint64_t>();
   for (std::uint64_t s = 0; s < steps; ++s) totals.steps.push_back(in.get<StepTimes>());
   in.expect_end();

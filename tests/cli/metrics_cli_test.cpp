@@ -86,6 +86,35 @@ TEST_F(CliTest, SummaryCountsTheHostWaitsOfAStep) {
   }
 }
 
+// --summary's nvme object counts what each rank's swap file moved: every step reads each unit's
+// master, m and v of the own shard once and writes them once, and the init writes them first
+// (12 bytes an element of the shard); with the optimizer in host memory it is all zeros.
+TEST_F(CliTest, SummaryCountsTheSwapFilesBytes) {
+  const fs::path swap = dir_ / "swap";
+  fs::create_directories(swap);
+  for (const bool nvme : {false, true}) {
+    const fs::path summary = dir_ / (nvme ? "nvme.json" : "host.json");
+    ASSERT_EQ(zerolab(fmt::format("train --stage 1 --world 2 --steps 3 --offload-optimizer {} "
+                                  "--quiet --summary {}",
+                                  nvme ? "--nvme-path " + swap.string() : "", summary.string()))
+                  .exit_code,
+              0);
+    std::ifstream file(summary);
+    const auto doc = nlohmann::json::parse(file);
+    const std::int64_t shard_state_bytes = 12 * doc["padded_params"].get<std::int64_t>() / 2;
+    for (const auto& rank : doc["ranks"]) {
+      const auto& io = rank["nvme"];
+      EXPECT_EQ(io["bytes_read"], nvme ? 3 * shard_state_bytes : 0);
+      EXPECT_EQ(io["bytes_written"], nvme ? 4 * shard_state_bytes : 0);
+      if (!nvme) continue;
+      EXPECT_NEAR(io["read_gbps"].get<double>(),
+                  io["bytes_read"].get<double>() / (io["read_ms"].get<double>() * 1e6), 1e-9);
+      EXPECT_GT(io["write_gbps"].get<double>(), 0.0);
+    }
+  }
+  EXPECT_TRUE(fs::is_empty(swap)) << "a swap file stays";
+}
+
 // 2^40 overflows fp16 at once: with --hysteresis 1 every step is skipped and halves the scale, so
 // step s ran at 2^(41 - s). A run resumed at step 2 continues from the checkpoint's scale.
 TEST_F(CliTest, Fp16MetricsFollowTheLossScaleAcrossAResume) {
