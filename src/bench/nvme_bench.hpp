@@ -25,8 +25,8 @@ struct NvmeBenchOptions {
 /// One pass: `file_bytes` moved in blocks of `block_bytes`, `queue_depth` at a time.
 struct NvmeRow {
   std::string op;  ///< "write" or "read"
-  std::int64_t block_bytes = 0;
-  int queue_depth = 0;
+  std::int64_t block_bytes = 0;  ///< bytes of each pwrite or pread
+  int queue_depth = 0;           ///< I/Os in flight (threads, one block each)
   double gbps = 0.0;  ///< decimal GB/s
 };
 
