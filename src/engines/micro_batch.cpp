@@ -9,7 +9,7 @@ namespace {
 
 // The first `numel` of a visit's parameters, as the model reads them: in the training dtype.
 TensorIn model_params(const UnitParams& params, std::int64_t numel) {
-  return TensorIn(params.view.data, params.view.elems, params.view.dtype).first(numel);
+  return tensor_of(params.view).first(numel);
 }
 
 }  // namespace

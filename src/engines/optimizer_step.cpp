@@ -16,11 +16,6 @@ bool mixed(const OptimizerState& state) {
   return !state.master.empty();
 }
 
-// The gradient as the device's unscaled reads take it (ops/device.hpp).
-TensorIn tensor_of(TypedSpan grad) {
-  return {grad.data, grad.elems, grad.dtype};
-}
-
 // With the optimizer offloaded, unit `grad` widened to fp32 in host memory (`host_copy`),
 // counting the copy: what the host's update reads.
 TensorIn widened_on_host(TypedSpan grad, OptimizerState& state, Device& device, Buffer& host_copy) {
@@ -172,69 +167,6 @@ void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& own
     widen(device, owned_params[u], state.master[u].as<float>());
     swap_out(state, u);
   }
-}
-
-NormPartials unscaled_partials(const std::vector<TypedSpan>& grads, double loss_scale,
-                               Device& device) {
-  std::int64_t blocks = 0;
-  for (const TypedSpan& grad : grads) blocks += grad.elems / kNormBlockElems;
-  NormPartials out{device.alloc(MemCategory::CommBuffer, DType::F64, {blocks}), {}, &device};
-  const std::span<double> all = out.partials.as<double>();
-  std::size_t first = 0;
-  for (const TypedSpan& grad : grads) {
-    const std::span<double> unit =
-        all.subspan(first, static_cast<std::size_t>(grad.elems / kNormBlockElems));
-    first += unit.size();
-    out.unit_blocks.push_back(std::ssize(unit));
-    // Read as they are (16-bit, scaled): the gradients stay untouched for the update.
-    device.block_sumsq_unscaled(tensor_of(grad), static_cast<float>(loss_scale), unit);
-  }
-  return out;
-}
-
-Buffer cover_sums(const NormPartials& partials, std::span<const std::int64_t> first_leaf,
-                  std::span<const std::int64_t> slots) {
-  const std::size_t units = partials.unit_blocks.size();
-  ZL_CHECK(first_leaf.size() == units && slots.size() == units,
-           "cover_sums: {} first leaves and {} slot counts for {} units", first_leaf.size(),
-           slots.size(), units);
-  std::int64_t total_slots = 0;
-  for (const std::int64_t count : slots) total_slots += count;
-  Buffer sums = partials.device->alloc_unset(MemCategory::CommBuffer, DType::F64, {total_slots});
-  const std::span<const double> leaves = partials.partials.as<double>();
-  std::size_t leaf = 0, slot = 0;
-  for (std::size_t u = 0; u < units; ++u) {
-    const auto blocks = static_cast<std::size_t>(partials.unit_blocks[u]);
-    const std::size_t nodes = tree_cover(first_leaf[u], partials.unit_blocks[u]).size();
-    ZL_CHECK(nodes <= static_cast<std::size_t>(slots[u]),
-             "cover_sums: unit {} needs {} slots, has {}", u, nodes, slots[u]);
-    partials.device->tree_cover_sums(leaves.subspan(leaf, blocks), first_leaf[u],
-                                     sums.as<double>().subspan(slot, nodes));
-    leaf += blocks;
-    slot += static_cast<std::size_t>(slots[u]);
-  }
-  return sums;
-}
-
-double norm_from_partials(const NormPartials& partials) {
-  const std::vector<std::int64_t> first_leaf(partials.unit_blocks.size(), 0);
-  std::vector<std::int64_t> slots;
-  for (const std::int64_t blocks : partials.unit_blocks) {
-    slots.push_back(std::ssize(tree_cover(0, blocks)));
-  }
-  const Buffer sums = cover_sums(partials, first_leaf, slots);
-  std::vector<double> host(static_cast<std::size_t>(sums.elems()));
-  partials.device->copy_to_host(host.data(), sums.data(), static_cast<std::size_t>(sums.bytes()));
-  std::vector<double> unit_sums;
-  std::size_t slot = 0;
-  for (std::size_t u = 0; u < slots.size(); ++u) {
-    const auto count = static_cast<std::size_t>(slots[u]);
-    const TreePiece whole{0, partials.unit_blocks[u],
-                          std::span<const double>(host).subspan(slot, count)};
-    unit_sums.push_back(tree_sum(partials.unit_blocks[u], std::span<const TreePiece>(&whole, 1)));
-    slot += count;
-  }
-  return norm_from_unit_sums(unit_sums);
 }
 
 double update_lr(const OptimizerState& state, const EngineOptions& options) {

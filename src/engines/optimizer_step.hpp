@@ -18,6 +18,7 @@
 
 #include "comm/comm.hpp"
 #include "engines/engine.hpp"
+#include "engines/step_norm.hpp"
 #include "engines/typed_span.hpp"
 #include "engines/unit_buffers.hpp"
 
@@ -104,29 +105,6 @@ void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& own
 /// Sets the master to the owned parameters, widened (after init; nothing to do without one).
 void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
                         Device& device);
-
-/// The gradient norm's block partials (optim/grad_norm.hpp) of a rank's gradients, unit after
-/// unit, in the device's memory (booked as CommBuffer), where the device sums them into a few tree
-/// nodes per unit, so a step reads those sums to the host once.
-struct NormPartials {
-  Buffer partials;  ///< fp64, one per block of kNormBlockElems
-  std::vector<std::int64_t> unit_blocks;  ///< how many of them each unit has, unit after unit
-  Device* device;   ///< whose memory holds them
-};
-
-/// Block partials of the unscaled fp32 gradients, unit after unit.
-NormPartials unscaled_partials(const std::vector<TypedSpan>& grads, double loss_scale,
-                               Device& device);
-
-/// Each unit's tree_cover sums (optim/grad_norm.hpp) of its partials, which are its leaves from
-/// first_leaf[u] on, summed on the device into slots[u] places a unit (at least its cover's
-/// nodes; the places after them are left unset), unit after unit, booked as CommBuffer.
-Buffer cover_sums(const NormPartials& partials, std::span<const std::int64_t> first_leaf,
-                  std::span<const std::int64_t> slots);
-
-/// The canonical norm of whole units' partials in device memory: their tree sums on the device,
-/// one copy of a few sums per unit to the host, where the units' sums are added in order.
-double norm_from_partials(const NormPartials& partials);
 
 /// The learning rate the next applied update of `state` runs at (options.lr_schedule after
 /// state.adam.updates applied updates).

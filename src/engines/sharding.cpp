@@ -200,66 +200,6 @@ float mean_loss_over_ranks(Comm& comm, Device& device, std::span<float> loss_sum
   return loss;
 }
 
-namespace {
-
-// Places for unit u's tree sums in each rank's part of the norm's all_gather: the most cover nodes
-// any rank's shard of it has (rank r holds blocks [r * S, (r + 1) * S) of a unit of S blocks a
-// shard), so every rank's part is the same size.
-std::int64_t norm_slots(const UnitLayout& unit, int world) {
-  const std::int64_t blocks = unit.shard_elems / kNormBlockElems;
-  std::int64_t most = 0;
-  for (int r = 0; r < world; ++r) most = std::max(most, std::ssize(tree_cover(r * blocks, blocks)));
-  return most;
-}
-
-}  // namespace
-
-std::int64_t norm_sums_per_rank(const std::vector<UnitLayout>& layout, int world) {
-  std::int64_t slots = 0;
-  for (const UnitLayout& unit : layout) slots += norm_slots(unit, world);
-  return slots;
-}
-
-double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
-                         const NormPartials& own_partials) {
-  // Each rank sums the largest tree nodes inside its shard of each unit on its device.
-  const int world = comm.size();
-  ZL_CHECK(own_partials.unit_blocks.size() == layout.size(),
-           "sharded_grad_norm: partials of {} units for a model of {}",
-           own_partials.unit_blocks.size(), layout.size());
-  std::vector<std::int64_t> first_leaf, slots;
-  for (std::size_t u = 0; u < layout.size(); ++u) {
-    const std::int64_t blocks = layout[u].shard_elems / kNormBlockElems;
-    ZL_CHECK(own_partials.unit_blocks[u] == blocks,
-             "sharded_grad_norm: unit {} has {} partials, not its shard's {} blocks", u,
-             own_partials.unit_blocks[u], blocks);
-    first_leaf.push_back(comm.rank() * blocks);
-    slots.push_back(norm_slots(layout[u], world));
-  }
-  const std::int64_t rank_slots = norm_sums_per_rank(layout, world);
-  const Buffer own = cover_sums(own_partials, first_leaf, slots);
-  Buffer recv = device.alloc_unset(MemCategory::CommBuffer, DType::F64, {rank_slots * world});
-  comm.all_gather(own.data(), recv.data(), static_cast<std::size_t>(rank_slots), DType::F64);
-  std::vector<double> gathered(static_cast<std::size_t>(recv.elems()));
-  device.copy_to_host(gathered.data(), recv.data(), static_cast<std::size_t>(recv.bytes()));
-  // Each unit's tree from every rank's nodes, then the units in order.
-  const std::span<const double> all(gathered);
-  std::vector<double> unit_sums;
-  std::int64_t unit_slot = 0;
-  for (std::size_t u = 0; u < layout.size(); ++u) {
-    const std::int64_t blocks = layout[u].shard_elems / kNormBlockElems;
-    std::vector<TreePiece> pieces;
-    for (int r = 0; r < world; ++r) {
-      const auto nodes = static_cast<std::size_t>(std::ssize(tree_cover(r * blocks, blocks)));
-      pieces.push_back({r * blocks, blocks,
-                        all.subspan(static_cast<std::size_t>(r * rank_slots + unit_slot), nodes)});
-    }
-    unit_sums.push_back(tree_sum(blocks * world, pieces));
-    unit_slot += slots[u];
-  }
-  return norm_from_unit_sums(unit_sums);
-}
-
 std::vector<InFlight> all_gather_params(Comm& comm, UnitBuffers& params,
                                         const std::vector<UnitLayout>& layout,
                                         const EngineOptions& options, Device& device) {

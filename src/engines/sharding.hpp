@@ -91,19 +91,6 @@ Buffer step_loss_sum(Device& device);
 float mean_loss_over_ranks(Comm& comm, Device& device, std::span<float> loss_sum,
                            std::int64_t micro_batches);
 
-/// The doubles each rank contributes to sharded_grad_norm's all_gather on `world` ranks: for
-/// each unit, the most tree nodes any rank's shard of it holds.
-std::int64_t norm_sums_per_rank(const std::vector<UnitLayout>& layout, int world);
-
-/// The canonical global gradient norm from each rank's block partials of its own gradient shards
-/// (unit after unit): each rank's device sums the largest tree nodes inside its shard of each unit
-/// (optim/grad_norm.hpp), every rank shares those sums (one all_gather of at most two doubles a
-/// tree level per unit and rank), and all ranks add the nodes above them in the unsharded unit's
-/// tree, then the units in order, so the norm equals the norm of the full averaged gradients bit
-/// for bit. Collective.
-double sharded_grad_norm(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
-                         const NormPartials& own_partials);
-
 /// all_gather of every unit's parameters in place: each rank contributes its freshly updated
 /// shard of `params` (full unit buffers) and ends with them whole, in buckets of
 /// options.features.allgather_bucket_elems. Emits an "all_gather" event per unit. Returns one

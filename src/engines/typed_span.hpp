@@ -30,6 +30,11 @@ struct TypedSpan {
 /// All of `buffer`.
 TypedSpan view_of(Buffer& buffer);
 
+/// `span` as a kernel reads it (ops/tensor_view.hpp): the same elements, read-only.
+inline TensorIn tensor_of(TypedSpan span) {
+  return {span.data, span.elems, span.dtype};
+}
+
 /// out[i] = in[i] widened to fp32 (exact), on `device`. Sizes must match.
 void widen(Device& device, TypedSpan in, std::span<float> out);
 
