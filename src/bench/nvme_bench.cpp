@@ -14,28 +14,26 @@
 
 #include "bench/timing.hpp"
 #include "core/error.hpp"
+#include "core/swap_file.hpp"
 
 namespace zl::bench {
 
 namespace {
 
-constexpr std::int64_t kAlignBytes = 4096;  // O_DIRECT's alignment of buffers, sizes and offsets
+// O_DIRECT's alignment of buffers, sizes and offsets: the swap files'.
+constexpr std::int64_t kAlignBytes = SwapFile::kAlignBytes;
 
 // The scratch file: made new (never another's), removed when it ends.
 class ScratchFile {
  public:
   explicit ScratchFile(const std::filesystem::path& folder)
       : path_(folder / ("zerolab-bench-nvme-" + std::to_string(::getpid()) + ".tmp")) {
-    const int flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;
-    fd_ = ::open(path_.c_str(), flags | O_DIRECT, 0600);
-    if (fd_ < 0 && errno == EINVAL) {  // a file system without O_DIRECT (tmpfs): the page cache
-      fd_ = ::open(path_.c_str(), flags, 0600);
-      direct_ = false;
-    }
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd_ < 0) {
       fail("bench nvme: cannot make {}: {}: give --path a writable folder", path_.string(),
            std::strerror(errno));
     }
+    direct_ = try_direct_io(fd_);  // as the swap files do
   }
   ~ScratchFile() {
     ::close(fd_);
@@ -51,7 +49,7 @@ class ScratchFile {
  private:
   std::filesystem::path path_;
   int fd_ = -1;
-  bool direct_ = true;
+  bool direct_ = false;
 };
 
 struct AlignedFree {

@@ -18,6 +18,11 @@
 
 namespace zl {
 
+bool try_direct_io(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  return flags >= 0 && ::fcntl(fd, F_SETFL, flags | O_DIRECT) == 0;
+}
+
 SwapFile::SwapFile(std::filesystem::path path, std::int64_t bytes)
     : path_(std::move(path)), bytes_(bytes) {
   ZL_CHECK(bytes >= 0, "swap file {}: a size of {} bytes is invalid", path_.string(), bytes);
@@ -26,9 +31,7 @@ SwapFile::SwapFile(std::filesystem::path path, std::int64_t bytes)
            "cannot create the swap file {}: {}: pass an --nvme-path folder this run can "
            "write",
            path_.string(), std::strerror(errno));
-  // O_DIRECT where the file system takes it (tmpfs refuses it: the page cache then).
-  const int flags = ::fcntl(fd_, F_GETFL);
-  direct_ = flags >= 0 && ::fcntl(fd_, F_SETFL, flags | O_DIRECT) == 0;
+  direct_ = try_direct_io(fd_);
   if (bytes == 0) return;
   if (const int error = ::posix_fallocate(fd_, 0, bytes); error != 0) {
     ::close(fd_);

@@ -13,6 +13,10 @@
 
 namespace zl {
 
+/// Sets O_DIRECT on the open file `fd` where its file system takes it (tmpfs on older kernels
+/// refuses it); true when it did, false when the file goes through the page cache.
+bool try_direct_io(int fd);
+
 /// Bytes a swap file has moved and the time its calls took, per direction.
 struct SwapTotals {
   std::int64_t read_bytes = 0;     ///< bytes read back

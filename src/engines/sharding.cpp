@@ -193,7 +193,7 @@ Buffer step_loss_sum(Device& device) {
 
 float mean_loss_over_ranks(Comm& comm, Device& device, std::span<float> loss_sum,
                            std::int64_t micro_batches) {
-  device.divide(loss_sum, static_cast<float>(micro_batches));
+  if (micro_batches > 1) device.divide(loss_sum, static_cast<float>(micro_batches));  // x / 1 is x
   comm.all_reduce(loss_sum.data(), 1, DType::F32, ReduceOp::Avg);
   float loss = 0.0f;
   device.copy_to_host(&loss, loss_sum.data(), sizeof(loss));
