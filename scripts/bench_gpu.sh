@@ -4,23 +4,25 @@
 # --accelerator cuda`, which runs scripts/torch_adamw_bench.py in the same run), GPT-2 124M in
 # bf16 with `zerolab train --backend nccl` at ZeRO stages 0-3, and the same model in PyTorch eager
 # (scripts/torch_gpt_bench.py), stage 0 again with the exact attention kernels
-# (ZL_CUDA_ATTENTION=exact), and, where Nsight Compute's `ncu` is on the PATH, one DDP step's
-# kernels by name (time and launches). Builds nothing.
+# (ZL_CUDA_ATTENTION=exact), stages 0-3 with `--activation-checkpointing full` at a larger
+# micro-batch (32 unless --ckpt-micro-batch says otherwise; 0 skips them), and, where Nsight
+# Compute's `ncu` is on the PATH, one DDP step's kernels by name (time and launches). Builds
+# nothing.
 #
 #   scripts/bench_gpu.sh [--zerolab build/gpu/zerolab] [--steps 20] [--warmup 5]
-#                        [--micro-batch 8] [--peak-flops 989e12] LOG_DIR
+#                        [--micro-batch 8] [--ckpt-micro-batch 32] [--peak-flops 989e12] LOG_DIR
 #
-# Writes every command's raw output to LOG_DIR, and for notebooks/05_performance.ipynb:
-# notebooks/data/gpu-<date>-<card>-adam.json (the bench command's JSON, unedited; <card> as h100),
-# notebooks/data/gpu-<date>-<card>-gpt124m.json (the four train runs as `bench step` rows, with
-# tokens/s, MFU and peak memory per category, the exact-attention row and the torch row) and,
-# with ncu, notebooks/data/gpu-<date>-<card>-kernels.csv (kernel, launches, ms in one step). It
-# prints the rows to add to notebooks/data/README.md, which the notebook needs to label them.
+# Writes every command's raw output to LOG_DIR, and for notebooks/05_performance.ipynb, each
+# named gpu-<date>-<card>-<commit>-* (<card> as h100): -adam.json (the bench command's JSON,
+# unedited), -gpt124m.json (the four train runs as `bench step` rows, with tokens/s, MFU, peak
+# memory per category and losses, the exact-attention row, the checkpointed rows and the torch
+# row) and, with ncu, -kernels.csv (kernel, launches, ms in one step). It prints the rows to add
+# to notebooks/data/README.md, which the notebook needs to label them.
 # Stops at the first failure, except the profile's (its log says why).
 set -euo pipefail
 
 usage() {
-  sed -n '8,9p' "$0" | sed 's/^# //' >&2
+  sed -n '12,13p' "$0" | sed 's/^# //' >&2
   exit 2
 }
 die() {
@@ -33,6 +35,7 @@ zerolab=$root/build/gpu/zerolab
 steps=20
 warmup=5
 micro_batch=8
+ckpt_micro_batch=32
 peak_flops=989e12  # H100 SXM, dense bf16
 log_dir=
 while (($#)); do
@@ -41,6 +44,7 @@ while (($#)); do
     --steps) steps=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
     --micro-batch) micro_batch=$2; shift 2 ;;
+    --ckpt-micro-batch) ckpt_micro_batch=$2; shift 2 ;;
     --peak-flops) peak_flops=$2; shift 2 ;;
     -h | --help) usage ;;
     -*) echo "bench_gpu.sh: unknown option $1" >&2; usage ;;
@@ -71,10 +75,12 @@ if grep -q -- '--accelerator' <<<"$train_help"; then train_device_flags+=(--acce
 mkdir -p "$log_dir"
 log_dir=$(cd "$log_dir" && pwd)
 date=$(date -u +%Y-%m-%d)
-# The files' names: gpu-<date>-<card>-*, the card's model as nvidia-smi names it (h100, h200, ...).
+# The files' names: gpu-<date>-<card>-<commit>-*, the card's model as nvidia-smi names it (h100,
+# h200, ...) and the commit the working tree is at (commit before a run you keep).
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE '[a-z][0-9]{2,3}' |
   head -1 | tr '[:upper:]' '[:lower:]')
-prefix=gpu-$date${card:+-$card}
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || true)
+prefix=gpu-$date${card:+-$card}${commit:+-$commit}
 cd "$root"
 {
   echo "date (UTC): $(date -u '+%Y-%m-%d %H:%M')"
@@ -113,6 +119,16 @@ RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 ZL_CUDA_ATTENTION=exact run_logged train-s0-exa
   train --model gpt --preset 124M "${train_device_flags[@]}" --stage 0 --bf16 --steps "$steps" \
   --micro-batch "$micro_batch" --metrics "$log_dir/train-s0-exact.metrics.jsonl" \
   --summary "$log_dir/train-s0-exact.summary.json"
+# ---- the same four stages with every block recomputed in backward, at a larger micro-batch -----
+if ((ckpt_micro_batch > 0)); then
+  for stage in 0 1 2 3; do
+    RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 run_logged "train-full-s$stage" "$zerolab" train --model gpt \
+      --preset 124M "${train_device_flags[@]}" --stage "$stage" --bf16 --steps "$steps" \
+      --micro-batch "$ckpt_micro_batch" --activation-checkpointing full \
+      --metrics "$log_dir/train-full-s$stage.metrics.jsonl" \
+      --summary "$log_dir/train-full-s$stage.summary.json"
+  done
+fi
 run_logged torch-gpt "$python" scripts/torch_gpt_bench.py --micro-batch "$micro_batch" \
   --seq-len 1024 --steps $((steps - warmup)) --warmup "$warmup" --peak-flops "$peak_flops"
 
@@ -170,7 +186,7 @@ fi
 
 # ---- the notebook's files ---------------------------------------------------------------------
 "$python" - "$log_dir" "$root/notebooks/data" "$prefix" "$warmup" "$micro_batch" "$peak_flops" \
-  "$steps" <<'PY'
+  "$steps" "$ckpt_micro_batch" <<'PY'
 import json, pathlib, shutil, statistics, sys
 sys.path.insert(0, "scripts")
 from torch_gpt_bench import flops_per_token  # one definition of the FLOPs per token
@@ -178,24 +194,37 @@ from torch_gpt_bench import flops_per_token  # one definition of the FLOPs per t
 log, data, prefix = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
 date = prefix[len("gpu-"):len("gpu-YYYY-MM-DD")]
 warmup, micro_batch, peak_flops, steps = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
+ckpt_micro_batch = int(sys.argv[8])
 seq_len, n_layer, n_embd = 1024, 12, 768  # the 124M preset
 seconds = dict(line.split() for line in (log / "seconds.txt").read_text().splitlines())
 adam = json.loads((log / "adam.out").read_text())
 torch_gpt = json.loads((log / "torch-gpt.out").read_text())
-rows = []
-for stage in range(4):
-    summary = json.loads((log / f"train-s{stage}.summary.json").read_text())
-    metrics = [json.loads(line) for line in (log / f"train-s{stage}.metrics.jsonl").read_text().splitlines()]
-    ms = statistics.median(m["step_ms"] for m in metrics[warmup:])
-    tokens_per_s = micro_batch * seq_len / (ms / 1e3)
-    per_token = flops_per_token(summary["params"], n_layer, n_embd, seq_len)
-    memory = summary["ranks"][0]["bytes"]
-    rows.append({"stage": stage, "engine": summary["engine"], "ms": ms,
-                 "tokens_per_s": tokens_per_s, "mfu": per_token * tokens_per_s / peak_flops,
-                 "peak_bytes": memory["total_peak"], "peak_bytes_by_category": memory["peak"],
-                 "host_waits": max(m["host_waits"] for m in metrics[warmup:])})
-for row in rows:
-    row["overhead_vs_ddp"] = row["ms"] / rows[0]["ms"]
+
+
+def stage_rows(name, batch):
+    """The four stages' rows of runs train-<name>s<stage>, each step of `batch` sequences; MFU
+    counts the model's FLOPs, not a recomputed forward's."""
+    rows = []
+    for stage in range(4):
+        summary = json.loads((log / f"train-{name}s{stage}.summary.json").read_text())
+        metrics = [json.loads(line) for line in
+                   (log / f"train-{name}s{stage}.metrics.jsonl").read_text().splitlines()]
+        ms = statistics.median(m["step_ms"] for m in metrics[warmup:])
+        tokens_per_s = batch * seq_len / (ms / 1e3)
+        per_token = flops_per_token(summary["params"], n_layer, n_embd, seq_len)
+        memory = summary["ranks"][0]["bytes"]
+        rows.append({"stage": stage, "engine": summary["engine"], "ms": ms,
+                     "tokens_per_s": tokens_per_s, "mfu": per_token * tokens_per_s / peak_flops,
+                     "peak_bytes": memory["total_peak"], "peak_bytes_by_category": memory["peak"],
+                     "host_waits": max(m["host_waits"] for m in metrics[warmup:]),
+                     "losses": [m["loss"] for m in metrics]})
+    for row in rows:
+        row["overhead_vs_ddp"] = row["ms"] / rows[0]["ms"]
+    return rows
+
+
+rows = stage_rows("", micro_batch)
+full_rows = stage_rows("full-", ckpt_micro_batch) if ckpt_micro_batch > 0 else []
 exact = [json.loads(line) for line in (log / "train-s0-exact.metrics.jsonl").read_text().splitlines()]
 exact_ms = statistics.median(m["step_ms"] for m in exact[warmup:])
 exact_summary = json.loads((log / "train-s0-exact.summary.json").read_text())
@@ -207,18 +236,27 @@ gpt = {"model": "gpt", "preset": "124M", "params": json.loads((log / "train-s0.s
        "backend": "nccl", "precision": "bf16", "micro_batch": micro_batch, "seq_len": seq_len,
        "warmup": warmup, "flops_per_token": flops_per_token(torch_gpt["params"], n_layer, n_embd, seq_len),
        "peak_flops": peak_flops, "rows": rows, "exact_attention": exact_row, "torch": torch_gpt}
+if full_rows:
+    gpt["full_checkpointing"] = {"micro_batch": ckpt_micro_batch, "rows": full_rows}
 shutil.copyfile(log / "adam.out", data / f"{prefix}-adam.json")
 (data / f"{prefix}-gpt124m.json").write_text(json.dumps(gpt, indent=2) + "\n")
 train_seconds = (sum(int(seconds[f"train-s{s}"]) for s in range(4)) + int(seconds["train-s0-exact"])
+                 + sum(int(seconds[f"train-full-s{s}"]) for s in range(4) if full_rows)
                  + int(seconds["torch-gpt"]))
 print(f"\nwrote {data}/{prefix}-adam.json and {prefix}-gpt124m.json; add to notebooks/data/README.md:")
 print(f"| {prefix}-adam.json | `zerolab bench adam --accelerator cuda --repeats 20 --json` | {date} | {adam['device']} | {seconds['adam']} |")
-print(f"| {prefix}-gpt124m.json | `scripts/bench_gpu.sh --steps {steps} --warmup {warmup} --micro-batch {micro_batch}` | {date} | {adam['device']} | {train_seconds} |")
+print(f"| {prefix}-gpt124m.json | `scripts/bench_gpu.sh --steps {steps} --warmup {warmup} --micro-batch {micro_batch} --ckpt-micro-batch {ckpt_micro_batch}` | {date} | {adam['device']} | {train_seconds} |")
 print(f"\nAdamW: zerolab {adam['gbps']:.0f} GB/s, copy {adam['copy_gbps']:.0f} GB/s ({adam['copy_fraction']:.0%})"
       + (f", torch fused {adam['torch']['gbps']:.0f} GB/s" if adam.get("torch") else f"; {adam.get('torch_note')}"))
 for row in rows:
     print(f"stage {row['stage']} {row['engine']:6} {row['ms']:8.1f} ms {row['tokens_per_s']:9.0f} tok/s "
           f"MFU {row['mfu']:.1%} peak {row['peak_bytes'] / 2**30:.2f} GiB")
+for row in full_rows:
+    print(f"stage {row['stage']} {row['engine']:6} full checkpointing, micro-batch {ckpt_micro_batch}: "
+          f"{row['ms']:8.1f} ms {row['tokens_per_s']:9.0f} tok/s MFU {row['mfu']:.1%} "
+          f"peak {row['peak_bytes'] / 2**30:.2f} GiB ({row['overhead_vs_ddp']:.2f}x DDP)")
+same = all(row["losses"] == rows[0]["losses"] for row in rows)
+print(f"the four stages' losses {'agree bit for bit' if same else 'DIFFER'} in all {len(rows[0]['losses'])} steps")
 print(f"stage 0 exact attention {exact_row['ms']:8.1f} ms ({exact_row['ms'] / rows[0]['ms']:.2f}x the default's)")
 print(f"torch    {torch_gpt['step_ms']:8.1f} ms {torch_gpt['tokens_per_s']:9.0f} tok/s "
       f"MFU {torch_gpt['mfu']:.1%} peak {torch_gpt['peak_bytes'] / 2**30:.2f} GiB")
