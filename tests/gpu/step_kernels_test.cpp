@@ -274,13 +274,16 @@ TEST_F(GpuStepWork, BlockSumsOfSquaresAreTheHostPartials) {
   EXPECT_THROW(gpu_->block_sumsq(g.as<float>(), partials.as<double>().first(100)), Error);
 }
 
-// The norm's tree sums: a whole unit of GPT-2's wte (603,136 leaves: nodes up to 2^19 leaves, 2048
-// a thread) and unaligned shards of it, against the host's tree_cover_sums bit for bit.
+// The norm's tree sums: a whole unit of GPT-2's wte (603,136 leaves: nodes up to 2^19 leaves, two
+// passes of the kernel), unaligned shards of it and a node of 2^21 leaves (three passes), against
+// the host's tree_cover_sums bit for bit.
 TEST_F(GpuStepWork, TreeCoverSumsAreTheHosts) {
-  constexpr std::int64_t kLeaves = 50257 * 768 / kNormBlockElems;
+  constexpr std::int64_t kWteLeaves = 50257 * 768 / kNormBlockElems;
+  constexpr std::int64_t kLeaves = (std::int64_t{1} << 21) + 5;
   std::mt19937 engine(78);
-  std::uniform_real_distribution<double> mantissa(0.0, 1.0);
-  std::uniform_int_distribution<int> exponent(-30, 30);
+  // Signs mixed and sizes close: sums cancel, so a rounding anywhere in the tree shows in the root.
+  std::uniform_real_distribution<double> mantissa(-1.0, 1.0);
+  std::uniform_int_distribution<int> exponent(-3, 3);
   std::vector<double> leaves(kLeaves);
   for (double& leaf : leaves) leaf = std::ldexp(mantissa(engine), exponent(engine));
   Buffer on_gpu = gpu_->alloc(MemCategory::CommBuffer, DType::F64, {kLeaves});
@@ -288,7 +291,8 @@ TEST_F(GpuStepWork, TreeCoverSumsAreTheHosts) {
   struct Range {
     std::int64_t first, count;
   };
-  for (const Range range : {Range{0, kLeaves}, Range{kLeaves / 3, kLeaves / 3}, Range{7, 1}}) {
+  for (const Range range : {Range{0, kWteLeaves}, Range{kWteLeaves / 3, kWteLeaves / 3},
+                            Range{7, 1}, Range{0, kLeaves}}) {
     const std::size_t nodes = tree_cover(range.first, range.count).size();
     std::vector<double> expected(nodes), actual(nodes);
     const auto host_leaves = std::span<const double>(leaves).subspan(

@@ -21,8 +21,11 @@ TEST(GpuTypedKernels, SixteenBitTensorsGiveTheFp32PathsBitsRoundedOnce) {
     gpu.set_bf16_gemms(bf16_gemms);
     for (const DType dtype : {DType::BF16, DType::F16}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + (bf16_gemms ? ", bf16 GEMMs" : ", fp32 GEMMs"));
-      test::check_products(gpu, dtype, dtype);
-      test::check_products(gpu, dtype, DType::F32);
+      // 9 outputs a row take the bias kernels' one-column threads, 16 their 8-column ones.
+      for (const std::int64_t out : {9, 16}) {
+        test::check_products(gpu, dtype, dtype, out);
+        test::check_products(gpu, dtype, DType::F32, out);
+      }
       test::check_cross_entropy(gpu, dtype);
       // Head size 16 (the fast kernels' with bf16 GEMMs), two query tiles, one partial.
       test::check_block_kernels(gpu, dtype, 2, 100, 64, 4);

@@ -65,12 +65,13 @@ inline std::vector<std::uint32_t> bits_of(const std::vector<float>& values) {
 inline constexpr std::int64_t kTypedRows = 7, kTypedIn = 12, kTypedOut = 9;
 
 // conv1d and linear, forward and backward, with x and w in `dtype` and y in `out_dtype` (and
-// linear's dy in `dtype`: the LM head's backward reads its 16-bit dlogits).
-inline void check_products(Device& device, DType dtype, DType out_dtype) {
+// linear's dy in `dtype`: the LM head's backward reads its 16-bit dlogits), `out` outputs a row.
+inline void check_products(Device& device, DType dtype, DType out_dtype,
+                           std::int64_t out = kTypedOut) {
   const auto x = representable(random_values(kTypedRows * kTypedIn, 1), dtype);
-  const auto w = representable(random_values(kTypedIn * kTypedOut, 2), dtype);
-  const auto b = representable(random_values(kTypedOut, 3), dtype);
-  const auto dy = representable(random_values(kTypedRows * kTypedOut, 4), dtype);
+  const auto w = representable(random_values(kTypedIn * out, 2), dtype);
+  const auto b = representable(random_values(out, 3), dtype);
+  const auto dy = representable(random_values(kTypedRows * out, 4), dtype);
   Buffer x16 = upload_as(device, x, dtype), w16 = upload_as(device, w, dtype),
          b16 = upload_as(device, b, dtype);
   Buffer x32 = upload_as(device, x, DType::F32), w32 = upload_as(device, w, DType::F32),
@@ -82,28 +83,27 @@ inline void check_products(Device& device, DType dtype, DType out_dtype) {
   for (const bool conv : {true, false}) {
     SCOPED_TRACE(conv ? "conv1d" : "linear");
     auto forward = [&](TensorIn xs, TensorIn ws, TensorIn bs, TensorOut ys) {
-      if (conv) return device.conv1d_forward(xs, ws, bs, ys, kTypedRows, kTypedIn, kTypedOut);
-      device.linear_forward(xs, ws, bs, ys, kTypedRows, kTypedIn, kTypedOut);
+      if (conv) return device.conv1d_forward(xs, ws, bs, ys, kTypedRows, kTypedIn, out);
+      device.linear_forward(xs, ws, bs, ys, kTypedRows, kTypedIn, out);
     };
     auto backward = [&](TensorIn xs, TensorIn ws, TensorIn dys, Buffer& dw, Buffer& db,
                         Buffer& dx) {
       if (conv) {
         return device.conv1d_backward(xs, ws, dy32.as<float>(), dw.as<float>(), db.as<float>(),
-                                      dx.as<float>(), kTypedRows, kTypedIn, kTypedOut);
+                                      dx.as<float>(), kTypedRows, kTypedIn, out);
       }
       device.linear_backward(xs, ws, dys, dw.as<float>(), db.as<float>(), dx.as<float>(),
-                             kTypedRows, kTypedIn, kTypedOut);
+                             kTypedRows, kTypedIn, out);
     };
-    Buffer y = zeros(kTypedRows * kTypedOut, out_dtype), y_ref = zeros(kTypedRows * kTypedOut);
+    Buffer y = zeros(kTypedRows * out, out_dtype), y_ref = zeros(kTypedRows * out);
     const std::int64_t booked = device.ledger().total_current_bytes();
     forward(x16, w16, b16, y);
     EXPECT_EQ(device.ledger().total_current_bytes(), booked) << "the scratch is not booked";
     forward(x32, w32, b32, y_ref);
     EXPECT_EQ(bits_of(download_widened(device, y)),
               bits_of(representable(download_widened(device, y_ref), out_dtype)));
-    Buffer dw = zeros(kTypedIn * kTypedOut), db = zeros(kTypedOut),
-           dx = zeros(kTypedRows * kTypedIn);
-    Buffer dw_ref = zeros(kTypedIn * kTypedOut), db_ref = zeros(kTypedOut),
+    Buffer dw = zeros(kTypedIn * out), db = zeros(out), dx = zeros(kTypedRows * kTypedIn);
+    Buffer dw_ref = zeros(kTypedIn * out), db_ref = zeros(out),
            dx_ref = zeros(kTypedRows * kTypedIn);
     backward(x16, w16, dy16, dw, db, dx);
     backward(x32, w32, dy32, dw_ref, db_ref, dx_ref);

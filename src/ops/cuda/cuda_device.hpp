@@ -348,8 +348,8 @@ class CudaDevice final : public Device {
                              std::int64_t head_dim) const;
   // At least `bytes` of device scratch, grown (never shrunk) on demand; booked as internal.
   void* scratch(std::size_t bytes);
-  // The same, apart, for the column sums' chunk partials: a layer's backward sums its bias
-  // gradient while its bf16 operands still sit in scratch().
+  // The same, apart, for the column sums' chunk partials (a layer's backward sums its bias
+  // gradient while its bf16 operands still sit in scratch()) and the norm's tree-sum passes.
   void* sums_scratch(std::size_t bytes);
   // `buffer` of `buffer_bytes`, grown to at least `bytes` (after the stream is done with it).
   void* grown(void*& buffer, std::size_t& buffer_bytes, std::size_t bytes);

@@ -110,7 +110,10 @@ void CudaDevice::do_tree_cover_sums(std::span<const double> leaves, std::int64_t
                                     std::span<double> sums) {
   if (sums.empty()) return;
   select();
-  cuda::tree_cover_sums(leaves.data(), std::ssize(leaves), first_leaf, sums.data(), stream_);
+  auto* scratch = static_cast<double*>(sums_scratch(
+      static_cast<std::size_t>(cuda::tree_sum_scratch_elems(std::ssize(leaves))) * sizeof(double)));
+  cuda::tree_cover_sums(leaves.data(), std::ssize(leaves), first_leaf, sums.data(), scratch,
+                        stream_);
 }
 
 TensorIn CudaDevice::readable_grads(TensorIn grads) {

@@ -7,6 +7,7 @@
 // gradients in ops/column_sums.hpp's chunks (a block per chunk of rows and tile of columns, then
 // the chunks in order). A bias or a LayerNorm's weight and bias may be read in bf16 (a 16-bit
 // unit's parameters, as they are kept). The embeddings are in cuda_embedding.cu.
+#include <algorithm>
 #include <cstdint>
 #include <numbers>
 
@@ -15,6 +16,7 @@
 #include "ops/cuda/cuda_elements.cuh"
 #include "ops/cuda/cuda_kernels.hpp"
 #include "ops/cuda/cuda_reduce_block.cuh"
+#include "ops/cuda/cuda_vectors.cuh"
 #include "ops/gelu_tanh.hpp"
 
 namespace zl::cuda {
@@ -27,21 +29,47 @@ constexpr double kLayerNormEps = 1e-5;
 constexpr double kInvSqrt2 = 1.0 / std::numbers::sqrt2;
 constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
 
-// ---- bias ----
-
-template <class Bias>
-__global__ void add_bias_rows_kernel(float* y, const Bias* b, std::int64_t rows,
-                                     std::int64_t cols) {
-  for (std::int64_t i = global_index(); i < rows * cols; i += global_stride()) {
-    y[i] += get(b + i % cols);
+// x = kWidth elements of `row` from column `first` (a vector's, or one).
+template <int kWidth, class T>
+__device__ void load_columns(const T* row, std::int64_t first, float (&x)[kWidth]) {
+  if constexpr (kWidth == kVector) {
+    load8<kDtypeOf<T>>(row, first / kVector, x);
+  } else {
+    x[0] = get(row + first);
   }
 }
 
-template <class Bias>
-__global__ void add_bias_round_rows_kernel(const float* y, const Bias* b, std::uint16_t* out,
-                                           std::int64_t rows, std::int64_t cols) {
-  for (std::int64_t i = global_index(); i < rows * cols; i += global_stride()) {
-    out[i] = to_bf16(b == nullptr ? y[i] : y[i] + get(b + i % cols));
+// kWidth elements of `row` from column `first` = x, rounded into T.
+template <int kWidth, class T>
+__device__ void store_columns(T* row, std::int64_t first, const float (&x)[kWidth]) {
+  if constexpr (kWidth == kVector) {
+    store8<kDtypeOf<T>>(row, first / kVector, x);
+  } else {
+    put(row + first, x[0]);
+  }
+}
+
+// ---- bias ----
+
+// out = y + b (b broadcast over rows; y alone where b is null), each sum rounded into Out (fp32
+// in place, or bf16). A thread takes one group of kWidth columns, reads its bias once and walks
+// rows blockIdx.y, blockIdx.y + gridDim.y, ...: no index division.
+template <int kWidth, class Bias, class Out>
+__global__ void add_bias_kernel(const float* y, const Bias* b, Out* out, std::int64_t rows,
+                                std::int64_t cols) {
+  const std::int64_t first =
+      (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kWidth;
+  if (first >= cols) return;
+  float bias[kWidth] = {};
+  if (b != nullptr) load_columns<kWidth>(b, first, bias);
+  for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    float x[kWidth];
+    load_columns<kWidth>(y + r * cols, first, x);
+    if (b != nullptr) {
+#pragma unroll
+      for (int i = 0; i < kWidth; ++i) x[i] = x[i] + bias[i];
+    }
+    store_columns<kWidth>(out + r * cols, first, x);
   }
 }
 
@@ -134,14 +162,52 @@ __global__ void gelu_tanh_backward_kernel(const In* x, const float* dy, float* d
 
 // ---- cross-entropy: one block per row of logits [rows, padded_classes], of which the first
 // `classes` columns are classes and the rest padding (zero gradient) ----
+//
+// In fp32, in two passes over the row (the CPU's kernel takes three, in double): each thread keeps
+// a running max and a sum of exp(logit - max) rescaled whenever its max rises, the block combines
+// the threads' pairs in a fixed tree, and the second pass writes each gradient over the element
+// it read. The row's loss is log(sum) - (label logit - max) in double. Vector rows (kWidth 8: the
+// row 16-byte aligned) read and write 8 elements a thread at once.
+
+// A thread's (max, sum of exp(x - max)) after it also saw (other_max, other_sum). A side that saw
+// nothing (max -infinity) adds nothing; +infinity or NaN logits make the sum NaN, as on the CPU.
+__device__ inline void merge_softmax(float& max, float& sum, float other_max, float other_sum) {
+  const float top = fmaxf(max, other_max);
+  const float mine = max == -INFINITY ? 0.0f : sum * expf(max - top);
+  const float theirs = other_max == -INFINITY ? 0.0f : other_sum * expf(other_max - top);
+  max = top;
+  sum = mine + theirs;
+}
+
+// The block's (max, sum) from each thread's, in every thread: the warps' xor trees, then each warp
+// the same tree over the warps' pairs (so every warp holds the same bits).
+__device__ void block_softmax(float& max, float& sum, float* shared_max, float* shared_sum) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    merge_softmax(max, sum, __shfl_xor_sync(0xFFFFFFFFu, max, offset),
+                  __shfl_xor_sync(0xFFFFFFFFu, sum, offset));
+  }
+  const int lane = threadIdx.x % kWarpThreads, warp = threadIdx.x / kWarpThreads;
+  if (lane == 0) {
+    shared_max[warp] = max;
+    shared_sum[warp] = sum;
+  }
+  __syncthreads();
+  const int warps = blockDim.x / kWarpThreads;
+  max = lane < warps ? shared_max[lane] : -INFINITY;
+  sum = lane < warps ? shared_sum[lane] : 0.0f;
+  for (int offset = 16; offset > 0; offset /= 2) {
+    merge_softmax(max, sum, __shfl_xor_sync(0xFFFFFFFFu, max, offset),
+                  __shfl_xor_sync(0xFFFFFFFFu, sum, offset));
+  }
+}
 
 // dlogits are multiplied by `scale` (one float multiply, exact at 1) and written in Out's dtype.
-template <class In, class Out>
+template <int kWidth, class In, class Out>
 __global__ void cross_entropy_kernel(const In* logits, const std::int64_t* labels, Out* dlogits,
                                      double* row_losses, unsigned long long* bad_index,
                                      std::int64_t classes, std::int64_t padded_classes,
                                      std::int64_t mean_rows, float scale) {
-  __shared__ double partials[32];
+  __shared__ float shared_max[32], shared_sum[32];
   const std::int64_t r = blockIdx.x;
   const std::int64_t label = labels[r];
   if (label < 0 || label >= classes) {  // the whole block leaves together
@@ -150,34 +216,62 @@ __global__ void cross_entropy_kernel(const In* logits, const std::int64_t* label
   }
   const In* row = logits + r * padded_classes;
   Out* drow = dlogits + r * padded_classes;
-  // Read before the reductions' barriers: in place, another thread writes drow[label] after them.
-  const double label_logit = get(row + label);
-  // Subtracting the row max keeps every exp in (0, 1]; a max is exact in any order.
-  double local_max = -INFINITY;
-  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    local_max = fmax(local_max, static_cast<double>(get(row + c)));
-  const double max_logit = block_max(local_max, partials);
-  double local_sum = 0.0;
-  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    local_sum += exp(get(row + c) - max_logit);
-  const double exp_sum = block_sum(local_sum, partials);
-  if (threadIdx.x == 0) row_losses[r] = log(exp_sum) - (label_logit - max_logit);
-  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-    const double softmax = exp(get(row + c) - max_logit) / exp_sum;
-    const double target = c == label ? 1.0 : 0.0;
-    put(drow + c, static_cast<float>((softmax - target) / static_cast<double>(mean_rows)) * scale);
+  // Read before the block's barrier: in place, another thread writes drow[label] after it.
+  const float label_logit = get(row + label);
+  const std::int64_t groups = (classes + kWidth - 1) / kWidth;  // the last may reach padding
+  float max = -INFINITY, sum = 0.0f;
+  for (std::int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+    float x[kWidth];
+    load_columns<kWidth>(row, g * kWidth, x);
+    float top = max;
+#pragma unroll
+    for (int i = 0; i < kWidth; ++i)
+      if (g * kWidth + i < classes) top = fmaxf(top, x[i]);
+    if (top > max) {
+      sum = max == -INFINITY ? 0.0f : sum * expf(max - top);
+      max = top;
+    }
+#pragma unroll
+    for (int i = 0; i < kWidth; ++i)
+      if (g * kWidth + i < classes) sum += expf(x[i] - max);
   }
-  for (std::int64_t c = classes + threadIdx.x; c < padded_classes; c += blockDim.x) {
-    put(drow + c, 0.0f * scale);
+  block_softmax(max, sum, shared_max, shared_sum);
+  if (threadIdx.x == 0) {
+    row_losses[r] = log(static_cast<double>(sum)) -
+                    (static_cast<double>(label_logit) - static_cast<double>(max));
+  }
+  const auto rows_f = static_cast<float>(mean_rows);
+  const std::int64_t padded_groups = padded_classes / kWidth;
+  for (std::int64_t g = threadIdx.x; g < padded_groups; g += blockDim.x) {
+    float x[kWidth];
+    if (g < groups) load_columns<kWidth>(row, g * kWidth, x);
+#pragma unroll
+    for (int i = 0; i < kWidth; ++i) {
+      const std::int64_t c = g * kWidth + i;
+      const float target = c == label ? 1.0f : 0.0f;
+      x[i] = c < classes ? (expf(x[i] - max) / sum - target) / rows_f * scale : 0.0f * scale;
+    }
+    store_columns<kWidth>(drow, g * kWidth, x);
   }
 }
 
-// One thread: the row losses in row order, as the CPU sums them, then one addition.
+// One block: the row losses into shared memory, then thread 0 adds them in row order, as the CPU
+// sums them, and adds the total to loss_sum once. Rows beyond a block's share go in later rounds.
+constexpr int kLossThreads = 512;
 __global__ void add_row_losses_kernel(const double* row_losses, std::int64_t rows,
                                       double* loss_sum) {
+  __shared__ double staged[kLossThreads];
   double sum = 0.0;
-  for (std::int64_t r = 0; r < rows; ++r) sum += row_losses[r];
-  loss_sum[0] = loss_sum[0] + sum;
+  for (std::int64_t first = 0; first < rows; first += kLossThreads) {
+    const std::int64_t count = min(static_cast<std::int64_t>(kLossThreads), rows - first);
+    if (threadIdx.x < count) staged[threadIdx.x] = row_losses[first + threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (std::int64_t i = 0; i < count; ++i) sum += staged[i];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) loss_sum[0] = loss_sum[0] + sum;
 }
 
 // The micro-batch's mean loss, rounded to float, added to the step's: the host's operations.
@@ -313,35 +407,66 @@ void launch_layernorm_backward(const float* x, const Param* weight, const float*
   cuda_check_launch("layernorm_backward (dweight, dbias)");
 }
 
+// add_bias_kernel over [rows, cols]: 8 columns a thread where every row is 16-byte aligned, and
+// enough row strides to fill the GPU (about 4096 blocks).
+template <class Bias, class Out>
+void launch_add_bias(const float* y, const Bias* b, Out* out, std::int64_t rows, std::int64_t cols,
+                     cudaStream_t stream) {
+  if (rows * cols == 0) return;
+  constexpr int kBiasThreads = 128;
+  const bool vectors =
+      aligned16(y) && aligned16(out) && (b == nullptr || aligned16(b)) && cols % kVector == 0;
+  const std::int64_t groups = vectors ? cols / kVector : cols;
+  const unsigned int column_blocks = blocks_covering(groups, kBiasThreads);
+  const std::int64_t row_blocks = std::min<std::int64_t>({rows, 65535, 4096 / column_blocks + 1});
+  const dim3 grid(column_blocks, static_cast<unsigned int>(row_blocks));
+  if (vectors) {
+    add_bias_kernel<kVector><<<grid, kBiasThreads, 0, stream>>>(y, b, out, rows, cols);
+  } else {
+    add_bias_kernel<1><<<grid, kBiasThreads, 0, stream>>>(y, b, out, rows, cols);
+  }
+}
+
+// One block of kRowThreads per row; 8 columns a thread at once where every row is 16-byte aligned.
+template <class In, class Out>
+void launch_cross_entropy(const In* logits, const std::int64_t* labels, Out* dlogits,
+                          double* row_losses, unsigned long long* bad_index, std::int64_t rows,
+                          std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+                          float scale, cudaStream_t stream) {
+  const bool vectors = aligned16(logits) && aligned16(dlogits) && padded_classes % kVector == 0;
+  const auto blocks = static_cast<unsigned int>(rows);
+  if (vectors) {
+    cross_entropy_kernel<kVector><<<blocks, kRowThreads, 0, stream>>>(
+        logits, labels, dlogits, row_losses, bad_index, classes, padded_classes, mean_rows, scale);
+  } else {
+    cross_entropy_kernel<1><<<blocks, kRowThreads, 0, stream>>>(
+        logits, labels, dlogits, row_losses, bad_index, classes, padded_classes, mean_rows, scale);
+  }
+}
+
 }  // namespace
 
 void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t cols,
                    cudaStream_t stream) {
-  if (rows * cols == 0) return;
-  add_bias_rows_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, b, rows, cols);
+  launch_add_bias(y, b, y, rows, cols, stream);
   cuda_check_launch("add_bias_rows");
 }
 
 void add_bias_rows(float* y, const std::uint16_t* b, std::int64_t rows, std::int64_t cols,
                    cudaStream_t stream) {
-  if (rows * cols == 0) return;
-  add_bias_rows_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, b, rows, cols);
+  launch_add_bias(y, b, y, rows, cols, stream);
   cuda_check_launch("add_bias_rows (bf16 bias)");
 }
 
 void add_bias_round_rows(const float* y, const float* b, std::uint16_t* out, std::int64_t rows,
                          std::int64_t cols, cudaStream_t stream) {
-  if (rows * cols == 0) return;
-  add_bias_round_rows_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, b, out,
-                                                                                       rows, cols);
+  launch_add_bias(y, b, out, rows, cols, stream);
   cuda_check_launch("add_bias_round_rows");
 }
 
 void add_bias_round_rows(const float* y, const std::uint16_t* b, std::uint16_t* out,
                          std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
-  if (rows * cols == 0) return;
-  add_bias_round_rows_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, b, out,
-                                                                                       rows, cols);
+  launch_add_bias(y, b, out, rows, cols, stream);
   cuda_check_launch("add_bias_round_rows (bf16 bias)");
 }
 
@@ -404,8 +529,8 @@ void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogi
                    double* row_losses, unsigned long long* bad_index, std::int64_t rows,
                    std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
                    cudaStream_t stream) {
-  cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
-      logits, labels, dlogits, row_losses, bad_index, classes, padded_classes, mean_rows, 1.0f);
+  launch_cross_entropy(logits, labels, dlogits, row_losses, bad_index, rows, classes,
+                       padded_classes, mean_rows, 1.0f, stream);
   cuda_check_launch("cross_entropy");
 }
 
@@ -413,8 +538,8 @@ void cross_entropy(const std::uint16_t* logits, const std::int64_t* labels, std:
                    double* row_losses, unsigned long long* bad_index, std::int64_t rows,
                    std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
                    float scale, cudaStream_t stream) {
-  cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
-      logits, labels, dlogits, row_losses, bad_index, classes, padded_classes, mean_rows, scale);
+  launch_cross_entropy(logits, labels, dlogits, row_losses, bad_index, rows, classes,
+                       padded_classes, mean_rows, scale, stream);
   cuda_check_launch("cross_entropy (bf16)");
 }
 
@@ -425,7 +550,7 @@ void add_mean_loss(const double* loss_sum, std::int64_t rows, float* total, cuda
 
 void add_row_losses(const double* row_losses, std::int64_t rows, double* loss_sum,
                     cudaStream_t stream) {
-  add_row_losses_kernel<<<1, 1, 0, stream>>>(row_losses, rows, loss_sum);
+  add_row_losses_kernel<<<1, kLossThreads, 0, stream>>>(row_losses, rows, loss_sum);
   cuda_check_launch("cross_entropy (loss sum)");
 }
 

@@ -217,10 +217,15 @@ void block_sumsq(const void* grads, bool bf16, float divisor, double* partials, 
                  std::int64_t block_elems, cudaStream_t stream);
 
 /// sums[n] = the pairwise tree sum of node n of optim/grad_norm.hpp's tree_cover(first_leaf,
-/// leaf_count), from the `leaf_count` leaves (fp64 partials) that start at leaf `first_leaf`: one
-/// block per node (cuda_tree_sum.cuh), so each sum is tree_cover_sums', bit for bit.
+/// leaf_count), from the `leaf_count` leaves (fp64 partials) that start at leaf `first_leaf`: a
+/// block per sub-node of up to 1024 leaves, then passes over the sub-nodes' sums
+/// (cuda_tree_sum.cuh), so each sum is tree_cover_sums', bit for bit. `scratch` holds
+/// tree_sum_scratch_elems(leaf_count) doubles.
 void tree_cover_sums(const double* leaves, std::int64_t leaf_count, std::int64_t first_leaf,
-                     double* sums, cudaStream_t stream);
+                     double* sums, double* scratch, cudaStream_t stream);
+
+/// The doubles tree_cover_sums' scratch needs for `leaf_count` leaves.
+std::int64_t tree_sum_scratch_elems(std::int64_t leaf_count);
 
 /// One launch of the multi-tensor AdamW kernel over `count` <= kAdamWTensorsPerLaunch tensors
 /// (adamw_cuda.hpp), checked by the caller.

@@ -13,6 +13,7 @@
 #include "ops/cuda/cuda_kernels.hpp"
 #include "ops/cuda/cuda_reduce_block.cuh"
 #include "ops/cuda/cuda_tree_sum.cuh"
+#include "ops/cuda/cuda_vectors.cuh"
 #include "optim/grad_norm.hpp"
 
 namespace zl::cuda {
@@ -55,53 +56,7 @@ __device__ void store_f32(void* data, DType dtype, std::int64_t i, float value) 
   }
 }
 
-// ---- 8 elements at a time, the dtypes fixed at compile time --------------------------------
-
-constexpr int kVector = 8;  // elements a thread moves at once: 16 bytes of 16-bit values
-
-template <DType kDtype>
-__device__ float widen(std::uint16_t bits) {
-  return kDtype == DType::BF16 ? from_bf16(bits) : from_f16(bits);
-}
-template <DType kDtype>
-__device__ std::uint32_t narrow(float value) {
-  return kDtype == DType::BF16 ? to_bf16(value) : to_f16(value);
-}
-
-// x = the 8 elements of vector v (elements 8v .. 8v + 7) widened to fp32.
-template <DType kDtype>
-__device__ void load8(const void* data, std::int64_t v, float (&x)[kVector]) {
-  if constexpr (kDtype == DType::F32) {
-    const float4* p = static_cast<const float4*>(data) + 2 * v;
-    const float4 a = p[0], b = p[1];
-    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
-  } else {
-    const uint4 w = static_cast<const uint4*>(data)[v];
-    const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      x[2 * i] = widen<kDtype>(static_cast<std::uint16_t>(words[i] & 0xFFFFu));
-      x[2 * i + 1] = widen<kDtype>(static_cast<std::uint16_t>(words[i] >> 16));
-    }
-  }
-}
-
-// Vector v of `data` = x rounded to nearest even into the dtype.
-template <DType kDtype>
-__device__ void store8(void* data, std::int64_t v, const float (&x)[kVector]) {
-  if constexpr (kDtype == DType::F32) {
-    float4* p = static_cast<float4*>(data) + 2 * v;
-    p[0] = make_float4(x[0], x[1], x[2], x[3]);
-    p[1] = make_float4(x[4], x[5], x[6], x[7]);
-  } else {
-    std::uint32_t words[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      words[i] = narrow<kDtype>(x[2 * i]) | (narrow<kDtype>(x[2 * i + 1]) << 16);
-    }
-    static_cast<uint4*>(data)[v] = make_uint4(words[0], words[1], words[2], words[3]);
-  }
-}
+// ---- 8 elements at a time (cuda_vectors.cuh), the dtypes fixed at compile time -------------
 
 template <DType kIn, DType kOut>
 __global__ void convert_vectors_kernel(const void* in, void* out, std::int64_t vectors) {
@@ -133,10 +88,6 @@ void with_dtype(DType dtype, F&& f) {
     case DType::F16: return f.template operator()<DType::F16>();
     default: return f.template operator()<DType::F32>();
   }
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
 // ---- one element at a time, the dtypes read at run time ---------------------------------------
@@ -273,8 +224,14 @@ void block_sumsq(const void* grads, bool bf16, float divisor, double* partials, 
   cuda_check_launch("block_sumsq");
 }
 
+std::int64_t tree_sum_scratch_elems(std::int64_t leaf_count) {
+  // two passes' block sums: each node of a cover (at most kMaxNodes) its leaves / 2^kBlockLevel
+  // blocks, rounded up
+  return 2 * ((leaf_count >> tree_sum::kBlockLevel) + tree_sum::kMaxNodes);
+}
+
 void tree_cover_sums(const double* leaves, std::int64_t leaf_count, std::int64_t first_leaf,
-                     double* sums, cudaStream_t stream) {
+                     double* sums, double* scratch, cudaStream_t stream) {
   const std::vector<TreeNode> cover = tree_cover(first_leaf, leaf_count);
   if (cover.empty()) return;
   tree_sum::Nodes nodes;  // at most two a level of leaves' 63 levels: 126, within kMaxNodes
@@ -283,9 +240,14 @@ void tree_cover_sums(const double* leaves, std::int64_t leaf_count, std::int64_t
     nodes.offset[n] = cover[n].first_leaf() - first_leaf;
     nodes.level[n] = cover[n].level;
   }
-  tree_sum::cover_sums_kernel<<<static_cast<unsigned>(nodes.count), tree_sum::kThreads,
-                                tree_sum::kSharedBytes, stream>>>(leaves, nodes, sums);
-  cuda_check_launch("tree_cover_sums");
+  tree_sum::cover_sums(
+      leaves, nodes, sums, scratch, tree_sum_scratch_elems(leaf_count) / 2,
+      [&](const double* in, const tree_sum::Nodes& pass, double* out) {
+        const auto blocks = static_cast<unsigned>(pass.first_block[pass.count]);
+        tree_sum::block_sums_kernel<<<blocks, tree_sum::kThreads, tree_sum::kSharedBytes, stream>>>(
+            in, pass, out);
+        cuda_check_launch("tree_cover_sums");
+      });
 }
 
 }  // namespace zl::cuda
