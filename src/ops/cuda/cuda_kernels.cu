@@ -1,12 +1,14 @@
 // cuda_kernels.cu — the CUDA Device's kernels besides the GEMMs and attention: bias and bias
-// gradient, GELU (erf, and tanh through ops/gelu_tanh.hpp, the CPU's own code), cross-entropy,
-// LayerNorm. Each mirrors its CPU twin
-// (ops/cpu/*.cpp): where the CPU sums in double, so does the kernel, and elementwise results are
-// computed in double and rounded once. What differs is only the order of block-wide sums (a tree,
-// not a loop); sums that must match the CPU's order keep it: bias and LayerNorm weight and bias
-// gradients in ops/column_sums.hpp's chunks (a block per chunk of rows and tile of columns, then
-// the chunks in order). A bias or a LayerNorm's weight and bias may be read in bf16 (a 16-bit
-// unit's parameters, as they are kept). The embeddings are in cuda_embedding.cu.
+// gradient, GELU (erf, and GPT-2's tanh form), cross-entropy, LayerNorm. Bias, the erf GELU and
+// LayerNorm mirror their CPU twins (ops/cpu/*.cpp): where the CPU sums in double, so does the
+// kernel, and their elementwise results are computed in double and rounded once; what differs
+// is only the order of block-wide sums (a tree, not a loop), and sums that must match the CPU's
+// order keep it: bias and LayerNorm weight and bias gradients in ops/column_sums.hpp's chunks (a
+// block per chunk of rows and tile of columns, then the chunks in order). The tanh GELU and the
+// cross-entropy, the step's largest elementwise and row work, compute in fp32 (within the
+// tolerances tests/gpu states, as the GEMMs are). A bias or a LayerNorm's weight and bias may be
+// read in bf16 (a 16-bit unit's parameters, as they are kept). The embeddings are in
+// cuda_embedding.cu.
 #include <algorithm>
 #include <cstdint>
 #include <numbers>
@@ -74,44 +76,25 @@ __global__ void add_bias_kernel(const float* y, const Bias* b, Out* out, std::in
 }
 
 // Column sums keep the CPU's order (ops/column_sums.hpp), so their bits are the CPU's: a block
-// takes one chunk of kTileRows rows of kTileCols columns, loads it into shared memory at once
-// (one 32-byte sector per row), and one lane per column adds its rows in order into the chunk's
-// partial; a second kernel adds each column's partials in chunk order.
-constexpr int kTileCols = 8;
-constexpr int kTileRows = 256;
-static_assert(kTileRows == kColumnSumChunkRows, "a block's rows are one chunk of a column sum");
-constexpr int kTileThreads = 256;
-constexpr int kTileRowLanes = kTileThreads / kTileCols;
+// takes one chunk of kChunkRows rows of kChunkThreads columns, each thread one column, adding its
+// rows in order into the chunk's partial (a warp reads 32 neighbouring columns of a row at once);
+// a second kernel adds each column's partials in chunk order.
+constexpr int kChunkRows = 256;
+static_assert(kChunkRows == kColumnSumChunkRows, "a block's rows are one chunk of a column sum");
+constexpr int kChunkThreads = 128;
 
-// Copies rows [first_row, first_row + kTileRows) of columns [first_col, first_col + kTileCols)
-// of `in` [rows, cols] into `tile` (0 past the edges); every thread of the block calls it.
-__device__ void load_tile(const float* in, std::int64_t rows, std::int64_t cols,
-                          std::int64_t first_row, std::int64_t first_col,
-                          float (&tile)[kTileRows][kTileCols]) {
-  const int col = static_cast<int>(threadIdx.x) % kTileCols;
-  const std::int64_t c = first_col + col;
-  for (int i = static_cast<int>(threadIdx.x) / kTileCols; i < kTileRows; i += kTileRowLanes) {
-    const std::int64_t r = first_row + i;
-    tile[i][col] = r < rows && c < cols ? in[r * cols + c] : 0.0f;
-  }
-}
-
-// partials[chunk * cols + c] = the sum of column c over chunk blockIdx.y's rows, in row order,
-// for the columns of tile blockIdx.x.
+// partials[chunk * cols + c] = the sum of column c over chunk blockIdx.y's rows, in row order.
 __global__ void column_chunk_sums_kernel(const float* dy, float* partials, std::int64_t rows,
                                          std::int64_t cols) {
-  __shared__ float tile[kTileRows][kTileCols];
-  const std::int64_t first_col = static_cast<std::int64_t>(blockIdx.x) * kTileCols;
-  const std::int64_t first_row = static_cast<std::int64_t>(blockIdx.y) * kTileRows;
-  const auto col = static_cast<int>(threadIdx.x);  // the summing lanes: threads 0 .. kTileCols-1
-  load_tile(dy, rows, cols, first_row, first_col, tile);
-  __syncthreads();
-  if (col < kTileCols && first_col + col < cols) {
-    const std::int64_t count = min(static_cast<std::int64_t>(kTileRows), rows - first_row);
-    float sum = 0.0f;
-    for (std::int64_t i = 0; i < count; ++i) sum += tile[i][col];
-    partials[blockIdx.y * cols + first_col + col] = sum;
-  }
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  const std::int64_t first_row = static_cast<std::int64_t>(blockIdx.y) * kChunkRows;
+  const int count = static_cast<int>(min(static_cast<std::int64_t>(kChunkRows), rows - first_row));
+  const float* column = dy + first_row * cols + c;
+  float sum = 0.0f;
+#pragma unroll 8
+  for (int i = 0; i < count; ++i) sum += column[i * cols];
+  partials[blockIdx.y * cols + c] = sum;
 }
 
 // out[c] = out[c] + (the chunks' partials of column c added in chunk order from zero), in T,
@@ -145,18 +128,56 @@ __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx,
   }
 }
 
-template <class In, class Out>
-__global__ void gelu_tanh_forward_kernel(const In* x, Out* y, std::int64_t elems) {
-  for (std::int64_t i = global_index(); i < elems; i += global_stride()) {
-    put(y + i, gelu_tanh::forward(get(x + i)));
+// GPT-2's tanh GELU in fp32 (the CPU's gelu_tanh.hpp computes in double and rounds once, which
+// on this GPU's fp64 units took 4.6 ms of a GPT-2 124M step; fp32 is within a few float ulps of
+// it, as PyTorch's is): x sigmoid(2u) and dy (s + 2 x s (1 - s) du/dx), u = sqrt(2/pi) (x +
+// 0.044715 x^3), both sigmoids from one exp(-2|u|).
+struct GeluTanhF32 {
+  float s;      // sigmoid(2u)
+  float s_neg;  // 1 - s
+};
+__device__ inline GeluTanhF32 gelu_tanh_sigmoids(float x) {
+  constexpr auto kCoeff = static_cast<float>(gelu_tanh::kCoeff);
+  constexpr auto kSqrt2OverPi = static_cast<float>(gelu_tanh::kSqrt2OverPi);
+  const float u = kSqrt2OverPi * (x + kCoeff * x * x * x);
+  const float e = expf(-2.0f * fabsf(u));
+  const float big = 1.0f / (1.0f + e);  // sigmoid(2|u|)
+  const float small = e * big;          // sigmoid(-2|u|)
+  return u >= 0.0f ? GeluTanhF32{big, small} : GeluTanhF32{small, big};
+}
+__device__ inline float gelu_tanh_forward_f32(float x) {
+  return x * gelu_tanh_sigmoids(x).s;
+}
+__device__ inline float gelu_tanh_backward_f32(float x, float dy) {
+  constexpr auto kCoeff = static_cast<float>(gelu_tanh::kCoeff);
+  constexpr auto kSqrt2OverPi = static_cast<float>(gelu_tanh::kSqrt2OverPi);
+  const GeluTanhF32 g = gelu_tanh_sigmoids(x);
+  const float du_dx = kSqrt2OverPi * (1.0f + 3.0f * kCoeff * x * x);
+  return dy * (g.s + 2.0f * x * g.s * g.s_neg * du_dx);
+}
+
+// kWidth elements a thread (8 where every array is 16-byte aligned), grid-stride.
+template <int kWidth, class In, class Out>
+__global__ void gelu_tanh_forward_kernel(const In* x, Out* y, std::int64_t groups) {
+  for (std::int64_t g = global_index(); g < groups; g += global_stride()) {
+    float v[kWidth];
+    load_columns<kWidth>(x, g * kWidth, v);
+#pragma unroll
+    for (int i = 0; i < kWidth; ++i) v[i] = gelu_tanh_forward_f32(v[i]);
+    store_columns<kWidth>(y, g * kWidth, v);
   }
 }
 
-template <class In>
+template <int kWidth, class In>
 __global__ void gelu_tanh_backward_kernel(const In* x, const float* dy, float* dx,
-                                          std::int64_t elems) {
-  for (std::int64_t i = global_index(); i < elems; i += global_stride()) {
-    dx[i] = gelu_tanh::backward(get(x + i), dy[i]);
+                                          std::int64_t groups) {
+  for (std::int64_t g = global_index(); g < groups; g += global_stride()) {
+    float v[kWidth], grad[kWidth];
+    load_columns<kWidth>(x, g * kWidth, v);
+    load_columns<kWidth>(dy, g * kWidth, grad);
+#pragma unroll
+    for (int i = 0; i < kWidth; ++i) grad[i] = gelu_tanh_backward_f32(v[i], grad[i]);
+    store_columns<kWidth>(dx, g * kWidth, grad);
   }
 }
 
@@ -279,34 +300,39 @@ __global__ void add_mean_loss_kernel(const double* loss_sum, double rows, float*
   total[0] = __fadd_rn(total[0], __double2float_rn(__ddiv_rn(loss_sum[0], rows)));
 }
 
-// ---- LayerNorm over rows of x [rows, C] ----
+// ---- LayerNorm over rows of x [rows, C]: a warp per row, kNormRowsPerBlock rows a block ----
+
+constexpr int kNormRowsPerBlock = kRowThreads / kWarpThreads;
 
 template <class Param, class Out>
 __global__ void layernorm_forward_kernel(const float* x, const Param* weight, const Param* bias,
-                                         Out* y, float* mean, float* rstd, std::int64_t channels) {
-  __shared__ double partials[32];
-  const std::int64_t r = blockIdx.x;
+                                         Out* y, float* mean, float* rstd, std::int64_t rows,
+                                         std::int64_t channels) {
+  const std::int64_t r =
+      static_cast<std::int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / kWarpThreads;
+  if (r >= rows) return;  // the whole warp leaves together
+  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
   const float* in = x + r * channels;
   const auto count = static_cast<double>(channels);
   // Two passes (mean, then squared deviations), as the CPU, in double.
   double local = 0.0;
-  for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) local += in[c];
-  const double row_mean = block_sum(local, partials) / count;
+  for (std::int64_t c = lane; c < channels; c += kWarpThreads) local += in[c];
+  const double row_mean = warp_sum(local) / count;
   local = 0.0;
-  for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+  for (std::int64_t c = lane; c < channels; c += kWarpThreads) {
     const double deviation = in[c] - row_mean;
     local += deviation * deviation;
   }
-  const double squares = block_sum(local, partials);
+  const double squares = warp_sum(local);
   // y uses mean and rstd rounded to float, as stored, so backward sees forward's very xhat.
   const auto mean_f = static_cast<float>(row_mean);
   const auto rstd_f = static_cast<float>(1.0 / sqrt(squares / count + kLayerNormEps));
-  if (threadIdx.x == 0) {
+  if (lane == 0) {
     mean[r] = mean_f;
     rstd[r] = rstd_f;
   }
   Out* out = y + r * channels;
-  for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+  for (std::int64_t c = lane; c < channels; c += kWarpThreads) {
     const double xhat = (static_cast<double>(in[c]) - mean_f) * rstd_f;
     put(out + c, static_cast<float>(xhat * get(weight + c) + get(bias + c)));
   }
@@ -315,9 +341,11 @@ __global__ void layernorm_forward_kernel(const float* x, const Param* weight, co
 template <class Param>
 __global__ void layernorm_backward_dx_kernel(const float* x, const Param* weight, const float* mean,
                                              const float* rstd, const float* dy, float* dx,
-                                             std::int64_t channels) {
-  __shared__ double partials[32];
-  const std::int64_t r = blockIdx.x;
+                                             std::int64_t rows, std::int64_t channels) {
+  const std::int64_t r =
+      static_cast<std::int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / kWarpThreads;
+  if (r >= rows) return;  // the whole warp leaves together
+  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
   const float* in = x + r * channels;
   const float* grad_out = dy + r * channels;
   float* grad_in = dx + r * channels;
@@ -326,15 +354,15 @@ __global__ void layernorm_backward_dx_kernel(const float* x, const Param* weight
   const auto count = static_cast<double>(channels);
   // g = dy * weight; the two row means the formula subtracts.
   double local_g = 0.0, local_g_xhat = 0.0;
-  for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+  for (std::int64_t c = lane; c < channels; c += kWarpThreads) {
     const double xhat = (in[c] - row_mean) * row_rstd;
     const double g = static_cast<double>(grad_out[c]) * get(weight + c);
     local_g += g;
     local_g_xhat += g * xhat;
   }
-  const double g_mean = block_sum(local_g, partials) / count;
-  const double g_xhat_mean = block_sum(local_g_xhat, partials) / count;
-  for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+  const double g_mean = warp_sum(local_g) / count;
+  const double g_xhat_mean = warp_sum(local_g_xhat) / count;
+  for (std::int64_t c = lane; c < channels; c += kWarpThreads) {
     const double xhat = (in[c] - row_mean) * row_rstd;
     const double g = static_cast<double>(grad_out[c]) * get(weight + c);
     grad_in[c] = static_cast<float>(grad_in[c] + (g - g_mean - xhat * g_xhat_mean) * row_rstd);
@@ -342,37 +370,28 @@ __global__ void layernorm_backward_dx_kernel(const float* x, const Param* weight
 }
 
 // The chunk partials of dweight and dbias [C] (ops/column_sums.hpp's order, in double, as the
-// CPU sums them): block (column tile, chunk) as column_chunk_sums_kernel, into
+// CPU sums them): block (column group, chunk) as column_chunk_sums_kernel, into
 // partials[chunk * C + c] and partials[(chunks + chunk) * C + c].
 __global__ void layernorm_backward_params_kernel(const float* x, const float* mean,
                                                  const float* rstd, const float* dy,
                                                  double* partials, std::int64_t rows,
                                                  std::int64_t channels) {
-  __shared__ float x_tile[kTileRows][kTileCols], dy_tile[kTileRows][kTileCols];
-  __shared__ float mean_tile[kTileRows], rstd_tile[kTileRows];
-  const std::int64_t first_col = static_cast<std::int64_t>(blockIdx.x) * kTileCols;
-  const std::int64_t first_row = static_cast<std::int64_t>(blockIdx.y) * kTileRows;
-  const auto col = static_cast<int>(threadIdx.x);  // the summing lanes: threads 0 .. kTileCols-1
-  load_tile(x, rows, channels, first_row, first_col, x_tile);
-  load_tile(dy, rows, channels, first_row, first_col, dy_tile);
-  for (int i = static_cast<int>(threadIdx.x); i < kTileRows; i += kTileThreads) {
-    mean_tile[i] = first_row + i < rows ? mean[first_row + i] : 0.0f;
-    rstd_tile[i] = first_row + i < rows ? rstd[first_row + i] : 0.0f;
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= channels) return;
+  const std::int64_t first_row = static_cast<std::int64_t>(blockIdx.y) * kChunkRows;
+  const int count = static_cast<int>(min(static_cast<std::int64_t>(kChunkRows), rows - first_row));
+  double dweight_sum = 0.0, dbias_sum = 0.0;
+#pragma unroll 4
+  for (int i = 0; i < count; ++i) {
+    const std::int64_t at = (first_row + i) * channels + c;
+    const double xhat = (x[at] - static_cast<double>(mean[first_row + i])) * rstd[first_row + i];
+    const float grad_out = dy[at];
+    dweight_sum += grad_out * xhat;
+    dbias_sum += grad_out;
   }
-  __syncthreads();
-  if (col < kTileCols && first_col + col < channels) {
-    const std::int64_t count = min(static_cast<std::int64_t>(kTileRows), rows - first_row);
-    double dweight_sum = 0.0, dbias_sum = 0.0;
-    for (std::int64_t i = 0; i < count; ++i) {
-      const double xhat = (x_tile[i][col] - static_cast<double>(mean_tile[i])) * rstd_tile[i];
-      const float grad_out = dy_tile[i][col];
-      dweight_sum += grad_out * xhat;
-      dbias_sum += grad_out;
-    }
-    const std::int64_t chunks = gridDim.y, c = first_col + col;
-    partials[blockIdx.y * channels + c] = dweight_sum;
-    partials[(chunks + blockIdx.y) * channels + c] = dbias_sum;
-  }
+  const std::int64_t chunks = gridDim.y;
+  partials[blockIdx.y * channels + c] = dweight_sum;
+  partials[(chunks + blockIdx.y) * channels + c] = dbias_sum;
 }
 
 template <class Param, class Out>
@@ -380,8 +399,8 @@ void launch_layernorm_forward(const float* x, const Param* weight, const Param* 
                               float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
                               cudaStream_t stream) {
   if (rows == 0) return;
-  layernorm_forward_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
-      x, weight, bias, y, mean, rstd, channels);
+  layernorm_forward_kernel<<<blocks_covering(rows, kNormRowsPerBlock), kRowThreads, 0, stream>>>(
+      x, weight, bias, y, mean, rstd, rows, channels);
   cuda_check_launch("layernorm_forward");
 }
 
@@ -391,20 +410,48 @@ void launch_layernorm_backward(const float* x, const Param* weight, const float*
                                float* dbias, double* partials, std::int64_t rows,
                                std::int64_t channels, cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
-  layernorm_backward_dx_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
-      x, weight, mean, rstd, dy, dx, channels);
+  layernorm_backward_dx_kernel<<<blocks_covering(rows, kNormRowsPerBlock), kRowThreads, 0,
+                                 stream>>>(x, weight, mean, rstd, dy, dx, rows, channels);
   cuda_check_launch("layernorm_backward (dx)");
   const std::int64_t chunks = column_sum_chunks(rows);
-  layernorm_backward_params_kernel<<<dim3(blocks_covering(channels, kTileCols),
+  layernorm_backward_params_kernel<<<dim3(blocks_covering(channels, kChunkThreads),
                                           static_cast<unsigned>(chunks)),
-                                     kTileThreads, 0, stream>>>(x, mean, rstd, dy, partials, rows,
-                                                                channels);
+                                     kChunkThreads, 0, stream>>>(x, mean, rstd, dy, partials, rows,
+                                                                 channels);
   cuda_check_launch("layernorm_backward (dweight, dbias chunks)");
   add_chunk_sums_kernel<double>
       <<<grid_for(channels, kThreads), kThreads, 0, stream>>>(partials, chunks, dweight, channels);
   add_chunk_sums_kernel<double><<<grid_for(channels, kThreads), kThreads, 0, stream>>>(
       partials + chunks * channels, chunks, dbias, channels);
   cuda_check_launch("layernorm_backward (dweight, dbias)");
+}
+
+// The tanh GELU kernels, 8 elements a thread where every array is 16-byte aligned and elems is
+// a multiple of 8, one otherwise.
+template <class In, class Out>
+void launch_gelu_tanh_forward(const In* x, Out* y, std::int64_t elems, cudaStream_t stream) {
+  if (elems == 0) return;
+  if (aligned16(x) && aligned16(y) && elems % kVector == 0) {
+    const std::int64_t groups = elems / kVector;
+    gelu_tanh_forward_kernel<kVector>
+        <<<grid_for(groups, kThreads), kThreads, 0, stream>>>(x, y, groups);
+  } else {
+    gelu_tanh_forward_kernel<1><<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, y, elems);
+  }
+}
+
+template <class In>
+void launch_gelu_tanh_backward(const In* x, const float* dy, float* dx, std::int64_t elems,
+                               cudaStream_t stream) {
+  if (elems == 0) return;
+  if (aligned16(x) && aligned16(dy) && aligned16(dx) && elems % kVector == 0) {
+    const std::int64_t groups = elems / kVector;
+    gelu_tanh_backward_kernel<kVector>
+        <<<grid_for(groups, kThreads), kThreads, 0, stream>>>(x, dy, dx, groups);
+  } else {
+    gelu_tanh_backward_kernel<1>
+        <<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, dy, dx, elems);
+  }
 }
 
 // add_bias_kernel over [rows, cols]: 8 columns a thread where every row is 16-byte aligned, and
@@ -475,9 +522,9 @@ void add_column_sums(const float* dy, float* db, float* partials, std::int64_t r
   if (cols == 0) return;
   const std::int64_t chunks = column_sum_chunks(rows);  // 0 rows: db + 0, as the CPU adds
   if (chunks > 0) {
-    column_chunk_sums_kernel<<<dim3(blocks_covering(cols, kTileCols),
+    column_chunk_sums_kernel<<<dim3(blocks_covering(cols, kChunkThreads),
                                     static_cast<unsigned>(chunks)),
-                               kTileThreads, 0, stream>>>(dy, partials, rows, cols);
+                               kChunkThreads, 0, stream>>>(dy, partials, rows, cols);
     cuda_check_launch("add_column_sums (chunks)");
   }
   add_chunk_sums_kernel<float>
@@ -499,29 +546,25 @@ void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t elem
 }
 
 void gelu_tanh_forward(const float* x, float* y, std::int64_t elems, cudaStream_t stream) {
-  if (elems == 0) return;
-  gelu_tanh_forward_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, y, elems);
+  launch_gelu_tanh_forward(x, y, elems, stream);
   cuda_check_launch("gelu_tanh_forward");
 }
 
 void gelu_tanh_forward(const std::uint16_t* x, std::uint16_t* y, std::int64_t elems,
                        cudaStream_t stream) {
-  if (elems == 0) return;
-  gelu_tanh_forward_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, y, elems);
+  launch_gelu_tanh_forward(x, y, elems, stream);
   cuda_check_launch("gelu_tanh_forward (bf16)");
 }
 
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::int64_t elems,
                         cudaStream_t stream) {
-  if (elems == 0) return;
-  gelu_tanh_backward_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, dy, dx, elems);
+  launch_gelu_tanh_backward(x, dy, dx, elems, stream);
   cuda_check_launch("gelu_tanh_backward");
 }
 
 void gelu_tanh_backward(const std::uint16_t* x, const float* dy, float* dx, std::int64_t elems,
                         cudaStream_t stream) {
-  if (elems == 0) return;
-  gelu_tanh_backward_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(x, dy, dx, elems);
+  launch_gelu_tanh_backward(x, dy, dx, elems, stream);
   cuda_check_launch("gelu_tanh_backward (bf16)");
 }
 
