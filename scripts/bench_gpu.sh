@@ -10,7 +10,8 @@
 # nothing.
 #
 #   scripts/bench_gpu.sh [--zerolab build/gpu/zerolab] [--steps 20] [--warmup 5]
-#                        [--micro-batch 8] [--ckpt-micro-batch 32] [--peak-flops 989e12] LOG_DIR
+#                        [--micro-batch 8] [--ckpt-micro-batch 32] [--peak-flops 989e12]
+#                        [--commit SHA] LOG_DIR
 #
 # Writes every command's raw output to LOG_DIR, and for notebooks/05_performance.ipynb, each
 # named gpu-<date>-<card>-<commit>-* (<card> as h100): -adam.json (the bench command's JSON,
@@ -22,7 +23,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '12,13p' "$0" | sed 's/^# //' >&2
+  sed -n '12,14p' "$0" | sed 's/^# //' >&2
   exit 2
 }
 die() {
@@ -36,6 +37,7 @@ steps=20
 warmup=5
 micro_batch=8
 ckpt_micro_batch=32
+commit=
 peak_flops=989e12  # H100 SXM, dense bf16
 log_dir=
 while (($#)); do
@@ -45,6 +47,7 @@ while (($#)); do
     --warmup) warmup=$2; shift 2 ;;
     --micro-batch) micro_batch=$2; shift 2 ;;
     --ckpt-micro-batch) ckpt_micro_batch=$2; shift 2 ;;
+    --commit) commit=$2; shift 2 ;;
     --peak-flops) peak_flops=$2; shift 2 ;;
     -h | --help) usage ;;
     -*) echo "bench_gpu.sh: unknown option $1" >&2; usage ;;
@@ -76,15 +79,15 @@ mkdir -p "$log_dir"
 log_dir=$(cd "$log_dir" && pwd)
 date=$(date -u +%Y-%m-%d)
 # The files' names: gpu-<date>-<card>-<commit>-*, the card's model as nvidia-smi names it (h100,
-# h200, ...) and the commit the working tree is at (commit before a run you keep).
+# h200, ...) and the commit the binary was built from: --commit, else the working tree's HEAD.
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE '[a-z][0-9]{2,3}' |
   head -1 | tr '[:upper:]' '[:lower:]')
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || true)
+[[ -n $commit ]] || commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || true)
 prefix=gpu-$date${card:+-$card}${commit:+-$commit}
 cd "$root"
 {
   echo "date (UTC): $(date -u '+%Y-%m-%d %H:%M')"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "commit: ${commit:-unknown}"
   echo "zerolab: $zerolab"
   echo "python: $python, torch $("$python" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv

@@ -83,17 +83,27 @@ constexpr int kChunkRows = 256;
 static_assert(kChunkRows == kColumnSumChunkRows, "a block's rows are one chunk of a column sum");
 constexpr int kChunkThreads = 128;
 
+// Rows a thread reads before it adds them: loads in flight, the adds still in row order.
+constexpr int kBatchRows = 16;
+
 // partials[chunk * cols + c] = the sum of column c over chunk blockIdx.y's rows, in row order.
-__global__ void column_chunk_sums_kernel(const float* dy, float* partials, std::int64_t rows,
-                                         std::int64_t cols) {
+__global__ void column_chunk_sums_kernel(const float* __restrict__ dy, float* __restrict__ partials,
+                                         std::int64_t rows, std::int64_t cols) {
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   const std::int64_t first_row = static_cast<std::int64_t>(blockIdx.y) * kChunkRows;
   const int count = static_cast<int>(min(static_cast<std::int64_t>(kChunkRows), rows - first_row));
   const float* column = dy + first_row * cols + c;
   float sum = 0.0f;
-#pragma unroll 8
-  for (int i = 0; i < count; ++i) sum += column[i * cols];
+  for (int i0 = 0; i0 < count; i0 += kBatchRows) {
+    float values[kBatchRows];
+#pragma unroll
+    for (int j = 0; j < kBatchRows; ++j)
+      values[j] = i0 + j < count ? column[(i0 + j) * cols] : 0.0f;
+#pragma unroll
+    for (int j = 0; j < kBatchRows; ++j)
+      if (i0 + j < count) sum += values[j];
+  }
   partials[blockIdx.y * cols + c] = sum;
 }
 
@@ -305,8 +315,10 @@ __global__ void add_mean_loss_kernel(const double* loss_sum, double rows, float*
 constexpr int kNormRowsPerBlock = kRowThreads / kWarpThreads;
 
 template <class Param, class Out>
-__global__ void layernorm_forward_kernel(const float* x, const Param* weight, const Param* bias,
-                                         Out* y, float* mean, float* rstd, std::int64_t rows,
+__global__ void layernorm_forward_kernel(const float* __restrict__ x,
+                                         const Param* __restrict__ weight,
+                                         const Param* __restrict__ bias, Out* __restrict__ y,
+                                         float* mean, float* rstd, std::int64_t rows,
                                          std::int64_t channels) {
   const std::int64_t r =
       static_cast<std::int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / kWarpThreads;
@@ -339,9 +351,11 @@ __global__ void layernorm_forward_kernel(const float* x, const Param* weight, co
 }
 
 template <class Param>
-__global__ void layernorm_backward_dx_kernel(const float* x, const Param* weight, const float* mean,
-                                             const float* rstd, const float* dy, float* dx,
-                                             std::int64_t rows, std::int64_t channels) {
+__global__ void layernorm_backward_dx_kernel(const float* __restrict__ x,
+                                             const Param* __restrict__ weight, const float* mean,
+                                             const float* rstd, const float* __restrict__ dy,
+                                             float* __restrict__ dx, std::int64_t rows,
+                                             std::int64_t channels) {
   const std::int64_t r =
       static_cast<std::int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / kWarpThreads;
   if (r >= rows) return;  // the whole warp leaves together
@@ -372,22 +386,40 @@ __global__ void layernorm_backward_dx_kernel(const float* x, const Param* weight
 // The chunk partials of dweight and dbias [C] (ops/column_sums.hpp's order, in double, as the
 // CPU sums them): block (column group, chunk) as column_chunk_sums_kernel, into
 // partials[chunk * C + c] and partials[(chunks + chunk) * C + c].
-__global__ void layernorm_backward_params_kernel(const float* x, const float* mean,
-                                                 const float* rstd, const float* dy,
-                                                 double* partials, std::int64_t rows,
+__global__ void layernorm_backward_params_kernel(const float* __restrict__ x,
+                                                 const float* __restrict__ mean,
+                                                 const float* __restrict__ rstd,
+                                                 const float* __restrict__ dy,
+                                                 double* __restrict__ partials, std::int64_t rows,
                                                  std::int64_t channels) {
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= channels) return;
+  __shared__ float chunk_mean[kChunkRows], chunk_rstd[kChunkRows];
   const std::int64_t first_row = static_cast<std::int64_t>(blockIdx.y) * kChunkRows;
   const int count = static_cast<int>(min(static_cast<std::int64_t>(kChunkRows), rows - first_row));
+  for (int i = static_cast<int>(threadIdx.x); i < count; i += static_cast<int>(blockDim.x)) {
+    chunk_mean[i] = mean[first_row + i];
+    chunk_rstd[i] = rstd[first_row + i];
+  }
+  __syncthreads();
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= channels) return;
+  const float* x_column = x + first_row * channels + c;
+  const float* dy_column = dy + first_row * channels + c;
   double dweight_sum = 0.0, dbias_sum = 0.0;
-#pragma unroll 4
-  for (int i = 0; i < count; ++i) {
-    const std::int64_t at = (first_row + i) * channels + c;
-    const double xhat = (x[at] - static_cast<double>(mean[first_row + i])) * rstd[first_row + i];
-    const float grad_out = dy[at];
-    dweight_sum += grad_out * xhat;
-    dbias_sum += grad_out;
+  for (int i0 = 0; i0 < count; i0 += kBatchRows) {
+    float xs[kBatchRows], grads[kBatchRows];
+#pragma unroll
+    for (int j = 0; j < kBatchRows; ++j) {
+      const bool inside = i0 + j < count;
+      xs[j] = inside ? x_column[(i0 + j) * channels] : 0.0f;
+      grads[j] = inside ? dy_column[(i0 + j) * channels] : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatchRows; ++j) {
+      if (i0 + j >= count) continue;
+      const double xhat = (xs[j] - static_cast<double>(chunk_mean[i0 + j])) * chunk_rstd[i0 + j];
+      dweight_sum += grads[j] * xhat;
+      dbias_sum += grads[j];
+    }
   }
   const std::int64_t chunks = gridDim.y;
   partials[blockIdx.y * channels + c] = dweight_sum;
