@@ -82,8 +82,11 @@ CudaDevice::CudaDevice(int device_index)
   cublas_workspace_bytes_ = kCublasWorkspaceBytes;
   ZL_CUBLAS_CHECK(cublas().SetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes_));
   create_checks();
+  ZL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&column_counters_), kColumnCounterBytes));
+  ZL_CUDA_CHECK(cudaMemset(column_counters_, 0, kColumnCounterBytes));
   ZL_CUDA_CHECK(cudaDeviceSynchronize());
   baseline_used_bytes_ = driver_used_bytes() - static_cast<std::int64_t>(cublas_workspace_bytes_) -
+                         static_cast<std::int64_t>(kColumnCounterBytes) -
                          static_cast<std::int64_t>(kCheckSlots * sizeof(unsigned long long));
 }
 
@@ -95,6 +98,7 @@ CudaDevice::~CudaDevice() {
   free_cache_unchecked();
   if (scratch_ != nullptr) cudaFree(scratch_);
   if (sums_scratch_ != nullptr) cudaFree(sums_scratch_);
+  cudaFree(column_counters_);
   destroy_checks();
   destroy_staging();
   if (cublas_ != nullptr) cublas().Destroy(cublas_);
@@ -150,8 +154,8 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
                                  transpose_b ? ki : ni, a, transpose_a ? mi : ki, &beta, c, ni));
 }
 
-std::array<const std::uint16_t*, 3> CudaDevice::bf16_copies(
-    const std::array<TensorIn, 3>& operands) {
+std::array<const std::uint16_t*, 3> CudaDevice::bf16_copies(const std::array<TensorIn, 3>& operands,
+                                                            bool reserve_first) {
   const auto aligned = [](std::int64_t elems) { return (elems + 7) / 8 * 8; };  // 16 bytes
   std::int64_t total = 0;
   for (const TensorIn& operand : operands) {
@@ -168,7 +172,8 @@ std::array<const std::uint16_t*, 3> CudaDevice::bf16_copies(
       copies[i] = static_cast<const std::uint16_t*>(operand.data);
       continue;
     }
-    convert(operand.data, DType::F32, next, DType::BF16, operand.elems);
+    if (i > 0 || !reserve_first)
+      convert(operand.data, DType::F32, next, DType::BF16, operand.elems);
     copies[i] = next;
     next += aligned(operand.elems);
   }
@@ -381,8 +386,8 @@ void CudaDevice::do_layernorm_backward(std::span<const float> x, std::span<const
                                        std::int64_t rows, std::int64_t channels) {
   select();
   cuda::layernorm_backward(x.data(), weight.data(), mean.data(), rstd.data(), dy.data(), dx.data(),
-                           dweight.data(), dbias.data(), layernorm_partials(rows, channels), rows,
-                           channels, stream_);
+                           dweight.data(), dbias.data(), layernorm_partials(rows, channels),
+                           column_counters(channels), rows, channels, stream_);
 }
 
 double* CudaDevice::layernorm_partials(std::int64_t rows, std::int64_t channels) {
@@ -391,11 +396,20 @@ double* CudaDevice::layernorm_partials(std::int64_t rows, std::int64_t channels)
       static_cast<std::size_t>(2 * column_sum_chunks(rows) * channels) * sizeof(double)));
 }
 
-void CudaDevice::column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols) {
+void CudaDevice::column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols,
+                             std::uint16_t* rounded) {
   check_column_sum_rows(rows);
   auto* partials = static_cast<float*>(
       sums_scratch(static_cast<std::size_t>(column_sum_chunks(rows) * cols) * sizeof(float)));
-  cuda::add_column_sums(dy, db, partials, rows, cols, stream_);
+  cuda::add_column_sums(dy, db, rounded, partials, column_counters(cols), rows, cols, stream_);
+}
+
+unsigned* CudaDevice::column_counters(std::int64_t cols) const {
+  const std::int64_t groups = cuda::column_sum_groups(cols);
+  ZL_CHECK(groups <= kColumnCounters,
+           "CUDA column sums take at most {} columns, not {}: raise CudaDevice::kColumnCounters",
+           kColumnCounters * cuda::kColumnSumGroupColumns, cols);
+  return column_counters_;
 }
 
 }  // namespace zl

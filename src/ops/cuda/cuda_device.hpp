@@ -322,8 +322,10 @@ class CudaDevice final : public Device {
             const float* a, const float* b, float* c, float beta);
   // Up to three GEMM operands in bf16: a bf16 one as it is, an fp32 one rounded to bf16 once,
   // side by side in scratch at 16-byte boundaries (tensor cores want aligned operands); one of 0
-  // elements is skipped. A layer's backward rounds dy once for its dw and dx products.
-  std::array<const std::uint16_t*, 3> bf16_copies(const std::array<TensorIn, 3>& operands);
+  // elements is skipped. A layer's backward rounds dy once for its dw and dx products. With
+  // `reserve_first`, an fp32 first operand only gets its place (its caller rounds it there).
+  std::array<const std::uint16_t*, 3> bf16_copies(const std::array<TensorIn, 3>& operands,
+                                                  bool reserve_first = false);
   // True when a product with these tensors runs on bf16 tensor cores here: bf16 GEMMs are on and
   // none is fp16 (fp32 ones are rounded, bf16 ones taken as they are).
   bool bf16_product(std::initializer_list<TensorIn> tensors) const;
@@ -353,8 +355,12 @@ class CudaDevice final : public Device {
   void* sums_scratch(std::size_t bytes);
   // `buffer` of `buffer_bytes`, grown to at least `bytes` (after the stream is done with it).
   void* grown(void*& buffer, std::size_t& buffer_bytes, std::size_t bytes);
-  // db += the column sums of dy [rows, cols] (cuda::add_column_sums, through sums_scratch).
-  void column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols);
+  // db += the column sums of dy [rows, cols] (cuda::add_column_sums, through sums_scratch), and
+  // dy rounded to bf16 into `rounded` where it is not null (the products' copy, one read).
+  void column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols,
+                   std::uint16_t* rounded = nullptr);
+  // The column sums' zeroed counters for `cols` columns (at most kColumnCounters groups).
+  unsigned* column_counters(std::int64_t cols) const;
   // `grads` as the fused step kernels read them: fp32 or bf16 as they are, fp16 widened into
   // scratch().
   TensorIn readable_grads(TensorIn grads);
@@ -432,6 +438,9 @@ class CudaDevice final : public Device {
   std::size_t scratch_bytes_ = 0;
   void* sums_scratch_ = nullptr;  // column sums' chunk partials (sums_scratch)
   std::size_t sums_scratch_bytes_ = 0;
+  static constexpr std::int64_t kColumnCounters = 4096;  // column groups of one column sum
+  static constexpr std::size_t kColumnCounterBytes = kColumnCounters * sizeof(unsigned);
+  unsigned* column_counters_ = nullptr;             // zeroed; each column sum leaves them zeroed
   static constexpr std::size_t kCheckSlots = 64;    // checks pending between two host waits
   unsigned long long* check_flags_ = nullptr;       // kCheckSlots words of device memory
   unsigned long long* check_flags_host_ = nullptr;  // their pinned host copy

@@ -142,9 +142,9 @@ DeviceMemoryCheck CudaDevice::memory_check() {
   check.ledger_bytes = ledger().total_current_bytes();
   check.internal_bytes =
       static_cast<std::int64_t>(cublas_workspace_bytes_ + scratch_bytes_ + sums_scratch_bytes_ +
-                                kCheckSlots * sizeof(unsigned long long)) +
+                                kColumnCounterBytes + kCheckSlots * sizeof(unsigned long long)) +
       cached_bytes() + typed_scratch_bytes();
-  check.allocations = live_allocations_ + static_cast<std::int64_t>(cache_.size()) + 2 +
+  check.allocations = live_allocations_ + static_cast<std::int64_t>(cache_.size()) + 3 +
                       (scratch_ != nullptr ? 1 : 0) + (sums_scratch_ != nullptr ? 1 : 0);
   check.driver_used_bytes = driver_used_bytes() - baseline_used_bytes_;
   return check;

@@ -48,14 +48,20 @@ void CudaDevice::bf16_forward(bool conv1d, TensorIn x, TensorIn w, TensorIn b, T
 void CudaDevice::bf16_backward(bool conv1d, TensorIn x, TensorIn w, TensorIn dy,
                                std::span<float> dw, std::span<float> db, std::span<float> dx,
                                std::int64_t rows, std::int64_t in, std::int64_t out) {
-  // dy rounded once for both products (w only when there is a dx)
-  const auto [dy16, x16, w16] = bf16_copies({dy, x, dx.empty() ? TensorIn() : w});
+  // dy rounded once for both products (w only when there is a dx); an fp32 dy with a bias is
+  // rounded by the bias gradient's column sums, which read it anyway
+  const bool fused = !db.empty() && dy.dtype == DType::F32;
+  const auto [dy16, x16, w16] = bf16_copies({dy, x, dx.empty() ? TensorIn() : w}, fused);
+  if (fused) {
+    column_sums(dy.f32().data(), db.data(), rows, out, const_cast<std::uint16_t*>(dy16));
+  } else if (!db.empty()) {
+    column_sums(widened(dy, 2).data(), db.data(), rows, out);
+  }
   if (conv1d) {
     matmul_bf16(true, false, in, out, rows, x16, dy16, dw.data(), 1.0f);  // dw [in, out]
   } else {
     matmul_bf16(true, false, out, in, rows, dy16, x16, dw.data(), 1.0f);  // dw [out, in]
   }
-  if (!db.empty()) column_sums(widened(dy, 2).data(), db.data(), rows, out);
   if (!dx.empty()) matmul_bf16(false, conv1d, rows, in, out, dy16, w16, dx.data(), 0.0f);
 }
 
@@ -147,7 +153,8 @@ void CudaDevice::do_layernorm_backward_typed(std::span<const float> x, TensorIn 
   select();
   cuda::layernorm_backward(x.data(), bf16_data(weight), mean.data(), rstd.data(), dy.data(),
                            dx.data(), dweight.data(), dbias.data(),
-                           layernorm_partials(rows, channels), rows, channels, stream_);
+                           layernorm_partials(rows, channels), column_counters(channels), rows,
+                           channels, stream_);
 }
 
 void CudaDevice::do_gelu_tanh_forward_typed(TensorIn x, TensorOut y) {

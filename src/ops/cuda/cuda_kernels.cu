@@ -81,42 +81,70 @@ __global__ void add_bias_kernel(const float* y, const Bias* b, Out* out, std::in
 // a second kernel adds each column's partials in chunk order.
 constexpr int kChunkRows = 256;
 static_assert(kChunkRows == kColumnSumChunkRows, "a block's rows are one chunk of a column sum");
-constexpr int kChunkThreads = 128;
+constexpr int kChunkThreads = kColumnSumGroupColumns;
 
 // Rows a thread reads before it adds them: loads in flight, the adds still in row order.
 constexpr int kBatchRows = 16;
 
-// partials[chunk * cols + c] = the sum of column c over chunk blockIdx.y's rows, in row order.
-__global__ void column_chunk_sums_kernel(const float* __restrict__ dy, float* __restrict__ partials,
-                                         std::int64_t rows, std::int64_t cols) {
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  const std::int64_t first_row = static_cast<std::int64_t>(blockIdx.y) * kChunkRows;
-  const int count = static_cast<int>(min(static_cast<std::int64_t>(kChunkRows), rows - first_row));
-  const float* column = dy + first_row * cols + c;
-  float sum = 0.0f;
-  for (int i0 = 0; i0 < count; i0 += kBatchRows) {
-    float values[kBatchRows];
-#pragma unroll
-    for (int j = 0; j < kBatchRows; ++j)
-      values[j] = i0 + j < count ? column[(i0 + j) * cols] : 0.0f;
-#pragma unroll
-    for (int j = 0; j < kBatchRows; ++j)
-      if (i0 + j < count) sum += values[j];
-  }
-  partials[blockIdx.y * cols + c] = sum;
-}
-
 // out[c] = out[c] + (the chunks' partials of column c added in chunk order from zero), in T,
 // rounded to float once: the second step of every column sum.
 template <class T>
-__global__ void add_chunk_sums_kernel(const T* partials, std::int64_t chunks, float* out,
-                                      std::int64_t cols) {
-  for (std::int64_t c = global_index(); c < cols; c += global_stride()) {
-    T total = 0;
-    for (std::int64_t k = 0; k < chunks; ++k) total += partials[k * cols + c];
-    out[c] = static_cast<float>(out[c] + total);
+__device__ void add_chunk_sums(const T* partials, std::int64_t chunks, float* out, std::int64_t c,
+                               std::int64_t cols) {
+  T total = 0;
+  for (std::int64_t k = 0; k < chunks; ++k) total += __ldcg(partials + k * cols + c);
+  out[c] = static_cast<float>(out[c] + total);
+}
+
+// Whether this block is the last of its column group's gridDim.y chunk blocks to finish: each
+// block's partials are made visible to the GPU before it counts itself (the last resets the
+// count for the next launch). Every thread of the block must call it.
+__device__ bool last_chunk_block(unsigned* counters) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counters + blockIdx.x, 1u) == gridDim.y - 1;
+    if (last) counters[blockIdx.x] = 0;
   }
+  __syncthreads();
+  return last;
+}
+
+// partials[chunk * cols + c] = the sum of column c over chunk blockIdx.y's rows, in row order (each
+// row also rounded to bf16 into `rounded` where it is not null); the last chunk block of a column
+// group then adds the group's partials into out.
+__global__ void column_sums_kernel(const float* __restrict__ dy,
+                                   std::uint16_t* __restrict__ rounded,
+                                   float* __restrict__ partials, float* __restrict__ out,
+                                   unsigned* counters, std::int64_t rows, std::int64_t cols) {
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t first_row = static_cast<std::int64_t>(blockIdx.y) * kChunkRows;
+  const int count = static_cast<int>(min(static_cast<std::int64_t>(kChunkRows), rows - first_row));
+  if (c < cols) {
+    const float* column = dy + first_row * cols + c;
+    std::uint16_t* rounded_column = rounded == nullptr ? nullptr : rounded + first_row * cols + c;
+    float sum = 0.0f;
+    for (int i0 = 0; i0 < count; i0 += kBatchRows) {
+      float values[kBatchRows];
+#pragma unroll
+      for (int j = 0; j < kBatchRows; ++j)
+        values[j] = i0 + j < count ? column[(i0 + j) * cols] : 0.0f;
+#pragma unroll
+      for (int j = 0; j < kBatchRows; ++j) {
+        if (i0 + j >= count) continue;
+        sum += values[j];
+        if (rounded_column != nullptr) rounded_column[(i0 + j) * cols] = to_bf16(values[j]);
+      }
+    }
+    partials[blockIdx.y * cols + c] = sum;
+  }
+  if (last_chunk_block(counters) && c < cols) add_chunk_sums(partials, gridDim.y, out, c, cols);
+}
+
+// out[c] = out[c] + 0 for a sum over no rows, as the CPU adds it.
+__global__ void add_nothing_kernel(float* out, std::int64_t cols) {
+  for (std::int64_t c = global_index(); c < cols; c += global_stride()) out[c] = out[c] + 0.0f;
 }
 
 // ---- GELU ----
@@ -384,14 +412,13 @@ __global__ void layernorm_backward_dx_kernel(const float* __restrict__ x,
 }
 
 // The chunk partials of dweight and dbias [C] (ops/column_sums.hpp's order, in double, as the
-// CPU sums them): block (column group, chunk) as column_chunk_sums_kernel, into
-// partials[chunk * C + c] and partials[(chunks + chunk) * C + c].
-__global__ void layernorm_backward_params_kernel(const float* __restrict__ x,
-                                                 const float* __restrict__ mean,
-                                                 const float* __restrict__ rstd,
-                                                 const float* __restrict__ dy,
-                                                 double* __restrict__ partials, std::int64_t rows,
-                                                 std::int64_t channels) {
+// CPU sums them): block (column group, chunk) as column_sums_kernel, into partials[chunk * C + c]
+// and partials[(chunks + chunk) * C + c], which the group's last block adds into dweight and
+// dbias.
+__global__ void layernorm_backward_params_kernel(
+    const float* __restrict__ x, const float* __restrict__ mean, const float* __restrict__ rstd,
+    const float* __restrict__ dy, double* __restrict__ partials, float* dweight, float* dbias,
+    unsigned* counters, std::int64_t rows, std::int64_t channels) {
   __shared__ float chunk_mean[kChunkRows], chunk_rstd[kChunkRows];
   const std::int64_t first_row = static_cast<std::int64_t>(blockIdx.y) * kChunkRows;
   const int count = static_cast<int>(min(static_cast<std::int64_t>(kChunkRows), rows - first_row));
@@ -401,29 +428,34 @@ __global__ void layernorm_backward_params_kernel(const float* __restrict__ x,
   }
   __syncthreads();
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= channels) return;
-  const float* x_column = x + first_row * channels + c;
-  const float* dy_column = dy + first_row * channels + c;
-  double dweight_sum = 0.0, dbias_sum = 0.0;
-  for (int i0 = 0; i0 < count; i0 += kBatchRows) {
-    float xs[kBatchRows], grads[kBatchRows];
-#pragma unroll
-    for (int j = 0; j < kBatchRows; ++j) {
-      const bool inside = i0 + j < count;
-      xs[j] = inside ? x_column[(i0 + j) * channels] : 0.0f;
-      grads[j] = inside ? dy_column[(i0 + j) * channels] : 0.0f;
-    }
-#pragma unroll
-    for (int j = 0; j < kBatchRows; ++j) {
-      if (i0 + j >= count) continue;
-      const double xhat = (xs[j] - static_cast<double>(chunk_mean[i0 + j])) * chunk_rstd[i0 + j];
-      dweight_sum += grads[j] * xhat;
-      dbias_sum += grads[j];
-    }
-  }
   const std::int64_t chunks = gridDim.y;
-  partials[blockIdx.y * channels + c] = dweight_sum;
-  partials[(chunks + blockIdx.y) * channels + c] = dbias_sum;
+  if (c < channels) {
+    const float* x_column = x + first_row * channels + c;
+    const float* dy_column = dy + first_row * channels + c;
+    double dweight_sum = 0.0, dbias_sum = 0.0;
+    for (int i0 = 0; i0 < count; i0 += kBatchRows) {
+      float xs[kBatchRows], grads[kBatchRows];
+#pragma unroll
+      for (int j = 0; j < kBatchRows; ++j) {
+        const bool inside = i0 + j < count;
+        xs[j] = inside ? x_column[(i0 + j) * channels] : 0.0f;
+        grads[j] = inside ? dy_column[(i0 + j) * channels] : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < kBatchRows; ++j) {
+        if (i0 + j >= count) continue;
+        const double xhat = (xs[j] - static_cast<double>(chunk_mean[i0 + j])) * chunk_rstd[i0 + j];
+        dweight_sum += grads[j] * xhat;
+        dbias_sum += grads[j];
+      }
+    }
+    partials[blockIdx.y * channels + c] = dweight_sum;
+    partials[(chunks + blockIdx.y) * channels + c] = dbias_sum;
+  }
+  if (last_chunk_block(counters) && c < channels) {
+    add_chunk_sums(partials, chunks, dweight, c, channels);
+    add_chunk_sums(partials + chunks * channels, chunks, dbias, c, channels);
+  }
 }
 
 template <class Param, class Out>
@@ -439,22 +471,17 @@ void launch_layernorm_forward(const float* x, const Param* weight, const Param* 
 template <class Param>
 void launch_layernorm_backward(const float* x, const Param* weight, const float* mean,
                                const float* rstd, const float* dy, float* dx, float* dweight,
-                               float* dbias, double* partials, std::int64_t rows,
-                               std::int64_t channels, cudaStream_t stream) {
+                               float* dbias, double* partials, unsigned* counters,
+                               std::int64_t rows, std::int64_t channels, cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
   layernorm_backward_dx_kernel<<<blocks_covering(rows, kNormRowsPerBlock), kRowThreads, 0,
                                  stream>>>(x, weight, mean, rstd, dy, dx, rows, channels);
   cuda_check_launch("layernorm_backward (dx)");
   const std::int64_t chunks = column_sum_chunks(rows);
-  layernorm_backward_params_kernel<<<dim3(blocks_covering(channels, kChunkThreads),
+  layernorm_backward_params_kernel<<<dim3(static_cast<unsigned>(column_sum_groups(channels)),
                                           static_cast<unsigned>(chunks)),
-                                     kChunkThreads, 0, stream>>>(x, mean, rstd, dy, partials, rows,
-                                                                 channels);
-  cuda_check_launch("layernorm_backward (dweight, dbias chunks)");
-  add_chunk_sums_kernel<double>
-      <<<grid_for(channels, kThreads), kThreads, 0, stream>>>(partials, chunks, dweight, channels);
-  add_chunk_sums_kernel<double><<<grid_for(channels, kThreads), kThreads, 0, stream>>>(
-      partials + chunks * channels, chunks, dbias, channels);
+                                     kChunkThreads, 0, stream>>>(
+      x, mean, rstd, dy, partials, dweight, dbias, counters, rows, channels);
   cuda_check_launch("layernorm_backward (dweight, dbias)");
 }
 
@@ -549,18 +576,19 @@ void add_bias_round_rows(const float* y, const std::uint16_t* b, std::uint16_t* 
   cuda_check_launch("add_bias_round_rows (bf16 bias)");
 }
 
-void add_column_sums(const float* dy, float* db, float* partials, std::int64_t rows,
-                     std::int64_t cols, cudaStream_t stream) {
+void add_column_sums(const float* dy, float* db, std::uint16_t* rounded, float* partials,
+                     unsigned* counters, std::int64_t rows, std::int64_t cols,
+                     cudaStream_t stream) {
   if (cols == 0) return;
-  const std::int64_t chunks = column_sum_chunks(rows);  // 0 rows: db + 0, as the CPU adds
-  if (chunks > 0) {
-    column_chunk_sums_kernel<<<dim3(blocks_covering(cols, kChunkThreads),
-                                    static_cast<unsigned>(chunks)),
-                               kChunkThreads, 0, stream>>>(dy, partials, rows, cols);
-    cuda_check_launch("add_column_sums (chunks)");
+  const std::int64_t chunks = column_sum_chunks(rows);
+  if (chunks == 0) {  // 0 rows: db + 0, as the CPU adds
+    add_nothing_kernel<<<grid_for(cols, kThreads), kThreads, 0, stream>>>(db, cols);
+    cuda_check_launch("add_column_sums (no rows)");
+    return;
   }
-  add_chunk_sums_kernel<float>
-      <<<grid_for(cols, kThreads), kThreads, 0, stream>>>(partials, chunks, db, cols);
+  column_sums_kernel<<<dim3(static_cast<unsigned>(column_sum_groups(cols)),
+                            static_cast<unsigned>(chunks)),
+                       kChunkThreads, 0, stream>>>(dy, rounded, partials, db, counters, rows, cols);
   cuda_check_launch("add_column_sums");
 }
 
@@ -654,19 +682,19 @@ void layernorm_forward(const float* x, const std::uint16_t* weight, const std::u
 }
 
 void layernorm_backward(const float* x, const float* weight, const float* mean, const float* rstd,
-                        const float* dy, float* dx, float* dweight, float* dbias,
-                        double* partials, std::int64_t rows, std::int64_t channels,
+                        const float* dy, float* dx, float* dweight, float* dbias, double* partials,
+                        unsigned* counters, std::int64_t rows, std::int64_t channels,
                         cudaStream_t stream) {
-  launch_layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, partials, rows, channels,
-                            stream);
+  launch_layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, partials, counters, rows,
+                            channels, stream);
 }
 
 void layernorm_backward(const float* x, const std::uint16_t* weight, const float* mean,
                         const float* rstd, const float* dy, float* dx, float* dweight, float* dbias,
-                        double* partials, std::int64_t rows, std::int64_t channels,
-                        cudaStream_t stream) {
-  launch_layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, partials, rows, channels,
-                            stream);
+                        double* partials, unsigned* counters, std::int64_t rows,
+                        std::int64_t channels, cudaStream_t stream) {
+  launch_layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, partials, counters, rows,
+                            channels, stream);
 }
 
 }  // namespace zl::cuda

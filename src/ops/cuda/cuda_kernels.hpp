@@ -34,11 +34,22 @@ void add_bias_round_rows(const float* y, const float* b, std::uint16_t* out, std
 void add_bias_round_rows(const float* y, const std::uint16_t* b, std::uint16_t* out,
                          std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
+/// Columns of one group of a column sum (a block's threads, one column each).
+inline constexpr int kColumnSumGroupColumns = 128;
+
+/// The column groups a column sum of `cols` columns is cut into: it needs that many counters.
+inline std::int64_t column_sum_groups(std::int64_t cols) {
+  return (cols + kColumnSumGroupColumns - 1) / kColumnSumGroupColumns;
+}
+
 /// db[o] += the column of dy summed in float in ops/column_sums.hpp's order and added once:
-/// CpuDevice's bias gradient, operation for operation. `partials` is device scratch of
-/// column_sum_chunks(rows) * cols floats; at most 65535 chunks (checked by the caller).
-void add_column_sums(const float* dy, float* db, float* partials, std::int64_t rows,
-                     std::int64_t cols, cudaStream_t stream);
+/// CpuDevice's bias gradient, operation for operation, in one launch (the last chunk of each
+/// column group adds the chunks). Where `rounded` is not null, it also gets dy rounded to bf16
+/// (the products' dy, from the same read). `partials` is device scratch of
+/// column_sum_chunks(rows) * cols floats, `counters` column_sum_groups(cols) zeroed counters
+/// (left zeroed); at most 65535 chunks (checked by the caller).
+void add_column_sums(const float* dy, float* db, std::uint16_t* rounded, float* partials,
+                     unsigned* counters, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
 /// Exact-erf GELU forward and backward, in double, rounded once.
 void gelu_forward(const float* x, float* y, std::int64_t elems, cudaStream_t stream);
@@ -114,18 +125,19 @@ void layernorm_forward(const float* x, const std::uint16_t* weight, const std::u
                        std::uint16_t* y, float* mean, float* rstd, std::int64_t rows,
                        std::int64_t channels, cudaStream_t stream);
 
-/// LayerNorm backward: dx (added into) one block per row; dweight and dbias in double in
+/// LayerNorm backward: dx (added into) one warp per row; dweight and dbias in double in
 /// ops/column_sums.hpp's order, through `partials`, device scratch of 2 *
-/// column_sum_chunks(rows) * channels doubles (at most 65535 chunks, checked by the caller).
+/// column_sum_chunks(rows) * channels doubles (at most 65535 chunks, checked by the caller), and
+/// column_sum_groups(channels) zeroed `counters` (left zeroed).
 void layernorm_backward(const float* x, const float* weight, const float* mean, const float* rstd,
-                        const float* dy, float* dx, float* dweight, float* dbias,
-                        double* partials, std::int64_t rows, std::int64_t channels,
+                        const float* dy, float* dx, float* dweight, float* dbias, double* partials,
+                        unsigned* counters, std::int64_t rows, std::int64_t channels,
                         cudaStream_t stream);
 /// The same with the weight in bf16 (widened, exact).
 void layernorm_backward(const float* x, const std::uint16_t* weight, const float* mean,
                         const float* rstd, const float* dy, float* dx, float* dweight, float* dbias,
-                        double* partials, std::int64_t rows, std::int64_t channels,
-                        cudaStream_t stream);
+                        double* partials, unsigned* counters, std::int64_t rows,
+                        std::int64_t channels, cudaStream_t stream);
 
 /// Causal softmax of each row of scores [rows, T] in place: row r is query position t = r % T;
 /// with m its largest score over s <= t and l = sum_s exp(score - m) in double rounded to float,

@@ -68,6 +68,18 @@ __global__ void convert_vectors_kernel(const void* in, void* out, std::int64_t v
 }
 
 template <DType kDtype>
+__global__ void add_vectors_kernel(void* acc, const void* addend, std::int64_t vectors) {
+  for (std::int64_t v = first_index(); v < vectors; v += stride()) {
+    float x[kVector], y[kVector];
+    load8<kDtype>(acc, v, x);
+    load8<kDtype>(addend, v, y);
+#pragma unroll
+    for (int i = 0; i < kVector; ++i) x[i] = __fadd_rn(x[i], y[i]);
+    store8<kDtype>(acc, v, x);
+  }
+}
+
+template <DType kDtype>
 __global__ void round_to_vectors_kernel(float* x, std::int64_t vectors) {
   for (std::int64_t v = first_index(); v < vectors; v += stride()) {
     float values[kVector];
@@ -171,7 +183,20 @@ void convert(const void* in, DType in_dtype, void* out, DType out_dtype, std::in
 
 void add(void* acc, const void* addend, DType dtype, std::int64_t elems, cudaStream_t stream) {
   if (elems == 0) return;
-  add_kernel<<<grid_for(elems, kThreads), kThreads, 0, stream>>>(acc, addend, dtype, elems);
+  const std::int64_t vectors = aligned16(acc) && aligned16(addend) ? elems / kVector : 0;
+  if (vectors > 0) {
+    with_dtype(dtype, [&]<DType kDtype>() {
+      add_vectors_kernel<kDtype>
+          <<<grid_for(vectors, kThreads), kThreads, 0, stream>>>(acc, addend, vectors);
+    });
+    cuda_check_launch("add");
+  }
+  const std::int64_t done = vectors * kVector;
+  if (done == elems) return;
+  const auto done_bytes = static_cast<std::size_t>(done) * dtype_bytes(dtype);
+  add_kernel<<<grid_for(elems - done, kThreads), kThreads, 0, stream>>>(
+      static_cast<char*>(acc) + done_bytes, static_cast<const char*>(addend) + done_bytes, dtype,
+      elems - done);
   cuda_check_launch("add");
 }
 
