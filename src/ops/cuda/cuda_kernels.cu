@@ -4,7 +4,7 @@
 // kernel, and their elementwise results are computed in double and rounded once; what differs
 // is only the order of block-wide sums (a tree, not a loop), and sums that must match the CPU's
 // order keep it: bias and LayerNorm weight and bias gradients in ops/column_sums.hpp's chunks (a
-// block per chunk of rows and tile of columns, then the chunks in order). The tanh GELU and the
+// block per chunk of rows and group of columns, then the chunks in order). The tanh GELU and the
 // cross-entropy, the step's largest elementwise and row work, compute in fp32 (within the
 // tolerances tests/gpu states, as the GEMMs are). A bias or a LayerNorm's weight and bias may be
 // read in bf16 (a 16-bit unit's parameters, as they are kept). The embeddings are in
@@ -78,7 +78,7 @@ __global__ void add_bias_kernel(const float* y, const Bias* b, Out* out, std::in
 // Column sums keep the CPU's order (ops/column_sums.hpp), so their bits are the CPU's: a block
 // takes one chunk of kChunkRows rows of kChunkThreads columns, each thread one column, adding its
 // rows in order into the chunk's partial (a warp reads 32 neighbouring columns of a row at once);
-// a second kernel adds each column's partials in chunk order.
+// the last of a column group's blocks to finish then adds each column's partials in chunk order.
 constexpr int kChunkRows = 256;
 static_assert(kChunkRows == kColumnSumChunkRows, "a block's rows are one chunk of a column sum");
 constexpr int kChunkThreads = kColumnSumGroupColumns;
