@@ -96,10 +96,13 @@ Report make_report(const EstimateFlags& flags) {
            "--persistence-threshold needs the model's units: give --model mlp|gpt instead of "
            "--params");
   Report report;
-  report.options = EstimateOptions{.precision = parse_precision(flags.precision),
-                                   .grad_accum_steps = flags.grad_accum_steps,
-                                   .persistence_threshold_elems = flags.persistence_threshold_elems,
-                                   .optimizer_bytes_per_param = flags.optimizer_bytes};
+  report.options = EstimateOptions{
+      .precision = parse_precision(flags.precision),
+      .grad_accum_steps = flags.grad_accum_steps,
+      .persistence_threshold_elems = flags.persistence_threshold_elems,
+      .optimizer_bytes_per_param = flags.optimizer_bytes,
+      .optimizer_tier = parse_offload_tier(flags.offload_optimizer, "--offload-optimizer"),
+      .param_tier = parse_offload_tier(flags.offload_param, "--offload-param")};
   validate(report.options);
   report.optimizer_bytes_given =
       flags.optimizer_bytes != EstimateOptions{}.optimizer_bytes_per_param;
@@ -191,6 +194,33 @@ void print_activations(const Report& report) {
   }
 }
 
+bool offloaded(const EstimateOptions& options) {
+  return options.optimizer_tier != OffloadTier::None || options.param_tier != OffloadTier::None;
+}
+
+// Where each stage's model states rest with offload: the device (the table above), host memory
+// and the disk, per GPU, with each place's formula.
+void print_placements(const Report& report) {
+  const EstimateOptions& options = report.options;
+  fmt::print(
+      "\nwhere the model states rest per GPU with --offload-optimizer {} and --offload-param {} "
+      "(the table above is the device's): offloaded, the optimizer keeps an fp32 master (4 B per "
+      "parameter) whatever the precision{}; not counted: a unit's gradient on its way to a host "
+      "update, and an NVMe unit's state in host memory during its update\n\n",
+      offload_tier_name(options.optimizer_tier), offload_tier_name(options.param_tier),
+      options.param_tier == OffloadTier::Cpu
+          ? "; ZeRO-3 alone offloads parameters, its persistent units staying on the device"
+          : "");
+  fmt::print("{:<8} {:>12} {:>12} {:>12}  {}\n", "stage", "device_GB", "host_GB", "disk_GB",
+             "device | host | disk");
+  for (const LedgerEstimate& stage : report.stages) {
+    fmt::print("{:<8} {:>12} {:>12} {:>12}  {} | {} | {}\n", stage_name(stage.stage),
+               gb(stage.total_bytes()), gb(stage.host_bytes()), gb(stage.disk_bytes()),
+               stage.total_formula, stage.host_formula.empty() ? "-" : stage.host_formula,
+               stage.disk_formula.empty() ? "-" : stage.disk_formula);
+  }
+}
+
 void print_table(const Report& report) {
   const StateElems& elems = report.elems;
   const EstimateOptions& options = report.options;
@@ -263,6 +293,7 @@ void print_table(const Report& report) {
                stage.total_bytes(), unpadded, stage.total_bytes() - unpadded, stage.formula,
                stage.total_formula);
   }
+  if (offloaded(options)) print_placements(report);
   if (report.micro_batch > 0) print_activations(report);
 }
 
@@ -290,6 +321,8 @@ void print_json(const Report& report) {
       {"grad_bytes_per_param", training_bytes_per_param(options.precision)},
       {"master_bytes_per_param", master_bytes_per_param(options.precision)},
       {"optimizer_bytes_per_param", options.optimizer_bytes_per_param},
+      {"offload_optimizer", offload_tier_name(options.optimizer_tier)},
+      {"offload_param", offload_tier_name(options.param_tier)},
       {"stages", nlohmann::ordered_json::array()},
   };
   const nlohmann::ordered_json activation_bytes =
@@ -298,24 +331,33 @@ void print_json(const Report& report) {
   for (std::size_t s = 0; s < report.stages.size(); ++s) {
     const LedgerEstimate& stage = report.stages[s];
     const std::int64_t unpadded = report.unpadded[s].total_bytes();
-    out["stages"].push_back({{"stage", stage.stage},
-                             {"name", stage_name(stage.stage)},
-                             {"params_bytes", stage.params_bytes},
-                             {"grads_bytes", stage.grads_bytes},
-                             {"grad_accum_bytes", stage.grad_accum_bytes},
-                             {"master_bytes", stage.master_bytes},
-                             {"optimizer_bytes", stage.optimizer_bytes},
-                             {"total_bytes", stage.total_bytes()},
-                             {"unpadded_total_bytes", unpadded},
-                             {"extra_bytes", stage.total_bytes() - unpadded},
-                             {"formula", stage.formula},
-                             {"total_formula", stage.total_formula},
-                             {"activation_bytes", activation_bytes},
-                             {"total_with_activations_bytes",
-                              report.micro_batch > 0
-                                  ? nlohmann::ordered_json(stage.total_bytes() +
-                                                           report.activations.total_bytes())
-                                  : nlohmann::ordered_json()}});
+    out["stages"].push_back(
+        {{"stage", stage.stage},
+         {"name", stage_name(stage.stage)},
+         {"params_bytes", stage.params_bytes},
+         {"grads_bytes", stage.grads_bytes},
+         {"grad_accum_bytes", stage.grad_accum_bytes},
+         {"master_bytes", stage.master_bytes},
+         {"optimizer_bytes", stage.optimizer_bytes},
+         {"total_bytes", stage.total_bytes()},
+         {"unpadded_total_bytes", unpadded},
+         {"extra_bytes", stage.total_bytes() - unpadded},
+         {"formula", stage.formula},
+         {"total_formula", stage.total_formula},
+         {"host_params_bytes", stage.host_params_bytes},
+         {"host_master_bytes", stage.host_master_bytes},
+         {"host_optimizer_bytes", stage.host_optimizer_bytes},
+         {"nvme_master_bytes", stage.nvme_master_bytes},
+         {"nvme_optimizer_bytes", stage.nvme_optimizer_bytes},
+         {"host_bytes", stage.host_bytes()},
+         {"disk_bytes", stage.disk_bytes()},
+         {"host_formula", stage.host_formula},
+         {"disk_formula", stage.disk_formula},
+         {"activation_bytes", activation_bytes},
+         {"total_with_activations_bytes",
+          report.micro_batch > 0
+              ? nlohmann::ordered_json(stage.total_bytes() + report.activations.total_bytes())
+              : nlohmann::ordered_json()}});
   }
   if (report.micro_batch > 0) {
     nlohmann::ordered_json by_kind;
@@ -420,12 +462,24 @@ CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
       cmd->add_flag("--cpu-checkpointing", flags->activations.cpu_checkpoints,
                     "With --activation-checkpointing full or every:K: the checkpoints in host "
                     "memory, as train takes it");
+  cmd->add_option("--offload-optimizer", flags->offload_optimizer,
+                  "Where the fp32 master and the optimizer state rest: none (the GPU), cpu (host "
+                  "memory, ZeRO-Offload) or nvme (a swap file, ZeRO-Infinity), as train takes it")
+      ->check(CLI::IsMember({"none", "cpu", "nvme"}))
+      ->capture_default_str();
+  cmd->add_option("--offload-param", flags->offload_param,
+                  "Where ZeRO-3's parameter shards rest: none (the GPU) or cpu (host memory), as "
+                  "train's --offload-param")
+      ->check(CLI::IsMember({"none", "cpu"}))
+      ->capture_default_str();
   cmd->add_flag(
       "--json", flags->json,
       "Print one JSON object: the model, Ψ, N, the options, the padded, shard and persistent "
       "element counts, bytes per parameter, and \"stages\", an array of {stage, name, "
       "params_bytes, grads_bytes, grad_accum_bytes, master_bytes, optimizer_bytes, total_bytes, "
-      "unpadded_total_bytes, extra_bytes, formula, total_formula, activation_bytes, "
+      "unpadded_total_bytes, extra_bytes, formula, total_formula, host_params_bytes, "
+      "host_master_bytes, host_optimizer_bytes, nvme_master_bytes, nvme_optimizer_bytes, "
+      "host_bytes, disk_bytes, host_formula, disk_formula, activation_bytes, "
       "total_with_activations_bytes}; with --micro-batch also \"activations\": {micro_batch, "
       "checkpointing, seq_len, bytes, host_bytes, formula, by_kind}");
   const std::vector<CLI::Option*> gpt_flags = {preset, n_layer, n_head, n_embd, block_size, vocab};

@@ -40,6 +40,10 @@ struct EstimateFlags {
   std::optional<std::int64_t> micro_batch;
   /// --activation-checkpointing: what the GPT's blocks keep (with --micro-batch).
   ActivationPolicy activations;
+  /// --offload-optimizer: where the master and optimizer state rest (none, cpu or nvme).
+  std::string offload_optimizer = "none";
+  /// --offload-param: where ZeRO-3's parameter shards rest (none or cpu).
+  std::string offload_param = "none";
   bool json = false;  ///< print JSON instead of the table
 };
 

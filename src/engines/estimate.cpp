@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 #include "core/error.hpp"
@@ -67,6 +68,7 @@ struct Category {
   std::int64_t whole = 0;       // coefficient of Ψp in the collected total
   std::int64_t sharded = 0;     // coefficient of Ψp/N
   std::int64_t persistent = 0;  // coefficient of Ψw(N-1)/N
+  std::int64_t persistent_whole = 0;  // coefficient of Ψw (persistent units alone)
 };
 
 Category category(const StateElems& elems, int bytes_per_param, Held held) {
@@ -103,17 +105,74 @@ Category category(const StateElems& elems, int bytes_per_param, Held held) {
 
 std::string collected_formula(const StateElems& elems, const std::vector<Category>& parts) {
   const std::string_view psi = elems.padded() ? "Ψp" : "Ψ";
-  std::int64_t whole = 0, sharded = 0, persistent = 0;
+  std::int64_t whole = 0, sharded = 0, persistent = 0, persistent_whole = 0;
   for (const auto& part : parts) {
     whole += part.whole;
     sharded += part.sharded;
     persistent += part.persistent;
+    persistent_whole += part.persistent_whole;
   }
   std::vector<std::string> terms;
   if (whole > 0) terms.push_back(fmt::format("{}{}", whole, psi));
   if (sharded > 0) terms.push_back(fmt::format("{}{}/N", sharded, psi));
   if (persistent > 0) terms.push_back(fmt::format("{}Ψw(N-1)/N", persistent));
+  if (persistent_whole > 0) terms.push_back(fmt::format("{}Ψw", persistent_whole));
   return fmt::format("{}", fmt::join(terms, " + "));
+}
+
+// The master and optimizer terms' formulas, in that order (no master: none).
+std::vector<std::string> formulas_of(const Category& master, const Category& optimizer) {
+  std::vector<std::string> terms;
+  if (!master.formula.empty()) terms.push_back(master.formula);
+  terms.push_back(optimizer.formula);
+  return terms;
+}
+
+// A stage's ledger from its categories {params, grads, accumulator, master, optimizer} held on
+// the device, but the master and optimizer where `tier` puts them, and `host_params` (ZeRO-3's
+// offloaded shards, empty otherwise) in host memory.
+LedgerEstimate ledger_of(int stage, const StateElems& elems, const std::array<Category, 5>& parts,
+                         const Category& host_params, OffloadTier tier) {
+  const auto& [params, grads, accum, master, optimizer] = parts;
+  std::vector<std::string> device_terms;
+  if (!params.formula.empty()) device_terms.push_back(params.formula);
+  device_terms.push_back(accum.formula.empty()
+                             ? grads.formula
+                             : fmt::format("({} + {})", grads.formula, accum.formula));
+  std::vector<std::string> host_terms;
+  if (!host_params.formula.empty()) host_terms.push_back(host_params.formula);
+  std::vector<std::string> disk_terms;
+  std::vector<Category> device = {params, grads, accum};
+  LedgerEstimate out;
+  out.stage = stage;
+  out.params_bytes = params.bytes;
+  out.grads_bytes = checked_add(grads.bytes, accum.bytes);
+  out.grad_accum_bytes = accum.bytes;
+  out.host_params_bytes = host_params.bytes;
+  const std::vector<std::string> moved = formulas_of(master, optimizer);
+  if (tier == OffloadTier::None) {
+    device_terms.insert(device_terms.end(), moved.begin(), moved.end());
+    device.push_back(master);
+    device.push_back(optimizer);
+    out.master_bytes = master.bytes;
+    out.optimizer_bytes = optimizer.bytes;
+  } else if (tier == OffloadTier::Cpu) {
+    host_terms.insert(host_terms.end(), moved.begin(), moved.end());
+    out.host_master_bytes = master.bytes;
+    out.host_optimizer_bytes = optimizer.bytes;
+  } else {
+    disk_terms = moved;
+    out.nvme_master_bytes = master.bytes;
+    out.nvme_optimizer_bytes = optimizer.bytes;
+  }
+  out.formula = fmt::format("{}", fmt::join(device_terms, " + "));
+  out.total_formula = collected_formula(elems, device);
+  out.host_formula = fmt::format("{}", fmt::join(host_terms, " + "));
+  out.disk_formula = fmt::format("{}", fmt::join(disk_terms, " + "));
+  checked_add(checked_add(out.params_bytes, out.grads_bytes),
+              checked_add(out.master_bytes, out.optimizer_bytes));
+  checked_add(out.host_bytes(), out.disk_bytes());
+  return out;
 }
 
 }  // namespace
@@ -187,10 +246,34 @@ std::vector<StageEstimate> estimate_stages(const EstimateConfig& config) {
   return stages;
 }
 
+std::string_view offload_tier_name(OffloadTier tier) {
+  switch (tier) {
+    case OffloadTier::Cpu:
+      return "cpu";
+    case OffloadTier::Nvme:
+      return "nvme";
+    default:
+      return "none";
+  }
+}
+
+OffloadTier parse_offload_tier(std::string_view name, std::string_view flag) {
+  if (name == "none") return OffloadTier::None;
+  if (name == "cpu") return OffloadTier::Cpu;
+  if (name == "nvme") return OffloadTier::Nvme;
+  fail("{} '{}' is not known: use none, cpu or nvme", flag, name);
+}
+
 EstimateOptions estimate_options(const TrainingFeatures& features) {
-  return EstimateOptions{.precision = features.precision,
-                         .grad_accum_steps = features.grad_accum_steps,
-                         .persistence_threshold_elems = features.persistence_threshold_elems};
+  const OffloadTier optimizer_tier = !features.offload_optimizer  ? OffloadTier::None
+                                     : features.nvme_path.empty() ? OffloadTier::Cpu
+                                                                  : OffloadTier::Nvme;
+  return EstimateOptions{
+      .precision = features.precision,
+      .grad_accum_steps = features.grad_accum_steps,
+      .persistence_threshold_elems = features.persistence_threshold_elems,
+      .optimizer_tier = optimizer_tier,
+      .param_tier = features.offload_param ? OffloadTier::Cpu : OffloadTier::None};
 }
 
 void validate(const EstimateOptions& options) {
@@ -206,6 +289,9 @@ void validate(const EstimateOptions& options) {
            "--optimizer-bytes {} is invalid: give the optimizer state bytes per parameter, at "
            "least 1",
            options.optimizer_bytes_per_param);
+  ZL_CHECK(options.param_tier != OffloadTier::Nvme,
+           "--offload-param nvme is not offered: ZeRO-3's parameter shards go to the device or "
+           "host memory (none or cpu); the optimizer state may go to nvme");
 }
 
 int training_bytes_per_param(DType precision) {
@@ -269,30 +355,32 @@ LedgerEstimate estimate_ledger(const StateElems& elems, const EstimateOptions& o
                                   : stage == 0 ? Held::Whole
                                   : stage == 1 ? Held::Sharded
                                                : Held::None);
-  const Category master = category(elems, master_bytes_per_param(options.precision),
-                                   stage == 0 ? Held::Whole : Held::Sharded);
+  // Offloaded, the optimizer always keeps an fp32 master (ZeRO-Offload's), fp32 training too.
+  const Category master = category(
+      elems,
+      options.optimizer_tier != OffloadTier::None ? 4 : master_bytes_per_param(options.precision),
+      stage == 0 ? Held::Whole : Held::Sharded);
   const Category optimizer =
       category(elems, options.optimizer_bytes_per_param, stage == 0 ? Held::Whole : Held::Sharded);
-
-  std::vector<std::string> terms = {params.formula};
-  terms.push_back(accum.formula.empty() ? grads.formula
-                                        : fmt::format("({} + {})", grads.formula, accum.formula));
-  if (!master.formula.empty()) terms.push_back(master.formula);
-  terms.push_back(optimizer.formula);
-
-  LedgerEstimate out{
-      .stage = stage,
-      .params_bytes = params.bytes,
-      .grads_bytes = checked_add(grads.bytes, accum.bytes),
-      .grad_accum_bytes = accum.bytes,
-      .master_bytes = master.bytes,
-      .optimizer_bytes = optimizer.bytes,
-      .formula = fmt::format("{}", fmt::join(terms, " + ")),
-      .total_formula = collected_formula(elems, {params, grads, accum, master, optimizer}),
-  };
-  checked_add(checked_add(out.params_bytes, out.grads_bytes),
-              checked_add(out.master_bytes, out.optimizer_bytes));
-  return out;
+  if (stage == 3 && options.param_tier == OffloadTier::Cpu) {
+    // offload_param: every unit's shard in host memory but the persistent units, whole on the
+    // device; ZeRO-3's p(Ψp - Ψw)/N + pΨw split in two
+    const std::string_view psi = elems.padded() ? "Ψp" : "Ψ";
+    Category host_params;
+    host_params.bytes = checked_bytes(p, elems.shard_elems - elems.persistent_elems / elems.world);
+    host_params.formula = elems.persistent_elems == 0 ? fmt::format("{}{}/N", p, psi)
+                                                      : fmt::format("{}({} - Ψw)/N", p, psi);
+    Category device_params;
+    if (elems.persistent_elems > 0) {
+      device_params.bytes = checked_bytes(p, elems.persistent_elems);
+      device_params.formula = fmt::format("{}Ψw", p);
+      device_params.persistent_whole = p;
+    }
+    return ledger_of(stage, elems, {device_params, grads, accum, master, optimizer}, host_params,
+                     options.optimizer_tier);
+  }
+  return ledger_of(stage, elems, {params, grads, accum, master, optimizer}, Category{},
+                   options.optimizer_tier);
 }
 
 std::vector<LedgerEstimate> estimate_ledgers(const StateElems& elems,

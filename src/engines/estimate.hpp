@@ -77,6 +77,19 @@ std::vector<StageEstimate> estimate_stages(const EstimateConfig& config);
 
 // ---- The engines' view: what each ledger category holds ----------------------------------------
 
+/// Where offloaded model states live (ZeRO-Offload's host memory, ZeRO-Infinity's NVMe).
+enum class OffloadTier {
+  None,  ///< on the device
+  Cpu,   ///< in host memory
+  Nvme,  ///< in a swap file on the disk
+};
+
+/// "none", "cpu" or "nvme", as DeepSpeed's offload "device" values.
+std::string_view offload_tier_name(OffloadTier tier);
+
+/// Parses "none", "cpu" or "nvme" for `flag`; throws zl::Error naming the accepted values.
+OffloadTier parse_offload_tier(std::string_view name, std::string_view flag);
+
 /// The training features that change model-state memory, named and defaulted as in
 /// TrainingFeatures, plus the optimizer's state per parameter.
 struct EstimateOptions {
@@ -88,13 +101,20 @@ struct EstimateOptions {
   std::int64_t persistence_threshold_elems = TrainingFeatures{}.persistence_threshold_elems;
   /// Optimizer state per parameter, besides the master copy: AdamW's fp32 m and v, 8 bytes.
   int optimizer_bytes_per_param = 8;
+  /// Where the master and the optimizer state live (offload_optimizer); offloaded, there is
+  /// always an fp32 master, fp32 training too.
+  OffloadTier optimizer_tier = OffloadTier::None;
+  /// Where ZeRO-3 keeps its parameter shards (offload_param): None or Cpu; the units it keeps
+  /// whole stay on the device. Stages 0-2 keep their parameters on the device.
+  OffloadTier param_tier = OffloadTier::None;
 };
 
 /// The options `features` trains with (AdamW's 8 optimizer bytes per parameter).
 EstimateOptions estimate_options(const TrainingFeatures& features);
 
 /// Throws zl::Error with a one-line message naming the flag if an option is out of range
-/// (precision not fp32/bf16/fp16, grad_accum_steps < 1, threshold < 0, optimizer bytes < 1).
+/// (precision not fp32/bf16/fp16, grad_accum_steps < 1, threshold < 0, optimizer bytes < 1,
+/// parameters on NVMe, which the engines do not offer).
 void validate(const EstimateOptions& options);
 
 /// Bytes per element of parameters and gradients: 4 for F32, 2 for BF16 and F16.
@@ -131,6 +151,8 @@ StateElems state_elems(const std::vector<UnitSpec>& units, int world,
                        const EstimateOptions& options);
 
 /// One rank's model-state bytes at one stage, by ledger category: what the engines allocate.
+/// The device's categories first; offloaded state is booked in host or NVMe categories instead
+/// (while it rests: an NVMe unit is in host memory only during its update).
 struct LedgerEstimate {
   int stage = 0;                      ///< 0 (DDP), 1, 2 or 3
   std::int64_t params_bytes = 0;      ///< MemCategory::Params
@@ -138,15 +160,28 @@ struct LedgerEstimate {
   std::int64_t grad_accum_bytes = 0;  ///< of grads_bytes, the accumulator (DDP and ZeRO-1)
   std::int64_t master_bytes = 0;      ///< MemCategory::Master (bf16/fp16 only)
   std::int64_t optimizer_bytes = 0;   ///< MemCategory::Optimizer
+  std::int64_t host_params_bytes = 0;     ///< MemCategory::HostParams (ZeRO-3 offload_param)
+  std::int64_t host_master_bytes = 0;     ///< MemCategory::HostMaster (optimizer on cpu)
+  std::int64_t host_optimizer_bytes = 0;  ///< MemCategory::HostOptimizer (optimizer on cpu)
+  std::int64_t nvme_master_bytes = 0;     ///< MemCategory::NvmeMaster (optimizer on nvme)
+  std::int64_t nvme_optimizer_bytes = 0;  ///< MemCategory::NvmeOptimizer (optimizer on nvme)
+  /// The host's and the disk's terms, as `formula` writes the device's ("" when none).
+  std::string host_formula, disk_formula;
   /// Category by category, params + grads (+ accumulator) + master + optimizer, in Ψp for units
   /// (Ψ for a bare count), Ψw for the persistent units: "2Ψp + 2Ψp/N + 4Ψp/N + 8Ψp/N".
   std::string formula;
   /// The same sum collected: "2Ψp + 14Ψp/N", "16Ψp/N + 2Ψw(N-1)/N".
   std::string total_formula;
-  /// params + grads + master + optimizer.
+  /// params + grads + master + optimizer: the device's bytes.
   std::int64_t total_bytes() const {
     return params_bytes + grads_bytes + master_bytes + optimizer_bytes;
   }
+  /// What rests in host memory: params, master and optimizer state there.
+  std::int64_t host_bytes() const {
+    return host_params_bytes + host_master_bytes + host_optimizer_bytes;
+  }
+  /// What rests on the disk: the NVMe master and optimizer state.
+  std::int64_t disk_bytes() const { return nvme_master_bytes + nvme_optimizer_bytes; }
 };
 
 /// Per-rank ledger bytes at `stage` (0..3): precision, accumulation and optimizer bytes from

@@ -1,6 +1,7 @@
 // estimate_cli_test.cpp — runs `zerolab estimate`: the 7B tables as printed in fp32 and mixed
 // precision, the JSON form, accumulation, GPT-2 small with its padding and persistence, the MLP,
-// and every bad flag failing with exactly one line on stderr and exit code 2.
+// the states offloaded to host memory and NVMe, and every bad flag failing with exactly one line
+// on stderr and exit code 2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -311,6 +312,46 @@ TEST(EstimateCli, AQuadrillionParametersFit) {
             16'000'000'000'000'000);
 }
 
+// 7B on 8 GPUs in bf16 with the optimizer on NVMe and ZeRO-3's shards in host memory: the
+// device keeps 2Ψ + 2Ψ at DDP and ZeRO-1, 2Ψ + 2Ψ/N at ZeRO-2 and only the gradients' 2Ψ/N at
+// ZeRO-3; the disk takes the master and Adam's 12Ψ (12Ψ/N sharded); the host ZeRO-3's 2Ψ/N. In
+// fp32 with the optimizer in host memory, the host gets a 4-byte master that fp32 otherwise has
+// none of.
+TEST(EstimateCli, OffloadPlacesTheStatesOnTheHostAndTheDisk) {
+  const auto run = zerolab(
+      "estimate --params 7e9 --world 8 --offload-optimizer nvme --offload-param cpu --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_EQ(json.at("offload_optimizer"), "nvme");
+  EXPECT_EQ(json.at("offload_param"), "cpu");
+  const std::int64_t device[] = {28'000'000'000, 28'000'000'000, 15'750'000'000, 1'750'000'000};
+  const std::int64_t disk[] = {84'000'000'000, 10'500'000'000, 10'500'000'000, 10'500'000'000};
+  for (int s = 0; s < 4; ++s) {
+    const auto& stage = json.at("stages")[s];
+    EXPECT_EQ(stage.at("total_bytes").get<std::int64_t>(), device[s]) << "stage " << s;
+    EXPECT_EQ(stage.at("disk_bytes").get<std::int64_t>(), disk[s]) << "stage " << s;
+    EXPECT_EQ(stage.at("host_bytes").get<std::int64_t>(), s == 3 ? 1'750'000'000 : 0);
+    EXPECT_EQ(stage.at("master_bytes").get<std::int64_t>(), 0);
+  }
+  EXPECT_EQ(json.at("stages")[3].at("host_formula"), "2Ψ/N");
+  EXPECT_EQ(json.at("stages")[3].at("disk_formula"), "4Ψ/N + 8Ψ/N");
+  const auto table =
+      zerolab("estimate --params 7e9 --world 8 --offload-optimizer nvme --offload-param cpu");
+  EXPECT_TRUE(has(table.out,
+                  "3                1.75         1.75         10.5  2Ψ/N | 2Ψ/N | "
+                  "4Ψ/N + 8Ψ/N"))
+      << table.out;
+
+  const auto fp32 =
+      zerolab("estimate --params 7e9 --world 8 --precision fp32 --offload-optimizer cpu --json");
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.err;
+  const auto fp32_json = nlohmann::json::parse(fp32.out);
+  const auto& zero1 = fp32_json.at("stages")[1];
+  EXPECT_EQ(zero1.at("host_master_bytes").get<std::int64_t>(), 3'500'000'000);
+  EXPECT_EQ(zero1.at("host_optimizer_bytes").get<std::int64_t>(), 7'000'000'000);
+  EXPECT_EQ(zero1.at("total_bytes").get<std::int64_t>(), 56'000'000'000);  // 4Ψ + 4Ψ
+}
+
 TEST(EstimateCli, BadFlagsFailWithOneLineAndExit2) {
   const std::string bad[] = {
       "estimate --params 0 --world 8",
@@ -354,6 +395,9 @@ TEST(EstimateCli, BadFlagsFailWithOneLineAndExit2) {
       "estimate --params 1e15 --world 8 --optimizer-bytes 2000000000",
       "estimate --params 99999999999999999999 --world 8",
       "estimate --params 7e9 --world 8 --micro-batch 4",
+      "estimate --params 7e9 --world 8 --offload-optimizer gpu",
+      "estimate --params 7e9 --world 8 --offload-param nvme",
+      "estimate --params 7e9 --world 8 --offload-param",
       "estimate --model gpt --world 8 --micro-batch 0",
       "estimate --model mlp --world 8 --micro-batch -1",
       "estimate --model gpt --world 8 --micro-batch x",

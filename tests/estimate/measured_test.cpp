@@ -1,13 +1,15 @@
 // measured_test.cpp — the estimate is what the engines allocate: after a real run on the sim
 // backend, every rank's memory ledger holds exactly LedgerEstimate's params, grads, master and
 // optimizer bytes, for every stage, precision, accumulation and persistence threshold, on the MLP
-// and on GPT-2; and its activations peaked at exactly ActivationEstimate's bytes, kind by kind.
+// and on GPT-2, and offloaded, its host and NVMe categories; and its activations peaked at exactly
+// ActivationEstimate's bytes, kind by kind.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "engines/estimate.hpp"
 #include "engines/estimate_activations.hpp"
 #include "run/train.hpp"
+#include "support/arbitrary.hpp"
 
 namespace zl {
 namespace {
@@ -79,6 +81,51 @@ void expect_ledgers_equal_the_estimate(ModelKind model, std::int64_t threshold) 
             EXPECT_EQ(rank.memory.current_bytes(MemCategory::Grads), estimate.grads_bytes);
             EXPECT_EQ(rank.memory.current_bytes(MemCategory::Master), estimate.master_bytes);
             EXPECT_EQ(rank.memory.current_bytes(MemCategory::Optimizer), estimate.optimizer_bytes);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Offloaded (the optimizer to host memory or NVMe, ZeRO-3's parameter shards to host memory),
+// every rank's host and NVMe categories hold what the estimate places there once the step is
+// done, and the device's categories the rest, fp32 (which gets a master) and bf16, with and
+// without ZeRO-3's persistent units.
+TEST(EstimateMeasured, OffloadedLedgersEqualTheEstimate) {
+  const auto units = checked_units(gpt_preset(kGptPreset));
+  for (const int world : {1, 3}) {
+    for (const DType precision : {DType::F32, DType::BF16}) {
+      for (const bool nvme : {false, true}) {
+        for (const std::int64_t threshold : {0, 3'000}) {
+          for (const EngineKind engine : kEngines) {
+            TrainingFeatures features;
+            features.precision = precision;
+            features.persistence_threshold_elems = threshold;
+            features.offload_optimizer = true;
+            if (nvme) features.nvme_path = rc::nvme_test_folder();
+            features.offload_param = engine == EngineKind::Zero3;
+            const EstimateOptions options = estimate_options(features);
+            const LedgerEstimate estimate =
+                estimate_ledger(state_elems(units, world, options), options, stage_of(engine));
+            const TrainResult result = train(small_run(ModelKind::Gpt, engine, world, features));
+            for (const auto& rank : result.ranks) {
+              SCOPED_TRACE(fmt::format("{} W={} {} {} threshold {} rank {}", engine_name(engine),
+                                       world, dtype_name(precision), nvme ? "nvme" : "cpu",
+                                       threshold, rank.rank));
+              const auto& memory = rank.memory;
+              EXPECT_EQ(memory.current_bytes(MemCategory::Params), estimate.params_bytes);
+              EXPECT_EQ(memory.current_bytes(MemCategory::Grads), estimate.grads_bytes);
+              EXPECT_EQ(memory.current_bytes(MemCategory::Master), estimate.master_bytes);
+              EXPECT_EQ(memory.current_bytes(MemCategory::Optimizer), estimate.optimizer_bytes);
+              EXPECT_EQ(memory.current_bytes(MemCategory::HostParams), estimate.host_params_bytes);
+              EXPECT_EQ(memory.current_bytes(MemCategory::HostMaster), estimate.host_master_bytes);
+              EXPECT_EQ(memory.current_bytes(MemCategory::HostOptimizer),
+                        estimate.host_optimizer_bytes);
+              EXPECT_EQ(memory.current_bytes(MemCategory::NvmeMaster), estimate.nvme_master_bytes);
+              EXPECT_EQ(memory.current_bytes(MemCategory::NvmeOptimizer),
+                        estimate.nvme_optimizer_bytes);
+            }
           }
         }
       }
