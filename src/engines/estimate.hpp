@@ -165,8 +165,10 @@ struct LedgerEstimate {
   std::int64_t host_optimizer_bytes = 0;  ///< MemCategory::HostOptimizer (optimizer on cpu)
   std::int64_t nvme_master_bytes = 0;     ///< MemCategory::NvmeMaster (optimizer on nvme)
   std::int64_t nvme_optimizer_bytes = 0;  ///< MemCategory::NvmeOptimizer (optimizer on nvme)
-  /// The host's and the disk's terms, as `formula` writes the device's ("" when none).
-  std::string host_formula, disk_formula;
+  /// The host's terms, as `formula` writes the device's ("" when none).
+  std::string host_formula;
+  /// The disk's terms, as `formula` writes the device's ("" when none).
+  std::string disk_formula;
   /// Category by category, params + grads (+ accumulator) + master + optimizer, in Ψp for units
   /// (Ψ for a bare count), Ψw for the persistent units: "2Ψp + 2Ψp/N + 4Ψp/N + 8Ψp/N".
   std::string formula;
