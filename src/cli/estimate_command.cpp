@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "cli/estimate_fit.hpp"
 #include "core/error.hpp"
 #include "optim/grad_norm.hpp"
 
@@ -38,7 +39,18 @@ struct Report {
   std::int64_t seq_len = 0;              // T of the GPT (0 for the MLP)
   ActivationEstimate activations;        // one micro-batch's, when micro_batch > 0
   ActivationPolicy activation_policy;    // what the GPT's blocks keep
+  std::optional<PlaceBudget> budget;     // --device-gb, --host-gb, --disk-gb
+  std::vector<FitRow> fit;               // the memory wall, with a budget
 };
+
+// `gb` decimal GB of a budget flag as bytes: finite, above 0 and at most 1e9 GB.
+std::int64_t budget_bytes(double gb, std::string_view flag) {
+  ZL_CHECK(std::isfinite(gb) && gb > 0.0 && gb <= 1e9,
+           "{} {} is invalid: give the GB (1e9 bytes) one GPU may use there, above 0 and at most "
+           "1e9",
+           flag, gb);
+  return static_cast<std::int64_t>(std::llround(gb * 1e9));
+}
 
 // "7000000000" or "7e9": an integer, or a double that is whole and small enough to be exact.
 std::int64_t parse_param_count(const std::string& text) {
@@ -150,6 +162,16 @@ Report make_report(const EstimateFlags& flags) {
           estimate_activations(flags.gpt, report.micro_batch, report.seq_len, flags.activations,
                                report.options.precision);
     }
+  }
+  const int budgets = (flags.device_gb ? 1 : 0) + (flags.host_gb ? 1 : 0) + (flags.disk_gb ? 1 : 0);
+  ZL_CHECK(budgets == 0 || budgets == 3,
+           "the memory wall needs a GPU's three budgets: give --device-gb, --host-gb and "
+           "--disk-gb together");
+  if (budgets == 3) {
+    report.budget = PlaceBudget{.device_bytes = budget_bytes(*flags.device_gb, "--device-gb"),
+                                .host_bytes = budget_bytes(*flags.host_gb, "--host-gb"),
+                                .disk_bytes = budget_bytes(*flags.disk_gb, "--disk-gb")};
+    report.fit = fit_rows(flags.world, report.options, *report.budget);
   }
   report.stages = estimate_ledgers(report.elems, report.options);
   report.unpadded =
@@ -295,6 +317,7 @@ void print_table(const Report& report) {
   }
   if (offloaded(options)) print_placements(report);
   if (report.micro_batch > 0) print_activations(report);
+  if (report.budget) print_fit(elems.world, *report.budget, report.fit);
 }
 
 void print_json(const Report& report) {
@@ -374,6 +397,7 @@ void print_json(const Report& report) {
                           {"formula", report.activations.formula},
                           {"by_kind", by_kind}};
   }
+  out["fit"] = report.budget ? fit_json(*report.budget, report.fit) : nlohmann::ordered_json();
   fmt::print("{}\n", out.dump(2));
 }
 
@@ -472,6 +496,11 @@ CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
                   "train's --offload-param")
       ->check(CLI::IsMember({"none", "cpu"}))
       ->capture_default_str();
+  cmd->add_option("--device-gb", flags->device_gb,
+                  "With --host-gb and --disk-gb: the memory wall, each placement's largest model "
+                  "whose states fit one GPU's device, host and disk budgets (decimal GB)");
+  cmd->add_option("--host-gb", flags->host_gb, "Host memory one GPU's rank may use (decimal GB)");
+  cmd->add_option("--disk-gb", flags->disk_gb, "Disk one GPU's rank may use (decimal GB)");
   cmd->add_flag(
       "--json", flags->json,
       "Print one JSON object: the model, Ψ, N, the options, the padded, shard and persistent "
@@ -481,7 +510,9 @@ CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
       "host_master_bytes, host_optimizer_bytes, nvme_master_bytes, nvme_optimizer_bytes, "
       "host_bytes, disk_bytes, host_formula, disk_formula, activation_bytes, "
       "total_with_activations_bytes}; with --micro-batch also \"activations\": {micro_batch, "
-      "checkpointing, seq_len, bytes, host_bytes, formula, by_kind}");
+      "checkpointing, seq_len, bytes, host_bytes, formula, by_kind}; \"fit\": with the budgets "
+      "{device_bytes, host_bytes, disk_bytes, placements: [{offload_optimizer, offload_param, "
+      "largest_params, bound_by}]}, else null");
   const std::vector<CLI::Option*> gpt_flags = {preset, n_layer, n_head, n_embd, block_size, vocab};
   cmd->callback([&run, flags, gpt_sizes, mlp_sizes, gpt_flags, n_layer, n_head, n_embd, block_size,
                  vocab, threshold, checkpointing, cpu_checkpointing] {

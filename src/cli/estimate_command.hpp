@@ -44,6 +44,8 @@ struct EstimateFlags {
   std::string offload_optimizer = "none";
   /// --offload-param: where ZeRO-3's parameter shards rest (none or cpu).
   std::string offload_param = "none";
+  /// --device-gb, --host-gb, --disk-gb: a GPU's budgets for the memory wall (all or none).
+  std::optional<double> device_gb, host_gb, disk_gb;
   bool json = false;  ///< print JSON instead of the table
 };
 

@@ -383,6 +383,37 @@ LedgerEstimate estimate_ledger(const StateElems& elems, const EstimateOptions& o
                    options.optimizer_tier);
 }
 
+std::int64_t largest_fitting_params(int world, const EstimateOptions& options, int stage,
+                                    const PlaceBudget& budget) {
+  validate(options);
+  ZL_CHECK(world >= 1, "--world {} is invalid: give the number of GPUs, at least 1", world);
+  const auto fits = [&](std::int64_t params) {
+    const LedgerEstimate ledger = estimate_ledger(state_elems(params, world), options, stage);
+    return ledger.total_bytes() <= budget.device_bytes &&
+           ledger.host_bytes() <= budget.host_bytes && ledger.disk_bytes() <= budget.disk_bytes;
+  };
+  // Each rank holds at least a shard of the gradients (p bytes a parameter), so more than
+  // (the budgets' sum / p + 1) N parameters cannot fit; past int64's end over the most bytes a
+  // parameter can take (params, grads, accumulator, master, optimizer), the bytes would not be
+  // counted, so the search stops there. Then bisect: fits() is monotone in Ψ.
+  const int p = training_bytes_per_param(options.precision);
+  const long double total_budget = static_cast<long double>(budget.device_bytes) +
+                                   static_cast<long double>(budget.host_bytes) +
+                                   static_cast<long double>(budget.disk_bytes);
+  const long double cannot_fit = (total_budget / p + 2) * world + 2;  // rounded up: a bound
+  const std::int64_t countable = kInt64Max / (3 * p + 4 + options.optimizer_bytes_per_param);
+  if (cannot_fit > static_cast<long double>(countable) && fits(countable)) return countable;
+  std::int64_t low = 0;  // fits (nothing does)
+  std::int64_t high = cannot_fit > static_cast<long double>(countable)
+                          ? countable
+                          : static_cast<std::int64_t>(cannot_fit);
+  while (high - low > 1) {
+    const std::int64_t mid = low + (high - low) / 2;
+    (fits(mid) ? low : high) = mid;
+  }
+  return low;
+}
+
 std::vector<LedgerEstimate> estimate_ledgers(const StateElems& elems,
                                              const EstimateOptions& options) {
   std::vector<LedgerEstimate> stages;

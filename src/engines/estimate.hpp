@@ -195,6 +195,21 @@ LedgerEstimate estimate_ledger(const StateElems& elems, const EstimateOptions& o
 std::vector<LedgerEstimate> estimate_ledgers(const StateElems& elems,
                                              const EstimateOptions& options);
 
+// ---- What fits: the memory wall -----------------------------------------------------------------
+
+/// The bytes one rank may keep on its device, in host memory and on disk (its share of a node's).
+struct PlaceBudget {
+  std::int64_t device_bytes = 0;  ///< one GPU's memory
+  std::int64_t host_bytes = 0;    ///< the host memory one GPU's rank may use
+  std::int64_t disk_bytes = 0;    ///< the disk one GPU's rank may use
+};
+
+/// The largest Ψ (a bare count on `world` ranks) whose model states at `stage`, placed as
+/// `options` places them, fit `budget`: estimate_ledger's device, host and disk bytes each within
+/// its budget (activations and working buffers not counted); 0 when one parameter does not fit.
+std::int64_t largest_fitting_params(int world, const EstimateOptions& options, int stage,
+                                    const PlaceBudget& budget);
+
 // ---- Models ------------------------------------------------------------------------------------
 
 /// Most layers (MLP) or blocks (GPT) a model to estimate may have: more units than this would

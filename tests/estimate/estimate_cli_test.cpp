@@ -1,7 +1,7 @@
 // estimate_cli_test.cpp — runs `zerolab estimate`: the 7B tables as printed in fp32 and mixed
 // precision, the JSON form, accumulation, GPT-2 small with its padding and persistence, the MLP,
-// the states offloaded to host memory and NVMe, and every bad flag failing with exactly one line
-// on stderr and exit code 2.
+// the states offloaded to host memory and NVMe, the memory wall, and every bad flag failing with
+// exactly one line on stderr and exit code 2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -352,6 +352,41 @@ TEST(EstimateCli, OffloadPlacesTheStatesOnTheHostAndTheDisk) {
   EXPECT_EQ(zero1.at("total_bytes").get<std::int64_t>(), 56'000'000'000);  // 4Ψ + 4Ψ
 }
 
+// The memory wall on 16 GPUs of 32 GB with 96 GB of host memory and 1,750 GB of disk each: the
+// JSON's exact counts, the table's ZeRO-3 column, and its sentence computed from them.
+TEST(EstimateCli, TheMemoryWallSaysWhereEachPlacementStops) {
+  const std::string flags =
+      "estimate --params 7e9 --world 16 --device-gb 32 --host-gb 96 --disk-gb 1750";
+  const auto run = zerolab(flags + " --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto json = nlohmann::json::parse(run.out);
+  const auto& fit = json.at("fit");
+  EXPECT_EQ(fit.at("device_bytes").get<std::int64_t>(), 32'000'000'000);
+  ASSERT_EQ(fit.at("placements").size(), 5u);
+  const auto& host_bound = fit.at("placements")[3];
+  EXPECT_EQ(host_bound.at("offload_optimizer"), "cpu");
+  EXPECT_EQ(host_bound.at("offload_param"), "cpu");
+  EXPECT_EQ(host_bound.at("largest_params")[3].get<std::int64_t>(), 109'714'285'712);
+  EXPECT_EQ(host_bound.at("bound_by")[3], "host");
+  EXPECT_EQ(fit.at("placements")[4].at("largest_params")[3].get<std::int64_t>(), 256'000'000'000);
+  EXPECT_TRUE(nlohmann::json::parse(zerolab("estimate --params 7e9 --world 16 --json").out)
+                  .at("fit")
+                  .is_null());
+
+  const auto table = zerolab(flags);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_TRUE(has(table.out,
+                  "optimizer on cpu, params on cpu      8.00B (device)     8.00B "
+                  "(device)    15.06B (device)     109.71B (host)"))
+      << table.out;
+  EXPECT_TRUE(has(table.out,
+                  "At ZeRO-3 the device alone fits 32.00B (device bound); optimizer "
+                  "on cpu, 128.00B (4.0x, device bound)"))
+      << table.out;
+  EXPECT_TRUE(has(table.out, "optimizer on nvme, params on cpu, 256.00B (8.0x, device bound)."))
+      << table.out;
+}
+
 TEST(EstimateCli, BadFlagsFailWithOneLineAndExit2) {
   const std::string bad[] = {
       "estimate --params 0 --world 8",
@@ -398,6 +433,13 @@ TEST(EstimateCli, BadFlagsFailWithOneLineAndExit2) {
       "estimate --params 7e9 --world 8 --offload-optimizer gpu",
       "estimate --params 7e9 --world 8 --offload-param nvme",
       "estimate --params 7e9 --world 8 --offload-param",
+      "estimate --params 7e9 --world 8 --device-gb 32",
+      "estimate --params 7e9 --world 8 --device-gb 32 --host-gb 96",
+      "estimate --params 7e9 --world 8 --device-gb 0 --host-gb 96 --disk-gb 100",
+      "estimate --params 7e9 --world 8 --device-gb 32 --host-gb -1 --disk-gb 100",
+      "estimate --params 7e9 --world 8 --device-gb 32 --host-gb 96 --disk-gb nan",
+      "estimate --params 7e9 --world 8 --device-gb 32 --host-gb 96 --disk-gb 1e10",
+      "estimate --params 7e9 --world 8 --device-gb x --host-gb 96 --disk-gb 100",
       "estimate --model gpt --world 8 --micro-batch 0",
       "estimate --model mlp --world 8 --micro-batch -1",
       "estimate --model gpt --world 8 --micro-batch x",

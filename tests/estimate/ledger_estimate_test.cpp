@@ -100,6 +100,59 @@ RC_GTEST_PROP(LedgerEstimate, prop_every_stage_is_the_closed_form, ()) {
   }
 }
 
+// The memory wall's bisection finds the edge: the largest Ψ fits its budgets and one more does
+// not, at every stage, placement, precision and world.
+RC_GTEST_PROP(LedgerEstimate, prop_the_largest_fitting_model_is_the_edge, ()) {
+  const int world = *rc::gen::inRange(1, 65);
+  EstimateOptions opts;
+  opts.precision = *rc::gen::elementOf(std::vector<DType>{DType::F32, DType::BF16, DType::F16});
+  opts.grad_accum_steps = *rc::gen::element<std::int64_t>(1, 4);
+  opts.optimizer_tier = *rc::gen::element(OffloadTier::None, OffloadTier::Cpu, OffloadTier::Nvme);
+  opts.param_tier = *rc::gen::element(OffloadTier::None, OffloadTier::Cpu);
+  const PlaceBudget budget{.device_bytes = *rc::gen::inRange<std::int64_t>(1, 1'000'000'000'000),
+                           .host_bytes = *rc::gen::inRange<std::int64_t>(1, 1'000'000'000'000),
+                           .disk_bytes = *rc::gen::inRange<std::int64_t>(1, 1'000'000'000'000)};
+  const auto fits = [&](std::int64_t params, int stage) {
+    const LedgerEstimate ledger = estimate_ledger(state_elems(params, world), opts, stage);
+    return ledger.total_bytes() <= budget.device_bytes &&
+           ledger.host_bytes() <= budget.host_bytes && ledger.disk_bytes() <= budget.disk_bytes;
+  };
+  for (int stage = 0; stage < kEstimateStages; ++stage) {
+    const std::int64_t largest = largest_fitting_params(world, opts, stage, budget);
+    RC_ASSERT(largest >= 0);
+    if (largest > 0) RC_ASSERT(fits(largest, stage));
+    RC_ASSERT(!fits(largest + 1, stage));
+  }
+}
+
+// 16 GPUs of 32 GB with 96 GB of host memory and 1,750 GB of disk each, bf16: ZeRO-3 fits
+// 32e9 · 16 / 16 parameters on the device alone (16Ψ/N); the optimizer offloaded leaves 4Ψ/N on the
+// device (128e9, where the host's 12Ψ/N also just fits); parameters on the host too make the host
+// hold 14Ψ/N (96e9 / 14 a rank: 109,714,285,712); with the optimizer on NVMe the device keeps the
+// gradients' 2Ψ/N alone (256e9). A small disk stops the NVMe placement instead.
+TEST(LedgerEstimate, TheMemoryWallByHand) {
+  EstimateOptions opts;
+  opts.precision = DType::BF16;
+  const PlaceBudget node{.device_bytes = 32'000'000'000,
+                         .host_bytes = 96'000'000'000,
+                         .disk_bytes = 1'750'000'000'000};
+  const auto largest = [&](OffloadTier optimizer, OffloadTier param, const PlaceBudget& budget) {
+    opts.optimizer_tier = optimizer;
+    opts.param_tier = param;
+    return largest_fitting_params(16, opts, 3, budget);
+  };
+  EXPECT_EQ(largest(OffloadTier::None, OffloadTier::None, node), 32'000'000'000);
+  EXPECT_EQ(largest(OffloadTier::Cpu, OffloadTier::None, node), 128'000'000'000);
+  EXPECT_EQ(largest(OffloadTier::Cpu, OffloadTier::Cpu, node), 109'714'285'712);
+  EXPECT_EQ(largest(OffloadTier::Nvme, OffloadTier::Cpu, node), 256'000'000'000);
+  PlaceBudget small_disk = node;
+  small_disk.disk_bytes = 120'000'000'000;  // 12Ψ/N: 10e9 a rank, 160e9 in all
+  EXPECT_EQ(largest(OffloadTier::Nvme, OffloadTier::Cpu, small_disk), 160'000'000'000);
+  opts.precision = DType::F32;  // 4Ψ + 4Ψ + 8Ψ, and offloaded a 4Ψ master
+  EXPECT_EQ(largest(OffloadTier::None, OffloadTier::None, node), 32'000'000'000);
+  EXPECT_EQ(largest(OffloadTier::Cpu, OffloadTier::None, node), 64'000'000'000);  // 8Ψ/N
+}
+
 // Units of 100, 300 and 64 elements on N = 2 pad to multiples of 128: 128 + 384 + 128 = 640.
 TEST(LedgerEstimate, PaddedUnitsByHand) {
   const auto units = units_of({100, 300, 64});

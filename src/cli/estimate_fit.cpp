@@ -1,0 +1,106 @@
+// estimate_fit.cpp — the memory wall of estimate_fit.hpp: each placement's largest fitting Ψ by
+// engines/estimate.hpp's bisection, the budget one more parameter would exceed, and their table.
+#include "cli/estimate_fit.hpp"
+
+#include <fmt/format.h>
+
+#include <string>
+
+namespace zl {
+
+namespace {
+
+// Which budget the states of `params` parameters exceed, first the device's.
+std::string_view exceeded(int world, const EstimateOptions& options, int stage,
+                          const PlaceBudget& budget, std::int64_t params) {
+  const LedgerEstimate ledger = estimate_ledger(state_elems(params, world), options, stage);
+  if (ledger.total_bytes() > budget.device_bytes) return "device";
+  if (ledger.host_bytes() > budget.host_bytes) return "host";
+  return "disk";
+}
+
+std::string placement_name(const FitRow& row) {
+  if (row.optimizer == OffloadTier::None && row.param == OffloadTier::None) return "on the device";
+  std::string name = fmt::format("optimizer on {}", offload_tier_name(row.optimizer));
+  if (row.param != OffloadTier::None)
+    name += fmt::format(", params on {}", offload_tier_name(row.param));
+  return name;
+}
+
+// Billions of parameters, two decimals (the exact count is in the JSON).
+std::string billions(std::int64_t params) {
+  return fmt::format("{:.2f}B", static_cast<double>(params) / 1e9);
+}
+
+}  // namespace
+
+std::vector<FitRow> fit_rows(int world, EstimateOptions options, const PlaceBudget& budget) {
+  const std::pair<OffloadTier, OffloadTier> placements[] = {{OffloadTier::None, OffloadTier::None},
+                                                            {OffloadTier::Cpu, OffloadTier::None},
+                                                            {OffloadTier::Nvme, OffloadTier::None},
+                                                            {OffloadTier::Cpu, OffloadTier::Cpu},
+                                                            {OffloadTier::Nvme, OffloadTier::Cpu}};
+  std::vector<FitRow> rows;
+  for (const auto& [optimizer, param] : placements) {
+    options.optimizer_tier = optimizer;
+    options.param_tier = param;
+    FitRow row{.optimizer = optimizer, .param = param};
+    for (int stage = 0; stage < kEstimateStages; ++stage) {
+      const auto s = static_cast<std::size_t>(stage);
+      row.largest_params[s] = largest_fitting_params(world, options, stage, budget);
+      row.bound_by[s] = exceeded(world, options, stage, budget, row.largest_params[s] + 1);
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+void print_fit(int world, const PlaceBudget& budget, const std::vector<FitRow>& rows) {
+  fmt::print(
+      "\nthe largest model (a bare Ψ with these options) whose states fit {} GB of device, {} GB "
+      "of host memory and {} GB of disk per GPU on N = {} GPUs; activations and working buffers "
+      "not counted; (device), (host) or (disk): the budget one more parameter would exceed\n\n",
+      static_cast<double>(budget.device_bytes) / 1e9, static_cast<double>(budget.host_bytes) / 1e9,
+      static_cast<double>(budget.disk_bytes) / 1e9, world);
+  fmt::print("{:<32} {:>18} {:>18} {:>18} {:>18}\n", "placement", "0 (DDP)", "1", "2", "3");
+  for (const FitRow& row : rows) {
+    std::string cells;
+    for (std::size_t s = 0; s < row.largest_params.size(); ++s) {
+      cells += fmt::format(
+          " {:>18}", fmt::format("{} ({})", billions(row.largest_params[s]), row.bound_by[s]));
+    }
+    fmt::print("{:<32}{}\n", placement_name(row), cells);
+  }
+  // ZeRO-3's column in words, from the numbers: each placement beside the one before it.
+  constexpr std::size_t kZero3 = 3;
+  const FitRow& device = rows.front();
+  fmt::print("\nAt ZeRO-3 the device alone fits {} ({} bound)",
+             billions(device.largest_params[kZero3]), device.bound_by[kZero3]);
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    const double ratio = device.largest_params[kZero3] == 0
+                             ? 0.0
+                             : static_cast<double>(rows[r].largest_params[kZero3]) /
+                                   static_cast<double>(device.largest_params[kZero3]);
+    fmt::print("; {}, {} ({:.1f}x, {} bound)", placement_name(rows[r]),
+               billions(rows[r].largest_params[kZero3]), ratio, rows[r].bound_by[kZero3]);
+  }
+  fmt::print(".\n");
+}
+
+nlohmann::ordered_json fit_json(const PlaceBudget& budget, const std::vector<FitRow>& rows) {
+  nlohmann::ordered_json out = {{"device_bytes", budget.device_bytes},
+                                {"host_bytes", budget.host_bytes},
+                                {"disk_bytes", budget.disk_bytes},
+                                {"placements", nlohmann::ordered_json::array()}};
+  for (const FitRow& row : rows) {
+    nlohmann::ordered_json bound_by = nlohmann::ordered_json::array();
+    for (const std::string_view place : row.bound_by) bound_by.push_back(std::string(place));
+    out["placements"].push_back({{"offload_optimizer", offload_tier_name(row.optimizer)},
+                                 {"offload_param", offload_tier_name(row.param)},
+                                 {"largest_params", row.largest_params},
+                                 {"bound_by", bound_by}});
+  }
+  return out;
+}
+
+}  // namespace zl
