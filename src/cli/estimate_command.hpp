@@ -44,8 +44,12 @@ struct EstimateFlags {
   std::string offload_optimizer = "none";
   /// --offload-param: where ZeRO-3's parameter shards rest (none or cpu).
   std::string offload_param = "none";
-  /// --device-gb, --host-gb, --disk-gb: a GPU's budgets for the memory wall (all or none).
-  std::optional<double> device_gb, host_gb, disk_gb;
+  /// --device-gb: one GPU's device budget for the memory wall (with the other two, or none).
+  std::optional<double> device_gb;
+  /// --host-gb: the host memory one GPU's rank may use, for the memory wall.
+  std::optional<double> host_gb;
+  /// --disk-gb: the disk one GPU's rank may use, for the memory wall.
+  std::optional<double> disk_gb;
   bool json = false;  ///< print JSON instead of the table
 };
 
