@@ -10,13 +10,15 @@ namespace zl {
 
 namespace {
 
-// Which budget the states of `params` parameters exceed, first the device's.
+// Which budget the states of `params` parameters exceed, first the device's; "count" when none
+// does (the search stopped where bytes stop being countable in int64).
 std::string_view exceeded(int world, const EstimateOptions& options, int stage,
                           const PlaceBudget& budget, std::int64_t params) {
   const LedgerEstimate ledger = estimate_ledger(state_elems(params, world), options, stage);
   if (ledger.total_bytes() > budget.device_bytes) return "device";
   if (ledger.host_bytes() > budget.host_bytes) return "host";
-  return "disk";
+  if (ledger.disk_bytes() > budget.disk_bytes) return "disk";
+  return "count";
 }
 
 std::string placement_name(const FitRow& row) {

@@ -20,7 +20,8 @@ struct FitRow {
   OffloadTier optimizer = OffloadTier::None;  ///< where the master and optimizer state rest
   OffloadTier param = OffloadTier::None;      ///< where ZeRO-3's parameter shards rest
   std::array<std::int64_t, kEstimateStages> largest_params{};  ///< 0: not one parameter fits
-  /// "device", "host" or "disk": the budget one more parameter would exceed, per stage.
+  /// "device", "host" or "disk": the budget one more parameter would exceed, per stage ("count"
+  /// where the search stopped first, at the most parameters whose bytes int64 counts).
   std::array<std::string_view, kEstimateStages> bound_by{};
 };
 

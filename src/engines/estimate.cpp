@@ -401,7 +401,8 @@ std::int64_t largest_fitting_params(int world, const EstimateOptions& options, i
                                    static_cast<long double>(budget.host_bytes) +
                                    static_cast<long double>(budget.disk_bytes);
   const long double cannot_fit = (total_budget / p + 2) * world + 2;  // rounded up: a bound
-  const std::int64_t countable = kInt64Max / (3 * p + 4 + options.optimizer_bytes_per_param);
+  // one less, so that the states of one parameter more are still countable
+  const std::int64_t countable = kInt64Max / (3 * p + 4 + options.optimizer_bytes_per_param) - 1;
   if (cannot_fit > static_cast<long double>(countable) && fits(countable)) return countable;
   std::int64_t low = 0;  // fits (nothing does)
   std::int64_t high = cannot_fit > static_cast<long double>(countable)

@@ -385,6 +385,14 @@ TEST(EstimateCli, TheMemoryWallSaysWhereEachPlacementStops) {
       << table.out;
   EXPECT_TRUE(has(table.out, "optimizer on nvme, params on cpu, 256.00B (8.0x, device bound)."))
       << table.out;
+
+  // A million GPUs with an exabyte each: ZeRO-3's search stops where int64 stops counting bytes,
+  // and says so.
+  const auto huge = zerolab(
+      "estimate --params 7e9 --world 1000000 --device-gb 1e9 --host-gb 1e9 --disk-gb 1e9 --json");
+  ASSERT_EQ(huge.exit_code, 0) << huge.err;
+  EXPECT_EQ(nlohmann::json::parse(huge.out).at("fit").at("placements")[0].at("bound_by")[3],
+            "count");
 }
 
 TEST(EstimateCli, BadFlagsFailWithOneLineAndExit2) {
