@@ -350,6 +350,35 @@ TEST(LessonClaims, OffloadSaysWhatIsLargestFromTheLedger) {
   }
 }
 
+// Lesson 11 reads its swap traffic back: each update moves the state it says each way, the
+// extra write is one state's worth, the table's disk column is that state, and the real-scale
+// sentence's bytes a parameter give the ratio its rows print.
+TEST(LessonClaims, InfinitySaysWhatTheSwapFileMoved) {
+  for (const std::string flags : {"", "--stage 1 --steps 4", "--stage 2 --world 8",
+                                  "--world 1 --width 40", "--stage 3 --world 5 --steps 2"}) {
+    const auto run = run_lesson("11_infinity", flags);
+    ASSERT_EQ(run.exit_code, 0) << flags << "\n" << run.out;
+    const std::string text = joined(run.out);
+    const std::smatch said = find(
+        text, R"(read ([0-9,]+) B and wrote ([0-9,]+) B of its swap file over ([0-9]+) steps: )"
+              R"(([0-9,]+) B each way per update .*?, ([0-9,]+) B of state on rank 0\), and )"
+              R"(([0-9,]+) B more written)");
+    const std::int64_t read = number(said[1]), written = number(said[2]);
+    const std::int64_t steps = std::stoll(said[3]), per_update = number(said[4]);
+    const std::int64_t state = number(said[5]), extra = number(said[6]);
+    EXPECT_EQ(per_update, state) << flags;
+    EXPECT_EQ(read, steps * state) << flags;
+    EXPECT_EQ(written, read + extra) << flags;
+    EXPECT_EQ(extra, state) << flags;
+    const std::smatch disk = find(text, R"(on NVMe +([0-9,]+) +0 +([0-9,]+))");
+    EXPECT_EQ(number(disk[2]), state) << flags;
+    const std::smatch wall = find(
+        text, R"(the GPU keeps ([0-9]+) of the ([0-9]+) bytes a parameter takes at ZeRO-3, so the )"
+              R"(device alone stops ([0-9.]+)x sooner)");
+    EXPECT_EQ(std::to_string(std::stoll(wall[2]) / std::stoll(wall[1])) + ".0", wall[3].str());
+  }
+}
+
 // Lesson 07 quotes the ranks and rows it resumes with, and calls the result bitwise only when
 // the difference it measured is zero.
 TEST(LessonClaims, CheckpointsQuoteTheirOwnResumeSizes) {

@@ -84,7 +84,11 @@ INSTANTIATE_TEST_SUITE_P(
                  "zero3 on 3 ranks over 6 steps matches the reference bit for bit"},
         SizedRun{"09_faults", "--world 5 --rows 2 --seed 4", "ok: one error naming rank 2"},
         SizedRun{"10_activations", "--world 3 --rows 4 --steps 1 --seed 1",
-                 "ok: every checkpointing policy trains the same bits as none"}),
+                 "ok: every checkpointing policy trains the same bits as none"},
+        SizedRun{"11_infinity", "--world 5 --stage 1 --steps 2",
+                 "ok: the three tiers train the same bits"},
+        SizedRun{"11_infinity", "--world 3 --stage 2 --width 40 --seed 2",
+                 "ok: the three tiers train the same bits"}),
     [](const ::testing::TestParamInfo<SizedRun>& info) {
       return std::string(info.param.lesson) + "_" + std::to_string(info.index);
     });
@@ -201,6 +205,7 @@ TEST_P(LessonWorlds, HelpListsTheSizesWithTheirDefaults) {
 INSTANTIATE_TEST_SUITE_P(AllLessons, LessonWorlds,
                          ::testing::Values("00_memory_math", "01_ddp", "02_zero1", "03_zero2",
                                            "04_zero3", "05_overlap", "06_offload", "07_checkpoints",
-                                           "08_mixed_precision", "09_faults", "10_activations"));
+                                           "08_mixed_precision", "09_faults", "10_activations",
+                                           "11_infinity"));
 
 }  // namespace

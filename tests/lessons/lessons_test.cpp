@@ -158,6 +158,23 @@ TEST(Lessons, OverlapHidesCommunicationAndTheReplayIsDeterministic) {
   EXPECT_EQ(run_lesson("05_overlap", "--no-pause").out, run.out);
 }
 
+// Lesson 11: the master and Adam leave the device for host memory and then the disk, the same
+// bytes in each place, and the real-scale node fits 4x the ZeRO-3 model either way.
+TEST(Lessons, InfinityMovesTheOptimizerStateToTheDisk) {
+  const auto run = run_lesson("11_infinity", "--no-pause");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  for (const char* row : {"on the device           39,936             0             0",
+                          "in host memory           9,984        29,952             0",
+                          "on NVMe                  9,984             0        29,952"}) {
+    EXPECT_NE(run.out.find(row), std::string::npos) << row << "\n" << run.out;
+  }
+  EXPECT_NE(run.out.find("the optimizer on NVMe           128.0B (4.0x): device 32.00 GB, host "
+                         "0.00 GB, disk 96.00 GB"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("ok: the three tiers train the same bits"), std::string::npos) << run.out;
+}
+
 TEST(Lessons, ActivationsAreMeasuredCheckpointedAndLinearInTheContext) {
   const auto run = run_lesson("10_activations", "--no-pause");
   ASSERT_EQ(run.exit_code, 0) << run.out;
@@ -322,6 +339,7 @@ TEST_P(LessonSteps, UnknownFlagFailsInOneLine) {
 INSTANTIATE_TEST_SUITE_P(AllLessons, LessonSteps,
                          ::testing::Values("00_memory_math", "01_ddp", "02_zero1", "03_zero2",
                                            "04_zero3", "05_overlap", "06_offload", "07_checkpoints",
-                                           "08_mixed_precision", "09_faults", "10_activations"));
+                                           "08_mixed_precision", "09_faults", "10_activations",
+                                           "11_infinity"));
 
 }  // namespace
