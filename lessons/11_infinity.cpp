@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
                nvme.current_bytes(MemCategory::HostOptimizer) == 0;
         }
         fmt::print(
-            "{}: on every rank the disk holds exactly what host memory held, and no master or "
+            "{}: on every rank the disk holds exactly what host memory held, and no master or\n"
             "Adam byte is left in host memory between steps\n",
             ok ? "ok" : "MISMATCH");
         const bool same = !first_difference(runs[2].result, runs[0].result).has_value() &&
