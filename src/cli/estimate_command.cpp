@@ -342,7 +342,8 @@ void print_json(const Report& report) {
       {"persistent_elems", elems.persistent_elems},
       {"param_bytes_per_param", training_bytes_per_param(options.precision)},
       {"grad_bytes_per_param", training_bytes_per_param(options.precision)},
-      {"master_bytes_per_param", master_bytes_per_param(options.precision)},
+      {"master_bytes_per_param",  // offloaded, the optimizer keeps an fp32 master in any precision
+       options.optimizer_tier != OffloadTier::None ? 4 : master_bytes_per_param(options.precision)},
       {"optimizer_bytes_per_param", options.optimizer_bytes_per_param},
       {"offload_optimizer", offload_tier_name(options.optimizer_tier)},
       {"offload_param", offload_tier_name(options.param_tier)},

@@ -346,6 +346,7 @@ TEST(EstimateCli, OffloadPlacesTheStatesOnTheHostAndTheDisk) {
       zerolab("estimate --params 7e9 --world 8 --precision fp32 --offload-optimizer cpu --json");
   ASSERT_EQ(fp32.exit_code, 0) << fp32.err;
   const auto fp32_json = nlohmann::json::parse(fp32.out);
+  EXPECT_EQ(fp32_json.at("master_bytes_per_param").get<int>(), 4);
   const auto& zero1 = fp32_json.at("stages")[1];
   EXPECT_EQ(zero1.at("host_master_bytes").get<std::int64_t>(), 3'500'000'000);
   EXPECT_EQ(zero1.at("host_optimizer_bytes").get<std::int64_t>(), 7'000'000'000);
