@@ -15,15 +15,13 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "cli/estimate_fit.hpp"
+#include "cli/estimate_offload.hpp"
 #include "core/error.hpp"
 #include "optim/grad_norm.hpp"
 
 namespace zl {
 
 namespace {
-
-constexpr std::int64_t kBytesPerGb = 1'000'000'000;
 
 // What is estimated, and the estimate.
 struct Report {
@@ -82,18 +80,6 @@ DType parse_precision(const std::string& name) {
 // JSON null for "", else the string.
 nlohmann::ordered_json string_or_null(const std::string& text) {
   return text.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(text);
-}
-
-std::string stage_name(int stage) {
-  return stage == 0 ? "0 (DDP)" : std::to_string(stage);
-}
-
-// Exact decimal GB of integer bytes, without trailing zeros: 112, 38.5, 26.25, 0.000092288.
-std::string gb(std::int64_t bytes) {
-  std::string text = fmt::format("{}.{:09}", bytes / kBytesPerGb, bytes % kBytesPerGb);
-  text.erase(text.find_last_not_of('0') + 1);
-  if (text.back() == '.') text.pop_back();
-  return text;
 }
 
 Report make_report(const EstimateFlags& flags) {
@@ -216,33 +202,6 @@ void print_activations(const Report& report) {
   }
 }
 
-bool offloaded(const EstimateOptions& options) {
-  return options.optimizer_tier != OffloadTier::None || options.param_tier != OffloadTier::None;
-}
-
-// Where each stage's model states rest with offload: the device (the table above), host memory
-// and the disk, per GPU, with each place's formula.
-void print_placements(const Report& report) {
-  const EstimateOptions& options = report.options;
-  fmt::print(
-      "\nwhere the model states rest per GPU with --offload-optimizer {} and --offload-param {} "
-      "(the table above is the device's): offloaded, the optimizer keeps an fp32 master (4 B per "
-      "parameter) whatever the precision{}; not counted: a unit's gradient on its way to a host "
-      "update, and an NVMe unit's state in host memory during its update\n\n",
-      offload_tier_name(options.optimizer_tier), offload_tier_name(options.param_tier),
-      options.param_tier == OffloadTier::Cpu
-          ? "; ZeRO-3 alone offloads parameters, its persistent units staying on the device"
-          : "");
-  fmt::print("{:<8} {:>12} {:>12} {:>12}  {}\n", "stage", "device_GB", "host_GB", "disk_GB",
-             "device | host | disk");
-  for (const LedgerEstimate& stage : report.stages) {
-    fmt::print("{:<8} {:>12} {:>12} {:>12}  {} | {} | {}\n", stage_name(stage.stage),
-               gb(stage.total_bytes()), gb(stage.host_bytes()), gb(stage.disk_bytes()),
-               stage.total_formula, stage.host_formula.empty() ? "-" : stage.host_formula,
-               stage.disk_formula.empty() ? "-" : stage.disk_formula);
-  }
-}
-
 void print_table(const Report& report) {
   const StateElems& elems = report.elems;
   const EstimateOptions& options = report.options;
@@ -315,7 +274,7 @@ void print_table(const Report& report) {
                stage.total_bytes(), unpadded, stage.total_bytes() - unpadded, stage.formula,
                stage.total_formula);
   }
-  if (offloaded(options)) print_placements(report);
+  if (offloaded(options)) print_placements(report.stages, options);
   if (report.micro_batch > 0) print_activations(report);
   if (report.budget) print_fit(elems.world, *report.budget, report.fit);
 }

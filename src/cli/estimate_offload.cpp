@@ -1,6 +1,7 @@
-// estimate_fit.cpp — the memory wall of estimate_fit.hpp: each placement's largest fitting Ψ by
-// engines/estimate.hpp's bisection, the budget one more parameter would exceed, and their table.
-#include "cli/estimate_fit.hpp"
+// estimate_offload.cpp — estimate_offload.hpp's tables: where offloaded states rest, and the memory
+// wall (each placement's largest fitting Ψ by engines/estimate.hpp's bisection, the budget one
+// more parameter would exceed).
+#include "cli/estimate_offload.hpp"
 
 #include <fmt/format.h>
 
@@ -34,7 +35,44 @@ std::string billions(std::int64_t params) {
   return fmt::format("{:.2f}B", static_cast<double>(params) / 1e9);
 }
 
+constexpr std::int64_t kBytesPerGb = 1'000'000'000;
+
 }  // namespace
+
+std::string stage_name(int stage) {
+  return stage == 0 ? "0 (DDP)" : std::to_string(stage);
+}
+
+std::string gb(std::int64_t bytes) {
+  std::string text = fmt::format("{}.{:09}", bytes / kBytesPerGb, bytes % kBytesPerGb);
+  text.erase(text.find_last_not_of('0') + 1);
+  if (text.back() == '.') text.pop_back();
+  return text;
+}
+
+bool offloaded(const EstimateOptions& options) {
+  return options.optimizer_tier != OffloadTier::None || options.param_tier != OffloadTier::None;
+}
+
+void print_placements(const std::vector<LedgerEstimate>& stages, const EstimateOptions& options) {
+  fmt::print(
+      "\nwhere the model states rest per GPU with --offload-optimizer {} and --offload-param {} "
+      "(the table above is the device's): offloaded, the optimizer keeps an fp32 master (4 B per "
+      "parameter) whatever the precision{}; not counted: a unit's gradient on its way to a host "
+      "update, and an NVMe unit's state in host memory during its update\n\n",
+      offload_tier_name(options.optimizer_tier), offload_tier_name(options.param_tier),
+      options.param_tier == OffloadTier::Cpu
+          ? "; ZeRO-3 alone offloads parameters, its persistent units staying on the device"
+          : "");
+  fmt::print("{:<8} {:>12} {:>12} {:>12}  {}\n", "stage", "device_GB", "host_GB", "disk_GB",
+             "device | host | disk");
+  for (const LedgerEstimate& stage : stages) {
+    fmt::print("{:<8} {:>12} {:>12} {:>12}  {} | {} | {}\n", stage_name(stage.stage),
+               gb(stage.total_bytes()), gb(stage.host_bytes()), gb(stage.disk_bytes()),
+               stage.total_formula, stage.host_formula.empty() ? "-" : stage.host_formula,
+               stage.disk_formula.empty() ? "-" : stage.disk_formula);
+  }
+}
 
 std::vector<FitRow> fit_rows(int world, EstimateOptions options, const PlaceBudget& budget) {
   const std::pair<OffloadTier, OffloadTier> placements[] = {{OffloadTier::None, OffloadTier::None},
