@@ -244,10 +244,14 @@ void print_table(const Report& report) {
         "rank's shard of ceil(Ψ/N) = {} elements\n",
         elems.shard_elems);
   }
+  const bool offloaded_master = options.optimizer_tier != OffloadTier::None;
   const std::string master =
-      options.precision == DType::F32
-          ? std::string("no master copy (the params are fp32)")
-          : fmt::format("fp32 master {} B", master_bytes_per_param(options.precision));
+      options.precision != DType::F32 || offloaded_master
+          ? fmt::format(
+                "fp32 master {} B{}",
+                offloaded_master ? 4 : master_bytes_per_param(options.precision),
+                offloaded_master ? " (offloaded: the optimizer keeps one in any precision)" : "")
+          : std::string("no master copy (the params are fp32)");
   fmt::print("precision {}: params {} B, grads {} B, {}, optimizer {} B per parameter ({})\n",
              dtype_name(options.precision), p, p, master, options.optimizer_bytes_per_param,
              report.optimizer_bytes_given ? "set by --optimizer-bytes" : "AdamW's m and v in fp32");

@@ -351,6 +351,12 @@ TEST(EstimateCli, OffloadPlacesTheStatesOnTheHostAndTheDisk) {
   EXPECT_EQ(zero1.at("host_master_bytes").get<std::int64_t>(), 3'500'000'000);
   EXPECT_EQ(zero1.at("host_optimizer_bytes").get<std::int64_t>(), 7'000'000'000);
   EXPECT_EQ(zero1.at("total_bytes").get<std::int64_t>(), 56'000'000'000);  // 4Ψ + 4Ψ
+  const auto fp32_table =
+      zerolab("estimate --params 7e9 --world 8 --precision fp32 --offload-optimizer cpu");
+  EXPECT_TRUE(has(fp32_table.out,
+                  "precision fp32: params 4 B, grads 4 B, fp32 master 4 B "
+                  "(offloaded: the optimizer keeps one in any precision)"))
+      << fp32_table.out;
 }
 
 // The memory wall on 16 GPUs of 32 GB with 96 GB of host memory and 1,750 GB of disk each: the
