@@ -37,29 +37,34 @@ struct Launch {
 };
 
 // q, k, v and out of element type Elem: float, or bf16 bits (std::uint16_t).
+// `async` false reads bf16 tiles by plain loads (the launch's path for a qkv that is not 16-byte
+// aligned); the bits are the same either way.
 template <class Elem>
 void forward(const Shape& s, const std::vector<Elem>& qkv, std::vector<float>& stats,
-             std::vector<Elem>& out) {
+             std::vector<Elem>& out, bool async = true) {
   const Launch at(s);
   ASSERT_TRUE(fa::with_head_dim(at.D, [&]<int kD>() {
     emulate(fa::forward_kernel<kD, Elem>, at.grid, dim3(fa::kThreads), fa::kForwardSharedBytes<kD>)(
-        qkv.data(), stats.data(), out.data(), s.seq_len, s.channels, s.heads, at.scale);
+        qkv.data(), stats.data(), out.data(), s.seq_len, s.channels, s.heads, at.scale, async);
   }));
 }
 
 template <class Elem>
 void backward(const Shape& s, const std::vector<Elem>& qkv, const std::vector<float>& stats,
               const std::vector<Elem>& out, const std::vector<float>& dout,
-              std::vector<float>& dqkv) {
+              std::vector<float>& dqkv, bool async = true) {
   const Launch at(s);
-  std::vector<float> delta(static_cast<std::size_t>(s.batch * s.heads * s.seq_len), std::nanf(""));
+  // the scratch starts as NaN, so a part the dq kernel does not write shows in dk and dv
+  std::vector<float> scratch(
+      (fa::backward_scratch_bytes(s.batch, s.seq_len, s.channels, s.heads) + 3) / 4, std::nanf(""));
+  const fa::BackwardScratch parts =
+      fa::backward_scratch(scratch.data(), s.batch, s.seq_len, s.heads);
   ASSERT_TRUE(fa::with_head_dim(at.D, [&]<int kD>() {
     emulate(fa::dq_kernel<kD, Elem>, at.grid, dim3(fa::kThreads), fa::kDqSharedBytes<kD>)(
-        qkv.data(), stats.data(), out.data(), dout.data(), dqkv.data(), delta.data(), s.seq_len,
-        s.channels, s.heads, at.scale);
+        qkv.data(), stats.data(), out.data(), dout.data(), dqkv.data(), parts, s.seq_len,
+        s.channels, s.heads, at.scale, async);
     emulate(fa::dkv_kernel<kD, Elem>, at.grid, dim3(fa::kThreads), fa::kDkvSharedBytes<kD>)(
-        qkv.data(), stats.data(), dout.data(), delta.data(), dqkv.data(), s.seq_len, s.channels,
-        s.heads, at.scale);
+        qkv.data(), parts, dqkv.data(), s.seq_len, s.channels, s.heads, at.scale, async);
   }));
 }
 
@@ -128,6 +133,16 @@ TEST_P(FastAttentionBf16Emulated, IsTheFp32KernelsOnTheWidenedTensors) {
   backward(s, qkv16, stats16, out16, dout, dqkv16);
   backward(s, from_bf16(qkv16), stats16, from_bf16(out16), dout, dqkv32);
   EXPECT_EQ(bits_of(dqkv16), bits_of(dqkv32));
+
+  // the same bf16 kernels with tiles read by loads instead of cp.async
+  std::vector<float> stats_loaded(stats_elems, std::nanf(""));
+  std::vector<std::uint16_t> out_loaded(rows * C, 0x7FC0u);
+  std::vector<float> dqkv_loaded(rows * 3 * C, std::nanf(""));
+  forward(s, qkv16, stats_loaded, out_loaded, false);
+  backward(s, qkv16, stats16, out16, dout, dqkv_loaded, false);
+  EXPECT_EQ(bits_of(stats_loaded), bits_of(stats16));
+  EXPECT_EQ(out_loaded, out16);
+  EXPECT_EQ(bits_of(dqkv_loaded), bits_of(dqkv16));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -106,13 +106,14 @@ void CudaDevice::do_attention_backward(std::span<const float> qkv, std::span<con
   const AttentionKind kind = attention_for(D);
   if (kind != AttentionKind::Gemm) {
     check_tiled_attention(batch, T, heads, D);
-    auto* delta =
-        static_cast<float*>(scratch(static_cast<std::size_t>(batch * heads * T) * sizeof(float)));
     if (kind == AttentionKind::Fast) {
-      cuda::fast_attention_backward(qkv.data(), stats.data(), out.data(), dout.data(),
-                                    dqkv.data(), delta, batch, T, C, heads, scale, stream_);
+      cuda::fast_attention_backward(qkv.data(), stats.data(), out.data(), dout.data(), dqkv.data(),
+                                    scratch(cuda::fast_attention_scratch_bytes(batch, T, C, heads)),
+                                    batch, T, C, heads, scale, stream_);
       return;
     }
+    auto* delta =
+        static_cast<float*>(scratch(static_cast<std::size_t>(batch * heads * T) * sizeof(float)));
     cuda::tiled_attention_backward(qkv.data(), stats.data(), out.data(), dout.data(), dqkv.data(),
                                    delta, batch, T, C, heads, scale, stream_);
     return;

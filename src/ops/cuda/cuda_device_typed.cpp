@@ -216,11 +216,10 @@ void CudaDevice::do_attention_backward_typed(TensorIn qkv, std::span<const float
   }
   select();
   check_tiled_attention(batch, seq_len, heads, D);
-  auto* delta = static_cast<float*>(
-      scratch(static_cast<std::size_t>(batch * heads * seq_len) * sizeof(float)));
-  cuda::fast_attention_backward(bf16_data(qkv), stats.data(), bf16_data(out), dout.data(),
-                                dqkv.data(), delta, batch, seq_len, channels, heads,
-                                static_cast<float>(attention_scale(D)), stream_);
+  cuda::fast_attention_backward(
+      bf16_data(qkv), stats.data(), bf16_data(out), dout.data(), dqkv.data(),
+      scratch(cuda::fast_attention_scratch_bytes(batch, seq_len, channels, heads)), batch, seq_len,
+      channels, heads, static_cast<float>(attention_scale(D)), stream_);
 }
 
 }  // namespace zl

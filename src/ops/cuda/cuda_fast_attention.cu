@@ -1,6 +1,9 @@
 // cuda_fast_attention.cu — the launches of the fast attention kernels (cuda_fast_attention.cuh):
 // forward, then backward's dq kernel and its dk/dv kernel, one template instance per head size
-// and element type (fp32 or bf16 q, k, v and out).
+// and element type (fp32 or bf16 q, k, v and out). bf16 tiles come by cp.async when qkv is
+// 16-byte aligned (cudaMalloc's are; a tensor cut from the middle of one may not be).
+#include <cstdint>
+
 #include "ops/cuda/cuda_check.hpp"
 #include "ops/cuda/cuda_fast_attention.cuh"
 #include "ops/cuda/cuda_kernels.hpp"
@@ -11,7 +14,16 @@ bool fast_attention_takes(std::int64_t head_dim) {
   return fast_attention::takes_head_dim(head_dim);
 }
 
+std::size_t fast_attention_scratch_bytes(std::int64_t batch, std::int64_t seq_len,
+                                         std::int64_t channels, std::int64_t heads) {
+  return fast_attention::backward_scratch_bytes(batch, seq_len, channels, heads);
+}
+
 namespace {
+
+bool aligned16(const void* pointer) {
+  return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0;
+}
 
 // The launches for q, k, v and out of element type Elem (float, or bf16 bits).
 template <class Elem>
@@ -22,24 +34,26 @@ void forward(const Elem* qkv, float* stats, Elem* out, std::int64_t batch, std::
   const dim3 grid = launch_grid(batch, seq_len, heads);
   with_head_dim(channels / heads, [&]<int kD>() {
     forward_kernel<kD, Elem><<<grid, kThreads, kForwardSharedBytes<kD>, stream>>>(
-        qkv, stats, out, seq_len, channels, heads, scale);
+        qkv, stats, out, seq_len, channels, heads, scale, aligned16(qkv));
   });
   cuda_check_launch("fast_attention_forward");
 }
 
 template <class Elem>
 void backward(const Elem* qkv, const float* stats, const Elem* out, const float* dout, float* dqkv,
-              float* delta, std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+              void* scratch, std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
               std::int64_t heads, float scale, cudaStream_t stream) {
   using namespace fast_attention;
   if (batch == 0 || seq_len == 0) return;
   const dim3 grid = launch_grid(batch, seq_len, heads);
+  const BackwardScratch parts = backward_scratch(scratch, batch, seq_len, heads);
+  const bool async = aligned16(qkv);
   with_head_dim(channels / heads, [&]<int kD>() {
     dq_kernel<kD, Elem><<<grid, kThreads, kDqSharedBytes<kD>, stream>>>(
-        qkv, stats, out, dout, dqkv, delta, seq_len, channels, heads, scale);
+        qkv, stats, out, dout, dqkv, parts, seq_len, channels, heads, scale, async);
     cuda_check_launch("fast_attention_backward (dq)");
     dkv_kernel<kD, Elem><<<grid, kThreads, kDkvSharedBytes<kD>, stream>>>(
-        qkv, stats, dout, delta, dqkv, seq_len, channels, heads, scale);
+        qkv, parts, dqkv, seq_len, channels, heads, scale, async);
   });
   cuda_check_launch("fast_attention_backward (dk, dv)");
 }
@@ -59,17 +73,17 @@ void fast_attention_forward(const std::uint16_t* qkv, float* stats, std::uint16_
 }
 
 void fast_attention_backward(const float* qkv, const float* stats, const float* out,
-                             const float* dout, float* dqkv, float* delta, std::int64_t batch,
+                             const float* dout, float* dqkv, void* scratch, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
                              float scale, cudaStream_t stream) {
-  backward(qkv, stats, out, dout, dqkv, delta, batch, seq_len, channels, heads, scale, stream);
+  backward(qkv, stats, out, dout, dqkv, scratch, batch, seq_len, channels, heads, scale, stream);
 }
 
 void fast_attention_backward(const std::uint16_t* qkv, const float* stats, const std::uint16_t* out,
-                             const float* dout, float* dqkv, float* delta, std::int64_t batch,
+                             const float* dout, float* dqkv, void* scratch, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
                              float scale, cudaStream_t stream) {
-  backward(qkv, stats, out, dout, dqkv, delta, batch, seq_len, channels, heads, scale, stream);
+  backward(qkv, stats, out, dout, dqkv, scratch, batch, seq_len, channels, heads, scale, stream);
 }
 
 }  // namespace zl::cuda

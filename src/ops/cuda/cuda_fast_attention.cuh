@@ -7,17 +7,22 @@
 //
 // A block of 4 warps takes 64 rows of one (batch element, head): forward and the dq kernel 64
 // queries, the dk/dv kernel 64 keys, 16 rows a warp (an MMA's rows). It walks the other side 64
-// rows at a time through shared memory. Scores stay in registers: a product's accumulators,
-// packed to bf16, are the next product's A operand. Forward keeps a running max and sum per query
-// row (online softmax) and writes out and each row's stats {m, l}, the Device contract. Backward
-// rebuilds the probabilities from the stats in two kernels, with no atomics: the dq kernel, per
-// query tile, also writes delta_t = dout_t . out_t (fp32, from dout and out as passed), and the
-// dk/dv kernel, per key tile, reads it.
+// rows at a time through shared memory in two stages: the next tile comes in by cp.async (bf16
+// tiles; fp32 ones are rounded by the threads) while the warps multiply the current one. Tiles are
+// stored row-major only; the products that need one transposed read it by ldmatrix.trans. Scores
+// stay in registers: a product's accumulators, packed to bf16, are the next product's A operand.
+// Forward keeps a running max and sum per query row (online softmax) and writes out and each
+// row's stats {m, l}, the Device contract. Backward rebuilds the probabilities from the stats in
+// two kernels, with no atomics: the dq kernel, per query tile, also writes delta_t = dout_t .
+// out_t (fp32, from dout and out as passed), each row's lse and dout in bf16 to scratch, and the
+// dk/dv kernel, per key tile, reads them.
 //
 // Every sum has a fixed order (an MMA's, then tile after tile; a row's max and sum over the 4
 // lanes that hold it by a fixed butterfly), so a result repeats bit for bit run to run; it is
 // not the CPU's order or precision (the exact kernels, cuda_tiled_attention.cuh, give those).
-// Head sizes 16, 32 and 64 (with_head_dim); any sequence length.
+// Head sizes 16, 32 and 64 (with_head_dim); any sequence length. Only the diagonal tile is masked
+// (a key past its query): a row past T is zeros in every tile, with lse and delta 0, so it adds
+// nothing to dk and dv, and what it gives its own out, stats and dq is not written.
 #pragma once
 
 #include <cmath>
@@ -41,12 +46,10 @@ inline constexpr int kWarpRows = 16;                  // an MMA's rows: a warp's
 inline constexpr int kTileRows = kWarps * kWarpRows;  // a block's rows, and each walked tile's
 inline constexpr int kTileChunks = kTileRows / 16;    // a tile's rows as an MMA's k (16 each)
 inline constexpr int kTileColumns = kTileRows / 8;    // a tile's rows as an MMA's n (8 each)
-// Words of a transposed tile's row (its 64 rows as 32 bf16 pairs), padded by 4 so that the 8
-// groups of a warp reading one word each hit 32 different banks.
-inline constexpr int kTransposedWords = kTileRows / 2 + 4;
 inline constexpr float kLog2e = 1.44269504088896341f;
 
-/// Words of a row-major tile's row for head size kD: kD / 2 bf16 pairs, padded by 4.
+/// Words of a row-major tile's row for head size kD: kD / 2 bf16 pairs, padded by 4 (16 bytes), so
+/// that the 8 rows of a ldmatrix matrix fall in different banks.
 template <int kD>
 inline constexpr int kRowWords = kD / 2 + 4;
 
@@ -114,34 +117,50 @@ __device__ inline Place place(std::int64_t T, std::int64_t C, int D, std::int64_
           lane / 4, lane % 4};
 }
 
-// Rows t0 .. t0 + 63 of `rows` (row t at rows + t * stride, 0 past T) in bf16, read once:
-// row-major into `tile` [64][kRowWords] when it is not null, and transposed into `tile_t`
-// [kD][kTransposedWords] (row d holds the 64 rows' channel d, two to a word) when it is not null.
-// A thread takes two neighbouring rows' 4 channels (16-byte loads, neighbouring threads along a
-// row).
-template <int kD, class In>
-__device__ inline void load_tile(std::uint32_t* tile, std::uint32_t* tile_t, const In* rows,
-                                 std::int64_t stride, std::int64_t t0, std::int64_t T) {
-  constexpr int kQuads = kD / 4;
-  for (int e = static_cast<int>(threadIdx.x); e < kTileRows / 2 * kQuads; e += kThreads) {
-    const int pair_row = e / kQuads, d = 4 * (e % kQuads);
-    const int i = 2 * pair_row;
+// Rows t0 .. t0 + 63 of `rows` (row t at rows + t * stride) into `tile` [64][kRowWords] in bf16,
+// rows past T as zeros; 8 channels (16 bytes of the tile) a thread at a time. bf16 rows go by
+// cp.async when `async` (every row 16-byte aligned; the caller commits and waits) and by loads
+// otherwise.
+template <int kD>
+__device__ inline void load_tile(std::uint32_t* tile, const std::uint16_t* rows,
+                                 std::int64_t stride, std::int64_t t0, std::int64_t T, bool async) {
+  constexpr int kEights = kD / 8;
+  for (int e = static_cast<int>(threadIdx.x); e < kTileRows * kEights; e += kThreads) {
+    const int i = e / kEights, d = 8 * (e % kEights);
+    const std::int64_t t = t0 + i;
+    std::uint32_t* to = tile + i * kRowWords<kD> + d / 2;
+    if (t >= T) {
+      *reinterpret_cast<uint4*>(to) = uint4{0u, 0u, 0u, 0u};
+    } else if (async) {
+      mma::copy16_async(to, rows + t * stride + d);
+    } else {
+      const std::uint16_t* from = rows + t * stride + d;
+      for (int w = 0; w < 4; ++w) {
+        to[w] = std::uint32_t{from[2 * w]} | (std::uint32_t{from[2 * w + 1]} << 16);
+      }
+    }
+  }
+}
+
+// The same from fp32 rows, rounded to bf16 on the way (`async` is not used); each row below T is
+// also written to `copy` (row t at copy + t * copy_stride, 16-byte aligned) when it is not null.
+template <int kD>
+__device__ inline void load_tile(std::uint32_t* tile, const float* rows, std::int64_t stride,
+                                 std::int64_t t0, std::int64_t T, bool /*async*/,
+                                 std::uint16_t* copy = nullptr, std::int64_t copy_stride = 0) {
+  constexpr int kEights = kD / 8;
+  for (int e = static_cast<int>(threadIdx.x); e < kTileRows * kEights; e += kThreads) {
+    const int i = e / kEights, d = 8 * (e % kEights);
     const std::int64_t t = t0 + i;
     float4 a{0.0f, 0.0f, 0.0f, 0.0f}, b{0.0f, 0.0f, 0.0f, 0.0f};
-    if (t < T) a = load4(rows + t * stride + d);
-    if (t + 1 < T) b = load4(rows + (t + 1) * stride + d);
-    if (tile != nullptr) {
-      tile[i * kRowWords<kD> + d / 2] = mma::pack_bf16(a.x, a.y);
-      tile[i * kRowWords<kD> + d / 2 + 1] = mma::pack_bf16(a.z, a.w);
-      tile[(i + 1) * kRowWords<kD> + d / 2] = mma::pack_bf16(b.x, b.y);
-      tile[(i + 1) * kRowWords<kD> + d / 2 + 1] = mma::pack_bf16(b.z, b.w);
+    if (t < T) {
+      a = load4(rows + t * stride + d);
+      b = load4(rows + t * stride + d + 4);
     }
-    if (tile_t != nullptr) {
-      tile_t[d * kTransposedWords + pair_row] = mma::pack_bf16(a.x, b.x);
-      tile_t[(d + 1) * kTransposedWords + pair_row] = mma::pack_bf16(a.y, b.y);
-      tile_t[(d + 2) * kTransposedWords + pair_row] = mma::pack_bf16(a.z, b.z);
-      tile_t[(d + 3) * kTransposedWords + pair_row] = mma::pack_bf16(a.w, b.w);
-    }
+    const uint4 words{mma::pack_bf16(a.x, a.y), mma::pack_bf16(a.z, a.w), mma::pack_bf16(b.x, b.y),
+                      mma::pack_bf16(b.z, b.w)};
+    *reinterpret_cast<uint4*>(tile + i * kRowWords<kD> + d / 2) = words;
+    if (copy != nullptr && t < T) *reinterpret_cast<uint4*>(copy + t * copy_stride + d) = words;
   }
 }
 
@@ -161,16 +180,42 @@ __device__ inline void load_a(std::uint32_t (&a)[kChunks][4], const std::uint32_
   }
 }
 
-// acc[n] += a b_n for n < kN: B_n's column j is row 8 n + j of `tile` (a tile whose rows are the
-// product's columns and whose words run along k), k over kChunks chunks of 16, in order.
-template <int kN, int kChunks>
+// acc[n] += a b_n for n < kN, where B_n's column j is row 8 n + j of `tile` (a row-major tile
+// whose rows are the product's columns, its channels along k): kChunks chunks of 16 k, in order,
+// two columns' B operands (four matrices) a ldmatrix.
+template <int kN, int kChunks, int kWords>
 __device__ inline void multiply(float (&acc)[kN][4], const std::uint32_t (&a)[kChunks][4],
-                                const std::uint32_t* tile, int words_per_row, const Place& at) {
+                                const std::uint32_t* tile, const Place& at) {
+  const int i = at.lane / 8, j = at.lane % 8;
 #pragma unroll
-  for (int n = 0; n < kN; ++n) {
-    const std::uint32_t* column = tile + (8 * n + at.group) * words_per_row + at.pair;
+  for (int n = 0; n < kN; n += 2) {
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) mma::product(acc[n], a[c], column[8 * c], column[8 * c + 4]);
+    for (int c = 0; c < kChunks; ++c) {
+      std::uint32_t b[4];  // (n, k 16 c ..), (n, k 16 c + 8 ..), then the same of n + 1
+      mma::load_matrices(b, tile + (8 * (n + i / 2) + j) * kWords + 8 * c + 4 * (i % 2));
+      mma::product(acc[n], a[c], b[0], b[1]);
+      mma::product(acc[n + 1], a[c], b[2], b[3]);
+    }
+  }
+}
+
+// acc[n] += a b_n for n < kN, where B is `tile` itself (rows along k, kChunks chunks of 16 rows,
+// in order; B_n's column j is channel 8 n + j): the B operands by the transposed ldmatrix.
+template <int kN, int kChunks, int kWords>
+__device__ inline void multiply_transposed(float (&acc)[kN][4],
+                                           const std::uint32_t (&a)[kChunks][4],
+                                           const std::uint32_t* tile, const Place& at) {
+  const int i = at.lane / 8, j = at.lane % 8;
+#pragma unroll
+  for (int n = 0; n < kN; n += 2) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      std::uint32_t b[4];  // (rows 16 c .., channels 8 n ..), (rows 16 c + 8 ..), then 8 (n + 1)
+      mma::load_matrices_transposed(b,
+                                    tile + (16 * c + 8 * (i % 2) + j) * kWords + 4 * (n + i / 2));
+      mma::product(acc[n], a[c], b[0], b[1]);
+      mma::product(acc[n + 1], a[c], b[2], b[3]);
+    }
   }
 }
 
@@ -234,68 +279,120 @@ inline dim3 launch_grid(std::int64_t batch, std::int64_t seq_len, std::int64_t h
           static_cast<unsigned>((seq_len + kTileRows - 1) / kTileRows)};
 }
 
-/// Dynamic shared memory of each kernel for head size kD.
+/// Words of one tile [64][kRowWords] for head size kD.
 template <int kD>
-inline constexpr std::size_t kForwardSharedBytes =
-    sizeof(std::uint32_t) * (2 * kTileRows * kRowWords<kD> + kD * kTransposedWords);
+inline constexpr int kTileWords = kTileRows* kRowWords<kD>;
+
+/// Dynamic shared memory of each kernel for head size kD: forward a query tile and two stages of
+/// key and value tiles; dq two stages of key and value tiles; dk/dv two stages of query and dout
+/// tiles and their rows' lse and delta.
 template <int kD>
-inline constexpr std::size_t kDqSharedBytes = kForwardSharedBytes<kD>;
+inline constexpr std::size_t kForwardSharedBytes = sizeof(std::uint32_t) * 5 * kTileWords<kD>;
 template <int kD>
-inline constexpr std::size_t kDkvSharedBytes =
-    sizeof(std::uint32_t) * (2 * kTileRows * kRowWords<kD> + 2 * kD * kTransposedWords) +
-    sizeof(float) * 3 * kTileRows;
+inline constexpr std::size_t kDqSharedBytes = sizeof(std::uint32_t) * 4 * kTileWords<kD>;
+template <int kD>
+inline constexpr std::size_t kDkvSharedBytes = sizeof(std::uint32_t) * 4 * kTileWords<kD> +
+                                               sizeof(float) * 4 * kTileRows;
+
+/// Backward's device scratch, one block of backward_scratch_bytes: per (batch, head, row) delta
+/// and lse (log2 of the row's softmax sum, plus its max in log2 units), then dout in bf16
+/// [B, T, C], written by the dq kernel and read by the dk/dv kernel.
+struct BackwardScratch {
+  float* delta;
+  float* lse;
+  std::uint16_t* dout;
+};
+
+inline std::size_t backward_rows_bytes(std::int64_t batch, std::int64_t seq_len,
+                                       std::int64_t heads) {
+  const auto bytes = static_cast<std::size_t>(2 * batch * heads * seq_len) * sizeof(float);
+  return (bytes + 15) / 16 * 16;
+}
+
+inline std::size_t backward_scratch_bytes(std::int64_t batch, std::int64_t seq_len,
+                                          std::int64_t channels, std::int64_t heads) {
+  return backward_rows_bytes(batch, seq_len, heads) +
+         static_cast<std::size_t>(batch * seq_len * channels) * sizeof(std::uint16_t);
+}
+
+/// The parts of `scratch` (16-byte aligned, backward_scratch_bytes long).
+inline BackwardScratch backward_scratch(void* scratch, std::int64_t batch, std::int64_t seq_len,
+                                        std::int64_t heads) {
+  auto* rows = static_cast<float*>(scratch);
+  return {rows, rows + batch * heads * seq_len,
+          reinterpret_cast<std::uint16_t*>(static_cast<char*>(scratch) +
+                                           backward_rows_bytes(batch, seq_len, heads))};
+}
 
 /// Forward: out [B, T, C] and stats {m, l} per query row from qkv [B, T, 3C]. Grid (B heads,
-/// ceil(T / 64)), kThreads threads, kForwardSharedBytes<kD>.
+/// ceil(T / 64)), kThreads threads, kForwardSharedBytes<kD>; `async` when qkv is 16-byte aligned
+/// (bf16 tiles then come by cp.async). The next key tile comes in while this one is multiplied.
 template <int kD, class Elem = float>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(const Elem* qkv, float* stats, Elem* out, std::int64_t T, std::int64_t C,
-                   std::int64_t heads, float scale) {
+                   std::int64_t heads, float scale, bool async) {
+  constexpr int kWords = kRowWords<kD>, kTile = kTileWords<kD>;
   ZL_DYNAMIC_SHARED_FLOATS(shared);
-  auto* q_tile = reinterpret_cast<std::uint32_t*>(shared);  // [64][kRowWords]
-  std::uint32_t* k_tile = q_tile + kTileRows * kRowWords<kD>;
-  std::uint32_t* v_t = k_tile + kTileRows * kRowWords<kD>;  // [kD][kTransposedWords]
+  auto* q_tile = reinterpret_cast<std::uint32_t*>(shared);
+  std::uint32_t* stages = q_tile + kTile;  // stage s: k at stages + 2 s kTile, then v
   const Place at = place(T, C, kD, heads, true);
   const Elem* q_rows = qkv + at.qkv_offset;
   const std::int64_t q0 = std::int64_t{at.tile} * kTileRows;
   const int r0 = at.warp * kWarpRows;
-  load_tile<kD>(q_tile, nullptr, q_rows, 3 * C, q0, T);
+  load_tile<kD>(q_tile, q_rows, 3 * C, q0, T, async);
+  load_tile<kD>(stages, q_rows + C, 3 * C, 0, T, async);
+  load_tile<kD>(stages + kTile, q_rows + 2 * C, 3 * C, 0, T, async);
+  mma::commit_copies();
+  mma::wait_copies();
   __syncthreads();
   std::uint32_t q[kD / 16][4];
-  load_a(q, q_tile, kRowWords<kD>, r0, at);
+  load_a(q, q_tile, kWords, r0, at);
 
+  const float scale_log2 = scale * kLog2e;
   const std::int64_t query[2] = {q0 + r0 + at.group, q0 + r0 + at.group + 8};
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m: the largest unscaled score
   float o[kD / 8][4];
   zero(o);
   for (int kt = 0; kt <= at.tile; ++kt) {
-    const std::int64_t s0 = std::int64_t{kt} * kTileRows;
-    __syncthreads();  // every warp is done with the previous key tile
-    load_tile<kD>(k_tile, nullptr, q_rows + C, 3 * C, s0, T);
-    load_tile<kD>(nullptr, v_t, q_rows + 2 * C, 3 * C, s0, T);
-    __syncthreads();
+    const std::uint32_t* k_tile = stages + 2 * (kt % 2) * kTile;
+    const std::uint32_t* v_tile = k_tile + kTile;
+    if (kt < at.tile) {  // the next key tile into the other stage, behind this tile's products
+      std::uint32_t* next = stages + 2 * ((kt + 1) % 2) * kTile;
+      const std::int64_t s1 = std::int64_t{kt + 1} * kTileRows;
+      load_tile<kD>(next, q_rows + C, 3 * C, s1, T, async);
+      load_tile<kD>(next + kTile, q_rows + 2 * C, 3 * C, s1, T, async);
+      mma::commit_copies();
+    }
     float s[kTileColumns][4];
     zero(s);
-    multiply(s, q, k_tile, kRowWords<kD>, at);
+    multiply<kTileColumns, kD / 16, kWords>(s, q, k_tile, at);
+    if (kt == at.tile) {  // the diagonal tile: keys past the query are masked (and so past T)
+      const std::int64_t s0 = std::int64_t{kt} * kTileRows;
+#pragma unroll
+      for (int n = 0; n < kTileColumns; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const std::int64_t key = s0 + 8 * n + 2 * at.pair + (e & 1);
+          if (key > query[e / 2]) s[n][e] = -INFINITY;
+        }
+      }
+    }
     float row_max[2] = {m[0], m[1]};
 #pragma unroll
     for (int n = 0; n < kTileColumns; ++n) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const std::int64_t key = s0 + 8 * n + 2 * at.pair + (e & 1);
-        const float score = s[n][e] * scale;
-        s[n][e] = key <= query[e / 2] && key < T ? score : -INFINITY;
+      for (int e = 0; e < 4; ++e)
         row_max[e / 2] = s[n][e] > row_max[e / 2] ? s[n][e] : row_max[e / 2];
-      }
     }
     // key 0 is in every row's first tile, so the max is finite from then on
-    float rescale[2];
+    float rescale[2], shift[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       row_max[r] = group_max(row_max[r]);
-      rescale[r] = exp2f((m[r] - row_max[r]) * kLog2e);
+      rescale[r] = exp2f((m[r] - row_max[r]) * scale_log2);
       m[r] = row_max[r];
       l[r] = l[r] * rescale[r];
+      shift[r] = m[r] * scale_log2;
     }
 #pragma unroll
     for (int n = 0; n < kD / 8; ++n) {
@@ -306,13 +403,15 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < kTileColumns; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2f((s[n][e] - m[e / 2]) * kLog2e);
+        s[n][e] = exp2f(fmaf(s[n][e], scale_log2, -shift[e / 2]));
         l[e / 2] = l[e / 2] + s[n][e];
       }
     }
     std::uint32_t p[kTileChunks][4];
     as_a(p, s);
-    multiply(o, p, v_t, kTransposedWords, at);
+    multiply_transposed<kD / 8, kTileChunks, kWords>(o, p, v_tile, at);
+    mma::wait_copies();
+    __syncthreads();  // the next key tile is in, and every warp is done with this one
   }
   float inverse[2];
 #pragma unroll
@@ -321,37 +420,49 @@ __global__ void __launch_bounds__(kThreads)
     inverse[r] = 1.0f / l[r];
     if (at.pair == 0 && query[r] < T) {
       float* row_stats = stats + 2 * (at.bh * T + query[r]);
-      row_stats[0] = m[r];
+      row_stats[0] = m[r] * scale;
       row_stats[1] = l[r];
     }
   }
   store_rows(out + at.channels_offset, C, q0, r0, T, o, inverse, at);
 }
 
-/// Backward, per query tile: delta_t = dout_t . out_t into `delta` [B heads, T], and dq into
-/// dqkv's q columns. Same grid, block and shared bytes as forward.
+/// A row's lse from its stats {m, l}: m in log2 units plus log2 l, so that a probability is
+/// exp2(score * scale * log2 e - lse) in both backward kernels.
+__device__ inline float row_lse(const float* row_stats) {
+  return row_stats[0] * kLog2e + log2f(row_stats[1]);
+}
+
+/// Backward, per query tile: delta_t = dout_t . out_t and each row's lse into `scratch`, dout in
+/// bf16 into scratch.dout, and dq into dqkv's q columns. Same grid and block as forward;
+/// kDqSharedBytes<kD>.
 template <int kD, class Elem = float>
 __global__ void __launch_bounds__(kThreads)
     dq_kernel(const Elem* qkv, const float* stats, const Elem* out, const float* dout, float* dqkv,
-              float* delta, std::int64_t T, std::int64_t C, std::int64_t heads, float scale) {
+              BackwardScratch scratch, std::int64_t T, std::int64_t C, std::int64_t heads,
+              float scale, bool async) {
+  constexpr int kWords = kRowWords<kD>, kTile = kTileWords<kD>;
   ZL_DYNAMIC_SHARED_FLOATS(shared);
-  auto* k_tile = reinterpret_cast<std::uint32_t*>(shared);  // [64][kRowWords]
-  std::uint32_t* v_tile = k_tile + kTileRows * kRowWords<kD>;
-  std::uint32_t* k_t = v_tile + kTileRows * kRowWords<kD>;  // [kD][kTransposedWords]
+  auto* stages = reinterpret_cast<std::uint32_t*>(shared);  // stage s: k at 2 s kTile, then v
   const Place at = place(T, C, kD, heads, true);
   const Elem* q_rows = qkv + at.qkv_offset;
   const std::int64_t q0 = std::int64_t{at.tile} * kTileRows;
   const int r0 = at.warp * kWarpRows;
-  // the tile's q and dout, through the key buffers, into registers
-  load_tile<kD>(k_tile, nullptr, q_rows, 3 * C, q0, T);
-  load_tile<kD>(v_tile, nullptr, dout + at.channels_offset, C, q0, T);
+  // the tile's q and dout through stage 1 into registers, while stage 0 takes the first key tile
+  load_tile<kD>(stages + 2 * kTile, q_rows, 3 * C, q0, T, async);
+  load_tile<kD>(stages + 3 * kTile, dout + at.channels_offset, C, q0, T, async,
+                scratch.dout + at.channels_offset, C);
+  load_tile<kD>(stages, q_rows + C, 3 * C, 0, T, async);
+  load_tile<kD>(stages + kTile, q_rows + 2 * C, 3 * C, 0, T, async);
+  mma::commit_copies();
+  mma::wait_copies();
   __syncthreads();
   std::uint32_t q[kD / 16][4], dy[kD / 16][4];
-  load_a(q, k_tile, kRowWords<kD>, r0, at);
-  load_a(dy, v_tile, kRowWords<kD>, r0, at);
+  load_a(q, stages + 2 * kTile, kWords, r0, at);
+  load_a(dy, stages + 3 * kTile, kWords, r0, at);
 
   const std::int64_t query[2] = {q0 + r0 + at.group, q0 + r0 + at.group + 8};
-  float row_delta[2] = {0.0f, 0.0f}, m[2] = {0.0f, 0.0f}, inverse[2] = {0.0f, 0.0f};
+  float row_delta[2] = {0.0f, 0.0f}, lse[2] = {0.0f, 0.0f};
   for (int r = 0; r < kWarpRows; ++r) {
     const std::int64_t t = q0 + r0 + r;
     float partial = 0.0f;
@@ -363,116 +474,149 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     const float sum = warp_sum(partial);
-    if (t < T && at.lane == 0) delta[at.bh * T + t] = sum;
+    if (t < T && at.lane == 0) scratch.delta[at.bh * T + t] = sum;
     if (r == at.group) row_delta[0] = sum;
     if (r == at.group + 8) row_delta[1] = sum;
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (query[r] < T) {
-      const float* row_stats = stats + 2 * (at.bh * T + query[r]);
-      m[r] = row_stats[0];
-      inverse[r] = 1.0f / row_stats[1];
+      lse[r] = row_lse(stats + 2 * (at.bh * T + query[r]));
+      if (at.pair == 0) scratch.lse[at.bh * T + query[r]] = lse[r];
     }
   }
+  __syncthreads();  // every warp has its q and dout before stage 1 takes the second key tile
+  const float scale_log2 = scale * kLog2e;
   float dq[kD / 8][4];
   zero(dq);
   for (int kt = 0; kt <= at.tile; ++kt) {
-    const std::int64_t s0 = std::int64_t{kt} * kTileRows;
-    __syncthreads();  // every warp is done with the previous key tile (and the first, with q, dout)
-    load_tile<kD>(k_tile, k_t, q_rows + C, 3 * C, s0, T);
-    load_tile<kD>(v_tile, nullptr, q_rows + 2 * C, 3 * C, s0, T);
-    __syncthreads();
+    const std::uint32_t* k_tile = stages + 2 * (kt % 2) * kTile;
+    const std::uint32_t* v_tile = k_tile + kTile;
+    if (kt < at.tile) {  // the next key tile into the other stage, behind this tile's products
+      std::uint32_t* next = stages + 2 * ((kt + 1) % 2) * kTile;
+      const std::int64_t s1 = std::int64_t{kt + 1} * kTileRows;
+      load_tile<kD>(next, q_rows + C, 3 * C, s1, T, async);
+      load_tile<kD>(next + kTile, q_rows + 2 * C, 3 * C, s1, T, async);
+      mma::commit_copies();
+    }
     float s[kTileColumns][4], dp[kTileColumns][4];
     zero(s);
     zero(dp);
-    multiply(s, q, k_tile, kRowWords<kD>, at);
-    multiply(dp, dy, v_tile, kRowWords<kD>, at);
+    multiply<kTileColumns, kD / 16, kWords>(s, q, k_tile, at);
+    multiply<kTileColumns, kD / 16, kWords>(dp, dy, v_tile, at);
+    const bool diagonal = kt == at.tile;
+    const std::int64_t s0 = std::int64_t{kt} * kTileRows;
 #pragma unroll
     for (int n = 0; n < kTileColumns; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const std::int64_t key = s0 + 8 * n + 2 * at.pair + (e & 1);
         const int r = e / 2;
-        const bool seen = key <= query[r] && key < T && query[r] < T;
-        const float p = seen ? exp2f((s[n][e] * scale - m[r]) * kLog2e) * inverse[r] : 0.0f;
+        const bool seen = !diagonal || key <= query[r];
+        const float p = seen ? exp2f(fmaf(s[n][e], scale_log2, -lse[r])) : 0.0f;
         s[n][e] = p * (dp[n][e] - row_delta[r]);  // ds
       }
     }
     std::uint32_t ds[kTileChunks][4];
     as_a(ds, s);
-    multiply(dq, ds, k_t, kTransposedWords, at);
+    multiply_transposed<kD / 8, kTileChunks, kWords>(dq, ds, k_tile, at);
+    mma::wait_copies();
+    __syncthreads();  // the next key tile is in, and every warp is done with this one
   }
   const float factor[2] = {scale, scale};
   store_rows(dqkv + at.qkv_offset, 3 * C, q0, r0, T, dq, factor, at);
 }
 
-/// Backward, per key tile: dk and dv into dqkv's k and v columns, from the delta dq_kernel wrote.
-/// Grid and block as forward; kDkvSharedBytes<kD>.
+// Rows q0 .. q0 + 63's lse and delta from `scratch` into `row_lse` and `row_delta` [64] each
+// (cp.async, 4 bytes a row; rows past T as zeros).
+__device__ inline void load_rows(float* lse_rows, float* delta_rows, const BackwardScratch& scratch,
+                                 std::int64_t first, std::int64_t q0, std::int64_t T) {
+  for (int e = static_cast<int>(threadIdx.x); e < 2 * kTileRows; e += kThreads) {
+    const int i = e % kTileRows;
+    float* to = (e < kTileRows ? lse_rows : delta_rows) + i;
+    if (q0 + i >= T) {
+      *to = 0.0f;
+    } else {
+      mma::copy4_async(to, (e < kTileRows ? scratch.lse : scratch.delta) + first + q0 + i);
+    }
+  }
+}
+
+/// Backward, per key tile: dk and dv into dqkv's k and v columns, from the delta, lse and bf16
+/// dout the dq kernel wrote into `scratch`. Grid and block as forward; kDkvSharedBytes<kD>.
 template <int kD, class Elem = float>
 __global__ void __launch_bounds__(kThreads)
-    dkv_kernel(const Elem* qkv, const float* stats, const float* dout, const float* delta,
-               float* dqkv, std::int64_t T, std::int64_t C, std::int64_t heads, float scale) {
+    dkv_kernel(const Elem* qkv, BackwardScratch scratch, float* dqkv, std::int64_t T,
+               std::int64_t C, std::int64_t heads, float scale, bool async) {
+  constexpr int kWords = kRowWords<kD>, kTile = kTileWords<kD>;
   ZL_DYNAMIC_SHARED_FLOATS(shared);
-  auto* q_tile = reinterpret_cast<std::uint32_t*>(shared);  // [64][kRowWords]
-  std::uint32_t* dy_tile = q_tile + kTileRows * kRowWords<kD>;
-  std::uint32_t* q_t = dy_tile + kTileRows * kRowWords<kD>;  // [kD][kTransposedWords]
-  std::uint32_t* dy_t = q_t + kD * kTransposedWords;
-  auto* row_m = reinterpret_cast<float*>(dy_t + kD * kTransposedWords);  // [64] each
-  float* row_inverse = row_m + kTileRows;
-  float* row_delta = row_inverse + kTileRows;
+  auto* stages = reinterpret_cast<std::uint32_t*>(shared);    // stage s: q at 2 s kTile, then dout
+  auto* rows = reinterpret_cast<float*>(stages + 4 * kTile);  // stage s: lse at 2 s 64, then delta
   const Place at = place(T, C, kD, heads, false);
   const Elem* q_rows = qkv + at.qkv_offset;
   const std::int64_t s0 = std::int64_t{at.tile} * kTileRows;
+  const std::int64_t first = at.bh * T;
   const int r0 = at.warp * kWarpRows;
-  // the tile's k and v, through the query buffers, into registers
-  load_tile<kD>(q_tile, nullptr, q_rows + C, 3 * C, s0, T);
-  load_tile<kD>(dy_tile, nullptr, q_rows + 2 * C, 3 * C, s0, T);
+  const int tiles = static_cast<int>(gridDim.y);
+  // the tile's k and v through stage 1 into registers, while stage 0 takes the first query tile
+  load_tile<kD>(stages + 2 * kTile, q_rows + C, 3 * C, s0, T, async);
+  load_tile<kD>(stages + 3 * kTile, q_rows + 2 * C, 3 * C, s0, T, async);
+  load_tile<kD>(stages, q_rows, 3 * C, s0, T, async);
+  load_tile<kD>(stages + kTile, scratch.dout + at.channels_offset, C, s0, T, true);
+  load_rows(rows, rows + kTileRows, scratch, first, s0, T);
+  mma::commit_copies();
+  mma::wait_copies();
   __syncthreads();
   std::uint32_t k[kD / 16][4], v[kD / 16][4];
-  load_a(k, q_tile, kRowWords<kD>, r0, at);
-  load_a(v, dy_tile, kRowWords<kD>, r0, at);
+  load_a(k, stages + 2 * kTile, kWords, r0, at);
+  load_a(v, stages + 3 * kTile, kWords, r0, at);
+  __syncthreads();  // every warp has its k and v before stage 1 takes the second query tile
 
+  const float scale_log2 = scale * kLog2e;
   const std::int64_t key[2] = {s0 + r0 + at.group, s0 + r0 + at.group + 8};
   float dk[kD / 8][4], dv[kD / 8][4];
   zero(dk);
   zero(dv);
-  const int tiles = static_cast<int>(gridDim.y);
   for (int qt = at.tile; qt < tiles; ++qt) {
-    const std::int64_t q0 = std::int64_t{qt} * kTileRows;
-    __syncthreads();  // every warp is done with the previous query tile (and the first, with k, v)
-    load_tile<kD>(q_tile, q_t, q_rows, 3 * C, q0, T);
-    load_tile<kD>(dy_tile, dy_t, dout + at.channels_offset, C, q0, T);
-    for (int i = static_cast<int>(threadIdx.x); i < kTileRows; i += kThreads) {
-      const std::int64_t t = q0 + i;
-      const bool inside = t < T;
-      row_m[i] = inside ? stats[2 * (at.bh * T + t)] : 0.0f;
-      row_inverse[i] = inside ? 1.0f / stats[2 * (at.bh * T + t) + 1] : 0.0f;
-      row_delta[i] = inside ? delta[at.bh * T + t] : 0.0f;
+    const int stage = (qt - at.tile) % 2;
+    const std::uint32_t* q_tile = stages + 2 * stage * kTile;
+    const std::uint32_t* dy_tile = q_tile + kTile;
+    const float* lse_rows = rows + 2 * stage * kTileRows;
+    const float* delta_rows = lse_rows + kTileRows;
+    if (qt + 1 < tiles) {  // the next query tile into the other stage, behind this tile's products
+      std::uint32_t* next = stages + 2 * (1 - stage) * kTile;
+      float* next_rows = rows + 2 * (1 - stage) * kTileRows;
+      const std::int64_t q1 = std::int64_t{qt + 1} * kTileRows;
+      load_tile<kD>(next, q_rows, 3 * C, q1, T, async);
+      load_tile<kD>(next + kTile, scratch.dout + at.channels_offset, C, q1, T, true);
+      load_rows(next_rows, next_rows + kTileRows, scratch, first, q1, T);
+      mma::commit_copies();
     }
-    __syncthreads();
+    const std::int64_t q0 = std::int64_t{qt} * kTileRows;
     float s[kTileColumns][4], dp[kTileColumns][4];  // transposed: rows keys, columns queries
     zero(s);
     zero(dp);
-    multiply(s, k, q_tile, kRowWords<kD>, at);
-    multiply(dp, v, dy_tile, kRowWords<kD>, at);
+    multiply<kTileColumns, kD / 16, kWords>(s, k, q_tile, at);
+    multiply<kTileColumns, kD / 16, kWords>(dp, v, dy_tile, at);
 #pragma unroll
     for (int n = 0; n < kTileColumns; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = 8 * n + 2 * at.pair + (e & 1);
         const std::int64_t t = q0 + i;
-        const bool seen = key[e / 2] <= t && t < T && key[e / 2] < T;
-        const float p = seen ? exp2f((s[n][e] * scale - row_m[i]) * kLog2e) * row_inverse[i] : 0.0f;
+        const bool seen = qt != at.tile || key[e / 2] <= t;
+        const float p = seen ? exp2f(fmaf(s[n][e], scale_log2, -lse_rows[i])) : 0.0f;
         s[n][e] = p;
-        dp[n][e] = p * (dp[n][e] - row_delta[i]);  // ds
+        dp[n][e] = p * (dp[n][e] - delta_rows[i]);  // ds
       }
     }
     std::uint32_t p[kTileChunks][4], ds[kTileChunks][4];
     as_a(p, s);
     as_a(ds, dp);
-    multiply(dv, p, dy_t, kTransposedWords, at);
-    multiply(dk, ds, q_t, kTransposedWords, at);
+    multiply_transposed<kD / 8, kTileChunks, kWords>(dv, p, dy_tile, at);
+    multiply_transposed<kD / 8, kTileChunks, kWords>(dk, ds, q_tile, at);
+    mma::wait_copies();
+    __syncthreads();  // the next query tile is in, and every warp is done with this one
   }
   const float k_factor[2] = {scale, scale}, v_factor[2] = {1.0f, 1.0f};
   store_rows(dqkv + at.qkv_offset + C, 3 * C, s0, r0, T, dk, k_factor, at);

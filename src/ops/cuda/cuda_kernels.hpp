@@ -185,10 +185,15 @@ void fast_attention_forward(const float* qkv, float* stats, float* out, std::int
                             std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
                             float scale, cudaStream_t stream);
 
-/// Its backward: dqkv [B, T, 3C] overwritten; `delta` is device scratch of batch * heads *
-/// seq_len floats.
+/// The bytes of device scratch fast_attention_backward takes (per row delta and lse, and dout in
+/// bf16).
+std::size_t fast_attention_scratch_bytes(std::int64_t batch, std::int64_t seq_len,
+                                         std::int64_t channels, std::int64_t heads);
+
+/// Its backward: dqkv [B, T, 3C] overwritten; `scratch` is 16-byte aligned device scratch of
+/// fast_attention_scratch_bytes.
 void fast_attention_backward(const float* qkv, const float* stats, const float* out,
-                             const float* dout, float* dqkv, float* delta, std::int64_t batch,
+                             const float* dout, float* dqkv, void* scratch, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
                              float scale, cudaStream_t stream);
 
@@ -198,7 +203,7 @@ void fast_attention_forward(const std::uint16_t* qkv, float* stats, std::uint16_
                             std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                             std::int64_t heads, float scale, cudaStream_t stream);
 void fast_attention_backward(const std::uint16_t* qkv, const float* stats, const std::uint16_t* out,
-                             const float* dout, float* dqkv, float* delta, std::int64_t batch,
+                             const float* dout, float* dqkv, void* scratch, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
                              float scale, cudaStream_t stream);
 

@@ -7,13 +7,22 @@
 //   B: b0 = rows (k) 2 pair and 2 pair + 1 of column group; b1 = rows + 8.
 //   D: d[0], d[1] = row group, columns 2 pair and 2 pair + 1; d[2], d[3] = row group + 8.
 // So two neighbouring D tiles of 8 columns, packed to bf16, are an A operand of 16 columns, and
-// a product's probabilities stay in registers for the next product. An emulator that runs the
-// kernels on the CPU (tests/cuda_emulation) defines ZL_CUDA_EMULATOR and its own stand-in.
+// a product's probabilities stay in registers for the next product.
+//
+// B operands come from row-major bf16 tiles in shared memory by ldmatrix: four 8 x 8 matrices a
+// call, lane 8 i + j giving the address of matrix i's row j (16 bytes, 16-byte aligned). Plain,
+// lane (group, pair) gets matrix i's row group, columns 2 pair and 2 pair + 1; transposed, its
+// rows 2 pair and 2 pair + 1 of column group, so a tile stored [k][n] gives B without a
+// transposed copy. Tiles come into shared memory by cp.async (16 bytes a thread, no registers on
+// the way), committed as a group and waited for before the barrier that publishes them. An
+// emulator that runs the kernels on the CPU (tests/cuda_emulation) defines ZL_CUDA_EMULATOR and
+// its own stand-ins.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "ops/host_device.hpp"
 
@@ -43,6 +52,26 @@ inline void product(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0
                     std::uint32_t b1) {
   cuda_emulation::mma_m16n8k16_bf16(d, a, b0, b1);
 }
+/// Four 8 x 8 bf16 matrices from shared memory, `row` this lane's row address (stand-in).
+inline void load_matrices(std::uint32_t (&r)[4], const std::uint32_t* row) {
+  cuda_emulation::ldmatrix_x4(r, row, false);
+}
+/// The same, transposed (stand-in).
+inline void load_matrices_transposed(std::uint32_t (&r)[4], const std::uint32_t* row) {
+  cuda_emulation::ldmatrix_x4(r, row, true);
+}
+/// 16 bytes from global `from` to shared `to`, asynchronously (stand-in: a copy).
+inline void copy16_async(std::uint32_t* to, const void* from) {
+  std::memcpy(to, from, 16);
+}
+/// 4 bytes, the same way (stand-in: a copy).
+inline void copy4_async(float* to, const float* from) {
+  *to = *from;
+}
+/// Closes this thread's group of asynchronous copies (stand-in: nothing to close).
+inline void commit_copies() {}
+/// Waits for every group this thread committed (stand-in: they are done).
+inline void wait_copies() {}
 #else
 /// d += a b on one warp's 32 lanes, every lane calling it: mma.sync m16n8k16, bf16 operands,
 /// fp32 accumulators (sm_80 and later).
@@ -53,6 +82,52 @@ __device__ inline void product(float (&d)[4], const std::uint32_t (&a)[4], std::
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ inline std::uint32_t shared_address(const void* pointer) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+/// Four 8 x 8 bf16 matrices from shared memory, `row` this lane's row address: ldmatrix.x4.
+__device__ inline void load_matrices(std::uint32_t (&r)[4], const std::uint32_t* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row))
+               : "memory");
+}
+
+/// The same, transposed: ldmatrix.x4.trans.
+__device__ inline void load_matrices_transposed(std::uint32_t (&r)[4], const std::uint32_t* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row))
+               : "memory");
+}
+
+/// 16 bytes from global `from` (16-byte aligned) to shared `to`, asynchronously: cp.async.cg.
+__device__ inline void copy16_async(std::uint32_t* to, const void* from) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+               :
+               : "r"(shared_address(to)), "l"(from)
+               : "memory");
+}
+
+/// 4 bytes, the same way: cp.async.ca.
+__device__ inline void copy4_async(float* to, const float* from) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n"
+               :
+               : "r"(shared_address(to)), "l"(from)
+               : "memory");
+}
+
+/// Closes this thread's group of asynchronous copies.
+__device__ inline void commit_copies() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/// Waits for every group this thread committed (a barrier after it publishes them to the block).
+__device__ inline void wait_copies() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 #endif
 

@@ -1,8 +1,9 @@
 // cuda_runtime.h (tests/cuda_emulation) — what a CUDA kernel written in zerolab's style needs to
 // run on the CPU: `__global__` and `__device__` as nothing, threadIdx, blockIdx and blockDim,
-// float4, uint2,
+// float4, uint2, uint4,
 // __syncthreads, __syncwarp, the warp shuffles, dynamic shared memory, a stand-in for the tensor
-// cores' mma.sync m16n8k16 on bf16 (ZL_CUDA_EMULATOR tells ops/cuda/cuda_mma.cuh to call it), and
+// cores' mma.sync m16n8k16 on bf16 and for ldmatrix (ZL_CUDA_EMULATOR tells ops/cuda/cuda_mma.cuh
+// to call them; its cp.async stand-ins copy at once), and
 // `emulate`, which launches a kernel. Each CUDA thread of a block is a std::thread; __syncthreads
 // is a barrier of the block's threads, a shuffle is two barriers of the warp's 32 (one to publish
 // every lane's value, one before the slots are reused); blocks run one after another. So a kernel
@@ -34,6 +35,10 @@ struct alignas(16) float4 {
 /// Two 32-bit words, 8-byte aligned, as CUDA's vector type.
 struct alignas(8) uint2 {
   std::uint32_t x, y;
+};
+/// Four 32-bit words, 16-byte aligned, as CUDA's vector type.
+struct alignas(16) uint4 {
+  std::uint32_t x, y, z, w;
 };
 /// Streams are accepted and ignored: a launch runs to completion before `emulate` returns.
 using cudaStream_t = void*;
@@ -132,6 +137,26 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::u
     float sum = d[e];
     for (int k = 0; k < 16; ++k) sum = sum + a_at(row, k) * b_at(k, col);
     d[e] = sum;
+  }
+  place.warp->arrive_and_wait();
+}
+
+/// ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16 for the warp: every lane publishes its row
+/// address (lane 8 i + j: matrix i's row j, 8 bf16), then reads its 4 words from the others' rows:
+/// plain, matrix i's row lane / 4, columns 2 (lane % 4) and + 1; transposed, rows 2 (lane % 4) and
+/// + 1 of column lane / 4 (the lower index in the low half either way).
+inline void ldmatrix_x4(std::uint32_t (&r)[4], const std::uint32_t* row, bool transposed) {
+  const unsigned lane = threadIdx.x % 32;
+  auto** rows = reinterpret_cast<const std::uint16_t**>(place.warp_slots);
+  rows[lane] = reinterpret_cast<const std::uint16_t*>(row);
+  place.warp->arrive_and_wait();
+  const unsigned group = lane / 4, pair = lane % 4;
+  for (unsigned i = 0; i < 4; ++i) {
+    const std::uint16_t low =
+        transposed ? rows[8 * i + 2 * pair][group] : rows[8 * i + group][2 * pair];
+    const std::uint16_t high =
+        transposed ? rows[8 * i + 2 * pair + 1][group] : rows[8 * i + group][2 * pair + 1];
+    r[i] = std::uint32_t{low} | (std::uint32_t{high} << 16);
   }
   place.warp->arrive_and_wait();
 }
