@@ -389,7 +389,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       row_max[r] = group_max(row_max[r]);
-      rescale[r] = exp2f((m[r] - row_max[r]) * scale_log2);
+      rescale[r] = mma::exp2_approx((m[r] - row_max[r]) * scale_log2);
       m[r] = row_max[r];
       l[r] = l[r] * rescale[r];
       shift[r] = m[r] * scale_log2;
@@ -403,7 +403,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < kTileColumns; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2f(fmaf(s[n][e], scale_log2, -shift[e / 2]));
+        s[n][e] = mma::exp2_approx(fmaf(s[n][e], scale_log2, -shift[e / 2]));
         l[e / 2] = l[e / 2] + s[n][e];
       }
     }
@@ -513,7 +513,7 @@ __global__ void __launch_bounds__(kThreads)
         const std::int64_t key = s0 + 8 * n + 2 * at.pair + (e & 1);
         const int r = e / 2;
         const bool seen = !diagonal || key <= query[r];
-        const float p = seen ? exp2f(fmaf(s[n][e], scale_log2, -lse[r])) : 0.0f;
+        const float p = seen ? mma::exp2_approx(fmaf(s[n][e], scale_log2, -lse[r])) : 0.0f;
         s[n][e] = p * (dp[n][e] - row_delta[r]);  // ds
       }
     }
@@ -605,7 +605,7 @@ __global__ void __launch_bounds__(kThreads)
         const int i = 8 * n + 2 * at.pair + (e & 1);
         const std::int64_t t = q0 + i;
         const bool seen = qt != at.tile || key[e / 2] <= t;
-        const float p = seen ? exp2f(fmaf(s[n][e], scale_log2, -lse_rows[i])) : 0.0f;
+        const float p = seen ? mma::exp2_approx(fmaf(s[n][e], scale_log2, -lse_rows[i])) : 0.0f;
         s[n][e] = p;
         dp[n][e] = p * (dp[n][e] - delta_rows[i]);  // ds
       }

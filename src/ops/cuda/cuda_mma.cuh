@@ -21,6 +21,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -36,9 +37,28 @@ ZL_HOST_DEVICE inline std::uint32_t bf16_bits(float value) {
 }
 
 /// `low` and `high` rounded to bf16 in one word, `low` in its low half (the element of smaller
-/// index, as mma.sync reads a pair).
+/// index, as mma.sync reads a pair). On the GPU one cvt.rn.bf16x2 (the same rounding; a NaN
+/// becomes the canonical one).
 ZL_HOST_DEVICE inline std::uint32_t pack_bf16(float low, float high) {
+#if defined(__CUDA_ARCH__)
+  std::uint32_t word;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(word) : "f"(high), "f"(low));
+  return word;
+#else
   return bf16_bits(low) | (bf16_bits(high) << 16);
+#endif
+}
+
+/// 2^x for the softmax: ex2.approx.ftz on the GPU (2 ulp, results below 2^-126 flushed to 0,
+/// deterministic), exp2f elsewhere.
+ZL_HOST_DEVICE inline float exp2_approx(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return std::exp2(x);
+#endif
 }
 
 /// The float of the bf16 in the low (`high` false) or high half of `word`.
