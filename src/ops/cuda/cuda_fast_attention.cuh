@@ -47,6 +47,7 @@ inline constexpr int kTileRows = kWarps * kWarpRows;  // a block's rows, and eac
 inline constexpr int kTileChunks = kTileRows / 16;    // a tile's rows as an MMA's k (16 each)
 inline constexpr int kTileColumns = kTileRows / 8;    // a tile's rows as an MMA's n (8 each)
 inline constexpr float kLog2e = 1.44269504088896341f;
+static_assert(kThreads == 2 * kTileRows, "the dq kernel's delta takes two threads a row");
 
 /// Words of a row-major tile's row for head size kD: kD / 2 bf16 pairs, padded by 4 (16 bytes), so
 /// that the 8 rows of a ldmatrix matrix fall in different banks.
@@ -284,12 +285,13 @@ template <int kD>
 inline constexpr int kTileWords = kTileRows* kRowWords<kD>;
 
 /// Dynamic shared memory of each kernel for head size kD: forward a query tile and two stages of
-/// key and value tiles; dq two stages of key and value tiles; dk/dv two stages of query and dout
-/// tiles and their rows' lse and delta.
+/// key and value tiles; dq two stages of key and value tiles and its rows' delta; dk/dv two stages
+/// of query and dout tiles and their rows' lse and delta.
 template <int kD>
 inline constexpr std::size_t kForwardSharedBytes = sizeof(std::uint32_t) * 5 * kTileWords<kD>;
 template <int kD>
-inline constexpr std::size_t kDqSharedBytes = sizeof(std::uint32_t) * 4 * kTileWords<kD>;
+inline constexpr std::size_t kDqSharedBytes = sizeof(std::uint32_t) * 4 * kTileWords<kD> +
+                                              sizeof(float) * kTileRows;
 template <int kD>
 inline constexpr std::size_t kDkvSharedBytes = sizeof(std::uint32_t) * 4 * kTileWords<kD> +
                                                sizeof(float) * 4 * kTileRows;
@@ -444,6 +446,7 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kWords = kRowWords<kD>, kTile = kTileWords<kD>;
   ZL_DYNAMIC_SHARED_FLOATS(shared);
   auto* stages = reinterpret_cast<std::uint32_t*>(shared);  // stage s: k at 2 s kTile, then v
+  auto* delta_rows = reinterpret_cast<float*>(stages + 4 * kTile);  // [64]
   const Place at = place(T, C, kD, heads, true);
   const Elem* q_rows = qkv + at.qkv_offset;
   const std::int64_t q0 = std::int64_t{at.tile} * kTileRows;
@@ -455,6 +458,22 @@ __global__ void __launch_bounds__(kThreads)
   load_tile<kD>(stages, q_rows + C, 3 * C, 0, T, async);
   load_tile<kD>(stages + kTile, q_rows + 2 * C, 3 * C, 0, T, async);
   mma::commit_copies();
+  {  // delta_t = dout_t . out_t: two threads a row, each half the channels in order, then the pair
+    const int i = static_cast<int>(threadIdx.x) / 2, half = static_cast<int>(threadIdx.x) % 2;
+    const std::int64_t t = q0 + i;
+    float partial = 0.0f;
+    if (t < T) {
+      const float* dy_row = dout + at.channels_offset + t * C + half * (kD / 2);
+      const Elem* out_row = out + at.channels_offset + t * C + half * (kD / 2);
+#pragma unroll
+      for (int d = 0; d < kD / 2; ++d) partial = partial + dy_row[d] * element(out_row[d]);
+    }
+    const float sum = partial + __shfl_xor_sync(0xFFFFFFFFu, partial, 1);
+    if (half == 0) {
+      delta_rows[i] = sum;
+      if (t < T) scratch.delta[at.bh * T + t] = sum;
+    }
+  }
   mma::wait_copies();
   __syncthreads();
   std::uint32_t q[kD / 16][4], dy[kD / 16][4];
@@ -462,22 +481,8 @@ __global__ void __launch_bounds__(kThreads)
   load_a(dy, stages + 3 * kTile, kWords, r0, at);
 
   const std::int64_t query[2] = {q0 + r0 + at.group, q0 + r0 + at.group + 8};
-  float row_delta[2] = {0.0f, 0.0f}, lse[2] = {0.0f, 0.0f};
-  for (int r = 0; r < kWarpRows; ++r) {
-    const std::int64_t t = q0 + r0 + r;
-    float partial = 0.0f;
-    if (t < T) {
-      const float* dy_row = dout + at.channels_offset + t * C;
-      const Elem* out_row = out + at.channels_offset + t * C;
-      for (int d = at.lane; d < kD; d += kWarpThreads) {
-        partial = partial + dy_row[d] * element(out_row[d]);
-      }
-    }
-    const float sum = warp_sum(partial);
-    if (t < T && at.lane == 0) scratch.delta[at.bh * T + t] = sum;
-    if (r == at.group) row_delta[0] = sum;
-    if (r == at.group + 8) row_delta[1] = sum;
-  }
+  const float row_delta[2] = {delta_rows[r0 + at.group], delta_rows[r0 + at.group + 8]};
+  float lse[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (query[r] < T) {
