@@ -98,13 +98,20 @@ Readers offload_readers(const Checker& check, DsConfig& ds) {
            }}};
 }
 
-// zero_optimization.offload_param: {"device": "none" | "cpu"} (ZeRO-3's parameter shards in host
-// memory; "nvme" needs a disk tier zerolab does not model).
+// zero_optimization.offload_param: {"device": "none"}, {"device": "cpu"} (ZeRO-3's parameter
+// shards in host memory) or {"device": "nvme", "nvme_path": DIR} (ZeRO-Infinity: in swap files in
+// DIR).
 Readers offload_param_readers(const Checker& check, DsConfig& ds) {
-  return {{"device", [&](const json& v, const std::string& p) {
-             if (v != "none" && v != "cpu" && v != "nvme") check.bad(p, v, "use none or cpu");
-             if (v == "nvme") check.bad(p, v, "zerolab has no NVMe tier: use none or cpu");
+  return {{"device",
+           [&](const json& v, const std::string& p) {
+             if (v != "none" && v != "cpu" && v != "nvme") check.bad(p, v, "use none, cpu or nvme");
              ds.offload_param_device = v.get<std::string>();
+           }},
+          {"nvme_path", [&](const json& v, const std::string& p) {
+             ds.offload_param_nvme_path = v.is_string() ? v.get<std::string>() : "";
+             if (ds.offload_param_nvme_path->empty()) {
+               check.bad(p, v, "use the path of a folder for the swap files");
+             }
            }}};
 }
 
@@ -312,6 +319,12 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
         "folder for its swap files",
         source));
   }
+  if (ds.offload_param_device == "nvme" && !ds.offload_param_nvme_path) {
+    check.problem(fmt::format(
+        "{}: zero_optimization.offload_param.device is nvme but it has no nvme_path: add the "
+        "folder for its swap files",
+        source));
+  }
   if (bf16_enabled.value_or(false) && fp16_enabled.value_or(false)) {
     check.problem(
         fmt::format("{}: bf16.enabled and fp16.enabled are both true: enable one of them", source));
@@ -367,7 +380,10 @@ void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& step
       features.nvme_path = *ds.offload_optimizer_nvme_path;
     }
   }
-  if (ds.offload_param_device) features.offload_param = *ds.offload_param_device == "cpu";
+  if (ds.offload_param_device) {
+    features.offload_param = *ds.offload_param_device != "none";
+    if (*ds.offload_param_device == "nvme") features.param_nvme_path = *ds.offload_param_nvme_path;
+  }
   if (ds.reduce_bucket_elems) features.reduce_bucket_elems = *ds.reduce_bucket_elems;
   if (ds.allgather_bucket_elems) features.allgather_bucket_elems = *ds.allgather_bucket_elems;
   if (ds.prefetch_bucket_elems) features.prefetch_bucket_elems = *ds.prefetch_bucket_elems;

@@ -50,8 +50,11 @@ struct DsConfig {
   std::optional<std::string> offload_optimizer_device;
   /// zero_optimization.offload_optimizer.nvme_path: the folder of the "nvme" tier's swap files.
   std::optional<std::string> offload_optimizer_nvme_path;
-  /// zero_optimization.offload_param.device (or cpu_offload_params): "none" or "cpu".
+  /// zero_optimization.offload_param.device (or cpu_offload_params): "none", "cpu" or "nvme"
+  /// (ZeRO-Infinity).
   std::optional<std::string> offload_param_device;
+  /// zero_optimization.offload_param.nvme_path: the folder of the "nvme" tier's swap files.
+  std::optional<std::string> offload_param_nvme_path;
 
   /// activation_checkpointing: the section checkpoints every GPT block (full), as a DeepSpeed
   /// model that calls deepspeed.checkpointing per block does, in host memory with

@@ -336,6 +336,7 @@ void print_json(const Report& report) {
          {"host_optimizer_bytes", stage.host_optimizer_bytes},
          {"nvme_master_bytes", stage.nvme_master_bytes},
          {"nvme_optimizer_bytes", stage.nvme_optimizer_bytes},
+         {"nvme_params_bytes", stage.nvme_params_bytes},
          {"host_bytes", stage.host_bytes()},
          {"disk_bytes", stage.disk_bytes()},
          {"host_formula", stage.host_formula},
@@ -456,9 +457,10 @@ CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::IsMember({"none", "cpu", "nvme"}))
       ->capture_default_str();
   cmd->add_option("--offload-param", flags->offload_param,
-                  "Where ZeRO-3's parameter shards rest: none (the GPU) or cpu (host memory), as "
-                  "train's --offload-param")
-      ->check(CLI::IsMember({"none", "cpu"}))
+                  "Where ZeRO-3's parameter shards rest: none (the GPU), cpu (host memory) or nvme "
+                  "(a swap file, with --offload-optimizer cpu or nvme), as train's --offload-param "
+                  "(with --param-nvme-path)")
+      ->check(CLI::IsMember({"none", "cpu", "nvme"}))
       ->capture_default_str();
   cmd->add_option("--device-gb", flags->device_gb,
                   "With --host-gb and --disk-gb: the memory wall, each placement's largest model "
@@ -472,6 +474,7 @@ CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
       "params_bytes, grads_bytes, grad_accum_bytes, master_bytes, optimizer_bytes, total_bytes, "
       "unpadded_total_bytes, extra_bytes, formula, total_formula, host_params_bytes, "
       "host_master_bytes, host_optimizer_bytes, nvme_master_bytes, nvme_optimizer_bytes, "
+      "nvme_params_bytes, "
       "host_bytes, disk_bytes, host_formula, disk_formula, activation_bytes, "
       "total_with_activations_bytes}; with --micro-batch also \"activations\": {micro_batch, "
       "checkpointing, seq_len, bytes, host_bytes, formula, by_kind}; \"fit\": with the budgets "

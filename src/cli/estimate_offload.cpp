@@ -61,7 +61,7 @@ void print_placements(const std::vector<LedgerEstimate>& stages, const EstimateO
       "parameter) whatever the precision{}; not counted: a unit's gradient on its way to a host "
       "update, and an NVMe unit's state in host memory during its update\n\n",
       offload_tier_name(options.optimizer_tier), offload_tier_name(options.param_tier),
-      options.param_tier == OffloadTier::Cpu
+      options.param_tier != OffloadTier::None
           ? "; ZeRO-3 alone offloads parameters, its persistent units staying on the device"
           : "");
   fmt::print("{:<8} {:>12} {:>12} {:>12}  {}\n", "stage", "device_GB", "host_GB", "disk_GB",
@@ -75,11 +75,10 @@ void print_placements(const std::vector<LedgerEstimate>& stages, const EstimateO
 }
 
 std::vector<FitRow> fit_rows(int world, EstimateOptions options, const PlaceBudget& budget) {
-  const std::pair<OffloadTier, OffloadTier> placements[] = {{OffloadTier::None, OffloadTier::None},
-                                                            {OffloadTier::Cpu, OffloadTier::None},
-                                                            {OffloadTier::Nvme, OffloadTier::None},
-                                                            {OffloadTier::Cpu, OffloadTier::Cpu},
-                                                            {OffloadTier::Nvme, OffloadTier::Cpu}};
+  const std::pair<OffloadTier, OffloadTier> placements[] = {
+      {OffloadTier::None, OffloadTier::None}, {OffloadTier::Cpu, OffloadTier::None},
+      {OffloadTier::Nvme, OffloadTier::None}, {OffloadTier::Cpu, OffloadTier::Cpu},
+      {OffloadTier::Nvme, OffloadTier::Cpu},  {OffloadTier::Nvme, OffloadTier::Nvme}};
   std::vector<FitRow> rows;
   for (const auto& [optimizer, param] : placements) {
     options.optimizer_tier = optimizer;
@@ -102,14 +101,14 @@ void print_fit(int world, const PlaceBudget& budget, const std::vector<FitRow>& 
       "not counted; (device), (host) or (disk): the budget one more parameter would exceed\n\n",
       static_cast<double>(budget.device_bytes) / 1e9, static_cast<double>(budget.host_bytes) / 1e9,
       static_cast<double>(budget.disk_bytes) / 1e9, world);
-  fmt::print("{:<32} {:>18} {:>18} {:>18} {:>18}\n", "placement", "0 (DDP)", "1", "2", "3");
+  fmt::print("{:<34} {:>18} {:>18} {:>18} {:>18}\n", "placement", "0 (DDP)", "1", "2", "3");
   for (const FitRow& row : rows) {
     std::string cells;
     for (std::size_t s = 0; s < row.largest_params.size(); ++s) {
       cells += fmt::format(
           " {:>18}", fmt::format("{} ({})", billions(row.largest_params[s]), row.bound_by[s]));
     }
-    fmt::print("{:<32}{}\n", placement_name(row), cells);
+    fmt::print("{:<34}{}\n", placement_name(row), cells);
   }
   // ZeRO-3's column in words, from the numbers: each placement beside the one before it.
   constexpr std::size_t kZero3 = 3;

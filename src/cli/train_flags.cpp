@@ -207,6 +207,12 @@ void add_feature_flags(CLI::App& cmd, TrainArgs& args) {
                "ZeRO-3: the own parameter shards in host memory, copied to the device for each "
                "gather (zero_optimization.offload_param.device cpu)")
       ->each([&args](const std::string&) { args.offload_param_flag = true; });
+  cmd.add_option("--param-nvme-path", features.param_nvme_path,
+                 "With --offload-param and --offload-optimizer: keep the parameter shards in swap "
+                 "files in this folder, each unit's in host memory only for a gather or its "
+                 "update (ZeRO-Infinity; zero_optimization.offload_param.device nvme and its "
+                 "nvme_path)")
+      ->type_name("DIR");
 }
 
 void add_output_flags(CLI::App& cmd, TrainArgs& args) {

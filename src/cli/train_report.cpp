@@ -35,8 +35,9 @@ std::int64_t total_calls(const TrafficLedger& traffic) {
   return calls;
 }
 
-// With the optimizer on the NVMe tier: each rank's swap file bytes, and the host peak of the
-// master and moments, which come into host memory one unit at a time.
+// With the optimizer (and ZeRO-3's parameters) on the NVMe tier: each rank's swap file bytes, and
+// the host peak of the master, moments and parameter shards, which come into host memory one unit
+// at a time.
 void print_disk(const TrainResult& result) {
   const bool any = std::ranges::any_of(result.ranks, [](const RankReport& rank) {
     return rank.memory.current_bytes(MemCategory::NvmeOptimizer) > 0;
@@ -44,19 +45,20 @@ void print_disk(const TrainResult& result) {
   if (!any) return;
   fmt::print(
       "\nswap files on disk (bytes; what the steps read and wrote, and at what GB/s)\n{:>4} {:>14} "
-      "{:>17} {:>17} {:>20} {:>12} {:>12} {:>10} {:>10}\n",
-      "rank", "nvme_master_B", "nvme_optimizer_B", "host_master_pk_B", "host_optimizer_pk_B",
-      "read_B", "written_B", "read_GB/s", "write_GB/s");
+      "{:>17} {:>14} {:>17} {:>20} {:>17} {:>12} {:>12} {:>10} {:>10}\n",
+      "rank", "nvme_master_B", "nvme_optimizer_B", "nvme_params_B", "host_master_pk_B",
+      "host_optimizer_pk_B", "host_params_pk_B", "read_B", "written_B", "read_GB/s", "write_GB/s");
   for (const auto& rank : result.ranks) {
     const MemoryLedger& memory = rank.memory;
     const nlohmann::json io = nvme_json(rank.traffic);
-    fmt::print("{:>4} {:>14} {:>17} {:>17} {:>20} {:>12} {:>12} {:>10.3f} {:>10.3f}\n", rank.rank,
-               memory.current_bytes(MemCategory::NvmeMaster),
-               memory.current_bytes(MemCategory::NvmeOptimizer),
-               memory.peak_bytes(MemCategory::HostMaster),
-               memory.peak_bytes(MemCategory::HostOptimizer), io["bytes_read"].get<std::int64_t>(),
-               io["bytes_written"].get<std::int64_t>(), io["read_gbps"].get<double>(),
-               io["write_gbps"].get<double>());
+    fmt::print(
+        "{:>4} {:>14} {:>17} {:>14} {:>17} {:>20} {:>17} {:>12} {:>12} {:>10.3f} {:>10.3f}\n",
+        rank.rank, memory.current_bytes(MemCategory::NvmeMaster),
+        memory.current_bytes(MemCategory::NvmeOptimizer),
+        memory.current_bytes(MemCategory::NvmeParams), memory.peak_bytes(MemCategory::HostMaster),
+        memory.peak_bytes(MemCategory::HostOptimizer), memory.peak_bytes(MemCategory::HostParams),
+        io["bytes_read"].get<std::int64_t>(), io["bytes_written"].get<std::int64_t>(),
+        io["read_gbps"].get<double>(), io["write_gbps"].get<double>());
   }
 }
 

@@ -23,6 +23,8 @@ std::string_view mem_category_name(MemCategory category) {
     case MemCategory::HostParams: return "host_params";
     case MemCategory::NvmeMaster: return "nvme_master";
     case MemCategory::NvmeOptimizer: return "nvme_optimizer";
+    case MemCategory::NvmeParams:
+      return "nvme_params";
   }
   fail("unknown memory category {}", static_cast<int>(category));
 }

@@ -24,10 +24,11 @@ enum class MemCategory : std::uint8_t {
   HostParams,       ///< ZeRO-3 parameter shards in host memory (offload_param)
   NvmeMaster,       ///< fp32 master copy in a swap file on disk (ZeRO-Infinity)
   NvmeOptimizer,    ///< Adam moments in a swap file on disk (ZeRO-Infinity)
+  NvmeParams,       ///< ZeRO-3 parameter shards in a swap file on disk (offload_param on nvme)
 };
 
 /// Number of MemCategory values.
-inline constexpr int kMemCategoryCount = 14;
+inline constexpr int kMemCategoryCount = 15;
 
 /// What an Activations buffer holds, for the ledger's breakdown of activation bytes.
 enum class ActivationKind : std::uint8_t {
@@ -60,7 +61,8 @@ inline bool is_host(MemCategory category) {
 /// True for the categories that live in files on disk (ZeRO-Infinity's NVMe tier): neither device
 /// nor host memory, so no total counts them.
 inline bool is_disk(MemCategory category) {
-  return category == MemCategory::NvmeMaster || category == MemCategory::NvmeOptimizer;
+  return category == MemCategory::NvmeMaster || category == MemCategory::NvmeOptimizer ||
+         category == MemCategory::NvmeParams;
 }
 
 /// Lower-case name of a category as it appears in summaries ("params", "grads", ...).

@@ -8,39 +8,56 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "core/error.hpp"
 
 namespace zl {
 
+std::filesystem::path unique_swap_path(const std::filesystem::path& folder) {
+  static std::atomic<std::int64_t> made{0};
+  return folder /
+         ("zerolab-" + std::to_string(::getpid()) + "-" + std::to_string(made++) + ".swap");
+}
+
+std::uint64_t swap_checksum(std::span<const std::byte> bytes, std::uint64_t hash) {
+  constexpr std::uint64_t kMultiplier = 0x9E3779B97F4A7C15ull;
+  std::size_t i = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, bytes.data() + i, 8);
+    hash = (hash ^ word) * kMultiplier;
+    hash ^= hash >> 29;
+  }
+  for (; i < bytes.size(); ++i) hash = (hash ^ static_cast<std::uint8_t>(bytes[i])) * kMultiplier;
+  return hash;
+}
+
 bool try_direct_io(int fd) {
   const int flags = ::fcntl(fd, F_GETFL);
   return flags >= 0 && ::fcntl(fd, F_SETFL, flags | O_DIRECT) == 0;
 }
 
-SwapFile::SwapFile(std::filesystem::path path, std::int64_t bytes)
-    : path_(std::move(path)), bytes_(bytes) {
+SwapFile::SwapFile(std::filesystem::path path, std::int64_t bytes, std::string_view setting)
+    : path_(std::move(path)), bytes_(bytes), setting_(setting) {
   ZL_CHECK(bytes >= 0, "swap file {}: a size of {} bytes is invalid", path_.string(), bytes);
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  ZL_CHECK(fd_ >= 0,
-           "cannot create the swap file {}: {}: pass an --nvme-path folder this run can "
-           "write",
-           path_.string(), std::strerror(errno));
+  ZL_CHECK(fd_ >= 0, "cannot create the swap file {}: {}: pass a {} folder this run can write",
+           path_.string(), std::strerror(errno), setting_);
   direct_ = try_direct_io(fd_);
   if (bytes == 0) return;
   if (const int error = ::posix_fallocate(fd_, 0, bytes); error != 0) {
     ::close(fd_);
     ::unlink(path_.c_str());
     fd_ = -1;
-    fail(
-        "cannot reserve {} bytes for the swap file {}: {}: free space there or pass another "
-        "--nvme-path",
-        bytes, path_.string(), std::strerror(error));
+    fail("cannot reserve {} bytes for the swap file {}: {}: free space there or pass another {}",
+         bytes, path_.string(), std::strerror(error), setting_);
   }
 }
 
@@ -108,8 +125,8 @@ void SwapFile::write(std::int64_t offset, std::span<const std::byte> bytes) {
                           static_cast<off_t>(at) + static_cast<off_t>(done));
         },
         [&](const char* reason) {
-          fail("cannot write the swap file {}: {}: free space there or pass another --nvme-path",
-               path_.string(), reason != nullptr ? reason : "no progress");
+          fail("cannot write the swap file {}: {}: free space there or pass another {}",
+               path_.string(), reason != nullptr ? reason : "no progress", setting_);
         });
   };
   if (!direct_) {
@@ -133,9 +150,9 @@ void SwapFile::read(std::int64_t offset, std::span<std::byte> bytes) {
   check_range(offset, bytes.size());
   struct stat status {};
   ZL_CHECK(::fstat(fd_, &status) == 0 && status.st_nlink > 0,
-           "the swap file {} was removed under this run: keep --nvme-path for this run alone and "
-           "start it again",
-           path_.string());
+           "the swap file {} was removed under this run: keep {} for this run alone and start it "
+           "again",
+           path_.string(), setting_);
   const auto started = std::chrono::steady_clock::now();
   const auto read_all = [&](std::byte* data, std::size_t size, std::int64_t at) {
     move_all(
@@ -146,9 +163,9 @@ void SwapFile::read(std::int64_t offset, std::span<std::byte> bytes) {
         },
         [&](const char* reason) {
           fail(
-              "cannot read the swap file {}: {}: it was changed under this run; keep --nvme-path "
-              "for this run alone and start it again",
-              path_.string(), reason != nullptr ? reason : "it ends early (cut short)");
+              "cannot read the swap file {}: {}: it was changed under this run; keep {} for this "
+              "run alone and start it again",
+              path_.string(), reason != nullptr ? reason : "it ends early (cut short)", setting_);
         });
   };
   if (!direct_) {

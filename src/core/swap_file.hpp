@@ -10,12 +10,23 @@
 #include <filesystem>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 
 namespace zl {
 
 /// Sets O_DIRECT on the open file `fd` where its file system takes it (tmpfs on older kernels
 /// refuses it); true when it did, false when the file goes through the page cache.
 bool try_direct_io(int fd);
+
+/// "<folder>/zerolab-<pid>-<n>.swap", n counting the swap files this process has named: a path no
+/// other swap file of this process or of another live one has.
+std::filesystem::path unique_swap_path(const std::filesystem::path& folder);
+
+/// A 64-bit checksum of `bytes` continuing from `hash` (a multiply-xorshift over 8-byte words,
+/// then the tail): what a swap file's owner keeps of each range it wrote, so that a file changed
+/// under the run reads back as an error.
+std::uint64_t swap_checksum(std::span<const std::byte> bytes, std::uint64_t hash);
 
 /// Bytes a swap file has moved and the time its calls took, per direction.
 struct SwapTotals {
@@ -40,8 +51,10 @@ class SwapFile {
 
   /// Creates `path` (its folder must exist; a file already there is an error: another run's) and
   /// reserves `bytes` bytes of disk for it, so a disk without the room fails here, before
-  /// training, and not in the middle of a step.
-  SwapFile(std::filesystem::path path, std::int64_t bytes);
+  /// training, and not in the middle of a step. Errors name `setting`, the flag that chose the
+  /// folder.
+  SwapFile(std::filesystem::path path, std::int64_t bytes,
+           std::string_view setting = "--nvme-path");
   /// Closes and removes the file.
   ~SwapFile();
   SwapFile(const SwapFile&) = delete;
@@ -75,6 +88,7 @@ class SwapFile {
 
   std::filesystem::path path_;
   std::int64_t bytes_ = 0;
+  std::string setting_;  // the flag that chose the folder, for the errors
   int fd_ = -1;
   bool direct_ = false;
   std::unique_ptr<std::byte, AlignedFree> staging_;

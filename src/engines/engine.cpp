@@ -21,6 +21,12 @@ void validate(const TrainingFeatures& features) {
            "offload_optimizer.nvme_path {} is set but the optimizer is not offloaded: set "
            "offload_optimizer.device to nvme (--offload-optimizer with --nvme-path)",
            features.nvme_path);
+  ZL_CHECK(
+      features.param_nvme_path.empty() || (features.offload_param && features.offload_optimizer),
+      "offload_param.nvme_path {} is set but the parameters are not offloaded with the "
+      "optimizer: set offload_param.device to nvme and offload the optimizer too "
+      "(--offload-param --param-nvme-path with --offload-optimizer)",
+      features.param_nvme_path);
   ZL_CHECK(features.grad_accum_steps >= 1,
            "gradient_accumulation_steps {} is invalid: use 1 or more micro-batches per step",
            features.grad_accum_steps);

@@ -92,6 +92,12 @@ struct TrainingFeatures {
   /// persistence threshold stay on the device; the other engines hold no parameter shards and
   /// ignore it. Never changes results.
   bool offload_param = false;
+  /// With offload_param: keep those shards in a swap file in this folder instead, bringing each
+  /// unit's into host memory only for a gather or the update (ZeRO-Infinity's NVMe tier;
+  /// offload_param.device = "nvme" with its nvme_path). Needs offload_optimizer (the update then
+  /// runs from the master, and the parameters are its rounding). Empty: host memory. Never
+  /// changes results.
+  std::string param_nvme_path;
 };
 
 /// Throws zl::Error naming the setting (by its DeepSpeed key) if a value is out of range.

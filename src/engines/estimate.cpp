@@ -129,26 +129,30 @@ std::vector<std::string> formulas_of(const Category& master, const Category& opt
 }
 
 // A stage's ledger from its categories {params, grads, accumulator, master, optimizer} held on
-// the device, but the master and optimizer where `tier` puts them, and `host_params` (ZeRO-3's
-// offloaded shards, empty otherwise) in host memory.
+// the device, but the master and optimizer where `tier` puts them, and `offloaded_params` (ZeRO-3's
+// offloaded shards, empty otherwise) where `param_tier` puts them.
 LedgerEstimate ledger_of(int stage, const StateElems& elems, const std::array<Category, 5>& parts,
-                         const Category& host_params, OffloadTier tier) {
+                         const Category& offloaded_params, OffloadTier tier,
+                         OffloadTier param_tier) {
   const auto& [params, grads, accum, master, optimizer] = parts;
   std::vector<std::string> device_terms;
   if (!params.formula.empty()) device_terms.push_back(params.formula);
   device_terms.push_back(accum.formula.empty()
                              ? grads.formula
                              : fmt::format("({} + {})", grads.formula, accum.formula));
+  const bool params_on_disk = param_tier == OffloadTier::Nvme;
   std::vector<std::string> host_terms;
-  if (!host_params.formula.empty()) host_terms.push_back(host_params.formula);
   std::vector<std::string> disk_terms;
+  if (!offloaded_params.formula.empty()) {
+    (params_on_disk ? disk_terms : host_terms).push_back(offloaded_params.formula);
+  }
   std::vector<Category> device = {params, grads, accum};
   LedgerEstimate out;
   out.stage = stage;
   out.params_bytes = params.bytes;
   out.grads_bytes = checked_add(grads.bytes, accum.bytes);
   out.grad_accum_bytes = accum.bytes;
-  out.host_params_bytes = host_params.bytes;
+  (params_on_disk ? out.nvme_params_bytes : out.host_params_bytes) = offloaded_params.bytes;
   const std::vector<std::string> moved = formulas_of(master, optimizer);
   if (tier == OffloadTier::None) {
     device_terms.insert(device_terms.end(), moved.begin(), moved.end());
@@ -161,7 +165,7 @@ LedgerEstimate ledger_of(int stage, const StateElems& elems, const std::array<Ca
     out.host_master_bytes = master.bytes;
     out.host_optimizer_bytes = optimizer.bytes;
   } else {
-    disk_terms = moved;
+    disk_terms.insert(disk_terms.end(), moved.begin(), moved.end());
     out.nvme_master_bytes = master.bytes;
     out.nvme_optimizer_bytes = optimizer.bytes;
   }
@@ -268,12 +272,13 @@ EstimateOptions estimate_options(const TrainingFeatures& features) {
   const OffloadTier optimizer_tier = !features.offload_optimizer  ? OffloadTier::None
                                      : features.nvme_path.empty() ? OffloadTier::Cpu
                                                                   : OffloadTier::Nvme;
-  return EstimateOptions{
-      .precision = features.precision,
-      .grad_accum_steps = features.grad_accum_steps,
-      .persistence_threshold_elems = features.persistence_threshold_elems,
-      .optimizer_tier = optimizer_tier,
-      .param_tier = features.offload_param ? OffloadTier::Cpu : OffloadTier::None};
+  return EstimateOptions{.precision = features.precision,
+                         .grad_accum_steps = features.grad_accum_steps,
+                         .persistence_threshold_elems = features.persistence_threshold_elems,
+                         .optimizer_tier = optimizer_tier,
+                         .param_tier = !features.offload_param            ? OffloadTier::None
+                                       : features.param_nvme_path.empty() ? OffloadTier::Cpu
+                                                                          : OffloadTier::Nvme};
 }
 
 void validate(const EstimateOptions& options) {
@@ -289,9 +294,9 @@ void validate(const EstimateOptions& options) {
            "--optimizer-bytes {} is invalid: give the optimizer state bytes per parameter, at "
            "least 1",
            options.optimizer_bytes_per_param);
-  ZL_CHECK(options.param_tier != OffloadTier::Nvme,
-           "--offload-param nvme is not offered: ZeRO-3's parameter shards go to the device or "
-           "host memory (none or cpu); the optimizer state may go to nvme");
+  ZL_CHECK(options.param_tier != OffloadTier::Nvme || options.optimizer_tier != OffloadTier::None,
+           "--offload-param nvme needs --offload-optimizer cpu or nvme: the update reads the fp32 "
+           "master, and the parameter shards on disk are its rounding");
 }
 
 int training_bytes_per_param(DType precision) {
@@ -362,9 +367,9 @@ LedgerEstimate estimate_ledger(const StateElems& elems, const EstimateOptions& o
       stage == 0 ? Held::Whole : Held::Sharded);
   const Category optimizer =
       category(elems, options.optimizer_bytes_per_param, stage == 0 ? Held::Whole : Held::Sharded);
-  if (stage == 3 && options.param_tier == OffloadTier::Cpu) {
-    // offload_param: every unit's shard in host memory but the persistent units, whole on the
-    // device; ZeRO-3's p(Ψp - Ψw)/N + pΨw split in two
+  if (stage == 3 && options.param_tier != OffloadTier::None) {
+    // offload_param: every unit's shard in host memory (or on disk) but the persistent units,
+    // whole on the device; ZeRO-3's p(Ψp - Ψw)/N + pΨw split in two
     const std::string_view psi = elems.padded() ? "Ψp" : "Ψ";
     Category host_params;
     host_params.bytes = checked_bytes(p, elems.shard_elems - elems.persistent_elems / elems.world);
@@ -377,10 +382,10 @@ LedgerEstimate estimate_ledger(const StateElems& elems, const EstimateOptions& o
       device_params.persistent_whole = p;
     }
     return ledger_of(stage, elems, {device_params, grads, accum, master, optimizer}, host_params,
-                     options.optimizer_tier);
+                     options.optimizer_tier, options.param_tier);
   }
   return ledger_of(stage, elems, {params, grads, accum, master, optimizer}, Category{},
-                   options.optimizer_tier);
+                   options.optimizer_tier, options.param_tier);
 }
 
 std::int64_t largest_fitting_params(int world, const EstimateOptions& options, int stage,

@@ -165,6 +165,7 @@ struct LedgerEstimate {
   std::int64_t host_optimizer_bytes = 0;  ///< MemCategory::HostOptimizer (optimizer on cpu)
   std::int64_t nvme_master_bytes = 0;     ///< MemCategory::NvmeMaster (optimizer on nvme)
   std::int64_t nvme_optimizer_bytes = 0;  ///< MemCategory::NvmeOptimizer (optimizer on nvme)
+  std::int64_t nvme_params_bytes = 0;     ///< MemCategory::NvmeParams (ZeRO-3 offload_param nvme)
   /// The host's terms, as `formula` writes the device's ("" when none).
   std::string host_formula;
   /// The disk's terms, as `formula` writes the device's ("" when none).
@@ -182,8 +183,10 @@ struct LedgerEstimate {
   std::int64_t host_bytes() const {
     return host_params_bytes + host_master_bytes + host_optimizer_bytes;
   }
-  /// What rests on the disk: the NVMe master and optimizer state.
-  std::int64_t disk_bytes() const { return nvme_master_bytes + nvme_optimizer_bytes; }
+  /// What rests on the disk: the NVMe master and optimizer state, and parameter shards.
+  std::int64_t disk_bytes() const {
+    return nvme_master_bytes + nvme_optimizer_bytes + nvme_params_bytes;
+  }
 };
 
 /// Per-rank ledger bytes at `stage` (0..3): precision, accumulation and optimizer bytes from

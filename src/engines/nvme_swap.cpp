@@ -3,10 +3,7 @@
 // changed file an error.
 #include "engines/nvme_swap.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <numeric>
 
@@ -16,32 +13,13 @@ namespace zl {
 
 namespace {
 
-// A 64-bit checksum of `bytes` (a multiply-xorshift over 8-byte words, then the tail).
-std::uint64_t checksum(std::span<const std::byte> bytes, std::uint64_t hash) {
-  constexpr std::uint64_t kMultiplier = 0x9E3779B97F4A7C15ull;
-  std::size_t i = 0;
-  for (; i + 8 <= bytes.size(); i += 8) {
-    std::uint64_t word = 0;
-    std::memcpy(&word, bytes.data() + i, 8);
-    hash = (hash ^ word) * kMultiplier;
-    hash ^= hash >> 29;
-  }
-  for (; i < bytes.size(); ++i) hash = (hash ^ static_cast<std::uint8_t>(bytes[i])) * kMultiplier;
-  return hash;
-}
-
 std::uint64_t checksum_of(std::span<const float> master, std::span<const float> exp_avg,
                           std::span<const float> exp_avg_sq) {
   std::uint64_t hash = 0x6A09E667F3BCC909ull;
-  for (const auto part : {master, exp_avg, exp_avg_sq}) hash = checksum(std::as_bytes(part), hash);
+  for (const auto part : {master, exp_avg, exp_avg_sq}) {
+    hash = swap_checksum(std::as_bytes(part), hash);
+  }
   return hash;
-}
-
-// "<folder>/zerolab-<pid>-<n>.swap", n counting the swap files this process made.
-std::filesystem::path swap_path(const std::filesystem::path& folder) {
-  static std::atomic<std::int64_t> made{0};
-  return folder /
-         ("zerolab-" + std::to_string(::getpid()) + "-" + std::to_string(made++) + ".swap");
 }
 
 // Bytes of the file one part (master, m or v) of `elems` fp32 elements takes: whole pages.
@@ -62,7 +40,7 @@ NvmeSwap::NvmeSwap(MemoryLedger& ledger, const std::filesystem::path& folder,
                    std::vector<std::int64_t> unit_elems)
     : ledger_(ledger),
       unit_elems_(std::move(unit_elems)),
-      file_(swap_path(folder), file_bytes(unit_elems_)),
+      file_(unique_swap_path(folder), file_bytes(unit_elems_)),
       checksums_(unit_elems_.size(), 0),
       written_(unit_elems_.size(), 0),
       holders_(unit_elems_.size(), 0) {
@@ -122,6 +100,15 @@ void NvmeSwap::read(std::size_t unit, std::span<float> master, std::span<float> 
            "the swap file {} was changed under this run (unit {} reads back other bytes than "
            "were written): keep --nvme-path for this run alone and start it again",
            file_.path().string(), unit);
+}
+
+void record_disk_io(Comm* comm, const SwapTotals& before, const SwapTotals& now) {
+  if (comm == nullptr) return;
+  TrafficLedger& traffic = comm->traffic();
+  traffic.record_disk(DiskIo::Read, now.read_bytes - before.read_bytes,
+                      now.read_ms - before.read_ms);
+  traffic.record_disk(DiskIo::Write, now.written_bytes - before.written_bytes,
+                      now.write_ms - before.write_ms);
 }
 
 }  // namespace zl

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "comm/comm.hpp"
 #include "core/memory_ledger.hpp"
 #include "core/swap_file.hpp"
 
@@ -61,5 +62,9 @@ class NvmeSwap {
   std::vector<char> written_;             // 0: the unit still reads as zeros
   std::vector<int> holders_;              // holders(unit)
 };
+
+/// What a swap file moved between its totals `before` and `now`, into `comm`'s traffic ledger
+/// (nothing when `comm` is null).
+void record_disk_io(Comm* comm, const SwapTotals& before, const SwapTotals& now);
 
 }  // namespace zl

@@ -41,6 +41,16 @@ void count_param_copies(OptimizerState& state, std::size_t unit, std::int64_t by
   state.comm->host_copy(HostCopy::ToHost, bytes);
 }
 
+// fn(unit `unit`'s owned parameters): `owned[unit]` itself, or, where that is a placeholder (no
+// data), held from state.held_params around the call and written back when `written`.
+template <class Fn>
+void with_params(OptimizerState& state, const std::vector<TypedSpan>& owned, std::size_t unit,
+                 bool written, Fn&& fn) {
+  if (state.held_params == nullptr || owned[unit].data != nullptr) return fn(owned[unit]);
+  fn(state.held_params->hold(unit));
+  state.held_params->release(unit, written);
+}
+
 }  // namespace
 
 OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& layout,
@@ -66,7 +76,8 @@ OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& la
                        .offload = offload,
                        .params_on_host = {},
                        .comm = nullptr,
-                       .nvme = std::move(nvme)};
+                       .nvme = std::move(nvme),
+                       .held_params = nullptr};
   if (state.nvme) {
     state.master = UnitBuffers(layout.size());
   } else if (features.precision != DType::F32 || offload) {
@@ -81,13 +92,7 @@ namespace {
 
 // What the swap file moved since `before`, into the rank's traffic ledger.
 void record_swap(OptimizerState& state, const SwapTotals& before) {
-  if (state.comm == nullptr) return;
-  const SwapTotals& now = state.nvme->file().totals();
-  TrafficLedger& traffic = state.comm->traffic();
-  traffic.record_disk(DiskIo::Read, now.read_bytes - before.read_bytes,
-                      now.read_ms - before.read_ms);
-  traffic.record_disk(DiskIo::Write, now.written_bytes - before.written_bytes,
-                      now.write_ms - before.write_ms);
+  record_disk_io(state.comm, before, state.nvme->file().totals());
 }
 
 }  // namespace
@@ -154,7 +159,8 @@ void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& own
   if (!mixed(state)) return;
   for (std::size_t u = 0; u < owned_params.size(); ++u) {
     swap_in(state, device, u);
-    round_into(device, state.master[u].as<float>(), owned_params[u]);
+    with_params(state, owned_params, u, /*written=*/true,
+                [&](TypedSpan params) { round_into(device, state.master[u].as<float>(), params); });
     swap_out(state, u);
   }
 }
@@ -164,7 +170,8 @@ void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& own
   if (!mixed(state)) return;
   for (std::size_t u = 0; u < owned_params.size(); ++u) {
     swap_in(state, device, u);
-    widen(device, owned_params[u], state.master[u].as<float>());
+    with_params(state, owned_params, u, /*written=*/false,
+                [&](TypedSpan params) { widen(device, params, state.master[u].as<float>()); });
     swap_out(state, u);
   }
 }
@@ -212,19 +219,21 @@ void adamw_step(const std::vector<TypedSpan>& params, const std::vector<TypedSpa
   const auto loss_scale = static_cast<float>(state.scaler.scale());
   for (std::size_t u = 0; u < grads.size(); ++u) {
     swap_in(state, device, u);
-    const std::span<float> master = mixed(state) ? state.master[u].as<float>() : params[u].f32();
-    ZL_CHECK(params[u].elems == static_cast<std::int64_t>(master.size()),
-             "unit {}: {} parameters for a master of {}", u, params[u].elems, master.size());
-    // The update reads the reduced gradient as it is (16-bit, scaled; offloaded, the host's
-    // widened copy) and unscales and clips each element as it goes; a mixed update writes the
-    // 16-bit parameters too, the new master rounded in the same pass.
-    Buffer host_copy;
-    const TensorIn g =
-        state.offload ? widened_on_host(grads[u], state, device, host_copy) : tensor_of(grads[u]);
-    device.adamw_update_unscaled(master, g, loss_scale, clip, state.adam.exp_avg[u].as<float>(),
-                                 state.adam.exp_avg_sq[u].as<float>(), scalars,
-                                 mixed(state) ? params[u].data : nullptr, params[u].dtype);
-    count_param_copies(state, u, params[u].bytes(), /*read_on_device=*/!mixed(state));
+    with_params(state, params, u, /*written=*/true, [&](TypedSpan owned) {
+      const std::span<float> master = mixed(state) ? state.master[u].as<float>() : owned.f32();
+      ZL_CHECK(owned.elems == static_cast<std::int64_t>(master.size()),
+               "unit {}: {} parameters for a master of {}", u, owned.elems, master.size());
+      // The update reads the reduced gradient as it is (16-bit, scaled; offloaded, the host's
+      // widened copy) and unscales and clips each element as it goes; a mixed update writes the
+      // 16-bit parameters too, the new master rounded in the same pass.
+      Buffer host_copy;
+      const TensorIn g =
+          state.offload ? widened_on_host(grads[u], state, device, host_copy) : tensor_of(grads[u]);
+      device.adamw_update_unscaled(master, g, loss_scale, clip, state.adam.exp_avg[u].as<float>(),
+                                   state.adam.exp_avg_sq[u].as<float>(), scalars,
+                                   mixed(state) ? owned.data : nullptr, owned.dtype);
+      count_param_copies(state, u, owned.bytes(), /*read_on_device=*/!mixed(state));
+    });
     swap_out(state, u);
   }
   state.scaler.update(/*overflow=*/false);

@@ -26,6 +26,18 @@ namespace zl {
 
 class NvmeSwap;
 
+/// Owned parameters that are in memory only while held (ZeRO-3's shards on the NVMe tier): the
+/// update, and whatever else reads or writes them, holds a unit around its use.
+class HeldParams {
+ public:
+  virtual ~HeldParams() = default;
+  /// Unit `unit`'s owned parameters, in memory for one more holder until release(unit).
+  virtual TypedSpan hold(std::size_t unit) = 0;
+  /// Lets go of unit `unit` for one holder; the last one writes it back when `written` (or when an
+  /// earlier holder wrote it) and frees its memory.
+  virtual void release(std::size_t unit, bool written) = 0;
+};
+
 /// What the optimizer owns for the part of the model a rank updates. With ZeRO-Offload the master
 /// and the moments are host memory (HostMaster, HostOptimizer) and the update runs there: each
 /// unit's gradient goes to the host (HostGrads, noted as a device-to-host copy through `comm`)
@@ -45,6 +57,10 @@ struct OptimizerState {
   /// ZeRO-Infinity (features.nvme_path): the master and moments live in this swap file and their
   /// buffers above are empty but while swap_in holds them. Null: they are always in memory.
   std::shared_ptr<NvmeSwap> nvme;
+  /// ZeRO-3's parameter shards on the NVMe tier: an owned-parameter span the calls below take
+  /// with no data is a placeholder (its size) for a unit this holds, held around its use. Null:
+  /// the spans are the parameters.
+  HeldParams* held_params = nullptr;
 };
 
 /// Brings unit `unit`'s master and moments from the NVMe tier into host memory (HostMaster,

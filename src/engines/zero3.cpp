@@ -17,13 +17,15 @@
 //                                       are gathered right after the current one, ahead of use
 //                                       (with overlap_comm asynchronously, while it computes)
 // With offload_param (ZeRO-Infinity's CPU half) the own shards live in host memory: each gather
-// first copies the unit's shard to the device, and each update sends it back.
+// first copies the unit's shard to the device, and each update sends it back; with its nvme_path
+// they live on disk, read into host memory for each gather and the update (zero3_shards.hpp).
 #include <algorithm>
 #include <deque>
 
 #include "engines/engine.hpp"
 #include "engines/micro_batch.hpp"
 #include "engines/sharding.hpp"
+#include "engines/zero3_shards.hpp"
 
 namespace zl {
 
@@ -40,22 +42,14 @@ class Zero3Engine final : public Engine {
         layout_(layout_units(model.units(), comm.size())),
         grad_shards_(
             alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
-        opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)) {
+        opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)),
+        shards_(model, device, comm, layout_, features_, options.seed, opt_) {
     validate(features_);
     opt_.comm = &comm;
-    for (const auto& unit : layout_) {
-      persistent_.push_back(unit.numel < features_.persistence_threshold_elems);
-      const bool on_host = features_.offload_param && !persistent_.back();
-      opt_.params_on_host.push_back(on_host);
-      params_.push_back(device.alloc(on_host ? MemCategory::HostParams : MemCategory::Params,
-                                     features_.precision,
-                                     {persistent_.back() ? unit.padded_elems : unit.shard_elems}));
-    }
     const std::vector<int> order = model_.forward_order();
     visits_ = order;
     visits_.insert(visits_.end(), order.rbegin(), order.rend());
-    init_own_params();
-    master_from_params(opt_, own_params(), device_);
+    master_from_params(opt_, shards_.own(), device_);
   }
 
   StepStats step(std::int64_t step) override {
@@ -77,8 +71,8 @@ class Zero3Engine final : public Engine {
     const double grad_norm = sharded_grad_norm(
         comm_, device_, layout_, unscaled_partials(grads, loss_scale, device_));
     // 3. update the own shard (unless the step is skipped); persistent units are made whole
-    const bool update = optimizer_step(grad_norm, step, own_params(), grads, opt_, options_,
-                                       device_);
+    const bool update =
+        optimizer_step(grad_norm, step, shards_.own(), grads, opt_, options_, device_);
     if (update) notify(options_, device_, "update");
     gather_persistent(options_);
     return {.loss = loss,
@@ -89,30 +83,17 @@ class Zero3Engine final : public Engine {
   }
 
   ModelState full_state() override {
-    return gather_model_state(comm_, device_, layout_, opt_, own_params());
+    return gather_model_state(comm_, device_, layout_, opt_, shards_.own());
   }
 
-  ShardState shard_state() override {
-    return owned_shard_state(opt_, own_params(), device_);
-  }
+  ShardState shard_state() override { return owned_shard_state(opt_, shards_.own(), device_); }
 
   void load_shard_state(const ShardState& state) override {
-    load_owned_shard_state(opt_, own_params(), state, device_);
+    load_owned_shard_state(opt_, shards_.own(), state, device_);
     gather_persistent({});
   }
 
  private:
-  // The own shard of every unit: a shard buffer, or the own slice of a persistent unit.
-  std::vector<TypedSpan> own_params() {
-    std::vector<TypedSpan> spans;
-    for (std::size_t u = 0; u < layout_.size(); ++u) {
-      const TypedSpan all = view_of(params_[u]);
-      const ShardRange shard = shard_of(layout_[u], comm_.rank(), comm_.size());
-      spans.push_back(persistent_[u] ? all.slice(shard.begin, shard.size()) : all);
-    }
-    return spans;
-  }
-
   MicroBatchHooks hooks(bool first_micro_batch) {
     MicroBatchHooks hooks;
     hooks.params = [this](int u, bool) { return params_for_visit(u); };
@@ -130,7 +111,7 @@ class Zero3Engine final : public Engine {
   // ahead by a prefetch or gathered now; then the next visits are prefetched within the budget.
   UnitParams params_for_visit(int u) {
     const std::size_t visit = next_visit_++;
-    if (persistent_[u]) return {view_of(params_[u]), {}};
+    if (shards_.persistent(u)) return {shards_.whole(u), {}};
     UnitParams params;
     if (!prefetched_.empty() && prefetched_.front().visit == visit) {
       prefetched_.front().flight.wait();  // with overlap_comm the gather ran meanwhile
@@ -148,7 +129,7 @@ class Zero3Engine final : public Engine {
     std::int64_t budget_elems = features_.prefetch_bucket_elems;
     for (std::size_t next = visit + 1; next < visits_.size(); ++next) {
       const int u = visits_[next];
-      if (persistent_[u]) continue;
+      if (shards_.persistent(u)) continue;
       budget_elems -= layout_[u].padded_elems;
       if (budget_elems < 0) return;
       const bool have = std::ranges::any_of(prefetched_, [next](const Prefetched& p) {
@@ -172,7 +153,7 @@ class Zero3Engine final : public Engine {
                                          {layout_[unit].padded_elems}),
                      {},
                      {}};
-    const TypedSpan shard = shard_on_device(unit, ahead.staged);
+    const TypedSpan shard = shards_.on_device(unit, ahead.staged);
     ahead.flight = start_all_gather(comm_, device_, shard, view_of(ahead.params),
                                     features_.allgather_bucket_elems, features_.overlap_comm);
     notify(options_, device_, "gather", unit);
@@ -181,47 +162,18 @@ class Zero3Engine final : public Engine {
 
   Buffer gather(int unit) {
     Buffer staged;
-    Buffer params = gather_unit(comm_, device_, layout_[unit], shard_on_device(unit, staged),
+    Buffer params = gather_unit(comm_, device_, layout_[unit], shards_.on_device(unit, staged),
                                 features_.allgather_bucket_elems);
     notify(options_, device_, "gather", unit);
     return params;
   }
 
-  // The own shard of `unit` in device memory: the shard itself, or with offload_param a copy
-  // into `staged` (booked as a comm buffer, counted as a host-to-device copy).
-  TypedSpan shard_on_device(int unit, Buffer& staged) {
-    Buffer& shard = params_[static_cast<std::size_t>(unit)];
-    if (!features_.offload_param) return view_of(shard);
-    staged =
-        device_.alloc_unset(MemCategory::CommBuffer, shard.dtype(), {layout_[unit].shard_elems});
-    device_.copy_from_host(staged.data(), shard.data(), static_cast<std::size_t>(shard.bytes()));
-    comm_.host_copy(HostCopy::ToDevice, shard.bytes());
-    return view_of(staged);
-  }
-
   void gather_persistent(const EngineOptions& options) {
-    const std::vector<TypedSpan> own = own_params();
+    const std::vector<TypedSpan> own = shards_.own();
     for (std::size_t u = 0; u < layout_.size(); ++u) {
-      if (!persistent_[u]) continue;
-      all_gather_into(comm_, device_, own[u], view_of(params_[u]),
-                      features_.allgather_bucket_elems);
+      if (!shards_.persistent(u)) continue;
+      all_gather_into(comm_, device_, own[u], shards_.whole(u), features_.allgather_bucket_elems);
       notify(options, device_, "all_gather", static_cast<int>(u));
-    }
-  }
-
-  // Every rank runs the (deterministic) init of one unit at a time and keeps what it holds.
-  void init_own_params() {
-    for (std::size_t u = 0; u < layout_.size(); ++u) {
-      std::vector<float> full(static_cast<std::size_t>(layout_[u].padded_elems));  // padding: 0
-      model_.init_unit(static_cast<int>(u),
-                       std::span<float>(full).first(static_cast<std::size_t>(layout_[u].numel)),
-                       options_.seed);
-      const ShardRange shard = shard_of(layout_[u], comm_.rank(), comm_.size());
-      const auto values = persistent_[u] ? std::span<const float>(full)
-                                         : std::span<const float>(full).subspan(
-                                               static_cast<std::size_t>(shard.begin),
-                                               static_cast<std::size_t>(shard.size()));
-      upload_rounded(device_, values, view_of(params_[u]));
     }
   }
 
@@ -231,10 +183,9 @@ class Zero3Engine final : public Engine {
   EngineOptions options_;
   TrainingFeatures features_;
   std::vector<UnitLayout> layout_;
-  std::vector<bool> persistent_;  // units below the persistence threshold stay whole
-  UnitBuffers params_;            // own shard (whole for persistent units), training dtype
   UnitBuffers grad_shards_;       // own shard of the averaged (accumulated) gradients
   OptimizerState opt_;            // own shard
+  Zero3Shards shards_;            // own parameter shards, training dtype, wherever they live
   std::vector<InFlight> in_flight_;  // overlap_comm: reduce_scatters started during backward
   std::vector<int> visits_;       // the units of a micro-batch's visits, forward then backward
   std::size_t next_visit_ = 0;

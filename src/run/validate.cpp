@@ -141,6 +141,13 @@ void validate(const TrainConfig& config) {
              "--nvme-path {} is not a folder: create it, or pass the folder for the swap files",
              config.features.nvme_path);
   }
+  if (!config.features.param_nvme_path.empty()) {  // validate(features): with offload_param
+    std::error_code ec;
+    ZL_CHECK(std::filesystem::is_directory(config.features.param_nvme_path, ec),
+             "--param-nvme-path {} is not a folder: create it, or pass the folder for the swap "
+             "files",
+             config.features.param_nvme_path);
+  }
   validate_faults(config.faults, config.world, "--inject-fault");
   ZL_CHECK(config.link.busbw_gbps > 0.0 && config.link.alpha_us >= 0.0,
            "link {} is invalid: give a bus bandwidth > 0 GB/s and a latency >= 0 us",

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
+#include <string>
 
 #include "ckpt/safetensors.hpp"
 #include "ckpt/test_files.hpp"
@@ -69,6 +71,46 @@ TEST_F(TrainFeaturesCli, NvmeOffloadTrainsTheSameBitsAndLeavesTheFolderEmpty) {
     EXPECT_GT(rank["bytes"]["current"]["nvme_optimizer"].get<std::int64_t>(), 0) << rank.dump();
     EXPECT_EQ(rank["bytes"]["current"]["nvme_optimizer"].get<std::int64_t>(),
               2 * rank["bytes"]["current"]["nvme_master"].get<std::int64_t>());
+  }
+  EXPECT_TRUE(fs::is_empty(nvme));
+}
+
+// DeepSpeedExamples' ZeRO-Infinity config as published (stage 3, fp16, both offloads on nvme, an
+// aio section), its nvme_path pointed at a folder here: it trains the bits of the same config with
+// both offloads in host memory, books the parameters on disk too, and leaves the folder empty.
+TEST_F(TrainFeaturesCli, DeepSpeedExamplesInfinityConfigRunsAsPublished) {
+  const fs::path nvme = dir_ / "nvme";
+  fs::create_directories(nvme);
+  std::stringstream published;
+  published << std::ifstream(fs::path(test::data_dir()) / "cli" / "ds_configs" /
+                             "deepspeedexamples_megatron_zero_infinity.json")
+                   .rdbuf();
+  const auto with = [](std::string text, const std::string& from, const std::string& to) {
+    for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
+      text.replace(at, from.size(), to);
+      at += to.size();
+    }
+    return text;
+  };
+  const std::string on_disk = with(published.str(), "/nvme_data", nvme.string());
+  std::ofstream(dir_ / "infinity.json") << on_disk;
+  std::ofstream(dir_ / "host.json") << with(on_disk, R"("device": "nvme")", R"("device": "cpu")");
+  const std::string args =
+      "train --world 2 --layers 3 --width 12 --in 5 --classes 4 --steps 3 --quiet --config ";
+  const auto host = zerolab(args + (dir_ / "host.json").string() + " --save-final " +
+                            (dir_ / "host.st").string());
+  ASSERT_EQ(host.exit_code, 0) << host.err;
+  const auto disk =
+      zerolab(args + (dir_ / "infinity.json").string() + " --save-final " +
+              (dir_ / "disk.st").string() + " --summary " + (dir_ / "summary.json").string());
+  ASSERT_EQ(disk.exit_code, 0) << disk.err;
+  EXPECT_EQ(test::file_bytes(dir_ / "disk.st"), test::file_bytes(dir_ / "host.st"));
+  const auto summary = nlohmann::json::parse(std::ifstream(dir_ / "summary.json"));
+  for (const auto& rank : summary["ranks"]) {
+    const auto& current = rank["bytes"]["current"];
+    EXPECT_GT(current["nvme_params"].get<std::int64_t>(), 0) << rank.dump();
+    EXPECT_EQ(current["host_params"].get<std::int64_t>(), 0) << rank.dump();
+    EXPECT_GT(current["nvme_optimizer"].get<std::int64_t>(), 0) << rank.dump();
   }
   EXPECT_TRUE(fs::is_empty(nvme));
 }

@@ -74,6 +74,7 @@ RC_GTEST_PROP(Accelerator, prop_every_stage_on_detached_memory_is_bitwise_the_cp
   config.features.offload_optimizer = false;  // the optimizer in host memory: the CPU's only
   config.features.nvme_path.clear();
   config.features.offload_param = false;
+  config.features.param_nvme_path.clear();
   config.engine =
       *rc::gen::element(EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3);
   RC_TAG(engine_name(config.engine));
@@ -85,6 +86,7 @@ RC_GTEST_PROP(Accelerator, prop_gpt_on_detached_memory_is_bitwise_the_cpu, ()) {
   config.features.offload_optimizer = false;
   config.features.nvme_path.clear();
   config.features.offload_param = false;
+  config.features.param_nvme_path.clear();
   config.activations.cpu_checkpoints = false;  // host memory, which only the CPU accelerator has
   config.engine =
       *rc::gen::element(EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3);

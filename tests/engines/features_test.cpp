@@ -41,6 +41,7 @@ void check_every_stage(const TrainConfig& config) {
   unchecked.features.offload_optimizer = false;
   unchecked.features.nvme_path.clear();
   unchecked.features.offload_param = false;
+  unchecked.features.param_nvme_path.clear();
   const auto reference = run(unchecked, EngineKind::Reference);
   for (const EngineKind stage : kStages) {
     if (const auto diff = first_difference(run(config, stage), reference)) {
@@ -79,11 +80,13 @@ void draw_threads(TrainConfig& config) {
 std::string describe(const TrainingFeatures& f) {
   return fmt::format(
       "{} accum={} clip={} prefetch={} persistence={} scale=2^{} window={} hysteresis={} "
-      "static scale={} buckets={}/{} overlap={} offload={} offload_param={}",
+      "static scale={} buckets={}/{} overlap={} offload={} nvme={} offload_param={} "
+      "param nvme={}",
       dtype_name(f.precision), f.grad_accum_steps, f.grad_clip, f.prefetch_bucket_elems,
       f.persistence_threshold_elems, f.loss_scale.initial_scale_power, f.loss_scale.window,
       f.loss_scale.hysteresis, f.loss_scale.static_scale, f.reduce_bucket_elems,
-      f.allgather_bucket_elems, f.overlap_comm, f.offload_optimizer, f.offload_param);
+      f.allgather_bucket_elems, f.overlap_comm, f.offload_optimizer, !f.nvme_path.empty(),
+      f.offload_param, !f.param_nvme_path.empty());
 }
 
 RC_GTEST_PROP(Features, prop_every_stage_is_bitwise_the_reference_with_every_feature,
@@ -118,6 +121,7 @@ RC_GTEST_PROP(Features, prop_gpt_every_stage_is_bitwise_the_reference, ()) {
   unchecked.features.offload_optimizer = false;
   unchecked.features.nvme_path.clear();
   unchecked.features.offload_param = false;
+  unchecked.features.param_nvme_path.clear();
   const TrainResult reference = run(config, EngineKind::Reference);
   if (const auto diff = first_difference(reference, run(unchecked, EngineKind::Reference))) {
     RC_FAIL(fmt::format("reference with checkpointing: {}", *diff));

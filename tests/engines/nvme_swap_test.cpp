@@ -15,11 +15,13 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "support/error_of.hpp"
 
 namespace zl {
 namespace {
 
 namespace fs = std::filesystem;
+using test::error_of;
 
 class NvmeSwapTest : public ::testing::Test {
  protected:
@@ -33,17 +35,6 @@ class NvmeSwapTest : public ::testing::Test {
       fs::temp_directory_path() / ("zl_nvme_swap_test_" + std::to_string(::getpid()));
   MemoryLedger ledger_;
 };
-
-// The error `action` throws, or "" when it throws none.
-template <class Fn>
-std::string error_of(Fn action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Units of 3 and 5 elements: master 4 + m and v 8 bytes per element, booked on disk only; in the
 // file each part takes whole pages, as O_DIRECT moves them.

@@ -1,7 +1,7 @@
 // offload_memory_test.cpp — what offload_param does to the device and host peaks of the memory
 // ledger: at ZeRO-3 the device peak drops by exactly the parameter shard bytes the host peak
 // gains, less the one shard staged for a gather, and the results stay bitwise the same; and what
-// the NVMe tier keeps on disk.
+// the NVMe tier keeps on disk, for the optimizer and for the parameters.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -92,6 +92,43 @@ TEST(OffloadMemory, NvmeKeepsTheOptimizerOnDiskAndOneUnitInHostMemory) {
           << what;
       EXPECT_TRUE(std::filesystem::is_empty(folder)) << what << ": the swap files stay";
     }
+  }
+  std::filesystem::remove_all(folder);
+}
+
+// ZeRO-Infinity with both offloads on NVMe (DeepSpeed's Infinity configs): the same bits as both
+// in host memory; between steps the parameter shards are only on disk (nvme_params, 2 bytes per
+// owned bf16 element) and no host memory holds them, and at most one unit's shard was in host
+// memory at a time (each gather and each update holds one).
+TEST(OffloadMemory, NvmeKeepsTheParameterShardsOnDiskAndOneUnitInHostMemory) {
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / ("zl_nvme_param_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(folder);
+  for (const int world : {1, 3}) {
+    TrainConfig config = small_config();
+    config.engine = EngineKind::Zero3;
+    config.world = world;
+    config.features.precision = DType::BF16;
+    config.features.offload_optimizer = true;
+    config.features.offload_param = true;
+    const TrainResult in_host_memory = train(config);
+    config.features.nvme_path = folder.string();
+    config.features.param_nvme_path = folder.string();
+    const TrainResult on_disk = train(config);
+    EXPECT_FALSE(first_difference(on_disk, in_host_memory)) << "W=" << world;
+    std::int64_t owned_elems = 0, largest_elems = 0;
+    for (const auto& unit : on_disk.layout) {
+      owned_elems += unit.shard_elems;
+      largest_elems = std::max(largest_elems, unit.shard_elems);
+    }
+    const MemoryLedger& after_steps = on_disk.steps.back().memory;  // rank 0, before the end
+    EXPECT_EQ(after_steps.current_bytes(MemCategory::NvmeParams), 2 * owned_elems) << world;
+    EXPECT_EQ(after_steps.current_bytes(MemCategory::HostParams), 0) << world;
+    EXPECT_EQ(after_steps.peak_bytes(MemCategory::HostParams), 2 * largest_elems) << world;
+    EXPECT_EQ(in_host_memory.steps.back().memory.current_bytes(MemCategory::HostParams),
+              2 * owned_elems)
+        << world;
+    EXPECT_TRUE(std::filesystem::is_empty(folder)) << world << ": the swap files stay";
   }
   std::filesystem::remove_all(folder);
 }

@@ -120,27 +120,32 @@ TEST_F(Resume, WithEveryFeatureSameWorldIsBitwise) {
   }
 }
 
-// Where the optimizer lives is no part of a checkpoint: a run saved with its state on the NVMe
-// tier resumes in host memory, on the device or on NVMe again, at any stage, and one saved on
-// the device resumes on NVMe, each bitwise the uninterrupted run.
+// Where the optimizer and ZeRO-3's parameters live is no part of a checkpoint: a run saved with
+// its state on the NVMe tier (the optimizer's, or the parameters' too) resumes in host memory,
+// on the device or on NVMe again, at any stage, and one saved on the device resumes on NVMe,
+// each bitwise the uninterrupted run.
 TEST_F(Resume, AcrossTheOptimizersTiersIsBitwise) {
   const fs::path nvme = dir_ / "nvme";
   fs::create_directories(nvme);
-  enum class Tier { Device, Host, Nvme };
+  enum class Tier { Device, Host, Nvme, NvmeWithParams };
   const auto config = [&](EngineKind engine, Tier tier) {
     TrainConfig c = config_of(engine, 3, 2, 6);
     c.features.precision = DType::BF16;
     c.features.offload_optimizer = tier != Tier::Device;
-    if (tier == Tier::Nvme) c.features.nvme_path = nvme.string();
+    if (tier == Tier::Nvme || tier == Tier::NvmeWithParams) c.features.nvme_path = nvme.string();
+    if (tier == Tier::NvmeWithParams) {
+      c.features.offload_param = true;
+      c.features.param_nvme_path = nvme.string();
+    }
     return c;
   };
   const auto uninterrupted = train(config(EngineKind::Zero2, Tier::Device));
   TrainResult tail = uninterrupted;
   tail.steps.erase(tail.steps.begin(), tail.steps.begin() + 3);
-  for (const Tier saver : {Tier::Nvme, Tier::Device}) {
+  for (const Tier saver : {Tier::Nvme, Tier::Device, Tier::NvmeWithParams}) {
     const fs::path dir = dir_ / fmt::format("saved_{}", static_cast<int>(saver));
     train(config(EngineKind::Zero3, saver), {}, {}, save_to(dir, 3));
-    for (const Tier resumer : {Tier::Device, Tier::Host, Tier::Nvme}) {
+    for (const Tier resumer : {Tier::Device, Tier::Host, Tier::Nvme, Tier::NvmeWithParams}) {
       for (const EngineKind stage : kStages) {
         const auto resumed =
             train(config(stage, resumer), {}, {}, resume_from(dir / "step-00000003"));

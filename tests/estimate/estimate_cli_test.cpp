@@ -369,13 +369,17 @@ TEST(EstimateCli, TheMemoryWallSaysWhereEachPlacementStops) {
   const auto json = nlohmann::json::parse(run.out);
   const auto& fit = json.at("fit");
   EXPECT_EQ(fit.at("device_bytes").get<std::int64_t>(), 32'000'000'000);
-  ASSERT_EQ(fit.at("placements").size(), 5u);
+  ASSERT_EQ(fit.at("placements").size(), 6u);
   const auto& host_bound = fit.at("placements")[3];
   EXPECT_EQ(host_bound.at("offload_optimizer"), "cpu");
   EXPECT_EQ(host_bound.at("offload_param"), "cpu");
   EXPECT_EQ(host_bound.at("largest_params")[3].get<std::int64_t>(), 109'714'285'712);
   EXPECT_EQ(host_bound.at("bound_by")[3], "host");
   EXPECT_EQ(fit.at("placements")[4].at("largest_params")[3].get<std::int64_t>(), 256'000'000'000);
+  const auto& both_on_disk = fit.at("placements")[5];
+  EXPECT_EQ(both_on_disk.at("offload_param"), "nvme");
+  EXPECT_EQ(both_on_disk.at("largest_params")[3].get<std::int64_t>(), 256'000'000'000);
+  EXPECT_EQ(both_on_disk.at("bound_by")[3], "device");
   EXPECT_TRUE(nlohmann::json::parse(zerolab("estimate --params 7e9 --world 16 --json").out)
                   .at("fit")
                   .is_null());
@@ -383,14 +387,16 @@ TEST(EstimateCli, TheMemoryWallSaysWhereEachPlacementStops) {
   const auto table = zerolab(flags);
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_TRUE(has(table.out,
-                  "optimizer on cpu, params on cpu      8.00B (device)     8.00B "
+                  "optimizer on cpu, params on cpu        8.00B (device)     8.00B "
                   "(device)    15.06B (device)     109.71B (host)"))
       << table.out;
   EXPECT_TRUE(has(table.out,
                   "At ZeRO-3 the device alone fits 32.00B (device bound); optimizer "
                   "on cpu, 128.00B (4.0x, device bound)"))
       << table.out;
-  EXPECT_TRUE(has(table.out, "optimizer on nvme, params on cpu, 256.00B (8.0x, device bound)."))
+  EXPECT_TRUE(has(table.out,
+                  "optimizer on nvme, params on cpu, 256.00B (8.0x, device bound); optimizer on "
+                  "nvme, params on nvme, 256.00B (8.0x, device bound)."))
       << table.out;
 
   // A million GPUs with an exabyte each: ZeRO-3's search stops where int64 stops counting bytes,

@@ -108,7 +108,9 @@ RC_GTEST_PROP(LedgerEstimate, prop_the_largest_fitting_model_is_the_edge, ()) {
   opts.precision = *rc::gen::elementOf(std::vector<DType>{DType::F32, DType::BF16, DType::F16});
   opts.grad_accum_steps = *rc::gen::element<std::int64_t>(1, 4);
   opts.optimizer_tier = *rc::gen::element(OffloadTier::None, OffloadTier::Cpu, OffloadTier::Nvme);
-  opts.param_tier = *rc::gen::element(OffloadTier::None, OffloadTier::Cpu);
+  opts.param_tier = opts.optimizer_tier == OffloadTier::None
+                        ? *rc::gen::element(OffloadTier::None, OffloadTier::Cpu)
+                        : *rc::gen::element(OffloadTier::None, OffloadTier::Cpu, OffloadTier::Nvme);
   const PlaceBudget budget{.device_bytes = *rc::gen::inRange<std::int64_t>(1, 1'000'000'000'000),
                            .host_bytes = *rc::gen::inRange<std::int64_t>(1, 1'000'000'000'000),
                            .disk_bytes = *rc::gen::inRange<std::int64_t>(1, 1'000'000'000'000)};
@@ -129,7 +131,8 @@ RC_GTEST_PROP(LedgerEstimate, prop_the_largest_fitting_model_is_the_edge, ()) {
 // 32e9 · 16 / 16 parameters on the device alone (16Ψ/N); the optimizer offloaded leaves 4Ψ/N on the
 // device (128e9, where the host's 12Ψ/N also just fits); parameters on the host too make the host
 // hold 14Ψ/N (96e9 / 14 a rank: 109,714,285,712); with the optimizer on NVMe the device keeps the
-// gradients' 2Ψ/N alone (256e9). A small disk stops the NVMe placement instead.
+// gradients' 2Ψ/N alone (256e9). A small disk stops the NVMe placement instead, and a small host
+// stops the parameters in host memory, not on NVMe.
 TEST(LedgerEstimate, TheMemoryWallByHand) {
   EstimateOptions opts;
   opts.precision = DType::BF16;
@@ -148,6 +151,13 @@ TEST(LedgerEstimate, TheMemoryWallByHand) {
   PlaceBudget small_disk = node;
   small_disk.disk_bytes = 120'000'000'000;  // 12Ψ/N: 10e9 a rank, 160e9 in all
   EXPECT_EQ(largest(OffloadTier::Nvme, OffloadTier::Cpu, small_disk), 160'000'000'000);
+  // the parameters on NVMe too: the small disk holds 14Ψ/N (120e9 / 14 a rank), and a host of
+  // 1 GB, which held the parameters' 2Ψ/N on the host (8e9 in all), holds nothing
+  EXPECT_EQ(largest(OffloadTier::Nvme, OffloadTier::Nvme, small_disk), 137'142'857'136);
+  PlaceBudget small_host = node;
+  small_host.host_bytes = 1'000'000'000;
+  EXPECT_EQ(largest(OffloadTier::Nvme, OffloadTier::Cpu, small_host), 8'000'000'000);
+  EXPECT_EQ(largest(OffloadTier::Nvme, OffloadTier::Nvme, small_host), 256'000'000'000);
   opts.precision = DType::F32;  // 4Ψ + 4Ψ + 8Ψ, and offloaded a 4Ψ master
   EXPECT_EQ(largest(OffloadTier::None, OffloadTier::None, node), 32'000'000'000);
   EXPECT_EQ(largest(OffloadTier::Cpu, OffloadTier::None, node), 64'000'000'000);  // 8Ψ/N

@@ -88,10 +88,10 @@ void expect_ledgers_equal_the_estimate(ModelKind model, std::int64_t threshold) 
   }
 }
 
-// Offloaded (the optimizer to host memory or NVMe, ZeRO-3's parameter shards to host memory),
-// every rank's host and NVMe categories hold what the estimate places there once the step is
-// done, and the device's categories the rest, fp32 (which gets a master) and bf16, with and
-// without ZeRO-3's persistent units.
+// Offloaded (the optimizer to host memory or NVMe, ZeRO-3's parameter shards to host memory, or
+// with the optimizer on NVMe to NVMe too), every rank's host and NVMe categories hold what the
+// estimate places there once the step is done, and the device's categories the rest, fp32 (which
+// gets a master) and bf16, with and without ZeRO-3's persistent units.
 TEST(EstimateMeasured, OffloadedLedgersEqualTheEstimate) {
   const auto units = checked_units(gpt_preset(kGptPreset));
   for (const int world : {1, 3}) {
@@ -105,6 +105,7 @@ TEST(EstimateMeasured, OffloadedLedgersEqualTheEstimate) {
             features.offload_optimizer = true;
             if (nvme) features.nvme_path = rc::nvme_test_folder();
             features.offload_param = engine == EngineKind::Zero3;
+            if (nvme && features.offload_param) features.param_nvme_path = rc::nvme_test_folder();
             const EstimateOptions options = estimate_options(features);
             const LedgerEstimate estimate =
                 estimate_ledger(state_elems(units, world, options), options, stage_of(engine));
@@ -125,6 +126,7 @@ TEST(EstimateMeasured, OffloadedLedgersEqualTheEstimate) {
               EXPECT_EQ(memory.current_bytes(MemCategory::NvmeMaster), estimate.nvme_master_bytes);
               EXPECT_EQ(memory.current_bytes(MemCategory::NvmeOptimizer),
                         estimate.nvme_optimizer_bytes);
+              EXPECT_EQ(memory.current_bytes(MemCategory::NvmeParams), estimate.nvme_params_bytes);
             }
           }
         }

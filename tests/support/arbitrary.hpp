@@ -68,7 +68,8 @@ inline const std::string& nvme_test_folder() {
 /// Training features: any precision, 1..3 accumulated micro-batches, clipping off or at norms
 /// that bind, ZeRO-3 prefetch and persistence on or off, buckets from one call per unit down to
 /// a few elements per rank, overlap_comm, ZeRO-Offload (to host memory or ZeRO-Infinity's NVMe
-/// tier) and ZeRO-3's parameter offload on or off,
+/// tier) and ZeRO-3's parameter offload off, to host memory or (with ZeRO-Offload) to the NVMe
+/// tier,
 /// and fp16 scales that overflow from the first step (2^40) with a short window and hysteresis,
 /// so skipped steps and scale changes occur;
 /// or a static fp16 scale (1024, or 2^40, which overflows and skips steps without ever moving).
@@ -77,7 +78,7 @@ inline Gen<zl::TrainingFeatures> gen_features() {
       [](zl::DType precision, int accum, double clip, std::int64_t prefetch,
          std::int64_t persistence, int scale_power, int window, int hysteresis,
          std::int64_t reduce_bucket, std::int64_t allgather_bucket, bool overlap, int offload_tier,
-         double static_scale, bool offload_param) {
+         double static_scale, int param_tier) {
         zl::TrainingFeatures features;
         features.precision = precision;
         features.grad_accum_steps = accum;
@@ -89,7 +90,8 @@ inline Gen<zl::TrainingFeatures> gen_features() {
         features.overlap_comm = overlap;
         features.offload_optimizer = offload_tier > 0;  // 1: host memory, 2: NVMe
         if (offload_tier == 2) features.nvme_path = nvme_test_folder();
-        features.offload_param = offload_param;
+        features.offload_param = param_tier > 0;  // 1: host memory, 2: NVMe (with offload)
+        if (param_tier == 2 && offload_tier > 0) features.param_nvme_path = nvme_test_folder();
         features.loss_scale = {.initial_scale_power = scale_power,
                                .window = window,
                                .hysteresis = hysteresis,
@@ -103,7 +105,7 @@ inline Gen<zl::TrainingFeatures> gen_features() {
       gen::inRange(1, 3), gen::element<std::int64_t>(500'000'000, 256, 64),
       gen::element<std::int64_t>(500'000'000, 320, 48), gen::arbitrary<bool>(),
       gen::element(0, 1, 2), gen::element(0.0, 0.0, 1024.0, 1099511627776.0),
-      gen::arbitrary<bool>());
+      gen::element(0, 1, 2));
 }
 
 /// Activation checkpointing: none first (so failures shrink to it), full, every:2, every:3 or

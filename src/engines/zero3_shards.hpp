@@ -1,0 +1,58 @@
+// zero3_shards.hpp — where ZeRO-3 keeps its own parameter shards: device memory (Params), host
+// memory with offload_param (HostParams), or with its nvme_path a swap file on disk
+// (param_swap.hpp); units below the persistence threshold stay whole on the device. zero3.cpp
+// asks for the own shards, for one unit's shard on the device (what a gather sends), and for the
+// whole buffer of a persistent unit; where they live never changes a result.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "engines/engine.hpp"
+#include "engines/optimizer_step.hpp"
+#include "engines/param_swap.hpp"
+#include "engines/partition.hpp"
+#include "engines/unit_buffers.hpp"
+
+namespace zl {
+
+/// One rank's ZeRO-3 parameters in the training dtype: its shard of each unit (a persistent
+/// unit's whole buffer), each initialised as the model does.
+class Zero3Shards {
+ public:
+  /// Allocates them where `features` say and initialises them from `model` with `seed`; marks in
+  /// `opt` which units live in host memory and, on disk, that the update holds them
+  /// (OptimizerState::held_params).
+  Zero3Shards(Model& model, Device& device, Comm& comm, const std::vector<UnitLayout>& layout,
+              const TrainingFeatures& features, std::uint64_t seed, OptimizerState& opt);
+
+  /// True for units below the persistence threshold: whole on every rank, never gathered.
+  bool persistent(std::size_t unit) const { return persistent_.at(unit); }
+  /// The whole buffer of a persistent unit.
+  TypedSpan whole(std::size_t unit) { return view_of(params_.at(unit)); }
+  /// The own shard of every unit (a persistent unit's own slice); a unit on disk is a
+  /// placeholder the update holds (OptimizerState::held_params).
+  std::vector<TypedSpan> own();
+  /// The own shard of `unit` in device memory: the shard itself, or with offload_param a copy in
+  /// `staged` (booked as a comm buffer, counted as a host-to-device copy), read from disk first
+  /// when it lives there.
+  TypedSpan on_device(std::size_t unit, Buffer& staged);
+
+ private:
+  bool on_disk(std::size_t unit) const { return disk_ && disk_->on_disk(unit); }
+  // Every rank runs the (deterministic) init of one unit at a time and keeps what it holds.
+  void init(Model& model, std::uint64_t seed);
+
+  Device& device_;
+  Comm& comm_;
+  const std::vector<UnitLayout>& layout_;
+  DType precision_;
+  bool offload_ = false;
+  std::vector<bool> persistent_;
+  UnitBuffers params_;               // own shard (whole for persistent units); empty on disk
+  std::unique_ptr<ParamSwap> disk_;  // offload_param on nvme
+};
+
+}  // namespace zl
