@@ -1,14 +1,16 @@
 // 11_infinity.cpp — ZeRO-Infinity: the optimizer's state (the fp32 master and Adam's moments)
 // goes one tier further than ZeRO-Offload, from host memory to a swap file on NVMe. The same run
-// three times, the state on the device, in host memory and on disk: each tier's bytes from rank
-// 0's ledger, the swap reads and writes the disk tier measured, the same bits every time, and at
-// real scale the largest model each placement fits on one node.
+// three times, the state on the device, in host memory and on disk (and at ZeRO-3 a fourth, with
+// the parameter shards on disk too): each tier's bytes from rank 0's ledger, the swap reads and
+// writes the disk tier measured, the same bits every time, and at real scale the largest model
+// each placement fits on one node.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <array>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "engines/estimate.hpp"
 #include "lesson_scale.hpp"
@@ -34,8 +36,9 @@ TierRun run_tier(std::string name, const TrainConfig& config) {
   run.host_bytes = m.current_bytes(MemCategory::HostMaster) +
                    m.current_bytes(MemCategory::HostOptimizer) +
                    m.current_bytes(MemCategory::HostParams);
-  run.disk_bytes =
-      m.current_bytes(MemCategory::NvmeMaster) + m.current_bytes(MemCategory::NvmeOptimizer);
+  run.disk_bytes = m.current_bytes(MemCategory::NvmeMaster) +
+                   m.current_bytes(MemCategory::NvmeOptimizer) +
+                   m.current_bytes(MemCategory::NvmeParams);
   return run;
 }
 
@@ -127,8 +130,15 @@ int main(int argc, char** argv) {
         in_host.features.offload_optimizer = true;
         TrainConfig on_disk = in_host;
         on_disk.features.nvme_path = folder.path.string();
-        const std::array runs = {run_tier("on the device", config),
-                                 run_tier("in host memory", in_host), run_tier("on NVMe", on_disk)};
+        std::vector<TierRun> runs = {run_tier("on the device", config),
+                                     run_tier("in host memory", in_host),
+                                     run_tier("on NVMe", on_disk)};
+        // ZeRO-3 alone keeps parameter shards: with them on NVMe too (offload_param's nvme)
+        const bool zero3 = config.engine == EngineKind::Zero3;
+        TrainConfig params_on_disk = on_disk;
+        params_on_disk.features.offload_param = true;
+        params_on_disk.features.param_nvme_path = folder.path.string();
+        if (zero3) runs.push_back(run_tier("both on NVMe", params_on_disk));
         print_model(config, runs[0].result);
         fmt::print("\nRank 0's model states after {} steps, by where they rest:\n\n", config.steps);
         fmt::print("{:<16}{:>14}{:>14}{:>14}\n", "optimizer", "device B", "host B", "disk B");
@@ -142,6 +152,15 @@ int main(int argc, char** argv) {
                                  "{} B either way. On NVMe a unit's state is in host memory only "
                                  "while its update runs.",
                                  grouped(runs[1].host_bytes), grouped(runs[1].device_bytes))));
+        if (zero3) {
+          fmt::print("{}\n", wrapped(fmt::format(
+                                 "With ZeRO-3's parameter shards on NVMe too (both on NVMe), {} B "
+                                 "more go to the disk and the device keeps {} B, its gradient "
+                                 "shards; a unit's parameters come into host memory for each "
+                                 "gather and for its update, and none stay there between steps.",
+                                 grouped(runs[3].disk_bytes - runs[2].disk_bytes),
+                                 grouped(runs[3].device_bytes))));
+        }
 
         pause(flags, "for the disk's reads and writes");
         heading("The swap file");
@@ -184,14 +203,28 @@ int main(int argc, char** argv) {
                nvme.current_bytes(MemCategory::NvmeOptimizer) == adam &&
                nvme.current_bytes(MemCategory::HostMaster) == 0 &&
                nvme.current_bytes(MemCategory::HostOptimizer) == 0;
+          if (zero3) {
+            const MemoryLedger& both = runs[3].result.ranks[r].memory;
+            ok = ok &&
+                 both.current_bytes(MemCategory::NvmeParams) ==
+                     device.current_bytes(MemCategory::Params) &&
+                 both.current_bytes(MemCategory::HostParams) == 0 &&
+                 both.current_bytes(MemCategory::Params) == 0;
+          }
         }
-        fmt::print(
-            "{}: on every rank the disk holds exactly what host memory held, and no master or\n"
-            "Adam byte is left in host memory between steps\n",
-            ok ? "ok" : "MISMATCH");
-        const bool same = !first_difference(runs[2].result, runs[0].result).has_value() &&
-                          !first_difference(runs[1].result, runs[0].result).has_value();
-        fmt::print("{}: the three tiers train the same bits\n", same ? "ok" : "DIFFERENT");
+        fmt::print("{}\n", wrapped(fmt::format(
+                               "{}: on every rank the disk holds exactly what host memory "
+                               "held{}, and no master or Adam byte{} is left in host memory "
+                               "between steps",
+                               ok ? "ok" : "MISMATCH",
+                               zero3 ? " (and the parameter shards the device held)" : "",
+                               zero3 ? " or parameter" : "")));
+        bool same = true;
+        for (std::size_t i = 1; i < runs.size(); ++i) {
+          same = same && !first_difference(runs[i].result, runs[0].result).has_value();
+        }
+        fmt::print("{}: the {} placements train the same bits\n", same ? "ok" : "DIFFERENT",
+                   runs.size() == 4 ? "four" : "three");
         const bool reference = matches_reference(on_disk, runs[2].result);
         return ok && same && reference ? 0 : 1;
       });

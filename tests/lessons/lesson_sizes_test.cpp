@@ -86,9 +86,9 @@ INSTANTIATE_TEST_SUITE_P(
         SizedRun{"10_activations", "--world 3 --rows 4 --steps 1 --seed 1",
                  "ok: every checkpointing policy trains the same bits as none"},
         SizedRun{"11_infinity", "--world 5 --stage 1 --steps 2",
-                 "ok: the three tiers train the same bits"},
+                 "ok: the three placements train the same bits"},
         SizedRun{"11_infinity", "--world 3 --stage 2 --width 40 --seed 2",
-                 "ok: the three tiers train the same bits"}),
+                 "ok: the three placements train the same bits"}),
     [](const ::testing::TestParamInfo<SizedRun>& info) {
       return std::string(info.param.lesson) + "_" + std::to_string(info.index);
     });
