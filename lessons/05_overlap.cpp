@@ -98,8 +98,9 @@ Run run(const TrainConfig& base, std::string name, EngineKind engine, bool overl
     }
     programs.push_back(std::move(program));
   }
-  const auto replayed = replay(programs, config.link, config.host_link, config.world,
-                               /*record_events=*/true);
+  const auto replayed =
+      replay(programs, config.link, config.host_link, config.disk_link, config.world,
+             /*record_events=*/true);
   Run out{std::move(name), engine, overlap, replayed[0].steps.back(), {}, config, result};
   for (const auto& event : replayed[0].events) {
     if (event.step == out.last_step.step) out.events.push_back(event);

@@ -6,6 +6,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 
 #include "core/error.hpp"
 
@@ -89,6 +91,35 @@ HostLinkPreset host_link_preset(std::string_view name) {
 
 double host_copy_ms(const HostLinkPreset& link, std::int64_t bytes) {
   return link.latency_us / 1e3 + static_cast<double>(bytes) / (link.gbps * 1e9) * 1e3;
+}
+
+const std::vector<DiskLinkPreset>& disk_link_presets() {
+  static const std::vector<DiskLinkPreset> presets = {
+      // One PCIe 4.0 x4 NVMe SSD: the fastest consumer drives of that generation are rated 7.45
+      // GB/s sequential read and 6.9 GB/s write (Samsung 990 PRO datasheet); 7 GB/s is used for
+      // both directions. Latency: one large read or write costs a submission and its
+      // completion, tens of microseconds; 50 us is an assumption.
+      {"nvme-gen4", 50.0, 7.0,
+       "one PCIe 4.0 NVMe SSD: 7.45 GB/s read and 6.9 GB/s write rated (Samsung 990 PRO "
+       "datasheet), 7 used; latency assumed"},
+  };
+  return presets;
+}
+
+DiskLinkPreset disk_link_preset(std::string_view name) {
+  const auto& presets = disk_link_presets();
+  if (const auto it = std::ranges::find(presets, name, &DiskLinkPreset::name);
+      it != presets.end()) {
+    return *it;
+  }
+  double gbps = 0.0;
+  const auto [end, error] = std::from_chars(name.data(), name.data() + name.size(), gbps);
+  ZL_CHECK(
+      error == std::errc() && end == name.data() + name.size() && std::isfinite(gbps) && gbps > 0.0,
+      "disk link {} is unknown: use one of {}, or a bandwidth in GB/s above 0 (zerolab "
+      "bench nvme --path DIR measures a folder's)",
+      name, fmt::join(names_of(presets), ", "));
+  return {fmt::format("{} GB/s", name), 0.0, gbps, "given on the command line"};
 }
 
 const std::vector<DevicePreset>& device_presets() {

@@ -35,8 +35,10 @@ LinkPreset link_preset(std::string_view name);
 /// "h100-nvlink", the default of `zerolab train --link`.
 inline constexpr std::string_view kDefaultLink = "h100-nvlink";
 
-/// The link between a device and its host's memory (PCIe), which prices ZeRO-Offload's and
-/// offload_param's copies: copy_ms = latency_us / 1e3 + bytes / (gbps * 1e9) * 1e3.
+/// A link that copies: between a device and its host's memory (PCIe), which prices ZeRO-Offload's
+/// and offload_param's copies, or between host memory and a local disk (DiskLinkPreset), which
+/// prices ZeRO-Infinity's swap-file reads and writes: copy_ms = latency_us / 1e3 + bytes / (gbps *
+/// 1e9) * 1e3.
 struct HostLinkPreset {
   std::string name;         ///< "pcie4-x16", "pcie5-x16"
   double latency_us = 0.0;  ///< fixed cost of one copy, microseconds
@@ -54,9 +56,22 @@ HostLinkPreset host_link_preset(std::string_view name);
 /// --link is H100 NVLink).
 inline constexpr std::string_view kDefaultHostLink = "pcie5-x16";
 
-/// Milliseconds one copy of `bytes` between device and host takes on `link`:
+/// Milliseconds one copy of `bytes` takes on `link` (a host link or a disk link):
 /// latency + bytes / bandwidth.
 double host_copy_ms(const HostLinkPreset& link, std::int64_t bytes);
+
+/// The link between host memory and a local NVMe disk: the same form as a host link.
+using DiskLinkPreset = HostLinkPreset;
+
+/// The disk link presets: nvme-gen4.
+const std::vector<DiskLinkPreset>& disk_link_presets();
+
+/// The preset named `name`, or a bandwidth in GB/s with no latency ("2.5": what `zerolab bench
+/// nvme` measured for a folder); throws zl::Error naming the presets otherwise.
+DiskLinkPreset disk_link_preset(std::string_view name);
+
+/// "nvme-gen4", the default of `zerolab train --disk-link`.
+inline constexpr std::string_view kDefaultDiskLink = "nvme-gen4";
 
 /// A device the measured CPU compute can be scaled to (docs/timeline.md, "Compute").
 struct DevicePreset {

@@ -98,6 +98,11 @@ void SimComm::host_copy(HostCopy direction, std::int64_t bytes) {
   if (timeline_) timeline_->host_copy(direction, bytes);
 }
 
+void SimComm::disk_io(DiskIo direction, std::int64_t bytes, double ms) {
+  Comm::disk_io(direction, bytes, ms);
+  if (timeline_) timeline_->disk_io(direction, bytes);
+}
+
 CommHandle SimComm::handle_of(std::int64_t call_number) {
   if (call_number == 0 || !timeline_) return {};
   return CommHandle([this, call_number] { timeline_->wait(call_number); });

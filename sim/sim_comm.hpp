@@ -51,6 +51,10 @@ class SimComm final : public Comm {
   /// the copy's time on the host link.
   void host_copy(HostCopy direction, std::int64_t bytes) override;
 
+  /// Records the read or write in the traffic ledger and, with a timeline, blocks its compute
+  /// stream for its time on the disk link.
+  void disk_io(DiskIo direction, std::int64_t bytes, double ms) override;
+
   /// This rank's timeline; null without a board.
   RankTimeline* timeline() { return timeline_ ? &*timeline_ : nullptr; }
   /// Read-only view of this rank's timeline; null without a board.

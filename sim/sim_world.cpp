@@ -50,6 +50,9 @@ SimWorld::SimWorld(int world, SimOptions options)
   ZL_CHECK(options_.timeline.host_link.gbps > 0.0 && options_.timeline.host_link.latency_us >= 0.0,
            "host link {} is invalid: give a bandwidth > 0 GB/s and a latency >= 0 us",
            options_.timeline.host_link.name);
+  ZL_CHECK(options_.timeline.disk_link.gbps > 0.0 && options_.timeline.disk_link.latency_us >= 0.0,
+           "disk link {} is invalid: give a bandwidth > 0 GB/s and a latency >= 0 us",
+           options_.timeline.disk_link.name);
   ZL_CHECK(options_.timeline.compute_scale > 0.0,
            "compute scale {} is invalid: simulated compute needs a factor > 0",
            options_.timeline.compute_scale);

@@ -70,9 +70,19 @@ void RankClocks::wait(std::int64_t call_number) {
 void RankClocks::host_copy(HostCopy direction, std::int64_t bytes, double dur_ms) {
   ZL_CHECK(dur_ms >= 0.0, "host copy of {} ms is invalid: durations are >= 0", dur_ms);
   push({.kind = TimelineOp::Kind::Copy, .copy = direction, .copy_bytes = bytes});
+  block_for_copy(fmt::format("copy {}", host_copy_name(direction)), bytes, dur_ms);
+}
+
+void RankClocks::disk_io(DiskIo direction, std::int64_t bytes, double dur_ms) {
+  ZL_CHECK(dur_ms >= 0.0, "disk read or write of {} ms is invalid: durations are >= 0", dur_ms);
+  push({.kind = TimelineOp::Kind::Copy, .copy_bytes = bytes, .disk = true, .disk_io = direction});
+  block_for_copy(direction == DiskIo::Read ? "disk read" : "disk write", bytes, dur_ms);
+}
+
+void RankClocks::block_for_copy(std::string name, std::int64_t bytes, double dur_ms) {
   if (record_events_) {
     events_.push_back({.stream = Stream::Host,
-                       .name = fmt::format("copy {}", host_copy_name(direction)),
+                       .name = std::move(name),
                        .start_ms = compute_ms_,
                        .dur_ms = dur_ms,
                        .step = step_,
@@ -168,7 +178,7 @@ StepTimes TimelineRecord::totals() const {
 // starts at the latest ready time, as the board makes it live.
 std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& programs,
                                    const LinkPreset& link, const HostLinkPreset& host_link,
-                                   int world, bool record_events) {
+                                   const DiskLinkPreset& disk_link, int world, bool record_events) {
   const std::size_t ranks = programs.size();
   std::vector<RankClocks> clocks(ranks, RankClocks(false, record_events));
   std::vector<std::size_t> next(ranks, 0);
@@ -184,7 +194,11 @@ std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& p
           clocks[r].wait(op.call.number);
           break;
         case TimelineOp::Kind::Copy:
-          clocks[r].host_copy(op.copy, op.copy_bytes, host_copy_ms(host_link, op.copy_bytes));
+          if (op.disk) {
+            clocks[r].disk_io(op.disk_io, op.copy_bytes, host_copy_ms(disk_link, op.copy_bytes));
+          } else {
+            clocks[r].host_copy(op.copy, op.copy_bytes, host_copy_ms(host_link, op.copy_bytes));
+          }
           break;
         case TimelineOp::Kind::BeginStep:
           clocks[r].begin_step(op.step);
@@ -307,10 +321,21 @@ void RankTimeline::host_copy(HostCopy direction, std::int64_t bytes) {
   mark_cpu_ms_ = now_ms;
 }
 
+void RankTimeline::disk_io(DiskIo direction, std::int64_t bytes) {
+  const double now_ms = thread_cpu_ms();
+  cuts_.push_back({std::max(0.0, now_ms - mark_cpu_ms_) * options_.compute_scale, HostCopy::ToHost,
+                   bytes, true, direction});
+  mark_cpu_ms_ = now_ms;
+}
+
 void RankTimeline::flush_cuts(std::string_view label) {
   for (const CutCopy& cut : cuts_) {
     clocks_.compute(cut.compute_ms, label);
-    clocks_.host_copy(cut.direction, cut.bytes, host_copy_ms(options_.host_link, cut.bytes));
+    if (cut.disk) {
+      clocks_.disk_io(cut.disk_io, cut.bytes, host_copy_ms(options_.disk_link, cut.bytes));
+    } else {
+      clocks_.host_copy(cut.direction, cut.bytes, host_copy_ms(options_.host_link, cut.bytes));
+    }
   }
   cuts_.clear();
 }

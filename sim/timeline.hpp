@@ -8,7 +8,9 @@
 //   waits    a blocking call, or wait() on an async one, joins the clocks:
 //              compute = max(compute, end of the call);
 //   copies   a copy between device and host (offload) blocks the compute stream for
-//              latency + bytes / bandwidth on the host link (links.hpp), drawn on its own row.
+//              latency + bytes / bandwidth on the host link (links.hpp), drawn on its own row;
+//              a read or write of a swap file (ZeRO-Infinity's NVMe tier) does the same on the
+//              disk link.
 // Exposed comm is the part of those waits during which the rank's comm stream was busy (the
 // rest of a wait is waiting for slower ranks); so exposed <= comm, and with blocking calls only
 // exposed == comm. The same clocks replay a recorded program with other comm costs: that is how
@@ -42,8 +44,8 @@ struct CallInfo {
 struct TimelineOp {
   /// What the op does to the clocks: Compute advances the compute stream by compute_ms, Issue
   /// puts a collective on the comm stream, Wait makes the compute stream wait for an async call,
-  /// Copy blocks the compute stream for a host copy, BeginStep and EndStep open and close a
-  /// training step.
+  /// Copy blocks the compute stream for a host copy (or a swap-file read or write), BeginStep and
+  /// EndStep open and close a training step.
   enum class Kind : std::uint8_t { Compute, Issue, Wait, Copy, BeginStep, EndStep };
   Kind kind = Kind::Compute;  ///< which of the fields below apply
   double compute_ms = 0.0;  ///< Compute: simulated duration
@@ -52,10 +54,13 @@ struct TimelineOp {
   bool async = false;       ///< Issue: the compute stream goes on until a Wait
   std::int64_t step = -1;   ///< BeginStep: the 0-based step
   HostCopy copy = HostCopy::ToHost;  ///< Copy: which way
-  std::int64_t copy_bytes = 0;       ///< Copy: bytes copied (priced by the host link)
+  std::int64_t copy_bytes = 0;       ///< Copy: bytes copied (priced by the host or disk link)
+  bool disk = false;                 ///< Copy: a swap-file read or write, not a host copy
+  DiskIo disk_io = DiskIo::Read;     ///< Copy with disk: which way
 };
 
-/// The streams of a rank: Host is the host link, whose copies block the compute stream.
+/// The streams of a rank: Host is the host link and the disk, whose copies block the compute
+/// stream.
 enum class Stream : std::uint8_t { Compute, Comm, Host };
 
 /// One span on a stream, for the trace. Compute spans are computation (named by their label) or
@@ -109,6 +114,9 @@ class RankClocks {
   void wait(std::int64_t call_number);
   /// A copy of `bytes` going `direction` blocks the compute stream for `dur_ms` (>= 0).
   void host_copy(HostCopy direction, std::int64_t bytes, double dur_ms);
+  /// A swap-file read or write of `bytes` blocks the compute stream for `dur_ms` (>= 0); it counts
+  /// as copy time.
+  void disk_io(DiskIo direction, std::int64_t bytes, double dur_ms);
   /// Opens step `step` (0-based); closes an open one first.
   void begin_step(std::int64_t step);
   /// Closes the open step and returns its times (step -1 and zeros if none is open).
@@ -134,6 +142,8 @@ class RankClocks {
   };
   void join(const CallInfo& call, double end_ms);
   void push(TimelineOp op);
+  // Blocks the compute stream for `dur_ms` of a copy named `name`, drawn on the host row.
+  void block_for_copy(std::string name, std::int64_t bytes, double dur_ms);
 
   bool record_program_, record_events_;
   double compute_ms_ = 0.0, comm_ms_ = 0.0;
@@ -160,12 +170,14 @@ struct TimelineRecord {
 };
 
 /// Replays the ranks' programs (the same call sequence on every rank) with comm costs from `link`
-/// among `world` ranks, taking each call's wire_bytes as given, and host copies priced on
-/// `host_link`: the same clocks as a live run, so programs recorded at W and replayed with W's
-/// costs give the recorded times. Throws zl::Error if the programs' calls disagree.
+/// among `world` ranks, taking each call's wire_bytes as given, host copies priced on `host_link`
+/// and swap-file reads and writes on `disk_link`: the same clocks as a live run, so programs
+/// recorded at W and replayed with W's costs give the recorded times. Throws zl::Error if the
+/// programs' calls disagree.
 std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& programs,
                                    const LinkPreset& link, const HostLinkPreset& host_link,
-                                   int world, bool record_events = false);
+                                   const DiskLinkPreset& disk_link, int world,
+                                   bool record_events = false);
 
 /// How a simulated world keeps its timeline.
 struct TimelineOptions {
@@ -173,6 +185,8 @@ struct TimelineOptions {
   LinkPreset link = link_preset(kDefaultLink);
   /// Prices every host copy (offload); the default is kDefaultHostLink.
   HostLinkPreset host_link = host_link_preset(kDefaultHostLink);
+  /// Prices every swap-file read and write (the NVMe tier); the default is kDefaultDiskLink.
+  DiskLinkPreset disk_link = disk_link_preset(kDefaultDiskLink);
   /// Simulated compute ms per measured CPU ms (1: CPU time as measured).
   double compute_scale = 1.0;
   bool record_program = false;  ///< keep the ops, for replay() (what-if)
@@ -237,6 +251,8 @@ class RankTimeline {
   /// the last mark and blocks the compute stream for the copy's time on the host link. The cut
   /// pieces take the name of the span they belong to, given by the next mark.
   void host_copy(HostCopy direction, std::int64_t bytes);
+  /// A swap-file read or write of `bytes`, made just now: as host_copy, priced on the disk link.
+  void disk_io(DiskIo direction, std::int64_t bytes);
 
   /// The clocks so far: steps, totals, and the program and events when recorded.
   const RankClocks& clocks() const { return clocks_; }
@@ -244,11 +260,13 @@ class RankTimeline {
   const TimelineOptions& options() const { return options_; }
 
  private:
-  // A piece of the running compute span, cut by the copy after it.
+  // A piece of the running compute span, cut by the copy (or swap-file read or write) after it.
   struct CutCopy {
     double compute_ms;
     HostCopy direction;
     std::int64_t bytes;
+    bool disk = false;
+    DiskIo disk_io = DiskIo::Read;
   };
   // Puts the pieces cut since the last mark on the clocks, named `label`, each with its copy.
   void flush_cuts(std::string_view label);

@@ -273,6 +273,15 @@ void add_timeline_flags(CLI::App& cmd, TrainConfig& config) {
       ->type_name("NAME")
       ->default_str(std::string(kDefaultHostLink));
   cmd.add_option_function<std::string>(
+         "--disk-link",
+         [&config](const std::string& name) { config.disk_link = disk_link_preset(name); },
+         fmt::format("Link the simulated swap-file reads and writes of the NVMe tier are timed on: "
+                     "{}, or a bandwidth in GB/s (what zerolab bench nvme measured) "
+                     "(docs/timeline.md)",
+                     joined(preset_names(disk_link_presets()))))
+      ->type_name("NAME|GBPS")
+      ->default_str(std::string(kDefaultDiskLink));
+  cmd.add_option_function<std::string>(
          "--device", [&config](const std::string& name) { config.device = device_preset(name); },
          fmt::format("Scale measured CPU compute to this device: {} (cpu: as measured)",
                      joined(preset_names(device_presets()))))

@@ -164,6 +164,15 @@ void print_timeline(const TrainConfig& config, const TrainResult& result) {
   }
   fmt::print("\nhost link {} ({} us + bytes / {} GB/s) for the host copies of offload\n",
              config.host_link.name, config.host_link.latency_us, config.host_link.gbps);
+  const bool disk = std::ranges::any_of(result.ranks, [](const RankReport& rank) {
+    return rank.traffic.disk_bytes(DiskIo::Read) + rank.traffic.disk_bytes(DiskIo::Write) > 0;
+  });
+  if (disk) {
+    fmt::print(
+        "disk link {} ({} us + bytes / {} GB/s) for the swap files' reads and writes, "
+        "counted in copy_ms\n",
+        config.disk_link.name, config.disk_link.latency_us, config.disk_link.gbps);
+  }
   fmt::print("{:>4} {:>13} {:>13} {:>16} {:>13} {:>13}\n", "rank", "compute_ms", "comm_ms",
              "exposed_comm_ms", "copy_ms", "sim_ms");
   for (const auto& rank : result.timelines) {
@@ -237,6 +246,9 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
         {"host_link", config.host_link.name},
         {"host_latency_us", config.host_link.latency_us},
         {"host_gbps", config.host_link.gbps},
+        {"disk_link", config.disk_link.name},
+        {"disk_latency_us", config.disk_link.latency_us},
+        {"disk_gbps", config.disk_link.gbps},
         {"device", device_name(config)},
         {"compute_scale", result.compute_scale},
         {"time", "simulated"}}}};

@@ -121,7 +121,7 @@ WhatIf predict_world(const TrainConfig& config, const TrainResult& result, int w
   }
   WorldFigures& predicted = what_if.predicted;
   predicted.world = world;
-  fill_times(predicted, replay(programs, config.link, config.host_link, world));
+  fill_times(predicted, replay(programs, config.link, config.host_link, config.disk_link, world));
   predicted.sent_bytes = sent_bytes_per_step(programs.front(), steps);
   const EstimateOptions options = estimate_options(config.features);
   predicted.model_state_bytes =

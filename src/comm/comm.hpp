@@ -109,6 +109,13 @@ class Comm {
     traffic_.record_copy(direction, bytes);
   }
 
+  /// Notes a read or write of `bytes` of a swap file on this rank's disk that the caller made and
+  /// timed (`ms`: ZeRO-Infinity's NVMe tier). Recorded in the traffic ledger; backends that keep a
+  /// timeline also put it there, priced on the disk link (docs/timeline.md).
+  virtual void disk_io(DiskIo direction, std::int64_t bytes, double ms) {
+    traffic_.record_disk(direction, bytes, ms);
+  }
+
   /// Bytes and calls this rank has sent and received so far.
   TrafficLedger& traffic() { return traffic_; }
   /// Read-only view of this rank's traffic ledger.

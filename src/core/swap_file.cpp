@@ -52,6 +52,20 @@ SwapFile::SwapFile(std::filesystem::path path, std::int64_t bytes, std::string_v
            path_.string(), std::strerror(errno), setting_);
   direct_ = try_direct_io(fd_);
   if (bytes == 0) return;
+  // A disk without the room fails here, before anything is allocated: a file system may fill
+  // itself while posix_fallocate tries (ext4 allocates until it runs out), for every other
+  // writer on it until the file is removed.
+  std::error_code ec;
+  const std::filesystem::space_info space = std::filesystem::space(path_.parent_path(), ec);
+  if (!ec && static_cast<std::uintmax_t>(bytes) > space.available) {
+    ::close(fd_);
+    ::unlink(path_.c_str());
+    fd_ = -1;
+    fail(
+        "cannot reserve {} bytes for the swap file {}: {} bytes are free there: free space "
+        "there or pass another {}",
+        bytes, path_.string(), space.available, setting_);
+  }
   if (const int error = ::posix_fallocate(fd_, 0, bytes); error != 0) {
     ::close(fd_);
     ::unlink(path_.c_str());

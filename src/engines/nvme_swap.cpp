@@ -104,11 +104,13 @@ void NvmeSwap::read(std::size_t unit, std::span<float> master, std::span<float> 
 
 void record_disk_io(Comm* comm, const SwapTotals& before, const SwapTotals& now) {
   if (comm == nullptr) return;
-  TrafficLedger& traffic = comm->traffic();
-  traffic.record_disk(DiskIo::Read, now.read_bytes - before.read_bytes,
-                      now.read_ms - before.read_ms);
-  traffic.record_disk(DiskIo::Write, now.written_bytes - before.written_bytes,
-                      now.write_ms - before.write_ms);
+  if (now.read_bytes > before.read_bytes) {
+    comm->disk_io(DiskIo::Read, now.read_bytes - before.read_bytes, now.read_ms - before.read_ms);
+  }
+  if (now.written_bytes > before.written_bytes) {
+    comm->disk_io(DiskIo::Write, now.written_bytes - before.written_bytes,
+                  now.write_ms - before.write_ms);
+  }
 }
 
 }  // namespace zl

@@ -63,8 +63,9 @@ class NvmeSwap {
   std::vector<int> holders_;              // holders(unit)
 };
 
-/// What a swap file moved between its totals `before` and `now`, into `comm`'s traffic ledger
-/// (nothing when `comm` is null).
+/// What a swap file moved between its totals `before` and `now`, one Comm::disk_io per direction
+/// that moved bytes (the traffic ledger, and the timeline of backends that keep one); nothing when
+/// `comm` is null.
 void record_disk_io(Comm* comm, const SwapTotals& before, const SwapTotals& now);
 
 }  // namespace zl

@@ -25,6 +25,7 @@ TimelineSetup timeline_setup(const TrainConfig& config) {
   TimelineSetup setup;
   setup.options.link = config.link;
   setup.options.host_link = config.host_link;
+  setup.options.disk_link = config.disk_link;
   setup.options.record_program = config.record_timeline;
   setup.options.record_events = config.record_timeline;
   if (config.device && !is_measured_cpu(*config.device)) {

@@ -107,6 +107,9 @@ struct TrainConfig {
   LinkPreset link = link_preset(kDefaultLink);
   /// Prices the host copies of offload (--host-link): latency + bytes / bandwidth each.
   HostLinkPreset host_link = host_link_preset(kDefaultHostLink);
+  /// Prices the swap-file reads and writes of the NVMe tier (--disk-link): latency + bytes /
+  /// bandwidth each.
+  DiskLinkPreset disk_link = disk_link_preset(kDefaultDiskLink);
   std::optional<DevicePreset> device{};  ///< scale compute to this device (--device); none: CPU time
   /// Keep every rank's timeline program and events (for --trace and --what-if-world).
   bool record_timeline = false;

@@ -155,6 +155,9 @@ void validate(const TrainConfig& config) {
   ZL_CHECK(config.host_link.gbps > 0.0 && config.host_link.latency_us >= 0.0,
            "host link {} is invalid: give a bandwidth > 0 GB/s and a latency >= 0 us",
            config.host_link.name);
+  ZL_CHECK(config.disk_link.gbps > 0.0 && config.disk_link.latency_us >= 0.0,
+           "disk link {} is invalid: give a bandwidth > 0 GB/s and a latency >= 0 us",
+           config.disk_link.name);
 }
 
 }  // namespace zl

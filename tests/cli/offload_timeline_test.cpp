@@ -4,13 +4,16 @@
 // programs and the what-if at the measured world give the live times; a run without offload has
 // no copy and no host-link time; the host link never changes a result; `zerolab train
 // --host-link` reaches the summary, the trace (copies carrying the ledger's bytes) and the
-// progress line.
+// progress line; the NVMe tier's swap-file reads and writes are priced on the disk link the same
+// way.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "ckpt/test_files.hpp"
 #include "cli/what_if.hpp"
@@ -85,7 +88,8 @@ TEST(OffloadTimeline, ReplayAndTheWhatIfAtTheMeasuredWorldGiveTheLiveTimes) {
     const TrainResult result = train(config);
     std::vector<std::vector<TimelineOp>> programs;
     for (const auto& rank : result.timelines) programs.push_back(rank.program);
-    const auto replayed = replay(programs, config.link, config.host_link, config.world);
+    const auto replayed =
+        replay(programs, config.link, config.host_link, config.disk_link, config.world);
     for (int r = 0; r < config.world; ++r) {
       const auto& live = result.timelines[r].steps;
       ASSERT_EQ(replayed[r].steps.size(), live.size());
@@ -115,8 +119,10 @@ TEST(OffloadTimeline, WithoutOffloadThereIsNoCopyAndTheHostLinkChangesNothing) {
       EXPECT_EQ(rank.totals().copy_ms, 0.0);
       programs.push_back(rank.program);
     }
-    const auto pcie4 = replay(programs, config.link, host_link_preset("pcie4-x16"), config.world);
-    const auto pcie5 = replay(programs, config.link, host_link_preset("pcie5-x16"), config.world);
+    const auto pcie4 = replay(programs, config.link, host_link_preset("pcie4-x16"),
+                              config.disk_link, config.world);
+    const auto pcie5 = replay(programs, config.link, host_link_preset("pcie5-x16"),
+                              config.disk_link, config.world);
     for (int r = 0; r < config.world; ++r) {
       for (std::size_t s = 0; s < pcie4[r].steps.size(); ++s) {
         EXPECT_EQ(pcie4[r].steps[s].step_ms, pcie5[r].steps[s].step_ms) << engine_name(engine);
@@ -134,6 +140,83 @@ TEST(OffloadTimeline, TheHostLinkNeverChangesAResult) {
   const TrainResult on_pcie4 = train(config);
   EXPECT_FALSE(first_difference(on_pcie4, on_pcie5));
   EXPECT_GT(on_pcie4.timelines[0].totals().copy_ms, 0.0);
+}
+
+// ZeRO-Infinity's swap files on the timeline: each read and write the traffic ledger counts
+// costs latency + bytes / bandwidth on the disk link, in the copy time beside the host copies; a
+// replay gives the live times, a disk twice as fast saves exactly half the disk's time, and the
+// disk link never changes a result.
+TEST(OffloadTimeline, EverySwapReadAndWriteCostsLatencyPlusBytesOverTheDiskLink) {
+  const fs::path folder =
+      fs::temp_directory_path() / ("zl_disk_link_test_" + std::to_string(::getpid()));
+  fs::create_directories(folder);
+  TrainConfig config = offload_param();
+  config.features.offload_optimizer = true;
+  config.features.nvme_path = folder.string();
+  config.features.param_nvme_path = folder.string();
+  config.disk_link = disk_link_preset("2.5");
+  const TrainResult result = train(config);
+  std::vector<std::vector<TimelineOp>> programs;
+  std::vector<double> step_disk_ms;  // per rank: the steps' disk bytes over the disk link
+  for (int r = 0; r < config.world; ++r) {
+    const TrafficLedger& traffic = result.ranks[r].traffic;
+    const TimelineRecord& timeline = result.timelines[r];
+    programs.push_back(timeline.program);
+    // The steps' copies, host and disk, make their copy time.
+    std::int64_t step_disk_bytes = 0, step_host_ops = 0;
+    bool in_step = false;
+    for (const TimelineOp& op : timeline.program) {
+      if (op.kind == TimelineOp::Kind::BeginStep) in_step = true;
+      if (op.kind == TimelineOp::Kind::EndStep) in_step = false;
+      if (op.kind != TimelineOp::Kind::Copy) continue;
+      if (in_step && op.disk) step_disk_bytes += op.copy_bytes;
+      if (in_step && !op.disk) ++step_host_ops;
+    }
+    // Per step and owned element: the master, m and v read and written (24 B), and the bf16
+    // shard read for the forward gather, the backward one and the update, then written (8 B).
+    std::int64_t owned_elems = 0;
+    for (const auto& unit : result.layout) owned_elems += unit.shard_elems;
+    EXPECT_EQ(step_disk_bytes, 32 * owned_elems * config.steps) << "rank " << r;
+    step_disk_ms.push_back(static_cast<double>(step_disk_bytes) / 2.5e9 * 1e3);
+    const std::int64_t host_bytes = traffic.to_host_bytes() + traffic.to_device_bytes();
+    const HostLinkPreset& host = config.host_link;
+    const double closed_ms = static_cast<double>(step_host_ops) * host.latency_us / 1e3 +
+                             static_cast<double>(host_bytes) / (host.gbps * 1e9) * 1e3 +
+                             step_disk_ms.back();
+    EXPECT_NEAR(timeline.totals().copy_ms, closed_ms, 1e-9 * closed_ms) << "rank " << r;
+  }
+  const auto replayed =
+      replay(programs, config.link, config.host_link, config.disk_link, config.world);
+  const auto faster =
+      replay(programs, config.link, config.host_link, disk_link_preset("5"), config.world);
+  for (int r = 0; r < config.world; ++r) {
+    EXPECT_EQ(replayed[r].totals().copy_ms, result.timelines[r].totals().copy_ms) << r;
+    EXPECT_NEAR(replayed[r].totals().copy_ms - faster[r].totals().copy_ms, step_disk_ms[r] / 2,
+                1e-9 * step_disk_ms[r])
+        << r;
+  }
+  config.disk_link = disk_link_preset(kDefaultDiskLink);
+  EXPECT_FALSE(first_difference(train(config), result));
+  EXPECT_TRUE(fs::is_empty(folder));
+  fs::remove_all(folder);
+}
+
+TEST(OffloadTimeline, ADiskLinkIsAPresetOrABandwidth) {
+  EXPECT_EQ(disk_link_preset("nvme-gen4").gbps, 7.0);
+  const DiskLinkPreset measured = disk_link_preset("3.25");
+  EXPECT_EQ(measured.gbps, 3.25);
+  EXPECT_EQ(measured.latency_us, 0.0);
+  for (const char* bad : {"0", "-1", "nan", "inf", "fast", "3GB"}) {
+    try {
+      disk_link_preset(bad);
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                fmt::format("disk link {} is unknown: use one of nvme-gen4, or a bandwidth in GB/s "
+                            "above 0 (zerolab bench nvme --path DIR measures a folder's)",
+                            bad));
+    }
+  }
 }
 
 class OffloadTimelineCli : public ::testing::Test {

@@ -162,11 +162,13 @@ TEST(SimHostCopy, replaying_the_recorded_programs_gives_the_recorded_times) {
   sim.run(offload_steps);
   std::vector<std::vector<TimelineOp>> programs;
   for (int r = 0; r < 3; ++r) programs.push_back(sim.timeline(r).program);
-  const auto replayed = replay(programs, options.timeline.link, host_link, 3, true);
+  const auto replayed =
+      replay(programs, options.timeline.link, host_link, options.timeline.disk_link, 3, true);
   // On a host link twice as fast only the copies change, each by half its bytes' time.
   HostLinkPreset faster = host_link;
   faster.gbps = 2.0;
-  const auto on_faster = replay(programs, options.timeline.link, faster, 3, false);
+  const auto on_faster =
+      replay(programs, options.timeline.link, faster, options.timeline.disk_link, 3, false);
   for (int r = 0; r < 3; ++r) {
     const auto& live = sim.timeline(r);
     ASSERT_EQ(replayed[r].steps.size(), live.steps.size());

@@ -235,8 +235,8 @@ RC_GTEST_PROP(SimTimelineClocks, prop_replayed_programs_keep_the_invariants, ())
   const bool blocking_only = *rc::gen::arbitrary<bool>();
   const auto programs = gen_programs(ranks, blocking_only);
   const LinkPreset link = test_link();
-  const auto records =
-      replay(programs, link, host_link_preset(kDefaultHostLink), ranks, /*record_events=*/true);
+  const auto records = replay(programs, link, host_link_preset(kDefaultHostLink),
+                              disk_link_preset(kDefaultDiskLink), ranks, /*record_events=*/true);
   RC_ASSERT(records.size() == static_cast<std::size_t>(ranks));
   for (const auto& rank : records) {
     const std::string broken = broken_invariant(rank, link, ranks, blocking_only);
@@ -387,8 +387,8 @@ TEST(SimTimelineLive, replaying_the_recorded_programs_gives_the_recorded_times) 
   sim.run(blocking_steps);
   std::vector<std::vector<TimelineOp>> programs;
   for (int r = 0; r < 3; ++r) programs.push_back(sim.timeline(r).program);
-  const auto replayed =
-      replay(programs, link, host_link_preset(kDefaultHostLink), 3, /*record_events=*/true);
+  const auto replayed = replay(programs, link, host_link_preset(kDefaultHostLink),
+                               disk_link_preset(kDefaultDiskLink), 3, /*record_events=*/true);
   for (int r = 0; r < 3; ++r) {
     const auto& live = sim.timeline(r);
     ASSERT_EQ(replayed[r].steps.size(), live.steps.size());

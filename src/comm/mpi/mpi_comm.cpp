@@ -278,6 +278,11 @@ void MpiComm::host_copy(HostCopy direction, std::int64_t bytes) {
   timeline_.host_copy(direction, bytes);
 }
 
+void MpiComm::disk_io(DiskIo direction, std::int64_t bytes, double ms) {
+  Comm::disk_io(direction, bytes, ms);
+  timeline_.disk_io(direction, bytes);
+}
+
 // Chunk c of W is [count*c/W, count*(c+1)/W): near-equal, and every rank cuts alike. Rank r
 // receives chunk r of every rank, sums them in rank order, and the chunks are gathered back.
 void MpiComm::all_reduce_rank_order(void* data, std::size_t count, DType dtype, ReduceOp op) {

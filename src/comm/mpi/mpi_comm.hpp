@@ -77,6 +77,9 @@ class MpiComm final : public Comm {
 
   /// Records the copy in the traffic ledger and on the timeline, priced on the host link.
   void host_copy(HostCopy direction, std::int64_t bytes) override;
+  /// Records the swap-file read or write in the traffic ledger and on the timeline, priced on the
+  /// disk link.
+  void disk_io(DiskIo direction, std::int64_t bytes, double ms) override;
 
   /// This rank's timeline: measured CPU time for compute; each collective on the comm stream for
   /// its alpha-beta time on the link, starting when this rank is ready (the rank's own clocks:
