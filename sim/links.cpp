@@ -22,6 +22,23 @@ std::vector<std::string> names_of(const std::vector<Preset>& presets) {
   return names;
 }
 
+// The preset named `name`, or null.
+template <class Preset>
+const Preset* find_named(const std::vector<Preset>& presets, std::string_view name) {
+  const auto it = std::ranges::find(presets, name, &Preset::name);
+  return it == presets.end() ? nullptr : &*it;
+}
+
+// The preset named `name`; zl::Error "<kind> <name> is unknown: use one of ..." otherwise.
+template <class Preset>
+const Preset& named(const std::vector<Preset>& presets, std::string_view name,
+                    std::string_view kind) {
+  const Preset* preset = find_named(presets, name);
+  ZL_CHECK(preset != nullptr, "{} {} is unknown: use one of {}", kind, name,
+           fmt::join(names_of(presets), ", "));
+  return *preset;
+}
+
 }  // namespace
 
 const std::vector<LinkPreset>& link_presets() {
@@ -55,11 +72,7 @@ const std::vector<LinkPreset>& link_presets() {
 }
 
 LinkPreset link_preset(std::string_view name) {
-  const auto& presets = link_presets();
-  const auto it = std::ranges::find(presets, name, &LinkPreset::name);
-  ZL_CHECK(it != presets.end(), "link {} is unknown: use one of {}", name,
-           fmt::join(names_of(presets), ", "));
-  return *it;
+  return named(link_presets(), name, "link");
 }
 
 const std::vector<HostLinkPreset>& host_link_presets() {
@@ -82,11 +95,7 @@ const std::vector<HostLinkPreset>& host_link_presets() {
 }
 
 HostLinkPreset host_link_preset(std::string_view name) {
-  const auto& presets = host_link_presets();
-  const auto it = std::ranges::find(presets, name, &HostLinkPreset::name);
-  ZL_CHECK(it != presets.end(), "host link {} is unknown: use one of {}", name,
-           fmt::join(names_of(presets), ", "));
-  return *it;
+  return named(host_link_presets(), name, "host link");
 }
 
 double host_copy_ms(const HostLinkPreset& link, std::int64_t bytes) {
@@ -108,10 +117,7 @@ const std::vector<DiskLinkPreset>& disk_link_presets() {
 
 DiskLinkPreset disk_link_preset(std::string_view name) {
   const auto& presets = disk_link_presets();
-  if (const auto it = std::ranges::find(presets, name, &DiskLinkPreset::name);
-      it != presets.end()) {
-    return *it;
-  }
+  if (const DiskLinkPreset* preset = find_named(presets, name)) return *preset;
   double gbps = 0.0;
   const auto [end, error] = std::from_chars(name.data(), name.data() + name.size(), gbps);
   ZL_CHECK(
@@ -139,11 +145,7 @@ const std::vector<DevicePreset>& device_presets() {
 }
 
 DevicePreset device_preset(std::string_view name) {
-  const auto& presets = device_presets();
-  const auto it = std::ranges::find(presets, name, &DevicePreset::name);
-  ZL_CHECK(it != presets.end(), "device {} is unknown: use one of {}", name,
-           fmt::join(names_of(presets), ", "));
-  return *it;
+  return named(device_presets(), name, "device");
 }
 
 bool is_measured_cpu(const DevicePreset& device) {

@@ -40,7 +40,9 @@ std::int64_t total_calls(const TrafficLedger& traffic) {
 // at a time.
 void print_disk(const TrainResult& result) {
   const bool any = std::ranges::any_of(result.ranks, [](const RankReport& rank) {
-    return rank.memory.current_bytes(MemCategory::NvmeOptimizer) > 0;
+    return rank.memory.current_bytes(MemCategory::NvmeOptimizer) +
+               rank.memory.current_bytes(MemCategory::NvmeParams) >
+           0;
   });
   if (!any) return;
   fmt::print(

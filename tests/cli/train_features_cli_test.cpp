@@ -115,6 +115,24 @@ TEST_F(TrainFeaturesCli, DeepSpeedExamplesInfinityConfigRunsAsPublished) {
   EXPECT_TRUE(fs::is_empty(nvme));
 }
 
+// The parameters on NVMe with the optimizer in host memory: the swap table still shows the disk's
+// bytes (the parameters' only) and the host peak of one unit's shard.
+TEST_F(TrainFeaturesCli, ParametersAloneOnNvmePrintTheSwapTable) {
+  const fs::path nvme = dir_ / "nvme";
+  fs::create_directories(nvme);
+  const auto run = zerolab(
+      "train --stage 3 --world 2 --layers 3 --width 12 --in 5 --classes 4 --steps 2 "
+      "--offload-optimizer --offload-param --param-nvme-path " +
+      nvme.string());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("swap files on disk"), std::string::npos) << run.out;
+  const std::regex row(R"(\n +0 +0 +0 +([0-9]+) +[0-9]+ +[0-9]+ +([0-9]+) )");
+  std::smatch said;
+  ASSERT_TRUE(std::regex_search(run.out, said, row)) << run.out;
+  EXPECT_GT(std::stoll(said[1]), std::stoll(said[2])) << "the disk holds more than one unit";
+  EXPECT_TRUE(fs::is_empty(nvme));
+}
+
 TEST_F(TrainFeaturesCli, GptSaveDataWritesTheWindowsUsed) {
   const fs::path data = dir_ / "data.safetensors";
   const auto run = zerolab(fmt::format(

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "ops/cuda/cuda_fast_attention.cuh"
+#include "ops/cuda/cuda_fast_attention_backward.cuh"
 #include "support/attention_cases.hpp"
 
 namespace zl {

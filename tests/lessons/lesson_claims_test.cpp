@@ -351,8 +351,9 @@ TEST(LessonClaims, OffloadSaysWhatIsLargestFromTheLedger) {
 }
 
 // Lesson 11 reads its swap traffic back: each update moves the state it says each way, the
-// extra write is one state's worth, the table's disk column is that state, and the real-scale
-// sentence's bytes a parameter give the ratio its rows print.
+// extra write is one state's worth, the table's disk column is that state, the parameters' run
+// (ZeRO-3 only) says what its own row shows, and the real-scale sentence's bytes a parameter give
+// the ratio its rows print.
 TEST(LessonClaims, InfinitySaysWhatTheSwapFileMoved) {
   for (const std::string flags : {"", "--stage 1 --steps 4", "--stage 2 --world 8",
                                   "--world 1 --width 40", "--stage 3 --world 5 --steps 2"}) {
@@ -372,6 +373,17 @@ TEST(LessonClaims, InfinitySaysWhatTheSwapFileMoved) {
     EXPECT_EQ(extra, state) << flags;
     const std::smatch disk = find(text, R"(on NVMe +([0-9,]+) +0 +([0-9,]+))");
     EXPECT_EQ(number(disk[2]), state) << flags;
+    // At ZeRO-3 (the default stage) the parameters' run: its sentence quotes its own row.
+    const bool zero3 =
+        flags.find("--stage") == std::string::npos || flags.find("--stage 3") != std::string::npos;
+    EXPECT_EQ(text.find("both on NVMe") != std::string::npos, zero3) << flags;
+    if (zero3) {
+      const std::smatch both = find(text, R"(both on NVMe +([0-9,]+) +0 +([0-9,]+))");
+      const std::smatch moved = find(text, R"(\(both on NVMe\), ([0-9,]+) B more go to the disk )"
+                                           R"(and the device keeps ([0-9,]+) B)");
+      EXPECT_EQ(number(moved[1]), number(both[2]) - number(disk[2])) << flags;
+      EXPECT_EQ(number(moved[2]), number(both[1])) << flags;
+    }
     const std::smatch wall = find(
         text, R"(the GPU keeps ([0-9]+) of the ([0-9]+) bytes a parameter takes at ZeRO-3, so the )"
               R"(device alone stops ([0-9.]+)x sooner)");

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "ops/cuda/cuda_check.hpp"
-#include "ops/cuda/cuda_fast_attention.cuh"
+#include "ops/cuda/cuda_fast_attention_backward.cuh"
 #include "ops/cuda/cuda_kernels.hpp"
 
 namespace zl::cuda {
