@@ -8,7 +8,7 @@ packages=(
   build-essential cmake g++ git patch ccache
   libeigen3-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev librapidcheck-dev libbenchmark-dev time
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin liburing-dev
   iproute2 kmod
   doxygen graphviz
   jupyter-nbconvert python3-matplotlib python3-nbclient python3-ipykernel python3-numpy

@@ -90,12 +90,41 @@ Readers offload_readers(const Checker& check, DsConfig& ds) {
              if (v != "none" && v != "cpu" && v != "nvme") check.bad(p, v, "use none, cpu or nvme");
              ds.offload_optimizer_device = v.get<std::string>();
            }},
-          {"nvme_path", [&](const json& v, const std::string& p) {
+          {"nvme_path",
+           [&](const json& v, const std::string& p) {
              ds.offload_optimizer_nvme_path = v.is_string() ? v.get<std::string>() : "";
              if (ds.offload_optimizer_nvme_path->empty()) {
                check.bad(p, v, "use the path of a folder for the swap files");
              }
+           }},
+          {"pipeline_read",
+           [&](const json& v, const std::string& p) { ds.pipeline_read = check.boolean(v, p); }},
+          {"pipeline_write",
+           [&](const json& v, const std::string& p) { ds.pipeline_write = check.boolean(v, p); }},
+          {"buffer_count", [&](const json& v, const std::string& p) {
+             ds.swap_buffer_count =
+                 static_cast<int>(check.whole(v, p, 1, 1024, "use 1 to 1024 units"));
            }}};
+}
+
+// aio: how the swap files move their bytes; single_submit and overlap_events are checked and have
+// no effect (zerolab's queue submits what it has, and overlaps reads and writes always).
+Readers aio_readers(const Checker& check, DsConfig& ds) {
+  return {{"block_size",
+           [&](const json& v, const std::string& p) {
+             ds.aio_block_bytes = check.whole(v, p, 4096, 256ll << 20,
+                                              "use a multiple of 4096 bytes up to 268435456");
+           }},
+          {"queue_depth",
+           [&](const json& v, const std::string& p) {
+             ds.aio_queue_depth = static_cast<int>(check.whole(v, p, 1, 256, "use 1 to 256"));
+           }},
+          {"thread_count",
+           [&](const json& v, const std::string& p) {
+             ds.aio_thread_count = static_cast<int>(check.whole(v, p, 1, 256, "use 1 to 256"));
+           }},
+          {"single_submit", [&](const json& v, const std::string& p) { check.boolean(v, p); }},
+          {"overlap_events", [&](const json& v, const std::string& p) { check.boolean(v, p); }}};
 }
 
 // zero_optimization.offload_param: {"device": "none"}, {"device": "cpu"} (ZeRO-3's parameter
@@ -295,6 +324,8 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
        }},
       {"zero_optimization",
        [&](const json& v, const std::string& p) { check.section(v, p, zero_readers(check, ds)); }},
+      {"aio",
+       [&](const json& v, const std::string& p) { check.section(v, p, aio_readers(check, ds)); }},
       {"optimizer",
        [&](const json& v, const std::string& p) { ds.adamw = read_optimizer(check, v, p); }},
       {"scheduler",
@@ -380,6 +411,12 @@ void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& step
       features.nvme_path = *ds.offload_optimizer_nvme_path;
     }
   }
+  if (ds.pipeline_read) features.pipeline_read = *ds.pipeline_read;
+  if (ds.pipeline_write) features.pipeline_write = *ds.pipeline_write;
+  if (ds.swap_buffer_count) features.swap_buffer_count = *ds.swap_buffer_count;
+  if (ds.aio_block_bytes) features.aio.block_bytes = *ds.aio_block_bytes;
+  if (ds.aio_queue_depth) features.aio.queue_depth = *ds.aio_queue_depth;
+  if (ds.aio_thread_count) features.aio.thread_count = *ds.aio_thread_count;
   if (ds.offload_param_device) {
     features.offload_param = *ds.offload_param_device != "none";
     if (*ds.offload_param_device == "nvme") features.param_nvme_path = *ds.offload_param_nvme_path;

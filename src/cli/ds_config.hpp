@@ -50,6 +50,16 @@ struct DsConfig {
   std::optional<std::string> offload_optimizer_device;
   /// zero_optimization.offload_optimizer.nvme_path: the folder of the "nvme" tier's swap files.
   std::optional<std::string> offload_optimizer_nvme_path;
+  /// zero_optimization.offload_optimizer.pipeline_read and pipeline_write: stream the NVMe tier.
+  std::optional<bool> pipeline_read;
+  std::optional<bool> pipeline_write;  ///< see pipeline_read
+  /// zero_optimization.offload_optimizer.buffer_count: units in host memory at once, pipelined.
+  std::optional<int> swap_buffer_count;
+  /// aio.block_size, aio.queue_depth and aio.thread_count: how the swap files move their bytes
+  /// (single_submit and overlap_events are read and have no effect).
+  std::optional<std::int64_t> aio_block_bytes;
+  std::optional<int> aio_queue_depth;   ///< see aio_block_bytes
+  std::optional<int> aio_thread_count;  ///< see aio_block_bytes
   /// zero_optimization.offload_param.device (or cpu_offload_params): "none", "cpu" or "nvme"
   /// (ZeRO-Infinity).
   std::optional<std::string> offload_param_device;

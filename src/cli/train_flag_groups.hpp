@@ -36,6 +36,10 @@ int threads_from_env();
 /// checkpoint.
 void add_optimizer_flags(CLI::App& cmd, TrainArgs& args);
 
+/// --aio-block-size, --aio-queue-depth, --aio-thread-count, --aio-backend, --pipeline-read,
+/// --pipeline-write and --swap-buffer-count into `features` (swap_flags.cpp).
+void add_swap_flags(CLI::App& cmd, TrainingFeatures& features);
+
 /// The settings a --config file sets, as ResumeSetting bits.
 std::uint32_t settings_of(const DsConfig& ds);
 

@@ -213,6 +213,7 @@ void add_feature_flags(CLI::App& cmd, TrainArgs& args) {
                  "update (ZeRO-Infinity; zero_optimization.offload_param.device nvme and its "
                  "nvme_path)")
       ->type_name("DIR");
+  add_swap_flags(cmd, features);
 }
 
 void add_output_flags(CLI::App& cmd, TrainArgs& args) {

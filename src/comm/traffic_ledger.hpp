@@ -45,6 +45,16 @@ std::string_view host_copy_name(HostCopy direction);
 /// Which way a swap file's bytes go (ZeRO-Infinity's NVMe tier): into host memory or out of it.
 enum class DiskIo : std::uint8_t { Read, Write };
 
+/// Optimizer updates that streamed their state through a swap file (ZeRO-Infinity), summed: what
+/// shows whether pipeline_read and pipeline_write hid the disk behind the AdamW kernels.
+struct SwappedUpdates {
+  std::int64_t updates = 0;  ///< how many
+  double wall_ms = 0.0;      ///< their wall time, swaps and kernels together
+  double adamw_ms = 0.0;     ///< of which the AdamW kernels (and offload's widening) ran
+  double read_ms = 0.0;      ///< of which the swap file's reads were in flight
+  double write_ms = 0.0;     ///< of which its writes were in flight
+};
+
 /// One rank's totals per collective kind.
 class TrafficLedger {
  public:
@@ -84,6 +94,17 @@ class TrafficLedger {
   /// Wall time of those reads (or writes), in ms.
   double disk_ms(DiskIo direction) const { return disk_ms_[disk_index(direction)]; }
 
+  /// Adds one optimizer update that streamed its state through a swap file.
+  void record_swapped_update(const SwappedUpdates& update) {
+    swapped_.updates += update.updates;
+    swapped_.wall_ms += update.wall_ms;
+    swapped_.adamw_ms += update.adamw_ms;
+    swapped_.read_ms += update.read_ms;
+    swapped_.write_ms += update.write_ms;
+  }
+  /// The updates that streamed their state through a swap file, summed.
+  const SwappedUpdates& swapped_updates() const { return swapped_; }
+
  private:
   static int index(CollectiveKind kind) { return static_cast<int>(kind); }
   static int disk_index(DiskIo direction) { return static_cast<int>(direction); }
@@ -94,6 +115,7 @@ class TrafficLedger {
   std::int64_t to_device_bytes_ = 0;
   std::array<std::int64_t, 2> disk_bytes_{};
   std::array<double, 2> disk_ms_{};
+  SwappedUpdates swapped_;
 };
 
 }  // namespace zl

@@ -10,6 +10,7 @@
 //   4. update      one optimizer step over the whole model, identically on every rank
 #include "engines/engine.hpp"
 #include "engines/micro_batch.hpp"
+#include "engines/optimizer_swap.hpp"
 #include "engines/sharding.hpp"
 #include "optim/grad_norm.hpp"
 

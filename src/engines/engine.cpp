@@ -27,6 +27,13 @@ void validate(const TrainingFeatures& features) {
       "optimizer: set offload_param.device to nvme and offload the optimizer too "
       "(--offload-param --param-nvme-path with --offload-optimizer)",
       features.param_nvme_path);
+  validate(features.aio);
+  const int buffers_needed =
+      1 + static_cast<int>(features.pipeline_read) + static_cast<int>(features.pipeline_write);
+  ZL_CHECK(features.nvme_path.empty() || features.swap_buffer_count >= buffers_needed,
+           "offload_optimizer.buffer_count {} is too small: pipeline_read and pipeline_write "
+           "need {} (the updating unit, the one coming in, one going out)",
+           features.swap_buffer_count, buffers_needed);
   ZL_CHECK(features.grad_accum_steps >= 1,
            "gradient_accumulation_steps {} is invalid: use 1 or more micro-batches per step",
            features.grad_accum_steps);

@@ -11,11 +11,12 @@
 
 #include "comm/comm.hpp"
 #include "core/error.hpp"
+#include "core/io_queue.hpp"
 #include "model/model.hpp"
 #include "ops/device.hpp"
 #include "optim/adamw.hpp"
-#include "optim/lr_schedule.hpp"
 #include "optim/loss_scaler.hpp"
+#include "optim/lr_schedule.hpp"
 
 namespace zl {
 
@@ -98,6 +99,19 @@ struct TrainingFeatures {
   /// runs from the master, and the parameters are its rounding). Empty: host memory. Never
   /// changes results.
   std::string param_nvme_path;
+  /// How the swap files of nvme_path and param_nvme_path move their bytes (DeepSpeed's `aio`:
+  /// block size, queue depth, threads, io_uring or a thread pool). Never changes results.
+  AioSettings aio{};
+  /// With nvme_path: read the next unit's master and moments while the current one updates
+  /// (offload_optimizer.pipeline_read). Never changes results.
+  bool pipeline_read = false;
+  /// With nvme_path: write a unit's master and moments back while the next one updates
+  /// (offload_optimizer.pipeline_write). Never changes results.
+  bool pipeline_write = false;
+  /// With pipeline_read or pipeline_write: the units whose master and moments may be in host
+  /// memory at once, the updating one, the one coming in and those going out
+  /// (offload_optimizer.buffer_count; at least 3 with both, 2 with one).
+  int swap_buffer_count = 4;
 };
 
 /// Throws zl::Error naming the setting (by its DeepSpeed key) if a value is out of range.

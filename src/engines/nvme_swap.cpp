@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <numeric>
 
 #include "core/error.hpp"
@@ -37,13 +38,15 @@ std::int64_t file_bytes(const std::vector<std::int64_t>& unit_elems) {
 }  // namespace
 
 NvmeSwap::NvmeSwap(MemoryLedger& ledger, const std::filesystem::path& folder,
-                   std::vector<std::int64_t> unit_elems)
+                   std::vector<std::int64_t> unit_elems, const AioSettings& aio)
     : ledger_(ledger),
       unit_elems_(std::move(unit_elems)),
-      file_(unique_swap_path(folder), file_bytes(unit_elems_)),
+      file_(unique_swap_path(folder), file_bytes(unit_elems_), aio),
       checksums_(unit_elems_.size(), 0),
       written_(unit_elems_.size(), 0),
-      holders_(unit_elems_.size(), 0) {
+      holders_(unit_elems_.size(), 0),
+      residency_(unit_elems_.size(), Residency::OnDisk),
+      in_flight_(unit_elems_.size()) {
   std::int64_t offset = 0;
   for (const std::int64_t elems : unit_elems_) {
     offsets_.push_back(offset);
@@ -72,45 +75,74 @@ void NvmeSwap::check_sizes(std::size_t unit, std::size_t master, std::size_t exp
            exp_avg, exp_avg_sq, elems);
 }
 
-void NvmeSwap::write(std::size_t unit, std::span<const float> master,
-                     std::span<const float> exp_avg, std::span<const float> exp_avg_sq) {
+void NvmeSwap::start_write(std::size_t unit, std::span<const float> master,
+                           std::span<const float> exp_avg, std::span<const float> exp_avg_sq) {
   check_sizes(unit, master.size(), exp_avg.size(), exp_avg_sq.size());
+  InFlight& flight = in_flight_[unit];
+  ZL_CHECK(flight.requests.empty(), "swap unit {} is already moving", unit);
   std::int64_t offset = offsets_[unit];
   for (const auto part : {master, exp_avg, exp_avg_sq}) {
-    file_.write(offset, std::as_bytes(part));
+    flight.requests.push_back(file_.start_write(offset, std::as_bytes(part)));
     offset += part_bytes(unit_elems_[unit]);
   }
   checksums_[unit] = checksum_of(master, exp_avg, exp_avg_sq);
   written_[unit] = 1;
 }
 
-void NvmeSwap::read(std::size_t unit, std::span<float> master, std::span<float> exp_avg,
-                    std::span<float> exp_avg_sq) {
+void NvmeSwap::finish_write(std::size_t unit) {
+  wait_requests(unit);
+}
+
+void NvmeSwap::wait_requests(std::size_t unit) {
+  InFlight& flight = in_flight_.at(unit);
+  const std::vector<SwapIo> requests = std::move(flight.requests);
+  flight.requests.clear();
+  // Every request is waited for, so none outlives the bytes it moves; the first error is kept.
+  std::exception_ptr error;
+  for (const SwapIo& io : requests) {
+    try {
+      file_.wait(io);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+void NvmeSwap::start_read(std::size_t unit, std::span<float> master, std::span<float> exp_avg,
+                          std::span<float> exp_avg_sq) {
   check_sizes(unit, master.size(), exp_avg.size(), exp_avg_sq.size());
+  InFlight& flight = in_flight_[unit];
+  ZL_CHECK(flight.requests.empty(), "swap unit {} is already moving", unit);
+  flight.parts[0] = master;
+  flight.parts[1] = exp_avg;
+  flight.parts[2] = exp_avg_sq;
   if (written_[unit] == 0) {
     for (const auto part : {master, exp_avg, exp_avg_sq}) std::ranges::fill(part, 0.0f);
     return;
   }
   std::int64_t offset = offsets_[unit];
   for (const auto part : {master, exp_avg, exp_avg_sq}) {
-    file_.read(offset, std::as_writable_bytes(part));
+    flight.requests.push_back(file_.start_read(offset, std::as_writable_bytes(part)));
     offset += part_bytes(unit_elems_[unit]);
   }
-  ZL_CHECK(checksum_of(master, exp_avg, exp_avg_sq) == checksums_[unit],
+}
+
+void NvmeSwap::finish_read(std::size_t unit) {
+  wait_requests(unit);
+  const InFlight& flight = in_flight_[unit];
+  if (written_[unit] == 0) return;
+  ZL_CHECK(checksum_of(flight.parts[0], flight.parts[1], flight.parts[2]) == checksums_[unit],
            "the swap file {} was changed under this run (unit {} reads back other bytes than "
            "were written): keep --nvme-path for this run alone and start it again",
            file_.path().string(), unit);
 }
 
-void record_disk_io(Comm* comm, const SwapTotals& before, const SwapTotals& now) {
+void record_disk_io(Comm* comm, SwapFile& file) {
+  const IoTotals moved = file.take_unrecorded();
   if (comm == nullptr) return;
-  if (now.read_bytes > before.read_bytes) {
-    comm->disk_io(DiskIo::Read, now.read_bytes - before.read_bytes, now.read_ms - before.read_ms);
-  }
-  if (now.written_bytes > before.written_bytes) {
-    comm->disk_io(DiskIo::Write, now.written_bytes - before.written_bytes,
-                  now.write_ms - before.write_ms);
-  }
+  if (moved.read_bytes > 0) comm->disk_io(DiskIo::Read, moved.read_bytes, moved.read_ms);
+  if (moved.written_bytes > 0) comm->disk_io(DiskIo::Write, moved.written_bytes, moved.write_ms);
 }
 
 }  // namespace zl

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "engines/nvme_swap.hpp"
+#include "engines/optimizer_swap.hpp"
 #include "optim/adamw.hpp"
 #include "optim/grad_norm.hpp"
 
@@ -63,7 +64,8 @@ OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& la
     std::vector<std::int64_t> unit_elems;
     for (const auto& unit : layout)
       unit_elems.push_back(shard ? unit.shard_elems : unit.padded_elems);
-    nvme = std::make_shared<NvmeSwap>(device.ledger(), features.nvme_path, unit_elems);
+    nvme =
+        std::make_shared<NvmeSwap>(device.ledger(), features.nvme_path, unit_elems, features.aio);
   }
   AdamState adam = nvme ? AdamState{.exp_avg = UnitBuffers(layout.size()),
                                     .exp_avg_sq = UnitBuffers(layout.size()),
@@ -77,7 +79,10 @@ OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& la
                        .params_on_host = {},
                        .comm = nullptr,
                        .nvme = std::move(nvme),
-                       .held_params = nullptr};
+                       .held_params = nullptr,
+                       .pipeline = {.read = features.pipeline_read,
+                                    .write = features.pipeline_write,
+                                    .buffer_count = features.swap_buffer_count}};
   if (state.nvme) {
     state.master = UnitBuffers(layout.size());
   } else if (features.precision != DType::F32 || offload) {
@@ -86,41 +91,6 @@ OptimizerState alloc_optimizer(Device& device, const std::vector<UnitLayout>& la
   }
   if (features.precision == DType::F16) state.scaler = LossScaler(features.loss_scale);
   return state;
-}
-
-namespace {
-
-// What the swap file moved since `before`, into the rank's traffic ledger.
-void record_swap(OptimizerState& state, const SwapTotals& before) {
-  record_disk_io(state.comm, before, state.nvme->file().totals());
-}
-
-}  // namespace
-
-void swap_in(OptimizerState& state, Device& device, std::size_t unit) {
-  if (!state.nvme || state.nvme->holders(unit)++ > 0) return;
-  const std::int64_t elems = state.nvme->unit_elems(unit);
-  state.master[unit] = device.alloc(MemCategory::HostMaster, DType::F32, {elems});
-  state.adam.exp_avg[unit] = device.alloc(MemCategory::HostOptimizer, DType::F32, {elems});
-  state.adam.exp_avg_sq[unit] = device.alloc(MemCategory::HostOptimizer, DType::F32, {elems});
-  const SwapTotals before = state.nvme->file().totals();
-  state.nvme->read(unit, state.master[unit].as<float>(), state.adam.exp_avg[unit].as<float>(),
-                   state.adam.exp_avg_sq[unit].as<float>());
-  record_swap(state, before);
-}
-
-void swap_out(OptimizerState& state, std::size_t unit) {
-  if (!state.nvme) return;
-  int& holders = state.nvme->holders(unit);
-  ZL_CHECK(holders > 0, "swap_out of unit {}, which no one holds", unit);
-  if (--holders > 0) return;
-  const SwapTotals before = state.nvme->file().totals();
-  state.nvme->write(unit, state.master[unit].as<float>(), state.adam.exp_avg[unit].as<float>(),
-                    state.adam.exp_avg_sq[unit].as<float>());
-  record_swap(state, before);
-  state.master[unit] = Buffer();
-  state.adam.exp_avg[unit] = Buffer();
-  state.adam.exp_avg_sq[unit] = Buffer();
 }
 
 UnitBuffers alloc_params(Device& device, const std::vector<UnitLayout>& layout, DType precision,
@@ -217,25 +187,36 @@ void adamw_step(const std::vector<TypedSpan>& params, const std::vector<TypedSpa
   const AdamWConfig now = scheduled_adamw(options.adamw, options.lr_schedule, state.adam.updates);
   const AdamWScalars scalars = adamw_scalars(now, ++state.adam.updates);
   const auto loss_scale = static_cast<float>(state.scaler.scale());
-  for (std::size_t u = 0; u < grads.size(); ++u) {
-    swap_in(state, device, u);
-    with_params(state, params, u, /*written=*/true, [&](TypedSpan owned) {
-      const std::span<float> master = mixed(state) ? state.master[u].as<float>() : owned.f32();
-      ZL_CHECK(owned.elems == static_cast<std::int64_t>(master.size()),
-               "unit {}: {} parameters for a master of {}", u, owned.elems, master.size());
-      // The update reads the reduced gradient as it is (16-bit, scaled; offloaded, the host's
-      // widened copy) and unscales and clips each element as it goes; a mixed update writes the
-      // 16-bit parameters too, the new master rounded in the same pass.
-      Buffer host_copy;
-      const TensorIn g =
-          state.offload ? widened_on_host(grads[u], state, device, host_copy) : tensor_of(grads[u]);
-      device.adamw_update_unscaled(master, g, loss_scale, clip, state.adam.exp_avg[u].as<float>(),
-                                   state.adam.exp_avg_sq[u].as<float>(), scalars,
-                                   mixed(state) ? owned.data : nullptr, owned.dtype);
-      count_param_copies(state, u, owned.bytes(), /*read_on_device=*/!mixed(state));
-    });
-    swap_out(state, u);
+  // From the NVMe tier, with pipeline_read the next unit comes in while this one updates, and
+  // with pipeline_write this one goes out while the next updates; all are back on disk at the end.
+  SwapStepTimer timer(state);
+  {
+    SwapSettler settler(state);
+    for (std::size_t u = 0; u < grads.size(); ++u) {
+      swap_in(state, device, u);
+      prefetch(state, device, u + 1);
+      with_params(state, params, u, /*written=*/true, [&](TypedSpan owned) {
+        const std::span<float> master = mixed(state) ? state.master[u].as<float>() : owned.f32();
+        ZL_CHECK(owned.elems == static_cast<std::int64_t>(master.size()),
+                 "unit {}: {} parameters for a master of {}", u, owned.elems, master.size());
+        // The update reads the reduced gradient as it is (16-bit, scaled; offloaded, the host's
+        // widened copy) and unscales and clips each element as it goes; a mixed update writes
+        // the 16-bit parameters too, the new master rounded in the same pass.
+        timer.kernels([&] {
+          Buffer host_copy;
+          const TensorIn g = state.offload ? widened_on_host(grads[u], state, device, host_copy)
+                                           : tensor_of(grads[u]);
+          device.adamw_update_unscaled(master, g, loss_scale, clip,
+                                       state.adam.exp_avg[u].as<float>(),
+                                       state.adam.exp_avg_sq[u].as<float>(), scalars,
+                                       mixed(state) ? owned.data : nullptr, owned.dtype);
+        });
+        count_param_copies(state, u, owned.bytes(), /*read_on_device=*/!mixed(state));
+      });
+      swap_out(state, u);
+    }
   }
+  timer.record();
   state.scaler.update(/*overflow=*/false);
 }
 

@@ -26,6 +26,14 @@ namespace zl {
 
 class NvmeSwap;
 
+/// How the update streams the NVMe tier's units through host memory (offload_optimizer's
+/// pipeline_read, pipeline_write and buffer_count).
+struct SwapPipeline {
+  bool read = false;     ///< read the next unit while one updates
+  bool write = false;    ///< write a unit back while the next one updates
+  int buffer_count = 4;  ///< units in host memory at once, at most
+};
+
 /// Owned parameters that are in memory only while held (ZeRO-3's shards on the NVMe tier): the
 /// update, and whatever else reads or writes them, holds a unit around its use.
 class HeldParams {
@@ -42,7 +50,7 @@ class HeldParams {
 /// and the moments are host memory (HostMaster, HostOptimizer) and the update runs there: each
 /// unit's gradient goes to the host (HostGrads, noted as a device-to-host copy through `comm`)
 /// and its updated parameters come back (a host-to-device copy). With the NVMe tier they live in
-/// a swap file and are in host memory only while held (swap_in).
+/// a swap file and are in host memory only while held (optimizer_swap.hpp).
 struct OptimizerState {
   UnitBuffers master;    ///< fp32 copy of the owned parameters (16-bit or offload); else empty
   AdamState adam;        ///< Adam's moments and update count
@@ -61,38 +69,9 @@ struct OptimizerState {
   /// with no data is a placeholder (its size) for a unit this holds, held around its use. Null:
   /// the spans are the parameters.
   HeldParams* held_params = nullptr;
+  /// With the NVMe tier: how the update streams it (optimizer_swap.hpp).
+  SwapPipeline pipeline{};
 };
-
-/// Brings unit `unit`'s master and moments from the NVMe tier into host memory (HostMaster,
-/// HostOptimizer) for one more holder; nothing to do without the tier or when they are in.
-void swap_in(OptimizerState& state, Device& device, std::size_t unit);
-
-/// Lets go of unit `unit` for one holder; the last one writes it back to the tier and frees it.
-void swap_out(OptimizerState& state, std::size_t unit);
-
-/// Runs fn() with every unit's master and moments in memory (from the NVMe tier, if any), then
-/// writes them back; returns what fn returns.
-template <class Fn>
-auto with_state_resident(OptimizerState& state, Device& device, Fn&& fn) {
-  for (std::size_t u = 0; u < state.adam.exp_avg.size(); ++u) swap_in(state, device, u);
-  struct Release {
-    OptimizerState& state;
-    int unwinding = std::uncaught_exceptions();
-    ~Release() noexcept(false) {
-      for (std::size_t u = 0; u < state.adam.exp_avg.size(); ++u) {
-        if (std::uncaught_exceptions() == unwinding) {
-          swap_out(state, u);
-          continue;
-        }
-        try {  // fn failed: keep its error, write back what can be
-          swap_out(state, u);
-        } catch (...) {  // NOLINT(bugprone-empty-catch): the first error is the one to report
-        }
-      }
-    }
-  } release{state};
-  return fn();
-}
 
 /// Zeroed state for whole units or (`shard`) the own shards, booked as Master and Optimizer (or
 /// HostMaster and HostOptimizer with features.offload_optimizer, which always keeps a master).

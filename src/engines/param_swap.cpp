@@ -29,12 +29,12 @@ std::span<std::byte> bytes_of(Buffer& buffer) {
 }  // namespace
 
 ParamSwap::ParamSwap(Device& device, Comm* comm, const std::filesystem::path& folder, DType dtype,
-                     std::vector<std::int64_t> unit_elems)
+                     std::vector<std::int64_t> unit_elems, const AioSettings& aio)
     : device_(device),
       comm_(comm),
       dtype_(dtype),
       unit_elems_(std::move(unit_elems)),
-      file_(unique_swap_path(folder), file_bytes(unit_elems_, dtype_), "--param-nvme-path"),
+      file_(unique_swap_path(folder), file_bytes(unit_elems_, dtype_), aio, "--param-nvme-path"),
       resident_(unit_elems_.size()),
       holders_(unit_elems_.size(), 0),
       dirty_(unit_elems_.size(), 0),
@@ -67,9 +67,8 @@ TypedSpan ParamSwap::hold(std::size_t unit) {
     resident_[unit] = device_.alloc(MemCategory::HostParams, dtype_, {unit_elems_[unit]});
     const std::span<std::byte> bytes = bytes_of(resident_[unit]);
     if (written_[unit] != 0) {
-      const SwapTotals before = file_.totals();
       file_.read(offsets_[unit], bytes);
-      record_disk_io(comm_, before, file_.totals());
+      record_disk_io(comm_, file_);
       ZL_CHECK(swap_checksum(bytes, 0) == checksums_[unit],
                "the swap file {} was changed under this run (parameter unit {} reads back other "
                "bytes than were written): keep --param-nvme-path for this run alone and start it "
@@ -87,9 +86,8 @@ void ParamSwap::release(std::size_t unit, bool written) {
   if (--holders_[unit] > 0) return;
   if (dirty_[unit] != 0) {
     const std::span<std::byte> bytes = bytes_of(resident_[unit]);
-    const SwapTotals before = file_.totals();
     file_.write(offsets_[unit], bytes);
-    record_disk_io(comm_, before, file_.totals());
+    record_disk_io(comm_, file_);
     checksums_[unit] = swap_checksum(bytes, 0);
     written_[unit] = 1;
     dirty_[unit] = 0;

@@ -20,11 +20,11 @@ namespace zl {
 /// is not on disk). A unit never written reads as zeros.
 class ParamSwap final : public HeldParams {
  public:
-  /// Makes the swap file in `folder` and books its bytes in `device`'s ledger; disk traffic is
-  /// noted in `comm`'s traffic ledger (may be null). Throws zl::Error in one line when the folder
-  /// cannot hold it.
+  /// Makes the swap file in `folder`, moving its bytes as `aio` says, and books its bytes in
+  /// `device`'s ledger; disk traffic is noted in `comm`'s traffic ledger (may be null). Throws
+  /// zl::Error in one line when the folder cannot hold it.
   ParamSwap(Device& device, Comm* comm, const std::filesystem::path& folder, DType dtype,
-            std::vector<std::int64_t> unit_elems);
+            std::vector<std::int64_t> unit_elems, const AioSettings& aio = {});
   /// Releases the booking; the file is removed.
   ~ParamSwap() override;
   ParamSwap(const ParamSwap&) = delete;

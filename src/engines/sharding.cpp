@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "engines/optimizer_swap.hpp"
 #include "optim/grad_norm.hpp"
 
 namespace zl {

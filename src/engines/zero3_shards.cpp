@@ -30,7 +30,7 @@ Zero3Shards::Zero3Shards(Model& model, Device& device, Comm& comm,
   }
   if (!features.param_nvme_path.empty()) {
     disk_ = std::make_unique<ParamSwap>(device, &comm, features.param_nvme_path, precision_,
-                                        std::move(disk_elems));
+                                        std::move(disk_elems), features.aio);
     opt.held_params = disk_.get();
   }
   init(model, seed);

@@ -69,16 +69,16 @@ inline const std::string& nvme_test_folder() {
 /// that bind, ZeRO-3 prefetch and persistence on or off, buckets from one call per unit down to
 /// a few elements per rank, overlap_comm, ZeRO-Offload (to host memory or ZeRO-Infinity's NVMe
 /// tier) and ZeRO-3's parameter offload off, to host memory or (with ZeRO-Offload) to the NVMe
-/// tier,
-/// and fp16 scales that overflow from the first step (2^40) with a short window and hysteresis,
-/// so skipped steps and scale changes occur;
-/// or a static fp16 scale (1024, or 2^40, which overflows and skips steps without ever moving).
+/// tier, its swap files moved by io_uring or threads in blocks of a page or more, with
+/// pipeline_read, pipeline_write, both or neither, and fp16 scales that overflow from the first
+/// step (2^40) with a short window and hysteresis, so skipped steps and scale changes occur; or a
+/// static fp16 scale (1024, or 2^40, which overflows and skips steps without ever moving).
 inline Gen<zl::TrainingFeatures> gen_features() {
   return gen::apply(
       [](zl::DType precision, int accum, double clip, std::int64_t prefetch,
          std::int64_t persistence, int scale_power, int window, int hysteresis,
          std::int64_t reduce_bucket, std::int64_t allgather_bucket, bool overlap, int offload_tier,
-         double static_scale, int param_tier) {
+         double static_scale, int param_tier, int swap_plan) {
         zl::TrainingFeatures features;
         features.precision = precision;
         features.grad_accum_steps = accum;
@@ -92,6 +92,22 @@ inline Gen<zl::TrainingFeatures> gen_features() {
         if (offload_tier == 2) features.nvme_path = nvme_test_folder();
         features.offload_param = param_tier > 0;  // 1: host memory, 2: NVMe (with offload)
         if (param_tier == 2 && offload_tier > 0) features.param_nvme_path = nvme_test_folder();
+        using zl::IoBackend;
+        const zl::AioSettings plans[] = {
+            {},  // DeepSpeed's defaults: 1 MiB blocks, 8 in flight, io_uring where there is one
+            {.block_bytes = 4096,
+             .queue_depth = 2,
+             .thread_count = 1,
+             .backend = IoBackend::Threads},
+            {.block_bytes = 8192, .queue_depth = 3, .thread_count = 2, .backend = IoBackend::Auto},
+            {.block_bytes = 4096,
+             .queue_depth = 1,
+             .thread_count = 1,
+             .backend = IoBackend::Threads}};
+        features.aio = plans[swap_plan];
+        features.pipeline_read = swap_plan == 1 || swap_plan == 3;
+        features.pipeline_write = swap_plan >= 2;
+        features.swap_buffer_count = swap_plan == 2 ? 2 : swap_plan == 3 ? 3 : 4;
         features.loss_scale = {.initial_scale_power = scale_power,
                                .window = window,
                                .hysteresis = hysteresis,
@@ -104,8 +120,8 @@ inline Gen<zl::TrainingFeatures> gen_features() {
       gen::element<std::int64_t>(0, 50, 1'000'000), gen::element(16, 40, 4), gen::inRange(1, 4),
       gen::inRange(1, 3), gen::element<std::int64_t>(500'000'000, 256, 64),
       gen::element<std::int64_t>(500'000'000, 320, 48), gen::arbitrary<bool>(),
-      gen::element(0, 1, 2), gen::element(0.0, 0.0, 1024.0, 1099511627776.0),
-      gen::element(0, 1, 2));
+      gen::element(0, 1, 2), gen::element(0.0, 0.0, 1024.0, 1099511627776.0), gen::element(0, 1, 2),
+      gen::element(0, 1, 2, 3));
 }
 
 /// Activation checkpointing: none first (so failures shrink to it), full, every:2, every:3 or
