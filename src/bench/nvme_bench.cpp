@@ -5,12 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <thread>
+#include <string>
+#include <vector>
 
 #include "bench/timing.hpp"
 #include "core/error.hpp"
@@ -66,32 +66,36 @@ AlignedBlock aligned_block(std::int64_t bytes) {
   return AlignedBlock(p);
 }
 
-// One pass: blocks i = t, t + depth, ... of the file by thread t, each a whole pwrite or pread;
+// One pass through `queue` (depth blocks in flight): the file's blocks in order, each a request
+// of its own from one of `depth` buffers, the oldest waited for before its buffer is used again;
 // a write pass ends when its data is on the disk (fdatasync). Returns the pass's GB/s.
-double run_pass(const ScratchFile& file, bool write, std::int64_t file_bytes,
+double run_pass(const ScratchFile& file, IoQueue& queue, bool write, std::int64_t file_bytes,
                 std::int64_t block_bytes, int depth) {
   const std::int64_t blocks = file_bytes / block_bytes;
   std::vector<AlignedBlock> buffers;
   for (int t = 0; t < depth; ++t) buffers.push_back(aligned_block(block_bytes));
-  std::atomic<int> failed_errno{0};
+  std::vector<IoTicket> tickets(static_cast<std::size_t>(depth), 0);
+  std::string error;
+  const auto settle = [&](IoTicket& ticket) {
+    if (ticket == 0) return;
+    const std::string why = queue.wait(ticket);
+    if (error.empty()) error = why;
+    ticket = 0;
+  };
+  const IoDirection direction = write ? IoDirection::Write : IoDirection::Read;
   const double start_ms = now_ms();
-  std::vector<std::thread> threads;
-  for (int t = 0; t < depth; ++t) {
-    threads.emplace_back([&, t] {
-      for (std::int64_t i = t; i < blocks && failed_errno.load() == 0; i += depth) {
-        const auto size = static_cast<std::size_t>(block_bytes);
-        const ssize_t done = write ? ::pwrite(file.fd(), buffers[t].get(), size, i * block_bytes)
-                                   : ::pread(file.fd(), buffers[t].get(), size, i * block_bytes);
-        if (done != block_bytes) failed_errno = done < 0 ? errno : EIO;
-      }
-    });
+  for (std::int64_t i = 0; i < blocks && error.empty(); ++i) {
+    const auto slot = static_cast<std::size_t>(i % depth);
+    settle(tickets[slot]);
+    tickets[slot] = queue.submit(direction, i * block_bytes, buffers[slot].get(),
+                                 static_cast<std::size_t>(block_bytes));
   }
-  for (std::thread& thread : threads) thread.join();
-  if (write && failed_errno == 0 && ::fdatasync(file.fd()) != 0) failed_errno = errno;
+  for (IoTicket& ticket : tickets) settle(ticket);
+  if (write && error.empty() && ::fdatasync(file.fd()) != 0) error = std::strerror(errno);
   const double ms = now_ms() - start_ms;
-  if (failed_errno != 0) {
+  if (!error.empty()) {
     fail("bench nvme: {} of {} failed: {}: check the disk and its free space",
-         write ? "writing" : "reading", file.path().string(), std::strerror(failed_errno));
+         write ? "writing" : "reading", file.path().string(), error);
   }
   return gbps(static_cast<double>(blocks * block_bytes), ms);
 }
@@ -135,8 +139,13 @@ NvmeBenchResult run_nvme_bench(const NvmeBenchOptions& options) {
   for (const bool write : {true, false}) {
     for (const std::int64_t block : options.block_bytes) {
       for (const int depth : options.queue_depths) {
+        IoQueue queue(file.fd(), {.block_bytes = block,
+                                  .queue_depth = depth,
+                                  .thread_count = 1,
+                                  .backend = options.backend});
+        result.backend = queue.backend();
         const NvmeRow row{write ? "write" : "read", block, depth,
-                          run_pass(file, write, options.file_bytes, block, depth)};
+                          run_pass(file, queue, write, options.file_bytes, block, depth)};
         result.rows.push_back(row);
         NvmeRow& best = write ? result.best_write : result.best_read;
         if (row.gbps > best.gbps) best = row;

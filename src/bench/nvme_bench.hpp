@@ -1,16 +1,18 @@
 // nvme_bench.hpp — `zerolab bench nvme`: a folder's sequential write and read bandwidth, the way
 // DeepSpeed's ds_io / ds_nvme_tune measure a disk for ZeRO-Infinity's swap files: one scratch
-// file, written and then read whole in blocks of each size with each number of I/Os in flight
-// (threads of pwrite / pread, each with one block outstanding), with O_DIRECT where the folder's
-// file system takes it (the page cache bypassed, as DeepSpeed's aio does), else through the page
-// cache, which the result says. The best block size and depth of each direction are the aio
-// settings to use.
+// file, written and then read whole in blocks of each size with each number of I/Os in flight,
+// through the swap files' own IoQueue (io_uring or the thread pool) with O_DIRECT where the
+// folder's file system takes it (the page cache bypassed, as DeepSpeed's aio does), else through
+// the page cache, which the result says. The best block size and depth of each direction are the
+// aio settings to use.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "core/io_queue.hpp"
 
 namespace zl::bench {
 
@@ -20,13 +22,14 @@ struct NvmeBenchOptions {
   std::int64_t file_bytes = 256ll << 20;  ///< bytes written and read in each pass
   std::vector<std::int64_t> block_bytes = {128ll << 10, 1ll << 20, 8ll << 20};  ///< I/O sizes
   std::vector<int> queue_depths = {1, 4, 16};                                   ///< I/Os in flight
+  IoBackend backend = IoBackend::Auto;  ///< how the blocks reach the disk
 };
 
 /// One pass: `file_bytes` moved in blocks of `block_bytes`, `queue_depth` at a time.
 struct NvmeRow {
   std::string op;  ///< "write" or "read"
   std::int64_t block_bytes = 0;  ///< bytes of each pwrite or pread
-  int queue_depth = 0;           ///< I/Os in flight (threads, one block each)
+  int queue_depth = 0;           ///< blocks in flight
   double gbps = 0.0;  ///< decimal GB/s
 };
 
@@ -34,6 +37,7 @@ struct NvmeRow {
 struct NvmeBenchResult {
   std::string folder;           ///< the folder measured
   bool direct = false;          ///< O_DIRECT was taken (false: through the page cache)
+  IoBackend backend = IoBackend::Threads;  ///< the backend that moved the blocks
   std::int64_t file_bytes = 0;  ///< bytes per pass
   std::vector<NvmeRow> rows;    ///< writes, then reads, in the options' order
   NvmeRow best_write;           ///< the fastest write pass

@@ -65,15 +65,18 @@ int run_nvme(const NvmeFlags& flags) {
     const ordered_json out = {
         {"folder", result.folder},
         {"o_direct", result.direct},
+        {"backend", io_backend_name(result.backend)},
         {"size_bytes", result.file_bytes},
         {"rows", rows},
         {"read_gbps", result.best_read.gbps},
         {"write_gbps", result.best_write.gbps},
-        {"aio", {{"block_size", aio.block_bytes}, {"queue_depth", aio.queue_depth}}}};
+        {"aio",
+         {{"block_size", aio.block_bytes}, {"queue_depth", aio.queue_depth}, {"thread_count", 1}}}};
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
-  fmt::print("bench nvme: {}, {} bytes a pass, {}\n", result.folder, result.file_bytes,
+  fmt::print("bench nvme: {}, {} bytes a pass by {}, {}\n", result.folder, result.file_bytes,
+             io_backend_name(result.backend),
              result.direct ? "O_DIRECT (the page cache bypassed)"
                            : "through the page cache (the file system refused O_DIRECT): reads "
                              "may come from memory, not the disk");
@@ -86,8 +89,9 @@ int run_nvme(const NvmeFlags& flags) {
       "{})\n",
       result.best_write.gbps, result.best_write.block_bytes, result.best_write.queue_depth,
       result.best_read.gbps, result.best_read.block_bytes, result.best_read.queue_depth);
-  fmt::print("aio (the best read's): {{\"block_size\": {}, \"queue_depth\": {}}}\n",
-             aio.block_bytes, aio.queue_depth);
+  fmt::print(
+      "aio (the best read's): {{\"block_size\": {}, \"queue_depth\": {}, \"thread_count\": 1}}\n",
+      aio.block_bytes, aio.queue_depth);
   return 0;
 }
 
@@ -107,9 +111,18 @@ CLI::App* add_bench_nvme(CLI::App& bench, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_option("--depths", flags->depths, "I/Os in flight, a list: 1,4,16")
       ->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--aio-backend",
+         [flags](const std::string& name) {
+           flags->options.backend = parse_io_backend(name, "--aio-backend");
+         },
+         "io_uring | threads | auto: how the blocks reach the disk, as the swap files' "
+         "--aio-backend")
+      ->default_str("auto");
   cmd->add_flag("--json", flags->json,
-                "Print {folder, o_direct, size_bytes, rows: [{op, block_bytes, queue_depth, "
-                "gbps}], read_gbps, write_gbps, aio: {block_size, queue_depth}}");
+                "Print {folder, o_direct, backend, size_bytes, rows: [{op, block_bytes, "
+                "queue_depth, gbps}], read_gbps, write_gbps, aio: {block_size, queue_depth, "
+                "thread_count}}");
   cmd->callback([&run, flags] {
     bench::NvmeBenchOptions& options = flags->options;
     options.folder = flags->path;

@@ -14,7 +14,9 @@ namespace zl {
 namespace {
 
 // A rank's swap-file traffic (ZeRO-Infinity's NVMe tier; zeros without it): bytes, the wall time
-// of the reads and writes, and their GB/s (10^9 bytes a second; 0 with no time).
+// the reads and writes were in flight, their GB/s (10^9 bytes a second; 0 with no time), and the
+// updates that streamed the optimizer's file: their wall time and, within it, the AdamW kernels'
+// time and the file's reads' and writes' (less than their sum where the pipeline hid some).
 nlohmann::json nvme_json(const TrafficLedger& traffic) {
   const auto gbps = [&](DiskIo direction) {
     const double ms = traffic.disk_ms(direction);
@@ -25,7 +27,13 @@ nlohmann::json nvme_json(const TrafficLedger& traffic) {
           {"read_ms", traffic.disk_ms(DiskIo::Read)},
           {"write_ms", traffic.disk_ms(DiskIo::Write)},
           {"read_gbps", gbps(DiskIo::Read)},
-          {"write_gbps", gbps(DiskIo::Write)}};
+          {"write_gbps", gbps(DiskIo::Write)},
+          {"updates",
+           {{"count", traffic.swapped_updates().updates},
+            {"wall_ms", traffic.swapped_updates().wall_ms},
+            {"adamw_ms", traffic.swapped_updates().adamw_ms},
+            {"read_ms", traffic.swapped_updates().read_ms},
+            {"write_ms", traffic.swapped_updates().write_ms}}}};
 }
 
 std::int64_t total_calls(const TrafficLedger& traffic) {

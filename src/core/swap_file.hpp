@@ -26,9 +26,9 @@ bool try_direct_io(int fd);
 /// other swap file of this process or of another live one has.
 std::filesystem::path unique_swap_path(const std::filesystem::path& folder);
 
-/// A 64-bit checksum of `bytes` continuing from `hash` (a multiply-xorshift over 8-byte words,
-/// then the tail): what a swap file's owner keeps of each range it wrote, so that a file changed
-/// under the run reads back as an error.
+/// A 64-bit checksum of `bytes` continuing from `hash` (multiply-xorshift in four lanes over
+/// 32-byte strides, then the remaining words and bytes): what a swap file's owner keeps of each
+/// range it wrote, so that a file changed under the run reads back as an error.
 std::uint64_t swap_checksum(std::span<const std::byte> bytes, std::uint64_t hash);
 
 /// A request a SwapFile started: what wait() takes.

@@ -177,15 +177,17 @@ TEST(BenchCli, StepTrainsTheSizesGiven) {
   EXPECT_NEAR(out["step_gflop"].get<double>(), (6 * params + 6 * 32 * 16) * 2 * 16 / 1e9, 1e-15);
 }
 
-// Every (op, block, depth) pass is a row, writes first; the best of each direction is the largest
-// of its rows and gives the aio settings; the scratch file is gone afterwards.
+// Every (op, block, depth) pass is a row, writes first, through the backend asked for; the best of
+// each direction is the largest of its rows and gives the aio settings; the scratch file is gone
+// afterwards.
 TEST(BenchCli, NvmeMeasuresEveryPassAndRemovesItsFile) {
   const std::filesystem::path folder =
       std::filesystem::temp_directory_path() / ("zl_bench_nvme_" + std::to_string(::getpid()));
   std::filesystem::create_directories(folder);
-  const auto out =
-      run_json("nvme --path " + folder.string() + " --size 8M --blocks 1M,4M --depths 1,2 --json");
+  const auto out = run_json("nvme --path " + folder.string() +
+                            " --size 8M --blocks 1M,4M --depths 1,2 --aio-backend threads --json");
   ASSERT_EQ(out["rows"].size(), 8u);
+  EXPECT_EQ(out["backend"], "threads");
   EXPECT_EQ(out["size_bytes"], 8 << 20);
   double best_read = 0.0, best_write = 0.0;
   std::size_t best_read_row = 0;
@@ -214,7 +216,8 @@ TEST(BenchCli, BadFlagsExitTwoWithOneLine) {
        {"collectives --worlds 8..2", "collectives --max-bytes 4X", "adam --params 0",
         "step --preset huge", "step --threads 0", "step --threads x", "nvme",
         "nvme --path /nonexistent-zerolab-folder", "nvme --path . --blocks 1000",
-        "nvme --path . --depths 0", "nvme --path . --size 1M --blocks 4M", "frobnicate"}) {
+        "nvme --path . --depths 0", "nvme --path . --aio-backend aio",
+        "nvme --path . --size 1M --blocks 4M", "frobnicate"}) {
     const CommandResult result =
         run_command(std::string(zl::test::zerolab_binary()) + " bench " + args);
     EXPECT_EQ(result.exit_code, 2) << args << ": " << result.err;

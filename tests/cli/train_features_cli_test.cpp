@@ -47,8 +47,10 @@ TEST_F(TrainFeaturesCli, TinyGptLearnsWithTheDefaults) {
   EXPECT_LT(last, 0.5 * first);
 }
 
-// ZeRO-Infinity from a DeepSpeed config: the optimizer on disk trains the bits of the optimizer
-// in host memory, the summary books the swap file's bytes, and the folder is left as it was.
+// ZeRO-Infinity from a DeepSpeed config, streamed (pipeline_read and pipeline_write, three units
+// in host memory, 8 KiB blocks four at a time): the optimizer on disk trains the bits of the
+// optimizer in host memory, no key is said to have no effect, the summary books the swap file's
+// bytes and times each update, and the folder is left as it was.
 TEST_F(TrainFeaturesCli, NvmeOffloadTrainsTheSameBitsAndLeavesTheFolderEmpty) {
   const fs::path nvme = dir_ / "nvme";
   fs::create_directories(nvme);
@@ -59,18 +61,26 @@ TEST_F(TrainFeaturesCli, NvmeOffloadTrainsTheSameBitsAndLeavesTheFolderEmpty) {
   ASSERT_EQ(host.exit_code, 0) << host.err;
   std::ofstream(dir_ / "ds.json") << fmt::format(
       R"({{"zero_optimization": {{"stage": 2, "offload_optimizer": {{"device": "nvme", )"
-      R"("nvme_path": "{}"}}}}}})",
+      R"("nvme_path": "{}", "pipeline_read": true, "pipeline_write": true, "buffer_count": 3}}}}, )"
+      R"("aio": {{"block_size": 8192, "queue_depth": 2, "thread_count": 2, )"
+      R"("single_submit": false, "overlap_events": true}}}})",
       nvme.string());
   const auto disk =
       zerolab(args + "--config " + (dir_ / "ds.json").string() + " --save-final " +
               (dir_ / "disk.st").string() + " --summary " + (dir_ / "summary.json").string());
   ASSERT_EQ(disk.exit_code, 0) << disk.err;
+  EXPECT_EQ(disk.err.find("no effect"), std::string::npos) << disk.err;
   EXPECT_EQ(test::file_bytes(dir_ / "disk.st"), test::file_bytes(dir_ / "host.st"));
   const auto summary = nlohmann::json::parse(std::ifstream(dir_ / "summary.json"));
   for (const auto& rank : summary["ranks"]) {
     EXPECT_GT(rank["bytes"]["current"]["nvme_optimizer"].get<std::int64_t>(), 0) << rank.dump();
     EXPECT_EQ(rank["bytes"]["current"]["nvme_optimizer"].get<std::int64_t>(),
               2 * rank["bytes"]["current"]["nvme_master"].get<std::int64_t>());
+    const auto& updates = rank["nvme"]["updates"];
+    EXPECT_EQ(updates["count"], 3) << rank.dump();
+    EXPECT_GT(updates["wall_ms"].get<double>(), 0.0);
+    EXPECT_LE(updates["adamw_ms"].get<double>(), updates["wall_ms"].get<double>());
+    EXPECT_LE(updates["read_ms"].get<double>(), updates["wall_ms"].get<double>());
   }
   EXPECT_TRUE(fs::is_empty(nvme));
 }
