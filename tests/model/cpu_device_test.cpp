@@ -56,6 +56,33 @@ TEST(CpuDevice, AllocatesZeroedAlignedMemoryBookedInTheLedger) {
   EXPECT_EQ(device.ledger().peak_bytes(MemCategory::Activations), 3 * 7 * 4);
 }
 
+// A large block freed is taken again by the next allocation of its size, zeroed (or filled with
+// the unset byte) like new memory, whatever it held; a block of another size is a new one.
+TEST(CpuDevice, ALargeFreedBlockIsReusedAtItsSizeAndStartsAsNewMemory) {
+  CpuDevice device;
+  constexpr std::int64_t kElems = CpuDevice::kCacheMinBytes / 4;
+  const void* first = nullptr;
+  {
+    Buffer buffer = device.alloc(MemCategory::HostMaster, DType::F32, {kElems});
+    std::ranges::fill(buffer.as<float>(), 3.5f);
+    first = buffer.data();
+  }
+  {
+    Buffer again = device.alloc(MemCategory::HostMaster, DType::F32, {kElems});
+    EXPECT_EQ(again.data(), first) << "the freed block is taken again";
+    EXPECT_TRUE(std::ranges::all_of(again.as<float>(), [](float v) { return v == 0.0f; }));
+    std::ranges::fill(again.as<float>(), 3.5f);
+  }
+  {
+    Buffer unset = device.alloc_unset(MemCategory::HostMaster, DType::F32, {kElems});
+    EXPECT_EQ(unset.data(), first);
+    EXPECT_TRUE(std::ranges::all_of(unset.as<float>(), [](float v) { return std::isnan(v); }));
+    Buffer other = device.alloc(MemCategory::HostMaster, DType::F32, {kElems + 1});
+    EXPECT_NE(other.data(), first);
+  }
+  EXPECT_EQ(device.ledger().current_bytes(MemCategory::HostMaster), 0);
+}
+
 TEST(CpuDevice, LinearForwardMatchesADoubleLoop) {
   CpuDevice device;
   const std::int64_t rows = 5, in = 7, out = 3;

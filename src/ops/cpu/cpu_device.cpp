@@ -31,25 +31,41 @@ CpuDevice::CpuDevice(int threads, cpu::Grain grain)
 
 CpuDevice::~CpuDevice() {
   release_typed_scratch();
+  for (const auto& [bytes, ptr] : cached_) ::operator delete(ptr, kAlignment);
 }
 
 int CpuDevice::threads() const {
   return pool_->threads();
 }
 
+void* CpuDevice::take_block(std::size_t bytes) {
+  if (const auto cached = cached_.find(bytes); cached != cached_.end()) {
+    void* ptr = cached->second;
+    cached_.erase(cached);
+    cached_bytes_ -= bytes;
+    return ptr;
+  }
+  return ::operator new(bytes, kAlignment);
+}
+
 void* CpuDevice::allocate(std::size_t bytes) {
-  void* ptr = ::operator new(bytes, kAlignment);
+  void* ptr = take_block(bytes);
   std::memset(ptr, 0, bytes);
   return ptr;
 }
 
 void* CpuDevice::allocate_unset(std::size_t bytes) {
-  void* ptr = ::operator new(bytes, kAlignment);
+  void* ptr = take_block(bytes);
   std::memset(ptr, kUnsetByte, bytes);
   return ptr;
 }
 
-void CpuDevice::deallocate(void* ptr, std::size_t /*bytes*/) {
+void CpuDevice::deallocate(void* ptr, std::size_t bytes) {
+  if (bytes >= kCacheMinBytes && cached_bytes_ + bytes <= kCacheMaxBytes) {
+    cached_.emplace(bytes, ptr);
+    cached_bytes_ += bytes;
+    return;
+  }
   // The unsized form: clang enables sized deallocation only with -fsized-deallocation.
   ::operator delete(ptr, kAlignment);
 }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 
@@ -32,6 +33,13 @@ class CpuDevice : public Device {
   /// The threads the kernels run on.
   int threads() const;
 
+  /// Freed blocks of at least this many bytes are kept for an allocation of the same size (the
+  /// NVMe tier's units and the activations come back at the same sizes every step), so their
+  /// pages are not faulted in and zeroed by the kernel again.
+  static constexpr std::size_t kCacheMinBytes = std::size_t{1} << 20;
+  /// At most this many bytes are kept; a block freed beyond it goes back to the system.
+  static constexpr std::size_t kCacheMaxBytes = std::size_t{1} << 30;
+
   /// Returns `bytes` zeroed bytes aligned to 64 (a cache line, and enough for any SIMD load).
   void* allocate(std::size_t bytes) override;
   /// Returns `bytes` bytes aligned to 64, every byte kUnsetByte: each fp32, bf16 and fp16 element
@@ -40,7 +48,7 @@ class CpuDevice : public Device {
   void* allocate_unset(std::size_t bytes) override;
   /// The byte allocate_unset fills with.
   static constexpr unsigned char kUnsetByte = 0xFF;
-  /// Frees what allocate returned.
+  /// Frees what allocate returned (keeps it, if it is large and the cache has room).
   void deallocate(void* ptr, std::size_t bytes) override;
 
   // ---- memory and step work (ops/device.hpp): host memory, so copies are memcpy and the step
@@ -173,7 +181,12 @@ class CpuDevice : public Device {
   cpu::CpuThreadPool& pool() { return *pool_; }
 
  private:
+  // A block of `bytes` from the cache, or new; its contents are whatever they were.
+  void* take_block(std::size_t bytes);
+
   std::unique_ptr<cpu::CpuThreadPool> pool_;
+  std::multimap<std::size_t, void*> cached_;  // freed blocks by size
+  std::size_t cached_bytes_ = 0;
 };
 
 }  // namespace zl
