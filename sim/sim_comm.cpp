@@ -103,6 +103,14 @@ void SimComm::disk_io(DiskIo direction, std::int64_t bytes, double ms) {
   if (timeline_) timeline_->disk_io(direction, bytes);
 }
 
+std::int64_t SimComm::disk_io_started(DiskIo direction, std::int64_t bytes) {
+  return timeline_ ? timeline_->disk_start(direction, bytes) : 0;
+}
+
+void SimComm::disk_io_waited(std::int64_t id) {
+  if (timeline_ && id != 0) timeline_->disk_wait(id);
+}
+
 CommHandle SimComm::handle_of(std::int64_t call_number) {
   if (call_number == 0 || !timeline_) return {};
   return CommHandle([this, call_number] { timeline_->wait(call_number); });

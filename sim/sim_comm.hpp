@@ -54,6 +54,10 @@ class SimComm final : public Comm {
   /// Records the read or write in the traffic ledger and, with a timeline, blocks its compute
   /// stream for its time on the disk link.
   void disk_io(DiskIo direction, std::int64_t bytes, double ms) override;
+  /// On the timeline's disk stream (RankTimeline::disk_start); 0 without a timeline.
+  std::int64_t disk_io_started(DiskIo direction, std::int64_t bytes) override;
+  /// The timeline's compute stream waits for it (RankTimeline::disk_wait).
+  void disk_io_waited(std::int64_t id) override;
 
   /// This rank's timeline; null without a board.
   RankTimeline* timeline() { return timeline_ ? &*timeline_ : nullptr; }

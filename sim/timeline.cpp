@@ -79,6 +79,47 @@ void RankClocks::disk_io(DiskIo direction, std::int64_t bytes, double dur_ms) {
   block_for_copy(direction == DiskIo::Read ? "disk read" : "disk write", bytes, dur_ms);
 }
 
+std::int64_t RankClocks::disk_start(DiskIo direction, std::int64_t bytes, double dur_ms) {
+  ZL_CHECK(dur_ms >= 0.0, "disk read or write of {} ms is invalid: durations are >= 0", dur_ms);
+  const std::int64_t id = ++disk_started_;
+  push({.kind = TimelineOp::Kind::DiskStart,
+        .copy_bytes = bytes,
+        .disk = true,
+        .disk_io = direction,
+        .disk_id = id});
+  const double start_ms = std::max(disk_ms_, compute_ms_);
+  if (record_events_) {
+    events_.push_back({.stream = Stream::Disk,
+                       .name = direction == DiskIo::Read ? "disk read" : "disk write",
+                       .start_ms = start_ms,
+                       .dur_ms = dur_ms,
+                       .step = step_,
+                       .copy_bytes = bytes});
+  }
+  disk_ms_ = start_ms + dur_ms;
+  disk_pending_[id] = disk_ms_;
+  return id;
+}
+
+void RankClocks::disk_wait(std::int64_t id) {
+  const auto it = disk_pending_.find(id);
+  ZL_CHECK(it != disk_pending_.end(), "wait on disk read or write #{}: none of that id is pending",
+           id);
+  const double end_ms = it->second;
+  disk_pending_.erase(it);
+  push({.kind = TimelineOp::Kind::DiskWait, .disk_id = id});
+  if (end_ms <= compute_ms_) return;
+  if (record_events_) {
+    events_.push_back({.stream = Stream::Compute,
+                       .name = "wait disk",
+                       .start_ms = compute_ms_,
+                       .dur_ms = end_ms - compute_ms_,
+                       .step = step_});
+  }
+  copy_total_ms_ += end_ms - compute_ms_;
+  compute_ms_ = end_ms;
+}
+
 void RankClocks::block_for_copy(std::string name, std::int64_t bytes, double dur_ms) {
   if (record_events_) {
     events_.push_back({.stream = Stream::Host,
@@ -200,6 +241,12 @@ std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& p
             clocks[r].host_copy(op.copy, op.copy_bytes, host_copy_ms(host_link, op.copy_bytes));
           }
           break;
+        case TimelineOp::Kind::DiskStart:
+          clocks[r].disk_start(op.disk_io, op.copy_bytes, host_copy_ms(disk_link, op.copy_bytes));
+          break;
+        case TimelineOp::Kind::DiskWait:
+          clocks[r].disk_wait(op.disk_id);
+          break;
         case TimelineOp::Kind::BeginStep:
           clocks[r].begin_step(op.step);
           break;
@@ -314,27 +361,59 @@ void RankTimeline::wait(std::int64_t call_number) {
   clocks_.wait(call_number);
 }
 
-void RankTimeline::host_copy(HostCopy direction, std::int64_t bytes) {
+void RankTimeline::cut(CutCopy cut) {
   const double now_ms = thread_cpu_ms();
-  cuts_.push_back(
-      {std::max(0.0, now_ms - mark_cpu_ms_) * options_.compute_scale, direction, bytes});
+  cut.compute_ms = std::max(0.0, now_ms - mark_cpu_ms_) * options_.compute_scale;
+  cuts_.push_back(cut);
   mark_cpu_ms_ = now_ms;
 }
 
+void RankTimeline::host_copy(HostCopy direction, std::int64_t bytes) {
+  cut({.compute_ms = 0.0, .direction = direction, .bytes = bytes});
+}
+
 void RankTimeline::disk_io(DiskIo direction, std::int64_t bytes) {
-  const double now_ms = thread_cpu_ms();
-  cuts_.push_back({std::max(0.0, now_ms - mark_cpu_ms_) * options_.compute_scale, HostCopy::ToHost,
-                   bytes, true, direction});
-  mark_cpu_ms_ = now_ms;
+  cut({.compute_ms = 0.0,
+       .direction = HostCopy::ToHost,
+       .bytes = bytes,
+       .disk = true,
+       .disk_io = direction});
+}
+
+std::int64_t RankTimeline::disk_start(DiskIo direction, std::int64_t bytes) {
+  const std::int64_t id = ++disk_started_;
+  cut({.compute_ms = 0.0,
+       .direction = HostCopy::ToHost,
+       .bytes = bytes,
+       .disk = true,
+       .disk_io = direction,
+       .disk_kind = CutCopy::Disk::Start,
+       .disk_id = id});
+  return id;
+}
+
+void RankTimeline::disk_wait(std::int64_t id) {
+  cut({.compute_ms = 0.0,
+       .direction = HostCopy::ToHost,
+       .bytes = 0,
+       .disk = true,
+       .disk_kind = CutCopy::Disk::Wait,
+       .disk_id = id});
 }
 
 void RankTimeline::flush_cuts(std::string_view label) {
   for (const CutCopy& cut : cuts_) {
     clocks_.compute(cut.compute_ms, label);
-    if (cut.disk) {
-      clocks_.disk_io(cut.disk_io, cut.bytes, host_copy_ms(options_.disk_link, cut.bytes));
-    } else {
+    const double disk_ms = host_copy_ms(options_.disk_link, cut.bytes);
+    if (!cut.disk) {
       clocks_.host_copy(cut.direction, cut.bytes, host_copy_ms(options_.host_link, cut.bytes));
+    } else if (cut.disk_kind == CutCopy::Disk::Blocking) {
+      clocks_.disk_io(cut.disk_io, cut.bytes, disk_ms);
+    } else if (cut.disk_kind == CutCopy::Disk::Start) {
+      const std::int64_t id = clocks_.disk_start(cut.disk_io, cut.bytes, disk_ms);
+      ZL_CHECK(id == cut.disk_id, "timeline: disk read or write #{} became #{}", cut.disk_id, id);
+    } else {
+      clocks_.disk_wait(cut.disk_id);
     }
   }
   cuts_.clear();

@@ -44,9 +44,19 @@ struct CallInfo {
 struct TimelineOp {
   /// What the op does to the clocks: Compute advances the compute stream by compute_ms, Issue
   /// puts a collective on the comm stream, Wait makes the compute stream wait for an async call,
-  /// Copy blocks the compute stream for a host copy (or a swap-file read or write), BeginStep and
-  /// EndStep open and close a training step.
-  enum class Kind : std::uint8_t { Compute, Issue, Wait, Copy, BeginStep, EndStep };
+  /// Copy blocks the compute stream for a host copy (or a swap-file read or write), DiskStart puts
+  /// a swap-file read or write on the disk stream while compute goes on and DiskWait makes the
+  /// compute stream wait for it, BeginStep and EndStep open and close a training step.
+  enum class Kind : std::uint8_t {
+    Compute,
+    Issue,
+    Wait,
+    Copy,
+    DiskStart,
+    DiskWait,
+    BeginStep,
+    EndStep
+  };
   Kind kind = Kind::Compute;  ///< which of the fields below apply
   double compute_ms = 0.0;  ///< Compute: simulated duration
   std::string label{};      ///< Compute: "forward 2", "backward 0", "update", "compute"
@@ -56,12 +66,14 @@ struct TimelineOp {
   HostCopy copy = HostCopy::ToHost;  ///< Copy: which way
   std::int64_t copy_bytes = 0;       ///< Copy: bytes copied (priced by the host or disk link)
   bool disk = false;                 ///< Copy: a swap-file read or write, not a host copy
-  DiskIo disk_io = DiskIo::Read;     ///< Copy with disk: which way
+  DiskIo disk_io = DiskIo::Read;     ///< Copy with disk, DiskStart: which way
+  std::int64_t disk_id = 0;          ///< DiskStart, DiskWait: the read or write (1, 2, ...)
 };
 
 /// The streams of a rank: Host is the host link and the disk, whose copies block the compute
-/// stream.
-enum class Stream : std::uint8_t { Compute, Comm, Host };
+/// stream; Disk is the disk's reads and writes that run while compute goes on (pipeline_read and
+/// pipeline_write).
+enum class Stream : std::uint8_t { Compute, Comm, Host, Disk };
 
 /// One span on a stream, for the trace. Compute spans are computation (named by their label) or
 /// waits ("wait all_gather"); comm spans are collectives (named as in the traffic ledger); host
@@ -117,6 +129,14 @@ class RankClocks {
   /// A swap-file read or write of `bytes` blocks the compute stream for `dur_ms` (>= 0); it counts
   /// as copy time.
   void disk_io(DiskIo direction, std::int64_t bytes, double dur_ms);
+  /// A swap-file read or write of `bytes` starts on the disk stream, when the disk's earlier ones
+  /// have ended and not before the compute clock, and takes `dur_ms` (>= 0) while compute goes
+  /// on. Returns its id for disk_wait().
+  std::int64_t disk_start(DiskIo direction, std::int64_t bytes, double dur_ms);
+  /// The compute stream waits until read or write `id` has ended; the wait counts as copy time
+  /// (the part of the disk's time compute did not hide). Throws zl::Error for an id not started
+  /// or already waited.
+  void disk_wait(std::int64_t id);
   /// Opens step `step` (0-based); closes an open one first.
   void begin_step(std::int64_t step);
   /// Closes the open step and returns its times (step -1 and zeros if none is open).
@@ -152,6 +172,9 @@ class RankClocks {
   std::vector<Busy> busy_;      // comm spans, in order; those before first_busy_ are behind
   std::size_t first_busy_ = 0;  // the compute clock for good
   std::map<std::int64_t, Pending> pending_;  // async calls not yet waited
+  double disk_ms_ = 0.0;                     // the disk stream's clock
+  std::int64_t disk_started_ = 0;            // disk_start() calls so far
+  std::map<std::int64_t, double> disk_pending_;  // disk reads and writes not yet waited: end
   std::int64_t step_ = -1;
   StepTimes step_start_;  // totals when the open step began
   std::vector<StepTimes> steps_;
@@ -253,6 +276,11 @@ class RankTimeline {
   void host_copy(HostCopy direction, std::int64_t bytes);
   /// A swap-file read or write of `bytes`, made just now: as host_copy, priced on the disk link.
   void disk_io(DiskIo direction, std::int64_t bytes);
+  /// A swap-file read or write of `bytes` started just now, going on while the rank computes:
+  /// RankClocks::disk_start, priced on the disk link. Returns its id.
+  std::int64_t disk_start(DiskIo direction, std::int64_t bytes);
+  /// The rank waits for read or write `id` now: RankClocks::disk_wait.
+  void disk_wait(std::int64_t id);
 
   /// The clocks so far: steps, totals, and the program and events when recorded.
   const RankClocks& clocks() const { return clocks_; }
@@ -267,13 +295,18 @@ class RankTimeline {
     std::int64_t bytes;
     bool disk = false;
     DiskIo disk_io = DiskIo::Read;
+    enum class Disk : std::uint8_t { Blocking, Start, Wait } disk_kind = Disk::Blocking;
+    std::int64_t disk_id = 0;  // Start, Wait: the clocks' id (they number starts in this order)
   };
+  // Cuts the computation since the last mark there, with `cut` after it.
+  void cut(CutCopy cut);
   // Puts the pieces cut since the last mark on the clocks, named `label`, each with its copy.
   void flush_cuts(std::string_view label);
 
   int world_;
   TimelineOptions options_;
   RankClocks clocks_;
+  std::int64_t disk_started_ = 0;  // disk_start() calls so far: the clocks' ids
   double mark_cpu_ms_ = 0.0;
   std::vector<CutCopy> cuts_;  // since the last mark
 };

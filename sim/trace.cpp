@@ -51,7 +51,8 @@ void add_rank(json& events, const TimelineRecord& rank) {
   const std::pair<int, std::string_view> tracks[] = {{kStepTrack, "steps"},
                                                      {kComputeTrack, "compute"},
                                                      {kCommTrack, "comm"},
-                                                     {kHostTrack, "host copies"}};
+                                                     {kHostTrack, "host copies"},
+                                                     {kDiskTrack, "disk"}};
   for (const auto& [tid, name] : tracks) {
     events.push_back(metadata("thread_name", pid, tid, {{"name", name}}));
     events.push_back(metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
@@ -68,9 +69,10 @@ void add_rank(json& events, const TimelineRecord& rank) {
     if (event.stream == Stream::Comm) {
       events.push_back(span(event.name, "comm", pid, kCommTrack, event.start_ms, event.dur_ms,
                             comm_args(event)));
-    } else if (event.stream == Stream::Host) {
-      events.push_back(span(event.name, "copy", pid, kHostTrack, event.start_ms, event.dur_ms,
-                            {{"bytes", event.copy_bytes}, {"step", event.step}}));
+    } else if (event.stream == Stream::Host || event.stream == Stream::Disk) {
+      events.push_back(span(event.name, "copy", pid,
+                            event.stream == Stream::Host ? kHostTrack : kDiskTrack, event.start_ms,
+                            event.dur_ms, {{"bytes", event.copy_bytes}, {"step", event.step}}));
     } else if (event.call.number != 0) {
       events.push_back(span(
           event.name, "wait", pid, kComputeTrack, event.start_ms, event.dur_ms,

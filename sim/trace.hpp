@@ -28,13 +28,15 @@ inline constexpr int kStepTrack = 0;
 inline constexpr int kComputeTrack = 1;
 inline constexpr int kCommTrack = 2;
 inline constexpr int kHostTrack = 3;
+inline constexpr int kDiskTrack = 4;
 
 /// The trace document: {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}.
 /// Process id = rank. Complete ("X") events: steps named "step N" (1-based, as printed), compute
 /// spans by label, waits "wait <collective>" (args: call, step, exposed_ms), collectives by name
 /// (args: bytes = this rank's sent bytes, wire_bytes, buffer_bytes, elems, call, step, async,
-/// issue_ms), host copies "copy to_host" / "copy to_device" (args: bytes, step). Ranks need their
-/// events recorded (TimelineOptions::record_events).
+/// issue_ms), host copies "copy to_host" / "copy to_device" and blocking swaps "disk read" /
+/// "disk write" on the host track, pipelined swaps on the disk track (args: bytes, step). Ranks
+/// need their events recorded (TimelineOptions::record_events).
 std::string chrome_trace_json(const std::vector<TimelineRecord>& ranks, const TraceInfo& info);
 
 /// Writes chrome_trace_json() to `path` atomically.

@@ -116,6 +116,19 @@ class Comm {
     traffic_.record_disk(direction, bytes, ms);
   }
 
+  /// Notes that a read or write of `bytes` of a swap file started on this rank's disk and goes on
+  /// while the caller computes (pipeline_read, pipeline_write); disk_io_waited() notes when the
+  /// caller waits for it. The traffic ledger is the caller's to fill (TrafficLedger::record_disk);
+  /// backends that keep a timeline put the read or write on the rank's disk stream
+  /// (docs/timeline.md). Returns the id for disk_io_waited (0: nothing kept).
+  virtual std::int64_t disk_io_started(DiskIo direction, std::int64_t bytes) {
+    static_cast<void>(direction);
+    static_cast<void>(bytes);
+    return 0;
+  }
+  /// Notes that the caller waits now for the read or write disk_io_started returned `id` for.
+  virtual void disk_io_waited(std::int64_t id) { static_cast<void>(id); }
+
   /// Bytes and calls this rank has sent and received so far.
   TrafficLedger& traffic() { return traffic_; }
   /// Read-only view of this rank's traffic ledger.

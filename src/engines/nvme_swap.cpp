@@ -46,6 +46,7 @@ NvmeSwap::NvmeSwap(MemoryLedger& ledger, const std::filesystem::path& folder,
       written_(unit_elems_.size(), 0),
       holders_(unit_elems_.size(), 0),
       residency_(unit_elems_.size(), Residency::OnDisk),
+      timeline_ids_(unit_elems_.size(), 0),
       in_flight_(unit_elems_.size()) {
   std::int64_t offset = 0;
   for (const std::int64_t elems : unit_elems_) {
@@ -136,6 +137,17 @@ void NvmeSwap::finish_read(std::size_t unit) {
            "the swap file {} was changed under this run (unit {} reads back other bytes than "
            "were written): keep --nvme-path for this run alone and start it again",
            file_.path().string(), unit);
+}
+
+void record_disk_traffic(Comm* comm, SwapFile& file) {
+  const IoTotals moved = file.take_unrecorded();
+  if (comm == nullptr) return;
+  if (moved.read_bytes > 0) {
+    comm->traffic().record_disk(DiskIo::Read, moved.read_bytes, moved.read_ms);
+  }
+  if (moved.written_bytes > 0) {
+    comm->traffic().record_disk(DiskIo::Write, moved.written_bytes, moved.write_ms);
+  }
 }
 
 void record_disk_io(Comm* comm, SwapFile& file) {

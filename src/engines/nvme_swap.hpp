@@ -73,6 +73,14 @@ class NvmeSwap {
   Residency& residency(std::size_t unit) { return residency_.at(unit); }
   /// The units whose write-back is in flight, oldest first (optimizer_swap.cpp keeps it).
   std::deque<std::size_t>& writing() { return writing_; }
+  /// The timeline's id of unit `unit`'s read or write in flight (Comm::disk_io_started; 0: none).
+  std::int64_t& timeline_id(std::size_t unit) { return timeline_ids_.at(unit); }
+  /// Bytes unit `unit`'s read or write moves: its master, m and v (a read of a unit never
+  /// written moves none).
+  std::int64_t io_bytes(std::size_t unit, IoDirection direction) const {
+    const bool moves = direction == IoDirection::Write || written_.at(unit) != 0;
+    return moves ? 3 * unit_elems_.at(unit) * static_cast<std::int64_t>(sizeof(float)) : 0;
+  }
   /// How many holders want unit `unit` in host memory now (optimizer_swap.cpp's residency).
   int& holders(std::size_t unit) { return holders_.at(unit); }
   /// The swap file.
@@ -99,6 +107,7 @@ class NvmeSwap {
   std::vector<int> holders_;              // holders(unit)
   std::vector<Residency> residency_;      // residency(unit)
   std::deque<std::size_t> writing_;       // writing()
+  std::vector<std::int64_t> timeline_ids_;  // timeline_id(unit)
   // Per unit, the requests in flight (one per part) and, for a read, where its bytes land.
   struct InFlight {
     std::vector<SwapIo> requests;
@@ -106,6 +115,11 @@ class NvmeSwap {
   };
   std::vector<InFlight> in_flight_;
 };
+
+/// What `file` has moved since it was last recorded, into `comm`'s traffic ledger only (nothing
+/// when `comm` is null): the caller put its reads and writes on the timeline itself, by
+/// Comm::disk_io_started and disk_io_waited.
+void record_disk_traffic(Comm* comm, SwapFile& file);
 
 /// What `file` has moved since it was last recorded, one Comm::disk_io per direction that moved
 /// bytes (the traffic ledger, and the timeline of backends that keep one); nothing when `comm` is

@@ -1,6 +1,7 @@
 // optimizer_swap.cpp — each unit's residency (on disk, coming in, held, going out), its host
 // buffers made when it comes in and freed when its write-back ends, and the write-backs in flight
-// kept in the order they started, the oldest ended first when buffer_count is reached.
+// kept in the order they started, the oldest ended first when buffer_count is reached. Each read
+// and write is noted to the timeline when it starts and when the update waits for it.
 #include "engines/optimizer_swap.hpp"
 
 #include <algorithm>
@@ -26,10 +27,43 @@ void free_unit(OptimizerState& state, std::size_t unit) {
   state.adam.exp_avg_sq[unit] = Buffer();
 }
 
+bool pipelined(const OptimizerState& state) {
+  return state.pipeline.read || state.pipeline.write;
+}
+
+// Pipelined, the timeline's notes (Comm::disk_io_started, disk_io_waited): a read or write of
+// unit `unit` goes on the disk stream when it starts, and the update waits for it where it waits
+// here. Unpipelined, each blocks the update, as record_swaps notes it.
+void note_started(OptimizerState& state, std::size_t unit, IoDirection direction) {
+  const std::int64_t bytes = state.nvme->io_bytes(unit, direction);
+  std::int64_t& id = state.nvme->timeline_id(unit);
+  id = 0;
+  if (state.comm == nullptr || bytes == 0 || !pipelined(state)) return;
+  id = state.comm->disk_io_started(direction == IoDirection::Read ? DiskIo::Read : DiskIo::Write,
+                                   bytes);
+}
+
+void note_waited(OptimizerState& state, std::size_t unit) {
+  std::int64_t& id = state.nvme->timeline_id(unit);
+  if (state.comm != nullptr && id != 0) state.comm->disk_io_waited(id);
+  id = 0;
+}
+
+// What the swap file moved since the last record: into the traffic ledger, and unpipelined onto
+// the timeline as blocking reads and writes.
+void record_swaps(OptimizerState& state) {
+  if (pipelined(state)) {
+    record_disk_traffic(state.comm, state.nvme->file());
+  } else {
+    record_disk_io(state.comm, state.nvme->file());
+  }
+}
+
 void start_read(OptimizerState& state, std::size_t unit) {
   state.nvme->start_read(unit, state.master[unit].as<float>(), state.adam.exp_avg[unit].as<float>(),
                          state.adam.exp_avg_sq[unit].as<float>());
   state.nvme->residency(unit) = Residency::Reading;
+  note_started(state, unit, IoDirection::Read);
 }
 
 // Ends the oldest write-back in flight and frees its buffers (they stay on error: the write may
@@ -40,6 +74,7 @@ void end_oldest_write(OptimizerState& state) {
   writing.pop_front();
   state.nvme->residency(unit) = Residency::OnDisk;
   state.nvme->finish_write(unit);
+  note_waited(state, unit);
   free_unit(state, unit);
 }
 
@@ -64,6 +99,7 @@ void swap_in(OptimizerState& state, Device& device, std::size_t unit) {
     writing.erase(std::ranges::find(writing, unit));
     residency = Residency::OnDisk;
     nvme.finish_write(unit);
+    note_waited(state, unit);
   } else {
     if (residency == Residency::OnDisk) {
       alloc_unit(state, device, unit);
@@ -71,10 +107,11 @@ void swap_in(OptimizerState& state, Device& device, std::size_t unit) {
     }
     residency = Residency::OnDisk;  // until the read is checked
     nvme.finish_read(unit);
+    note_waited(state, unit);
   }
   residency = Residency::Held;
   nvme.holders(unit) = 1;
-  record_disk_io(state.comm, nvme.file());
+  record_swaps(state);
 }
 
 void prefetch(OptimizerState& state, Device& device, std::size_t unit) {
@@ -95,9 +132,10 @@ void swap_out(OptimizerState& state, std::size_t unit) {
                    state.adam.exp_avg_sq[unit].as<float>());
   nvme.residency(unit) = Residency::Writing;
   nvme.writing().push_back(unit);
+  note_started(state, unit, IoDirection::Write);
   const std::size_t allowed = state.pipeline.write ? writes_allowed(state.pipeline) : 0;
   while (nvme.writing().size() > allowed) end_oldest_write(state);
-  record_disk_io(state.comm, nvme.file());
+  record_swaps(state);
 }
 
 void settle_swaps(OptimizerState& state, bool unwinding) {
@@ -115,9 +153,10 @@ void settle_swaps(OptimizerState& state, bool unwinding) {
     if (nvme.residency(u) != Residency::Reading) continue;
     nvme.residency(u) = Residency::OnDisk;
     settle([&] { nvme.finish_read(u); });
+    note_waited(state, u);
     free_unit(state, u);
   }
-  record_disk_io(state.comm, nvme.file());
+  record_swaps(state);
 }
 
 SwapStepTimer::SwapStepTimer(const OptimizerState& state) : state_(state), started_ms_(now_ms()) {

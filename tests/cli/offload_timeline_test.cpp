@@ -146,6 +146,54 @@ TEST(OffloadTimeline, TheHostLinkNeverChangesAResult) {
 // costs latency + bytes / bandwidth on the disk link, in the copy time beside the host copies; a
 // replay gives the live times, a disk twice as fast saves exactly half the disk's time, and the
 // disk link never changes a result.
+// Pipelined swaps on the timeline: each read and write goes on the disk stream when it starts
+// (its bytes what the traffic ledger counts), the update waits only for what its computation did
+// not cover, so the steps' copy time is below the unpipelined run's, whose swaps block; a replay
+// gives the live times, and the results are the same bits.
+TEST(OffloadTimeline, PipelinedSwapsRunOnTheDiskStreamUnderTheUpdate) {
+  const fs::path folder =
+      fs::temp_directory_path() / ("zl_disk_stream_test_" + std::to_string(::getpid()));
+  fs::create_directories(folder);
+  TrainConfig config = offload_optimizer();
+  config.features.nvme_path = folder.string();
+  config.disk_link = disk_link_preset("0.05");
+  const TrainResult streamed = train(config);
+  config.features.pipeline_read = true;
+  config.features.pipeline_write = true;
+  const TrainResult pipelined = train(config);
+  EXPECT_FALSE(first_difference(pipelined, streamed));
+  std::vector<std::vector<TimelineOp>> programs;
+  for (int r = 0; r < config.world; ++r) {
+    const TimelineRecord& timeline = pipelined.timelines[r];
+    programs.push_back(timeline.program);
+    std::int64_t step_bytes = 0, starts = 0, waits = 0;
+    bool in_step = false;
+    for (const TimelineOp& op : timeline.program) {
+      if (op.kind == TimelineOp::Kind::BeginStep) in_step = true;
+      if (op.kind == TimelineOp::Kind::EndStep) in_step = false;
+      if (op.kind == TimelineOp::Kind::DiskStart) {
+        ++starts;
+        if (in_step) step_bytes += op.copy_bytes;
+      }
+      if (op.kind == TimelineOp::Kind::DiskWait) ++waits;
+      EXPECT_FALSE(op.kind == TimelineOp::Kind::Copy && op.disk) << "a pipelined swap blocked";
+    }
+    // Per step and owned element: the master, m and v read and written (24 B).
+    std::int64_t owned_elems = 0;
+    for (const auto& unit : pipelined.layout) owned_elems += unit.shard_elems;
+    EXPECT_EQ(step_bytes, 24 * owned_elems * config.steps) << "rank " << r;
+    EXPECT_EQ(waits, starts);
+    EXPECT_LT(timeline.totals().copy_ms, streamed.timelines[r].totals().copy_ms) << "rank " << r;
+  }
+  const auto replayed =
+      replay(programs, config.link, config.host_link, config.disk_link, config.world);
+  for (int r = 0; r < config.world; ++r) {
+    EXPECT_EQ(replayed[r].totals().copy_ms, pipelined.timelines[r].totals().copy_ms) << r;
+  }
+  EXPECT_TRUE(fs::is_empty(folder));
+  fs::remove_all(folder);
+}
+
 TEST(OffloadTimeline, EverySwapReadAndWriteCostsLatencyPlusBytesOverTheDiskLink) {
   const fs::path folder =
       fs::temp_directory_path() / ("zl_disk_link_test_" + std::to_string(::getpid()));

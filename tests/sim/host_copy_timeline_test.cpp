@@ -107,6 +107,43 @@ TEST(SimHostCopy, a_copy_blocks_the_compute_stream_but_not_the_comm_stream) {
   EXPECT_THROW(clocks.host_copy(HostCopy::ToHost, 1, -1.0), Error);
 }
 
+// Pipelined swaps: a read or write on the disk stream starts when the disk is free and not before
+// the compute clock, runs while compute goes on, and only the part of it compute did not cover
+// when the rank waits is copy time; a replay of the program gives the same times.
+TEST(SimHostCopy, a_disk_read_started_early_is_hidden_up_to_the_compute_it_runs_under) {
+  RankClocks clocks(true, true);
+  clocks.begin_step(0);
+  clocks.compute(10.0, "update");
+  const std::int64_t read = clocks.disk_start(DiskIo::Read, 100, 5.0);  // disk [10, 15)
+  clocks.compute(8.0, "update");                                        // compute to 18
+  clocks.disk_wait(read);                                               // over: nothing to wait
+  EXPECT_EQ(clocks.compute_clock_ms(), 18.0);
+  EXPECT_EQ(clocks.totals().copy_ms, 0.0);
+  const std::int64_t write = clocks.disk_start(DiskIo::Write, 200, 20.0);  // disk [18, 38)
+  const std::int64_t next = clocks.disk_start(DiskIo::Read, 100, 4.0);     // after it: [38, 42)
+  clocks.compute(2.0, "update");                                           // compute to 20
+  clocks.disk_wait(next);                                                  // waits 20 .. 42
+  clocks.disk_wait(write);                                                 // ended at 38
+  const StepTimes step = clocks.end_step();
+  EXPECT_EQ(step.copy_ms, 22.0);
+  EXPECT_EQ(step.compute_ms, 20.0);
+  EXPECT_EQ(step.step_ms, 42.0);
+  EXPECT_THROW(clocks.disk_wait(write), Error);  // already waited
+  std::vector<TimelineEvent> disk;
+  for (const auto& event : clocks.events()) {
+    if (event.stream == Stream::Disk) disk.push_back(event);
+  }
+  ASSERT_EQ(disk.size(), 3u);
+  EXPECT_EQ(disk[1].name, "disk write");
+  EXPECT_EQ(disk[2].start_ms, 38.0);
+  const DiskLinkPreset disk_link{.name = "test", .latency_us = 0.0, .gbps = 1.0, .source = ""};
+  const auto replayed =
+      replay({clocks.program()}, link_preset("ib-400g"), test_host_link(), disk_link, 1);
+  // Replayed on a 1 GB/s disk: 100, 200 and 100 bytes take 1e-4, 2e-4 and 1e-4 ms, all hidden.
+  EXPECT_EQ(replayed[0].totals().copy_ms, 0.0);
+  EXPECT_EQ(replayed[0].totals().step_ms, 20.0);
+}
+
 TEST(SimHostCopy, a_live_runs_copies_cost_latency_plus_bytes_over_bandwidth_each) {
   const HostLinkPreset host_link = test_host_link();
   SimWorld sim(3, recording(host_link));

@@ -283,6 +283,14 @@ void MpiComm::disk_io(DiskIo direction, std::int64_t bytes, double ms) {
   timeline_.disk_io(direction, bytes);
 }
 
+std::int64_t MpiComm::disk_io_started(DiskIo direction, std::int64_t bytes) {
+  return timeline_.disk_start(direction, bytes);
+}
+
+void MpiComm::disk_io_waited(std::int64_t id) {
+  timeline_.disk_wait(id);
+}
+
 // Chunk c of W is [count*c/W, count*(c+1)/W): near-equal, and every rank cuts alike. Rank r
 // receives chunk r of every rank, sums them in rank order, and the chunks are gathered back.
 void MpiComm::all_reduce_rank_order(void* data, std::size_t count, DType dtype, ReduceOp op) {

@@ -80,6 +80,10 @@ class MpiComm final : public Comm {
   /// Records the swap-file read or write in the traffic ledger and on the timeline, priced on the
   /// disk link.
   void disk_io(DiskIo direction, std::int64_t bytes, double ms) override;
+  /// On the timeline's disk stream (RankTimeline::disk_start).
+  std::int64_t disk_io_started(DiskIo direction, std::int64_t bytes) override;
+  /// The timeline's compute stream waits for it (RankTimeline::disk_wait).
+  void disk_io_waited(std::int64_t id) override;
 
   /// This rank's timeline: measured CPU time for compute; each collective on the comm stream for
   /// its alpha-beta time on the link, starting when this rank is ready (the rank's own clocks:
