@@ -52,18 +52,11 @@ class ScratchFile {
   bool direct_ = false;
 };
 
-struct AlignedFree {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-using AlignedBlock = std::unique_ptr<std::byte, AlignedFree>;
-
-AlignedBlock aligned_block(std::int64_t bytes) {
-  auto* p =
-      static_cast<std::byte*>(std::aligned_alloc(kAlignBytes, static_cast<std::size_t>(bytes)));
-  ZL_CHECK(p != nullptr, "bench nvme: no memory for a block of {} bytes: pass a smaller --block",
-           bytes);
-  std::memset(p, 0x5a, static_cast<std::size_t>(bytes));  // not zeros, which a disk may elide
-  return AlignedBlock(p);
+// A block of `bytes` for a pass, not zeros (which a disk may elide).
+PageAlignedBytes pass_block(std::int64_t bytes) {
+  PageAlignedBytes block = page_aligned_bytes(bytes, "--blocks");
+  std::memset(block.get(), 0x5a, static_cast<std::size_t>(bytes));
+  return block;
 }
 
 // One pass through `queue` (depth blocks in flight): the file's blocks in order, each a request
@@ -72,8 +65,8 @@ AlignedBlock aligned_block(std::int64_t bytes) {
 double run_pass(const ScratchFile& file, IoQueue& queue, bool write, std::int64_t file_bytes,
                 std::int64_t block_bytes, int depth) {
   const std::int64_t blocks = file_bytes / block_bytes;
-  std::vector<AlignedBlock> buffers;
-  for (int t = 0; t < depth; ++t) buffers.push_back(aligned_block(block_bytes));
+  std::vector<PageAlignedBytes> buffers;
+  for (int t = 0; t < depth; ++t) buffers.push_back(pass_block(block_bytes));
   std::vector<IoTicket> tickets(static_cast<std::size_t>(depth), 0);
   std::string error;
   const auto settle = [&](IoTicket& ticket) {

@@ -39,6 +39,16 @@ std::string_view io_backend_name(IoBackend backend) {
   return "?";
 }
 
+void PageAlignedFree::operator()(std::byte* p) const {
+  std::free(p);
+}
+
+PageAlignedBytes page_aligned_bytes(std::int64_t bytes, std::string_view what) {
+  auto* p = static_cast<std::byte*>(std::aligned_alloc(4096, static_cast<std::size_t>(bytes)));
+  ZL_CHECK(p != nullptr, "no memory for {} bytes on whole pages: lower {}", bytes, what);
+  return PageAlignedBytes(p);
+}
+
 IoBackend parse_io_backend(std::string_view name, std::string_view flag) {
   for (const IoBackend backend : {IoBackend::Auto, IoBackend::IoUring, IoBackend::Threads}) {
     if (name == io_backend_name(backend)) return backend;
@@ -65,18 +75,6 @@ constexpr std::int64_t kPageBytes = 4096;
 
 std::int64_t padded(std::int64_t bytes) {
   return (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
-}
-
-struct AlignedFree {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-using StagingBlock = std::unique_ptr<std::byte, AlignedFree>;
-
-StagingBlock staging_block(std::int64_t bytes) {
-  auto* p =
-      static_cast<std::byte*>(std::aligned_alloc(kPageBytes, static_cast<std::size_t>(bytes)));
-  ZL_CHECK(p != nullptr, "no memory for a {}-byte aio staging block: lower aio.block_size", bytes);
-  return StagingBlock(p);
 }
 
 // One block of a request: `size` bytes of the caller's `data` at `offset`, moved as `size`
@@ -122,7 +120,7 @@ class IoQueue::Impl {
   Impl(int fd, const AioSettings& aio) : fd_(fd), aio_(aio) {
     validate(aio);
     for (int i = 0; i < aio.blocks_in_flight(); ++i)
-      staging_.push_back(staging_block(aio.block_bytes));
+      staging_.push_back(page_aligned_bytes(aio.block_bytes, "aio.block_size"));
     backend_ = aio.backend;
     if (backend_ != IoBackend::Threads && !start_uring()) {
       ZL_CHECK(backend_ == IoBackend::Auto,
@@ -278,7 +276,7 @@ class IoQueue::Impl {
   AioSettings aio_;
   IoBackend backend_ = IoBackend::Threads;
   std::string uring_error_;
-  std::vector<StagingBlock> staging_;
+  std::vector<PageAlignedBytes> staging_;
   std::vector<std::thread> runners_;
 
   mutable std::mutex mutex_;

@@ -26,6 +26,17 @@ std::string_view io_backend_name(IoBackend backend);
 /// The backend named `name`; zl::Error naming `flag` otherwise.
 IoBackend parse_io_backend(std::string_view name, std::string_view flag);
 
+/// Frees what page_aligned_bytes() returned.
+struct PageAlignedFree {
+  /// std::free.
+  void operator()(std::byte* p) const;
+};
+/// Bytes on whole pages, as O_DIRECT moves them.
+using PageAlignedBytes = std::unique_ptr<std::byte, PageAlignedFree>;
+/// `bytes` bytes (a multiple of 4096) aligned to 4096, their contents unset; zl::Error in one line
+/// naming `what` (what to lower) when there is no memory for them.
+PageAlignedBytes page_aligned_bytes(std::int64_t bytes, std::string_view what);
+
 /// DeepSpeed's `aio` section, as zerolab honours it.
 struct AioSettings {
   /// Bytes of each read or write (aio.block_size): a multiple of 4096.
