@@ -8,7 +8,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -49,6 +51,24 @@ std::uint64_t swap_checksum(std::span<const std::byte> bytes, std::uint64_t hash
   return hash;
 }
 
+namespace {
+
+// The first folder of this process that refuses O_DIRECT, said on stderr: its swap files go through
+// the page cache, which keeps a copy of their bytes in memory, the opposite of what they are for.
+void say_no_direct_io_once(const std::filesystem::path& folder) {
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    std::fputs(fmt::format("zerolab: {} refuses O_DIRECT (tmpfs?): its swap files go through the "
+                           "page cache, which holds their bytes in memory too; pass a folder on "
+                           "a disk\n",
+                           folder.string())
+                   .c_str(),
+               stderr);
+  });
+}
+
+}  // namespace
+
 bool try_direct_io(int fd) {
   const int flags = ::fcntl(fd, F_GETFL);
   return flags >= 0 && ::fcntl(fd, F_SETFL, flags | O_DIRECT) == 0;
@@ -62,6 +82,7 @@ SwapFile::SwapFile(std::filesystem::path path, std::int64_t bytes, const AioSett
   ZL_CHECK(fd_ >= 0, "cannot create the swap file {}: {}: pass a {} folder this run can write",
            path_.string(), std::strerror(errno), setting_);
   direct_ = try_direct_io(fd_);
+  if (!direct_) say_no_direct_io_once(path_.parent_path());
   try {
     queue_ = std::make_unique<IoQueue>(fd_, aio);
   } catch (...) {
