@@ -121,18 +121,19 @@ TEST_F(Resume, WithEveryFeatureSameWorldIsBitwise) {
 }
 
 // Where the optimizer and ZeRO-3's parameters live is no part of a checkpoint: a run saved with
-// its state on the NVMe tier (the optimizer's, or the parameters' too) resumes in host memory,
-// on the device or on NVMe again, at any stage, and one saved on the device resumes on NVMe,
-// each bitwise the uninterrupted run.
+// its state on the NVMe tier (the optimizer's, streamed or pipelined, or the parameters' too)
+// resumes in host memory, on the device or on NVMe again, at any stage, and one saved on the
+// device resumes on NVMe, each bitwise the uninterrupted run.
 TEST_F(Resume, AcrossTheOptimizersTiersIsBitwise) {
   const fs::path nvme = dir_ / "nvme";
   fs::create_directories(nvme);
-  enum class Tier { Device, Host, Nvme, NvmeWithParams };
+  enum class Tier { Device, Host, Nvme, NvmeWithParams, NvmePipelined };
   const auto config = [&](EngineKind engine, Tier tier) {
     TrainConfig c = config_of(engine, 3, 2, 6);
     c.features.precision = DType::BF16;
     c.features.offload_optimizer = tier != Tier::Device;
-    if (tier == Tier::Nvme || tier == Tier::NvmeWithParams) c.features.nvme_path = nvme.string();
+    if (tier >= Tier::Nvme) c.features.nvme_path = nvme.string();
+    c.features.pipeline_read = c.features.pipeline_write = tier == Tier::NvmePipelined;
     if (tier == Tier::NvmeWithParams) {
       c.features.offload_param = true;
       c.features.param_nvme_path = nvme.string();
@@ -142,10 +143,11 @@ TEST_F(Resume, AcrossTheOptimizersTiersIsBitwise) {
   const auto uninterrupted = train(config(EngineKind::Zero2, Tier::Device));
   TrainResult tail = uninterrupted;
   tail.steps.erase(tail.steps.begin(), tail.steps.begin() + 3);
-  for (const Tier saver : {Tier::Nvme, Tier::Device, Tier::NvmeWithParams}) {
+  for (const Tier saver : {Tier::Nvme, Tier::Device, Tier::NvmeWithParams, Tier::NvmePipelined}) {
     const fs::path dir = dir_ / fmt::format("saved_{}", static_cast<int>(saver));
     train(config(EngineKind::Zero3, saver), {}, {}, save_to(dir, 3));
-    for (const Tier resumer : {Tier::Device, Tier::Host, Tier::Nvme, Tier::NvmeWithParams}) {
+    for (const Tier resumer :
+         {Tier::Device, Tier::Host, Tier::Nvme, Tier::NvmeWithParams, Tier::NvmePipelined}) {
       for (const EngineKind stage : kStages) {
         const auto resumed =
             train(config(stage, resumer), {}, {}, resume_from(dir / "step-00000003"));
