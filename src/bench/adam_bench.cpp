@@ -88,14 +88,14 @@ AdamBenchResult run_adam_bench(const AdamBenchOptions& options) {
   std::vector<double> adam_ms, triad_ms;
   for (int r = 0; r <= options.repeats; ++r) {  // round 0 warms up
     const AdamWScalars scalars = adamw_scalars(config, r + 1);
-    double start_ms = now_ms();
+    double start_ms = steady_ms();
     adamw_update_fused(params, grads, exp_avg, exp_avg_sq, scalars, result.threads);
-    if (r > 0) adam_ms.push_back(now_ms() - start_ms);
-    start_ms = now_ms();
+    if (r > 0) adam_ms.push_back(steady_ms() - start_ms);
+    start_ms = steady_ms();
     parallel_parts(n, result.threads, [&](std::size_t begin, std::size_t end) {
       triad(a.get() + begin, b.get() + begin, c.get() + begin, 3.0, end - begin);
     });
-    if (r > 0) triad_ms.push_back(now_ms() - start_ms);
+    if (r > 0) triad_ms.push_back(steady_ms() - start_ms);
   }
   result.ms = median_ms(adam_ms);
   result.gbps = gbps(kAdamBytesPerParam * static_cast<double>(n), result.ms);
@@ -104,9 +104,9 @@ AdamBenchResult run_adam_bench(const AdamBenchOptions& options) {
   std::vector<double> reference_ms;
   for (int r = 0; r < options.reference_repeats; ++r) {
     const AdamWScalars scalars = adamw_scalars(config, options.repeats + 2 + r);
-    const double start_ms = now_ms();
+    const double start_ms = steady_ms();
     adamw_update(params, grads, exp_avg, exp_avg_sq, scalars);
-    reference_ms.push_back(now_ms() - start_ms);
+    reference_ms.push_back(steady_ms() - start_ms);
   }
   result.reference_ms = median_ms(reference_ms);
   return result;

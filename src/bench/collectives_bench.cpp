@@ -81,18 +81,18 @@ struct PointTiming {
 PointTiming time_point(Comm& comm, Point& point, const CollectivesBenchOptions& options) {
   point.call(comm);  // warm-up: pages touched, caches and threads settled
   comm.barrier();
-  double start_ms = now_ms();
+  double start_ms = steady_ms();
   point.call(comm);
   std::int64_t iters = std::clamp<std::int64_t>(
-      static_cast<std::int64_t>(options.budget_ms / std::max(now_ms() - start_ms, 1e-3)),
+      static_cast<std::int64_t>(options.budget_ms / std::max(steady_ms() - start_ms, 1e-3)),
       options.min_iters, options.max_iters);
   comm.broadcast(&iters, 1, DType::I64, 0);
   std::vector<double> samples_ms;
   for (std::int64_t i = 0; i < iters; ++i) {
     comm.barrier();
-    start_ms = now_ms();
+    start_ms = steady_ms();
     point.call(comm);
-    samples_ms.push_back(now_ms() - start_ms);
+    samples_ms.push_back(steady_ms() - start_ms);
   }
   return {.iters = static_cast<int>(iters), .ms = median_ms(samples_ms)};
 }
@@ -166,13 +166,13 @@ std::vector<double> memcpy_samples_ms(std::size_t bytes, int repeats, int thread
   };
   std::vector<double> samples_ms;
   for (int r = 0; r <= repeats; ++r) {  // copy 0 warms up
-    const double start_ms = now_ms();
+    const double start_ms = steady_ms();
     {
       std::vector<std::jthread> helpers;
       for (std::size_t t = 1; t < parts; ++t) helpers.emplace_back(copy_part, t);
       copy_part(0);
     }
-    if (r > 0) samples_ms.push_back(now_ms() - start_ms);
+    if (r > 0) samples_ms.push_back(steady_ms() - start_ms);
   }
   return samples_ms;
 }

@@ -20,9 +20,6 @@ namespace zl::bench {
 
 namespace {
 
-// O_DIRECT's alignment of buffers, sizes and offsets: the swap files'.
-constexpr std::int64_t kAlignBytes = SwapFile::kAlignBytes;
-
 // The scratch file: made new (never another's), removed when it ends.
 class ScratchFile {
  public:
@@ -76,7 +73,7 @@ double run_pass(const ScratchFile& file, IoQueue& queue, bool write, std::int64_
     ticket = 0;
   };
   const IoDirection direction = write ? IoDirection::Write : IoDirection::Read;
-  const double start_ms = now_ms();
+  const double start_ms = steady_ms();
   for (std::int64_t i = 0; i < blocks && error.empty(); ++i) {
     const auto slot = static_cast<std::size_t>(i % depth);
     settle(tickets[slot]);
@@ -85,7 +82,7 @@ double run_pass(const ScratchFile& file, IoQueue& queue, bool write, std::int64_
   }
   for (IoTicket& ticket : tickets) settle(ticket);
   if (write && error.empty() && ::fdatasync(file.fd()) != 0) error = std::strerror(errno);
-  const double ms = now_ms() - start_ms;
+  const double ms = steady_ms() - start_ms;
   if (!error.empty()) {
     fail("bench nvme: {} of {} failed: {}: check the disk and its free space",
          write ? "writing" : "reading", file.path().string(), error);
@@ -103,16 +100,16 @@ void check_nvme_options(const NvmeBenchOptions& options) {
   ZL_CHECK(!options.block_bytes.empty() && !options.queue_depths.empty(),
            "bench nvme: give at least one block size and one queue depth");
   for (const std::int64_t block : options.block_bytes) {
-    ZL_CHECK(block >= kAlignBytes && block % kAlignBytes == 0,
+    ZL_CHECK(block >= kPageBytes && block % kPageBytes == 0,
              "bench nvme: block size {} is not a multiple of {}: O_DIRECT needs whole pages", block,
-             kAlignBytes);
+             kPageBytes);
     ZL_CHECK(block <= options.file_bytes,
              "bench nvme: block size {} is larger than --size {}: pass a larger --size", block,
              options.file_bytes);
   }
-  ZL_CHECK(options.file_bytes % kAlignBytes == 0,
+  ZL_CHECK(options.file_bytes % kPageBytes == 0,
            "bench nvme: --size {} is not a multiple of {}: O_DIRECT needs whole pages",
-           options.file_bytes, kAlignBytes);
+           options.file_bytes, kPageBytes);
   for (const int depth : options.queue_depths) {
     ZL_CHECK(depth >= 1 && depth <= 256, "bench nvme: queue depth {} is outside 1..256", depth);
   }

@@ -44,9 +44,9 @@ double single_thread_gemm_gflops(std::int64_t n) {
   cpu::gemm_single_tile(problem);  // warm-up: page faults, Eigen's block buffers
   double best_ms = 0.0;
   for (int round = 0; round < 3; ++round) {
-    const double start_ms = now_ms();
+    const double start_ms = steady_ms();
     cpu::gemm_single_tile(problem);
-    const double ms = now_ms() - start_ms;
+    const double ms = steady_ms() - start_ms;
     best_ms = round == 0 ? ms : std::min(best_ms, ms);
   }
   const double flops =

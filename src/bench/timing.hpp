@@ -1,21 +1,15 @@
-// timing.hpp — the few timing helpers every benchmark shares: a monotonic clock in milliseconds,
+// timing.hpp — the few timing helpers every benchmark shares (with core/steady_ms.hpp's clock):
 // the median of samples, and bandwidth in decimal GB/s (10^9 bytes per second, as STREAM and
 // nccl-tests report it).
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <vector>
 
-namespace zl::bench {
+#include "core/steady_ms.hpp"
 
-/// Milliseconds on the steady clock since an arbitrary origin.
-inline double now_ms() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+namespace zl::bench {
 
 /// The median of `samples_ms` (the mean of the middle two for an even count); 0 when empty.
 inline double median_ms(std::vector<double> samples_ms) {

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/steady_ms.hpp"
 
 #ifdef ZL_HAVE_URING
 #include <liburing.h>
@@ -44,7 +44,8 @@ void PageAlignedFree::operator()(std::byte* p) const {
 }
 
 PageAlignedBytes page_aligned_bytes(std::int64_t bytes, std::string_view what) {
-  auto* p = static_cast<std::byte*>(std::aligned_alloc(4096, static_cast<std::size_t>(bytes)));
+  auto* p =
+      static_cast<std::byte*>(std::aligned_alloc(kPageBytes, static_cast<std::size_t>(bytes)));
   ZL_CHECK(p != nullptr, "no memory for {} bytes on whole pages: lower {}", bytes, what);
   return PageAlignedBytes(p);
 }
@@ -57,7 +58,6 @@ IoBackend parse_io_backend(std::string_view name, std::string_view flag) {
 }
 
 void validate(const AioSettings& aio) {
-  constexpr std::int64_t kPageBytes = 4096;
   ZL_CHECK(aio.block_bytes >= kPageBytes && aio.block_bytes % kPageBytes == 0 &&
                aio.block_bytes <= (256ll << 20),
            "aio.block_size {} is not a multiple of 4096 between 4096 and 268435456 (256 MiB): "
@@ -71,12 +71,6 @@ void validate(const AioSettings& aio) {
 
 namespace {
 
-constexpr std::int64_t kPageBytes = 4096;
-
-std::int64_t padded(std::int64_t bytes) {
-  return (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
-}
-
 // One block of a request: `size` bytes of the caller's `data` at `offset`, moved as `size`
 // padded to whole pages.
 struct Block {
@@ -86,7 +80,7 @@ struct Block {
   std::byte* data = nullptr;
   std::size_t size = 0;
   std::size_t padded_size() const {
-    return static_cast<std::size_t>(padded(static_cast<std::int64_t>(size)));
+    return static_cast<std::size_t>(page_padded(static_cast<std::int64_t>(size)));
   }
 };
 
@@ -159,7 +153,6 @@ class IoQueue::Impl {
     const IoTicket ticket = next_ticket_++;
     const auto block_size = static_cast<std::size_t>(aio_.block_bytes);
     Request& request = requests_[ticket];
-    request.direction = direction;
     request.bytes = static_cast<std::int64_t>(bytes);
     for (std::size_t first = 0; first < bytes; first += block_size) {
       pending_.push_back(Block{.ticket = ticket,
@@ -171,7 +164,7 @@ class IoQueue::Impl {
     }
     if (request.blocks_left > 0) {
       Busy& busy = busy_[index(direction)];
-      if (busy.requests++ == 0) busy.since = std::chrono::steady_clock::now();
+      if (busy.requests++ == 0) busy.since_ms = steady_ms();
       work_.notify_all();
     }
     return ticket;
@@ -198,14 +191,13 @@ class IoQueue::Impl {
 
  private:
   struct Request {
-    IoDirection direction = IoDirection::Read;
     std::int64_t bytes = 0;
     int blocks_left = 0;
     std::string error;  // the first block's that failed
   };
   struct Busy {
     int requests = 0;  // in flight
-    std::chrono::steady_clock::time_point since;
+    double since_ms = 0.0;  // steady_ms() when the first of them started
   };
 
   static int index(IoDirection direction) {
@@ -235,10 +227,7 @@ class IoQueue::Impl {
         (read ? totals_.read_bytes : totals_.written_bytes) += request.bytes;
         Busy& busy = busy_[index(block.direction)];
         if (--busy.requests == 0) {
-          const double ms = std::chrono::duration<double, std::milli>(
-                                std::chrono::steady_clock::now() - busy.since)
-                                .count();
-          (read ? totals_.read_ms : totals_.write_ms) += ms;
+          (read ? totals_.read_ms : totals_.write_ms) += steady_ms() - busy.since_ms;
         }
       }
     }
@@ -357,8 +346,14 @@ void IoQueue::Impl::run_uring() {
     io_uring_submit(&ring_);
     io_uring_cqe* cqe = nullptr;
     if (const int waited = io_uring_wait_cqe(&ring_, &cqe); waited < 0) {
-      ZL_CHECK(waited == -EINTR || waited == -EAGAIN, "io_uring_wait_cqe failed: {}",
-               std::strerror(-waited));
+      if (retry(waited)) continue;
+      // The ring itself failed: each block in it ends with the reason, for its waiter to say.
+      for (Slot& slot : slots) {
+        if (!slot.busy) continue;
+        slot.busy = false;
+        --in_flight;
+        finish(slot.block, std::string("io_uring: ") + std::strerror(-waited));
+      }
       continue;
     }
     bool resubmit = false;

@@ -26,6 +26,14 @@ std::string_view io_backend_name(IoBackend backend);
 /// The backend named `name`; zl::Error naming `flag` otherwise.
 IoBackend parse_io_backend(std::string_view name, std::string_view flag);
 
+/// The page: O_DIRECT moves whole ones, at offsets and from memory aligned to it.
+inline constexpr std::int64_t kPageBytes = 4096;
+
+/// `bytes` rounded up to whole pages.
+inline std::int64_t page_padded(std::int64_t bytes) {
+  return (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+}
+
 /// Frees what page_aligned_bytes() returned.
 struct PageAlignedFree {
   /// std::free.

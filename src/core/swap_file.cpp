@@ -123,8 +123,8 @@ SwapFile::~SwapFile() {
 }
 
 void SwapFile::check_range(std::int64_t offset, std::size_t size) const {
-  const std::int64_t end = offset + aligned(static_cast<std::int64_t>(size));
-  ZL_CHECK(offset >= 0 && offset % kAlignBytes == 0 && end <= bytes_,
+  const std::int64_t end = offset + page_padded(static_cast<std::int64_t>(size));
+  ZL_CHECK(offset >= 0 && offset % kPageBytes == 0 && end <= bytes_,
            "swap file {}: bytes [{}, {}) are not whole pages inside its {} bytes", path_.string(),
            offset, end, bytes_);
 }

@@ -37,17 +37,11 @@ struct SwapIo {
   IoDirection direction = IoDirection::Read;  ///< which way it moves bytes
 };
 
-/// A file of a fixed size in a folder, written and read by byte ranges that start at multiples of
-/// kAlignBytes. Every failure is one zl::Error line naming the file and what to do.
+/// A file of a fixed size in a folder, written and read by byte ranges that start on pages (a
+/// range of `bytes` takes page_padded(bytes) of the file). Every failure is one zl::Error line
+/// naming the file and what to do.
 class SwapFile {
  public:
-  /// Where ranges start, and the unit O_DIRECT moves: a range's last page is padded to it.
-  static constexpr std::int64_t kAlignBytes = 4096;
-  /// `bytes` rounded up to a multiple of kAlignBytes: what a range of `bytes` takes in the file.
-  static std::int64_t aligned(std::int64_t bytes) {
-    return (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
-  }
-
   /// Creates `path` (its folder must exist; a file already there is an error: another run's) and
   /// reserves `bytes` bytes of disk for it, so a disk without the room fails here, before
   /// training, and not in the middle of a step. Its bytes move as `aio` says. Errors name
@@ -59,7 +53,7 @@ class SwapFile {
   SwapFile(const SwapFile&) = delete;
   SwapFile& operator=(const SwapFile&) = delete;
 
-  /// Starts writing `bytes` at `offset`, a multiple of kAlignBytes; the range, its last page
+  /// Starts writing `bytes` at `offset`, a multiple of kPageBytes; the range, its last page
   /// padded, must lie in the file, and `bytes` must stay as they are until wait() returns.
   SwapIo start_write(std::int64_t offset, std::span<const std::byte> bytes);
   /// Starts reading `bytes.size()` bytes at `offset` into `bytes`, as start_write() takes them;

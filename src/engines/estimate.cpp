@@ -268,17 +268,22 @@ OffloadTier parse_offload_tier(std::string_view name, std::string_view flag) {
   fail("{} '{}' is not known: use none, cpu or nvme", flag, name);
 }
 
+namespace {
+
+// Where an offload puts its state: nowhere (on the device), host memory, or a swap file's folder.
+OffloadTier tier_of(bool offloaded, const std::string& nvme_path) {
+  if (!offloaded) return OffloadTier::None;
+  return nvme_path.empty() ? OffloadTier::Cpu : OffloadTier::Nvme;
+}
+
+}  // namespace
+
 EstimateOptions estimate_options(const TrainingFeatures& features) {
-  const OffloadTier optimizer_tier = !features.offload_optimizer  ? OffloadTier::None
-                                     : features.nvme_path.empty() ? OffloadTier::Cpu
-                                                                  : OffloadTier::Nvme;
   return EstimateOptions{.precision = features.precision,
                          .grad_accum_steps = features.grad_accum_steps,
                          .persistence_threshold_elems = features.persistence_threshold_elems,
-                         .optimizer_tier = optimizer_tier,
-                         .param_tier = !features.offload_param            ? OffloadTier::None
-                                       : features.param_nvme_path.empty() ? OffloadTier::Cpu
-                                                                          : OffloadTier::Nvme};
+                         .optimizer_tier = tier_of(features.offload_optimizer, features.nvme_path),
+                         .param_tier = tier_of(features.offload_param, features.param_nvme_path)};
 }
 
 void validate(const EstimateOptions& options) {

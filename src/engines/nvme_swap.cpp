@@ -25,7 +25,7 @@ std::uint64_t checksum_of(std::span<const float> master, std::span<const float> 
 
 // Bytes of the file one part (master, m or v) of `elems` fp32 elements takes: whole pages.
 std::int64_t part_bytes(std::int64_t elems) {
-  return SwapFile::aligned(elems * static_cast<std::int64_t>(sizeof(float)));
+  return page_padded(elems * static_cast<std::int64_t>(sizeof(float)));
 }
 
 // The file's bytes for units of `unit_elems`.
@@ -139,22 +139,19 @@ void NvmeSwap::finish_read(std::size_t unit) {
            file_.path().string(), unit);
 }
 
-void record_disk_traffic(Comm* comm, SwapFile& file) {
+void record_disk_io(Comm* comm, SwapFile& file, DiskRecord how) {
   const IoTotals moved = file.take_unrecorded();
   if (comm == nullptr) return;
-  if (moved.read_bytes > 0) {
-    comm->traffic().record_disk(DiskIo::Read, moved.read_bytes, moved.read_ms);
-  }
-  if (moved.written_bytes > 0) {
-    comm->traffic().record_disk(DiskIo::Write, moved.written_bytes, moved.write_ms);
-  }
-}
-
-void record_disk_io(Comm* comm, SwapFile& file) {
-  const IoTotals moved = file.take_unrecorded();
-  if (comm == nullptr) return;
-  if (moved.read_bytes > 0) comm->disk_io(DiskIo::Read, moved.read_bytes, moved.read_ms);
-  if (moved.written_bytes > 0) comm->disk_io(DiskIo::Write, moved.written_bytes, moved.write_ms);
+  const auto record = [&](DiskIo direction, std::int64_t bytes, double ms) {
+    if (bytes == 0) return;
+    if (how == DiskRecord::Blocking) {
+      comm->disk_io(direction, bytes, ms);
+    } else {
+      comm->traffic().record_disk(direction, bytes, ms);
+    }
+  };
+  record(DiskIo::Read, moved.read_bytes, moved.read_ms);
+  record(DiskIo::Write, moved.written_bytes, moved.write_ms);
 }
 
 }  // namespace zl

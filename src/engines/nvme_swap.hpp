@@ -116,14 +116,14 @@ class NvmeSwap {
   std::vector<InFlight> in_flight_;
 };
 
-/// What `file` has moved since it was last recorded, into `comm`'s traffic ledger only (nothing
-/// when `comm` is null): the caller put its reads and writes on the timeline itself, by
-/// Comm::disk_io_started and disk_io_waited.
-void record_disk_traffic(Comm* comm, SwapFile& file);
+/// How record_disk_io() notes what a swap file moved.
+enum class DiskRecord : std::uint8_t {
+  Blocking,     ///< Comm::disk_io: the traffic ledger, and as blocking on a timeline
+  TrafficOnly,  ///< the traffic ledger only: the caller noted the timeline's disk stream itself
+};
 
-/// What `file` has moved since it was last recorded, one Comm::disk_io per direction that moved
-/// bytes (the traffic ledger, and the timeline of backends that keep one); nothing when `comm` is
-/// null. Called when nothing of the file is in flight.
-void record_disk_io(Comm* comm, SwapFile& file);
+/// What `file` has moved since it was last recorded, per direction that moved bytes, as `how`
+/// says; nothing when `comm` is null.
+void record_disk_io(Comm* comm, SwapFile& file, DiskRecord how = DiskRecord::Blocking);
 
 }  // namespace zl

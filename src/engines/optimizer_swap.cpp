@@ -5,7 +5,6 @@
 #include "engines/optimizer_swap.hpp"
 
 #include <algorithm>
-#include <chrono>
 
 #include "core/error.hpp"
 #include "engines/nvme_swap.hpp"
@@ -52,11 +51,8 @@ void note_waited(OptimizerState& state, std::size_t unit) {
 // What the swap file moved since the last record: into the traffic ledger, and unpipelined onto
 // the timeline as blocking reads and writes.
 void record_swaps(OptimizerState& state) {
-  if (pipelined(state)) {
-    record_disk_traffic(state.comm, state.nvme->file());
-  } else {
-    record_disk_io(state.comm, state.nvme->file());
-  }
+  record_disk_io(state.comm, state.nvme->file(),
+                 pipelined(state) ? DiskRecord::TrafficOnly : DiskRecord::Blocking);
 }
 
 void start_read(OptimizerState& state, std::size_t unit) {
@@ -159,21 +155,16 @@ void settle_swaps(OptimizerState& state, bool unwinding) {
   record_swaps(state);
 }
 
-SwapStepTimer::SwapStepTimer(const OptimizerState& state) : state_(state), started_ms_(now_ms()) {
+SwapStepTimer::SwapStepTimer(const OptimizerState& state)
+    : state_(state), started_ms_(steady_ms()) {
   if (state.nvme) io_before_ = state.nvme->file().totals();
-}
-
-double SwapStepTimer::now_ms() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 void SwapStepTimer::record() {
   if (!state_.nvme || state_.comm == nullptr) return;
   const IoTotals io = state_.nvme->file().totals();
   state_.comm->traffic().record_swapped_update({.updates = 1,
-                                                .wall_ms = now_ms() - started_ms_,
+                                                .wall_ms = steady_ms() - started_ms_,
                                                 .adamw_ms = adamw_ms_,
                                                 .read_ms = io.read_ms - io_before_.read_ms,
                                                 .write_ms = io.write_ms - io_before_.write_ms});

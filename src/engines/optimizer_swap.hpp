@@ -10,6 +10,7 @@
 #include <exception>
 
 #include "core/io_queue.hpp"
+#include "core/steady_ms.hpp"
 #include "engines/optimizer_step.hpp"
 
 namespace zl {
@@ -57,15 +58,14 @@ class SwapStepTimer {
   /// Runs fn(), its time counted as the kernels'.
   template <class Fn>
   void kernels(Fn&& fn) {
-    const double started_ms = now_ms();
+    const double started_ms = steady_ms();
     fn();
-    adamw_ms_ += now_ms() - started_ms;
+    adamw_ms_ += steady_ms() - started_ms;
   }
   /// Records the update in state.comm's traffic ledger (nothing without the tier or a comm).
   void record();
 
  private:
-  static double now_ms();
   const OptimizerState& state_;
   double started_ms_ = 0.0;
   double adamw_ms_ = 0.0;

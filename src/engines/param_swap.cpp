@@ -17,7 +17,7 @@ namespace {
 std::int64_t file_bytes(const std::vector<std::int64_t>& unit_elems, DType dtype) {
   std::int64_t bytes = 0;
   for (const std::int64_t elems : unit_elems) {
-    bytes += SwapFile::aligned(elems * static_cast<std::int64_t>(dtype_bytes(dtype)));
+    bytes += page_padded(elems * static_cast<std::int64_t>(dtype_bytes(dtype)));
   }
   return bytes;
 }
@@ -43,7 +43,7 @@ ParamSwap::ParamSwap(Device& device, Comm* comm, const std::filesystem::path& fo
   std::int64_t offset = 0;
   for (std::size_t u = 0; u < unit_elems_.size(); ++u) {
     offsets_.push_back(offset);
-    offset += SwapFile::aligned(unit_bytes(u));
+    offset += page_padded(unit_bytes(u));
   }
   device_.ledger().book(MemCategory::NvmeParams, total_bytes());
 }

@@ -2,12 +2,12 @@
 // (wall and simulated), recorded on rank 0, and followed by a checkpoint save when one is due.
 #include "run/rank_loop.hpp"
 
-#include <chrono>
 #include <optional>
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/checkpoint_folder.hpp"
 #include "ckpt/reshard.hpp"
+#include "core/steady_ms.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "run/rank_model.hpp"
 #include "run/run_locks.hpp"
@@ -39,25 +39,20 @@ EngineOptions options_of_rank(const RunPlan& plan, int rank, RankTimeline& clock
   return own;
 }
 
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
 // Makes the plan's steps on `engine` (whose loss is already the mean over ranks); `after_step`
 // gets the number of completed steps. Rank 0 records each step.
 void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank0,
                RankTimeline& clocks, const RankCallbacks& callbacks,
                const std::function<void(std::int64_t)>& after_step) {
-  const auto run_started = std::chrono::steady_clock::now();
+  const double run_started_ms = steady_ms();
   for (std::int64_t step = plan.start.step; step < plan.config.steps; ++step) {
-    const auto started = std::chrono::steady_clock::now();
+    const double started_ms = steady_ms();
     clocks.begin_step(step);
     const std::int64_t waits_before = device.host_waits();
     const StepStats stats = engine.step(step);
     const std::int64_t host_waits = device.host_waits() - waits_before;
     device.synchronize();  // a GPU's step has ended when its queued work has
-    const double step_ms = ms_since(started);
+    const double step_ms = steady_ms() - started_ms;
     const StepTimes times = clocks.end_step();
     std::optional<double> loss_scale;  // fp16's, for the step record
     if (plan.config.features.precision == DType::F16) loss_scale = stats.loss_scale;
@@ -65,7 +60,7 @@ void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank
                             .loss = stats.loss,
                             .grad_norm = stats.grad_norm,
                             .step_ms = step_ms,
-                            .wall_ms = ms_since(run_started),
+                            .wall_ms = steady_ms() - run_started_ms,
                             .lr = stats.lr,
                             .loss_scale = loss_scale,
                             .skipped = stats.skipped,
