@@ -1,7 +1,8 @@
 // io_queue.cpp — IoQueue: requests cut into blocks on one list, taken by the backend's runner (a
-// pool of pread/pwrite threads, or one thread driving an io_uring), each block through a staging
-// block of its own; a request ends when its last block does, and its time in flight is added to
-// its direction's busy time when it was the last of that direction in flight.
+// pool of pread/pwrite threads, or one thread driving an io_uring), each block in place when it is
+// whole pages at a page boundary, else through a staging block of its own; a request ends when its
+// last block does, and its time in flight is added to its direction's busy time when it was the
+// last of that direction in flight.
 #include "core/io_queue.hpp"
 
 #include <unistd.h>
@@ -82,18 +83,28 @@ struct Block {
   std::size_t padded_size() const {
     return static_cast<std::size_t>(page_padded(static_cast<std::int64_t>(size)));
   }
+  // True when the caller's bytes are whole pages at a page boundary: O_DIRECT moves them in
+  // place, without the staging copy.
+  bool in_place() const {
+    return reinterpret_cast<std::uintptr_t>(data) % kPageBytes == 0 && size % kPageBytes == 0;
+  }
+  // Where the block's bytes move from or to: the caller's bytes, or `staging`.
+  std::byte* io_bytes(std::byte* staging) const { return in_place() ? data : staging; }
 };
 
-// Before a write: the block's bytes into its staging block, the padding zeros.
+// Before a write that is not in place: the block's bytes into its staging block, the padding
+// zeros.
 void stage_in(const Block& block, std::byte* staging) {
-  if (block.direction != IoDirection::Write) return;
+  if (block.direction != IoDirection::Write || block.in_place()) return;
   std::memcpy(staging, block.data, block.size);
   std::memset(staging + block.size, 0, block.padded_size() - block.size);
 }
 
-// After a read: the block's bytes out of its staging block.
+// After a read that is not in place: the block's bytes out of its staging block.
 void stage_out(const Block& block, const std::byte* staging) {
-  if (block.direction == IoDirection::Read) std::memcpy(block.data, staging, block.size);
+  if (block.direction == IoDirection::Read && !block.in_place()) {
+    std::memcpy(block.data, staging, block.size);
+  }
 }
 
 // What a call that moved `moved` bytes (or -errno) means: "" to go on, else the reason to stop.
@@ -240,13 +251,14 @@ class IoQueue::Impl {
     Block block;
     while (take(block)) {
       stage_in(block, staging);
+      std::byte* bytes = block.io_bytes(staging);
       const std::size_t size = block.padded_size();
       std::string error;
       for (std::size_t done = 0; done < size && error.empty();) {
         const off_t at = static_cast<off_t>(block.offset) + static_cast<off_t>(done);
         const ssize_t call = block.direction == IoDirection::Write
-                                 ? ::pwrite(fd_, staging + done, size - done, at)
-                                 : ::pread(fd_, staging + done, size - done, at);
+                                 ? ::pwrite(fd_, bytes + done, size - done, at)
+                                 : ::pread(fd_, bytes + done, size - done, at);
         const ssize_t moved = call < 0 ? -errno : call;
         if (retry(moved)) continue;
         error = reason_of(moved);
@@ -318,7 +330,7 @@ void IoQueue::Impl::run_uring() {
   const auto prepare = [&](std::size_t s) {
     Slot& slot = slots[s];
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    std::byte* at = staging_[s].get() + slot.done;
+    std::byte* at = slot.block.io_bytes(staging_[s].get()) + slot.done;
     const auto size = static_cast<unsigned>(slot.block.padded_size() - slot.done);
     const auto offset = static_cast<std::uint64_t>(slot.block.offset) + slot.done;
     if (slot.block.direction == IoDirection::Write) {

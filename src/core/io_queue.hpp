@@ -2,8 +2,9 @@
 // ZeRO-Infinity's swap files: a request is cut into blocks of `aio.block_size` bytes, and up to
 // `aio.queue_depth * aio.thread_count` blocks are in flight at once, through io_uring where the
 // kernel allows it (liburing), else through a pool of threads calling pread and pwrite (a
-// container's seccomp policy may forbid io_uring; the fallback is said once on stderr). Each block
-// in flight has its own page-aligned staging block, so O_DIRECT takes any caller's memory.
+// container's seccomp policy may forbid io_uring; the fallback is said once on stderr). A block of
+// whole pages at a page boundary of the caller's memory moves in place; any other has a
+// page-aligned staging block of its own while in flight, so O_DIRECT takes any caller's memory.
 #pragma once
 
 #include <cstddef>

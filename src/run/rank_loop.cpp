@@ -11,6 +11,7 @@
 #include "ops/cpu/cpu_device.hpp"
 #include "run/rank_model.hpp"
 #include "run/run_locks.hpp"
+#include "run/swap_folders.hpp"
 
 namespace zl {
 
@@ -25,10 +26,12 @@ std::optional<std::string> compute_label(const EngineEvent& event) {
 }
 
 // Rank `rank`'s engine options: its events name the compute spans of its timeline and reach the
-// observer, whose own work is not counted as the step's.
+// observer, whose own work is not counted as the step's; its swap files go in `swap_folders`.
 EngineOptions options_of_rank(const RunPlan& plan, int rank, RankTimeline& clocks,
-                              const RankObserver& observer) {
+                              const RankObserver& observer,
+                              const RankSwapFolders* swap_folders = nullptr) {
   EngineOptions own = plan.options;
+  if (swap_folders != nullptr) own.features = swap_folders->applied_to(own.features);
   own.observer = [&observer, rank, clocks = &clocks](const EngineEvent& event,
                                                      const MemoryLedger& ledger) {
     if (auto label = compute_label(event)) clocks->mark(*label);
@@ -128,14 +131,17 @@ RankRun run_rank(const RunPlan& plan, Comm& comm, Device& device, RankTimeline& 
     owned = lock_run_files(plan);
     if (plan.saving()) tidy_checkpoint_folder(plan.checkpoints.dir, plan.resumed_own_step);
   }
+  // Before the engine makes its swap files; removed after the engine has removed them.
+  const RankSwapFolders swap_folders(plan.options.features, comm.rank());
   RankRun run;
   RankModel rank_model(device, plan.config, plan.init);
   Model& model = rank_model.get();
   const std::vector<UnitLayout> layout = layout_units(model.units(), plan.config.world);
   const EngineFactory& factory =
       plan.config.engine_factory ? plan.config.engine_factory : EngineFactory(make_engine);
-  auto engine = factory(plan.config.engine, model, device, comm,
-                        options_of_rank(plan, comm.rank(), clocks, callbacks.observer));
+  auto engine =
+      factory(plan.config.engine, model, device, comm,
+              options_of_rank(plan, comm.rank(), clocks, callbacks.observer, &swap_folders));
   if (plan.resuming()) {
     // A shard that cannot be read is a bad input, as it is to `consolidate` (exit code 3); flags
     // that describe another model than the checkpoint's stay a bad request (check_same_model).

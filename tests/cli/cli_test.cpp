@@ -283,7 +283,8 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --offload-optimizer --nvme-path /nonexistent/zl",
        "--nvme-path /nonexistent/zl is "
        "not a folder: create it"},
-      {"train --offload-optimizer --nvme-path /proc", "cannot create the swap file /proc/zerolab-"},
+      {"train --offload-optimizer --nvme-path /proc",
+       "cannot make the swap folder /proc/zerolab-swap/rank0: "},
       {"train --stage 3 --accelerator cpu-detached --offload-param", "--offload-param keeps"},
       {"", "subcommand"},
   };

@@ -1,9 +1,11 @@
 // output_lock_cli_test.cpp — a run owns the files it writes from its start, as it owns its
-// checkpoint folder: with one zerolab process running, a second that names one of its outputs fails
-// at its start in one line (exit code 1) and writes nothing; the lock file a killed run leaves
-// behind blocks no later run, the next run removes the temporaries a killed write left, and a
-// run that ends removes its lock files.
+// checkpoint folder and its swap folders: with one zerolab process running, a second that names
+// one of its outputs or its --nvme-path fails at its start in one line (exit code 1) and writes
+// nothing; the lock file a killed run leaves behind blocks no later run, the next run removes the
+// temporaries and swap files a killed run left, and a run that ends removes its lock files and
+// its swap folders.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -136,6 +138,60 @@ TEST_F(CliTest, OutputLockLeftByAKilledRunDoesNotBlockAndAnEndedRunLeavesNone) {
   EXPECT_FALSE(fs::exists(dir_ / "m.jsonl.tmp.4242"));
   EXPECT_TRUE(fs::exists(dir_ / "m.jsonl.tmp.x"));
   EXPECT_TRUE(fs::exists(dir_ / "other.tmp.4242"));
+}
+
+// The swap folder of ZeRO-Infinity's NVMe tier, nvme_path/zerolab-swap/rank<k>, is the running
+// run's: a second run naming the same nvme_path is refused before it makes a file there; once
+// the first is killed, the next run takes the folder over, removes the swap files the killed
+// run left, and leaves nothing there when it ends.
+TEST_F(CliTest, SwapFolderIsOneRunsAndAnEndedRunLeavesNone) {
+  const fs::path nvme = dir_ / "nvme";
+  fs::create_directories(nvme);
+  const std::string offload = " --offload-optimizer --nvme-path " + nvme.string();
+  {
+    BackgroundRun first(kLongRun + offload, dir_ / "first.out");
+    ASSERT_TRUE(first.wait_for_first_step()) << slurp(dir_ / "first.out.err");
+    const auto before = listing(nvme);
+    EXPECT_EQ(std::ranges::count_if(before,
+                                    [](const std::string& name) {
+                                      return name.find("/zerolab-swap/rank1/zerolab-") !=
+                                             std::string::npos;
+                                    }),
+              1)
+        << fmt::format("{}", fmt::join(before, "\n"));
+    const auto second = zerolab("train " + test::kSmall + " --stage 2 --world 2" + offload);
+    EXPECT_EQ(second.exit_code, 1) << second.err;
+    // Each rank finds its folder held; whichever says so first ends the run.
+    EXPECT_NE(second.err.find("--nvme-path " + nvme.string() + "/zerolab-swap/rank"),
+              std::string::npos)
+        << second.err;
+    EXPECT_NE(second.err.find(" is in use by another run: wait for it to end or pass another "
+                              "--nvme-path"),
+              std::string::npos)
+        << second.err;
+    EXPECT_EQ(std::count(second.err.begin(), second.err.end(), '\n'), 1) << second.err;
+    EXPECT_EQ(listing(nvme), before);
+  }
+  // Killed: its swap files and lock files stay, its locks do not.
+  EXPECT_TRUE(fs::exists(nvme / "zerolab-swap" / "rank0" / ".lock"));
+  std::ofstream(nvme / "zerolab-swap" / "rank0" / "notes.txt") << "the user's";
+  const auto next = zerolab("train " + test::kSmall + " --stage 2 --world 2" + offload);
+  ASSERT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_NE(next.err.find("removed 1 swap file a run that ended without cleaning up left in " +
+                          (nvme / "zerolab-swap" / "rank1").string()),
+            std::string::npos)
+      << next.err;
+  // Only the user's file, which kept rank0's folder, is left.
+  EXPECT_EQ(listing(nvme), (std::vector<std::string>{
+                               (nvme / "zerolab-swap").string() + " 0",
+                               (nvme / "zerolab-swap" / "rank0").string() + " 0",
+                               (nvme / "zerolab-swap" / "rank0" / "notes.txt").string() + " 10"}));
+  fs::remove(nvme / "zerolab-swap" / "rank0" / "notes.txt");
+  const auto last = zerolab("train " + test::kSmall + " --stage 3 --world 2 --offload-param" +
+                            offload + " --param-nvme-path " + nvme.string());
+  ASSERT_EQ(last.exit_code, 0) << last.err;
+  EXPECT_EQ(last.err.find("removed"), std::string::npos) << last.err;
+  EXPECT_TRUE(fs::is_empty(nvme)) << fmt::format("{}", fmt::join(listing(nvme), "\n"));
 }
 
 }  // namespace

@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,46 +67,66 @@ class IoQueueTest : public ::testing::Test {
   bool direct_ = false;
 };
 
+// `bytes` bytes `shift` bytes past a page boundary (0: whole pages move in place, without the
+// staging copy), each set to `fill`.
+struct ShiftedBytes {
+  ShiftedBytes(std::size_t bytes, std::size_t shift, std::byte fill)
+      : base(page_aligned_bytes(page_padded(static_cast<std::int64_t>(bytes + shift)), "test")),
+        view(base.get() + shift, bytes) {
+    std::ranges::fill(view, fill);
+  }
+  PageAlignedBytes base;
+  std::span<std::byte> view;
+};
+
 // Requests of odd sizes (a block and a bit, under a page, many blocks), all in flight at once,
-// written and read back at page offsets: every byte as it was, the padding dropped.
+// from and into memory at a page boundary (whole blocks move in place) and past one (every block
+// through staging), written and read back at page offsets: every byte as it was, the padding
+// dropped.
 TEST_F(IoQueueTest, ManyRequestsInFlightMoveEveryByteOnEachBackend) {
-  const std::vector<std::size_t> sizes = {65536 + 17, 100, 5 * 65536, 4096, 300001};
+  const std::vector<std::size_t> sizes = {65536 + 17, 100, 5 * 65536, 4096, 300001, 3 * 65536};
   for (const IoBackend backend : backends()) {
-    IoQueue queue(fd_,
-                  {.block_bytes = 65536, .queue_depth = 2, .thread_count = 2, .backend = backend});
-    EXPECT_EQ(queue.backend(), backend);
-    std::vector<std::vector<std::byte>> data;
-    std::vector<std::int64_t> offsets;
-    std::int64_t offset = 0;
-    for (std::size_t r = 0; r < sizes.size(); ++r) {
-      data.emplace_back(sizes[r]);
-      for (std::size_t i = 0; i < sizes[r]; ++i) {
-        data[r][i] = static_cast<std::byte>((i * 31 + r * 7 + static_cast<int>(backend)) & 0xff);
+    for (const std::size_t shift : {0, 8}) {
+      IoQueue queue(
+          fd_, {.block_bytes = 65536, .queue_depth = 2, .thread_count = 2, .backend = backend});
+      EXPECT_EQ(queue.backend(), backend);
+      std::vector<ShiftedBytes> data;
+      std::vector<std::int64_t> offsets;
+      std::int64_t offset = 0;
+      for (std::size_t r = 0; r < sizes.size(); ++r) {
+        data.emplace_back(sizes[r], shift, std::byte{0});
+        for (std::size_t i = 0; i < sizes[r]; ++i) {
+          data[r].view[i] =
+              static_cast<std::byte>((i * 31 + r * 7 + shift + static_cast<int>(backend)) & 0xff);
+        }
+        offsets.push_back(offset);
+        offset += page_padded(static_cast<std::int64_t>(sizes[r]));
       }
-      offsets.push_back(offset);
-      offset += (static_cast<std::int64_t>(sizes[r]) + 4095) / 4096 * 4096;
+      std::vector<IoTicket> tickets;
+      for (std::size_t r = 0; r < sizes.size(); ++r) {
+        tickets.push_back(
+            queue.submit(IoDirection::Write, offsets[r], data[r].view.data(), sizes[r]));
+      }
+      for (const IoTicket ticket : tickets) EXPECT_EQ(queue.wait(ticket), "");
+      std::vector<ShiftedBytes> back;
+      tickets.clear();
+      for (std::size_t r = 0; r < sizes.size(); ++r) {
+        back.emplace_back(sizes[r], shift, std::byte{0xee});
+        tickets.push_back(
+            queue.submit(IoDirection::Read, offsets[r], back[r].view.data(), sizes[r]));
+      }
+      for (const IoTicket ticket : tickets) EXPECT_EQ(queue.wait(ticket), "");
+      for (std::size_t r = 0; r < sizes.size(); ++r) {
+        EXPECT_TRUE(std::ranges::equal(back[r].view, data[r].view))
+            << "request " << r << " on " << io_backend_name(backend) << ", " << shift
+            << " bytes past a page" << (direct_ ? " (O_DIRECT)" : "");
+      }
+      std::int64_t total = 0;
+      for (const std::size_t size : sizes) total += static_cast<std::int64_t>(size);
+      const IoTotals totals = queue.totals();
+      EXPECT_EQ(totals.written_bytes, total);
+      EXPECT_EQ(totals.read_bytes, total);
     }
-    std::vector<IoTicket> tickets;
-    for (std::size_t r = 0; r < sizes.size(); ++r) {
-      tickets.push_back(queue.submit(IoDirection::Write, offsets[r], data[r].data(), sizes[r]));
-    }
-    for (const IoTicket ticket : tickets) EXPECT_EQ(queue.wait(ticket), "");
-    std::vector<std::vector<std::byte>> back;
-    tickets.clear();
-    for (std::size_t r = 0; r < sizes.size(); ++r) {
-      back.emplace_back(sizes[r], std::byte{0xee});
-      tickets.push_back(queue.submit(IoDirection::Read, offsets[r], back[r].data(), sizes[r]));
-    }
-    for (const IoTicket ticket : tickets) EXPECT_EQ(queue.wait(ticket), "");
-    for (std::size_t r = 0; r < sizes.size(); ++r) {
-      EXPECT_EQ(back[r], data[r]) << "request " << r << " on " << io_backend_name(backend)
-                                  << (direct_ ? " (O_DIRECT)" : "");
-    }
-    std::int64_t total = 0;
-    for (const std::size_t size : sizes) total += static_cast<std::int64_t>(size);
-    const IoTotals totals = queue.totals();
-    EXPECT_EQ(totals.written_bytes, total);
-    EXPECT_EQ(totals.read_bytes, total);
   }
 }
 

@@ -22,7 +22,12 @@ using cpu::for_each_piece;
 
 namespace {
 
-constexpr std::align_val_t kAlignment{64};
+// Cache lines for every block; whole pages for large ones, so that a swap file's O_DIRECT blocks
+// move straight in and out of them (IoQueue skips its staging copy for page-aligned blocks).
+constexpr std::size_t kPageAlignFromBytes = 1 << 20;
+std::align_val_t alignment_of(std::size_t bytes) {
+  return std::align_val_t{bytes >= kPageAlignFromBytes ? 4096u : 64u};
+}
 
 }  // namespace
 
@@ -31,7 +36,7 @@ CpuDevice::CpuDevice(int threads, cpu::Grain grain)
 
 CpuDevice::~CpuDevice() {
   release_typed_scratch();
-  for (const auto& [bytes, ptr] : cached_) ::operator delete(ptr, kAlignment);
+  for (const auto& [bytes, ptr] : cached_) ::operator delete(ptr, alignment_of(bytes));
 }
 
 int CpuDevice::threads() const {
@@ -45,7 +50,7 @@ void* CpuDevice::take_block(std::size_t bytes) {
     cached_bytes_ -= bytes;
     return ptr;
   }
-  return ::operator new(bytes, kAlignment);
+  return ::operator new(bytes, alignment_of(bytes));
 }
 
 void* CpuDevice::allocate(std::size_t bytes) {
@@ -67,7 +72,7 @@ void CpuDevice::deallocate(void* ptr, std::size_t bytes) {
     return;
   }
   // The unsized form: clang enables sized deallocation only with -fsized-deallocation.
-  ::operator delete(ptr, kAlignment);
+  ::operator delete(ptr, alignment_of(bytes));
 }
 
 void CpuDevice::do_linear_forward(std::span<const float> x, std::span<const float> w,

@@ -1,0 +1,86 @@
+// swap_folders.cpp — each rank folder made, locked by "<folder>/.lock" (removed, still locked,
+// when the rank ends), cleared of a killed run's "*.swap" files, and removed after the lock.
+#include "run/swap_folders.hpp"
+
+#include <cstdio>
+#include <string>
+#include <system_error>
+
+#include "core/error.hpp"
+
+namespace zl {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Removes the "*.swap" files in `folder`, which only a run that was killed leaves (the caller
+// holds the folder's lock), and says so once on stderr when there were any.
+void remove_stale_swap_files(const fs::path& folder) {
+  std::error_code error;
+  int removed = 0;
+  for (const auto& entry : fs::directory_iterator(folder, error)) {
+    if (entry.path().extension() == ".swap" && entry.is_regular_file(error) &&
+        fs::remove(entry.path(), error)) {
+      ++removed;
+    }
+  }
+  if (removed == 0) return;
+  std::fputs(fmt::format("zerolab: removed {} swap file{} a run that ended without cleaning up "
+                         "left in {}\n",
+                         removed, removed == 1 ? "" : "s", folder.string())
+                 .c_str(),
+             stderr);
+}
+
+}  // namespace
+
+RankSwapFolders::RankSwapFolders(const TrainingFeatures& features, int rank) {
+  if (!features.nvme_path.empty()) hold(features.nvme_path, "--nvme-path", rank);
+  if (!features.param_nvme_path.empty()) hold(features.param_nvme_path, "--param-nvme-path", rank);
+}
+
+void RankSwapFolders::hold(const fs::path& named, const char* flag, int rank) {
+  std::error_code error;
+  const fs::path canonical = fs::weakly_canonical(named, error);
+  for (const Held& held : held_) {
+    if (fs::weakly_canonical(held.named, error) == canonical) return;
+  }
+  const fs::path folder = named / kSwapFolderName / ("rank" + std::to_string(rank));
+  fs::create_directories(folder, error);
+  ZL_CHECK(!error, "cannot make the swap folder {}: {}: pass a {} folder this run can write",
+           folder.string(), error.message(), flag);
+  const std::string what = fmt::format("{} {}", flag, folder.string());
+  const std::string instead = fmt::format("pass another {}", flag);
+  held_.push_back(
+      {named, folder,
+       std::make_unique<FileLock>(folder / ".lock", what, instead, LockFileFate::Remove)});
+  remove_stale_swap_files(folder);
+}
+
+RankSwapFolders::~RankSwapFolders() {
+  for (Held& held : held_) {
+    held.lock.reset();  // the lock file goes first, so the folder can go
+    std::error_code error;
+    fs::remove(held.folder, error);                // fails, harmlessly, unless empty
+    fs::remove(held.folder.parent_path(), error);  // likewise
+  }
+}
+
+fs::path RankSwapFolders::folder_of(const std::string& named) const {
+  if (named.empty()) return {};
+  std::error_code error;
+  const fs::path canonical = fs::weakly_canonical(named, error);
+  for (const Held& held : held_) {
+    if (fs::weakly_canonical(held.named, error) == canonical) return held.folder;
+  }
+  fail("{} has no swap folder held: make the rank's folders from the same features", named);
+}
+
+TrainingFeatures RankSwapFolders::applied_to(TrainingFeatures features) const {
+  features.nvme_path = folder_of(features.nvme_path).string();
+  features.param_nvme_path = folder_of(features.param_nvme_path).string();
+  return features;
+}
+
+}  // namespace zl

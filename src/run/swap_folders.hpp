@@ -1,0 +1,51 @@
+// swap_folders.hpp — where one rank's swap files live for the length of a run (ZeRO-Infinity's
+// NVMe tier): "<nvme_path>/zerolab-swap/rank<k>/" under each folder the run's features name,
+// made and locked before the engine makes its files, emptied of the files a killed run left, and
+// removed when the rank's run ends. A second live run that names the same nvme_path is refused at
+// its start, in one line, before it writes anything there.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "core/file_lock.hpp"
+#include "engines/engine.hpp"
+
+namespace zl {
+
+/// The folder under an nvme_path that holds a run's rank folders.
+inline constexpr const char* kSwapFolderName = "zerolab-swap";
+
+/// Rank `rank`'s swap folders, for features.nvme_path and features.param_nvme_path (one folder
+/// when both name the same path), held while the object lives.
+class RankSwapFolders {
+ public:
+  /// Makes and locks each folder. Throws zl::Error in one line when another live run holds one
+  /// ("--nvme-path DIR/zerolab-swap/rank0 is in use by another run: ...") or it cannot be made;
+  /// the folders taken before it are let go. Swap files a killed run left there are removed
+  /// (said once on stderr): no live run holds them.
+  RankSwapFolders(const TrainingFeatures& features, int rank);
+  /// Lets go of each lock and removes each folder, and "zerolab-swap" above it once empty (a
+  /// folder another run holds by then, or with files of the user's in it, stays).
+  ~RankSwapFolders();
+  RankSwapFolders(const RankSwapFolders&) = delete;
+  RankSwapFolders& operator=(const RankSwapFolders&) = delete;
+
+  /// `features` with nvme_path and param_nvme_path pointing at this rank's folders.
+  TrainingFeatures applied_to(TrainingFeatures features) const;
+
+ private:
+  struct Held {
+    std::filesystem::path named;   // the nvme_path as the run named it
+    std::filesystem::path folder;  // named/zerolab-swap/rank<k>
+    std::unique_ptr<FileLock> lock;
+  };
+  // Makes and holds the folder for `named` unless one is held, `flag` naming the setting.
+  void hold(const std::filesystem::path& named, const char* flag, int rank);
+  // Where `named` goes; empty `named`: stays empty.
+  std::filesystem::path folder_of(const std::string& named) const;
+  std::vector<Held> held_;
+};
+
+}  // namespace zl
