@@ -102,11 +102,12 @@ void print_gradient_memory(const TrainConfig& config, const TrainResult& result)
       "DDP and ZeRO-1 hold every unit's full gradient through backward: {} bytes per rank",
       grouped(ddp_full));
   if (ddp_peak != ddp_full) {
-    ddp_says +=
-        fmt::format(", and at DDP's peak, {} bytes, {}", grouped(ddp_peak),
-                    ddp_peak == ddp_full + unit_bytes
-                        ? "one unit's fp32 gradient and its rounding on top while it is rounded"
-                        : fmt::format("{} bytes more than that", grouped(ddp_peak - ddp_full)));
+    ddp_says += fmt::format(
+        ", and at DDP's peak, {} bytes, {}", grouped(ddp_peak),
+        ddp_peak == ddp_full + largest_elems * 4
+            ? "the largest unit's fp32 gradient on top while backward sums it (it is rounded "
+              "straight into the unit's full gradient)"
+            : fmt::format("{} bytes more than that", grouped(ddp_peak - ddp_full)));
   }
   const std::int64_t peak = rank0.peak_bytes(MemCategory::Grads);
   const std::int64_t own = rank0.current_bytes(MemCategory::Grads);

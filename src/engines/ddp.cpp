@@ -4,8 +4,9 @@
 //   1. forward     this rank's micro-batch, unit by unit
 //   2. backward    unit by unit, gradients into full per-unit buffers (training dtype)
 //   3. all_reduce  (avg) each unit's gradients: every rank now holds the mean; with k > 1 the
-//                  mean is added into a full accumulator. With overlap_comm each unit's
-//                  all_reduce starts as soon as its gradient is complete, while backward goes on
+//                  first micro-batch's gradients are the full accumulator, and each later
+//                  mean is added into it. With overlap_comm each unit's all_reduce starts as
+//                  soon as its gradient is complete, while backward goes on
 // then
 //   4. update      one optimizer step over the whole model, identically on every rank
 #include "engines/engine.hpp"
@@ -43,19 +44,20 @@ class DdpEngine final : public Engine {
     const std::int64_t micro_steps = features_.grad_accum_steps;
     Buffer loss_sum = step_loss_sum(device_);  // the losses, added on the device
     for (std::int64_t k = 0; k < micro_steps; ++k) {
-      // 1. forward and 2. backward this rank's micro-batch into full per-unit gradients
-      zero_units(device_, grads_);
+      // 1. forward and 2. backward this rank's micro-batch into full per-unit gradients (the
+      //    first of several straight into the accumulator)
+      UnitBuffers& grads = micro_steps > 1 && k == 0 ? accum_ : grads_;
       run_micro_batch(model_, options_.batch(step * micro_steps + k, comm_.rank()), layout_,
-                      features_.precision, grad_scale_of(opt_, features_), hooks(), options_,
+                      features_.precision, grad_scale_of(opt_, features_), hooks(grads), options_,
                       device_, loss_sum.as<float>());
       // 3. all_reduce: every rank gets the mean gradient (added into the accumulator); with
       //    overlap_comm each unit's all_reduce already started in backward, as it was ready
       if (features_.overlap_comm) {
         wait_all(in_flight_);
       } else {
-        reduce_grads();
+        reduce_grads(grads);
       }
-      if (micro_steps > 1) accumulate(k == 0);
+      if (micro_steps > 1 && k > 0) accumulate();
     }
     // the logged loss, averaged over the ranks now that backward's reductions are done
     const float loss = mean_loss_over_ranks(comm_, device_, loss_sum.as<float>(), micro_steps);
@@ -108,36 +110,30 @@ class DdpEngine final : public Engine {
     return owned_spans(buffers, layout_, /*shard_of_full=*/false, 0, 1);
   }
 
-  MicroBatchHooks hooks() {
+  // The micro-batch's hooks, its gradients left in `grads` (grads_ or accum_).
+  MicroBatchHooks hooks(UnitBuffers& grads) {
     MicroBatchHooks hooks;
     hooks.params = [this](int u, bool) { return UnitParams{view_of(params_[u]), {}}; };
-    if (features_.precision == DType::F32) {
-      hooks.direct_grad = [this](int u) { return grads_[u].as<float>(); };
-    }
+    hooks.grad_buffer = [&grads](int u) { return view_of(grads[u]); };
     hooks.grad_ready = [this](int u, TypedSpan grad) {
-      copy_into(device_, grad, view_of(grads_[u]));
       if (!features_.overlap_comm) return;
-      in_flight_.push_back(
-          start_all_reduce(comm_, view_of(grads_[u]), features_.reduce_bucket_elems, true));
+      in_flight_.push_back(start_all_reduce(comm_, grad, features_.reduce_bucket_elems, true));
       notify(options_, device_, "all_reduce", u);
     };
     return hooks;
   }
 
-  void reduce_grads() {
+  void reduce_grads(UnitBuffers& grads) {
     for (std::size_t u = 0; u < layout_.size(); ++u) {
-      all_reduce_unit(comm_, view_of(grads_[u]), features_.reduce_bucket_elems);
+      all_reduce_unit(comm_, view_of(grads[u]), features_.reduce_bucket_elems);
       notify(options_, device_, "all_reduce", static_cast<int>(u));
     }
   }
 
-  void accumulate(bool first) {
+  // A later micro-batch's mean gradient added into the accumulator.
+  void accumulate() {
     for (std::size_t u = 0; u < layout_.size(); ++u) {
-      if (first) {
-        copy_into(device_, view_of(grads_[u]), view_of(accum_[u]));
-      } else {
-        add_into(device_, view_of(accum_[u]), view_of(grads_[u]));
-      }
+      add_into(device_, view_of(accum_[u]), view_of(grads_[u]));
     }
   }
 

@@ -40,9 +40,13 @@ void run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLay
   for (auto i = static_cast<std::ptrdiff_t>(order.size()) - 1; i >= 0; --i) {
     const int u = order[static_cast<std::size_t>(i)];
     const auto numel = static_cast<std::size_t>(layout[u].numel);
-    if (grad[u].empty()) {
-      grad[u] = hooks.direct_grad ? hooks.direct_grad(u) : std::span<float>();
-      if (grad[u].empty()) {
+    if (grad[u].empty()) {  // the unit's first backward visit: its fp32 gradient starts at 0
+      if (precision == DType::F32 && hooks.grad_buffer) {
+        const TypedSpan own = hooks.grad_buffer(u);
+        device.fill_zero(own.data, static_cast<std::size_t>(own.bytes()));
+        grad[u] =
+            std::span<float>(static_cast<float*>(own.data), static_cast<std::size_t>(own.elems));
+      } else {
         temp[u] = device.alloc(MemCategory::Grads, DType::F32, {layout[u].padded_elems});
         grad[u] = temp[u].as<float>();
       }
@@ -58,10 +62,14 @@ void run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLay
       temp[u] = Buffer();
       continue;
     }
-    Buffer rounded = device.alloc_unset(MemCategory::Grads, precision, {layout[u].padded_elems});
-    round_into(device, grad[u], view_of(rounded));
+    Buffer rounded;
+    const TypedSpan target =
+        hooks.grad_buffer ? hooks.grad_buffer(u)
+                          : view_of(rounded = device.alloc_unset(MemCategory::Grads, precision,
+                                                                 {layout[u].padded_elems}));
+    round_into(device, grad[u], target);
     temp[u] = Buffer();  // the fp32 gradient goes before the engine reduces the rounded one
-    hooks.grad_ready(u, view_of(rounded));
+    hooks.grad_ready(u, target);
   }
 }
 

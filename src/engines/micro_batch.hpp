@@ -27,11 +27,14 @@ struct UnitParams {
 struct MicroBatchHooks {
   /// Full parameters of `unit` for a forward (`backward` false) or backward visit.
   std::function<UnitParams(int unit, bool backward)> params;
-  /// Optional: a zeroed fp32 span of the unit's padded size where its gradient accumulates
-  /// directly (fp32 training with persistent full gradients); empty: a temporary is used.
-  std::function<std::span<float>(int unit)> direct_grad;
+  /// Optional: the engine's own full gradient buffer of `unit` (padded, in the training dtype),
+  /// where the micro-batch leaves the unit's gradient: in fp32 backward adds into it directly,
+  /// zeroed at the unit's first backward visit; in 16 bits the fp32 gradient is rounded into it
+  /// once complete. Then grad_ready gets this buffer and nothing is copied. Empty: temporaries.
+  std::function<TypedSpan(int unit)> grad_buffer;
   /// Unit `unit`'s gradient for this micro-batch is complete: full and padded, in the training
-  /// dtype. The span stays valid only during the call; the engine may modify it (reduce in place).
+  /// dtype. The span stays valid only during the call (unless it is grad_buffer's); the engine
+  /// may modify it (reduce in place).
   std::function<void(int unit, TypedSpan grad)> grad_ready;
 };
 

@@ -5,7 +5,8 @@
 //   1. forward         this rank's micro-batch, unit by unit
 //   2. backward        unit by unit, into full per-unit gradient buffers
 //   3. reduce_scatter  each unit's gradients (avg), in place: the own slice now holds the mean;
-//                      with k > 1 it is added into an own-shard accumulator
+//                      with k > 1 the first micro-batch's goes straight into an own-shard
+//                      accumulator and each later one's is added into it
 // then
 //   4. update          the optimizer step on the own shard only
 //   5. all_gather      each unit's parameters, in place: every rank is whole again (with
@@ -47,13 +48,14 @@ class Zero1Engine final : public Engine {
     Buffer loss_sum = step_loss_sum(device_);  // the losses, added on the device
     for (std::int64_t k = 0; k < micro_steps; ++k) {
       // 1. forward and 2. backward this rank's micro-batch into full per-unit gradients
-      zero_units(device_, grads_);
+      // 3. reduce_scatter: the own slice of each unit's gradient becomes the mean, in place (the
+      //    first of several micro-batches' straight into the accumulator); with overlap_comm
+      //    these start in backward, unit by unit as each is ready
+      const std::vector<TypedSpan> grad_shards =
+          micro_steps > 1 && k == 0 ? owned_spans(accum_, layout_, false, 0, 1) : own(grads_);
       run_micro_batch(model_, options_.batch(step * micro_steps + k, comm_.rank()), layout_,
-                      features_.precision, grad_scale_of(opt_, features_), hooks(), options_,
-                      device_, loss_sum.as<float>());
-      // 3. reduce_scatter: the own slice of each unit's gradient becomes the mean (with
-      //    overlap_comm these started in backward, unit by unit as each was ready)
-      const std::vector<TypedSpan> grad_shards = own(grads_);
+                      features_.precision, grad_scale_of(opt_, features_), hooks(grad_shards),
+                      options_, device_, loss_sum.as<float>());
       wait_all(in_flight_);
       for (std::size_t u = 0; u < layout_.size(); ++u) {
         if (!features_.overlap_comm) {
@@ -61,12 +63,7 @@ class Zero1Engine final : public Engine {
                               features_.reduce_bucket_elems);
           notify(options_, device_, "reduce_scatter", static_cast<int>(u));
         }
-        if (micro_steps == 1) continue;
-        if (k == 0) {
-          copy_into(device_, grad_shards[u], view_of(accum_[u]));
-        } else {
-          add_into(device_, view_of(accum_[u]), grad_shards[u]);
-        }
+        if (micro_steps > 1 && k > 0) add_into(device_, view_of(accum_[u]), grad_shards[u]);
       }
     }
     // the logged loss, averaged over the ranks now that backward's reductions are done
@@ -111,21 +108,18 @@ class Zero1Engine final : public Engine {
     return owned_spans(full, layout_, /*shard_of_full=*/true, comm_.rank(), comm_.size());
   }
 
-  MicroBatchHooks hooks() {
+  // The micro-batch's hooks, each unit's mean gradient shard reduced into `grad_shards`.
+  MicroBatchHooks hooks(const std::vector<TypedSpan>& grad_shards) {
     MicroBatchHooks hooks;
     hooks.params = [this](int u, bool) {
       if (static_cast<std::size_t>(u) < gathers_.size()) gathers_[u].wait();
       return UnitParams{view_of(params_[u]), {}};
     };
-    if (features_.precision == DType::F32) {
-      hooks.direct_grad = [this](int u) { return grads_[u].as<float>(); };
-    }
-    hooks.grad_ready = [this](int u, TypedSpan grad) {
-      copy_into(device_, grad, view_of(grads_[u]));
+    hooks.grad_buffer = [this](int u) { return view_of(grads_[u]); };
+    hooks.grad_ready = [this, &grad_shards](int u, TypedSpan) {
       if (!features_.overlap_comm) return;
-      in_flight_.push_back(start_reduce_scatter(comm_, device_, view_of(grads_[u]),
-                                                own(grads_)[u], features_.reduce_bucket_elems,
-                                                true));
+      in_flight_.push_back(start_reduce_scatter(comm_, device_, view_of(grads_[u]), grad_shards[u],
+                                                features_.reduce_bucket_elems, true));
       notify(options_, device_, "reduce_scatter", u);
     };
     return hooks;
