@@ -62,11 +62,14 @@ void run_micro_batch(Model& model, const Batch& batch, const std::vector<UnitLay
       temp[u] = Buffer();
       continue;
     }
-    Buffer rounded;
-    const TypedSpan target =
-        hooks.grad_buffer ? hooks.grad_buffer(u)
-                          : view_of(rounded = device.alloc_unset(MemCategory::Grads, precision,
-                                                                 {layout[u].padded_elems}));
+    Buffer rounded;  // a temporary, unless the engine gave its own buffer
+    TypedSpan target;
+    if (hooks.grad_buffer) {
+      target = hooks.grad_buffer(u);
+    } else {
+      rounded = device.alloc_unset(MemCategory::Grads, precision, {layout[u].padded_elems});
+      target = view_of(rounded);
+    }
     round_into(device, grad[u], target);
     temp[u] = Buffer();  // the fp32 gradient goes before the engine reduces the rounded one
     hooks.grad_ready(u, target);
