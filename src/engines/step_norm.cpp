@@ -13,7 +13,8 @@ NormPartials unscaled_partials(const std::vector<TypedSpan>& grads, double loss_
                                Device& device) {
   std::int64_t blocks = 0;
   for (const TypedSpan& grad : grads) blocks += grad.elems / kNormBlockElems;
-  NormPartials out{device.alloc(MemCategory::CommBuffer, DType::F64, {blocks}), {}, &device};
+  // Every block of every unit gets its partial: nothing to zero first.
+  NormPartials out{device.alloc_unset(MemCategory::CommBuffer, DType::F64, {blocks}), {}, &device};
   const std::span<double> all = out.partials.as<double>();
   std::size_t first = 0;
   for (const TypedSpan& grad : grads) {
