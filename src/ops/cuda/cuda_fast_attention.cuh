@@ -307,6 +307,20 @@ __device__ inline void load_key_tile(std::uint32_t* stage, const Elem* q_rows, s
   load_tile<kD>(stage + kTileWords<kD>, q_rows + 2 * C, 3 * C, s0, T, async);
 }
 
+// Key tile `kt` of the walk to tile `last`, in the two stages at `stages` (stage s: k at
+// stages + 2 s kTileWords, v a tile later): its k (v follows), with tile kt + 1, when there is
+// one, started into the other stage to come in behind this tile's products.
+template <int kD, class Elem>
+__device__ inline const std::uint32_t* staged_key_tile(std::uint32_t* stages, const Elem* q_rows,
+                                                       std::int64_t C, int kt, int last,
+                                                       std::int64_t T, bool async) {
+  if (kt < last) {
+    load_key_tile<kD>(stages + 2 * ((kt + 1) % 2) * kTileWords<kD>, q_rows, C, kt + 1, T, async);
+    mma::commit_copies();
+  }
+  return stages + 2 * (kt % 2) * kTileWords<kD>;
+}
+
 /// Forward: out [B, T, C] and stats {m, l} per query row from qkv [B, T, 3C]. Grid (B heads,
 /// ceil(T / 64)), kThreads threads, kForwardSharedBytes<kD>; `async` when qkv is 16-byte aligned
 /// (bf16 tiles then come by cp.async). The next key tile comes in while this one is multiplied.
@@ -336,12 +350,8 @@ __global__ void __launch_bounds__(kThreads)
   float o[kD / 8][4];
   zero(o);
   for (int kt = 0; kt <= at.tile; ++kt) {
-    const std::uint32_t* k_tile = stages + 2 * (kt % 2) * kTile;
+    const std::uint32_t* k_tile = staged_key_tile<kD>(stages, q_rows, C, kt, at.tile, T, async);
     const std::uint32_t* v_tile = k_tile + kTile;
-    if (kt < at.tile) {  // the next key tile into the other stage, behind this tile's products
-      load_key_tile<kD>(stages + 2 * ((kt + 1) % 2) * kTile, q_rows, C, kt + 1, T, async);
-      mma::commit_copies();
-    }
     float s[kTileColumns][4];
     zero(s);
     multiply<kTileColumns, kD / 16, kWords>(s, q, k_tile, at);

@@ -107,12 +107,8 @@ __global__ void __launch_bounds__(kThreads)
   float dq[kD / 8][4];
   zero(dq);
   for (int kt = 0; kt <= at.tile; ++kt) {
-    const std::uint32_t* k_tile = stages + 2 * (kt % 2) * kTile;
+    const std::uint32_t* k_tile = staged_key_tile<kD>(stages, q_rows, C, kt, at.tile, T, async);
     const std::uint32_t* v_tile = k_tile + kTile;
-    if (kt < at.tile) {  // the next key tile into the other stage, behind this tile's products
-      load_key_tile<kD>(stages + 2 * ((kt + 1) % 2) * kTile, q_rows, C, kt + 1, T, async);
-      mma::commit_copies();
-    }
     float s[kTileColumns][4], dp[kTileColumns][4];
     zero(s);
     zero(dp);
