@@ -132,7 +132,7 @@ RankRun run_rank(const RunPlan& plan, Comm& comm, Device& device, RankTimeline& 
     if (plan.saving()) tidy_checkpoint_folder(plan.checkpoints.dir, plan.resumed_own_step);
   }
   // Before the engine makes its swap files; removed after the engine has removed them.
-  const RankSwapFolders swap_folders(plan.options.features, comm.rank());
+  const RankSwapFolders swap_folders(plan.options.features, comm.rank(), comm.size());
   RankRun run;
   RankModel rank_model(device, plan.config, plan.init);
   Model& model = rank_model.get();

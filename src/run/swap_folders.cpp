@@ -35,9 +35,31 @@ void remove_stale_swap_files(const fs::path& folder) {
 
 }  // namespace
 
-RankSwapFolders::RankSwapFolders(const TrainingFeatures& features, int rank) {
+RankSwapFolders::RankSwapFolders(const TrainingFeatures& features, int rank, int world) {
   if (!features.nvme_path.empty()) hold(features.nvme_path, "--nvme-path", rank);
   if (!features.param_nvme_path.empty()) hold(features.param_nvme_path, "--param-nvme-path", rank);
+  if (rank == 0) remove_stale_ranks(world);
+}
+
+void RankSwapFolders::remove_stale_ranks(int world) const {
+  for (const Held& held : held_) {
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(held.folder.parent_path(), error)) {
+      const std::string name = entry.path().filename().string();
+      int k = -1;
+      if (!name.starts_with("rank") || std::sscanf(name.c_str(), "rank%d", &k) != 1 ||
+          name != "rank" + std::to_string(k) || k < world) {
+        continue;
+      }
+      try {
+        const FileLock lock(entry.path() / ".lock", name, "", LockFileFate::Remove);
+        remove_stale_swap_files(entry.path());
+      } catch (const Error&) {
+        continue;  // a live run's rank: its files are its own
+      }
+      fs::remove(entry.path(), error);  // fails, harmlessly, unless empty
+    }
+  }
 }
 
 void RankSwapFolders::hold(const fs::path& named, const char* flag, int rank) {

@@ -21,11 +21,13 @@ inline constexpr const char* kSwapFolderName = "zerolab-swap";
 /// when both name the same path), held while the object lives.
 class RankSwapFolders {
  public:
-  /// Makes and locks each folder. Throws zl::Error in one line when another live run holds one
-  /// ("--nvme-path DIR/zerolab-swap/rank0 is in use by another run: ...") or it cannot be made;
-  /// the folders taken before it are let go. Swap files a killed run left there are removed
-  /// (said once on stderr): no live run holds them.
-  RankSwapFolders(const TrainingFeatures& features, int rank);
+  /// Makes and locks rank `rank`'s folders (of `world` ranks). Throws zl::Error in one line
+  /// when another live run holds one ("--nvme-path DIR/zerolab-swap/rank0 is in use by another
+  /// run: ...") or it cannot be made; the folders taken before it are let go. Swap files a killed
+  /// run left there are removed (said on stderr): no live run holds them. Rank 0 also removes the
+  /// folders of ranks past `world` that no live run holds, with their swap files: what a killed
+  /// run of a larger world left.
+  RankSwapFolders(const TrainingFeatures& features, int rank, int world);
   /// Lets go of each lock and removes each folder, and "zerolab-swap" above it once empty (a
   /// folder another run holds by then, or with files of the user's in it, stays).
   ~RankSwapFolders();
@@ -43,6 +45,8 @@ class RankSwapFolders {
   };
   // Makes and holds the folder for `named` unless one is held, `flag` naming the setting.
   void hold(const std::filesystem::path& named, const char* flag, int rank);
+  // Removes the rank folders past `world` under each held folder's parent that no run holds.
+  void remove_stale_ranks(int world) const;
   // Where `named` goes; empty `named`: stays empty.
   std::filesystem::path folder_of(const std::string& named) const;
   std::vector<Held> held_;

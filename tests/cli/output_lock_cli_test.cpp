@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/file_lock.hpp"
 #include "support/cli_fixture.hpp"
 #include "support/test_paths.hpp"
 
@@ -143,7 +144,8 @@ TEST_F(CliTest, OutputLockLeftByAKilledRunDoesNotBlockAndAnEndedRunLeavesNone) {
 // The swap folder of ZeRO-Infinity's NVMe tier, nvme_path/zerolab-swap/rank<k>, is the running
 // run's: a second run naming the same nvme_path is refused before it makes a file there; once
 // the first is killed, the next run takes the folder over, removes the swap files the killed
-// run left, and leaves nothing there when it ends.
+// run left (and those of ranks past its world that no live run holds), and leaves nothing there
+// when it ends.
 TEST_F(CliTest, SwapFolderIsOneRunsAndAnEndedRunLeavesNone) {
   const fs::path nvme = dir_ / "nvme";
   fs::create_directories(nvme);
@@ -172,21 +174,34 @@ TEST_F(CliTest, SwapFolderIsOneRunsAndAnEndedRunLeavesNone) {
     EXPECT_EQ(std::count(second.err.begin(), second.err.end(), '\n'), 1) << second.err;
     EXPECT_EQ(listing(nvme), before);
   }
-  // Killed: its swap files and lock files stay, its locks do not.
+  // Killed: its swap files and lock files stay, its locks do not. A killed run of four ranks
+  // left rank 3's folder too; a live one of four holds rank 2's.
   EXPECT_TRUE(fs::exists(nvme / "zerolab-swap" / "rank0" / ".lock"));
   std::ofstream(nvme / "zerolab-swap" / "rank0" / "notes.txt") << "the user's";
+  for (const char* rank : {"rank2", "rank3"}) {
+    fs::create_directories(nvme / "zerolab-swap" / rank);
+    std::ofstream(nvme / "zerolab-swap" / rank / "zerolab-1-0.swap") << "state";
+  }
+  const FileLock live(nvme / "zerolab-swap" / "rank2" / ".lock", "rank2", "", LockFileFate::Keep);
   const auto next = zerolab("train " + test::kSmall + " --stage 2 --world 2" + offload);
   ASSERT_EQ(next.exit_code, 0) << next.err;
-  EXPECT_NE(next.err.find("removed 1 swap file a run that ended without cleaning up left in " +
-                          (nvme / "zerolab-swap" / "rank1").string()),
-            std::string::npos)
-      << next.err;
-  // Only the user's file, which kept rank0's folder, is left.
-  EXPECT_EQ(listing(nvme), (std::vector<std::string>{
-                               (nvme / "zerolab-swap").string() + " 0",
-                               (nvme / "zerolab-swap" / "rank0").string() + " 0",
-                               (nvme / "zerolab-swap" / "rank0" / "notes.txt").string() + " 10"}));
+  for (const char* rank : {"rank1", "rank3"}) {
+    EXPECT_NE(next.err.find("removed 1 swap file a run that ended without cleaning up left in " +
+                            (nvme / "zerolab-swap" / rank).string()),
+              std::string::npos)
+        << next.err;
+  }
+  // Only the user's file, which kept rank0's folder, and the live run's rank 2 are left.
+  EXPECT_EQ(listing(nvme),
+            (std::vector<std::string>{
+                (nvme / "zerolab-swap").string() + " 0",
+                (nvme / "zerolab-swap" / "rank0").string() + " 0",
+                (nvme / "zerolab-swap" / "rank0" / "notes.txt").string() + " 10",
+                (nvme / "zerolab-swap" / "rank2").string() + " 0",
+                (nvme / "zerolab-swap" / "rank2" / ".lock").string() + " 0",
+                (nvme / "zerolab-swap" / "rank2" / "zerolab-1-0.swap").string() + " 5"}));
   fs::remove(nvme / "zerolab-swap" / "rank0" / "notes.txt");
+  fs::remove_all(nvme / "zerolab-swap" / "rank2");
   const auto last = zerolab("train " + test::kSmall + " --stage 3 --world 2 --offload-param" +
                             offload + " --param-nvme-path " + nvme.string());
   ASSERT_EQ(last.exit_code, 0) << last.err;
