@@ -1,5 +1,6 @@
 // swap_folders.cpp — each rank folder made, locked by "<folder>/.lock" (removed, still locked,
-// when the rank ends), cleared of a killed run's "*.swap" files, and removed after the lock.
+// when the rank ends), cleared of a killed run's "*.swap" files, and removed after the lock; rank
+// 0 clears and removes the unheld folders of ranks past the world too.
 #include "run/swap_folders.hpp"
 
 #include <cstdio>
