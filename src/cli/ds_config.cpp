@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "cli/ds_json.hpp"
+#include "cli/ds_offload.hpp"
 #include "cli/ds_scheduler.hpp"
 #include "core/error.hpp"
 
@@ -82,68 +83,6 @@ Readers fp16_readers(const Checker& check, DsConfig& ds, std::optional<bool>& en
   };
 }
 
-// zero_optimization.offload_optimizer: {"device": "none"}, {"device": "cpu"} (ZeRO-Offload) or
-// {"device": "nvme", "nvme_path": DIR} (ZeRO-Infinity: swap files in DIR).
-Readers offload_readers(const Checker& check, DsConfig& ds) {
-  return {{"device",
-           [&](const json& v, const std::string& p) {
-             if (v != "none" && v != "cpu" && v != "nvme") check.bad(p, v, "use none, cpu or nvme");
-             ds.offload_optimizer_device = v.get<std::string>();
-           }},
-          {"nvme_path",
-           [&](const json& v, const std::string& p) {
-             ds.offload_optimizer_nvme_path = v.is_string() ? v.get<std::string>() : "";
-             if (ds.offload_optimizer_nvme_path->empty()) {
-               check.bad(p, v, "use the path of a folder for the swap files");
-             }
-           }},
-          {"pipeline_read",
-           [&](const json& v, const std::string& p) { ds.pipeline_read = check.boolean(v, p); }},
-          {"pipeline_write",
-           [&](const json& v, const std::string& p) { ds.pipeline_write = check.boolean(v, p); }},
-          {"buffer_count", [&](const json& v, const std::string& p) {
-             ds.swap_buffer_count =
-                 static_cast<int>(check.whole(v, p, 1, 1024, "use 1 to 1024 units"));
-           }}};
-}
-
-// aio: how the swap files move their bytes; single_submit and overlap_events are checked and have
-// no effect (zerolab's queue submits what it has, and overlaps reads and writes always).
-Readers aio_readers(const Checker& check, DsConfig& ds) {
-  return {{"block_size",
-           [&](const json& v, const std::string& p) {
-             ds.aio_block_bytes = check.whole(v, p, 4096, 256ll << 20,
-                                              "use a multiple of 4096 bytes up to 268435456");
-           }},
-          {"queue_depth",
-           [&](const json& v, const std::string& p) {
-             ds.aio_queue_depth = static_cast<int>(check.whole(v, p, 1, 256, "use 1 to 256"));
-           }},
-          {"thread_count",
-           [&](const json& v, const std::string& p) {
-             ds.aio_thread_count = static_cast<int>(check.whole(v, p, 1, 256, "use 1 to 256"));
-           }},
-          {"single_submit", [&](const json& v, const std::string& p) { check.boolean(v, p); }},
-          {"overlap_events", [&](const json& v, const std::string& p) { check.boolean(v, p); }}};
-}
-
-// zero_optimization.offload_param: {"device": "none"}, {"device": "cpu"} (ZeRO-3's parameter
-// shards in host memory) or {"device": "nvme", "nvme_path": DIR} (ZeRO-Infinity: in swap files in
-// DIR).
-Readers offload_param_readers(const Checker& check, DsConfig& ds) {
-  return {{"device",
-           [&](const json& v, const std::string& p) {
-             if (v != "none" && v != "cpu" && v != "nvme") check.bad(p, v, "use none, cpu or nvme");
-             ds.offload_param_device = v.get<std::string>();
-           }},
-          {"nvme_path", [&](const json& v, const std::string& p) {
-             ds.offload_param_nvme_path = v.is_string() ? v.get<std::string>() : "";
-             if (ds.offload_param_nvme_path->empty()) {
-               check.bad(p, v, "use the path of a folder for the swap files");
-             }
-           }}};
-}
-
 Readers zero_readers(const Checker& check, DsConfig& ds) {
   return {
       {"cpu_offload",  // DeepSpeed's older spelling of offload_optimizer.device "cpu"
@@ -156,7 +95,7 @@ Readers zero_readers(const Checker& check, DsConfig& ds) {
        }},
       {"offload_param",
        [&](const json& v, const std::string& p) {
-         check.section(v, p, offload_param_readers(check, ds));
+         check.section(v, p, ds::offload_param_readers(check, ds));
        }},
       {"stage",
        [&](const json& v, const std::string& p) {
@@ -185,7 +124,7 @@ Readers zero_readers(const Checker& check, DsConfig& ds) {
        [&](const json& v, const std::string& p) { ds.contiguous_gradients = check.boolean(v, p); }},
       {"offload_optimizer",
        [&](const json& v, const std::string& p) {
-         check.section(v, p, offload_readers(check, ds));
+         check.section(v, p, ds::offload_optimizer_readers(check, ds));
        }},
   };
 }
@@ -324,8 +263,8 @@ DsConfig parse_ds_config(std::string_view text, std::string_view source,
        }},
       {"zero_optimization",
        [&](const json& v, const std::string& p) { check.section(v, p, zero_readers(check, ds)); }},
-      {"aio",
-       [&](const json& v, const std::string& p) { check.section(v, p, aio_readers(check, ds)); }},
+      {"aio", [&](const json& v,
+                  const std::string& p) { check.section(v, p, ds::aio_readers(check, ds)); }},
       {"optimizer",
        [&](const json& v, const std::string& p) { ds.adamw = read_optimizer(check, v, p); }},
       {"scheduler",
