@@ -31,7 +31,7 @@ EngineOptions options_of_rank(const RunPlan& plan, int rank, RankTimeline& clock
                               const RankObserver& observer,
                               const RankSwapFolders* swap_folders = nullptr) {
   EngineOptions own = plan.options;
-  if (swap_folders != nullptr) own.features = swap_folders->applied_to(own.features);
+  if (swap_folders != nullptr) own.features = swap_folders->features();
   own.observer = [&observer, rank, clocks = &clocks](const EngineEvent& event,
                                                      const MemoryLedger& ledger) {
     if (auto label = compute_label(event)) clocks->mark(*label);

@@ -36,9 +36,10 @@ void remove_stale_swap_files(const fs::path& folder) {
 
 }  // namespace
 
-RankSwapFolders::RankSwapFolders(const TrainingFeatures& features, int rank, int world) {
-  if (!features.nvme_path.empty()) hold(features.nvme_path, "--nvme-path", rank);
-  if (!features.param_nvme_path.empty()) hold(features.param_nvme_path, "--param-nvme-path", rank);
+RankSwapFolders::RankSwapFolders(const TrainingFeatures& features, int rank, int world)
+    : features_(features) {
+  features_.nvme_path = hold(features.nvme_path, "--nvme-path", rank);
+  features_.param_nvme_path = hold(features.param_nvme_path, "--param-nvme-path", rank);
   if (rank == 0) remove_stale_ranks(world);
 }
 
@@ -63,22 +64,24 @@ void RankSwapFolders::remove_stale_ranks(int world) const {
   }
 }
 
-void RankSwapFolders::hold(const fs::path& named, const char* flag, int rank) {
+std::string RankSwapFolders::hold(const std::string& named, const char* flag, int rank) {
+  if (named.empty()) return {};
   std::error_code error;
   const fs::path canonical = fs::weakly_canonical(named, error);
   for (const Held& held : held_) {
-    if (fs::weakly_canonical(held.named, error) == canonical) return;
+    if (held.canonical == canonical) return held.folder.string();
   }
-  const fs::path folder = named / kSwapFolderName / ("rank" + std::to_string(rank));
+  const fs::path folder = fs::path(named) / kSwapFolderName / ("rank" + std::to_string(rank));
   fs::create_directories(folder, error);
   ZL_CHECK(!error, "cannot make the swap folder {}: {}: pass a {} folder this run can write",
            folder.string(), error.message(), flag);
   const std::string what = fmt::format("{} {}", flag, folder.string());
   const std::string instead = fmt::format("pass another {}", flag);
   held_.push_back(
-      {named, folder,
+      {canonical, folder,
        std::make_unique<FileLock>(folder / ".lock", what, instead, LockFileFate::Remove)});
   remove_stale_swap_files(folder);
+  return folder.string();
 }
 
 RankSwapFolders::~RankSwapFolders() {
@@ -88,22 +91,6 @@ RankSwapFolders::~RankSwapFolders() {
     fs::remove(held.folder, error);                // fails, harmlessly, unless empty
     fs::remove(held.folder.parent_path(), error);  // likewise
   }
-}
-
-fs::path RankSwapFolders::folder_of(const std::string& named) const {
-  if (named.empty()) return {};
-  std::error_code error;
-  const fs::path canonical = fs::weakly_canonical(named, error);
-  for (const Held& held : held_) {
-    if (fs::weakly_canonical(held.named, error) == canonical) return held.folder;
-  }
-  fail("{} has no swap folder held: make the rank's folders from the same features", named);
-}
-
-TrainingFeatures RankSwapFolders::applied_to(TrainingFeatures features) const {
-  features.nvme_path = folder_of(features.nvme_path).string();
-  features.param_nvme_path = folder_of(features.param_nvme_path).string();
-  return features;
 }
 
 }  // namespace zl

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/file_lock.hpp"
@@ -34,22 +35,22 @@ class RankSwapFolders {
   RankSwapFolders(const RankSwapFolders&) = delete;
   RankSwapFolders& operator=(const RankSwapFolders&) = delete;
 
-  /// `features` with nvme_path and param_nvme_path pointing at this rank's folders.
-  TrainingFeatures applied_to(TrainingFeatures features) const;
+  /// The features made from, with nvme_path and param_nvme_path pointing at this rank's folders.
+  const TrainingFeatures& features() const { return features_; }
 
  private:
   struct Held {
-    std::filesystem::path named;   // the nvme_path as the run named it
-    std::filesystem::path folder;  // named/zerolab-swap/rank<k>
+    std::filesystem::path canonical;  // the nvme_path, weakly canonical
+    std::filesystem::path folder;     // nvme_path/zerolab-swap/rank<k>
     std::unique_ptr<FileLock> lock;
   };
-  // Makes and holds the folder for `named` unless one is held, `flag` naming the setting.
-  void hold(const std::filesystem::path& named, const char* flag, int rank);
+  // The rank's folder under `named` (empty: none), made and held unless it is already, `flag`
+  // naming the setting.
+  std::string hold(const std::string& named, const char* flag, int rank);
   // Removes the rank folders past `world` under each held folder's parent that no run holds.
   void remove_stale_ranks(int world) const;
-  // Where `named` goes; empty `named`: stays empty.
-  std::filesystem::path folder_of(const std::string& named) const;
   std::vector<Held> held_;
+  TrainingFeatures features_;
 };
 
 }  // namespace zl
