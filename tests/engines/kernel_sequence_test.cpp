@@ -60,23 +60,23 @@ std::map<std::string, int> work_of(const std::vector<std::string>& calls) {
   return work;
 }
 
+// What `a` holds more of than `b`, each "call xN".
+std::vector<std::string> excess(const std::map<std::string, int>& a,
+                                const std::map<std::string, int>& b) {
+  std::vector<std::string> out;
+  for (const auto& [call, count] : a) {
+    const auto in_b = b.find(call);
+    const int b_count = in_b == b.end() ? 0 : in_b->second;
+    if (count > b_count) out.push_back(fmt::format("{} x{}", call, count - b_count));
+  }
+  return out;
+}
+
 // Empty when `calls` are `ddp`'s work, else what one has more of than the other.
 std::string work_difference(const std::vector<std::string>& ddp,
                             const std::vector<std::string>& calls) {
-  const std::map<std::string, int> a = work_of(ddp);
-  const std::map<std::string, int> b = work_of(calls);
-  std::vector<std::string> more;
-  std::vector<std::string> fewer;
-  for (const auto& [call, count] : b) {
-    const auto in_ddp = a.find(call);
-    const int ddp_count = in_ddp == a.end() ? 0 : in_ddp->second;
-    if (count > ddp_count) more.push_back(fmt::format("{} x{}", call, count - ddp_count));
-  }
-  for (const auto& [call, count] : a) {
-    const auto in_calls = b.find(call);
-    const int own = in_calls == b.end() ? 0 : in_calls->second;
-    if (count > own) fewer.push_back(fmt::format("{} x{}", call, count - own));
-  }
+  const std::vector<std::string> more = excess(work_of(calls), work_of(ddp));
+  const std::vector<std::string> fewer = excess(work_of(ddp), work_of(calls));
   if (more.empty() && fewer.empty()) return {};
   return fmt::format("{} calls against DDP's {}; more: [{}]; fewer: [{}]", calls.size(), ddp.size(),
                      fmt::join(more, ", "), fmt::join(fewer, ", "));
