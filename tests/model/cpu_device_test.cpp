@@ -83,6 +83,21 @@ TEST(CpuDevice, ALargeFreedBlockIsReusedAtItsSizeAndStartsAsNewMemory) {
   EXPECT_EQ(device.ledger().current_bytes(MemCategory::HostMaster), 0);
 }
 
+// Blocks start on a cache line; blocks of 1 MiB and more on a page, so that a swap file's
+// O_DIRECT blocks move straight in and out of them (core/io_queue.hpp).
+TEST(CpuDevice, LargeBlocksStartOnAPage) {
+  CpuDevice device;
+  const auto address = [](const Buffer& b) { return reinterpret_cast<std::uintptr_t>(b.data()); };
+  for (const std::int64_t elems : {std::int64_t{1}, std::int64_t{1000}, std::int64_t{262143}}) {
+    const Buffer small = device.alloc(MemCategory::Activations, DType::F32, {elems});
+    EXPECT_EQ(address(small) % 64, 0u) << elems;
+  }
+  for (const std::int64_t elems : {std::int64_t{262144}, std::int64_t{1000003}}) {
+    const Buffer large = device.alloc_unset(MemCategory::HostMaster, DType::F32, {elems});
+    EXPECT_EQ(address(large) % 4096, 0u) << elems;
+  }
+}
+
 TEST(CpuDevice, LinearForwardMatchesADoubleLoop) {
   CpuDevice device;
   const std::int64_t rows = 5, in = 7, out = 3;

@@ -1,7 +1,8 @@
-// cpu_device.hpp — the CPU Device: 64-byte aligned host memory, GEMMs through Eigen at the CPU's
-// vector width and every other kernel as plain loops in a fixed order, so equal inputs give equal
-// bits at any address; the big kernels shared out over the device's own threads in pieces cut by
-// shape alone, so equal inputs give equal bits with any thread count too.
+// cpu_device.hpp — the CPU Device: 64-byte aligned host memory (page-aligned from 1 MiB), GEMMs
+// through Eigen at the CPU's vector width and every other kernel as plain loops in a fixed order,
+// so equal inputs give equal bits at any address; the big kernels shared out over the device's
+// own threads in pieces cut by shape alone, so equal inputs give equal bits with any thread count
+// too.
 #pragma once
 
 #include <cstddef>
@@ -40,11 +41,12 @@ class CpuDevice : public Device {
   /// At most this many bytes are kept; a block freed beyond it goes back to the system.
   static constexpr std::size_t kCacheMaxBytes = std::size_t{1} << 30;
 
-  /// Returns `bytes` zeroed bytes aligned to 64 (a cache line, and enough for any SIMD load).
+  /// Returns `bytes` zeroed bytes aligned to 64 (a cache line, and enough for any SIMD load), or
+  /// to 4096 when `bytes` is 1 MiB or more (a page, so that O_DIRECT moves them in place).
   void* allocate(std::size_t bytes) override;
-  /// Returns `bytes` bytes aligned to 64, every byte kUnsetByte: each fp32, bf16 and fp16 element
-  /// a NaN (an int64 one -1), so a kernel that reads one before writing it spreads NaN into the
-  /// results every test compares.
+  /// Returns `bytes` bytes aligned as allocate() aligns them, every byte kUnsetByte: each fp32,
+  /// bf16 and fp16 element a NaN (an int64 one -1), so a kernel that reads one before writing it
+  /// spreads NaN into the results every test compares.
   void* allocate_unset(std::size_t bytes) override;
   /// The byte allocate_unset fills with.
   static constexpr unsigned char kUnsetByte = 0xFF;
