@@ -3,7 +3,7 @@
 // chooses its kernel): one vector of elements at a time, every rank's values added into a
 // register in rank order, so the W inputs stream through the cache in lock step and no
 // accumulator goes back to memory. Each lane does the scalar loop's IEEE adds and division, so
-// the bits are the same.
+// the bits are the same. A world of nodes reduces in two levels (reduce.hpp), by the tiled loop.
 #include "comm/reduce.hpp"
 
 #include <algorithm>
@@ -36,14 +36,61 @@ Acc max_or_nan(Acc acc, Acc value) {
   return value > acc ? value : acc;
 }
 
+// How each dtype is stored (T) and accumulated (Acc): load widens, store rounds to nearest even.
+struct F32Codec {
+  using T = float;
+  using Acc = float;
+  static Acc load(T x) { return x; }
+  static T store(Acc x) { return x; }
+};
+struct F64Codec {
+  using T = double;
+  using Acc = double;
+  static Acc load(T x) { return x; }
+  static T store(Acc x) { return x; }
+};
+struct Bf16Codec {
+  using T = std::uint16_t;
+  using Acc = float;
+  static Acc load(T x) { return bf16_to_f32(x); }
+  static T store(Acc x) { return f32_to_bf16(x); }
+};
+struct F16Codec {
+  using T = std::uint16_t;
+  using Acc = float;
+  static Acc load(T x) { return f16_to_f32(x); }
+  static T store(Acc x) { return f32_to_f16(x); }
+};
+
+// Calls `fn(Codec{})` with `dtype`'s codec; throws zl::Error for a dtype no reduction takes.
+template <class Fn>
+void with_codec(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::F32:
+      return fn(F32Codec{});
+    case DType::F64:
+      return fn(F64Codec{});
+    case DType::BF16:
+      return fn(Bf16Codec{});
+    case DType::F16:
+      return fn(F16Codec{});
+    case DType::I64:
+      break;
+  }
+  fail("reductions over {} are not supported: reduce fp32, bf16, fp16 or fp64", dtype_name(dtype));
+}
+
 // Elements reduced at a time: the tile's accumulators stay in L1 while every rank's slice is
 // added, so the per-element loops vectorize; each element still sees rank 0, 1, ..., W-1.
 constexpr std::size_t kTileElems = 1024;
 
-// Stored element type T, accumulated as Acc; load/store convert between them.
-template <class T, class Acc, class Load, class Store>
-void reduce_typed(std::span<const void* const> inputs, void* out, std::size_t count, ReduceOp op,
-                  Load load, Store store) {
+// The flat rank-order reduction of Codec's dtype.
+template <class Codec>
+void reduce_typed(std::span<const void* const> inputs, void* out, std::size_t count, ReduceOp op) {
+  using T = typename Codec::T;
+  using Acc = typename Codec::Acc;
+  constexpr auto load = Codec::load;
+  constexpr auto store = Codec::store;
   const auto world = static_cast<Acc>(inputs.size());
   auto* dst = static_cast<T*>(out);
   Acc acc[kTileElems];
@@ -66,6 +113,44 @@ void reduce_typed(std::span<const void* const> inputs, void* out, std::size_t co
         for (std::size_t j = 0; j < elems; ++j) acc[j] = max_or_nan(acc[j], load(src[j]));
       } else {
         for (std::size_t j = 0; j < elems; ++j) acc[j] = acc[j] + load(src[j]);
+      }
+    }
+    if (op == ReduceOp::Avg) {
+      for (std::size_t j = 0; j < elems; ++j) acc[j] = acc[j] / world;
+    }
+    for (std::size_t j = 0; j < elems; ++j) dst[lo + j] = store(acc[j]);
+  }
+}
+
+// reduce_typed in two levels: each node's `per_node` inputs in rank order, its sum rounded to T
+// (store then load: the node's partial as it travels between nodes), then the node sums in node
+// order and Avg's division by the whole world last.
+template <class Codec>
+void reduce_by_node(std::span<const void* const> inputs, void* out, std::size_t count, ReduceOp op,
+                    std::size_t per_node) {
+  using T = typename Codec::T;
+  using Acc = typename Codec::Acc;
+  constexpr auto load = Codec::load;
+  constexpr auto store = Codec::store;
+  const auto world = static_cast<Acc>(inputs.size());
+  const auto combine = [op](Acc acc, Acc value) {
+    return op == ReduceOp::Max ? max_or_nan(acc, value) : acc + value;
+  };
+  auto* dst = static_cast<T*>(out);
+  Acc node_acc[kTileElems];
+  Acc acc[kTileElems];
+  for (std::size_t lo = 0; lo < count; lo += kTileElems) {
+    const std::size_t elems = std::min(kTileElems, count - lo);
+    for (std::size_t first = 0; first < inputs.size(); first += per_node) {
+      const T* head = static_cast<const T*>(inputs[first]) + lo;
+      for (std::size_t j = 0; j < elems; ++j) node_acc[j] = load(head[j]);
+      for (std::size_t r = first + 1; r < first + per_node; ++r) {
+        const T* src = static_cast<const T*>(inputs[r]) + lo;
+        for (std::size_t j = 0; j < elems; ++j) node_acc[j] = combine(node_acc[j], load(src[j]));
+      }
+      for (std::size_t j = 0; j < elems; ++j) {
+        const Acc node_sum = load(store(node_acc[j]));
+        acc[j] = first == 0 ? node_sum : combine(acc[j], node_sum);
       }
     }
     if (op == ReduceOp::Avg) {
@@ -146,30 +231,25 @@ SumF32 pick_sum_f32() { return nullptr; }
 
 }  // namespace
 
-void reduce_rank_order(std::span<const void* const> inputs, void* out, std::size_t count, DType dtype,
-                       ReduceOp op) {
+void reduce_rank_order(std::span<const void* const> inputs, void* out, std::size_t count,
+                       DType dtype, ReduceOp op, int gpus_per_node) {
   ZL_CHECK(!inputs.empty(), "reduce over zero ranks");
-  switch (dtype) {
-    case DType::F32: {
-      static const SumF32 sum_f32 = pick_sum_f32();
-      if (sum_f32 != nullptr && op != ReduceOp::Max) {
-        return sum_f32(inputs, static_cast<float*>(out), count, op == ReduceOp::Avg);
-      }
-      return reduce_typed<float, float>(inputs, out, count, op, [](float x) { return x; },
-                                        [](float x) { return x; });
-    }
-    case DType::F64:
-      return reduce_typed<double, double>(inputs, out, count, op, [](double x) { return x; },
-                                          [](double x) { return x; });
-    case DType::BF16:
-      return reduce_typed<std::uint16_t, float>(
-          inputs, out, count, op, [](std::uint16_t x) { return bf16_to_f32(x); },
-          [](float x) { return f32_to_bf16(x); });
-    case DType::F16:
-      return reduce_typed<std::uint16_t, float>(inputs, out, count, op, f16_to_f32, f32_to_f16);
-    case DType::I64: break;
+  ZL_CHECK(
+      gpus_per_node >= 0 && (gpus_per_node == kOneNode ||
+                             inputs.size() % static_cast<std::size_t>(gpus_per_node) == 0),
+      "{} GPUs a node do not divide a world of {}: pass a --gpus-per-node that divides --world",
+      gpus_per_node, inputs.size());
+  const auto per_node = static_cast<std::size_t>(gpus_per_node);
+  if (per_node > 1 && per_node < inputs.size()) {
+    return with_codec(dtype, [&](auto codec) {
+      reduce_by_node<decltype(codec)>(inputs, out, count, op, per_node);
+    });
   }
-  fail("reductions over {} are not supported: reduce fp32, bf16, fp16 or fp64", dtype_name(dtype));
+  static const SumF32 sum_f32 = pick_sum_f32();
+  if (dtype == DType::F32 && sum_f32 != nullptr && op != ReduceOp::Max) {
+    return sum_f32(inputs, static_cast<float*>(out), count, op == ReduceOp::Avg);
+  }
+  with_codec(dtype, [&](auto codec) { reduce_typed<decltype(codec)>(inputs, out, count, op); });
 }
 
 }  // namespace zl

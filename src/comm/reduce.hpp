@@ -5,6 +5,11 @@
 // fp32 accumulates in float, fp64 in double; bf16 and fp16 accumulate in float and round to the
 // 16-bit type once, at the end (nearest even). Max returns NaN if any input is NaN.
 // Because the order is fixed per element, all_reduce == reduce_scatter + all_gather bitwise.
+//
+// A world of nodes (gpus_per_node G, 1 < G < W: ranks nG .. nG+G-1 on node n) sums in two levels,
+// as a hierarchical collective does: each node's G inputs in rank order, the node's sum rounded
+// to the dtype (the value that crosses between nodes), then the W/G node sums in node order, and
+// Avg's one division by W last. With G = 1 or G = W this is the flat order above, bit for bit.
 #pragma once
 
 #include <cstddef>
@@ -15,9 +20,14 @@
 
 namespace zl {
 
-/// Writes into `out` the rank-order reduction of `inputs.size()` arrays of `count` elements.
-/// `out` must not overlap any input.
-void reduce_rank_order(std::span<const void* const> inputs, void* out, std::size_t count, DType dtype,
-                       ReduceOp op);
+/// All of the world's ranks on one node: the flat rank order.
+inline constexpr int kOneNode = 0;
+
+/// Writes into `out` the rank-order reduction of `inputs.size()` arrays of `count` elements, in
+/// two levels when `gpus_per_node` splits the inputs into nodes (kOneNode, or G = 1 or G = W:
+/// flat). `out` must not overlap any input. Throws zl::Error when `gpus_per_node` does not divide
+/// them.
+void reduce_rank_order(std::span<const void* const> inputs, void* out, std::size_t count,
+                       DType dtype, ReduceOp op, int gpus_per_node = kOneNode);
 
 }  // namespace zl

@@ -202,5 +202,45 @@ RC_GTEST_PROP(SimCollectives, prop_reduce_rank_order_is_the_answer_key_across_ti
   RC_ASSERT(first_difference(dtype, got, rank_order_sum(dtype, inputs, average)) == "");
 }
 
+// A world of nodes sums each node's ranks, rounds the node's sum to the dtype, and adds the node
+// sums in node order: the answer key's two levels for every G that divides W, across the tiles.
+RC_GTEST_PROP(SimCollectives, prop_reduce_by_node_is_the_two_level_answer_key, ()) {
+  const int world = *gen_world();
+  const int gpus_per_node = *gen_gpus_per_node(world);
+  const DType dtype = *gen_float_dtype();
+  const bool average = *rc::gen::arbitrary<bool>();
+  const auto elems = *rc::gen::oneOf(rc::gen::inRange<std::size_t>(0, 8),
+                                     rc::gen::inRange<std::size_t>(1020, 1030));
+  const auto inputs = encode(dtype, *gen_rank_values(dtype, world, elems));
+  RC_LOG() << "gpus per node " << gpus_per_node << "\n";
+
+  std::vector<const void*> pointers;
+  for (const auto& input : inputs) pointers.push_back(input.data());
+  Bytes got(inputs.front().size());
+  reduce_rank_order(pointers, got.data(), elems, dtype, average ? ReduceOp::Avg : ReduceOp::Sum,
+                    gpus_per_node);
+  RC_ASSERT(first_difference(dtype, got,
+                             rank_order_sum(dtype, inputs, average,
+                                            static_cast<std::size_t>(gpus_per_node))) == "");
+  if (gpus_per_node == 1 || gpus_per_node == world) {  // one level: the flat order's bits
+    RC_ASSERT(first_difference(dtype, got, rank_order_sum(dtype, inputs, average)) == "");
+  }
+}
+
+// Two nodes of two sum 1e8 + 1 and -1e8 + 1 first (each rounds its 1 away in fp32), so the
+// order is seen: the flat order gives 1, the two levels 0. A G that does not divide W is refused.
+TEST(SimCollectives, ReduceByNodeAddsInAnotherOrderThanTheFlatOne) {
+  const std::vector<float> values = {1e8f, 1.0f, -1e8f, 1.0f};
+  std::vector<const void*> pointers;
+  for (const float& value : values) pointers.push_back(&value);
+  float flat = -1.0f;
+  float by_node = -1.0f;
+  reduce_rank_order(pointers, &flat, 1, DType::F32, ReduceOp::Sum);
+  reduce_rank_order(pointers, &by_node, 1, DType::F32, ReduceOp::Sum, 2);
+  EXPECT_EQ(flat, 1.0f);
+  EXPECT_EQ(by_node, 0.0f);
+  EXPECT_THROW(reduce_rank_order(pointers, &flat, 1, DType::F32, ReduceOp::Sum, 3), Error);
+}
+
 }  // namespace
 }  // namespace zl::simtest

@@ -53,6 +53,15 @@ inline rc::Gen<int> gen_world() {
   return rc::gen::inRange(1, 9);
 }
 
+/// A number of GPUs a node that divides `world`: 1, `world`, or one between.
+inline rc::Gen<int> gen_gpus_per_node(int world) {
+  std::vector<int> divisors;
+  for (int g = 1; g <= world; ++g) {
+    if (world % g == 0) divisors.push_back(g);
+  }
+  return rc::gen::elementOf(divisors);
+}
+
 /// The dtypes every collective supports.
 inline rc::Gen<DType> gen_float_dtype() {
   return rc::gen::element(DType::F32, DType::BF16, DType::F16, DType::F64);
@@ -160,24 +169,39 @@ inline rc::Gen<Bytes> gen_raw_bytes(std::size_t size_bytes) {
 
 /// The answer key for Sum and Avg, one element at a time, ranks left to right:
 ///   acc = x[0]; acc = acc + x[1]; ...; acc = acc + x[W-1]; Avg: acc = acc / W; round once.
-/// fp64 accumulates in double, the others in float.
-inline Bytes rank_order_sum(DType dtype, const std::vector<Bytes>& inputs, bool average) {
+/// fp64 accumulates in double, the others in float. With `gpus_per_node` G (0: one node), each
+/// node's G ranks are added so, the node's sum rounded to the dtype when there are several
+/// nodes, the node sums added so.
+inline Bytes rank_order_sum(DType dtype, const std::vector<Bytes>& inputs, bool average,
+                            std::size_t gpus_per_node = 0) {
   const std::size_t elems = inputs.front().size() / elem_bytes(dtype);
   const auto world = inputs.size();
+  const std::size_t per_node = gpus_per_node == 0 ? world : gpus_per_node;
   Bytes out(inputs.front().size());
+  Bytes node_sum(elem_bytes(dtype));  // a node's sum, rounded to the dtype as it crosses nodes
   for (std::size_t i = 0; i < elems; ++i) {
-    if (dtype == DType::F64) {
-      double acc = value_at(dtype, inputs[0], i);
-      for (std::size_t r = 1; r < world; ++r) acc = acc + value_at(dtype, inputs[r], i);
-      if (average) acc = acc / static_cast<double>(world);
-      put(dtype, out, i, acc);
-    } else {
-      auto acc = static_cast<float>(value_at(dtype, inputs[0], i));
-      for (std::size_t r = 1; r < world; ++r)
-        acc = acc + static_cast<float>(value_at(dtype, inputs[r], i));
-      if (average) acc = acc / static_cast<float>(world);
-      put(dtype, out, i, acc);
+    double total = 0.0;
+    for (std::size_t first = 0; first < world; first += per_node) {
+      double acc = value_at(dtype, inputs[first], i);
+      for (std::size_t r = first + 1; r < first + per_node; ++r) {
+        acc = dtype == DType::F64
+                  ? acc + value_at(dtype, inputs[r], i)
+                  : static_cast<float>(static_cast<float>(acc) +
+                                       static_cast<float>(value_at(dtype, inputs[r], i)));
+      }
+      put(dtype, node_sum, 0, acc);
+      const double node = per_node < world ? value_at(dtype, node_sum, 0) : acc;
+      total = first == 0 ? node
+              : dtype == DType::F64
+                  ? total + node
+                  : static_cast<float>(static_cast<float>(total) + static_cast<float>(node));
     }
+    if (average) {
+      total = dtype == DType::F64
+                  ? total / static_cast<double>(world)
+                  : static_cast<float>(static_cast<float>(total) / static_cast<float>(world));
+    }
+    put(dtype, out, i, total);
   }
   return out;
 }
