@@ -7,6 +7,7 @@
 #include <string>
 
 #include "comm/comm.hpp"
+#include "comm/reduce.hpp"
 #include "comm/traffic_ledger.hpp"
 #include "core/dtype.hpp"
 
@@ -32,6 +33,9 @@ struct CallDesc {
   const void* send = nullptr;
   /// Output buffer.
   void* recv = nullptr;
+  /// GPUs a node of the world the call runs in (comm/reduce.hpp's kOneNode: one node): a
+  /// reduction sums each node's ranks, then the nodes. Set by the rendezvous, not compared.
+  int gpus_per_node = kOneNode;
 };
 
 /// True for the kinds that reduce (all_reduce, reduce_scatter).

@@ -132,7 +132,8 @@ void reduce_tiles(const std::vector<const std::byte*>& inputs,
   for (std::size_t lo = begin; lo < end; lo += tile_elems) {
     const std::size_t elems = std::min(tile_elems, end - lo);
     for (std::size_t r = 0; r < inputs.size(); ++r) tile_inputs[r] = inputs[r] + lo * elem_bytes;
-    reduce_rank_order(tile_inputs, writer.scratch.get(), elems, call.dtype, call.op);
+    reduce_rank_order(tile_inputs, writer.scratch.get(), elems, call.dtype, call.op,
+                      call.gpus_per_node);
     for (std::byte* out : outputs) {
       write_out(out + lo * elem_bytes, writer.scratch.get(), elems * elem_bytes, writer.stream);
     }
@@ -251,7 +252,7 @@ void all_reduce(std::span<const CallDesc> calls, std::size_t block_bytes) {
   std::vector<const void*> inputs;
   for (const auto& c : calls) inputs.push_back(c.send);
   Bytes result(block_bytes);
-  reduce_rank_order(inputs, result.data(), call.count, call.dtype, call.op);
+  reduce_rank_order(inputs, result.data(), call.count, call.dtype, call.op, call.gpus_per_node);
   write_to_all(calls, result);
 }
 
@@ -262,7 +263,8 @@ void reduce_scatter(std::span<const CallDesc> calls, std::size_t block_bytes) {
   std::vector<const void*> inputs(calls.size());
   for (std::size_t b = 0; b < calls.size(); ++b) {
     for (std::size_t r = 0; r < calls.size(); ++r) inputs[r] = block(calls[r].send, b, block_bytes);
-    reduce_rank_order(inputs, result.data() + b * block_bytes, call.count, call.dtype, call.op);
+    reduce_rank_order(inputs, result.data() + b * block_bytes, call.count, call.dtype, call.op,
+                      call.gpus_per_node);
   }
   for (std::size_t r = 0; r < calls.size(); ++r) {
     copy_bytes(calls[r].recv, block(result.data(), r, block_bytes), block_bytes);

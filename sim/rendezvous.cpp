@@ -35,9 +35,10 @@ void spin_until_done(const std::atomic<bool>& done) {
 }  // namespace
 
 // The timeout is capped at a year so that now() + timeout cannot overflow the clock.
-Rendezvous::Rendezvous(int world, std::chrono::milliseconds timeout)
+Rendezvous::Rendezvous(int world, std::chrono::milliseconds timeout, int gpus_per_node)
     : world_(world),
       timeout_(std::min(timeout, std::chrono::milliseconds(std::chrono::hours(24 * 365)))),
+      gpus_per_node_(gpus_per_node),
       ranks_(static_cast<std::size_t>(world)) {}
 
 std::int64_t Rendezvous::post(int rank, CallDesc call) {
@@ -46,6 +47,7 @@ std::int64_t Rendezvous::post(int rank, CallDesc call) {
   ZL_CHECK(self.fate != Fate::Failed, "rank {} called {} after it failed: {}", rank, describe(call),
            self.message);
   call.call_number = ++self.calls_posted;
+  call.gpus_per_node = gpus_per_node_;
   Slot& meeting = slot(call.call_number);
   meeting.calls[static_cast<std::size_t>(rank)] = call;
   // A failed rank may have posted this call and then left with its buffers: never compute then.

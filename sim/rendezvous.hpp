@@ -24,8 +24,9 @@ namespace zl {
 class Rendezvous {
  public:
   /// `timeout` bounds every wait(), counted from the wait's start or, if later, from when the last
-  /// rank called mark_started().
-  Rendezvous(int world, std::chrono::milliseconds timeout);
+  /// rank called mark_started(). Every call posted is stamped with `gpus_per_node`, the world's
+  /// layout its reductions follow (CallDesc::gpus_per_node).
+  Rendezvous(int world, std::chrono::milliseconds timeout, int gpus_per_node = kOneNode);
 
   /// Records that `rank`'s thread is running. Until every rank's is (or one failed), waits have no
   /// deadline: a thread still being created is late, not absent, however short the timeout.
@@ -104,6 +105,7 @@ class Rendezvous {
 
   const int world_;
   const std::chrono::milliseconds timeout_;
+  const int gpus_per_node_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<RankState> ranks_;

@@ -56,11 +56,16 @@ SimWorld::SimWorld(int world, SimOptions options)
   ZL_CHECK(options_.timeline.compute_scale > 0.0,
            "compute scale {} is invalid: simulated compute needs a factor > 0",
            options_.timeline.compute_scale);
+  ZL_CHECK(options_.gpus_per_node == kOneNode ||
+               (options_.gpus_per_node >= 1 && world % options_.gpus_per_node == 0),
+           "--gpus-per-node {} does not divide --world {}: pass a number of GPUs a node that "
+           "divides the world",
+           options_.gpus_per_node, world);
   validate_faults(options_.faults, world);
 }
 
 void SimWorld::run(const std::function<void(Comm&)>& body) {
-  Rendezvous rendezvous(world_, options_.timeout);
+  Rendezvous rendezvous(world_, options_.timeout, options_.gpus_per_node);
   TimelineBoard board(world_);
   std::vector<std::unique_ptr<SimComm>> comms;
   for (int r = 0; r < world_; ++r) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "comm/reduce.hpp"
 #include "comm/traffic_ledger.hpp"
 #include "fault_injection.hpp"
 #include "timeline.hpp"
@@ -26,13 +27,16 @@ struct SimOptions {
   std::vector<FaultSpec> faults{};
   /// The ranks' timelines: link, compute scale, and what to record besides the step times.
   TimelineOptions timeline{};
+  /// GPUs a node: ranks nG .. nG+G-1 share node n, and reductions sum each node's ranks first
+  /// (comm/reduce.hpp). kOneNode (the default), 1 and W are the flat rank order.
+  int gpus_per_node = kOneNode;
 };
 
 /// A world of `size()` simulated ranks.
 class SimWorld {
  public:
-  /// Throws zl::Error if world < 1, the timeout is not positive or a fault does not fit the world
-  /// (validate_faults()).
+  /// Throws zl::Error if world < 1, the timeout is not positive, gpus_per_node does not divide the
+  /// world or a fault does not fit the world (validate_faults()).
   explicit SimWorld(int world, SimOptions options = {});
   /// Number of simulated ranks (threads) every run() starts, >= 1.
   int size() const { return world_; }

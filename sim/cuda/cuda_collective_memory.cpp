@@ -128,6 +128,12 @@ void CudaCollectiveMemory::run(std::span<const CallDesc> calls) {
   const std::size_t world = calls.size();
   const std::size_t block_bytes = call.count * dtype_bytes(call.dtype);
   std::vector<const void*> inputs(world);
+  ZL_CHECK(
+      !is_reduction(call.kind) || call.gpus_per_node <= 1 ||
+          static_cast<std::size_t>(call.gpus_per_node) >= world,
+      "the simulator's GPU collectives sum in one level only, but {} GPUs a node split a world "
+      "of {}: simulate nodes with --accelerator cpu",
+      call.gpus_per_node, world);
   switch (call.kind) {
     case CollectiveKind::AllReduce: {
       for (std::size_t r = 0; r < world; ++r) inputs[r] = calls[r].send;

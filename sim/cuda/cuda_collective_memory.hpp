@@ -39,7 +39,8 @@ class CudaCollectiveMemory final : public CollectiveMemory {
   /// send), copies it to every recv (reduce_scatter: scratch block r to rank r), and waits for
   /// it. Staging first makes in-place and overlapping buffers correct. Restores the calling
   /// thread's current device. Throws zl::Error when a buffer is on another GPU or a CUDA call
-  /// fails, and for what reduce_rank_order_cuda rejects (int64, more than kReduceMaxRanks).
+  /// fails, for what reduce_rank_order_cuda rejects (int64, more than kReduceMaxRanks), and for a
+  /// reduction in a world of several nodes (CallDesc::gpus_per_node: it sums in one level only).
   void execute(std::span<const CallDesc> calls) override;
 
  private:

@@ -385,6 +385,10 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
                  "Number of ranks W (--backend mpi: mpirun's -np unless given, and it must match)")
       ->capture_default_str()
       ->each([&args](const std::string&) { args.world_given = true; });
+  add_at_least(cmd, "--gpus-per-node", config.gpus_per_node, 1,
+               "use 1 or more, a divisor of --world",
+               "GPUs a node (torchrun's --nproc-per-node): reductions sum each node's ranks, then "
+               "the nodes (default: every rank on one node)");
   add_threads_flag(cmd, config.threads);
   cmd.add_option("--steps", config.steps, "Optimizer steps (--model gpt: 100 unless given)")
       ->capture_default_str()

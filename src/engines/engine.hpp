@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "comm/reduce.hpp"
 #include "core/error.hpp"
 #include "core/io_queue.hpp"
 #include "model/model.hpp"
@@ -197,10 +198,12 @@ class Engine {
   virtual void load_shard_state(const ShardState& state) = 0;
 };
 
-/// One process playing all `world` ranks: W micro-batch gradients, their rank-order average,
-/// one AdamW over the whole model. The answer key for every other engine.
+/// One process playing all `world` ranks: W micro-batch gradients, their rank-order average
+/// (in two levels when `gpus_per_node` splits the world into nodes, as the collectives sum:
+/// comm/reduce.hpp), one AdamW over the whole model. The answer key for every other engine.
 std::unique_ptr<Engine> make_reference_engine(Model& model, Device& device, int world,
-                                              const EngineOptions& options);
+                                              const EngineOptions& options,
+                                              int gpus_per_node = kOneNode);
 
 /// DDP: full replica on every rank; gradients all-reduced (avg) unit by unit; full AdamW.
 std::unique_ptr<Engine> make_ddp_engine(Model& model, Device& device, Comm& comm,

@@ -2,8 +2,9 @@
 // accumulated micro-batches:
 //   1. forward + backward each rank's micro-batch into that rank's own gradient buffers (in the
 //      training dtype, as each rank would hand them to the collectives)
-//   2. average the W gradients with the collectives' reduction (rank order, then / W), and add
-//      the average into the step's gradient (the first micro-batch's average is copied)
+//   2. average the W gradients with the collectives' reduction (rank order, by node when the world
+//      has nodes, then / W), and add the average into the step's gradient (the first
+//      micro-batch's average is copied)
 // then
 //   3. one optimizer step over the whole model: unscale, canonical norm, skip or clip, AdamW on
 //      the fp32 master (optimizer_step.hpp)
@@ -21,10 +22,12 @@ namespace {
 
 class ReferenceEngine final : public Engine {
  public:
-  ReferenceEngine(Model& model, Device& device, int world, const EngineOptions& options)
+  ReferenceEngine(Model& model, Device& device, int world, const EngineOptions& options,
+                  int gpus_per_node)
       : model_(model),
         device_(device),
         world_(world),
+        gpus_per_node_(gpus_per_node),
         options_(options),
         features_(options.features),
         layout_(layout_units(model.units(), 1)),
@@ -105,7 +108,7 @@ class ReferenceEngine final : public Engine {
       Buffer average = device_.alloc(MemCategory::CommBuffer, features_.precision,
                                      {layout_[u].padded_elems});
       reduce_rank_order(inputs, average.data(), static_cast<std::size_t>(layout_[u].padded_elems),
-                        features_.precision, ReduceOp::Avg);
+                        features_.precision, ReduceOp::Avg, gpus_per_node_);
       if (first) {
         copy_into(device_, view_of(average), view_of(grads_[u]));
       } else {
@@ -115,17 +118,18 @@ class ReferenceEngine final : public Engine {
   }
 
   // The loss a distributed run reports: all_reduce(avg) of the W micro-batch losses.
-  static float mean_over_ranks(const std::vector<float>& losses) {
+  float mean_over_ranks(const std::vector<float>& losses) const {
     std::vector<const void*> inputs;
     for (const float& loss : losses) inputs.push_back(&loss);
     float mean = 0.0f;
-    reduce_rank_order(inputs, &mean, 1, DType::F32, ReduceOp::Avg);
+    reduce_rank_order(inputs, &mean, 1, DType::F32, ReduceOp::Avg, gpus_per_node_);
     return mean;
   }
 
   Model& model_;
   Device& device_;
   int world_;
+  int gpus_per_node_;  // the collectives' node layout (comm/reduce.hpp)
   EngineOptions options_;
   TrainingFeatures features_;
   std::vector<UnitLayout> layout_;  // laid out for one rank: the reference never shards
@@ -138,8 +142,8 @@ class ReferenceEngine final : public Engine {
 }  // namespace
 
 std::unique_ptr<Engine> make_reference_engine(Model& model, Device& device, int world,
-                                              const EngineOptions& options) {
-  return std::make_unique<ReferenceEngine>(model, device, world, options);
+                                              const EngineOptions& options, int gpus_per_node) {
+  return std::make_unique<ReferenceEngine>(model, device, world, options, gpus_per_node);
 }
 
 }  // namespace zl

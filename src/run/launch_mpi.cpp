@@ -18,7 +18,8 @@ namespace zl {
 #ifdef ZL_HAVE_MPI
 void launch_on_mpi(RunPlan& plan, const RankCallbacks& callbacks, TrainResult& result) {
   const TrainConfig& config = plan.config;
-  MpiComm comm(config.mpi_reduce, plan.timeline.options, config.collective_timeout);
+  MpiComm comm(config.mpi_reduce, plan.timeline.options, config.collective_timeout,
+               config.gpus_per_node);
   ZL_CHECK(comm.size() == config.world,
            "--world {} does not match the {} processes mpirun started: drop --world or run "
            "mpirun -np {}",

@@ -12,7 +12,8 @@ void launch_on_sim(const RunPlan& plan, const RankCallbacks& callbacks, TrainRes
   const TrainConfig& config = plan.config;
   SimWorld world(config.world, SimOptions{.timeout = config.collective_timeout,
                                           .faults = config.faults,
-                                          .timeline = plan.timeline.options});
+                                          .timeline = plan.timeline.options,
+                                          .gpus_per_node = config.gpus_per_node});
   result.ranks.resize(static_cast<std::size_t>(config.world));
   std::vector<RankFile> saved(static_cast<std::size_t>(config.world));  // one slot per rank
   const ShareFile share_file = [&saved](Comm& own, RankFile file) {

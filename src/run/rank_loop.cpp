@@ -177,7 +177,8 @@ void run_reference(const RunPlan& plan, const RankCallbacks& callbacks, TrainRes
   RankTimeline clocks(1, plan.timeline.options);  // one process: compute only
   clocks.start();
   auto engine = make_reference_engine(model, device, plan.config.world,
-                                      options_of_rank(plan, 0, clocks, callbacks.observer));
+                                      options_of_rank(plan, 0, clocks, callbacks.observer),
+                                      plan.config.gpus_per_node);
   run_steps(plan, *engine, device, true, clocks, callbacks, [](std::int64_t) {});
   result.ranks.push_back({0, device.ledger(), TrafficLedger{}});
   result.timelines.push_back({.rank = 0,

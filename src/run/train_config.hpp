@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/mpi/mpi_reduce.hpp"
+#include "comm/reduce.hpp"
 #include "engines/engine.hpp"
 #include "fault_injection.hpp"
 #include "links.hpp"
@@ -77,6 +78,10 @@ struct TrainConfig {
   /// head size allows, else exact), Exact or Fast; the CPU runs exact only.
   AttentionKind attention = AttentionKind::Default;
   int world = 1;           ///< ranks W (the reference plays all W in one process)
+  /// GPUs a node (--gpus-per-node): ranks nG .. nG+G-1 share node n, and every reduction sums
+  /// each node's ranks first, then the nodes (comm/reduce.hpp), on the sim, mpi and the
+  /// reference alike. kOneNode (the default), 1 and W are the flat rank order.
+  int gpus_per_node = kOneNode;
   /// CPU threads each rank's kernels run on (--threads, ZL_THREADS); 0: the machine's cores
   /// divided among the W ranks (run_threads()). Never changes a bit of the results.
   int threads = 0;
@@ -123,6 +128,10 @@ struct TrainConfig {
 
 /// Throws zl::Error with a one-line message naming the bad setting and what to use instead.
 void validate(const TrainConfig& config);
+
+/// True when the world has more than one node of more than one GPU (1 < gpus_per_node < world),
+/// so that its reductions sum in two levels.
+bool splits_into_nodes(const TrainConfig& config);
 
 /// The threads each rank's CpuDevice runs on: config.threads, or with 0 the machine's cores
 /// divided among the W ranks (as if they shared this machine, so MPI ranks on one node never

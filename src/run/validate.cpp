@@ -14,6 +14,10 @@ std::string_view model_name(ModelKind kind) {
   return kind == ModelKind::Gpt ? "gpt" : "mlp";
 }
 
+bool splits_into_nodes(const TrainConfig& config) {
+  return config.gpus_per_node > 1 && config.gpus_per_node < config.world;
+}
+
 int run_threads(const TrainConfig& config) {
   if (config.threads > 0) return config.threads;
   return cpu::cpu_threads_per_rank(config.world);
@@ -58,6 +62,16 @@ void validate(const TrainConfig& config) {
            "--world {} is invalid for --backend sim, which runs one thread per rank: use at most "
            "{} (or --backend mpi)",
            config.world, kMaxSimWorld);
+  ZL_CHECK(config.gpus_per_node == kOneNode ||
+               (config.gpus_per_node >= 1 && config.world % config.gpus_per_node == 0),
+           "--gpus-per-node {} does not divide --world {}: give each node the same number of "
+           "GPUs, a divisor of the world",
+           config.gpus_per_node, config.world);
+  ZL_CHECK(!splits_into_nodes(config) || config.backend != Backend::Sim ||
+               config.accelerator != Accelerator::Cuda,
+           "--gpus-per-node {} with --backend sim needs --accelerator cpu: the simulator's GPU "
+           "collectives sum in one level only",
+           config.gpus_per_node);
   ZL_CHECK(config.features.grad_accum_steps <= kMaxGradAccumSteps,
            "gradient accumulation of {} micro-batches is invalid: use at most {} per step",
            config.features.grad_accum_steps, kMaxGradAccumSteps);

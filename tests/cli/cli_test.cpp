@@ -224,6 +224,8 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --frobnicate 3", "--frobnicate"},
       {"train --world 0", "--world 0 is invalid"},
       {"train --world -2", "--world -2 is invalid"},
+      {"train --gpus-per-node 0", "--gpus-per-node 0 is invalid"},
+      {"train --world 6 --gpus-per-node 4", "--gpus-per-node 4 does not divide --world 6"},
       {"train --layers 0", "--layers 0 is invalid"},
       {"train --width 0", "--width 0 is invalid"},
       {"train --in 0", "--in 0 is invalid"},

@@ -138,6 +138,12 @@ TEST_F(MpiTrain, MixedPrecisionAndTrainingFeaturesMatchTheSimBitwise) {
       "--stage 2 --bf16 --grad-accum 2 --clip 0.05 --overlap-comm --reduce-bucket 50 " + kSmall);
 }
 
+// Two nodes of two: both backends sum each node's ranks, then the nodes (comm/reduce.hpp).
+TEST_F(MpiTrain, NodesOfTwoMatchTheSimBitwise) {
+  expect_same_as_sim("--stage 2 --gpus-per-node 2 " + kSmall);
+  expect_same_as_sim("--stage 0 --bf16 --gpus-per-node 2 " + kSmall);
+}
+
 TEST_F(MpiTrain, GptTinyMatchesTheSimBitwise) {
   expect_same_as_sim("--model gpt --steps 2 --micro-batch 2 --stage 3 --quiet");
   expect_same_as_sim("--model gpt --steps 2 --micro-batch 2 --stage 0 --bf16 --quiet");

@@ -9,13 +9,15 @@
 #include <filesystem>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "run/train.hpp"
 
 namespace zl {
 
 inline std::ostream& operator<<(std::ostream& os, const TrainConfig& c) {
-  return os << "TrainConfig{world=" << c.world << " steps=" << c.steps << " micro_batch=" << c.micro_batch
+  return os << "TrainConfig{world=" << c.world << " gpus_per_node=" << c.gpus_per_node
+            << " steps=" << c.steps << " micro_batch=" << c.micro_batch
             << " mlp{layers=" << c.mlp.layers << " width=" << c.mlp.width << " in=" << c.mlp.in
             << " classes=" << c.mlp.classes << "} lr=" << c.adamw.lr << " betas=(" << c.adamw.beta1
             << ", " << c.adamw.beta2 << ") eps=" << c.adamw.eps << " wd=" << c.adamw.weight_decay
@@ -26,9 +28,31 @@ inline std::ostream& operator<<(std::ostream& os, const TrainConfig& c) {
 
 namespace rc {
 
+/// GPUs a node for a world of `world`: kOneNode first (what shrinking goes to), then every
+/// divisor of the world, so worlds of 4, 6 and 8 draw nodes that split them (two-level sums).
+inline Gen<int> gen_gpus_per_node(int world) {
+  std::vector<int> choices = {zl::kOneNode};
+  for (int g = 1; g <= world; ++g) {
+    if (world % g == 0) choices.push_back(g);
+  }
+  return gen::elementOf(choices);
+}
+
 template <>
 struct Arbitrary<zl::TrainConfig> {
   static Gen<zl::TrainConfig> arbitrary() {
+    return gen::mapcat(flat(), [](zl::TrainConfig config) {
+      return gen::map(gen_gpus_per_node(config.world), [config](int gpus_per_node) {
+        zl::TrainConfig placed = config;
+        placed.gpus_per_node = gpus_per_node;
+        return placed;
+      });
+    });
+  }
+
+ private:
+  // Everything but the nodes.
+  static Gen<zl::TrainConfig> flat() {
     return gen::apply(
         [](int world, int steps, int micro_batch, int layers, int width, int in, int classes, double lr,
            double beta1, double beta2, double eps, double weight_decay, unsigned seed) {
@@ -181,6 +205,7 @@ inline Gen<zl::TrainConfig> gen_gpt_config() {
                       {{8, gen::inRange<std::int64_t>(2, 40)},
                        {1, gen::element<std::int64_t>(128, 129)}})};
     config.world = *gen::inRange(1, 9);
+    config.gpus_per_node = *gen_gpus_per_node(config.world);
     config.steps = *gen::inRange(1, 4);
     config.micro_batch = *gen::inRange(1, 4);
     config.adamw.lr = *gen::element(1e-3, 3e-2);

@@ -144,8 +144,12 @@ void mpi_abort(std::string_view message) {
   std::abort();  // MPI_Abort does not return; this is for the compiler
 }
 
-MpiComm::MpiComm(MpiReduce mode, const TimelineOptions& timeline, std::chrono::milliseconds timeout)
-    : mode_(mode), timeout_(timeout), timeline_(mpi_world_size(), timeline) {
+MpiComm::MpiComm(MpiReduce mode, const TimelineOptions& timeline, std::chrono::milliseconds timeout,
+                 int gpus_per_node)
+    : mode_(mode),
+      gpus_per_node_(gpus_per_node),
+      timeout_(timeout),
+      timeline_(mpi_world_size(), timeline) {
   ZL_CHECK(timeout.count() > 0, "a collective timeout of {} ms is invalid: use a positive one",
            timeout.count());
   MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
@@ -318,7 +322,7 @@ void MpiComm::all_reduce_rank_order(void* data, std::size_t count, DType dtype, 
   auto* own_chunk =
       static_cast<std::byte*>(data) +
       static_cast<std::size_t>(chunk_displs[static_cast<std::size_t>(rank_)]) * elem_bytes;
-  reduce_rank_order(inputs, own_chunk, static_cast<std::size_t>(own), dtype, op);
+  reduce_rank_order(inputs, own_chunk, static_cast<std::size_t>(own), dtype, op, gpus_per_node_);
   MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, chunk_counts.data(),
                   chunk_displs.data(), type, comm_, &request);
   wait_or_abort(request);
@@ -337,7 +341,7 @@ void MpiComm::reduce_scatter_rank_order(const void* send, void* recv, std::size_
   wait_or_abort(request);
   std::vector<const void*> inputs(world);
   for (std::size_t r = 0; r < world; ++r) inputs[r] = blocks.data() + r * block_bytes;
-  reduce_rank_order(inputs, recv, recv_count, dtype, op);
+  reduce_rank_order(inputs, recv, recv_count, dtype, op, gpus_per_node_);
 }
 
 MPI_Op MpiComm::native_op(DType dtype, ReduceOp op) const {

@@ -30,6 +30,7 @@
 #include "call_desc.hpp"
 #include "comm/comm.hpp"
 #include "comm/mpi/mpi_reduce.hpp"
+#include "comm/reduce.hpp"
 #include "timeline.hpp"
 
 namespace zl {
@@ -55,9 +56,11 @@ class MpiComm final : public Comm {
   /// dtype, count, root); a mismatch throws zl::Error on every rank naming the call number and
   /// each side's call. A rank that waits longer than `timeout` for the others, in that check or
   /// in the transfer, asks every rank whether it is there (a roll call of up to 2 s) and ends the
-  /// job (mpi_abort) naming the call it waits in and the ranks that did not answer.
+  /// job (mpi_abort) naming the call it waits in and the ranks that did not answer. Deterministic
+  /// reductions sum by node when `gpus_per_node` splits the world (comm/reduce.hpp).
   explicit MpiComm(MpiReduce mode, const TimelineOptions& timeline = {},
-                   std::chrono::milliseconds timeout = std::chrono::seconds(120));
+                   std::chrono::milliseconds timeout = std::chrono::seconds(120),
+                   int gpus_per_node = kOneNode);
   /// Frees the duplicated communicator and the user ops.
   ~MpiComm() override;
   MpiComm(const MpiComm&) = delete;
@@ -133,6 +136,7 @@ class MpiComm final : public Comm {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int world_ = 1;
+  int gpus_per_node_ = kOneNode;  // the node layout deterministic reductions follow
   std::int64_t calls_ = 0;   // collective calls made, the timeline's call numbers
   std::int64_t agreed_ = 0;  // calls checked by agree(), out-of-band ones included
   std::string waiting_in_;   // the call agree() last checked, as timeout messages name it
