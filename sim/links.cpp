@@ -186,4 +186,57 @@ double collective_ms(const LinkPreset& link, std::int64_t wire_bytes, int world)
   return link.alpha_us / 1e3 + static_cast<double>(wire_bytes) / (link.busbw_gbps * 1e9) * 1e3;
 }
 
+namespace {
+
+// The time of the hierarchical form (plan_collective), for 1 < G < world.
+double hierarchical_ms(const LinkPreset& inside, const NodeLinks& nodes, int nics,
+                       CollectiveKind kind, std::int64_t buffer_elems, std::int64_t elem_bytes,
+                       int world) {
+  const int gpus = nodes.gpus_per_node;
+  const int node_count = world / gpus;
+  // Inside: a reduce_scatter or all_gather of the whole buffer among the node's G GPUs.
+  const double inside_ms = collective_ms(
+      inside, wire_bytes(CollectiveKind::AllGather, buffer_elems, elem_bytes, gpus), gpus);
+  // Across: each GPU's 1/G of the buffer among the nodes, on its share of the node's NICs.
+  const LinkPreset share{.name = nodes.across.name,
+                         .alpha_us = nodes.across.alpha_us,
+                         .busbw_gbps = nodes.across.busbw_gbps * nics / gpus,
+                         .source = nodes.across.source};
+  const double across_ms = collective_ms(
+      share, wire_bytes(kind, buffer_elems / gpus, elem_bytes, node_count), node_count);
+  return kind == CollectiveKind::AllReduce ? inside_ms + across_ms + inside_ms
+                                           : inside_ms + across_ms;
+}
+
+}  // namespace
+
+CollectivePlan plan_collective(const LinkPreset& inside, const NodeLinks& nodes,
+                               CollectiveKind kind, std::int64_t buffer_elems,
+                               std::int64_t elem_bytes, int world) {
+  const int gpus = nodes.gpus_per_node == kOneNode ? world : nodes.gpus_per_node;
+  ZL_CHECK(gpus >= 1 && world % gpus == 0,
+           "{} GPUs a node do not divide a world of {}: pass a --gpus-per-node that divides it",
+           gpus, world);
+  ZL_CHECK(nodes.nics_per_node >= 0, "--nics-per-node {} is invalid: use 1 or more NICs a node",
+           nodes.nics_per_node);
+  const std::int64_t ring_bytes = wire_bytes(kind, buffer_elems, elem_bytes, world);
+  if (gpus == world) return {.ms = collective_ms(inside, ring_bytes, world), .hierarchical = false};
+  const int nics = nodes.nics_per_node == 0 ? gpus : nodes.nics_per_node;
+  double busbw_gbps = nodes.across.busbw_gbps * nics;
+  double alpha_us = nodes.across.alpha_us;
+  if (gpus > 1) {
+    busbw_gbps = std::min(busbw_gbps, inside.busbw_gbps);
+    alpha_us = std::max(alpha_us, inside.alpha_us);
+  }
+  const LinkPreset ring{
+      .name = "ring", .alpha_us = alpha_us, .busbw_gbps = busbw_gbps, .source = ""};
+  const CollectivePlan flat{.ms = collective_ms(ring, ring_bytes, world), .hierarchical = false};
+  const bool splits = kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter ||
+                      kind == CollectiveKind::AllGather;
+  if (gpus == 1 || !splits) return flat;
+  const double tiers_ms =
+      hierarchical_ms(inside, nodes, nics, kind, buffer_elems, elem_bytes, world);
+  return tiers_ms < flat.ms ? CollectivePlan{.ms = tiers_ms, .hierarchical = true} : flat;
+}
+
 }  // namespace zl

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/reduce.hpp"
 #include "comm/traffic_ledger.hpp"
 #include "core/dtype.hpp"
 
@@ -105,5 +106,42 @@ std::int64_t wire_bytes(CollectiveKind kind, std::int64_t buffer_elems, std::int
 /// Milliseconds one collective takes on `link` among `world` ranks: alpha + wire_bytes / busbw.
 /// 0 on one rank, which has no peer and no link.
 double collective_ms(const LinkPreset& link, std::int64_t wire_bytes, int world);
+
+/// "ib-400g", the default of `zerolab train --link-across`.
+inline constexpr std::string_view kDefaultLinkAcross = "ib-400g";
+
+/// The nodes of a world as the timeline prices them (docs/timeline.md, "Nodes"): ranks nG ..
+/// nG+G-1 share node n and its `--link` (NVLink); the nodes are joined by `nics_per_node` NICs
+/// each, every NIC an `across` link, shared by the node's G GPUs.
+struct NodeLinks {
+  /// G; kOneNode: every rank on one node, every collective priced on `--link` alone.
+  int gpus_per_node = kOneNode;
+  /// One NIC between nodes (its bus bandwidth is one rail's).
+  LinkPreset across = link_preset(kDefaultLinkAcross);
+  /// NICs a node; 0: one per GPU, as on rail-optimized H100 and A100 systems.
+  int nics_per_node = 0;
+};
+
+/// How a collective is carried out in a world of nodes, and its time.
+struct CollectivePlan {
+  double ms = 0.0;  ///< simulated duration
+  /// True when it runs inside the nodes, then across them, then inside again (cheaper here than
+  /// one ring through every rank); false for the ring, and in a world of one node.
+  bool hierarchical = false;
+};
+
+/// The time of one `kind` collective over a buffer of `buffer_elems` elements of `elem_bytes`
+/// (the whole ring buffer, as wire_bytes() takes it) among `world` ranks on `nodes`. One node:
+/// collective_ms on `inside`. Several: the cheaper of
+///   ring          one ring through every rank: alpha = the larger link's, bus bandwidth =
+///                 min(inside's, nics_per_node x across's): every NIC of a node carries a ring
+///   hierarchical  (all_reduce, reduce_scatter, all_gather with G > 1) a reduce_scatter inside
+///                 the node, the call across the nodes on 1/G of the buffer over each GPU's
+///                 share of the NICs (nics_per_node / G of them), an all_gather inside
+///                 (reduce_scatter and all_gather: only their own half of that).
+/// Throws zl::Error when gpus_per_node does not divide the world or nics_per_node < 0.
+CollectivePlan plan_collective(const LinkPreset& inside, const NodeLinks& nodes,
+                               CollectiveKind kind, std::int64_t buffer_elems,
+                               std::int64_t elem_bytes, int world);
 
 }  // namespace zl

@@ -61,6 +61,7 @@ SimWorld::SimWorld(int world, SimOptions options)
            "--gpus-per-node {} does not divide --world {}: pass a number of GPUs a node that "
            "divides the world",
            options_.gpus_per_node, world);
+  options_.timeline.nodes.gpus_per_node = options_.gpus_per_node;
   validate_faults(options_.faults, world);
 }
 

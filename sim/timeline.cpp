@@ -219,7 +219,8 @@ StepTimes TimelineRecord::totals() const {
 // starts at the latest ready time, as the board makes it live.
 std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& programs,
                                    const LinkPreset& link, const HostLinkPreset& host_link,
-                                   const DiskLinkPreset& disk_link, int world, bool record_events) {
+                                   const DiskLinkPreset& disk_link, int world, bool record_events,
+                                   const NodeLinks& nodes) {
   const std::size_t ranks = programs.size();
   std::vector<RankClocks> clocks(ranks, RankClocks(false, record_events));
   std::vector<std::size_t> next(ranks, 0);
@@ -271,13 +272,16 @@ std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& p
     ZL_CHECK(issuing == ranks, "replay: {} of {} ranks issue another call: the programs disagree",
              issuing, ranks);
     const CallInfo& first = programs[0][next[0]].call;
-    const double dur_ms = collective_ms(link, first.wire_bytes, world);
+    const CollectivePlan plan =
+        plan_collective(link, nodes, first.kind, first.buffer_elems, first.elem_bytes, world);
     for (std::size_t r = 0; r < ranks; ++r) {
       const TimelineOp& op = programs[r][next[r]];
       ZL_CHECK(op.call.number == first.number && op.call.kind == first.kind,
                "replay: rank {} issues call #{} {} but rank 0 call #{} {}", r, op.call.number,
                collective_name(op.call.kind), first.number, collective_name(first.kind));
-      clocks[r].issue(op.call, op.async, start_ms, dur_ms);
+      CallInfo call = op.call;
+      call.hierarchical = plan.hierarchical;
+      clocks[r].issue(call, op.async, start_ms, plan.ms);
       ++next[r];
     }
   }
@@ -352,7 +356,10 @@ double RankTimeline::before_call() {
 }
 
 void RankTimeline::after_call(CallInfo call, bool async, double start_ms) {
-  clocks_.issue(call, async, start_ms, collective_ms(options_.link, call.wire_bytes, world_));
+  const CollectivePlan plan = plan_collective(options_.link, options_.nodes, call.kind,
+                                              call.buffer_elems, call.elem_bytes, world_);
+  call.hierarchical = plan.hierarchical;
+  clocks_.issue(call, async, start_ms, plan.ms);
   mark_cpu_ms_ = thread_cpu_ms();
 }
 

@@ -37,7 +37,10 @@ struct CallInfo {
   std::int64_t buffer_elems = 0;  ///< whole ring buffer (ring_buffer_elems)
   std::int64_t elem_bytes = 0;    ///< bytes per element of the call's dtype (2, 4 or 8)
   std::int64_t sent_bytes = 0;  ///< this rank's ring volume (the traffic ledger's)
-  std::int64_t wire_bytes = 0;  ///< the busiest rank's (links.hpp wire_bytes): sets the time
+  std::int64_t wire_bytes = 0;  ///< the busiest rank's ring volume (links.hpp wire_bytes)
+  /// Carried out inside the nodes, across them and inside again (plan_collective): set when it
+  /// is priced.
+  bool hierarchical = false;
 };
 
 /// One step of a rank's program, enough to replay its clocks with other comm costs.
@@ -193,19 +196,22 @@ struct TimelineRecord {
 };
 
 /// Replays the ranks' programs (the same call sequence on every rank) with comm costs from `link`
-/// among `world` ranks, taking each call's wire_bytes as given, host copies priced on `host_link`
-/// and swap-file reads and writes on `disk_link`: the same clocks as a live run, so programs
-/// recorded at W and replayed with W's costs give the recorded times. Throws zl::Error if the
-/// programs' calls disagree.
+/// among `world` ranks on `nodes` (plan_collective over each call's kind and buffer), host copies
+/// priced on `host_link` and swap-file reads and writes on `disk_link`: the same clocks as a live
+/// run, so programs recorded at W and replayed with W's costs give the recorded times. Throws
+/// zl::Error if the programs' calls disagree.
 std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& programs,
                                    const LinkPreset& link, const HostLinkPreset& host_link,
                                    const DiskLinkPreset& disk_link, int world,
-                                   bool record_events = false);
+                                   bool record_events = false, const NodeLinks& nodes = {});
 
 /// How a simulated world keeps its timeline.
 struct TimelineOptions {
-  /// Prices every collective (alpha-beta); the default is kDefaultLink.
+  /// Prices every collective (alpha-beta) inside a node; the default is kDefaultLink.
   LinkPreset link = link_preset(kDefaultLink);
+  /// The world's nodes and the links between them (plan_collective); SimWorld sets its
+  /// gpus_per_node from SimOptions::gpus_per_node. The default: one node.
+  NodeLinks nodes{};
   /// Prices every host copy (offload); the default is kDefaultHostLink.
   HostLinkPreset host_link = host_link_preset(kDefaultHostLink);
   /// Prices every swap-file read and write (the NVMe tier); the default is kDefaultDiskLink.

@@ -41,6 +41,7 @@ json comm_args(const TimelineEvent& event) {
           {"call", event.call.number},
           {"step", event.step},
           {"async", event.async},
+          {"hierarchical", event.call.hierarchical},
           {"issue_ms", event.issue_ms}};
 }
 
@@ -95,6 +96,9 @@ std::string chrome_trace_json(const std::vector<TimelineRecord>& ranks, const Tr
                           {{"engine", info.engine},
                            {"world", info.world},
                            {"link", info.link},
+                           {"gpus_per_node", info.gpus_per_node},
+                           {"link_across", info.link_across},
+                           {"nics_per_node", info.nics_per_node},
                            {"host_link", info.host_link},
                            {"device", info.device},
                            {"compute_scale", info.compute_scale},

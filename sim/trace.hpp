@@ -17,7 +17,10 @@ namespace zl {
 struct TraceInfo {
   std::string engine;  ///< "zero3", ...
   int world = 1;       ///< number of ranks, one trace process each
-  std::string link;    ///< link preset name
+  std::string link;    ///< link preset name (inside a node)
+  int gpus_per_node = kOneNode;  ///< GPUs a node; kOneNode: one node
+  std::string link_across{};     ///< link preset between nodes (one NIC)
+  int nics_per_node = 0;         ///< NICs a node; 0: one per GPU
   std::string host_link{};  ///< host link preset name (prices the copies of offload)
   std::string device;  ///< device preset name ("cpu": measured)
   double compute_scale = 1.0;  ///< simulated compute ms per measured CPU ms

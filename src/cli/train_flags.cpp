@@ -266,6 +266,15 @@ void add_timeline_flags(CLI::App& cmd, TrainConfig& config) {
       ->type_name("NAME")
       ->default_str(std::string(kDefaultLink));
   cmd.add_option_function<std::string>(
+         "--link-across",
+         [&config](const std::string& name) { config.link_across = link_preset(name); },
+         fmt::format("Link between nodes, one NIC's, with --gpus-per-node: {} (docs/timeline.md)",
+                     joined(preset_names(link_presets()))))
+      ->type_name("NAME")
+      ->default_str(std::string(kDefaultLinkAcross));
+  add_at_least(cmd, "--nics-per-node", config.nics_per_node, 1, "use 1 or more NICs a node",
+               "NICs a node, each a --link-across, shared by its GPUs (default: one per GPU)");
+  cmd.add_option_function<std::string>(
          "--host-link",
          [&config](const std::string& name) { config.host_link = host_link_preset(name); },
          fmt::format("Link the simulated host-device copies of offload are timed on: {} "

@@ -172,6 +172,15 @@ void print_timeline(const TrainConfig& config, const TrainResult& result) {
     fmt::print(" (CPU time x {:.3g}: CPU GEMM {:.1f} GFLOP/s measured)", result.compute_scale,
                result.cpu_gflops);
   }
+  if (config.gpus_per_node != kOneNode && config.gpus_per_node < config.world) {
+    const int gpus = config.gpus_per_node;
+    const int nics = config.nics_per_node == 0 ? gpus : config.nics_per_node;
+    fmt::print(
+        "\n{} nodes of {} GPU{}, each with {} {} NIC{} ({} us + bytes / {} GB/s); each collective "
+        "priced as the cheaper of one ring and inside, across, inside (docs/timeline.md)",
+        config.world / gpus, gpus, gpus == 1 ? "" : "s", nics, config.link_across.name,
+        nics == 1 ? "" : "s", config.link_across.alpha_us, config.link_across.busbw_gbps);
+  }
   fmt::print("\nhost link {} ({} us + bytes / {} GB/s) for the host copies of offload\n",
              config.host_link.name, config.host_link.latency_us, config.host_link.gbps);
   const bool disk = std::ranges::any_of(result.ranks, [](const RankReport& rank) {
@@ -253,6 +262,9 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
        {{"link", config.link.name},
         {"alpha_us", config.link.alpha_us},
         {"busbw_gbps", config.link.busbw_gbps},
+        {"gpus_per_node", config.gpus_per_node},
+        {"link_across", config.link_across.name},
+        {"nics_per_node", config.nics_per_node},
         {"host_link", config.host_link.name},
         {"host_latency_us", config.host_link.latency_us},
         {"host_gbps", config.host_link.gbps},

@@ -93,6 +93,10 @@ std::vector<TimelineOp> program_for_world(const std::vector<TimelineOp>& program
 
 WhatIf predict_world(const TrainConfig& config, const TrainResult& result, int world) {
   ZL_CHECK(world >= 1, "--what-if-world {} is invalid: use 1 or more ranks", world);
+  ZL_CHECK(config.gpus_per_node == kOneNode || world % config.gpus_per_node == 0,
+           "--what-if-world {} is not a whole number of nodes of --gpus-per-node {}: predict a "
+           "multiple of it",
+           world, config.gpus_per_node);
   ZL_CHECK(config.engine != EngineKind::Reference,
            "--what-if-world needs a distributed engine (--stage 0-3): the reference makes no "
            "collective calls");
@@ -104,7 +108,10 @@ WhatIf predict_world(const TrainConfig& config, const TrainResult& result, int w
   WhatIf what_if{.measured = {},
                  .predicted = {},
                  .engine = std::string(engine_name(config.engine)),
-                 .link = config.link.name,
+                 .link = config.gpus_per_node == kOneNode
+                             ? config.link.name
+                             : fmt::format("{} inside nodes of {}, {} across", config.link.name,
+                                           config.gpus_per_node, config.link_across.name),
                  .device = config.device ? config.device->name : "cpu"};
 
   WorldFigures& measured = what_if.measured;
@@ -121,7 +128,11 @@ WhatIf predict_world(const TrainConfig& config, const TrainResult& result, int w
   }
   WorldFigures& predicted = what_if.predicted;
   predicted.world = world;
-  fill_times(predicted, replay(programs, config.link, config.host_link, config.disk_link, world));
+  const NodeLinks nodes{.gpus_per_node = config.gpus_per_node,
+                        .across = config.link_across,
+                        .nics_per_node = config.nics_per_node};
+  fill_times(predicted, replay(programs, config.link, config.host_link, config.disk_link, world,
+                               false, nodes));
   predicted.sent_bytes = sent_bytes_per_step(programs.front(), steps);
   const EstimateOptions options = estimate_options(config.features);
   predicted.model_state_bytes =

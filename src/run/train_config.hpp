@@ -110,6 +110,11 @@ struct TrainConfig {
   /// compute is each rank's measured CPU time, scaled to `device` when one other than "cpu" is
   /// given. Never changes results.
   LinkPreset link = link_preset(kDefaultLink);
+  /// Between the nodes of a world of several (--link-across): one NIC's link, priced by the
+  /// timeline's plan_collective with `nics_per_node` of them a node.
+  LinkPreset link_across = link_preset(kDefaultLinkAcross);
+  /// NICs a node (--nics-per-node); 0: one per GPU.
+  int nics_per_node = 0;
   /// Prices the host copies of offload (--host-link): latency + bytes / bandwidth each.
   HostLinkPreset host_link = host_link_preset(kDefaultHostLink);
   /// Prices the swap-file reads and writes of the NVMe tier (--disk-link): latency + bytes /

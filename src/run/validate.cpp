@@ -166,6 +166,11 @@ void validate(const TrainConfig& config) {
   ZL_CHECK(config.link.busbw_gbps > 0.0 && config.link.alpha_us >= 0.0,
            "link {} is invalid: give a bus bandwidth > 0 GB/s and a latency >= 0 us",
            config.link.name);
+  ZL_CHECK(config.link_across.busbw_gbps > 0.0 && config.link_across.alpha_us >= 0.0,
+           "link {} is invalid: give a bus bandwidth > 0 GB/s and a latency >= 0 us",
+           config.link_across.name);
+  ZL_CHECK(config.nics_per_node >= 0, "--nics-per-node {} is invalid: use 1 or more NICs a node",
+           config.nics_per_node);
   ZL_CHECK(config.host_link.gbps > 0.0 && config.host_link.latency_us >= 0.0,
            "host link {} is invalid: give a bandwidth > 0 GB/s and a latency >= 0 us",
            config.host_link.name);

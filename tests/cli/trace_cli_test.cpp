@@ -138,6 +138,10 @@ TEST_F(TraceCli, BadTimelineFlagsFailInOneLine) {
       {"--engine reference --what-if-world 8",
        "--what-if-world needs a distributed engine (--stage 0-3)"},
       {"--trace /nonexistent-dir/trace.json", "--trace"},
+      {"--link-across pigeon", "link pigeon is unknown"},
+      {"--nics-per-node 0", "--nics-per-node 0 is invalid"},
+      {"--stage 3 --world 4 --gpus-per-node 2 --what-if-world 5",
+       "--what-if-world 5 is not a whole number of nodes of --gpus-per-node 2"},
   };
   for (const auto& [flags, message] : cases) {
     const auto run = zerolab(fmt::format("{} {}", kRun, flags));
@@ -226,6 +230,38 @@ TEST_F(TraceCli, WhatIfGrowsEachUnitsCommByTheRingFactor) {
   EXPECT_EQ(what_if.predicted.model_state_bytes,
             estimate_ledger(state_elems(checked_units(config.mlp), to, options), options, 3)
                 .total_bytes());
+}
+
+// Two nodes of two GPUs joined by one NIC each: every collective on the timeline takes what
+// plan_collective gives for its kind and buffer on those links, on the live run and in the
+// what-if's replay at the measured world; more nodes of the same size can be predicted.
+TEST_F(TraceCli, NodesPriceEveryCallOnTheirLinks) {
+  TrainConfig config = recorded(EngineKind::Zero3, 4);
+  config.mlp = {.layers = 2, .width = 64, .in = 64, .classes = 64};
+  config.gpus_per_node = 2;
+  config.nics_per_node = 1;
+  config.link_across = link_preset("pcie4");
+  const NodeLinks nodes{.gpus_per_node = 2, .across = config.link_across, .nics_per_node = 1};
+  const TrainResult result = train(config);
+  int calls = 0;
+  for (const auto& event : result.timelines[0].events) {
+    if (event.stream != Stream::Comm) continue;
+    ++calls;
+    const CallInfo& call = event.call;
+    const CollectivePlan plan =
+        plan_collective(config.link, nodes, call.kind, call.buffer_elems, call.elem_bytes, 4);
+    EXPECT_EQ(event.dur_ms, plan.ms) << collective_name(call.kind) << " " << call.buffer_elems;
+    EXPECT_EQ(call.hierarchical, plan.hierarchical);
+    // Across the nodes costs more than the same call inside one node would.
+    EXPECT_GT(event.dur_ms, collective_ms(config.link, call.wire_bytes, 4));
+  }
+  EXPECT_GT(calls, 0);
+  const WhatIf same = predict_world(config, result, 4);
+  EXPECT_EQ(same.predicted.comm_ms, same.measured.comm_ms);
+  EXPECT_EQ(same.predicted.step_ms, same.measured.step_ms);
+  const WhatIf more = predict_world(config, result, 8);
+  EXPECT_GT(more.predicted.comm_ms, same.predicted.comm_ms);
+  EXPECT_THROW(predict_world(config, result, 6 + 1), Error);
 }
 
 }  // namespace
