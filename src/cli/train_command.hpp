@@ -49,6 +49,8 @@ struct TrainArgs {
   bool steps_given = false;  ///< --steps was on the line (else --model gpt trains longer)
   bool lr_given = false;     ///< --lr was on the line (else --model gpt uses a larger one)
   bool world_given = false;  ///< --world was on the line (else --backend mpi takes mpirun's -np)
+  /// --gpus-per-node was on the line (else mpi and nccl take the launcher's ranks a node)
+  bool gpus_per_node_given = false;
   bool mpi_reduce_given = false;    ///< --mpi-reduce was on the line (it needs --backend mpi)
   bool accelerator_given = false;   ///< --accelerator was on the line (else nccl implies cuda)
   bool offload_param_flag = false;  ///< --offload-param was on the line (it needs --stage 3)

@@ -397,7 +397,8 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
   add_at_least(cmd, "--gpus-per-node", config.gpus_per_node, 1,
                "use 1 or more, a divisor of --world",
                "GPUs a node (torchrun's --nproc-per-node): reductions sum each node's ranks, then "
-               "the nodes (default: every rank on one node)");
+               "the nodes (default: every rank on one node; mpi and nccl: the launcher's)")
+      ->each([&args](const std::string&) { args.gpus_per_node_given = true; });
   add_threads_flag(cmd, config.threads);
   cmd.add_option("--steps", config.steps, "Optimizer steps (--model gpt: 100 unless given)")
       ->capture_default_str()
@@ -457,9 +458,19 @@ void finish_train_args(TrainArgs& args) {
 TrainConfig launch_config(const TrainArgs& args) {
   TrainConfig config = args.config;
   const std::optional<int> launched = launched_world(config.backend);
-  if (!launched || args.world_given) return config;
-  config.world = *launched;
-  if (args.ds_config) check_train_batch_size(*args.ds_config, config);
+  if (launched && !args.world_given) {
+    config.world = *launched;
+    if (args.ds_config) check_train_batch_size(*args.ds_config, config);
+  }
+  // Only for the launched world: another --world fails its own check when the ranks start.
+  const std::optional<int> local = launched_gpus_per_node(config.backend);
+  if (local && !args.gpus_per_node_given && launched == config.world) {
+    ZL_CHECK(config.world % *local == 0,
+             "the launcher put {} ranks on this node, which does not divide the world of {}: "
+             "launch as many ranks on every node, or pass --gpus-per-node",
+             *local, config.world);
+    if (*local < config.world) config.gpus_per_node = *local;
+  }
   return config;
 }
 

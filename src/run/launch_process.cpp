@@ -1,7 +1,10 @@
 // launch_process.cpp — what the backends with one rank per process (mpi, nccl) share: how many
 // ranks were launched, and how the ranks' reports reach rank 0's process at the end.
+#include <charconv>
 #include <cstdlib>
+#include <string_view>
 
+#include "core/error.hpp"
 #include "run/launch.hpp"
 #include "run/rank_reports.hpp"
 #ifdef ZL_HAVE_MPI
@@ -15,6 +18,21 @@ namespace zl {
 
 bool under_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+}
+
+std::optional<int> launched_gpus_per_node(Backend backend) {
+  if (backend == Backend::Sim) return std::nullopt;
+  const char* const name = under_mpirun() ? "OMPI_COMM_WORLD_LOCAL_SIZE" : "LOCAL_WORLD_SIZE";
+  const char* const value = std::getenv(name);
+  if (value == nullptr) return std::nullopt;
+  int ranks = 0;
+  const std::string_view text(value);
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), ranks);
+  ZL_CHECK(error == std::errc() && end == text.data() + text.size() && ranks >= 1,
+           "environment variable {}={} is not a number of ranks on this node: launch with mpirun "
+           "or torchrun, or pass --gpus-per-node",
+           name, text);
+  return ranks;
 }
 
 std::optional<int> launched_world(Backend backend) {

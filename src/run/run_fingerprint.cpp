@@ -57,6 +57,7 @@ std::vector<FingerprintField> run_fingerprint(const RunPlan& plan) {
       {"--model", model_text(c)},
       {"--engine", std::string(engine_name(c.engine))},
       {"--world", fmt::format("{}", c.world)},
+      {"--gpus-per-node", fmt::format("{}", c.gpus_per_node)},
       {"--steps", fmt::format("{}", c.steps)},
       {"--micro-batch", fmt::format("{}", c.micro_batch)},
       {"--grad-accum", fmt::format("{}", c.features.grad_accum_steps)},

@@ -47,6 +47,12 @@ std::string_view backend_name(Backend backend);
 /// Mpi when zerolab was built without MPI.
 std::optional<int> launched_world(Backend backend);
 
+/// The ranks the launcher put on this process's node, for Mpi and Nccl: OMPI_COMM_WORLD_LOCAL_SIZE
+/// under mpirun, else LOCAL_WORLD_SIZE (torchrun's); nullopt for Sim or when neither is set. The
+/// default of --gpus-per-node on those backends. Throws zl::Error for a value that is not a whole
+/// number >= 1.
+std::optional<int> launched_gpus_per_node(Backend backend);
+
 /// The shortest collective timeout a run accepts. A wait lasts as long as the slowest peer takes
 /// to reach the call: its compute since the last collective, and on a machine with more busy
 /// threads than cores, the time the scheduler keeps it off a core. Below a second, healthy runs

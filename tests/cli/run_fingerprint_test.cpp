@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/train_command.hpp"
+#include "core/error.hpp"
 
 namespace zl {
 namespace {
@@ -40,10 +42,15 @@ TEST(RunFingerprint, TheFirstDifferingFieldIsNamedWithItsRanks) {
   // Each flag alone, against the defaults, is named as the field that differs.
   const std::string defaults = fingerprint_of({});
   const std::pair<std::vector<std::string>, std::string> cases[] = {
-      {{"--seed", "4"}, "--seed"},          {{"--micro-batch", "5"}, "--micro-batch"},
-      {{"--bf16"}, "--precision"},          {{"--lr-schedule", "cosine"}, "--lr-schedule"},
-      {{"--overlap-comm"}, "the features"}, {{"--model", "gpt"}, "--model"},
-      {{"--steps", "11"}, "--steps"},       {{"--beta2", "0.95"}, "--beta2"}};
+      {{"--seed", "4"}, "--seed"},
+      {{"--micro-batch", "5"}, "--micro-batch"},
+      {{"--bf16"}, "--precision"},
+      {{"--lr-schedule", "cosine"}, "--lr-schedule"},
+      {{"--overlap-comm"}, "the features"},
+      {{"--model", "gpt"}, "--model"},
+      {{"--steps", "11"}, "--steps"},
+      {{"--beta2", "0.95"}, "--beta2"},
+      {{"--gpus-per-node", "1"}, "--gpus-per-node"}};
   for (const auto& [flags, field] : cases) {
     const auto mismatch = fingerprint_mismatch({defaults, fingerprint_of(flags)});
     ASSERT_TRUE(mismatch) << flags.front();
@@ -98,6 +105,62 @@ TEST(RunFingerprint, RankZeroSettlesTheRunIdOrTheMismatch) {
     EXPECT_EQ(std::string(error.what()), *fingerprint_mismatch({base, other}));
   }
   EXPECT_THROW(agreed_run_id("no newline"), Error);
+}
+
+// Sets one environment variable for the scope, restoring it after.
+class ScopedVariable {
+ public:
+  ScopedVariable(const char* name, const char* value) : name_(name) {
+    const char* before = std::getenv(name);
+    had_ = before != nullptr;
+    if (had_) saved_ = before;
+    if (value != nullptr) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedVariable() {
+    if (had_) {
+      ::setenv(name_, saved_.c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedVariable(const ScopedVariable&) = delete;
+  ScopedVariable& operator=(const ScopedVariable&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string saved_;
+};
+
+// The process backends take --gpus-per-node from the launcher: mpirun's local size, else
+// torchrun's LOCAL_WORLD_SIZE; the sim from the flag alone. A bad value is named.
+TEST(RunFingerprint, TheLaunchersRanksANodeAreTheProcessBackendsDefault) {
+  ScopedVariable mpirun("OMPI_COMM_WORLD_SIZE", nullptr);
+  ScopedVariable mpirun_local("OMPI_COMM_WORLD_LOCAL_SIZE", nullptr);
+  ScopedVariable torchrun_local("LOCAL_WORLD_SIZE", "4");
+  EXPECT_EQ(launched_gpus_per_node(Backend::Nccl), 4);
+  EXPECT_EQ(launched_gpus_per_node(Backend::Mpi), 4);
+  EXPECT_EQ(launched_gpus_per_node(Backend::Sim), std::nullopt);
+  {
+    ScopedVariable size("OMPI_COMM_WORLD_SIZE", "16");
+    ScopedVariable local("OMPI_COMM_WORLD_LOCAL_SIZE", "8");
+    EXPECT_EQ(launched_gpus_per_node(Backend::Mpi), 8);  // under mpirun, mpirun's count
+  }
+  ScopedVariable bad("LOCAL_WORLD_SIZE", "four");
+  try {
+    launched_gpus_per_node(Backend::Nccl);
+    FAIL() << "LOCAL_WORLD_SIZE=four was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("LOCAL_WORLD_SIZE=four is not a number of ranks"),
+              std::string::npos)
+        << e.what();
+  }
+  ScopedVariable none("LOCAL_WORLD_SIZE", nullptr);
+  EXPECT_EQ(launched_gpus_per_node(Backend::Nccl), std::nullopt);
 }
 
 }  // namespace
