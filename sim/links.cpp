@@ -188,24 +188,57 @@ double collective_ms(const LinkPreset& link, std::int64_t wire_bytes, int world)
 
 namespace {
 
-// The time of the hierarchical form (plan_collective), for 1 < G < world.
-double hierarchical_ms(const LinkPreset& inside, const NodeLinks& nodes, int nics,
-                       CollectiveKind kind, std::int64_t buffer_elems, std::int64_t elem_bytes,
-                       int world) {
-  const int gpus = nodes.gpus_per_node;
-  const int node_count = world / gpus;
-  // Inside: a reduce_scatter or all_gather of the whole buffer among the node's G GPUs.
+// The plan of a collective among `node_count` nodes of `gpus` ranks each, which have `nics` NICs
+// a node between them (a share of the node's when others use them too): plan_collective's two
+// forms, or the inside link alone on one node.
+CollectivePlan plan_on_nodes(const LinkPreset& inside, const LinkPreset& across, double nics,
+                             int gpus, int node_count, CollectiveKind kind,
+                             std::int64_t buffer_elems, std::int64_t elem_bytes) {
+  const int world = gpus * node_count;
+  const std::int64_t ring_bytes = wire_bytes(kind, buffer_elems, elem_bytes, world);
+  if (node_count == 1)
+    return {.ms = collective_ms(inside, ring_bytes, world), .hierarchical = false};
+  const auto link = [&across](double busbw_gbps) {
+    return LinkPreset{.name = across.name,
+                      .alpha_us = across.alpha_us,
+                      .busbw_gbps = busbw_gbps,
+                      .source = across.source};
+  };
+  LinkPreset ring = link(across.busbw_gbps * nics);
+  if (gpus > 1) {
+    ring.busbw_gbps = std::min(ring.busbw_gbps, inside.busbw_gbps);
+    ring.alpha_us = std::max(ring.alpha_us, inside.alpha_us);
+  }
+  const CollectivePlan flat{.ms = collective_ms(ring, ring_bytes, world), .hierarchical = false};
+  const bool splits = kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter ||
+                      kind == CollectiveKind::AllGather;
+  if (gpus == 1 || !splits) return flat;
+  // Inside: a reduce_scatter or all_gather of the whole buffer among the node's ranks (the same
+  // wire bytes). Across: each rank's 1/G of the buffer among the nodes, on its share of the NICs.
   const double inside_ms = collective_ms(
       inside, wire_bytes(CollectiveKind::AllGather, buffer_elems, elem_bytes, gpus), gpus);
-  // Across: each GPU's 1/G of the buffer among the nodes, on its share of the node's NICs.
-  const LinkPreset share{.name = nodes.across.name,
-                         .alpha_us = nodes.across.alpha_us,
-                         .busbw_gbps = nodes.across.busbw_gbps * nics / gpus,
-                         .source = nodes.across.source};
-  const double across_ms = collective_ms(
-      share, wire_bytes(kind, buffer_elems / gpus, elem_bytes, node_count), node_count);
-  return kind == CollectiveKind::AllReduce ? inside_ms + across_ms + inside_ms
-                                           : inside_ms + across_ms;
+  const double across_ms =
+      collective_ms(link(across.busbw_gbps * nics / gpus),
+                    wire_bytes(kind, buffer_elems / gpus, elem_bytes, node_count), node_count);
+  const double tiers_ms =
+      kind == CollectiveKind::AllReduce ? inside_ms + across_ms + inside_ms : inside_ms + across_ms;
+  return tiers_ms < flat.ms ? CollectivePlan{.ms = tiers_ms, .hierarchical = true} : flat;
+}
+
+// G of `nodes` in a world of `world`, checked.
+int gpus_of(const NodeLinks& nodes, int world) {
+  const int gpus = nodes.gpus_per_node == kOneNode ? world : nodes.gpus_per_node;
+  ZL_CHECK(gpus >= 1 && world % gpus == 0,
+           "{} GPUs a node do not divide a world of {}: pass a --gpus-per-node that divides it",
+           gpus, world);
+  ZL_CHECK(nodes.nics_per_node >= 0, "--nics-per-node {} is invalid: use 1 or more NICs a node",
+           nodes.nics_per_node);
+  return gpus;
+}
+
+// NICs a node: the given number, or one per GPU.
+int nics_of(const NodeLinks& nodes, int gpus) {
+  return nodes.nics_per_node == 0 ? gpus : nodes.nics_per_node;
 }
 
 }  // namespace
@@ -213,30 +246,22 @@ double hierarchical_ms(const LinkPreset& inside, const NodeLinks& nodes, int nic
 CollectivePlan plan_collective(const LinkPreset& inside, const NodeLinks& nodes,
                                CollectiveKind kind, std::int64_t buffer_elems,
                                std::int64_t elem_bytes, int world) {
-  const int gpus = nodes.gpus_per_node == kOneNode ? world : nodes.gpus_per_node;
-  ZL_CHECK(gpus >= 1 && world % gpus == 0,
-           "{} GPUs a node do not divide a world of {}: pass a --gpus-per-node that divides it",
-           gpus, world);
-  ZL_CHECK(nodes.nics_per_node >= 0, "--nics-per-node {} is invalid: use 1 or more NICs a node",
-           nodes.nics_per_node);
-  const std::int64_t ring_bytes = wire_bytes(kind, buffer_elems, elem_bytes, world);
-  if (gpus == world) return {.ms = collective_ms(inside, ring_bytes, world), .hierarchical = false};
-  const int nics = nodes.nics_per_node == 0 ? gpus : nodes.nics_per_node;
-  double busbw_gbps = nodes.across.busbw_gbps * nics;
-  double alpha_us = nodes.across.alpha_us;
-  if (gpus > 1) {
-    busbw_gbps = std::min(busbw_gbps, inside.busbw_gbps);
-    alpha_us = std::max(alpha_us, inside.alpha_us);
-  }
-  const LinkPreset ring{
-      .name = "ring", .alpha_us = alpha_us, .busbw_gbps = busbw_gbps, .source = ""};
-  const CollectivePlan flat{.ms = collective_ms(ring, ring_bytes, world), .hierarchical = false};
-  const bool splits = kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter ||
-                      kind == CollectiveKind::AllGather;
-  if (gpus == 1 || !splits) return flat;
-  const double tiers_ms =
-      hierarchical_ms(inside, nodes, nics, kind, buffer_elems, elem_bytes, world);
-  return tiers_ms < flat.ms ? CollectivePlan{.ms = tiers_ms, .hierarchical = true} : flat;
+  const int gpus = gpus_of(nodes, world);
+  return plan_on_nodes(inside, nodes.across, nics_of(nodes, gpus), gpus, world / gpus, kind,
+                       buffer_elems, elem_bytes);
+}
+
+CollectivePlan plan_group_collective(const LinkPreset& inside, const NodeLinks& nodes, int world,
+                                     int group_ranks, int group_nodes, CollectiveKind kind,
+                                     std::int64_t buffer_elems, std::int64_t elem_bytes) {
+  const int gpus = gpus_of(nodes, world);
+  ZL_CHECK(group_nodes >= 1 && group_ranks >= group_nodes && group_ranks % group_nodes == 0,
+           "a group of {} ranks on {} nodes is not the same number of ranks on each", group_ranks,
+           group_nodes);
+  const int per_node = group_ranks / group_nodes;
+  const double nics = static_cast<double>(nics_of(nodes, gpus)) * per_node / gpus;
+  return plan_on_nodes(inside, nodes.across, nics, per_node, group_nodes, kind, buffer_elems,
+                       elem_bytes);
 }
 
 }  // namespace zl

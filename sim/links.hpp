@@ -144,4 +144,14 @@ CollectivePlan plan_collective(const LinkPreset& inside, const NodeLinks& nodes,
                                CollectiveKind kind, std::int64_t buffer_elems,
                                std::int64_t elem_bytes, int world);
 
+/// plan_collective for a group of `group_ranks` ranks of the `world` (Comm::split) that spans
+/// `group_nodes` nodes with as many of its ranks on each: one node, the inside link among them;
+/// several, the two forms, on the group's share of each node's NICs (its ranks' share of the
+/// node's GPUs: the node's other GPUs use the rest, as in the other groups of the same split).
+/// Throws zl::Error for a group with a different number of ranks on its nodes, and as
+/// plan_collective.
+CollectivePlan plan_group_collective(const LinkPreset& inside, const NodeLinks& nodes, int world,
+                                     int group_ranks, int group_nodes, CollectiveKind kind,
+                                     std::int64_t buffer_elems, std::int64_t elem_bytes);
+
 }  // namespace zl

@@ -35,17 +35,29 @@ void spin_until_done(const std::atomic<bool>& done) {
 }  // namespace
 
 // The timeout is capped at a year so that now() + timeout cannot overflow the clock.
-Rendezvous::Rendezvous(int world, std::chrono::milliseconds timeout, int gpus_per_node)
+Rendezvous::Rendezvous(int world, std::chrono::milliseconds timeout, int gpus_per_node,
+                       std::vector<int> world_ranks)
     : world_(world),
       timeout_(std::min(timeout, std::chrono::milliseconds(std::chrono::hours(24 * 365)))),
       gpus_per_node_(gpus_per_node),
-      ranks_(static_cast<std::size_t>(world)) {}
+      ranks_(static_cast<std::size_t>(world)),
+      world_ranks_(std::move(world_ranks)) {}
+
+int Rendezvous::named(int rank) const {
+  return world_ranks_.empty() ? rank : world_ranks_[static_cast<std::size_t>(rank)];
+}
+
+std::string Rendezvous::call_name(std::int64_t call_number) const {
+  if (world_ranks_.empty()) return fmt::format("call #{}", call_number);
+  return fmt::format("call #{} of the group of ranks {}", call_number,
+                     fmt::join(world_ranks_, ", "));
+}
 
 std::int64_t Rendezvous::post(int rank, CallDesc call) {
   const std::lock_guard lock(mutex_);
   RankState& self = ranks_[static_cast<std::size_t>(rank)];
-  ZL_CHECK(self.fate != Fate::Failed, "rank {} called {} after it failed: {}", rank, describe(call),
-           self.message);
+  ZL_CHECK(self.fate != Fate::Failed, "rank {} called {} after it failed: {}", named(rank),
+           describe(call), self.message);
   call.call_number = ++self.calls_posted;
   call.gpus_per_node = gpus_per_node_;
   Slot& meeting = slot(call.call_number);
@@ -123,7 +135,7 @@ std::optional<Error> Rendezvous::root_cause() const {
   const int rank = first_failed(-1);
   if (rank < 0) return std::nullopt;
   const RankState& state = ranks_[static_cast<std::size_t>(rank)];
-  std::string cause = fmt::format("rank {}: {}", rank, state.message);
+  std::string cause = fmt::format("rank {}: {}", named(rank), state.message);
   if (injected_) cause = fmt::format("{}; then {}", *injected_, cause);
   return Error(cause, state.kind);
 }
@@ -141,14 +153,15 @@ void Rendezvous::complete(Slot& meeting, std::int64_t call_number) {
     const CallDesc& other = meeting.calls[static_cast<std::size_t>(r)];
     if (same_signature(first, other)) continue;
     meeting.error =
-        fmt::format("collective mismatch at call #{}: rank 0 called {} but rank {} called {}",
-                    call_number, describe(first), r, describe(other));
+        fmt::format("collective mismatch at {}: rank {} called {} but rank {} called {}",
+                    call_name(call_number), named(0), describe(first), named(r), describe(other));
   }
   if (meeting.error.empty()) {
     try {
       execute_collective(meeting.calls);
     } catch (const std::exception& e) {
-      meeting.error = fmt::format("call #{} {} failed: {}", call_number, describe(first), e.what());
+      meeting.error =
+          fmt::format("{} {} failed: {}", call_name(call_number), describe(first), e.what());
     }
   }
   meeting.done = true;
@@ -160,16 +173,16 @@ void Rendezvous::complete(Slot& meeting, std::int64_t call_number) {
 std::optional<Rendezvous::Blocker> Rendezvous::blocked_by_peer(int rank,
                                                                std::int64_t call_number) const {
   const std::string waiting =
-      fmt::format("rank {} waits in call #{} {}", rank, call_number,
+      fmt::format("rank {} waits in {} {}", named(rank), call_name(call_number),
                   describe(slots_.at(call_number).calls[static_cast<std::size_t>(rank)]));
   if (const int failed = first_failed(rank); failed >= 0) {
     const std::string& why = ranks_[static_cast<std::size_t>(failed)].message;
-    return Blocker{fmt::format("{} but rank {} failed: {}", waiting, failed, why), true};
+    return Blocker{fmt::format("{} but rank {} failed: {}", waiting, named(failed), why), true};
   }
   for (int r = 0; r < world_; ++r) {
     const RankState& state = ranks_[static_cast<std::size_t>(r)];
     if (state.fate == Fate::Returned && state.calls_posted < call_number) {
-      return Blocker{fmt::format("{} but rank {} returned after {} collectives", waiting, r,
+      return Blocker{fmt::format("{} but rank {} returned after {} collectives", waiting, named(r),
                                  state.calls_posted),
                      false};
     }
@@ -201,10 +214,10 @@ int Rendezvous::first_failed(int except_rank) const {
 std::string Rendezvous::timeout_message(int rank, std::int64_t call_number) const {
   std::vector<int> missing;
   for (int r = 0; r < world_; ++r) {
-    if (ranks_[static_cast<std::size_t>(r)].calls_posted < call_number) missing.push_back(r);
+    if (ranks_[static_cast<std::size_t>(r)].calls_posted < call_number) missing.push_back(named(r));
   }
-  return fmt::format("timeout after {} ms: rank {} waits in call #{} {}; {} {} never arrived",
-                     timeout_.count(), rank, call_number,
+  return fmt::format("timeout after {} ms: rank {} waits in {} {}; {} {} never arrived",
+                     timeout_.count(), named(rank), call_name(call_number),
                      describe(slots_.at(call_number).calls[static_cast<std::size_t>(rank)]),
                      missing.size() == 1 ? "rank" : "ranks", fmt::join(missing, ", "));
 }

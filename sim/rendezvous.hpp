@@ -25,8 +25,11 @@ class Rendezvous {
  public:
   /// `timeout` bounds every wait(), counted from the wait's start or, if later, from when the last
   /// rank called mark_started(). Every call posted is stamped with `gpus_per_node`, the world's
-  /// layout its reductions follow (CallDesc::gpus_per_node).
-  Rendezvous(int world, std::chrono::milliseconds timeout, int gpus_per_node = kOneNode);
+  /// layout its reductions follow (CallDesc::gpus_per_node). A group's rendezvous (Comm::split)
+  /// has `world_ranks`, the world rank of each of its ranks: its messages name ranks by those, and
+  /// its calls as "call #N of the group of ranks ...".
+  Rendezvous(int world, std::chrono::milliseconds timeout, int gpus_per_node = kOneNode,
+             std::vector<int> world_ranks = {});
 
   /// Records that `rank`'s thread is running. Until every rank's is (or one failed), waits have no
   /// deadline: a thread still being created is late, not absent, however short the timeout.
@@ -114,6 +117,12 @@ class Rendezvous {
   int started_ = 0;  // ranks whose thread called mark_started()
   std::chrono::steady_clock::time_point all_started_at_{};  // set when started_ reaches world_
   std::optional<std::string> injected_;  // "rank F: <fault>" of the first note_fault()
+  std::vector<int> world_ranks_;         // a group's: rank r here is world rank world_ranks_[r]
+
+  // Rank `rank` as messages name it: its world rank.
+  int named(int rank) const;
+  // "call #N", or for a group "call #N of the group of ranks a, b, ...".
+  std::string call_name(std::int64_t call_number) const;
 };
 
 }  // namespace zl

@@ -4,18 +4,57 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "comm/traffic_ledger.hpp"
 #include "core/error.hpp"
 
 namespace zl {
 
 SimComm::SimComm(int rank, int world, Rendezvous& rendezvous, const std::vector<FaultSpec>& faults,
-                 TimelineBoard* board, const TimelineOptions& timeline)
-    : rank_(rank), world_(world), rendezvous_(rendezvous), board_(board) {
+                 TimelineBoard* board, const TimelineOptions& timeline, SimGroups* groups)
+    : rank_(rank), world_(world), rendezvous_(rendezvous), board_(board), groups_(groups) {
   for (const auto& fault : faults) {
     if (fault.rank == rank) faults_.push_back(fault);
   }
-  if (board_ != nullptr) timeline_.emplace(world, timeline);
+  if (board_ != nullptr) timeline_ = &own_timeline_.emplace(world, timeline);
+}
+
+SimComm::SimComm(SimComm& parent, SimGroup& group, int rank)
+    : rank_(rank),
+      world_(static_cast<int>(group.world_ranks.size())),
+      rendezvous_(group.rendezvous),
+      board_(&group.board),
+      timeline_(parent.timeline_),
+      timeline_calls_(parent.timeline_calls_),
+      root_ledger_(&parent.ledger()),
+      groups_(parent.groups_),
+      group_id_(group.id),
+      world_ranks_(group.world_ranks) {
+  if (timeline_ == nullptr) return;
+  const int per_node = timeline_->options().nodes.gpus_per_node;
+  std::vector<int> nodes;
+  for (const int world_rank : world_ranks_) {
+    nodes.push_back(per_node == kOneNode ? 0 : world_rank / per_node);
+  }
+  std::ranges::sort(nodes);
+  group_nodes_ = static_cast<int>(std::ranges::unique(nodes).begin() - nodes.begin());
+}
+
+std::unique_ptr<Comm> SimComm::split(int color) {
+  ZL_CHECK(groups_ != nullptr, "rank {} cannot split: its SimComm was made without groups", rank_);
+  const std::int64_t own_color = color;
+  std::vector<std::int64_t> colors(static_cast<std::size_t>(world_));
+  all_gather(&own_color, colors.data(), 1, DType::I64);
+  std::vector<int> members;  // world ranks
+  int rank_in_group = 0;
+  for (int r = 0; r < world_; ++r) {
+    if (colors[static_cast<std::size_t>(r)] != own_color) continue;
+    if (r == rank_) rank_in_group = static_cast<int>(members.size());
+    members.push_back(world_ranks_.empty() ? r : world_ranks_[static_cast<std::size_t>(r)]);
+  }
+  SimGroup& group = groups_->join(group_id_, ++splits_, color, members);
+  return std::unique_ptr<Comm>(new SimComm(*this, group, rank_in_group));
 }
 
 void SimComm::all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op) {
@@ -94,12 +133,12 @@ CommHandle SimComm::all_gather_async(const void* send, void* recv, std::size_t s
 }
 
 void SimComm::host_copy(HostCopy direction, std::int64_t bytes) {
-  Comm::host_copy(direction, bytes);
+  ledger().record_copy(direction, bytes);
   if (timeline_) timeline_->host_copy(direction, bytes);
 }
 
 void SimComm::disk_io(DiskIo direction, std::int64_t bytes, double ms) {
-  Comm::disk_io(direction, bytes, ms);
+  ledger().record_disk(direction, bytes, ms);
   if (timeline_) timeline_->disk_io(direction, bytes);
 }
 
@@ -164,17 +203,19 @@ std::int64_t SimComm::run_call(const CallDesc& call, bool async) {
   const std::int64_t buffer_elems = ring_buffer_elems(call, world_);
   const RingVolume volume =
       ring_volume(call.kind, buffer_elems, elem_bytes, rank_, world_, call.root);
-  traffic_.record(call.kind, volume);
-  if (timeline_) {
-    const CallInfo info{.number = calls_posted_,
-                        .kind = call.kind,
-                        .buffer_elems = buffer_elems,
-                        .elem_bytes = elem_bytes,
-                        .sent_bytes = volume.sent_bytes,
-                        .wire_bytes = wire_bytes(call.kind, buffer_elems, elem_bytes, world_)};
-    timeline_->after_call(info, async, board_->start_ms(calls_posted_));
-  }
-  return calls_posted_;
+  ledger().record(call.kind, volume);
+  if (!timeline_) return calls_posted_;
+  const bool in_group = !world_ranks_.empty();
+  const CallInfo info{.number = ++*timeline_calls_,
+                      .kind = call.kind,
+                      .buffer_elems = buffer_elems,
+                      .elem_bytes = elem_bytes,
+                      .sent_bytes = volume.sent_bytes,
+                      .wire_bytes = wire_bytes(call.kind, buffer_elems, elem_bytes, world_),
+                      .group_ranks = in_group ? world_ : 0,
+                      .group_nodes = in_group ? group_nodes_ : 0};
+  timeline_->after_call(info, async, board_->start_ms(calls_posted_));
+  return info.number;
 }
 
 RankTimeline* sim_timeline(Comm& comm) {

@@ -3,12 +3,15 @@
 // it, records the call's ring volume in its traffic ledger and puts it on the rank's timeline.
 // Async calls move their data at issue too (all ranks meet at the rendezvous), but on the
 // timeline they run on the comm stream and hold the compute clock only at wait(). Host copies
-// (offload) go on the timeline too, priced on the host link.
+// (offload) go on the timeline too, priced on the host link. split() makes a group's SimComm,
+// which meets its group's ranks at the group's rendezvous and shares its rank's timeline and
+// traffic ledger.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "comm/comm.hpp"
 #include "fault_injection.hpp"
 #include "rendezvous.hpp"
+#include "sim_groups.hpp"
 #include "timeline.hpp"
 
 namespace zl {
@@ -27,9 +31,11 @@ class SimComm final : public Comm {
  public:
   /// Rank `rank` of `world`, meeting the others at `rendezvous` (which must outlive it), with the
   /// faults of `faults` whose rank is `rank` injected into its calls. With a `board` (which must
-  /// outlive it too) the rank keeps a timeline under `timeline`.
+  /// outlive it too) the rank keeps a timeline under `timeline`. With `groups` (which must outlive
+  /// it and every group made from it) it can split().
   SimComm(int rank, int world, Rendezvous& rendezvous, const std::vector<FaultSpec>& faults = {},
-          TimelineBoard* board = nullptr, const TimelineOptions& timeline = {});
+          TimelineBoard* board = nullptr, const TimelineOptions& timeline = {},
+          SimGroups* groups = nullptr);
 
   int rank() const override { return rank_; }
   int size() const override { return world_; }
@@ -47,6 +53,13 @@ class SimComm final : public Comm {
   CommHandle all_gather_async(const void* send, void* recv, std::size_t send_count,
                               DType dtype) override;
 
+  /// A collective of this group: all_gather of the colors, then the group of the ranks with
+  /// `color`, in their order here. The group's calls meet only its ranks, are counted in this
+  /// rank's traffic ledger (the world's SimComm's: the group's own stays empty) and go on its
+  /// timeline, priced for the group's ranks and the nodes they span (plan_group_collective).
+  /// Throws zl::Error for a SimComm made without groups.
+  std::unique_ptr<Comm> split(int color) override;
+
   /// Records the copy in the traffic ledger and, with a timeline, blocks its compute stream for
   /// the copy's time on the host link.
   void host_copy(HostCopy direction, std::int64_t bytes) override;
@@ -60,19 +73,25 @@ class SimComm final : public Comm {
   void disk_io_waited(std::int64_t id) override;
 
   /// This rank's timeline; null without a board.
-  RankTimeline* timeline() { return timeline_ ? &*timeline_ : nullptr; }
+  RankTimeline* timeline() { return timeline_; }
   /// Read-only view of this rank's timeline; null without a board.
-  const RankTimeline* timeline() const { return timeline_ ? &*timeline_ : nullptr; }
+  const RankTimeline* timeline() const { return timeline_; }
 
   /// "rank R: fault ... never fired: ..." for the first of this rank's faults whose call it never
   /// made, or nullopt when every fault fired.
   std::optional<std::string> unfired_fault() const;
 
  private:
+  // Rank `rank` of `group`, split from `parent`: its timeline, ledger and groups.
+  SimComm(SimComm& parent, SimGroup& group, int rank);
+
   // Counts `call`, injects its fault if it has one, checks its arguments, posts it, waits for it
-  // and records its traffic and its timeline. Returns the call number, or 0 when the rank skipped
-  // the call.
+  // and records its traffic and its timeline. Returns the timeline's call number (the rendezvous'
+  // without a timeline), or 0 when the rank skipped the call.
   std::int64_t run_call(const CallDesc& call, bool async);
+
+  // Where this rank's calls are counted: the world's SimComm's ledger.
+  TrafficLedger& ledger() { return root_ledger_ != nullptr ? *root_ledger_ : traffic_; }
 
   // A handle whose wait() joins the timeline's clocks with async call `call_number`.
   CommHandle handle_of(std::int64_t call_number);
@@ -89,7 +108,16 @@ class SimComm final : public Comm {
   std::array<std::int64_t, kCollectiveKindCount> calls_of_kind_{};
   std::int64_t calls_posted_ = 0;
   TimelineBoard* board_;
-  std::optional<RankTimeline> timeline_;
+  std::optional<RankTimeline> own_timeline_;  // the world's SimComm's
+  RankTimeline* timeline_ = nullptr;          // own_timeline_, or the world's SimComm's
+  // The rank's calls on its timeline, over the world and its groups: their timeline numbers.
+  std::shared_ptr<std::int64_t> timeline_calls_ = std::make_shared<std::int64_t>(0);
+  TrafficLedger* root_ledger_ = nullptr;  // a group's: the world's SimComm's ledger
+  SimGroups* groups_ = nullptr;
+  int group_id_ = 0;              // 0: the world
+  std::vector<int> world_ranks_;  // a group's: rank r is world rank world_ranks_[r]
+  int group_nodes_ = 0;           // a group's: the nodes its ranks span
+  std::int64_t splits_ = 0;       // split() calls so far
 };
 
 /// The timeline of `comm` when it is a SimComm that keeps one, else null: how the trainer names

@@ -12,25 +12,32 @@
 #include "core/error.hpp"
 #include "rendezvous.hpp"
 #include "sim_comm.hpp"
+#include "sim_groups.hpp"
 
 namespace zl {
 
 namespace {
 
 // Runs one rank's body and tells the rendezvous when it started (no wait's clock runs before every
-// rank's thread has) and how it ended, so no other rank waits for it.
-void run_rank(const std::function<void(Comm&)>& body, SimComm& comm, Rendezvous& rendezvous) {
+// rank's thread has) and how it ended, so no other rank waits for it, in the world or in a group.
+void run_rank(const std::function<void(Comm&)>& body, SimComm& comm, Rendezvous& rendezvous,
+              SimGroups& groups) {
   rendezvous.mark_started(comm.rank());
+  const auto failed = [&](const std::string& message, ErrorKind kind) {
+    rendezvous.mark_failed(comm.rank(), message, kind);
+    groups.mark_failed(comm.rank(), message, kind);
+  };
   try {
     comm.timeline()->start();
     body(comm);
     rendezvous.mark_returned(comm.rank());
+    groups.mark_returned(comm.rank());
   } catch (const Error& e) {
-    rendezvous.mark_failed(comm.rank(), e.what(), e.kind());
+    failed(e.what(), e.kind());
   } catch (const std::exception& e) {
-    rendezvous.mark_failed(comm.rank(), e.what());
+    failed(e.what(), ErrorKind::Runtime);
   } catch (...) {
-    rendezvous.mark_failed(comm.rank(), "threw an exception that is not a std::exception");
+    failed("threw an exception that is not a std::exception", ErrorKind::Runtime);
   }
 }
 
@@ -67,18 +74,19 @@ SimWorld::SimWorld(int world, SimOptions options)
 
 void SimWorld::run(const std::function<void(Comm&)>& body) {
   Rendezvous rendezvous(world_, options_.timeout, options_.gpus_per_node);
+  SimGroups groups(options_.timeout);
   TimelineBoard board(world_);
   std::vector<std::unique_ptr<SimComm>> comms;
   for (int r = 0; r < world_; ++r) {
     comms.push_back(std::make_unique<SimComm>(r, world_, rendezvous, options_.faults, &board,
-                                              options_.timeline));
+                                              options_.timeline, &groups));
   }
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(world_));
   for (int r = 0; r < world_; ++r) {
     try {
       threads.emplace_back(run_rank, std::cref(body), std::ref(*comms[static_cast<std::size_t>(r)]),
-                           std::ref(rendezvous));
+                           std::ref(rendezvous), std::ref(groups));
     } catch (const std::system_error& e) {
       // Ranks without a thread count as failed, so the started ones stop waiting for them.
       for (int q = r; q < world_; ++q) {

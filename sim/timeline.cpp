@@ -272,6 +272,10 @@ std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& p
     ZL_CHECK(issuing == ranks, "replay: {} of {} ranks issue another call: the programs disagree",
              issuing, ranks);
     const CallInfo& first = programs[0][next[0]].call;
+    ZL_CHECK(first.group_ranks == 0,
+             "replay: call #{} ran in a group of {} ranks: a run that splits its ranks into groups "
+             "cannot be replayed yet",
+             first.number, first.group_ranks);
     const CollectivePlan plan =
         plan_collective(link, nodes, first.kind, first.buffer_elems, first.elem_bytes, world);
     for (std::size_t r = 0; r < ranks; ++r) {
@@ -356,8 +360,12 @@ double RankTimeline::before_call() {
 }
 
 void RankTimeline::after_call(CallInfo call, bool async, double start_ms) {
-  const CollectivePlan plan = plan_collective(options_.link, options_.nodes, call.kind,
-                                              call.buffer_elems, call.elem_bytes, world_);
+  const CollectivePlan plan =
+      call.group_ranks == 0
+          ? plan_collective(options_.link, options_.nodes, call.kind, call.buffer_elems,
+                            call.elem_bytes, world_)
+          : plan_group_collective(options_.link, options_.nodes, world_, call.group_ranks,
+                                  call.group_nodes, call.kind, call.buffer_elems, call.elem_bytes);
   call.hierarchical = plan.hierarchical;
   clocks_.issue(call, async, start_ms, plan.ms);
   mark_cpu_ms_ = thread_cpu_ms();

@@ -30,9 +30,12 @@
 
 namespace zl {
 
-/// One collective call as the timeline sees it: the same on every rank but for `sent_bytes`.
+/// One collective call as the timeline sees it: the same on every rank of its group but for
+/// `sent_bytes`.
 struct CallInfo {
-  std::int64_t number = 0;  ///< the call number, 1-based (the rendezvous key)
+  /// The rank's call number, 1-based, counted over the world's calls and its groups' (in a world
+  /// that never splits, the rendezvous key)
+  std::int64_t number = 0;
   CollectiveKind kind = CollectiveKind::Barrier;  ///< which collective
   std::int64_t buffer_elems = 0;  ///< whole ring buffer (ring_buffer_elems)
   std::int64_t elem_bytes = 0;    ///< bytes per element of the call's dtype (2, 4 or 8)
@@ -41,6 +44,9 @@ struct CallInfo {
   /// Carried out inside the nodes, across them and inside again (plan_collective): set when it
   /// is priced.
   bool hierarchical = false;
+  /// A group's call (Comm::split): its ranks, and the nodes they span; 0 for the world's.
+  int group_ranks = 0;
+  int group_nodes = 0;  ///< with group_ranks
 };
 
 /// One step of a rank's program, enough to replay its clocks with other comm costs.
@@ -199,7 +205,8 @@ struct TimelineRecord {
 /// among `world` ranks on `nodes` (plan_collective over each call's kind and buffer), host copies
 /// priced on `host_link` and swap-file reads and writes on `disk_link`: the same clocks as a live
 /// run, so programs recorded at W and replayed with W's costs give the recorded times. Throws
-/// zl::Error if the programs' calls disagree.
+/// zl::Error if the programs' calls disagree or a call ran in a group (Comm::split): the
+/// replay's clocks meet every rank at every call.
 std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& programs,
                                    const LinkPreset& link, const HostLinkPreset& host_link,
                                    const DiskLinkPreset& disk_link, int world,

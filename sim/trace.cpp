@@ -42,6 +42,7 @@ json comm_args(const TimelineEvent& event) {
           {"step", event.step},
           {"async", event.async},
           {"hierarchical", event.call.hierarchical},
+          {"group_ranks", event.call.group_ranks},
           {"issue_ms", event.issue_ms}};
 }
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string_view>
 #include <utility>
 
@@ -100,6 +101,13 @@ class Comm {
     all_gather(send, recv, send_count, dtype);
     return {};
   }
+
+  /// Splits this group's ranks into groups, as MPI_Comm_split and ncclCommSplit do: a collective
+  /// (every rank calls it, in its call sequence) where each rank passes a `color`; the ranks with
+  /// the same color form one group, numbered in their order here. Returns this rank's Comm of its
+  /// group, with a call sequence of its own; it must be destroyed before this one. The base class
+  /// has no groups: it throws zl::Error.
+  virtual std::unique_ptr<Comm> split(int color);
 
   /// Notes a copy of `bytes` between this rank's device and host memory that the caller made
   /// (ZeRO-Offload's gradients and updated parameters, offload_param's shards): not a collective,
