@@ -54,6 +54,9 @@ struct TrainArgs {
   bool mpi_reduce_given = false;    ///< --mpi-reduce was on the line (it needs --backend mpi)
   bool accelerator_given = false;   ///< --accelerator was on the line (else nccl implies cuda)
   bool offload_param_flag = false;  ///< --offload-param was on the line (it needs --stage 3)
+  /// --shard-group node: ZeRO-3 shards inside each node (features.shard_group_ranks is set to the
+  /// node's ranks once the world and the nodes are known, in launch_config)
+  bool shard_group_node = false;
   /// The settings a checkpoint remembers that the flags or --config set (ResumeSetting bits):
   /// --resume takes the others from the checkpoint.
   std::uint32_t settings_given = 0;

@@ -399,6 +399,14 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
                "GPUs a node (torchrun's --nproc-per-node): reductions sum each node's ranks, then "
                "the nodes (default: every rank on one node; mpi and nccl: the launcher's)")
       ->each([&args](const std::string&) { args.gpus_per_node_given = true; });
+  cmd.add_option_function<std::string>(
+         "--shard-group",
+         [&args](const std::string& group) { args.shard_group_node = group == "node"; },
+         "ZeRO-3 shards over the whole world, or inside each node of --gpus-per-node ranks and "
+         "replicates across the nodes (FSDP's HYBRID_SHARD, HSDP)")
+      ->check(CLI::IsMember({"world", "node"}))
+      ->type_name("world|node")
+      ->default_str("world");
   add_threads_flag(cmd, config.threads);
   cmd.add_option("--steps", config.steps, "Optimizer steps (--model gpt: 100 unless given)")
       ->capture_default_str()
@@ -470,6 +478,10 @@ TrainConfig launch_config(const TrainArgs& args) {
              "launch as many ranks on every node, or pass --gpus-per-node",
              *local, config.world);
     if (*local < config.world) config.gpus_per_node = *local;
+  }
+  if (args.shard_group_node) {
+    config.features.shard_group_ranks =
+        config.gpus_per_node == kOneNode ? config.world : config.gpus_per_node;
   }
   return config;
 }

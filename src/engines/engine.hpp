@@ -78,6 +78,11 @@ struct TrainingFeatures {
   /// (stage3_param_persistence_threshold). zerolab's default is 0 (DeepSpeed's is 1e5) so that
   /// ZeRO-3 shards every unit, as the textbook stage does, unless asked.
   std::int64_t persistence_threshold_elems = 0;
+  /// ZeRO-3 only: the ranks of each group that shards (FSDP's HYBRID_SHARD shard group, zerolab's
+  /// `--shard-group node`): consecutive groups of this many ranks each shard the model as ZeRO-3
+  /// does among them, and the groups hold replicas of each other (make_hsdp_engine). 0, or the
+  /// world: one group, ZeRO-3 itself.
+  int shard_group_ranks = 0;
   /// Start gradient reductions (and ZeRO-3's prefetch gathers) as async collectives, so they run
   /// while backward goes on (zero_optimization.overlap_comm). Never changes results.
   bool overlap_comm = false;
@@ -117,6 +122,11 @@ struct TrainingFeatures {
 
 /// Throws zl::Error naming the setting (by its DeepSpeed key) if a value is out of range.
 void validate(const TrainingFeatures& features);
+
+/// For the hybrid engine (make_hsdp_engine): throws zl::Error when features.shard_group_ranks
+/// does not divide `world`, or with a feature it does not build yet (overlap_comm, prefetch,
+/// persistence, offload_param).
+void validate_shard_group(const TrainingFeatures& features, int world);
 
 /// What every engine needs besides the model, the device and (for the distributed ones) a Comm.
 struct EngineOptions {
@@ -223,6 +233,14 @@ std::unique_ptr<Engine> make_zero2_engine(Model& model, Device& device, Comm& co
 /// backward) and released right after.
 std::unique_ptr<Engine> make_zero3_engine(Model& model, Device& device, Comm& comm,
                                           const EngineOptions& options);
+
+/// Hybrid sharding (FSDP's HYBRID_SHARD, HSDP): ZeRO-3 inside each group of
+/// features.shard_group_ranks consecutive ranks (a node), DDP across the groups. Splits `comm`
+/// into the groups (Comm::split). Throws zl::Error for the features it does not build yet
+/// (overlap_comm, prefetch, persistence, offload_param) and for a group size that does not
+/// divide the world.
+std::unique_ptr<Engine> make_hsdp_engine(Model& model, Device& device, Comm& comm,
+                                         const EngineOptions& options);
 
 /// The distributed engine of `kind` (not Reference).
 std::unique_ptr<Engine> make_engine(EngineKind kind, Model& model, Device& device, Comm& comm,

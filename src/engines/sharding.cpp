@@ -128,16 +128,16 @@ void all_gather_into(Comm& comm, Device& device, TypedSpan shard, TypedSpan full
 }
 
 InFlight start_reduce_scatter(Comm& comm, Device& device, TypedSpan full, TypedSpan shard,
-                              std::int64_t bucket_elems, bool async) {
+                              std::int64_t bucket_elems, bool async, ReduceOp op) {
   InFlight flight;
   const int world = comm.size();
   const auto recv_count = static_cast<std::size_t>(shard.elems);
   if (full.elems <= bucket_elems) {
     if (async) {
-      flight.handles.push_back(comm.reduce_scatter_async(full.data, shard.data, recv_count,
-                                                         shard.dtype, ReduceOp::Avg));
+      flight.handles.push_back(
+          comm.reduce_scatter_async(full.data, shard.data, recv_count, shard.dtype, op));
     } else {
-      comm.reduce_scatter(full.data, shard.data, recv_count, shard.dtype, ReduceOp::Avg);
+      comm.reduce_scatter(full.data, shard.data, recv_count, shard.dtype, op);
     }
     return flight;
   }
@@ -154,38 +154,38 @@ InFlight start_reduce_scatter(Comm& comm, Device& device, TypedSpan full, TypedS
     void* recv = shard.slice(begin, count).data;
     if (async) {
       flight.handles.push_back(comm.reduce_scatter_async(
-          packed.data(), recv, static_cast<std::size_t>(count), shard.dtype, ReduceOp::Avg));
+          packed.data(), recv, static_cast<std::size_t>(count), shard.dtype, op));
       flight.buffers.push_back(std::move(packed));
     } else {
-      comm.reduce_scatter(packed.data(), recv, static_cast<std::size_t>(count), shard.dtype,
-                          ReduceOp::Avg);
+      comm.reduce_scatter(packed.data(), recv, static_cast<std::size_t>(count), shard.dtype, op);
     }
   }
   return flight;
 }
 
 void reduce_scatter_unit(Comm& comm, Device& device, TypedSpan full, TypedSpan shard,
-                         std::int64_t bucket_elems) {
-  start_reduce_scatter(comm, device, full, shard, bucket_elems, /*async=*/false).wait();
+                         std::int64_t bucket_elems, ReduceOp op) {
+  start_reduce_scatter(comm, device, full, shard, bucket_elems, /*async=*/false, op).wait();
 }
 
-InFlight start_all_reduce(Comm& comm, TypedSpan grad, std::int64_t bucket_elems, bool async) {
+InFlight start_all_reduce(Comm& comm, TypedSpan grad, std::int64_t bucket_elems, bool async,
+                          ReduceOp op) {
   InFlight flight;
   for (std::int64_t begin = 0; begin < grad.elems; begin += bucket_elems) {
     const std::int64_t count = std::min(bucket_elems, grad.elems - begin);
     void* data = grad.slice(begin, count).data;
     if (async) {
-      flight.handles.push_back(comm.all_reduce_async(data, static_cast<std::size_t>(count),
-                                                     grad.dtype, ReduceOp::Avg));
+      flight.handles.push_back(
+          comm.all_reduce_async(data, static_cast<std::size_t>(count), grad.dtype, op));
     } else {
-      comm.all_reduce(data, static_cast<std::size_t>(count), grad.dtype, ReduceOp::Avg);
+      comm.all_reduce(data, static_cast<std::size_t>(count), grad.dtype, op);
     }
   }
   return flight;
 }
 
-void all_reduce_unit(Comm& comm, TypedSpan grad, std::int64_t bucket_elems) {
-  start_all_reduce(comm, grad, bucket_elems, /*async=*/false).wait();
+void all_reduce_unit(Comm& comm, TypedSpan grad, std::int64_t bucket_elems, ReduceOp op) {
+  start_all_reduce(comm, grad, bucket_elems, /*async=*/false, op).wait();
 }
 
 Buffer step_loss_sum(Device& device) {

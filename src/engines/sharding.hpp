@@ -34,10 +34,11 @@ InFlight start_all_gather(Comm& comm, Device& device, TypedSpan shard, TypedSpan
 
 /// reduce_scatter_unit, started (see start_all_gather); `full` must stay untouched until wait().
 InFlight start_reduce_scatter(Comm& comm, Device& device, TypedSpan full, TypedSpan shard,
-                              std::int64_t bucket_elems, bool async);
+                              std::int64_t bucket_elems, bool async, ReduceOp op = ReduceOp::Avg);
 
 /// all_reduce_unit, started (see start_all_gather).
-InFlight start_all_reduce(Comm& comm, TypedSpan grad, std::int64_t bucket_elems, bool async);
+InFlight start_all_reduce(Comm& comm, TypedSpan grad, std::int64_t bucket_elems, bool async,
+                          ReduceOp op = ReduceOp::Avg);
 
 /// Waits for every flight, oldest first, and empties the list.
 void wait_all(std::vector<InFlight>& flights);
@@ -67,17 +68,18 @@ Buffer gather_unit(Comm& comm, Device& device, const UnitLayout& unit, TypedSpan
 void all_gather_into(Comm& comm, Device& device, TypedSpan shard, TypedSpan full,
                      std::int64_t bucket_elems);
 
-/// reduce_scatter(avg) of a unit's full gradient: this rank receives its averaged shard.
+/// reduce_scatter(avg, or `op`) of a unit's full gradient: this rank receives its averaged shard.
 /// `shard` may be this rank's slice of `full` (in place, as NCCL allows). A call reduces at most
 /// `bucket_elems` elements (reduce_bucket_size): larger units go in pieces, each the same slice of
 /// every rank's shard, packed in a CommBuffer. Elementwise sums, so the bits do not depend on the
 /// bucket size. Collective.
 void reduce_scatter_unit(Comm& comm, Device& device, TypedSpan full, TypedSpan shard,
-                         std::int64_t bucket_elems);
+                         std::int64_t bucket_elems, ReduceOp op = ReduceOp::Avg);
 
-/// all_reduce(avg) of a unit's gradient in place, in contiguous calls of at most `bucket_elems`
-/// elements (reduce_bucket_size). Collective.
-void all_reduce_unit(Comm& comm, TypedSpan grad, std::int64_t bucket_elems);
+/// all_reduce(avg, or `op`) of a unit's gradient in place, in contiguous calls of at most
+/// `bucket_elems` elements (reduce_bucket_size). Collective.
+void all_reduce_unit(Comm& comm, TypedSpan grad, std::int64_t bucket_elems,
+                     ReduceOp op = ReduceOp::Avg);
 
 /// A step's loss sum: one float in the device's memory, zero, booked as CommBuffer, into which
 /// run_micro_batch adds each micro-batch's loss.

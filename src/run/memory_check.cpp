@@ -31,7 +31,9 @@ std::int64_t planned_process_bytes(const TrainConfig& config) {
   const EstimateOptions options = estimate_options(config.features);
   const bool reference = config.engine == EngineKind::Reference;
   const int stage = reference ? 0 : stage_of(config.engine);
-  const StateElems elems = state_elems(units, reference ? 1 : config.world, options);
+  // Hybrid sharding shards among a node's ranks: each holds ZeRO-3's states of that world.
+  const int shard_ranks = hybrid_sharded(config) ? config.features.shard_group_ranks : config.world;
+  const StateElems elems = state_elems(units, reference ? 1 : shard_ranks, options);
   const std::int64_t states = estimate_ledger(elems, options, stage).total_bytes();
   const ActivationEstimate activations =
       gpt ? estimate_activations(config.gpt, config.micro_batch, config.gpt.block_size,

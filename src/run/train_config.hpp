@@ -144,6 +144,10 @@ void validate(const TrainConfig& config);
 /// so that its reductions sum in two levels.
 bool splits_into_nodes(const TrainConfig& config);
 
+/// True when ZeRO-3 shards inside groups smaller than the world (features.shard_group_ranks,
+/// `--shard-group node`): the hybrid engine (make_hsdp_engine).
+bool hybrid_sharded(const TrainConfig& config);
+
 /// The threads each rank's CpuDevice runs on: config.threads, or with 0 the machine's cores
 /// divided among the W ranks (as if they shared this machine, so MPI ranks on one node never
 /// oversubscribe it), at least 1.

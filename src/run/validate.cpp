@@ -14,6 +14,11 @@ std::string_view model_name(ModelKind kind) {
   return kind == ModelKind::Gpt ? "gpt" : "mlp";
 }
 
+bool hybrid_sharded(const TrainConfig& config) {
+  const int group = config.features.shard_group_ranks;
+  return group > 0 && group < config.world;
+}
+
 bool splits_into_nodes(const TrainConfig& config) {
   return config.gpus_per_node > 1 && config.gpus_per_node < config.world;
 }
@@ -72,6 +77,16 @@ void validate(const TrainConfig& config) {
            "--gpus-per-node {} with --backend sim needs --accelerator cpu: the simulator's GPU "
            "collectives sum in one level only",
            config.gpus_per_node);
+  if (config.features.shard_group_ranks > 0) {
+    const int node = config.gpus_per_node == kOneNode ? config.world : config.gpus_per_node;
+    ZL_CHECK(config.engine == EngineKind::Zero3 || config.engine == EngineKind::Reference,
+             "--shard-group node shards ZeRO-3's states inside a node: use --stage 3");
+    ZL_CHECK(config.features.shard_group_ranks == node,
+             "a shard group of {} ranks is not a node of {}: --shard-group node shards inside "
+             "each node of --gpus-per-node ranks",
+             config.features.shard_group_ranks, node);
+    if (config.engine == EngineKind::Zero3) validate_shard_group(config.features, config.world);
+  }
   ZL_CHECK(config.features.grad_accum_steps <= kMaxGradAccumSteps,
            "gradient accumulation of {} micro-batches is invalid: use at most {} per step",
            config.features.grad_accum_steps, kMaxGradAccumSteps);

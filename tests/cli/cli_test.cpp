@@ -288,6 +288,14 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --offload-optimizer --nvme-path /proc",
        "cannot make the swap folder /proc/zerolab-swap/rank0: "},
       {"train --stage 3 --accelerator cpu-detached --offload-param", "--offload-param keeps"},
+      {"train --stage 2 --world 4 --gpus-per-node 2 --shard-group node",
+       "--shard-group node shards ZeRO-3's states inside a node: use --stage 3"},
+      {"train --stage 3 --world 4 --gpus-per-node 2 --shard-group node --overlap-comm",
+       "--shard-group node does not overlap, prefetch, keep units whole or offload parameters yet"},
+      {"train --stage 3 --world 4 --gpus-per-node 2 --shard-group node --checkpoint-dir " +
+           (dir_ / "ck").string(),
+       "checkpoints of --shard-group node are not built yet"},
+      {"train --shard-group rack", "--shard-group"},
       {"", "subcommand"},
   };
   for (const auto& bad : cases) {

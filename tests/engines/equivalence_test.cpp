@@ -16,11 +16,11 @@ TrainResult run(TrainConfig config, EngineKind engine) {
   return train(config);
 }
 
-// For any shape (sizes not divisible by W included), world 1..8, 1..5 steps and hyperparameters:
-// every stage's final parameters, Adam moments (re-assembled from shards), per-step losses and
-// gradient norms are the reference's, bit for bit; the reference on one CPU thread per rank, the
-// stages on 1..3, with the kernels cut at either grain (the fine one splits even these small
-// shapes, so the threads share every kernel).
+// For any shape (sizes not divisible by W included), world 1..8 on nodes of any size that divides
+// it, 1..5 steps and hyperparameters: every stage's (and hybrid sharding's) final parameters, Adam
+// moments (re-assembled from shards), per-step losses and gradient norms are the reference's, bit
+// for bit; the reference on one CPU thread per rank, the stages on 1..3, with the kernels cut at
+// either grain (the fine one splits even these small shapes, so the threads share every kernel).
 RC_GTEST_PROP(Equivalence, prop_every_stage_is_bitwise_the_reference, (TrainConfig config)) {
   config.kernel_grain = *rc::gen::element(cpu::Grain::Normal, cpu::Grain::Fine);
   config.threads = 1;
@@ -32,6 +32,13 @@ RC_GTEST_PROP(Equivalence, prop_every_stage_is_bitwise_the_reference, (TrainConf
     if (const auto diff = first_difference(run(config, stage), reference)) {
       RC_FAIL(fmt::format("{}: {}", engine_name(stage), *diff));
     }
+  }
+  // Hybrid sharding: ZeRO-3 inside each node, DDP across the nodes (one node: ZeRO-3).
+  TrainConfig hybrid = config;
+  hybrid.features.shard_group_ranks =
+      config.gpus_per_node == kOneNode ? config.world : config.gpus_per_node;
+  if (const auto diff = first_difference(run(hybrid, EngineKind::Zero3), reference)) {
+    RC_FAIL(fmt::format("hsdp (shard groups of {}): {}", hybrid.features.shard_group_ranks, *diff));
   }
 }
 

@@ -48,6 +48,19 @@ void check_every_stage(const TrainConfig& config) {
       RC_FAIL(fmt::format("{}: {}", engine_name(stage), *diff));
     }
   }
+  // Hybrid sharding, ZeRO-3 inside each node, with every feature it builds: those it does not
+  // yet change where and when bytes move, never a bit, so they are left out of its run.
+  TrainConfig hybrid = config;
+  TrainingFeatures& f = hybrid.features;
+  f.shard_group_ranks = config.gpus_per_node == kOneNode ? config.world : config.gpus_per_node;
+  f.overlap_comm = false;
+  f.prefetch_bucket_elems = 0;
+  f.persistence_threshold_elems = 0;
+  f.offload_param = false;
+  f.param_nvme_path.clear();
+  if (const auto diff = first_difference(run(hybrid, EngineKind::Zero3), reference)) {
+    RC_FAIL(fmt::format("hsdp (shard groups of {}): {}", f.shard_group_ranks, *diff));
+  }
 }
 
 // The first element of wte's padded rows (past the vocabulary) in `result`'s final parameters or
