@@ -60,6 +60,8 @@ class Rendezvous {
 
   /// The timeout that bounds every wait().
   std::chrono::milliseconds timeout() const { return timeout_; }
+  /// The layout every call is stamped with (CallDesc::gpus_per_node).
+  int gpus_per_node() const { return gpus_per_node_; }
 
   /// "rank R: <message>" for the first rank that failed by itself (a mismatch, a timeout, an
   /// early return it waited for, or its own exception) rather than because another rank

@@ -13,11 +13,18 @@ namespace zl {
 
 SimComm::SimComm(int rank, int world, Rendezvous& rendezvous, const std::vector<FaultSpec>& faults,
                  TimelineBoard* board, const TimelineOptions& timeline, SimGroups* groups)
-    : rank_(rank), world_(world), rendezvous_(rendezvous), board_(board), groups_(groups) {
+    : rank_(rank),
+      world_(world),
+      rendezvous_(rendezvous),
+      board_(board),
+      groups_(groups),
+      gpus_per_node_(rendezvous.gpus_per_node()) {
   for (const auto& fault : faults) {
     if (fault.rank == rank) faults_.push_back(fault);
   }
   if (board_ != nullptr) timeline_ = &own_timeline_.emplace(world, timeline);
+  const int per_node = rendezvous.gpus_per_node();
+  level_ = link_level_of(world, per_node == kOneNode ? 1 : world / per_node);
 }
 
 SimComm::SimComm(SimComm& parent, SimGroup& group, int rank)
@@ -30,15 +37,16 @@ SimComm::SimComm(SimComm& parent, SimGroup& group, int rank)
       root_ledger_(&parent.ledger()),
       groups_(parent.groups_),
       group_id_(group.id),
-      world_ranks_(group.world_ranks) {
-  if (timeline_ == nullptr) return;
-  const int per_node = timeline_->options().nodes.gpus_per_node;
+      world_ranks_(group.world_ranks),
+      gpus_per_node_(parent.gpus_per_node_) {
+  const int per_node = gpus_per_node_;
   std::vector<int> nodes;
   for (const int world_rank : world_ranks_) {
     nodes.push_back(per_node == kOneNode ? 0 : world_rank / per_node);
   }
   std::ranges::sort(nodes);
   group_nodes_ = static_cast<int>(std::ranges::unique(nodes).begin() - nodes.begin());
+  level_ = link_level_of(world_, group_nodes_);
 }
 
 std::unique_ptr<Comm> SimComm::split(int color) {
@@ -204,6 +212,7 @@ std::int64_t SimComm::run_call(const CallDesc& call, bool async) {
   const RingVolume volume =
       ring_volume(call.kind, buffer_elems, elem_bytes, rank_, world_, call.root);
   ledger().record(call.kind, volume);
+  ledger().record_level(level_, volume.sent_bytes);
   if (!timeline_) return calls_posted_;
   const bool in_group = !world_ranks_.empty();
   const CallInfo info{.number = ++*timeline_calls_,

@@ -118,6 +118,8 @@ class SimComm final : public Comm {
   std::vector<int> world_ranks_;  // a group's: rank r is world rank world_ranks_[r]
   int group_nodes_ = 0;           // a group's: the nodes its ranks span
   std::int64_t splits_ = 0;       // split() calls so far
+  int gpus_per_node_ = kOneNode;  // the world's layout
+  LinkLevel level_ = LinkLevel::Inside;  // which links this group's bytes cross
 };
 
 /// The timeline of `comm` when it is a SimComm that keeps one, else null: how the trainer names

@@ -205,7 +205,7 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& rank : result.ranks) {
     const MemoryLedger& memory = rank.memory;
-    nlohmann::json current, peaks, activations_at_peak, calls, sent, recv;
+    nlohmann::json current, peaks, activations_at_peak, calls, sent, recv, by_level;
     for (int c = 0; c < kMemCategoryCount; ++c) {
       const auto category = static_cast<MemCategory>(c);
       current[std::string(mem_category_name(category))] = memory.current_bytes(category);
@@ -221,6 +221,10 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
       calls[std::string(collective_name(kind))] = rank.traffic.calls(kind);
       sent[std::string(collective_name(kind))] = rank.traffic.sent_bytes(kind);
       recv[std::string(collective_name(kind))] = rank.traffic.recv_bytes(kind);
+    }
+    for (int l = 0; l < kLinkLevelCount; ++l) {
+      const auto level = static_cast<LinkLevel>(l);
+      by_level[std::string(link_level_name(level))] = rank.traffic.sent_bytes(level);
     }
     ranks.push_back({{"rank", rank.rank},
                      {"bytes",
@@ -242,6 +246,7 @@ nlohmann::json summary_json(const TrainConfig& config, const TrainResult& result
                        {"to_device", rank.traffic.to_device_bytes()},
                        {"calls", calls},
                        {"sent_by_collective", sent},
+                       {"sent_by_link_level", by_level},
                        {"recv_by_collective", recv}}},
                      {"nvme", nvme_json(rank.traffic)}});
     ranks.back().update(timeline_json(result.timelines.at(ranks.size() - 1).totals()));

@@ -50,6 +50,23 @@ RingVolume ring_volume(CollectiveKind kind, std::int64_t elems, std::int64_t ele
   fail("unknown collective kind {}", static_cast<int>(kind));
 }
 
+std::string_view link_level_name(LinkLevel level) {
+  switch (level) {
+    case LinkLevel::Inside:
+      return "inside";
+    case LinkLevel::Across:
+      return "across";
+    case LinkLevel::Spanning:
+      return "spanning";
+  }
+  fail("unknown link level {}", static_cast<int>(level));
+}
+
+LinkLevel link_level_of(int ranks, int nodes) {
+  if (nodes <= 1) return LinkLevel::Inside;
+  return ranks == nodes ? LinkLevel::Across : LinkLevel::Spanning;
+}
+
 void TrafficLedger::record(CollectiveKind kind, RingVolume volume) {
   sent_[index(kind)] += volume.sent_bytes;
   recv_[index(kind)] += volume.recv_bytes;

@@ -36,6 +36,20 @@ struct RingVolume {
 RingVolume ring_volume(CollectiveKind kind, std::int64_t elems, std::int64_t elem_bytes, int rank,
                        int world, int root = 0);
 
+/// Which links a collective's bytes cross in a world of nodes: those inside one node (NVLink),
+/// those between nodes (the NICs), or both (a ring through the ranks of several nodes).
+enum class LinkLevel : std::uint8_t { Inside, Across, Spanning };
+
+/// Number of LinkLevel values.
+inline constexpr int kLinkLevelCount = 3;
+
+/// "inside", "across" or "spanning".
+std::string_view link_level_name(LinkLevel level);
+
+/// The level of a group of `ranks` ranks on `nodes` nodes, as many on each: one node, Inside;
+/// one rank a node, Across; more, Spanning.
+LinkLevel link_level_of(int ranks, int nodes);
+
 /// Which way a copy between a rank's device and host memory goes (ZeRO-Offload, offload_param).
 enum class HostCopy : std::uint8_t { ToHost, ToDevice };
 
@@ -60,6 +74,11 @@ class TrafficLedger {
  public:
   /// Adds one call of `kind` with the given volume.
   void record(CollectiveKind kind, RingVolume volume);
+  /// Adds `sent_bytes` of a call to the bytes that crossed links of `level`: the backends call it
+  /// beside record() with the call's sent bytes (and a decoded report with its totals).
+  void record_level(LinkLevel level, std::int64_t sent_bytes) {
+    level_sent_[static_cast<int>(level)] += sent_bytes;
+  }
   /// Bytes sent by every collective so far (device-host copies not included).
   std::int64_t sent_bytes() const;
   /// Bytes received by every collective so far (device-host copies not included).
@@ -70,6 +89,9 @@ class TrafficLedger {
   std::int64_t recv_bytes(CollectiveKind kind) const { return recv_[index(kind)]; }
   /// Calls of `kind` recorded, async ones included, each counted once.
   std::int64_t calls(CollectiveKind kind) const { return calls_[index(kind)]; }
+  /// Bytes sent by collectives whose bytes cross links of `level`; on the sim, mpi and nccl
+  /// backends the levels add up to sent_bytes().
+  std::int64_t sent_bytes(LinkLevel level) const { return level_sent_[static_cast<int>(level)]; }
 
   /// Adds a device-to-host copy of `bytes` (ZeRO-Offload's gradients going to the CPU update).
   void record_to_host(std::int64_t bytes) { to_host_bytes_ += bytes; }
@@ -111,6 +133,7 @@ class TrafficLedger {
   std::array<std::int64_t, kCollectiveKindCount> sent_{};
   std::array<std::int64_t, kCollectiveKindCount> recv_{};
   std::array<std::int64_t, kCollectiveKindCount> calls_{};
+  std::array<std::int64_t, kLinkLevelCount> level_sent_{};
   std::int64_t to_host_bytes_ = 0;
   std::int64_t to_device_bytes_ = 0;
   std::array<std::int64_t, 2> disk_bytes_{};

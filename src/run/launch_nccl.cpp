@@ -88,7 +88,8 @@ void launch_on_nccl(RunPlan& plan, const RankCallbacks& callbacks, TrainResult& 
   std::unique_ptr<Device> device =
       make_rank_device(Accelerator::Cuda, bootstrap.rank.local_rank, config.features.precision, 1,
                        cpu::Grain::Normal, config.attention);
-  NcclComm comm(static_cast<CudaDevice&>(*device), bootstrap, config.collective_timeout);
+  NcclComm comm(static_cast<CudaDevice&>(*device), bootstrap, config.collective_timeout,
+                config.gpus_per_node);
   RankTimeline clocks(config.world, plan.timeline.options);
   clocks.start();
   const ShareFile share_file = [](Comm& own, RankFile file) {

@@ -175,6 +175,7 @@ std::string encode_rank_totals(const RankTotals& totals) {
     out.put(traffic.recv_bytes(kind));
     out.put(traffic.calls(kind));
   }
+  for (int l = 0; l < kLinkLevelCount; ++l) out.put(traffic.sent_bytes(static_cast<LinkLevel>(l)));
   out.put(traffic.to_host_bytes());
   out.put(traffic.to_device_bytes());
   for (const DiskIo direction : {DiskIo::Read, DiskIo::Write}) {
@@ -215,6 +216,9 @@ RankTotals decode_rank_totals(std::string_view bytes) {
     }
     ZL_CHECK(calls > 0 || (sent == 0 && recv == 0), "{}: {} bytes of {} in no call", kTotalsWhat,
              sent + recv, collective_name(kind));
+  }
+  for (int l = 0; l < kLinkLevelCount; ++l) {
+    traffic.record_level(static_cast<LinkLevel>(l), in.get<std::int64_t>());
   }
   traffic.record_to_host(in.get<std::int64_t>());
   traffic.record_to_device(in.get<std::int64_t>());

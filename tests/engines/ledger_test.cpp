@@ -127,6 +127,47 @@ TEST(Ledgers, BytesSentMatchTheRingVolumes) {
   }
 }
 
+// Hybrid sharding's bytes by the links they cross, exactly. Inside a node: ZeRO-3's three ring
+// passes among the node's G ranks over the layout padded for G, and the norm's tree sums. Across
+// the nodes: one fp32 all_reduce of each unit's shard among the N nodes. Spanning both: the
+// world's calls, the logged loss and the two splits' colors (once, at the start).
+TEST(Ledgers, HybridShardingSendsZeroThreeInsideAndOneShardAllReduceAcross) {
+  for (const auto& [world, gpus] :
+       {std::pair{4, 2}, std::pair{6, 3}, std::pair{8, 2}, std::pair{4, 1}}) {
+    TrainConfig config = config_for(EngineKind::Zero3, world);
+    config.gpus_per_node = gpus;
+    config.features.shard_group_ranks = gpus;
+    const auto result = train(config);
+    const std::vector<UnitLayout> layout = layout_units(checked_units(config.mlp), gpus);
+    const std::int64_t psi_bytes = 4 * total_padded_elems(layout);
+    const int nodes = world / gpus;
+    const LinkLevel world_level = link_level_of(world, nodes);
+    for (const auto& rank : result.ranks) {
+      SCOPED_TRACE(fmt::format("W={} G={} rank {}", world, gpus, rank.rank));
+      const int node = rank.rank / gpus;
+      const std::int64_t inside =
+          3 * (gpus - 1) * psi_bytes / gpus + (gpus - 1) * norm_sums_per_rank(layout, gpus) * 8;
+      std::int64_t across = 0;
+      for (const auto& unit : layout) {
+        across +=
+            ring_volume(CollectiveKind::AllReduce, unit.shard_elems, 4, node, nodes).sent_bytes;
+      }
+      const std::int64_t spanning =
+          config.steps * ring_volume(CollectiveKind::AllReduce, 1, 4, rank.rank, world).sent_bytes +
+          2 * ring_volume(CollectiveKind::AllGather, world, 8, rank.rank, world).sent_bytes;
+      std::map<LinkLevel, std::int64_t> want = {{LinkLevel::Inside, config.steps * inside},
+                                                {LinkLevel::Across, config.steps * across},
+                                                {LinkLevel::Spanning, 0}};
+      want[world_level] += spanning;
+      for (const auto& [level, bytes] : want) {
+        EXPECT_EQ(rank.traffic.sent_bytes(level), bytes) << link_level_name(level);
+      }
+      EXPECT_EQ(rank.traffic.sent_bytes(),
+                want[LinkLevel::Inside] + want[LinkLevel::Across] + want[LinkLevel::Spanning]);
+    }
+  }
+}
+
 // Events of rank 0 with the ledger's current bytes at each.
 struct Moment {
   std::string phase;

@@ -39,6 +39,8 @@ TEST(MpiReports, RankTotalsComeBackAsTheyWere) {
   traffic.record(CollectiveKind::AllReduce, {100, 90});
   traffic.record(CollectiveKind::AllReduce, {7, 8});
   traffic.record(CollectiveKind::Barrier, {});
+  traffic.record_level(LinkLevel::Inside, 100);
+  traffic.record_level(LinkLevel::Spanning, 7);
   traffic.record_to_host(11);
   traffic.record_to_device(13);
   totals.steps = {{.step = 0,
@@ -57,6 +59,10 @@ TEST(MpiReports, RankTotalsComeBackAsTheyWere) {
 
   const RankTotals back = decode_rank_totals(encode_rank_totals(totals));
   EXPECT_EQ(back.report.rank, 3);
+  for (int l = 0; l < kLinkLevelCount; ++l) {
+    const auto level = static_cast<LinkLevel>(l);
+    EXPECT_EQ(back.report.traffic.sent_bytes(level), traffic.sent_bytes(level)) << l;
+  }
   for (int c = 0; c < kMemCategoryCount; ++c) {
     const auto category = static_cast<MemCategory>(c);
     EXPECT_EQ(back.report.memory.current_bytes(category), memory.current_bytes(category)) << c;

@@ -76,8 +76,12 @@ std::size_t align_up(std::size_t bytes) {
 }  // namespace
 
 NcclComm::NcclComm(CudaDevice& device, const NcclBootstrap& bootstrap,
-                   std::chrono::milliseconds timeout)
-    : device_(device), rank_(bootstrap.rank.rank), world_(bootstrap.rank.world), timeout_(timeout) {
+                   std::chrono::milliseconds timeout, int gpus_per_node)
+    : device_(device),
+      rank_(bootstrap.rank.rank),
+      world_(bootstrap.rank.world),
+      gpus_per_node_(gpus_per_node),
+      timeout_(timeout) {
   ZL_CUDA_CHECK(cudaSetDevice(device_.device_index()));
   ZL_CUDA_CHECK(cudaStreamCreate(&comm_stream_));
   ZL_CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
@@ -141,8 +145,11 @@ CommHandle NcclComm::finish(std::int64_t call_number, const CallDesc& call,
   ZL_CUDA_CHECK(cudaEventRecord(done, comm_stream_));
   // The sim's record (sim/sim_comm.cpp): the ring volume of the whole buffer.
   const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(call.dtype));
-  traffic_.record(call.kind,
-                  ring_volume(call.kind, buffer_elems, elem_bytes, rank_, world_, call.root));
+  const RingVolume volume =
+      ring_volume(call.kind, buffer_elems, elem_bytes, rank_, world_, call.root);
+  traffic_.record(call.kind, volume);
+  const int nodes = gpus_per_node_ == kOneNode ? 1 : world_ / gpus_per_node_;
+  traffic_.record_level(link_level_of(world_, nodes), volume.sent_bytes);
   reap_pending();
   return CommHandle([this, done, call_number, call] {
     // Later compute waits on the device. The host does not: it reads device results only through

@@ -49,7 +49,8 @@ class NcclComm final : public Comm {
   /// joined), on `device`'s GPU, and removes rank 0's id file once all have joined. `device`
   /// must outlive this communicator. No wait for a collective lasts longer than `timeout`.
   NcclComm(CudaDevice& device, const NcclBootstrap& bootstrap,
-           std::chrono::milliseconds timeout = std::chrono::seconds(120));
+           std::chrono::milliseconds timeout = std::chrono::seconds(120),
+           int gpus_per_node = kOneNode);
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -111,6 +112,7 @@ class NcclComm final : public Comm {
   CudaDevice& device_;
   int rank_ = 0;
   int world_ = 1;
+  int gpus_per_node_ = kOneNode;  // the ledger's link levels (TrafficLedger::record_level)
   ncclComm_t comm_ = nullptr;
   cudaStream_t comm_stream_ = nullptr;
   cudaEvent_t compute_ready_ = nullptr;  // re-recorded before every collective
