@@ -44,8 +44,8 @@ SimComm::SimComm(SimComm& parent, SimGroup& group, int rank)
   for (const int world_rank : world_ranks_) {
     nodes.push_back(per_node == kOneNode ? 0 : world_rank / per_node);
   }
-  std::ranges::sort(nodes);
-  group_nodes_ = static_cast<int>(std::ranges::unique(nodes).begin() - nodes.begin());
+  std::sort(nodes.begin(), nodes.end());
+  group_nodes_ = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
   level_ = link_level_of(world_, group_nodes_);
 }
 

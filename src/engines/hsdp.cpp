@@ -2,8 +2,9 @@
 // across the nodes. The world splits twice: each node's G ranks form a shard group that shards
 // the parameters, gradients and optimizer states as ZeRO-3 does among G ranks; the N nodes hold
 // the same shards, and rank i of every node forms a replica group with the others' rank i.
-// The bytes that cross between nodes shrink from ZeRO-3's 3 Psi (W-1)/W to one all_reduce of a
-// rank's Psi/G shard. Per step, for each of the k accumulated micro-batches:
+// ZeRO-3's gathers and reduce-scatters stay inside the node; only an all_reduce of each rank's
+// Psi/G gradient shard (in fp32) crosses between nodes. Per step, for each of the k accumulated
+// micro-batches:
 //   1. forward    for each unit: all_gather its parameters inside the node, run it, release them
 //   2. backward   for each unit, last first: gather inside the node again, run its backward into
 //                 a full gradient, then reduce it to the world's average of the own shard:

@@ -86,6 +86,9 @@ void validate(const TrainConfig& config) {
              "each node of --gpus-per-node ranks",
              config.features.shard_group_ranks, node);
     if (config.engine == EngineKind::Zero3) validate_shard_group(config.features, config.world);
+    ZL_CHECK(!hybrid_sharded(config) || config.backend == Backend::Sim,
+             "--shard-group node splits the ranks into groups, which only --backend sim builds "
+             "yet: use --backend sim, or --shard-group world");
   }
   ZL_CHECK(config.features.grad_accum_steps <= kMaxGradAccumSteps,
            "gradient accumulation of {} micro-batches is invalid: use at most {} per step",

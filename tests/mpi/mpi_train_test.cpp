@@ -299,6 +299,8 @@ TEST_F(MpiTrain, SimOnlyFlagsAndBadValuesAreOneLineErrors) {
       {"--backend mpi --trace " + file("t.json").string(), "--trace and --what-if-world"},
       {"--backend mpi --save-data " + file("d.st").string(), "--save-data needs every rank's"},
       {"--backend mpi --engine reference", "--backend mpi needs a distributed engine"},
+      {"--backend mpi --world 4 --stage 3 --gpus-per-node 2 --shard-group node",
+       "--shard-group node splits the ranks into groups, which only --backend sim builds yet"},
       {"--backend mpi --accelerator cpu-detached", "--backend mpi runs on the CPU"},
       {"--mpi-reduce native", "--mpi-reduce needs --backend mpi"},
       {"--backend mpi --mpi-reduce fastest", "--mpi-reduce"},
