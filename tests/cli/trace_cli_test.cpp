@@ -142,6 +142,8 @@ TEST_F(TraceCli, BadTimelineFlagsFailInOneLine) {
       {"--nics-per-node 0", "--nics-per-node 0 is invalid"},
       {"--stage 3 --world 4 --gpus-per-node 2 --what-if-world 5",
        "--what-if-world 5 is not a whole number of nodes of --gpus-per-node 2"},
+      {"--stage 3 --world 4 --gpus-per-node 2 --shard-group node --what-if-world 8",
+       "--what-if-world cannot replay --shard-group node yet"},
   };
   for (const auto& [flags, message] : cases) {
     const auto run = zerolab(fmt::format("{} {}", kRun, flags));
