@@ -227,7 +227,7 @@ CollectivePlan plan_on_nodes(const LinkPreset& inside, const LinkPreset& across,
 
 // G of `nodes` in a world of `world`, checked.
 int gpus_of(const NodeLinks& nodes, int world) {
-  const int gpus = nodes.gpus_per_node == kOneNode ? world : nodes.gpus_per_node;
+  const int gpus = ranks_per_node(world, nodes.gpus_per_node);
   ZL_CHECK(gpus >= 1 && world % gpus == 0,
            "{} GPUs a node do not divide a world of {}: pass a --gpus-per-node that divides it",
            gpus, world);
@@ -236,18 +236,17 @@ int gpus_of(const NodeLinks& nodes, int world) {
   return gpus;
 }
 
-// NICs a node: the given number, or one per GPU.
-int nics_of(const NodeLinks& nodes, int gpus) {
-  return nodes.nics_per_node == 0 ? gpus : nodes.nics_per_node;
-}
-
 }  // namespace
+
+int nics_a_node(const NodeLinks& nodes, int world) {
+  return nodes.nics_per_node == 0 ? gpus_of(nodes, world) : nodes.nics_per_node;
+}
 
 CollectivePlan plan_collective(const LinkPreset& inside, const NodeLinks& nodes,
                                CollectiveKind kind, std::int64_t buffer_elems,
                                std::int64_t elem_bytes, int world) {
   const int gpus = gpus_of(nodes, world);
-  return plan_on_nodes(inside, nodes.across, nics_of(nodes, gpus), gpus, world / gpus, kind,
+  return plan_on_nodes(inside, nodes.across, nics_a_node(nodes, world), gpus, world / gpus, kind,
                        buffer_elems, elem_bytes);
 }
 
@@ -259,7 +258,7 @@ CollectivePlan plan_group_collective(const LinkPreset& inside, const NodeLinks& 
            "a group of {} ranks on {} nodes is not the same number of ranks on each", group_ranks,
            group_nodes);
   const int per_node = group_ranks / group_nodes;
-  const double nics = static_cast<double>(nics_of(nodes, gpus)) * per_node / gpus;
+  const double nics = static_cast<double>(nics_a_node(nodes, world)) * per_node / gpus;
   return plan_on_nodes(inside, nodes.across, nics, per_node, group_nodes, kind, buffer_elems,
                        elem_bytes);
 }

@@ -122,6 +122,9 @@ struct NodeLinks {
   int nics_per_node = 0;
 };
 
+/// NICs a node of a world of `world` ranks on `nodes`: nics_per_node, or one per GPU.
+int nics_a_node(const NodeLinks& nodes, int world);
+
 /// How a collective is carried out in a world of nodes, and its time.
 struct CollectivePlan {
   double ms = 0.0;  ///< simulated duration

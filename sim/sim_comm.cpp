@@ -23,8 +23,7 @@ SimComm::SimComm(int rank, int world, Rendezvous& rendezvous, const std::vector<
     if (fault.rank == rank) faults_.push_back(fault);
   }
   if (board_ != nullptr) timeline_ = &own_timeline_.emplace(world, timeline);
-  const int per_node = rendezvous.gpus_per_node();
-  level_ = link_level_of(world, per_node == kOneNode ? 1 : world / per_node);
+  level_ = link_level_of(world, node_count(world, gpus_per_node_));
 }
 
 SimComm::SimComm(SimComm& parent, SimGroup& group, int rank)
@@ -39,11 +38,8 @@ SimComm::SimComm(SimComm& parent, SimGroup& group, int rank)
       group_id_(group.id),
       world_ranks_(group.world_ranks),
       gpus_per_node_(parent.gpus_per_node_) {
-  const int per_node = gpus_per_node_;
   std::vector<int> nodes;
-  for (const int world_rank : world_ranks_) {
-    nodes.push_back(per_node == kOneNode ? 0 : world_rank / per_node);
-  }
+  for (const int world_rank : world_ranks_) nodes.push_back(node_of(world_rank, gpus_per_node_));
   std::sort(nodes.begin(), nodes.end());
   group_nodes_ = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
   level_ = link_level_of(world_, group_nodes_);

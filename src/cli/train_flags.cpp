@@ -480,8 +480,7 @@ TrainConfig launch_config(const TrainArgs& args) {
     if (*local < config.world) config.gpus_per_node = *local;
   }
   if (args.shard_group_node) {
-    config.features.shard_group_ranks =
-        config.gpus_per_node == kOneNode ? config.world : config.gpus_per_node;
+    config.features.shard_group_ranks = ranks_per_node(config.world, config.gpus_per_node);
   }
   return config;
 }

@@ -172,9 +172,9 @@ void print_timeline(const TrainConfig& config, const TrainResult& result) {
     fmt::print(" (CPU time x {:.3g}: CPU GEMM {:.1f} GFLOP/s measured)", result.compute_scale,
                result.cpu_gflops);
   }
-  if (config.gpus_per_node != kOneNode && config.gpus_per_node < config.world) {
+  if (node_count(config.world, config.gpus_per_node) > 1) {
     const int gpus = config.gpus_per_node;
-    const int nics = config.nics_per_node == 0 ? gpus : config.nics_per_node;
+    const int nics = nics_a_node(node_links(config), config.world);
     fmt::print(
         "\n{} nodes of {} GPU{}, each with {} {} NIC{} ({} us + bytes / {} GB/s); each collective "
         "priced as the cheaper of one ring and inside, across, inside (docs/timeline.md)",

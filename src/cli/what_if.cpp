@@ -128,11 +128,8 @@ WhatIf predict_world(const TrainConfig& config, const TrainResult& result, int w
   }
   WorldFigures& predicted = what_if.predicted;
   predicted.world = world;
-  const NodeLinks nodes{.gpus_per_node = config.gpus_per_node,
-                        .across = config.link_across,
-                        .nics_per_node = config.nics_per_node};
   fill_times(predicted, replay(programs, config.link, config.host_link, config.disk_link, world,
-                               false, nodes));
+                               false, node_links(config)));
   predicted.sent_bytes = sent_bytes_per_step(programs.front(), steps);
   const EstimateOptions options = estimate_options(config.features);
   predicted.model_state_bytes =

@@ -23,6 +23,21 @@ namespace zl {
 /// All of the world's ranks on one node: the flat rank order.
 inline constexpr int kOneNode = 0;
 
+/// The ranks a node holds in a world of `world` ranks: `gpus_per_node`, or the world for kOneNode.
+inline int ranks_per_node(int world, int gpus_per_node) {
+  return gpus_per_node == kOneNode ? world : gpus_per_node;
+}
+
+/// The nodes of a world of `world` ranks, `gpus_per_node` a node (one for kOneNode).
+inline int node_count(int world, int gpus_per_node) {
+  return world / ranks_per_node(world, gpus_per_node);
+}
+
+/// The node of rank `rank`: ranks nG .. nG+G-1 are node n (every rank node 0 for kOneNode).
+inline int node_of(int rank, int gpus_per_node) {
+  return gpus_per_node == kOneNode ? 0 : rank / gpus_per_node;
+}
+
 /// Writes into `out` the rank-order reduction of `inputs.size()` arrays of `count` elements, in
 /// two levels when `gpus_per_node` splits the inputs into nodes (kOneNode, or G = 1 or G = W:
 /// flat). `out` must not overlap any input. Throws zl::Error when `gpus_per_node` does not divide

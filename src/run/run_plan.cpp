@@ -24,9 +24,7 @@ namespace {
 TimelineSetup timeline_setup(const TrainConfig& config) {
   TimelineSetup setup;
   setup.options.link = config.link;
-  setup.options.nodes = {.gpus_per_node = config.gpus_per_node,
-                         .across = config.link_across,
-                         .nics_per_node = config.nics_per_node};
+  setup.options.nodes = node_links(config);
   setup.options.host_link = config.host_link;
   setup.options.disk_link = config.disk_link;
   setup.options.record_program = config.record_timeline;

@@ -144,6 +144,10 @@ void validate(const TrainConfig& config);
 /// so that its reductions sum in two levels.
 bool splits_into_nodes(const TrainConfig& config);
 
+/// The nodes of the run and the links between them, as the timeline prices them: --gpus-per-node,
+/// --link-across and --nics-per-node.
+NodeLinks node_links(const TrainConfig& config);
+
 /// True when ZeRO-3 shards inside groups smaller than the world (features.shard_group_ranks,
 /// `--shard-group node`): the hybrid engine (make_hsdp_engine).
 bool hybrid_sharded(const TrainConfig& config);

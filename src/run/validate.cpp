@@ -14,6 +14,12 @@ std::string_view model_name(ModelKind kind) {
   return kind == ModelKind::Gpt ? "gpt" : "mlp";
 }
 
+NodeLinks node_links(const TrainConfig& config) {
+  return {.gpus_per_node = config.gpus_per_node,
+          .across = config.link_across,
+          .nics_per_node = config.nics_per_node};
+}
+
 bool hybrid_sharded(const TrainConfig& config) {
   const int group = config.features.shard_group_ranks;
   return group > 0 && group < config.world;
@@ -78,7 +84,7 @@ void validate(const TrainConfig& config) {
            "collectives sum in one level only",
            config.gpus_per_node);
   if (config.features.shard_group_ranks > 0) {
-    const int node = config.gpus_per_node == kOneNode ? config.world : config.gpus_per_node;
+    const int node = ranks_per_node(config.world, config.gpus_per_node);
     ZL_CHECK(config.engine == EngineKind::Zero3 || config.engine == EngineKind::Reference,
              "--shard-group node shards ZeRO-3's states inside a node: use --stage 3");
     ZL_CHECK(config.features.shard_group_ranks == node,

@@ -35,8 +35,7 @@ RC_GTEST_PROP(Equivalence, prop_every_stage_is_bitwise_the_reference, (TrainConf
   }
   // Hybrid sharding: ZeRO-3 inside each node, DDP across the nodes (one node: ZeRO-3).
   TrainConfig hybrid = config;
-  hybrid.features.shard_group_ranks =
-      config.gpus_per_node == kOneNode ? config.world : config.gpus_per_node;
+  hybrid.features.shard_group_ranks = ranks_per_node(config.world, config.gpus_per_node);
   if (const auto diff = first_difference(run(hybrid, EngineKind::Zero3), reference)) {
     RC_FAIL(fmt::format("hsdp (shard groups of {}): {}", hybrid.features.shard_group_ranks, *diff));
   }

@@ -52,7 +52,7 @@ void check_every_stage(const TrainConfig& config) {
   // yet change where and when bytes move, never a bit, so they are left out of its run.
   TrainConfig hybrid = config;
   TrainingFeatures& f = hybrid.features;
-  f.shard_group_ranks = config.gpus_per_node == kOneNode ? config.world : config.gpus_per_node;
+  f.shard_group_ranks = ranks_per_node(config.world, config.gpus_per_node);
   f.overlap_comm = false;
   f.prefetch_bucket_elems = 0;
   f.persistence_threshold_elems = 0;

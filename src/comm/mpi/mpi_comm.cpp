@@ -182,8 +182,8 @@ void MpiComm::run_call(const CallDesc& call, const std::function<void()>& transf
   const RingVolume volume =
       ring_volume(call.kind, buffer_elems, elem_bytes, rank_, world_, call.root);
   traffic_.record(call.kind, volume);
-  const int nodes = gpus_per_node_ == kOneNode ? 1 : world_ / gpus_per_node_;
-  traffic_.record_level(link_level_of(world_, nodes), volume.sent_bytes);
+  traffic_.record_level(link_level_of(world_, node_count(world_, gpus_per_node_)),
+                        volume.sent_bytes);
   const CallInfo info{.number = ++calls_,
                       .kind = call.kind,
                       .buffer_elems = buffer_elems,

@@ -148,8 +148,8 @@ CommHandle NcclComm::finish(std::int64_t call_number, const CallDesc& call,
   const RingVolume volume =
       ring_volume(call.kind, buffer_elems, elem_bytes, rank_, world_, call.root);
   traffic_.record(call.kind, volume);
-  const int nodes = gpus_per_node_ == kOneNode ? 1 : world_ / gpus_per_node_;
-  traffic_.record_level(link_level_of(world_, nodes), volume.sent_bytes);
+  traffic_.record_level(link_level_of(world_, node_count(world_, gpus_per_node_)),
+                        volume.sent_bytes);
   reap_pending();
   return CommHandle([this, done, call_number, call] {
     // Later compute waits on the device. The host does not: it reads device results only through
