@@ -182,6 +182,42 @@ void check_request(const TrainConfig& config_in, const TrainOutputs& outputs) {
            "ranks): drop --what-if-world, or use --shard-group world");
 }
 
+// --save-init and --save-final.
+void write_param_files(const TrainConfig& config, const TrainOutputs& outputs,
+                       const TrainResult& result) {
+  if (!outputs.save_init.empty()) {
+    write_safetensors(outputs.save_init, param_tensors(result.layout, initial_params(config)),
+                      model_metadata(config));
+  }
+  if (!outputs.save_final.empty()) {
+    write_safetensors(outputs.save_final, param_tensors(result.layout, result.final_state.params),
+                      model_metadata(config));
+  }
+}
+
+// A finished run resumed (killed after its last save): it trained nothing, so only the
+// parameter files are written; the per-step outputs have no steps to hold and are refused.
+int end_finished_run(const TrainConfig& config, const TrainOutputs& outputs,
+                     const CheckpointPlan& checkpoints, const TrainResult& result) {
+  const std::string at = fmt::format("{} is at step {}, where --steps {} ends",
+                                     checkpoints.resume.string(), config.steps, config.steps);
+  const std::pair<bool, std::string_view> per_step[] = {
+      {!outputs.metrics.empty(), "--metrics"},
+      {!outputs.summary.empty(), "--summary"},
+      {!outputs.trace.empty(), "--trace"},
+      {outputs.what_if_world > 0, "--what-if-world"},
+      {!outputs.save_data.empty(), "--save-data"}};
+  for (const auto& [asked, flag] : per_step) {
+    with_error_kind(ErrorKind::Usage, [&] {
+      ZL_CHECK(!asked, "{} has no steps to report: {}; give --steps more than {}, or leave {} out",
+               flag, at, config.steps, flag);
+    });
+  }
+  fmt::print("no steps to run: {}\n", at);
+  write_param_files(config, outputs, result);
+  return 0;
+}
+
 }  // namespace
 
 int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
@@ -213,6 +249,7 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
       },
       {}, checkpoints, output_files(outputs));
   if (!result.has_results) return 0;  // an mpi rank other than 0: rank 0's process reports
+  if (result.steps.empty()) return end_finished_run(config, outputs, checkpoints, result);
   print_summary(config, result);
   print_timeline(config, result);
   std::optional<WhatIf> what_if;
@@ -250,14 +287,7 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
                         .device = std::string(device_name(config)),
                         .compute_scale = result.compute_scale});
   }
-  if (!outputs.save_init.empty()) {
-    write_safetensors(outputs.save_init, param_tensors(result.layout, initial_params(config)),
-                      model_metadata(config));
-  }
-  if (!outputs.save_final.empty()) {
-    write_safetensors(outputs.save_final, param_tensors(result.layout, result.final_state.params),
-                      model_metadata(config));
-  }
+  write_param_files(config, outputs, result);
   if (!outputs.save_data.empty()) write_used_data(outputs.save_data, config, result.data);
   return 0;
 }

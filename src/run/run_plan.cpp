@@ -57,8 +57,10 @@ void plan_resume(RunPlan& plan) {
   settle_resume_settings(plan.config, plan.resumed, from.string(), kAllResumeSettings,
                          plan.checkpoints.override_settings);
   plan.start = {plan.resumed.step, next_sample(plan.resumed)};
-  ZL_CHECK(plan.config.steps > plan.start.step,
-           "{} is at step {}: --steps counts from the run's start, so give more than {}",
+  // A checkpoint at the last step is a finished run: resuming it trains nothing and writes the
+  // final outputs from it (a run killed after its last save and before its exit ends so).
+  ZL_CHECK(plan.config.steps >= plan.start.step,
+           "{} is at step {}: --steps counts from the run's start, so give {} or more",
            plan.checkpoints.resume.string(), plan.start.step, plan.start.step);
 }
 

@@ -1,7 +1,8 @@
 // checkpoint_cli_test.cpp — checkpoints through the zerolab binary under kills and contention:
 // a restart after a kill between a step's two commits makes progress, one run owns a folder and
 // no step is saved twice, a run killed anywhere and restarted in a loop ends bitwise the
-// uninterrupted run, and a kill while saving leaves the last checkpoint loadable.
+// uninterrupted run, a finished run restarted trains nothing, and a kill while saving leaves the
+// last checkpoint loadable.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -143,6 +144,33 @@ TEST_F(CliTest, KilledAnywhereAndRestartedInALoopEndsBitwiseTheUninterruptedRun)
   const auto whole = zerolab(run_args + " --save-final " + (dir_ / "whole.st").string());
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
   EXPECT_EQ(slurp(dir_ / "looped.st"), slurp(dir_ / "whole.st"));
+}
+
+// A run killed after its last save and before its exit is finished: restarting it trains nothing
+// and writes --save-final from the last checkpoint, the uninterrupted run's file; a per-step
+// output it cannot fill is refused in one line, and nothing is written.
+TEST_F(CliTest, AFinishedRunRestartedWritesItsFinalFileAndTrainsNothing) {
+  const fs::path ck = dir_ / "ck";
+  const std::string args = "train --stage 2 --world 2 --steps 3 " + kSmallShape;
+  ASSERT_EQ(zerolab(args + " --checkpoint-dir " + ck.string() + " --save-final " +
+                    (dir_ / "whole.st").string())
+                .exit_code,
+            0);
+  const auto again = zerolab(args + " --checkpoint-dir " + ck.string() + " --resume " +
+                             ck.string() + " --save-final " + (dir_ / "again.st").string());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out,
+            fmt::format("no steps to run: {} is at step 3, where --steps 3 ends\n", ck.string()));
+  EXPECT_EQ(slurp(dir_ / "again.st"), slurp(dir_ / "whole.st"));
+  EXPECT_EQ(committed_steps(ck), std::vector<std::int64_t>{3});
+  const auto summary =
+      zerolab(args + " --resume " + ck.string() + " --summary " + (dir_ / "s.json").string());
+  EXPECT_EQ(summary.exit_code, 2);
+  EXPECT_EQ(summary.err,
+            fmt::format("zerolab: error: --summary has no steps to report: {} is at step 3, where "
+                        "--steps 3 ends; give --steps more than 3, or leave --summary out\n",
+                        ck.string()));
+  EXPECT_FALSE(fs::exists(dir_ / "s.json"));
 }
 
 // A run killed at any moment, also while it saves, leaves the last committed checkpoint intact:

@@ -328,13 +328,29 @@ TEST_F(Resume, OtherOptimizerSettingsAreRefusedUnlessOverridden) {
             std::string::npos);
 }
 
+// A finished run resumed (killed after its last save, before its exit) trains nothing and ends
+// where it ended, so a restart loop needs no special last round.
+TEST_F(Resume, AFinishedRunResumedTrainsNothingAndEndsWhereItEnded) {
+  const auto finished = train(config_of(EngineKind::Zero2, 2, 2, 3), {}, {}, save_to(dir_));
+  for (const EngineKind resumer : kStages) {
+    const auto again = train(config_of(resumer, 2, 2, 3), {}, {}, resume_from(dir_));
+    EXPECT_TRUE(again.steps.empty()) << engine_name(resumer);
+    EXPECT_FALSE(first_difference("params", again.final_state.params, finished.final_state.params));
+    EXPECT_FALSE(first_difference("exp_avg_sq", again.final_state.exp_avg_sq,
+                                  finished.final_state.exp_avg_sq));
+  }
+}
+
 TEST_F(Resume, BadResumesSayWhatToDo) {
   train(config_of(EngineKind::Zero3, 2, 2, 3), {}, {}, save_to(dir_));
   try {
-    train(config_of(EngineKind::Zero3, 2, 2, 3), {}, {}, resume_from(dir_));
-    FAIL() << "resuming at the last step must fail";
+    train(config_of(EngineKind::Zero3, 2, 2, 2), {}, {}, resume_from(dir_));
+    FAIL() << "resuming past the run's last step must fail";
   } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find("give more than 3"), std::string::npos)
+    EXPECT_NE(std::string(error.what())
+                  .find("is at step 3: --steps counts from the run's start, "
+                        "so give 3 or more"),
+              std::string::npos)
         << error.what();
   }
   TrainConfig other = config_of(EngineKind::Zero3, 2, 2, 6);
