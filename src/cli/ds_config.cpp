@@ -22,6 +22,7 @@
 #include "cli/ds_offload.hpp"
 #include "cli/ds_scheduler.hpp"
 #include "core/error.hpp"
+#include "run/memory_check.hpp"
 
 namespace zl {
 
@@ -120,6 +121,11 @@ Readers zero_readers(const Checker& check, DsConfig& ds) {
        }},
       {"overlap_comm",
        [&](const json& v, const std::string& p) { ds.overlap_comm = check.boolean(v, p); }},
+      {"zero_hpz_partition_size",
+       [&](const json& v, const std::string& p) {
+         ds.hpz_partition_ranks = static_cast<int>(
+             check.whole(v, p, 1, kMaxSimWorld, "use 1 (off) or the GPUs of a node"));
+       }},
       {"contiguous_gradients",
        [&](const json& v, const std::string& p) { ds.contiguous_gradients = check.boolean(v, p); }},
       {"offload_optimizer",
@@ -344,6 +350,7 @@ void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& step
   if (ds.static_loss_scale) features.loss_scale.static_scale = *ds.static_loss_scale;
   if (ds.engine) config.engine = *ds.engine;
   if (ds.overlap_comm) features.overlap_comm = *ds.overlap_comm;
+  if (ds.hpz_partition_ranks) features.hpz_partition_ranks = *ds.hpz_partition_ranks;
   if (ds.offload_optimizer_device) {
     features.offload_optimizer = *ds.offload_optimizer_device != "none";
     if (*ds.offload_optimizer_device == "nvme") {
@@ -404,6 +411,8 @@ std::string auto_value(std::string_view path, const TrainConfig& config,
       {"zero_optimization.stage3_param_persistence_threshold",
        fmt::format("{} (--persistence-threshold)", f.persistence_threshold_elems)},
       {"zero_optimization.overlap_comm", fmt::format("{} (--overlap-comm)", f.overlap_comm)},
+      {"zero_optimization.zero_hpz_partition_size",
+       fmt::format("{} (--hpz-partition-size)", std::max(f.hpz_partition_ranks, 1))},
       {"optimizer.params.lr", fmt::format("{} (--lr)", config.adamw.lr)},
       {"optimizer.params.betas",
        fmt::format("[{}, {}] (--beta1, --beta2)", config.adamw.beta1, config.adamw.beta2)},

@@ -42,6 +42,9 @@ struct DsConfig {
   std::optional<std::int64_t> persistence_threshold_elems;  ///< stage3_param_persistence_threshold
   /// zero_optimization.overlap_comm: reductions (and ZeRO-3's prefetch) as async collectives.
   std::optional<bool> overlap_comm;
+  /// zero_optimization.zero_hpz_partition_size: ZeRO++'s secondary partition among this many
+  /// ranks (1: off).
+  std::optional<int> hpz_partition_ranks;
   /// zero_optimization.contiguous_gradients: accepted, no effect (gradients are always one flat
   /// buffer per unit).
   std::optional<bool> contiguous_gradients;

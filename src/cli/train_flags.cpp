@@ -407,6 +407,11 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
       ->check(CLI::IsMember({"world", "node"}))
       ->type_name("world|node")
       ->default_str("world");
+  add_at_least(cmd, "--hpz-partition-size", config.features.hpz_partition_ranks, 1,
+               "use 1 (off) or the GPUs of a node, a divisor of --world",
+               "ZeRO++'s hpZ (zero_hpz_partition_size): ZeRO-3 keeps a secondary shard among this "
+               "many ranks, a node's, and backward gathers from it instead of the world")
+      ->default_str("1");
   add_threads_flag(cmd, config.threads);
   cmd.add_option("--steps", config.steps, "Optimizer steps (--model gpt: 100 unless given)")
       ->capture_default_str()

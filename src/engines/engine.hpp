@@ -83,6 +83,11 @@ struct TrainingFeatures {
   /// does among them, and the groups hold replicas of each other (make_hsdp_engine). 0, or the
   /// world: one group, ZeRO-3 itself.
   int shard_group_ranks = 0;
+  /// ZeRO-3 only: ZeRO++'s hierarchical partitioning (zero_hpz_partition_size): besides its
+  /// primary shard each rank keeps a secondary one, its slice of each unit cut among this many
+  /// consecutive ranks (a node), which backward gathers from instead of the world
+  /// (make_hpz_engine). 0 or 1: off.
+  int hpz_partition_ranks = 0;
   /// Start gradient reductions (and ZeRO-3's prefetch gathers) as async collectives, so they run
   /// while backward goes on (zero_optimization.overlap_comm). Never changes results.
   bool overlap_comm = false;
@@ -127,6 +132,11 @@ void validate(const TrainingFeatures& features);
 /// does not divide `world`, or with a feature it does not build yet (overlap_comm, prefetch,
 /// persistence, offload_param).
 void validate_shard_group(const TrainingFeatures& features, int world);
+
+/// For the hpZ engine (make_hpz_engine): throws zl::Error when features.hpz_partition_ranks does
+/// not divide `world`, or with a feature it does not build yet (overlap_comm, prefetch,
+/// persistence, offload_param, a shard group).
+void validate_hpz_partition(const TrainingFeatures& features, int world);
 
 /// What every engine needs besides the model, the device and (for the distributed ones) a Comm.
 struct EngineOptions {
@@ -242,7 +252,15 @@ std::unique_ptr<Engine> make_zero3_engine(Model& model, Device& device, Comm& co
 std::unique_ptr<Engine> make_hsdp_engine(Model& model, Device& device, Comm& comm,
                                          const EngineOptions& options);
 
-/// The distributed engine of `kind` (not Reference).
+/// ZeRO++'s hpZ: ZeRO-3 whose backward gathers each unit from the secondary shards of
+/// features.hpz_partition_ranks consecutive ranks (a node) instead of the world; the forward
+/// gather fills those shards. Splits `comm` into the groups (Comm::split). Throws zl::Error as
+/// validate_hpz_partition does.
+std::unique_ptr<Engine> make_hpz_engine(Model& model, Device& device, Comm& comm,
+                                        const EngineOptions& options);
+
+/// The distributed engine of `kind` (not Reference): for Zero3 the hybrid engine with a shard
+/// group smaller than the world, hpZ with a partition of 2 ranks or more.
 std::unique_ptr<Engine> make_engine(EngineKind kind, Model& model, Device& device, Comm& comm,
                                     const EngineOptions& options);
 

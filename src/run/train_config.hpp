@@ -152,6 +152,10 @@ NodeLinks node_links(const TrainConfig& config);
 /// `--shard-group node`): the hybrid engine (make_hsdp_engine).
 bool hybrid_sharded(const TrainConfig& config);
 
+/// True when ZeRO-3 runs in groups of ranks smaller than the world, which the what-if replay
+/// cannot follow yet: hybrid_sharded, or ZeRO++'s hpZ (features.hpz_partition_ranks above 1).
+bool runs_in_groups(const TrainConfig& config);
+
 /// The threads each rank's CpuDevice runs on: config.threads, or with 0 the machine's cores
 /// divided among the W ranks (as if they shared this machine, so MPI ranks on one node never
 /// oversubscribe it), at least 1.

@@ -25,6 +25,11 @@ bool hybrid_sharded(const TrainConfig& config) {
   return group > 0 && group < config.world;
 }
 
+bool runs_in_groups(const TrainConfig& config) {
+  return config.engine == EngineKind::Zero3 &&
+         (hybrid_sharded(config) || config.features.hpz_partition_ranks > 1);
+}
+
 bool splits_into_nodes(const TrainConfig& config) {
   return config.gpus_per_node > 1 && config.gpus_per_node < config.world;
 }
@@ -95,6 +100,22 @@ void validate(const TrainConfig& config) {
     ZL_CHECK(!hybrid_sharded(config) || config.backend == Backend::Sim,
              "--shard-group node splits the ranks into groups, which only --backend sim builds "
              "yet: use --backend sim, or --shard-group world");
+  }
+  if (config.features.hpz_partition_ranks > 1) {
+    ZL_CHECK(config.engine == EngineKind::Zero3 || config.engine == EngineKind::Reference,
+             "zero_hpz_partition_size {} partitions ZeRO-3's parameters: use --stage 3",
+             config.features.hpz_partition_ranks);
+    if (config.engine == EngineKind::Zero3) validate_hpz_partition(config.features, config.world);
+    const int node = ranks_per_node(config.world, config.gpus_per_node);
+    ZL_CHECK(node % config.features.hpz_partition_ranks == 0 ||
+                 config.features.hpz_partition_ranks % node == 0,
+             "zero_hpz_partition_size {} splits nodes of {} ranks unevenly: use a divisor or a "
+             "multiple of --gpus-per-node",
+             config.features.hpz_partition_ranks, node);
+    ZL_CHECK(config.backend == Backend::Sim,
+             "zero_hpz_partition_size {} splits the ranks into groups, which only --backend sim "
+             "builds yet: use --backend sim, or zero_hpz_partition_size 1",
+             config.features.hpz_partition_ranks);
   }
   ZL_CHECK(config.features.grad_accum_steps <= kMaxGradAccumSteps,
            "gradient accumulation of {} micro-batches is invalid: use at most {} per step",

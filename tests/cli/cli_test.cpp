@@ -296,6 +296,17 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
            (dir_ / "ck").string(),
        "checkpoints of --shard-group node are not built yet"},
       {"train --shard-group rack", "--shard-group"},
+      {"train --stage 2 --world 4 --hpz-partition-size 2",
+       "zero_hpz_partition_size 2 partitions ZeRO-3's parameters: use --stage 3"},
+      {"train --stage 3 --world 4 --hpz-partition-size 3",
+       "zero_hpz_partition_size 3 does not divide a world of 4"},
+      {"train --stage 3 --world 6 --gpus-per-node 2 --hpz-partition-size 3",
+       "zero_hpz_partition_size 3 splits nodes of 2 ranks unevenly"},
+      {"train --stage 3 --world 4 --hpz-partition-size 2 --prefetch-bucket 100",
+       "zero_hpz_partition_size does not overlap, prefetch, keep units whole or offload"},
+      {"train --stage 3 --world 4 --gpus-per-node 2 --shard-group node --hpz-partition-size 2",
+       "zero_hpz_partition_size and --shard-group node both split ZeRO-3: use one of them"},
+      {"train --hpz-partition-size 0", "--hpz-partition-size 0 is invalid"},
       {"", "subcommand"},
   };
   for (const auto& bad : cases) {

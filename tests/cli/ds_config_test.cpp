@@ -53,7 +53,7 @@ TEST(DsConfig, EveryKeyMapsToItsField) {
     "zero_optimization": {"stage": 3, "reduce_bucket_size": 5e8, "allgather_bucket_size": 123,
                           "stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": 1e4,
                           "overlap_comm": true, "contiguous_gradients": false,
-                          "offload_optimizer": {"device": "none"}},
+                          "zero_hpz_partition_size": 8, "offload_optimizer": {"device": "none"}},
     "optimizer": {"type": "AdamW",
                   "params": {"lr": 0.002, "betas": [0.8, 0.95], "eps": 1e-6, "weight_decay": 0.1}}
   })");
@@ -77,6 +77,7 @@ TEST(DsConfig, EveryKeyMapsToItsField) {
   EXPECT_EQ(a.ds.overlap_comm, true);
   EXPECT_TRUE(f.overlap_comm);
   EXPECT_EQ(a.ds.contiguous_gradients, false);
+  EXPECT_EQ(f.hpz_partition_ranks, 8);
   EXPECT_EQ(a.ds.offload_optimizer_device, "none");
   EXPECT_FALSE(f.offload_optimizer);
   EXPECT_TRUE(apply(R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})")

@@ -143,7 +143,9 @@ TEST_F(TraceCli, BadTimelineFlagsFailInOneLine) {
       {"--stage 3 --world 4 --gpus-per-node 2 --what-if-world 5",
        "--what-if-world 5 is not a whole number of nodes of --gpus-per-node 2"},
       {"--stage 3 --world 4 --gpus-per-node 2 --shard-group node --what-if-world 8",
-       "--what-if-world cannot replay --shard-group node yet"},
+       "--what-if-world cannot replay --shard-group node or zero_hpz_partition_size yet"},
+      {"--stage 3 --world 4 --gpus-per-node 2 --hpz-partition-size 2 --what-if-world 8",
+       "--what-if-world cannot replay --shard-group node or zero_hpz_partition_size yet"},
   };
   for (const auto& [flags, message] : cases) {
     const auto run = zerolab(fmt::format("{} {}", kRun, flags));

@@ -17,7 +17,7 @@ TrainResult run(TrainConfig config, EngineKind engine) {
 }
 
 // For any shape (sizes not divisible by W included), world 1..8 on nodes of any size that divides
-// it, 1..5 steps and hyperparameters: every stage's (and hybrid sharding's) final parameters, Adam
+// it, 1..5 steps and hyperparameters: every stage's (and HSDP's and hpZ's) final parameters, Adam
 // moments (re-assembled from shards), per-step losses and gradient norms are the reference's, bit
 // for bit; the reference on one CPU thread per rank, the stages on 1..3, with the kernels cut at
 // either grain (the fine one splits even these small shapes, so the threads share every kernel).
@@ -38,6 +38,12 @@ RC_GTEST_PROP(Equivalence, prop_every_stage_is_bitwise_the_reference, (TrainConf
   hybrid.features.shard_group_ranks = ranks_per_node(config.world, config.gpus_per_node);
   if (const auto diff = first_difference(run(hybrid, EngineKind::Zero3), reference)) {
     RC_FAIL(fmt::format("hsdp (shard groups of {}): {}", hybrid.features.shard_group_ranks, *diff));
+  }
+  // ZeRO++'s hpZ: backward gathers from the secondary shards of a group of any size.
+  TrainConfig hpz = config;
+  hpz.features.hpz_partition_ranks = *rc::gen_hpz_partition(config);
+  if (const auto diff = first_difference(run(hpz, EngineKind::Zero3), reference)) {
+    RC_FAIL(fmt::format("hpz (partitions of {}): {}", hpz.features.hpz_partition_ranks, *diff));
   }
 }
 

@@ -48,8 +48,8 @@ void check_every_stage(const TrainConfig& config) {
       RC_FAIL(fmt::format("{}: {}", engine_name(stage), *diff));
     }
   }
-  // Hybrid sharding, ZeRO-3 inside each node, with every feature it builds: those it does not
-  // yet change where and when bytes move, never a bit, so they are left out of its run.
+  // Hybrid sharding, ZeRO-3 inside each node, and hpZ with every feature they build: those they
+  // do not yet change where and when bytes move, never a bit, so they are left out of their runs.
   TrainConfig hybrid = config;
   TrainingFeatures& f = hybrid.features;
   f.shard_group_ranks = ranks_per_node(config.world, config.gpus_per_node);
@@ -60,6 +60,13 @@ void check_every_stage(const TrainConfig& config) {
   f.param_nvme_path.clear();
   if (const auto diff = first_difference(run(hybrid, EngineKind::Zero3), reference)) {
     RC_FAIL(fmt::format("hsdp (shard groups of {}): {}", f.shard_group_ranks, *diff));
+  }
+  // ZeRO++'s hpZ, with the same features as hybrid sharding.
+  TrainConfig hpz = hybrid;
+  hpz.features.shard_group_ranks = 0;
+  hpz.features.hpz_partition_ranks = *rc::gen_hpz_partition(config);
+  if (const auto diff = first_difference(run(hpz, EngineKind::Zero3), reference)) {
+    RC_FAIL(fmt::format("hpz (partitions of {}): {}", hpz.features.hpz_partition_ranks, *diff));
   }
 }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "engines/estimate.hpp"
 #include "engines/sharding.hpp"
@@ -164,6 +165,48 @@ TEST(Ledgers, HybridShardingSendsZeroThreeInsideAndOneShardAllReduceAcross) {
       }
       EXPECT_EQ(rank.traffic.sent_bytes(),
                 want[LinkLevel::Inside] + want[LinkLevel::Across] + want[LinkLevel::Spanning]);
+    }
+  }
+}
+
+// ZeRO++'s hpZ moves ZeRO-3's bytes, but its backward gathers run among the K ranks of a
+// partition: with K a node's ranks, one of ZeRO-3's three ring passes stays inside the node. Its
+// ledger, exactly: the world's forward all_gather and reduce_scatter (Psi (W-1)/W each) at the
+// world's level, the backward all_gather (Psi (K-1)/K) at the partition's, and the norm's tree
+// sums, the logged loss and the one split's colors at the world's.
+TEST(Ledgers, HpzKeepsBackwardGathersInsideItsPartition) {
+  for (const auto& [world, gpus, partition] :
+       {std::tuple{4, 2, 2}, std::tuple{8, 4, 4}, std::tuple{8, 2, 4}, std::tuple{6, 3, 3},
+        std::tuple{4, 4, 2}}) {
+    TrainConfig config = config_for(EngineKind::Zero3, world);
+    config.gpus_per_node = gpus;
+    config.features.hpz_partition_ranks = partition;
+    const auto result = train(config);
+    const std::int64_t psi_bytes = 4 * total_padded_elems(result.layout);
+    const LinkLevel world_level = link_level_of(world, world / gpus);
+    const LinkLevel partition_level =
+        link_level_of(partition, partition <= gpus ? 1 : partition / gpus);
+    for (const auto& rank : result.ranks) {
+      SCOPED_TRACE(fmt::format("W={} G={} K={} rank {}", world, gpus, partition, rank.rank));
+      const std::int64_t world_bytes =
+          config.steps *
+              (2 * (world - 1) * psi_bytes / world +
+               (world - 1) * norm_sums_per_rank(result.layout, world) * 8 +
+               ring_volume(CollectiveKind::AllReduce, 1, 4, rank.rank, world).sent_bytes) +
+          ring_volume(CollectiveKind::AllGather, world, 8, rank.rank, world).sent_bytes;
+      const std::int64_t partition_bytes = config.steps * (partition - 1) * psi_bytes / partition;
+      std::map<LinkLevel, std::int64_t> want = {
+          {LinkLevel::Inside, 0}, {LinkLevel::Across, 0}, {LinkLevel::Spanning, 0}};
+      want[world_level] += world_bytes;
+      want[partition_level] += partition_bytes;
+      for (const auto& [level, bytes] : want) {
+        EXPECT_EQ(rank.traffic.sent_bytes(level), bytes) << link_level_name(level);
+      }
+      EXPECT_EQ(rank.traffic.sent_bytes(CollectiveKind::AllGather),
+                config.steps * ((world - 1) * psi_bytes / world +
+                                (world - 1) * norm_sums_per_rank(result.layout, world) * 8) +
+                    partition_bytes +
+                    ring_volume(CollectiveKind::AllGather, world, 8, rank.rank, world).sent_bytes);
     }
   }
 }

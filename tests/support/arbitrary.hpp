@@ -38,6 +38,18 @@ inline Gen<int> gen_gpus_per_node(int world) {
   return gen::elementOf(choices);
 }
 
+/// ZeRO++'s hpZ partition for `config`'s world: a divisor above 1 that a node's ranks divide or
+/// are a multiple of (the node, part of one, or whole nodes: the gathers copy bits wherever they
+/// run), or 1 for a world of one (hpZ off).
+inline Gen<int> gen_hpz_partition(const zl::TrainConfig& config) {
+  const int node = zl::ranks_per_node(config.world, config.gpus_per_node);
+  std::vector<int> choices;
+  for (int k = 2; k <= config.world; ++k) {
+    if (config.world % k == 0 && (node % k == 0 || k % node == 0)) choices.push_back(k);
+  }
+  return choices.empty() ? gen::just(1) : gen::elementOf(choices);
+}
+
 template <>
 struct Arbitrary<zl::TrainConfig> {
   static Gen<zl::TrainConfig> arbitrary() {

@@ -1,0 +1,164 @@
+// hpz.cpp — ZeRO++'s hierarchical partitioning (hpZ): ZeRO-3 whose backward gathers stay inside
+// a node. The primary shards are ZeRO-3's, one of W per rank, and so are the gradient and
+// optimizer shards; besides them each rank keeps a secondary shard, its slice of the unit cut
+// among the K ranks of its partition group (zero_hpz_partition_size, a node's GPUs), which the
+// forward gather fills for free. Backward then gathers each unit from its group's secondary
+// shards, never across the nodes: Psi/K more memory per rank for one of ZeRO-3's three ring
+// passes kept off the slow link. Per step, for each of the k accumulated micro-batches:
+//   1. forward    for each unit: all_gather its primary shards from the world, copy this rank's
+//                 slice of the K-way cut into its secondary shard, run the unit, release it
+//   2. backward   for each unit, last first: all_gather the secondary shards inside the group,
+//                 run its backward into a full gradient, reduce_scatter that (avg) over the world
+//                 into the own gradient shard (added to it after the first micro-batch)
+// then
+//   3. update     the optimizer step on the own primary shard; the secondary shards are stale
+//                 until the next forward refills them
+// The gathers only copy bits and the reduction is ZeRO-3's, so the results are ZeRO-3's bit for
+// bit; with K = W it is ZeRO-3 with one more copy.
+#include <memory>
+
+#include "engines/engine.hpp"
+#include "engines/micro_batch.hpp"
+#include "engines/sharding.hpp"
+#include "engines/zero3_shards.hpp"
+
+namespace zl {
+
+namespace {
+
+// K, once the features are checked for this engine.
+int partition_of(const TrainingFeatures& features, int world) {
+  validate_hpz_partition(features, world);
+  return features.hpz_partition_ranks;
+}
+
+// Each unit's secondary shard: its padded buffer cut in K (the world's padding is a multiple of
+// K's), in the training dtype, booked as parameters.
+UnitBuffers alloc_secondary(Device& device, const std::vector<UnitLayout>& layout, int ranks,
+                            DType dtype) {
+  UnitBuffers secondary;
+  for (const UnitLayout& unit : layout) {
+    secondary.push_back(
+        device.alloc_unset(MemCategory::Params, dtype, {unit.padded_elems / ranks}));
+  }
+  return secondary;
+}
+
+class HpzEngine final : public Engine {
+ public:
+  HpzEngine(Model& model, Device& device, Comm& world, const EngineOptions& options)
+      : model_(model),
+        device_(device),
+        world_(world),
+        options_(options),
+        features_(options.features),
+        partition_ranks_(partition_of(features_, world.size())),
+        partition_(world.split(world.rank() / partition_ranks_)),
+        layout_(layout_units(model.units(), world.size())),
+        grad_shards_(
+            alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
+        opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)),
+        shards_(model, device, world, layout_, features_, options.seed, opt_),
+        secondary_(alloc_secondary(device, layout_, partition_ranks_, features_.precision)) {
+    validate(features_);
+    opt_.comm = &world;
+    master_from_params(opt_, shards_.own(), device_);
+  }
+
+  StepStats step(std::int64_t step) override {
+    const std::int64_t micro_steps = features_.grad_accum_steps;
+    Buffer loss_sum = step_loss_sum(device_);  // the losses, added on the device
+    for (std::int64_t k = 0; k < micro_steps; ++k) {
+      // 1. forward from the world's shards and 2. backward from the group's
+      run_micro_batch(model_, options_.batch(step * micro_steps + k, world_.rank()), layout_,
+                      features_.precision, grad_scale_of(opt_, features_), hooks(k == 0), options_,
+                      device_, loss_sum.as<float>());
+    }
+    const float loss = mean_loss_over_ranks(world_, device_, loss_sum.as<float>(), micro_steps);
+    const std::vector<TypedSpan> grads = owned_spans(grad_shards_, layout_, false, 0, 1);
+    const double loss_scale = opt_.scaler.scale();  // what backward multiplied by
+    const double lr = update_lr(opt_, options_);    // before the update moves the schedule
+    const double grad_norm =
+        sharded_grad_norm(world_, device_, layout_, unscaled_partials(grads, loss_scale, device_));
+    // 3. update the own primary shard (unless the step is skipped)
+    const bool update =
+        optimizer_step(grad_norm, step, shards_.own(), grads, opt_, options_, device_);
+    if (update) notify(options_, device_, "update");
+    return {.loss = loss,
+            .grad_norm = grad_norm,
+            .skipped = !update,
+            .loss_scale = loss_scale,
+            .lr = lr};
+  }
+
+  ModelState full_state() override {
+    return gather_model_state(world_, device_, layout_, opt_, shards_.own());
+  }
+
+  // The primary shards are ZeRO-3's: so are the checkpoints, which any stage resumes.
+  ShardState shard_state() override { return owned_shard_state(opt_, shards_.own(), device_); }
+
+  void load_shard_state(const ShardState& state) override {
+    load_owned_shard_state(opt_, shards_.own(), state, device_);
+  }
+
+ private:
+  MicroBatchHooks hooks(bool first_micro_batch) {
+    MicroBatchHooks hooks;
+    hooks.params = [this](int u, bool backward) {
+      UnitParams params;
+      params.owned = backward ? gather_from_group(u) : gather_from_world(u);
+      params.view = view_of(params.owned);
+      notify(options_, device_, "gather", u);
+      return params;
+    };
+    hooks.grad_ready = [this, first_micro_batch](int u, TypedSpan grad) {
+      reduce_into_shard(world_, device_, grad, view_of(grad_shards_[u]), first_micro_batch,
+                        features_.reduce_bucket_elems, /*async=*/false);
+      notify(options_, device_, "reduce_scatter", u);
+    };
+    return hooks;
+  }
+
+  // 1. The unit whole from the world's primary shards; this rank's slice of the K-way cut is kept.
+  Buffer gather_from_world(int u) {
+    Buffer staged;
+    Buffer full = gather_unit(world_, device_, layout_[u], shards_.on_device(u, staged),
+                              features_.allgather_bucket_elems);
+    const TypedSpan secondary = view_of(secondary_[u]);
+    copy_into(device_, view_of(full).slice(partition_->rank() * secondary.elems, secondary.elems),
+              secondary);
+    return full;
+  }
+
+  // 2. The unit whole from the group's secondary shards: no byte crosses between the groups.
+  Buffer gather_from_group(int u) {
+    Buffer full =
+        device_.alloc_unset(MemCategory::Gathered, features_.precision, {layout_[u].padded_elems});
+    all_gather_into(*partition_, device_, view_of(secondary_[u]), view_of(full),
+                    features_.allgather_bucket_elems);
+    return full;
+  }
+
+  Model& model_;
+  Device& device_;
+  Comm& world_;
+  EngineOptions options_;
+  TrainingFeatures features_;
+  int partition_ranks_;              // K: the ranks that share one secondary partition
+  std::unique_ptr<Comm> partition_;  // this rank's partition group (a node)
+  std::vector<UnitLayout> layout_;   // laid out for the world, as ZeRO-3
+  UnitBuffers grad_shards_;          // own shard of the averaged (accumulated) gradients
+  OptimizerState opt_;               // own shard
+  Zero3Shards shards_;               // own primary parameter shards, training dtype
+  UnitBuffers secondary_;            // own secondary shards, refilled by every forward
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_hpz_engine(Model& model, Device& device, Comm& comm,
+                                        const EngineOptions& options) {
+  return std::make_unique<HpzEngine>(model, device, comm, options);
+}
+
+}  // namespace zl
