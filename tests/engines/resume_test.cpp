@@ -328,6 +328,33 @@ TEST_F(Resume, OtherOptimizerSettingsAreRefusedUnlessOverridden) {
             std::string::npos);
 }
 
+// hpZ's primary shards are ZeRO-3's, and so are its checkpoints: hpZ resumes ZeRO-2's, ZeRO-1
+// resumes hpZ's, each bitwise the uninterrupted run.
+TEST_F(Resume, HpzCheckpointsAreZeroThreesBothWays) {
+  TrainConfig hpz = config_of(EngineKind::Zero3, 4, 2, 5);
+  hpz.gpus_per_node = 2;
+  hpz.features.hpz_partition_ranks = 2;
+  TrainConfig plain = hpz;
+  plain.features.hpz_partition_ranks = 0;
+  const auto uninterrupted = train(plain);
+  TrainConfig zero2 = plain;
+  zero2.engine = EngineKind::Zero2;
+  TrainConfig zero1 = plain;
+  zero1.engine = EngineKind::Zero1;
+  const std::pair<const TrainConfig*, const TrainConfig*> pairs[] = {{&zero2, &hpz},
+                                                                     {&hpz, &zero1}};
+  for (const auto& [saver, resumer] : pairs) {
+    const fs::path dir = dir_ / std::to_string(saver == &hpz);
+    train(*saver, {}, {}, save_to(dir, 2));
+    const auto resumed = train(*resumer, {}, {}, resume_from(dir / "step-00000002"));
+    ASSERT_EQ(resumed.steps.size(), 3u);
+    EXPECT_FALSE(
+        first_difference("params", resumed.final_state.params, uninterrupted.final_state.params));
+    EXPECT_FALSE(first_difference("exp_avg", resumed.final_state.exp_avg,
+                                  uninterrupted.final_state.exp_avg));
+  }
+}
+
 // A finished run resumed (killed after its last save, before its exit) trains nothing and ends
 // where it ended, so a restart loop needs no special last round.
 TEST_F(Resume, AFinishedRunResumedTrainsNothingAndEndsWhereItEnded) {
