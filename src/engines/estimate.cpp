@@ -69,6 +69,7 @@ struct Category {
   std::int64_t sharded = 0;     // coefficient of Ψp/N
   std::int64_t persistent = 0;  // coefficient of Ψw(N-1)/N
   std::int64_t persistent_whole = 0;  // coefficient of Ψw (persistent units alone)
+  std::int64_t partitioned = 0;       // coefficient of Ψp/K (hpZ's secondary shards)
 };
 
 Category category(const StateElems& elems, int bytes_per_param, Held held) {
@@ -103,20 +104,33 @@ Category category(const StateElems& elems, int bytes_per_param, Held held) {
   return out;
 }
 
+// hpZ's secondary shards added to `params`: each unit's padded buffer cut among K ranks, Ψp/K
+// (the padding to a multiple of N * 64 is a multiple of K * 64, so nothing rounds).
+void add_secondary(Category& params, const StateElems& elems, int bytes_per_param, int ranks) {
+  const std::string_view psi = elems.padded() ? "Ψp" : "Ψ";
+  const std::int64_t held_elems = elems.replica_elems / ranks + (elems.replica_elems % ranks != 0);
+  params.bytes = checked_add(params.bytes, checked_bytes(bytes_per_param, held_elems));
+  const std::string term = fmt::format("{}{}/K", bytes_per_param, psi);
+  params.formula = params.formula.empty() ? term : fmt::format("{} + {}", params.formula, term);
+  params.partitioned = bytes_per_param;
+}
+
 std::string collected_formula(const StateElems& elems, const std::vector<Category>& parts) {
   const std::string_view psi = elems.padded() ? "Ψp" : "Ψ";
-  std::int64_t whole = 0, sharded = 0, persistent = 0, persistent_whole = 0;
+  std::int64_t whole = 0, sharded = 0, persistent = 0, persistent_whole = 0, partitioned = 0;
   for (const auto& part : parts) {
     whole += part.whole;
     sharded += part.sharded;
     persistent += part.persistent;
     persistent_whole += part.persistent_whole;
+    partitioned += part.partitioned;
   }
   std::vector<std::string> terms;
   if (whole > 0) terms.push_back(fmt::format("{}{}", whole, psi));
   if (sharded > 0) terms.push_back(fmt::format("{}{}/N", sharded, psi));
   if (persistent > 0) terms.push_back(fmt::format("{}Ψw(N-1)/N", persistent));
   if (persistent_whole > 0) terms.push_back(fmt::format("{}Ψw", persistent_whole));
+  if (partitioned > 0) terms.push_back(fmt::format("{}{}/K", partitioned, psi));
   return fmt::format("{}", fmt::join(terms, " + "));
 }
 
@@ -283,7 +297,8 @@ EstimateOptions estimate_options(const TrainingFeatures& features) {
                          .grad_accum_steps = features.grad_accum_steps,
                          .persistence_threshold_elems = features.persistence_threshold_elems,
                          .optimizer_tier = tier_of(features.offload_optimizer, features.nvme_path),
-                         .param_tier = tier_of(features.offload_param, features.param_nvme_path)};
+                         .param_tier = tier_of(features.offload_param, features.param_nvme_path),
+                         .hpz_partition_ranks = features.hpz_partition_ranks};
 }
 
 void validate(const EstimateOptions& options) {
@@ -299,6 +314,9 @@ void validate(const EstimateOptions& options) {
            "--optimizer-bytes {} is invalid: give the optimizer state bytes per parameter, at "
            "least 1",
            options.optimizer_bytes_per_param);
+  ZL_CHECK(options.hpz_partition_ranks >= 0,
+           "zero_hpz_partition_size {} is invalid: use 1 (off) or the GPUs of a node",
+           options.hpz_partition_ranks);
   ZL_CHECK(options.param_tier != OffloadTier::Nvme || options.optimizer_tier != OffloadTier::None,
            "--offload-param nvme needs --offload-optimizer cpu or nvme: the update reads the fp32 "
            "master, and the parameter shards on disk are its rounding");
@@ -358,7 +376,10 @@ LedgerEstimate estimate_ledger(const StateElems& elems, const EstimateOptions& o
   // Which stages shard what (DeepSpeed's stages); the accumulator is the size of the reduced
   // gradient each micro-step adds into it: whole after DDP's all-reduce, a shard after ZeRO-1's
   // reduce-scatter; ZeRO-2 and -3 add into their gradient shard and need none.
-  const Category params = category(elems, p, stage < 3 ? Held::Whole : Held::Zero3);
+  Category params = category(elems, p, stage < 3 ? Held::Whole : Held::Zero3);
+  if (stage == 3 && options.hpz_partition_ranks > 1) {  // hpZ's secondary shards, on the device
+    add_secondary(params, elems, p, options.hpz_partition_ranks);
+  }
   const Category grads = category(elems, p, stage < 2 ? Held::Whole : Held::Sharded);
   const Category accum = category(elems, p,
                                   !accumulates ? Held::None
@@ -385,6 +406,9 @@ LedgerEstimate estimate_ledger(const StateElems& elems, const EstimateOptions& o
       device_params.bytes = checked_bytes(p, elems.persistent_elems);
       device_params.formula = fmt::format("{}Ψw", p);
       device_params.persistent_whole = p;
+    }
+    if (options.hpz_partition_ranks > 1) {
+      add_secondary(device_params, elems, p, options.hpz_partition_ranks);
     }
     return ledger_of(stage, elems, {device_params, grads, accum, master, optimizer}, host_params,
                      options.optimizer_tier, options.param_tier);

@@ -107,6 +107,9 @@ struct EstimateOptions {
   /// Where ZeRO-3 keeps its parameter shards (offload_param): None or Cpu; the units it keeps
   /// whole stay on the device. Stages 0-2 keep their parameters on the device.
   OffloadTier param_tier = OffloadTier::None;
+  /// ZeRO-3 with ZeRO++'s hpZ: each rank also holds a secondary shard of the parameters, Ψp/K in
+  /// the training dtype, among this many ranks (zero_hpz_partition_size); 0 or 1: none.
+  int hpz_partition_ranks = 0;
 };
 
 /// The options `features` trains with (AdamW's 8 optimizer bytes per parameter).

@@ -2,7 +2,7 @@
 // backend, every rank's memory ledger holds exactly LedgerEstimate's params, grads, master and
 // optimizer bytes, for every stage, precision, accumulation and persistence threshold, on the MLP
 // and on GPT-2, and offloaded, its host and NVMe categories; and its activations peaked at exactly
-// ActivationEstimate's bytes, kind by kind.
+// ActivationEstimate's bytes, kind by kind; so do hybrid sharding's and hpZ's.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -128,6 +128,40 @@ TEST(EstimateMeasured, OffloadedLedgersEqualTheEstimate) {
                         estimate.nvme_optimizer_bytes);
               EXPECT_EQ(memory.current_bytes(MemCategory::NvmeParams), estimate.nvme_params_bytes);
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Hybrid sharding holds ZeRO-3's states of a world of its G node ranks; hpZ those of the whole
+// world plus the secondary shards, Ψp/K in the training dtype: every rank's ledger is the
+// estimate's, on the MLP and GPT-2, in fp32 and bf16.
+TEST(EstimateMeasured, HybridAndHpzLedgersEqualTheEstimate) {
+  for (const ModelKind model : {ModelKind::Mlp, ModelKind::Gpt}) {
+    const auto units =
+        model == ModelKind::Mlp ? checked_units(kMlp) : checked_units(gpt_preset(kGptPreset));
+    for (const auto& [world, gpus] : {std::pair{4, 2}, std::pair{6, 3}, std::pair{8, 4}}) {
+      for (const DType precision : {DType::F32, DType::BF16}) {
+        for (const bool hpz : {false, true}) {
+          TrainingFeatures features;
+          features.precision = precision;
+          (hpz ? features.hpz_partition_ranks : features.shard_group_ranks) = gpus;
+          TrainConfig config = small_run(model, EngineKind::Zero3, world, features);
+          config.gpus_per_node = gpus;
+          const EstimateOptions options = estimate_options(features);
+          const LedgerEstimate estimate =
+              estimate_ledger(state_elems(units, hpz ? world : gpus, options), options, 3);
+          const TrainResult result = train(config);
+          for (const auto& rank : result.ranks) {
+            SCOPED_TRACE(fmt::format("{} {} W={} G={} {} rank {}", model_name(model),
+                                     hpz ? "hpz" : "hsdp", world, gpus, dtype_name(precision),
+                                     rank.rank));
+            EXPECT_EQ(rank.memory.current_bytes(MemCategory::Params), estimate.params_bytes);
+            EXPECT_EQ(rank.memory.current_bytes(MemCategory::Grads), estimate.grads_bytes);
+            EXPECT_EQ(rank.memory.current_bytes(MemCategory::Master), estimate.master_bytes);
+            EXPECT_EQ(rank.memory.current_bytes(MemCategory::Optimizer), estimate.optimizer_bytes);
           }
         }
       }
