@@ -43,6 +43,7 @@ SimComm::SimComm(SimComm& parent, SimGroup& group, int rank)
   std::sort(nodes.begin(), nodes.end());
   group_nodes_ = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
   level_ = link_level_of(world_, group_nodes_);
+  group_leader_ = *std::min_element(world_ranks_.begin(), world_ranks_.end());
 }
 
 std::unique_ptr<Comm> SimComm::split(int color) {
@@ -218,7 +219,8 @@ std::int64_t SimComm::run_call(const CallDesc& call, bool async) {
                       .sent_bytes = volume.sent_bytes,
                       .wire_bytes = wire_bytes(call.kind, buffer_elems, elem_bytes, world_),
                       .group_ranks = in_group ? world_ : 0,
-                      .group_nodes = in_group ? group_nodes_ : 0};
+                      .group_nodes = in_group ? group_nodes_ : 0,
+                      .group_leader = in_group ? group_leader_ : 0};
   timeline_->after_call(info, async, board_->start_ms(calls_posted_));
   return info.number;
 }

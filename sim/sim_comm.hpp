@@ -117,6 +117,7 @@ class SimComm final : public Comm {
   int group_id_ = 0;              // 0: the world
   std::vector<int> world_ranks_;  // a group's: rank r is world rank world_ranks_[r]
   int group_nodes_ = 0;           // a group's: the nodes its ranks span
+  int group_leader_ = 0;          // a group's: its lowest world rank (CallInfo::group_leader)
   std::int64_t splits_ = 0;       // split() calls so far
   int gpus_per_node_ = kOneNode;  // the world's layout
   LinkLevel level_ = LinkLevel::Inside;  // which links this group's bytes cross

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <map>
 
 #include "core/error.hpp"
 
@@ -260,32 +261,36 @@ std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& p
     }
     return false;
   };
+  // The world's calls are one group of every rank; a group's are told apart by their leader.
+  const auto group_of = [](const CallInfo& call) {
+    return call.group_ranks == 0 ? -1 : call.group_leader;
+  };
   while (ranks > 0) {
     std::size_t issuing = 0;
-    double start_ms = 0.0;
+    std::map<int, double> start_ms;  // by group: when its last rank is ready
     for (std::size_t r = 0; r < ranks; ++r) {
       if (!run_to_issue(r)) continue;
       ++issuing;
-      start_ms = std::max(start_ms, clocks[r].ready_ms());
+      double& start = start_ms[group_of(programs[r][next[r]].call)];
+      start = std::max(start, clocks[r].ready_ms());
     }
     if (issuing == 0) break;
     ZL_CHECK(issuing == ranks, "replay: {} of {} ranks issue another call: the programs disagree",
              issuing, ranks);
     const CallInfo& first = programs[0][next[0]].call;
-    ZL_CHECK(first.group_ranks == 0,
-             "replay: call #{} ran in a group of {} ranks: a run that splits its ranks into groups "
-             "cannot be replayed yet",
-             first.number, first.group_ranks);
-    const CollectivePlan plan =
-        plan_collective(link, nodes, first.kind, first.buffer_elems, first.elem_bytes, world);
     for (std::size_t r = 0; r < ranks; ++r) {
       const TimelineOp& op = programs[r][next[r]];
       ZL_CHECK(op.call.number == first.number && op.call.kind == first.kind,
                "replay: rank {} issues call #{} {} but rank 0 call #{} {}", r, op.call.number,
                collective_name(op.call.kind), first.number, collective_name(first.kind));
       CallInfo call = op.call;
+      const CollectivePlan plan =
+          call.group_ranks == 0
+              ? plan_collective(link, nodes, call.kind, call.buffer_elems, call.elem_bytes, world)
+              : plan_group_collective(link, nodes, world, call.group_ranks, call.group_nodes,
+                                      call.kind, call.buffer_elems, call.elem_bytes);
       call.hierarchical = plan.hierarchical;
-      clocks[r].issue(call, op.async, start_ms, plan.ms);
+      clocks[r].issue(call, op.async, start_ms.at(group_of(call)), plan.ms);
       ++next[r];
     }
   }

@@ -47,6 +47,9 @@ struct CallInfo {
   /// A group's call (Comm::split): its ranks, and the nodes they span; 0 for the world's.
   int group_ranks = 0;
   int group_nodes = 0;  ///< with group_ranks
+  /// With group_ranks: the group's lowest world rank, which tells a call's groups apart (the
+  /// replay starts each group's call when the last of its own ranks is ready).
+  int group_leader = 0;
 };
 
 /// One step of a rank's program, enough to replay its clocks with other comm costs.
@@ -202,11 +205,12 @@ struct TimelineRecord {
 };
 
 /// Replays the ranks' programs (the same call sequence on every rank) with comm costs from `link`
-/// among `world` ranks on `nodes` (plan_collective over each call's kind and buffer), host copies
-/// priced on `host_link` and swap-file reads and writes on `disk_link`: the same clocks as a live
-/// run, so programs recorded at W and replayed with W's costs give the recorded times. Throws
-/// zl::Error if the programs' calls disagree or a call ran in a group (Comm::split): the
-/// replay's clocks meet every rank at every call.
+/// among `world` ranks on `nodes` (plan_collective over each call's kind and buffer; a group's
+/// call, plan_group_collective over its ranks and nodes), host copies priced on `host_link` and
+/// swap-file reads and writes on `disk_link`: the same clocks as a live run, so programs recorded
+/// at W and replayed with W's costs give the recorded times. A call starts when the last rank of
+/// its group (group_leader tells them apart; the world's calls, of all ranks) is ready. Throws
+/// zl::Error if the programs' call numbers or kinds disagree.
 std::vector<TimelineRecord> replay(const std::vector<std::vector<TimelineOp>>& programs,
                                    const LinkPreset& link, const HostLinkPreset& host_link,
                                    const DiskLinkPreset& disk_link, int world,

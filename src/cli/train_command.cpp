@@ -177,10 +177,6 @@ void check_request(const TrainConfig& config_in, const TrainOutputs& outputs) {
   ZL_CHECK(outputs.what_if_world == 0 || config_in.engine != EngineKind::Reference,
            "--what-if-world needs a distributed engine (--stage 0-3): the reference makes no "
            "collective calls");
-  ZL_CHECK(outputs.what_if_world == 0 || !runs_in_groups(config_in),
-           "--what-if-world cannot replay --shard-group node or zero_hpz_partition_size yet (their "
-           "calls run in groups of ranks): drop --what-if-world, or use --shard-group world and "
-           "zero_hpz_partition_size 1");
 }
 
 // --save-init and --save-final.
@@ -278,7 +274,7 @@ int run_train(const TrainConfig& config_in, const TrainOutputs& outputs,
   }
   if (!outputs.trace.empty()) {
     write_chrome_trace(outputs.trace, result.timelines,
-                       {.engine = std::string(engine_name(config.engine)),
+                       {.engine = engine_label(config),
                         .world = config.world,
                         .link = config.link.name,
                         .gpus_per_node = config.gpus_per_node,

@@ -126,7 +126,7 @@ std::string json_number(double value) {
 }  // namespace
 
 void print_summary(const TrainConfig& config, const TrainResult& result) {
-  fmt::print("\nengine {} with W={}: {} parameters, {} with padding\n", engine_name(config.engine),
+  fmt::print("\nengine {} with W={}: {} parameters, {} with padding\n", engine_label(config),
              config.world, total_real_numel(result.layout), total_padded_elems(result.layout));
   fmt::print(
       "{:>4} {:>11} {:>11} {:>11} {:>11} {:>13} {:>13} {:>12} {:>13} {:>12} {:>11} {:>11} {:>6}\n",

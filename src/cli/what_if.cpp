@@ -69,24 +69,32 @@ nlohmann::json figures_json(const WorldFigures& figures) {
 }  // namespace
 
 std::vector<TimelineOp> program_for_world(const std::vector<TimelineOp>& program, int rank,
-                                          int from_world, int to_world, bool sharded_update) {
-  ZL_CHECK(from_world >= 1 && to_world >= 1, "what-if from world {} to world {}: use 1 or more",
-           from_world, to_world);
-  const int own_rank = rank % to_world;
+                                          const WorldScaling& scaling) {
+  const auto& [from_world, to_world, gpus_per_node, layout_from, layout_to, sharded_update,
+               replicas] = scaling;
+  ZL_CHECK(from_world >= 1 && to_world >= 1 && layout_from >= 1 && layout_to >= 1,
+           "what-if from world {} to world {}: use 1 or more", from_world, to_world);
+  const int from_nodes = node_count(from_world, gpus_per_node);
+  const int to_nodes = node_count(to_world, gpus_per_node);
   std::vector<TimelineOp> out = program;
   for (auto& op : out) {
     if (op.kind == TimelineOp::Kind::Compute && sharded_update && op.label == "update") {
-      op.compute_ms = op.compute_ms * from_world / to_world;
+      op.compute_ms = op.compute_ms * layout_from / layout_to;
     }
     if (op.kind == TimelineOp::Kind::Copy && sharded_update) {
-      op.copy_bytes = op.copy_bytes * from_world / to_world;
+      op.copy_bytes = op.copy_bytes * layout_from / layout_to;
     }
     if (op.kind != TimelineOp::Kind::Issue) continue;
     CallInfo& call = op.call;
-    call.buffer_elems = buffer_for_world(call.kind, call.buffer_elems, from_world, to_world);
+    if (replicas && call.group_ranks == from_nodes && call.group_nodes == from_nodes) {
+      call.group_ranks = to_nodes;  // one rank on every node, of the predicted world's nodes
+      call.group_nodes = to_nodes;
+    }
+    const int ranks = call.group_ranks == 0 ? to_world : call.group_ranks;
+    call.buffer_elems = buffer_for_world(call.kind, call.buffer_elems, layout_from, layout_to);
     call.sent_bytes =
-        ring_volume(call.kind, call.buffer_elems, call.elem_bytes, own_rank, to_world).sent_bytes;
-    call.wire_bytes = wire_bytes(call.kind, call.buffer_elems, call.elem_bytes, to_world);
+        ring_volume(call.kind, call.buffer_elems, call.elem_bytes, rank % ranks, ranks).sent_bytes;
+    call.wire_bytes = wire_bytes(call.kind, call.buffer_elems, call.elem_bytes, ranks);
   }
   return out;
 }
@@ -107,7 +115,7 @@ WhatIf predict_world(const TrainConfig& config, const TrainResult& result, int w
   const std::int64_t steps = static_cast<std::int64_t>(result.timelines.front().steps.size());
   WhatIf what_if{.measured = {},
                  .predicted = {},
-                 .engine = std::string(engine_name(config.engine)),
+                 .engine = engine_label(config),
                  .link = config.gpus_per_node == kOneNode
                              ? config.link.name
                              : fmt::format("{} inside nodes of {}, {} across", config.link.name,
@@ -122,9 +130,22 @@ WhatIf predict_world(const TrainConfig& config, const TrainResult& result, int w
   measured.model_state_bytes = ledger.model_state_bytes();
   measured.peak_bytes = ledger.total_peak_bytes();
 
+  const bool hybrid = hybrid_sharded(config);
+  const int hpz_ranks = config.features.hpz_partition_ranks;
+  ZL_CHECK(stage < 3 || hpz_ranks <= 1 || world % hpz_ranks == 0,
+           "--what-if-world {} is not a whole number of hpZ partitions of {}: predict a multiple "
+           "of zero_hpz_partition_size",
+           world, hpz_ranks);
+  const WorldScaling scaling{.from_world = config.world,
+                             .to_world = world,
+                             .gpus_per_node = config.gpus_per_node,
+                             .layout_from = state_shard_ranks(config, config.world),
+                             .layout_to = state_shard_ranks(config, world),
+                             .sharded_update = stage > 0,
+                             .replicas_across_nodes = hybrid};
   std::vector<std::vector<TimelineOp>> programs;
   for (const auto& rank : result.timelines) {
-    programs.push_back(program_for_world(rank.program, rank.rank, config.world, world, stage > 0));
+    programs.push_back(program_for_world(rank.program, rank.rank, scaling));
   }
   WorldFigures& predicted = what_if.predicted;
   predicted.world = world;
@@ -133,7 +154,8 @@ WhatIf predict_world(const TrainConfig& config, const TrainResult& result, int w
   predicted.sent_bytes = sent_bytes_per_step(programs.front(), steps);
   const EstimateOptions options = estimate_options(config.features);
   predicted.model_state_bytes =
-      estimate_ledger(state_elems(units_of(config), world, options), options, stage).total_bytes();
+      estimate_ledger(state_elems(units_of(config), scaling.layout_to, options), options, stage)
+          .total_bytes();
   predicted.peak_bytes =
       measured.peak_bytes - measured.model_state_bytes + predicted.model_state_bytes;
   return what_if;

@@ -9,7 +9,9 @@
 //            link: a reduce_scatter or all_gather of whole units (a multiple of W * 64 elements)
 //            padded to a multiple of N * 64 instead, as layout_units pads a unit (exact when N is
 //            a multiple of W, else at most N * 64 elements more per call); other buffers (bucket
-//            pieces, the norm's partials, all_reduce, broadcast) keep their size;
+//            pieces, the norm's partials, all_reduce, broadcast) keep their size. Groups of ranks
+//            (hybrid sharding, hpZ) keep their ranks, but hybrid sharding's replicas across the
+//            nodes, which span all N/G nodes; its units stay laid out for a node's G ranks;
 //   overlap  the recorded programs replayed on the timeline's clocks with those costs;
 //   memory   model states from the estimator (estimate_ledger at N), everything else (activations,
 //            gathered units, comm buffers) as measured.
@@ -46,12 +48,28 @@ struct WhatIf {
   std::string device;      ///< the device preset that scales compute, or "cpu" (measured as is)
 };
 
-/// `program` (recorded on rank `rank` of `from_world`) as it would run on `to_world` ranks: each
-/// Issue's buffer re-derived and its bytes recounted for `to_world`; with `sharded_update` every
-/// "update" compute span and every host copy's bytes scaled by from_world / to_world. The same
-/// program at to_world == from_world.
+/// How a program recorded on one world maps onto another.
+struct WorldScaling {
+  int from_world = 1;            ///< the measured ranks
+  int to_world = 1;              ///< the predicted ranks
+  int gpus_per_node = kOneNode;  ///< ranks a node, in both (kOneNode: each world is one node)
+  /// The ranks the units are padded and sharded for, measured and predicted: the world, or for
+  /// hybrid sharding a node's ranks in both.
+  int layout_from = 1;
+  int layout_to = 1;  ///< see layout_from
+  /// The update and its host copies work on one shard of layout_from (ZeRO-1/2/3, hpZ, HSDP).
+  bool sharded_update = false;
+  /// Groups with one rank on every node are replicas across the nodes (hybrid sharding), which
+  /// have one rank on every node of the predicted world; every other group keeps its ranks.
+  bool replicas_across_nodes = false;
+};
+
+/// `program` (recorded on rank `rank` of scaling.from_world) as it would run on
+/// scaling.to_world ranks: each Issue's buffer re-derived for layout_to, its group resized and
+/// its bytes recounted; with sharded_update every "update" compute span and every host copy's
+/// bytes scaled by layout_from / layout_to. The same program at to_world == from_world.
 std::vector<TimelineOp> program_for_world(const std::vector<TimelineOp>& program, int rank,
-                                          int from_world, int to_world, bool sharded_update);
+                                          const WorldScaling& scaling);
 
 /// Predicts `config`'s training on `world` ranks from `result`, which must come from a
 /// distributed engine run with config.record_timeline. Throws zl::Error otherwise or if

@@ -32,8 +32,8 @@ std::int64_t planned_process_bytes(const TrainConfig& config) {
   const bool reference = config.engine == EngineKind::Reference;
   const int stage = reference ? 0 : stage_of(config.engine);
   // Hybrid sharding shards among a node's ranks: each holds ZeRO-3's states of that world.
-  const int shard_ranks = hybrid_sharded(config) ? config.features.shard_group_ranks : config.world;
-  const StateElems elems = state_elems(units, reference ? 1 : shard_ranks, options);
+  const StateElems elems =
+      state_elems(units, reference ? 1 : state_shard_ranks(config, config.world), options);
   const std::int64_t states = estimate_ledger(elems, options, stage).total_bytes();
   const ActivationEstimate activations =
       gpt ? estimate_activations(config.gpt, config.micro_batch, config.gpt.block_size,

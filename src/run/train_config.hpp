@@ -152,9 +152,13 @@ NodeLinks node_links(const TrainConfig& config);
 /// `--shard-group node`): the hybrid engine (make_hsdp_engine).
 bool hybrid_sharded(const TrainConfig& config);
 
-/// True when ZeRO-3 runs in groups of ranks smaller than the world, which the what-if replay
-/// cannot follow yet: hybrid_sharded, or ZeRO++'s hpZ (features.hpz_partition_ranks above 1).
-bool runs_in_groups(const TrainConfig& config);
+/// The engine as reports name it: engine_name, and for ZeRO-3 in groups of ranks the kind and
+/// size ("zero3 hsdp, shard groups of 8", "zero3 hpz, partitions of 8").
+std::string engine_label(const TrainConfig& config);
+
+/// The ranks `config`'s engine lays its units out and shards its states for on a world of
+/// `world`: a node's ranks for hybrid sharding (hybrid_sharded), else the world.
+int state_shard_ranks(const TrainConfig& config, int world);
 
 /// The threads each rank's CpuDevice runs on: config.threads, or with 0 the machine's cores
 /// divided among the W ranks (as if they shared this machine, so MPI ranks on one node never

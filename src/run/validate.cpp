@@ -25,9 +25,20 @@ bool hybrid_sharded(const TrainConfig& config) {
   return group > 0 && group < config.world;
 }
 
-bool runs_in_groups(const TrainConfig& config) {
-  return config.engine == EngineKind::Zero3 &&
-         (hybrid_sharded(config) || config.features.hpz_partition_ranks > 1);
+std::string engine_label(const TrainConfig& config) {
+  const std::string_view name = engine_name(config.engine);
+  if (config.engine != EngineKind::Zero3) return std::string(name);
+  if (hybrid_sharded(config)) {
+    return fmt::format("{} hsdp, shard groups of {}", name, config.features.shard_group_ranks);
+  }
+  if (config.features.hpz_partition_ranks > 1) {
+    return fmt::format("{} hpz, partitions of {}", name, config.features.hpz_partition_ranks);
+  }
+  return std::string(name);
+}
+
+int state_shard_ranks(const TrainConfig& config, int world) {
+  return hybrid_sharded(config) ? config.features.shard_group_ranks : world;
 }
 
 bool splits_into_nodes(const TrainConfig& config) {

@@ -142,10 +142,8 @@ TEST_F(TraceCli, BadTimelineFlagsFailInOneLine) {
       {"--nics-per-node 0", "--nics-per-node 0 is invalid"},
       {"--stage 3 --world 4 --gpus-per-node 2 --what-if-world 5",
        "--what-if-world 5 is not a whole number of nodes of --gpus-per-node 2"},
-      {"--stage 3 --world 4 --gpus-per-node 2 --shard-group node --what-if-world 8",
-       "--what-if-world cannot replay --shard-group node or zero_hpz_partition_size yet"},
-      {"--stage 3 --world 4 --gpus-per-node 2 --hpz-partition-size 2 --what-if-world 8",
-       "--what-if-world cannot replay --shard-group node or zero_hpz_partition_size yet"},
+      {"--stage 3 --world 8 --gpus-per-node 4 --hpz-partition-size 8 --what-if-world 12",
+       "--what-if-world 12 is not a whole number of hpZ partitions of 8"},
   };
   for (const auto& [flags, message] : cases) {
     const auto run = zerolab(fmt::format("{} {}", kRun, flags));
@@ -197,6 +195,69 @@ TEST_F(TraceCli, WhatIfAtTheMeasuredWorldGivesTheMeasuredFigures) {
   }
 }
 
+// Hybrid sharding and hpZ run calls in groups of ranks: replayed at the measured world, each
+// group's call starts when its own ranks are ready, so the figures are the measured ones; on
+// more nodes of the same size the calls inside a node keep their cost (HSDP's units stay laid
+// out for a node, hpZ's backward gathers stay in their partition) and the model states follow
+// the estimate: HSDP's a node's, hpZ's the world's plus its secondary shards.
+TEST_F(TraceCli, WhatIfFollowsHybridShardingAndHpzGroups) {
+  for (const bool hpz : {false, true}) {
+    TrainConfig config = recorded(EngineKind::Zero3, 4);
+    config.mlp = {.layers = 2, .width = 64, .in = 64, .classes = 64};  // units of 4,160 elements
+    config.gpus_per_node = 2;
+    (hpz ? config.features.hpz_partition_ranks : config.features.shard_group_ranks) = 2;
+    const TrainResult result = train(config);
+    const WhatIf same = predict_world(config, result, 4);
+    SCOPED_TRACE(same.engine);
+    EXPECT_EQ(same.engine, hpz ? "zero3 hpz, partitions of 2" : "zero3 hsdp, shard groups of 2");
+    EXPECT_EQ(same.predicted.step_ms, same.measured.step_ms);
+    EXPECT_EQ(same.predicted.comm_ms, same.measured.comm_ms);
+    EXPECT_EQ(same.predicted.exposed_comm_ms, same.measured.exposed_comm_ms);
+    EXPECT_EQ(same.predicted.sent_bytes, same.measured.sent_bytes);
+    EXPECT_EQ(same.predicted.model_state_bytes, same.measured.model_state_bytes);
+    const WhatIf more = predict_world(config, result, 16);
+    const EstimateOptions options = estimate_options(config.features);
+    EXPECT_EQ(
+        more.predicted.model_state_bytes,
+        estimate_ledger(state_elems(checked_units(config.mlp), hpz ? 16 : 2, options), options, 3)
+            .total_bytes());
+    // Each group call inside a node costs what it cost measured, span by span.
+    const WorldScaling scaling{.from_world = 4,
+                               .to_world = 16,
+                               .gpus_per_node = 2,
+                               .layout_from = hpz ? 4 : 2,
+                               .layout_to = hpz ? 16 : 2,
+                               .sharded_update = true,
+                               .replicas_across_nodes = !hpz};
+    const auto& program = result.timelines[0].program;
+    const auto predicted = program_for_world(program, 0, scaling);
+    int inside = 0, across = 0;
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      const CallInfo& at_w = program[i].call;
+      const CallInfo& at_n = predicted[i].call;
+      if (program[i].kind != TimelineOp::Kind::Issue || at_w.group_ranks == 0) continue;
+      if (at_w.group_nodes == 1) {
+        ++inside;
+        EXPECT_EQ(at_n.group_ranks, 2);
+        EXPECT_EQ(at_n.wire_bytes, wire_bytes(at_n.kind, at_n.buffer_elems, at_n.elem_bytes, 2));
+        // HSDP's units stay laid out for a node; hpZ's are padded for the world
+        if (!hpz) {
+          EXPECT_EQ(at_n.buffer_elems, at_w.buffer_elems);
+        }
+      } else {
+        ++across;  // hybrid sharding's replicas: one rank on each of the 2, then the 8 nodes
+        EXPECT_EQ(at_w.group_ranks, 2);
+        EXPECT_EQ(at_n.group_ranks, 8);
+        EXPECT_EQ(at_n.group_nodes, 8);
+        EXPECT_EQ(at_n.buffer_elems, at_w.buffer_elems);
+      }
+    }
+    EXPECT_GT(inside, 0);
+    EXPECT_EQ(across > 0, !hpz);
+    EXPECT_GT(more.predicted.comm_ms, same.predicted.comm_ms);
+  }
+}
+
 TEST_F(TraceCli, WhatIfGrowsEachUnitsCommByTheRingFactor) {
   // 64 -> 64 layers: 4160 elements a unit, padded to 4224 for W = 2 and 4608 for N = 8.
   TrainConfig config = recorded(EngineKind::Zero3, 2);
@@ -204,7 +265,12 @@ TEST_F(TraceCli, WhatIfGrowsEachUnitsCommByTheRingFactor) {
   const int from = 2, to = 8;
   const TrainResult result = train(config);
   const auto& program = result.timelines[0].program;
-  const auto predicted = program_for_world(program, 0, from, to, /*sharded_update=*/true);
+  const auto predicted = program_for_world(program, 0,
+                                           {.from_world = from,
+                                            .to_world = to,
+                                            .layout_from = from,
+                                            .layout_to = to,
+                                            .sharded_update = true});
   ASSERT_EQ(predicted.size(), program.size());
   int units = 0;
   double comm_ms = 0.0;  // the predicted comm of the steps, call by call

@@ -135,7 +135,8 @@ TEST(SimGroups, AMismatchInAGroupNamesTheGroup) {
 
 // Two nodes of two joined by one NIC each: a group inside a node is priced on NVLink among its
 // two ranks, a group across the nodes as a ring on half of each node's NIC (the other group uses
-// the rest); both are counted in the rank's ledger, with the colors' all_gathers.
+// the rest); both are counted in the rank's ledger, with the colors' all_gathers, and the replay
+// gives every call the live start and duration.
 TEST(SimGroups, GroupCallsArePricedForTheirRanksAndCountedInTheRanksLedger) {
   const LinkPreset inside = link_preset("h100-nvlink");
   const NodeLinks nodes{.gpus_per_node = 2, .across = link_preset("ib-400g"), .nics_per_node = 1};
@@ -168,12 +169,29 @@ TEST(SimGroups, GroupCallsArePricedForTheirRanksAndCountedInTheRanksLedger) {
   const TrafficLedger& ledger = world.traffic(0);
   EXPECT_EQ(ledger.calls(CollectiveKind::AllReduce), 2);
   EXPECT_EQ(ledger.calls(CollectiveKind::AllGather), 2);  // the two splits' colors
-  // The replay meets every rank at every call, which a group's call does not do: refused.
+  // The replay prices each group's call for its ranks and starts it when the group's last rank
+  // is ready: the live clocks, span by span.
   std::vector<std::vector<TimelineOp>> programs;
   for (int r = 0; r < 4; ++r) programs.push_back(world.timeline(r).program);
-  EXPECT_THROW(replay(programs, inside, host_link_preset(kDefaultHostLink),
-                      disk_link_preset(kDefaultDiskLink), 4, false, nodes),
-               Error);
+  const auto replayed = replay(programs, inside, host_link_preset(kDefaultHostLink),
+                               disk_link_preset(kDefaultDiskLink), 4, true, nodes);
+  for (int r = 0; r < 4; ++r) {
+    const auto& live = world.timeline(r).events;
+    const auto& again = replayed[static_cast<std::size_t>(r)].events;
+    ASSERT_EQ(again.size(), live.size()) << "rank " << r;
+    for (std::size_t e = 0; e < live.size(); ++e) {
+      if (live[e].stream != Stream::Comm) continue;
+      EXPECT_EQ(again[e].start_ms, live[e].start_ms) << "rank " << r << " span " << e;
+      EXPECT_EQ(again[e].dur_ms, live[e].dur_ms) << "rank " << r << " span " << e;
+    }
+    std::vector<int> leaders;  // of the node's group, then of the group across the nodes
+    for (const auto& event : live) {
+      if (event.stream == Stream::Comm && event.call.kind == CollectiveKind::AllReduce) {
+        leaders.push_back(event.call.group_leader);
+      }
+    }
+    EXPECT_EQ(leaders, (std::vector<int>{r / 2 * 2, r % 2})) << "rank " << r;
+  }
 }
 
 // A SimComm made without groups cannot split, and says so.
