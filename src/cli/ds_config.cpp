@@ -121,6 +121,13 @@ Readers zero_readers(const Checker& check, DsConfig& ds) {
        }},
       {"overlap_comm",
        [&](const json& v, const std::string& p) { ds.overlap_comm = check.boolean(v, p); }},
+      {"mics_shard_size",
+       [&](const json& v, const std::string& p) {
+         constexpr std::string_view kUse = "use -1 (off) or the GPUs of a node";
+         const auto ranks = static_cast<int>(check.whole(v, p, -1, kMaxSimWorld, kUse));
+         if (ranks == 0) check.bad(p, v, kUse);
+         if (ranks > 0) ds.mics_shard_ranks = ranks;
+       }},
       {"zero_hpz_partition_size",
        [&](const json& v, const std::string& p) {
          ds.hpz_partition_ranks = static_cast<int>(
@@ -351,6 +358,7 @@ void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& step
   if (ds.engine) config.engine = *ds.engine;
   if (ds.overlap_comm) features.overlap_comm = *ds.overlap_comm;
   if (ds.hpz_partition_ranks) features.hpz_partition_ranks = *ds.hpz_partition_ranks;
+  if (ds.mics_shard_ranks) features.shard_group_ranks = *ds.mics_shard_ranks;
   if (ds.offload_optimizer_device) {
     features.offload_optimizer = *ds.offload_optimizer_device != "none";
     if (*ds.offload_optimizer_device == "nvme") {

@@ -45,6 +45,9 @@ struct DsConfig {
   /// zero_optimization.zero_hpz_partition_size: ZeRO++'s secondary partition among this many
   /// ranks (1: off).
   std::optional<int> hpz_partition_ranks;
+  /// zero_optimization.mics_shard_size: MiCS's shard group (-1: off), which zerolab builds as
+  /// hybrid sharding inside a node of that many ranks.
+  std::optional<int> mics_shard_ranks;
   /// zero_optimization.contiguous_gradients: accepted, no effect (gradients are always one flat
   /// buffer per unit).
   std::optional<bool> contiguous_gradients;

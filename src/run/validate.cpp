@@ -104,8 +104,9 @@ void validate(const TrainConfig& config) {
     ZL_CHECK(config.engine == EngineKind::Zero3 || config.engine == EngineKind::Reference,
              "--shard-group node shards ZeRO-3's states inside a node: use --stage 3");
     ZL_CHECK(config.features.shard_group_ranks == node,
-             "a shard group of {} ranks is not a node of {}: --shard-group node shards inside "
-             "each node of --gpus-per-node ranks",
+             "a shard group of {0} ranks (mics_shard_size) is not a node of {1}: hybrid sharding "
+             "shards inside one node of --gpus-per-node ranks; give --gpus-per-node {0} or "
+             "mics_shard_size {1}",
              config.features.shard_group_ranks, node);
     if (config.engine == EngineKind::Zero3) validate_shard_group(config.features, config.world);
     ZL_CHECK(!hybrid_sharded(config) || config.backend == Backend::Sim,

@@ -7,17 +7,18 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/safetensors.hpp"
-#include "support/cli_fixture.hpp"
 #include "comm/reduce.hpp"
 #include "engines/partition.hpp"
 #include "model/mlp.hpp"
 #include "ops/cpu/cpu_device.hpp"
+#include "support/cli_fixture.hpp"
 #include "support/command.hpp"
 
 namespace zl {
@@ -220,6 +221,8 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
   // Good output paths beside the bad input: none of them may be created.
   const std::string outputs =
       " --save-init " + (dir_ / "i.st").string() + " --save-data " + (dir_ / "d.st").string();
+  const std::string mics_config = dir_.string() + "_mics.json";  // beside the folder, not in it
+  std::ofstream(mics_config) << R"({"zero_optimization": {"stage": 3, "mics_shard_size": 2}})";
   const BadInput cases[] = {
       {"train --frobnicate 3", "--frobnicate"},
       {"train --world 0", "--world 0 is invalid"},
@@ -307,6 +310,9 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --stage 3 --world 4 --gpus-per-node 2 --shard-group node --hpz-partition-size 2",
        "zero_hpz_partition_size and --shard-group node both split ZeRO-3: use one of them"},
       {"train --hpz-partition-size 0", "--hpz-partition-size 0 is invalid"},
+      {"train --stage 3 --world 8 --gpus-per-node 4 --config " + mics_config,
+       "a shard group of 2 ranks (mics_shard_size) is not a node of 4: hybrid sharding shards "
+       "inside one node of --gpus-per-node ranks; give --gpus-per-node 2 or mics_shard_size 4"},
       {"", "subcommand"},
   };
   for (const auto& bad : cases) {
@@ -318,6 +324,7 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
         << args << " printed: " << run.err;
     EXPECT_TRUE(files().empty()) << args << " left " << files().front();
   }
+  fs::remove(mics_config);
   const auto env = zerolab("train" + outputs, "ZL_THREADS=lots ");
   EXPECT_NE(env.exit_code, 0);
   EXPECT_NE(env.err.find("ZL_THREADS 'lots' is invalid"), std::string::npos) << env.err;

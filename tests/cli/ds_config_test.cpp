@@ -78,6 +78,15 @@ TEST(DsConfig, EveryKeyMapsToItsField) {
   EXPECT_TRUE(f.overlap_comm);
   EXPECT_EQ(a.ds.contiguous_gradients, false);
   EXPECT_EQ(f.hpz_partition_ranks, 8);
+  // MiCS's shard group is hybrid sharding's (-1, DeepSpeed's default, is off; 0 is refused)
+  EXPECT_EQ(
+      apply(R"({"zero_optimization": {"mics_shard_size": 4}})").config.features.shard_group_ranks,
+      4);
+  EXPECT_EQ(
+      apply(R"({"zero_optimization": {"mics_shard_size": -1}})").config.features.shard_group_ranks,
+      0);
+  EXPECT_EQ(error_of(R"({"zero_optimization": {"mics_shard_size": 0}})"),
+            "ds.json: zero_optimization.mics_shard_size is 0: use -1 (off) or the GPUs of a node");
   EXPECT_EQ(a.ds.offload_optimizer_device, "none");
   EXPECT_FALSE(f.offload_optimizer);
   EXPECT_TRUE(apply(R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})")
