@@ -78,7 +78,7 @@ class DdpEngine final : public Engine {
   }
 
   ModelState full_state() override {
-    return whole_model_state(device_, layout_, opt_, whole(params_));
+    return whole_model_state(device_, layout_, opt_, whole(params_), comm_.rank() == 0);
   }
 
   ShardState shard_state() override {

@@ -209,7 +209,9 @@ class Engine {
   virtual ~Engine() = default;
   /// Runs optimizer step `step` (0-based): forward, backward, reduce, update.
   virtual StepStats step(std::int64_t step) = 0;
-  /// The whole model state, assembled from shards where the engine shards it.
+  /// The whole model state, assembled from shards where the engine shards it, on world rank 0;
+  /// the other ranks take part in the gathers and may return it empty (W ranks in one process
+  /// would otherwise hold W copies of the model).
   virtual ModelState full_state() = 0;
   /// This rank's shard of parameters and Adam moments (no communication).
   virtual ShardState shard_state() = 0;

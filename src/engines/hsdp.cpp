@@ -83,7 +83,7 @@ class HsdpEngine final : public Engine {
   }
 
   ModelState full_state() override {
-    return gather_model_state(*node_, device_, layout_, opt_, shards_.own());
+    return gather_model_state(*node_, device_, layout_, opt_, shards_.own(), world_.rank() == 0);
   }
 
   ShardState shard_state() override {

@@ -218,13 +218,13 @@ std::vector<InFlight> all_gather_params(Comm& comm, UnitBuffers& params,
 
 std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,
                                                 const std::vector<UnitLayout>& layout,
-                                                const UnitSpans& shards) {
+                                                const UnitSpans& shards, bool keep) {
   std::vector<std::vector<float>> copies;
   for (std::size_t u = 0; u < layout.size(); ++u) {
     const TypedSpan shard{shards[u].data(), static_cast<std::int64_t>(shards[u].size()),
                           DType::F32};
     const Buffer full = gather_unit(comm, device, layout[u], shard, layout[u].padded_elems);
-    copies.emplace_back(static_cast<std::size_t>(layout[u].numel));
+    copies.emplace_back(keep ? static_cast<std::size_t>(layout[u].numel) : 0);
     device.copy_to_host(copies.back().data(), full.data(), copies.back().size() * sizeof(float));
   }
   return copies;
@@ -286,7 +286,9 @@ void load_owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>&
 }
 
 ModelState whole_model_state(Device& device, const std::vector<UnitLayout>& layout,
-                             OptimizerState& state, const std::vector<TypedSpan>& params) {
+                             OptimizerState& state, const std::vector<TypedSpan>& params,
+                             bool keep) {
+  if (!keep) return {};
   const auto real = [&](const UnitSpans& spans) {
     UnitSpans first;
     for (std::size_t u = 0; u < layout.size(); ++u) {
@@ -301,11 +303,13 @@ ModelState whole_model_state(Device& device, const std::vector<UnitLayout>& layo
 }
 
 ModelState gather_model_state(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
-                              OptimizerState& state, const std::vector<TypedSpan>& owned_params) {
+                              OptimizerState& state, const std::vector<TypedSpan>& owned_params,
+                              std::optional<bool> keep) {
+  const bool kept = keep.value_or(comm.rank() == 0);
   return with_state_resident(state, device, [&] {
-    return ModelState{gather_unpadded(comm, device, layout, fp32_params(state, owned_params)),
-                      gather_unpadded(comm, device, layout, spans_of(state.adam.exp_avg)),
-                      gather_unpadded(comm, device, layout, spans_of(state.adam.exp_avg_sq))};
+    return ModelState{gather_unpadded(comm, device, layout, fp32_params(state, owned_params), kept),
+                      gather_unpadded(comm, device, layout, spans_of(state.adam.exp_avg), kept),
+                      gather_unpadded(comm, device, layout, spans_of(state.adam.exp_avg_sq), kept)};
   });
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -101,11 +102,12 @@ float mean_loss_over_ranks(Comm& comm, Device& device, std::span<float> loss_sum
 std::vector<InFlight> all_gather_params(Comm& comm, UnitBuffers& params,
                                         const std::vector<UnitLayout>& layout,
                                         const EngineOptions& options, Device& device);
-/// Full unpadded copies of sharded fp32 buffers, assembled with one all_gather per unit.
-/// Collective.
+/// Full unpadded copies of sharded fp32 buffers, assembled with one all_gather per unit; a rank
+/// that does not `keep` them takes part in the calls and gets empty vectors (so that W ranks of
+/// one process do not hold W copies of the model). Collective.
 std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,
                                                 const std::vector<UnitLayout>& layout,
-                                                const UnitSpans& shards);
+                                                const UnitSpans& shards, bool keep);
 
 /// Host copies of `shards` (one span per unit of `device`'s memory).
 std::vector<std::vector<float>> copy_shards(Device& device, const UnitSpans& shards);
@@ -133,12 +135,16 @@ void load_owned_shard_state(OptimizerState& state, const std::vector<TypedSpan>&
                             const ShardState& shards, Device& device);
 
 /// Full state, on the host, of an engine that holds whole units (DDP, the reference): the real
-/// (unpadded) elements of the fp32 parameters (master, or `params` themselves) and the moments.
+/// (unpadded) elements of the fp32 parameters (master, or `params` themselves) and the moments;
+/// empty unless `keep` (Engine::full_state: world rank 0 keeps it).
 ModelState whole_model_state(Device& device, const std::vector<UnitLayout>& layout,
-                             OptimizerState& state, const std::vector<TypedSpan>& params);
+                             OptimizerState& state, const std::vector<TypedSpan>& params,
+                             bool keep = true);
 
-/// Full state of an engine whose optimizer owns shards. Collective.
+/// Full state of an engine whose optimizer owns shards, kept by the rank that `keep`s it (by
+/// default `comm`'s rank 0), empty on the others. Collective.
 ModelState gather_model_state(Comm& comm, Device& device, const std::vector<UnitLayout>& layout,
-                              OptimizerState& state, const std::vector<TypedSpan>& owned_params);
+                              OptimizerState& state, const std::vector<TypedSpan>& owned_params,
+                              std::optional<bool> keep = std::nullopt);
 
 }  // namespace zl

@@ -18,6 +18,7 @@ namespace zl {
 namespace {
 
 constexpr std::string_view kLower = "lower --world, the model or --micro-batch";
+constexpr std::string_view kHostMemory = "host memory";
 
 double gib(std::int64_t bytes) {
   return static_cast<double>(bytes) / static_cast<double>(std::int64_t{1} << 30);
@@ -47,6 +48,13 @@ std::int64_t planned_process_bytes(const TrainConfig& config) {
   return checked_mul(per_rank, ranks_here, kLower);
 }
 
+std::int64_t final_state_host_bytes(const TrainConfig& config) {
+  const std::vector<UnitSpec> units =
+      config.model == ModelKind::Gpt ? checked_units(config.gpt) : checked_units(config.mlp);
+  const StateElems elems = state_elems(units, 1, estimate_options(config.features));
+  return checked_mul(std::int64_t{3 * 4}, elems.replica_elems, kLower);
+}
+
 std::optional<std::int64_t> available_host_bytes() {
   std::ifstream meminfo("/proc/meminfo");
   std::string line;
@@ -63,13 +71,13 @@ void check_fits(const TrainConfig& config, std::int64_t planned_bytes,
                 std::int64_t available_bytes, std::string_view memory) {
   ZL_CHECK(planned_bytes <= available_bytes,
            "this run needs at least {:.2f} GiB of {} ({} model states and one micro-batch's "
-           "activations, as zerolab estimate counts them) but {:.2f} GiB are available: lower "
+           "activations, as zerolab estimate counts them{}) but {:.2f} GiB are available: lower "
            "--world, the model or --micro-batch, or pass --no-memory-check",
            gib(planned_bytes), memory,
            config.backend == Backend::Sim && config.engine != EngineKind::Reference
                ? fmt::format("{} ranks'", config.world)
                : std::string("the rank's"),
-           gib(available_bytes));
+           memory == kHostMemory ? ", and the final state's host copy" : "", gib(available_bytes));
 }
 
 void check_gpu_memory(const TrainConfig& config, int device_index) {
@@ -86,7 +94,9 @@ void check_memory(const TrainConfig& config) {
   }
   const std::optional<std::int64_t> available = available_host_bytes();
   if (!available) return;
-  check_fits(config, planned_process_bytes(config), *available, "host memory");
+  check_fits(config,
+             checked_add(planned_process_bytes(config), final_state_host_bytes(config), kLower),
+             *available, kHostMemory);
 }
 
 }  // namespace zl

@@ -1,8 +1,9 @@
 // memory_check.hpp — a run refused before it allocates when this machine cannot hold it: the
 // bytes every rank of this process will hold (model states at its stage and one micro-batch's
-// activations, as `zerolab estimate` counts them: a lower bound, the transient buffers left out)
-// against the memory they come from: the host memory the kernel says is available for CPU ranks,
-// the GPU's free memory (cudaMemGetInfo) for CUDA ones.
+// activations, as `zerolab estimate` counts them: a lower bound, the transient buffers left out;
+// for the host, also the final state rank 0 assembles) against the memory they come from: the
+// host memory the kernel says is available for CPU ranks, the GPU's free memory (cudaMemGetInfo)
+// for CUDA ones.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,11 @@ inline constexpr std::int64_t kMaxGradAccumSteps = std::int64_t{1} << 20;
 /// the reference's replicas, 1 for an MPI or NCCL process). Throws zl::Error if a count
 /// overflows.
 std::int64_t planned_process_bytes(const TrainConfig& config);
+
+/// The host bytes of the trained model's final state, which rank 0's process assembles after the
+/// last step (the fp32 parameters and Adam's two moments, each unit padded as for one rank: an
+/// upper bound by under 64 elements a unit). Throws zl::Error if a count overflows.
+std::int64_t final_state_host_bytes(const TrainConfig& config);
 
 /// The host memory available now (MemAvailable of /proc/meminfo), or nothing where unknown.
 std::optional<std::int64_t> available_host_bytes();
