@@ -429,8 +429,8 @@ bool matches_reference(const TrainConfig& config, const TrainResult& result) {
   TrainConfig reference = config;
   reference.engine = EngineKind::Reference;
   const auto difference = first_difference(result, train(reference));
-  const std::string run = fmt::format("{} on {} ranks over {} steps", engine_name(config.engine),
-                                      config.world, config.steps);
+  const std::string run =
+      fmt::format("{} on {} ranks over {} steps", engine_label(config), config.world, config.steps);
   if (difference) {
     fmt::print("{} does NOT match the reference: {}\n", run, *difference);
     return false;

@@ -88,7 +88,11 @@ INSTANTIATE_TEST_SUITE_P(
         SizedRun{"11_infinity", "--world 5 --stage 1 --steps 2",
                  "ok: the three placements train the same bits"},
         SizedRun{"11_infinity", "--world 3 --stage 2 --width 40 --seed 2",
-                 "ok: the three placements train the same bits"}),
+                 "ok: the three placements train the same bits"},
+        SizedRun{"12_nodes", "--world 4 --layers 2 --width 32 --seed 2",
+                 "zero3 hpz, partitions of 2 on 4 ranks over 3 steps matches the reference"},
+        SizedRun{"12_nodes", "--world 6 --rows 3 --steps 2",
+                 "zero3 hsdp, shard groups of 3 on 6 ranks over 2 steps matches the reference"}),
     [](const ::testing::TestParamInfo<SizedRun>& info) {
       return std::string(info.param.lesson) + "_" + std::to_string(info.index);
     });
@@ -107,6 +111,8 @@ TEST(Lessons, SizesThatCannotWorkAreOneLineErrors) {
                       "use a smaller --world, --width, --layers or --rows"},
            std::tuple{"10_activations", "--rows 4096 --world 64",
                       "use a smaller --world or --rows"},
+           std::tuple{"12_nodes", "--world 5", "--world 5 is not two nodes: give an even --world"},
+           std::tuple{"12_nodes", "--world 2", "--world: Value 2 not in range 4 to 64"},
        }) {
     const auto run = run_lesson(lesson, flags);
     // The zerolab command's rule: a request that cannot work exits 2 (docs/usage.md).
