@@ -18,6 +18,21 @@ TrainResult run(TrainConfig config, EngineKind engine) {
   return train(config);
 }
 
+// Hybrid sharding (ZeRO-3 inside each node, DDP across the nodes; one node: ZeRO-3) and ZeRO++'s
+// hpZ (backward gathers from the secondary shards of a drawn partition) against `reference`.
+void check_hybrid_engines(const TrainConfig& config, const TrainResult& reference) {
+  TrainConfig hybrid = config;
+  hybrid.features.shard_group_ranks = ranks_per_node(config.world, config.gpus_per_node);
+  if (const auto diff = first_difference(run(hybrid, EngineKind::Zero3), reference)) {
+    RC_FAIL(fmt::format("hsdp (shard groups of {}): {}", hybrid.features.shard_group_ranks, *diff));
+  }
+  TrainConfig hpz = config;
+  hpz.features.hpz_partition_ranks = *rc::gen_hpz_partition(config);
+  if (const auto diff = first_difference(run(hpz, EngineKind::Zero3), reference)) {
+    RC_FAIL(fmt::format("hpz (partitions of {}): {}", hpz.features.hpz_partition_ranks, *diff));
+  }
+}
+
 // For any shape (sizes not divisible by W included), world 1..8 on nodes of any size that divides
 // it, 1..5 steps and hyperparameters: every stage's (and HSDP's and hpZ's) final parameters, Adam
 // moments (re-assembled from shards), per-step losses and gradient norms are the reference's, bit
@@ -35,40 +50,19 @@ RC_GTEST_PROP(Equivalence, prop_every_stage_is_bitwise_the_reference, (TrainConf
       RC_FAIL(fmt::format("{}: {}", engine_name(stage), *diff));
     }
   }
-  // Hybrid sharding: ZeRO-3 inside each node, DDP across the nodes (one node: ZeRO-3).
-  TrainConfig hybrid = config;
-  hybrid.features.shard_group_ranks = ranks_per_node(config.world, config.gpus_per_node);
-  if (const auto diff = first_difference(run(hybrid, EngineKind::Zero3), reference)) {
-    RC_FAIL(fmt::format("hsdp (shard groups of {}): {}", hybrid.features.shard_group_ranks, *diff));
-  }
-  // ZeRO++'s hpZ: backward gathers from the secondary shards of a group of any size.
-  TrainConfig hpz = config;
-  hpz.features.hpz_partition_ranks = *rc::gen_hpz_partition(config);
-  if (const auto diff = first_difference(run(hpz, EngineKind::Zero3), reference)) {
-    RC_FAIL(fmt::format("hpz (partitions of {}): {}", hpz.features.hpz_partition_ranks, *diff));
-  }
+  check_hybrid_engines(config, reference);
 }
 
 // Worlds of nodes past the properties' 8 ranks: 9..16 ranks, nodes of any size that divides
 // them (one rank a node up to the whole world), HSDP in nodes and hpZ in any partition that fits
-// them: each is ZeRO-3's and the reference's bits (fewer cases: a world of 16 threads is slow).
+// them: each is the reference's bits.
 RC_GTEST_PROP(Equivalence, prop_hybrid_engines_are_bitwise_the_reference_up_to_sixteen_ranks,
               (TrainConfig config)) {
   config.world = *rc::gen::inRange(9, 17);
   config.gpus_per_node = *rc::gen_gpus_per_node(config.world);
   config.steps = std::min<std::int64_t>(config.steps, 2);
   config.threads = 1;
-  const auto reference = run(config, EngineKind::Reference);
-  TrainConfig hybrid = config;
-  hybrid.features.shard_group_ranks = ranks_per_node(config.world, config.gpus_per_node);
-  if (const auto diff = first_difference(run(hybrid, EngineKind::Zero3), reference)) {
-    RC_FAIL(fmt::format("hsdp (shard groups of {}): {}", hybrid.features.shard_group_ranks, *diff));
-  }
-  TrainConfig hpz = config;
-  hpz.features.hpz_partition_ranks = *rc::gen_hpz_partition(config);
-  if (const auto diff = first_difference(run(hpz, EngineKind::Zero3), reference)) {
-    RC_FAIL(fmt::format("hpz (partitions of {}): {}", hpz.features.hpz_partition_ranks, *diff));
-  }
+  check_hybrid_engines(config, run(config, EngineKind::Reference));
 }
 
 // The comparison can fail: runs that differ in what they compute do differ in bits.
