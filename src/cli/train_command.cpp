@@ -204,12 +204,12 @@ int end_finished_run(const TrainConfig& config, const TrainOutputs& outputs,
       {!outputs.trace.empty(), "--trace"},
       {outputs.what_if_world > 0, "--what-if-world"},
       {!outputs.save_data.empty(), "--save-data"}};
-  for (const auto& [asked, flag] : per_step) {
-    with_error_kind(ErrorKind::Usage, [&] {
+  with_error_kind(ErrorKind::Usage, [&] {
+    for (const auto& [asked, flag] : per_step) {
       ZL_CHECK(!asked, "{} has no steps to report: {}; give --steps more than {}, or leave {} out",
                flag, at, config.steps, flag);
-    });
-  }
+    }
+  });
   fmt::print("no steps to run: {}\n", at);
   write_param_files(config, outputs, result);
   return 0;
