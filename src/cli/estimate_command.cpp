@@ -100,8 +100,12 @@ Report make_report(const EstimateFlags& flags) {
       .persistence_threshold_elems = flags.persistence_threshold_elems,
       .optimizer_bytes_per_param = flags.optimizer_bytes,
       .optimizer_tier = parse_offload_tier(flags.offload_optimizer, "--offload-optimizer"),
-      .param_tier = parse_offload_tier(flags.offload_param, "--offload-param")};
+      .param_tier = parse_offload_tier(flags.offload_param, "--offload-param"),
+      .hpz_partition_ranks = flags.hpz_partition_ranks};
   validate(report.options);
+  ZL_CHECK(flags.world % flags.hpz_partition_ranks == 0,
+           "--hpz-partition-size {} does not divide --world {}: use the GPUs of a node",
+           flags.hpz_partition_ranks, flags.world);
   report.optimizer_bytes_given =
       flags.optimizer_bytes != EstimateOptions{}.optimizer_bytes_per_param;
   report.model = flags.model;
@@ -263,6 +267,12 @@ void print_table(const Report& report) {
   } else {
     fmt::print("no gradient accumulation (1 micro-batch per optimizer step)\n");
   }
+  if (options.hpz_partition_ranks > 1) {
+    fmt::print(
+        "K = {}: ZeRO++'s hpZ (--hpz-partition-size); stage 3 also holds a secondary shard of "
+        "the parameters among K GPUs, {}Ψ{}/K, which backward gathers from inside the node\n",
+        options.hpz_partition_ranks, p, elems.padded() ? "p" : "");
+  }
   fmt::print(
       "1 GB = 1e9 bytes; unpadded_bytes: the stage on the bare Ψ (nothing padded or persistent, "
       "DeepSpeed's accounting); extra_bytes = total_bytes - unpadded_bytes\n\n");
@@ -293,6 +303,7 @@ void print_json(const Report& report) {
       {"world", elems.world},
       {"precision", dtype_name(options.precision)},
       {"grad_accum_steps", options.grad_accum_steps},
+      {"hpz_partition_size", std::max(options.hpz_partition_ranks, 1)},
       {"persistence_threshold_elems",
        elems.padded() ? nlohmann::ordered_json(options.persistence_threshold_elems)
                       : nlohmann::ordered_json()},
@@ -461,6 +472,11 @@ CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
                   "(a swap file, with --offload-optimizer cpu or nvme), as train's --offload-param "
                   "(with --param-nvme-path)")
       ->check(CLI::IsMember({"none", "cpu", "nvme"}))
+      ->capture_default_str();
+  cmd->add_option("--hpz-partition-size", flags->hpz_partition_ranks,
+                  "ZeRO++'s hpZ, as train takes it: stage 3 also holds a secondary parameter "
+                  "shard among this many GPUs, a node's (1: off)")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()))
       ->capture_default_str();
   cmd->add_option("--device-gb", flags->device_gb,
                   "With --host-gb and --disk-gb: the memory wall, each placement's largest model "

@@ -44,6 +44,9 @@ struct EstimateFlags {
   std::string offload_optimizer = "none";
   /// --offload-param: where ZeRO-3's parameter shards rest (none or cpu).
   std::string offload_param = "none";
+  /// --hpz-partition-size: ZeRO++'s hpZ at stage 3, a secondary parameter shard among this many
+  /// GPUs (1: off).
+  int hpz_partition_ranks = 1;
   /// --device-gb: one GPU's device budget for the memory wall (with the other two, or none).
   std::optional<double> device_gb;
   /// --host-gb: the host memory one GPU's rank may use, for the memory wall.

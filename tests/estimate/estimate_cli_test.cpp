@@ -261,6 +261,21 @@ TEST(EstimateCli, Gpt124MOn8Gpus) {
       << persist.out;
 }
 
+// hpZ's secondary shard at stage 3: 4 nodes of 8 GPUs hold 2Ψp/8 more each, the bytes the
+// what-if of 32 ranks predicts (docs/timeline.md); the other stages do not change.
+TEST(EstimateCli, HpzAddsTheSecondaryShardAtStageThree) {
+  const std::string args =
+      "estimate --model gpt --preset 124M --world 32 --bf16 --persistence-threshold 0";
+  const auto plain = zerolab(args);
+  const auto hpz = zerolab(args + " --hpz-partition-size 8");
+  ASSERT_EQ(hpz.exit_code, 0) << hpz.err;
+  EXPECT_EQ(row(plain.out, "3")[5], "62239744");
+  EXPECT_EQ(row(hpz.out, "3")[5], "93359616");  // + 2 x 124,479,488 / 8, Ψp padded for N = 32
+  EXPECT_EQ(row(hpz.out, "2"), row(plain.out, "2"));
+  EXPECT_TRUE(has(hpz.out, "= 16Ψp/N + 2Ψp/K")) << hpz.out;
+  EXPECT_TRUE(has(hpz.out, "K = 8: ZeRO++'s hpZ")) << hpz.out;
+}
+
 // Size flags override the preset: 124M with gpt2-medium's sizes is gpt2-medium.
 TEST(EstimateCli, GptSizesOverrideThePreset) {
   const auto run = zerolab(
@@ -431,6 +446,8 @@ TEST(EstimateCli, BadFlagsFailWithOneLineAndExit2) {
       "estimate --params 7e9 --world 8 --grad-accum -3",
       "estimate --params 7e9 --world 8 --grad-accum x",
       "estimate --params 7e9 --world 8 --persistence-threshold 100",
+      "estimate --params 7e9 --world 8 --hpz-partition-size 3",
+      "estimate --params 7e9 --world 8 --hpz-partition-size 0",
       "estimate --model gpt --world 8 --persistence-threshold -1",
       "estimate --params 7e9 --model mlp --world 8",
       "estimate --world 8",
