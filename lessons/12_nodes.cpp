@@ -24,6 +24,7 @@ namespace {
 // One way of sharding and what rank 0 saw.
 struct NodesRun {
   std::string name;
+  TrainConfig config;
   TrainResult result;
   std::array<std::int64_t, kLinkLevelCount> sent_bytes{};  // by LinkLevel
   std::int64_t model_state_bytes = 0;
@@ -31,7 +32,7 @@ struct NodesRun {
 };
 
 NodesRun run_way(std::string name, const TrainConfig& config) {
-  NodesRun run{.name = std::move(name), .result = train(config)};
+  NodesRun run{.name = std::move(name), .config = config, .result = train(config)};
   const RankReport& rank0 = run.result.ranks[0];
   for (int level = 0; level < kLinkLevelCount; ++level) {
     run.sent_bytes[static_cast<std::size_t>(level)] =
@@ -50,6 +51,63 @@ std::int64_t sent(const NodesRun& run, LinkLevel level) {
 std::string share(std::int64_t part, std::int64_t whole) {
   return fmt::format(
       "{:.1f}%", whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
+}
+
+// Bytes that leave the node: on a link across, or on a ring through both nodes.
+std::int64_t between(const NodesRun& run) {
+  return sent(run, LinkLevel::Across) + sent(run, LinkLevel::Spanning);
+}
+
+std::int64_t total(const NodesRun& run) {
+  return sent(run, LinkLevel::Inside) + between(run);
+}
+
+// What the table says, each figure computed from it: ZeRO-3, HSDP and hpZ, in that order, on
+// two nodes of `gpus` ranks.
+void explain_runs(const std::vector<NodesRun>& runs, int gpus) {
+  const NodesRun& zero3 = runs[0];
+  const NodesRun& hybrid = runs[1];
+  const NodesRun& partitioned = runs[2];
+  fmt::print(
+      "\n{}\n",
+      wrapped(fmt::format(
+          "ZeRO-3 sends {} of its {} B between the nodes: every gather and reduce-scatter is the "
+          "world's. hpZ keeps backward's gathers inside the node: {} B, {} of its {} B, and its "
+          "bytes between the nodes fall from {} B to {} B, for {} B more model states than "
+          "ZeRO-3 (its secondary shard). HSDP keeps {} of its {} B inside the node and sends {} "
+          "B across, one all-reduce of each unit's gradient shard, for {} B more model states "
+          "than ZeRO-3 (it shards among {} ranks, not {}).",
+          share(between(zero3), total(zero3)), grouped(total(zero3)),
+          grouped(sent(partitioned, LinkLevel::Inside)),
+          share(sent(partitioned, LinkLevel::Inside), total(partitioned)),
+          grouped(total(partitioned)), grouped(between(zero3)), grouped(between(partitioned)),
+          grouped(partitioned.model_state_bytes - zero3.model_state_bytes),
+          share(sent(hybrid, LinkLevel::Inside), total(hybrid)), grouped(total(hybrid)),
+          grouped(sent(hybrid, LinkLevel::Across)),
+          grouped(hybrid.model_state_bytes - zero3.model_state_bytes), gpus, zero3.config.world)));
+  const auto fastest = std::ranges::min_element(
+      runs, [](const NodesRun& a, const NodesRun& b) { return a.comm_ms < b.comm_ms; });
+  fmt::print("{}\n", wrapped(fmt::format("On these links {} spends the least time communicating: "
+                                         "{:.3f} ms a step against ZeRO-3's {:.3f} ms.",
+                                         fastest->name, fastest->comm_ms, zero3.comm_ms)));
+}
+
+// hpZ's bytes inside the node are its backward gathers, Ψp (K-1)/K in fp32 a step; and every
+// way trains the reference's bits.
+bool check_runs(const std::vector<NodesRun>& runs, int gpus) {
+  const NodesRun& partitioned = runs[2];
+  const std::int64_t steps = partitioned.config.steps;
+  const std::int64_t psi_bytes = 4 * total_padded_elems(partitioned.result.layout);
+  const std::int64_t gathers = steps * psi_bytes * (gpus - 1) / gpus;
+  const bool partition_ok = sent(partitioned, LinkLevel::Inside) == gathers;
+  fmt::print(
+      "{}: hpZ's bytes inside the node, {}, are its backward gathers, {} steps of 4Ψp({} - 1)/{} "
+      "= {}\n",
+      partition_ok ? "ok" : "MISMATCH", grouped(sent(partitioned, LinkLevel::Inside)), steps, gpus,
+      gpus, grouped(gathers));
+  bool same = true;
+  for (const NodesRun& run : runs) same = matches_reference(run.config, run.result) && same;
+  return partition_ok && same;
 }
 
 void print_runs(const std::vector<NodesRun>& runs) {
@@ -168,62 +226,13 @@ int main(int argc, char** argv) {
                 "the timeline gives on these links:",
                 config.world, gpus, config.link.name, config.link_across.name, config.steps)));
         print_runs(runs);
-        const NodesRun& zero3 = runs[0];
-        const NodesRun& hybrid = runs[1];
-        const NodesRun& partitioned = runs[2];
-        // bytes that leave the node: on a link across, or on a ring through both nodes
-        const auto between = [](const NodesRun& run) {
-          return sent(run, LinkLevel::Across) + sent(run, LinkLevel::Spanning);
-        };
-        const auto total = [&](const NodesRun& run) {
-          return sent(run, LinkLevel::Inside) + between(run);
-        };
-        fmt::print(
-            "\n{}\n",
-            wrapped(fmt::format(
-                "ZeRO-3 sends {} of its {} B between the nodes: every gather and "
-                "reduce-scatter is the world's. hpZ keeps backward's gathers inside the node: "
-                "{} B, {} of its {} B, and its bytes between the nodes fall from {} B to {} B, "
-                "for {} B more model states than ZeRO-3 (its secondary shard). HSDP keeps {} of "
-                "its {} B inside the node and sends {} B across, one all-reduce of each unit's "
-                "gradient shard, for {} B more model states than ZeRO-3 (it shards among {} "
-                "ranks, not {}).",
-                share(between(zero3), total(zero3)), grouped(total(zero3)),
-                grouped(sent(partitioned, LinkLevel::Inside)),
-                share(sent(partitioned, LinkLevel::Inside), total(partitioned)),
-                grouped(total(partitioned)), grouped(between(zero3)), grouped(between(partitioned)),
-                grouped(partitioned.model_state_bytes - zero3.model_state_bytes),
-                share(sent(hybrid, LinkLevel::Inside), total(hybrid)), grouped(total(hybrid)),
-                grouped(sent(hybrid, LinkLevel::Across)),
-                grouped(hybrid.model_state_bytes - zero3.model_state_bytes), gpus, config.world)));
-        const auto fastest = std::ranges::min_element(
-            runs, [](const NodesRun& a, const NodesRun& b) { return a.comm_ms < b.comm_ms; });
-        fmt::print("{}\n",
-                   wrapped(fmt::format("On these links {} spends the least time communicating: "
-                                       "{:.3f} ms a step against ZeRO-3's {:.3f} ms.",
-                                       fastest->name, fastest->comm_ms, zero3.comm_ms)));
+        explain_runs(runs, gpus);
 
         pause(flags, "for real scale");
         heading("At real scale");
         print_real_scale();
 
         heading("Checks");
-        // hpZ's bytes inside the node are its backward gathers: Ψp (K-1)/K in fp32 a step.
-        const std::int64_t psi_bytes = 4 * total_padded_elems(partitioned.result.layout);
-        const std::int64_t gathers = config.steps * psi_bytes * (gpus - 1) / gpus;
-        const bool partition_ok = sent(partitioned, LinkLevel::Inside) == gathers;
-        fmt::print(
-            "{}: hpZ's bytes inside the node, {}, are its backward gathers, {} steps of "
-            "4Ψp({} - 1)/{} = {}\n",
-            partition_ok ? "ok" : "MISMATCH", grouped(sent(partitioned, LinkLevel::Inside)),
-            config.steps, gpus, gpus, grouped(gathers));
-        bool same = true;
-        for (const NodesRun& run : runs) {
-          same = same && matches_reference(run.name == "HSDP"  ? hsdp
-                                           : run.name == "hpZ" ? hpz
-                                                               : config,
-                                           run.result);
-        }
-        return partition_ok && same ? 0 : 1;
+        return check_runs(runs, gpus) ? 0 : 1;
       });
 }

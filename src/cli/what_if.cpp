@@ -50,10 +50,6 @@ void fill_times(WorldFigures& figures, const std::vector<TimelineRecord>& ranks)
   }
 }
 
-std::vector<UnitSpec> units_of(const TrainConfig& config) {
-  return config.model == ModelKind::Gpt ? checked_units(config.gpt) : checked_units(config.mlp);
-}
-
 nlohmann::json figures_json(const WorldFigures& figures) {
   return {{"world", figures.world},
           {"step_ms", figures.step_ms},
@@ -154,7 +150,7 @@ WhatIf predict_world(const TrainConfig& config, const TrainResult& result, int w
   predicted.sent_bytes = sent_bytes_per_step(programs.front(), steps);
   const EstimateOptions options = estimate_options(config.features);
   predicted.model_state_bytes =
-      estimate_ledger(state_elems(units_of(config), scaling.layout_to, options), options, stage)
+      estimate_ledger(state_elems(model_units(config), scaling.layout_to, options), options, stage)
           .total_bytes();
   predicted.peak_bytes =
       measured.peak_bytes - measured.model_state_bytes + predicted.model_state_bytes;

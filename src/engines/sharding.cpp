@@ -224,7 +224,9 @@ std::vector<std::vector<float>> gather_unpadded(Comm& comm, Device& device,
     const TypedSpan shard{shards[u].data(), static_cast<std::int64_t>(shards[u].size()),
                           DType::F32};
     const Buffer full = gather_unit(comm, device, layout[u], shard, layout[u].padded_elems);
-    copies.emplace_back(keep ? static_cast<std::size_t>(layout[u].numel) : 0);
+    copies.emplace_back();
+    if (!keep) continue;  // it took part in the gather; rank 0 keeps the copy
+    copies.back().resize(static_cast<std::size_t>(layout[u].numel));
     device.copy_to_host(copies.back().data(), full.data(), copies.back().size() * sizeof(float));
   }
   return copies;

@@ -18,7 +18,6 @@ namespace zl {
 namespace {
 
 constexpr std::string_view kLower = "lower --world, the model or --micro-batch";
-constexpr std::string_view kHostMemory = "host memory";
 
 double gib(std::int64_t bytes) {
   return static_cast<double>(bytes) / static_cast<double>(std::int64_t{1} << 30);
@@ -28,7 +27,7 @@ double gib(std::int64_t bytes) {
 
 std::int64_t planned_process_bytes(const TrainConfig& config) {
   const bool gpt = config.model == ModelKind::Gpt;
-  const std::vector<UnitSpec> units = gpt ? checked_units(config.gpt) : checked_units(config.mlp);
+  const std::vector<UnitSpec> units = model_units(config);
   const EstimateOptions options = estimate_options(config.features);
   const bool reference = config.engine == EngineKind::Reference;
   const int stage = reference ? 0 : stage_of(config.engine);
@@ -49,9 +48,7 @@ std::int64_t planned_process_bytes(const TrainConfig& config) {
 }
 
 std::int64_t final_state_host_bytes(const TrainConfig& config) {
-  const std::vector<UnitSpec> units =
-      config.model == ModelKind::Gpt ? checked_units(config.gpt) : checked_units(config.mlp);
-  const StateElems elems = state_elems(units, 1, estimate_options(config.features));
+  const StateElems elems = state_elems(model_units(config), 1, estimate_options(config.features));
   return checked_mul(std::int64_t{3 * 4}, elems.replica_elems, kLower);
 }
 
@@ -67,8 +64,8 @@ std::optional<std::int64_t> available_host_bytes() {
   return std::nullopt;
 }
 
-void check_fits(const TrainConfig& config, std::int64_t planned_bytes,
-                std::int64_t available_bytes, std::string_view memory) {
+void check_fits(const TrainConfig& config, std::int64_t planned_bytes, std::int64_t available_bytes,
+                std::string_view memory, bool final_state) {
   ZL_CHECK(planned_bytes <= available_bytes,
            "this run needs at least {:.2f} GiB of {} ({} model states and one micro-batch's "
            "activations, as zerolab estimate counts them{}) but {:.2f} GiB are available: lower "
@@ -77,7 +74,7 @@ void check_fits(const TrainConfig& config, std::int64_t planned_bytes,
            config.backend == Backend::Sim && config.engine != EngineKind::Reference
                ? fmt::format("{} ranks'", config.world)
                : std::string("the rank's"),
-           memory == kHostMemory ? ", and the final state's host copy" : "", gib(available_bytes));
+           final_state ? ", and the final state's host copy" : "", gib(available_bytes));
 }
 
 void check_gpu_memory(const TrainConfig& config, int device_index) {
@@ -96,7 +93,7 @@ void check_memory(const TrainConfig& config) {
   if (!available) return;
   check_fits(config,
              checked_add(planned_process_bytes(config), final_state_host_bytes(config), kLower),
-             *available, kHostMemory);
+             *available, "host memory", /*final_state=*/true);
 }
 
 }  // namespace zl

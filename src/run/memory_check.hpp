@@ -45,8 +45,9 @@ void check_memory(const TrainConfig& config);
 void check_gpu_memory(const TrainConfig& config, int device_index);
 
 /// The refusal itself: throws zl::Error naming both figures, `memory` ("host memory", "GPU 0's
-/// memory") and what to change when `planned_bytes` exceed `available_bytes`.
-void check_fits(const TrainConfig& config, std::int64_t planned_bytes,
-                std::int64_t available_bytes, std::string_view memory);
+/// memory"), with `final_state` that the plan counts the final state's host copy, and what to
+/// change when `planned_bytes` exceed `available_bytes`.
+void check_fits(const TrainConfig& config, std::int64_t planned_bytes, std::int64_t available_bytes,
+                std::string_view memory, bool final_state = false);
 
 }  // namespace zl

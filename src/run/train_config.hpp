@@ -156,6 +156,10 @@ bool hybrid_sharded(const TrainConfig& config);
 /// size ("zero3 hsdp, shard groups of 8", "zero3 hpz, partitions of 8").
 std::string engine_label(const TrainConfig& config);
 
+/// The units of `config`'s model (the GPT's or the MLP's), checked (estimate.hpp's
+/// checked_units).
+std::vector<UnitSpec> model_units(const TrainConfig& config);
+
 /// The ranks `config`'s engine lays its units out and shards its states for on a world of
 /// `world`: a node's ranks for hybrid sharding (hybrid_sharded), else the world.
 int state_shard_ranks(const TrainConfig& config, int world);

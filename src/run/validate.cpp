@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "engines/estimate.hpp"
 #include "ops/cpu/cpu_thread_pool.hpp"
 #include "run/launch.hpp"
 #include "run/memory_check.hpp"
@@ -35,6 +36,10 @@ std::string engine_label(const TrainConfig& config) {
     return fmt::format("{} hpz, partitions of {}", name, config.features.hpz_partition_ranks);
   }
   return std::string(name);
+}
+
+std::vector<UnitSpec> model_units(const TrainConfig& config) {
+  return config.model == ModelKind::Gpt ? checked_units(config.gpt) : checked_units(config.mlp);
 }
 
 int state_shard_ranks(const TrainConfig& config, int world) {

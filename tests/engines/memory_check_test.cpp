@@ -18,9 +18,9 @@ namespace zl {
 namespace {
 
 std::string refusal(const TrainConfig& config, std::int64_t planned, std::int64_t available,
-                    std::string_view memory) {
+                    std::string_view memory, bool final_state = false) {
   try {
-    check_fits(config, planned, available, memory);
+    check_fits(config, planned, available, memory, final_state);
   } catch (const Error& e) {
     return e.what();
   }
@@ -59,8 +59,9 @@ TEST(MemoryCheck, HostRefusalsCountTheFinalStatesCopy) {
   TrainConfig config;
   config.mlp = {.layers = 2, .width = 10, .in = 6, .classes = 4};  // units of 70 and 44 elements
   EXPECT_EQ(final_state_host_bytes(config), 3 * 4 * (128 + 64));   // each padded to 64s
-  EXPECT_NE(refusal(config, 2, 1, "host memory").find("and the final state's host copy"),
+  EXPECT_NE(refusal(config, 2, 1, "host memory", true).find("and the final state's host copy"),
             std::string::npos);
+  EXPECT_EQ(refusal(config, 2, 1, "GPU 0's memory").find("final state"), std::string::npos);
 }
 
 // Only world rank 0 keeps the final state: W ranks in one process holding W copies of a large
