@@ -19,6 +19,7 @@ std::string describe(const CallDesc& call) {
     case CollectiveKind::ReduceScatter:
       return fmt::format("{}({}, {} elems, {})", name, dtype, call.count, reduce_op_name(call.op));
     case CollectiveKind::AllGather:
+    case CollectiveKind::AllToAll:
       return fmt::format("{}({}, {} elems)", name, dtype, call.count);
     case CollectiveKind::Broadcast:
       return fmt::format("{}({}, {} elems, root {})", name, dtype, call.count, call.root);
@@ -42,6 +43,7 @@ std::int64_t ring_buffer_elems(const CallDesc& call, int world) {
   switch (call.kind) {
     case CollectiveKind::ReduceScatter:
     case CollectiveKind::AllGather:
+    case CollectiveKind::AllToAll:
       return count * world;
     case CollectiveKind::AllReduce:
     case CollectiveKind::Broadcast:
@@ -55,7 +57,7 @@ std::int64_t ring_buffer_elems(const CallDesc& call, int world) {
 void check_call_arguments(const CallDesc& call, int world) {
   if (call.kind == CollectiveKind::Barrier) return;
   const auto name = collective_name(call.kind);
-  ZL_CHECK(!is_reduction(call.kind) || call.dtype != DType::I64,
+  ZL_CHECK(!is_reduction(call.kind) || (call.dtype != DType::I64 && call.dtype != DType::I8),
            "{} over {} is not supported: reduce fp32, bf16, fp16 or fp64", name,
            dtype_name(call.dtype));
   ZL_CHECK(call.count == 0 || (call.send != nullptr && call.recv != nullptr),

@@ -25,7 +25,7 @@ struct CallDesc {
   /// Element type of both buffers; every kind but barrier compares it.
   DType dtype = DType::F32;
   /// The count argument as passed: the buffer for all_reduce and broadcast, `recv_count` for
-  /// reduce_scatter, `send_count` for all_gather.
+  /// reduce_scatter, `send_count` for all_gather, the elements a block for all_to_all.
   std::size_t count = 0;
   /// broadcast only.
   int root = 0;
@@ -55,7 +55,7 @@ bool same_signature(const CallDesc& a, const CallDesc& b);
 void check_call_arguments(const CallDesc& call, int world);
 
 /// Elements of the whole buffer the ring moves, the `elems` of ring_volume(): the reduce_scatter
-/// input and the all_gather output are `world` blocks of `count`.
+/// input, the all_gather output and either all_to_all buffer are `world` blocks of `count`.
 std::int64_t ring_buffer_elems(const CallDesc& call, int world);
 
 }  // namespace zl

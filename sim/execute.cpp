@@ -191,6 +191,7 @@ void direct_range(std::span<const CallDesc> calls, std::size_t block_bytes, std:
                  lo_bytes + range_bytes, writer.stream);
       return;
     }
+    case CollectiveKind::AllToAll:  // staged only (execute_collective)
     case CollectiveKind::Barrier:
       return;
   }
@@ -280,6 +281,21 @@ void all_gather(std::span<const CallDesc> calls, std::size_t block_bytes) {
   write_to_all(calls, result);
 }
 
+// Block b of rank r's recv is block r of rank b's send.
+void all_to_all(std::span<const CallDesc> calls, std::size_t block_bytes) {
+  const std::size_t world = calls.size();
+  Bytes result(world * world * block_bytes);
+  for (std::size_t r = 0; r < world; ++r) {
+    for (std::size_t b = 0; b < world; ++b) {
+      copy_bytes(result.data() + (r * world + b) * block_bytes,
+                 block(calls[b].send, r, block_bytes), block_bytes);
+    }
+  }
+  for (std::size_t r = 0; r < world; ++r) {
+    copy_bytes(calls[r].recv, result.data() + r * world * block_bytes, world * block_bytes);
+  }
+}
+
 void broadcast(std::span<const CallDesc> calls, std::size_t block_bytes) {
   const CallDesc& root = calls[static_cast<std::size_t>(calls.front().root)];
   const auto* root_data = static_cast<const std::byte*>(root.send);
@@ -296,6 +312,8 @@ void execute_staged(std::span<const CallDesc> calls, std::size_t block_bytes) {
       return all_gather(calls, block_bytes);
     case CollectiveKind::Broadcast:
       return broadcast(calls, block_bytes);
+    case CollectiveKind::AllToAll:
+      return all_to_all(calls, block_bytes);
     case CollectiveKind::Barrier:
       return;
   }
@@ -314,7 +332,9 @@ void execute_collective(std::span<const CallDesc> calls) {
   const std::size_t block_bytes = call.count * dtype_bytes(call.dtype);
   // Empty reductions stay staged, where reduce_rank_order still rejects an unsupported dtype.
   const bool empty_reduction = call.count == 0 && is_reduction(call.kind);
-  if (!empty_reduction && direct_path_is_safe(calls, block_bytes)) {
+  // all_to_all moves small quantized pieces: it always takes the staged path.
+  const bool staged_only = call.kind == CollectiveKind::AllToAll;
+  if (!empty_reduction && !staged_only && direct_path_is_safe(calls, block_bytes)) {
     return execute_direct(calls, block_bytes);
   }
   execute_staged(calls, block_bytes);

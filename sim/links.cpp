@@ -172,6 +172,7 @@ std::int64_t wire_bytes(CollectiveKind kind, std::int64_t buffer_elems, std::int
       return 2 * pass_bytes;
     case CollectiveKind::ReduceScatter:
     case CollectiveKind::AllGather:
+    case CollectiveKind::AllToAll:  // every block but the own one, straight to its rank
       return pass_bytes;
     case CollectiveKind::Broadcast:
       return all_bytes;
@@ -204,6 +205,15 @@ CollectivePlan plan_on_nodes(const LinkPreset& inside, const LinkPreset& across,
                       .busbw_gbps = busbw_gbps,
                       .source = across.source};
   };
+  if (kind == CollectiveKind::AllToAll) {
+    // No ring: each rank sends G-1 blocks inside its node and W-G blocks across, at once, the
+    // latter on its share of the node's NICs.
+    const std::int64_t block_bytes = buffer_elems / world * elem_bytes;
+    const double inside_ms = collective_ms(inside, (gpus - 1) * block_bytes, gpus);
+    const double across_ms = collective_ms(link(across.busbw_gbps * nics / gpus),
+                                           (world - gpus) * block_bytes, node_count);
+    return {.ms = std::max(inside_ms, across_ms), .hierarchical = false};
+  }
   LinkPreset ring = link(across.busbw_gbps * nics);
   if (gpus > 1) {
     ring.busbw_gbps = std::min(ring.busbw_gbps, inside.busbw_gbps);

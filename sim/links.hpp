@@ -98,7 +98,8 @@ bool is_measured_cpu(const DevicePreset& device);
 double achieved_gflops(const DevicePreset& device, DType precision);
 
 /// Bytes the busiest rank sends in one ring collective over a buffer of `buffer_elems` elements
-/// (the full W-block buffer for reduce_scatter and all_gather, as ring_volume() takes it):
+/// (the full W-block buffer for reduce_scatter, all_gather and all_to_all, as ring_volume()
+/// takes it):
 /// the largest sent_bytes of ring_volume() over the ranks. 0 on one rank and for barrier.
 std::int64_t wire_bytes(CollectiveKind kind, std::int64_t buffer_elems, std::int64_t elem_bytes,
                         int world);
@@ -142,6 +143,8 @@ struct CollectivePlan {
 ///                 the node, the call across the nodes on 1/G of the buffer over each GPU's
 ///                 share of the NICs (nics_per_node / G of them), an all_gather inside
 ///                 (reduce_scatter and all_gather: only their own half of that).
+/// An all_to_all has no ring: each rank's G-1 blocks for its own node go on `inside` while its
+/// W-G blocks for the other nodes go on its share of the NICs, and the slower of the two counts.
 /// Throws zl::Error when gpus_per_node does not divide the world or nics_per_node < 0.
 CollectivePlan plan_collective(const LinkPreset& inside, const NodeLinks& nodes,
                                CollectiveKind kind, std::int64_t buffer_elems,

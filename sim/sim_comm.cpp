@@ -102,6 +102,15 @@ void SimComm::broadcast(void* data, std::size_t count, DType dtype, int root) {
            false);
 }
 
+void SimComm::all_to_all(const void* send, void* recv, std::size_t count, DType dtype) {
+  run_call({.kind = CollectiveKind::AllToAll,
+            .dtype = dtype,
+            .count = count,
+            .send = send,
+            .recv = recv},
+           false);
+}
+
 void SimComm::barrier() {
   run_call({.kind = CollectiveKind::Barrier}, false);
 }

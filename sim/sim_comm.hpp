@@ -46,6 +46,7 @@ class SimComm final : public Comm {
   void all_gather(const void* send, void* recv, std::size_t send_count, DType dtype) override;
   void broadcast(void* data, std::size_t count, DType dtype, int root) override;
   void barrier() override;
+  void all_to_all(const void* send, void* recv, std::size_t count, DType dtype) override;
 
   CommHandle all_reduce_async(void* data, std::size_t count, DType dtype, ReduceOp op) override;
   CommHandle reduce_scatter_async(const void* send, void* recv, std::size_t recv_count, DType dtype,

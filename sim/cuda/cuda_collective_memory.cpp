@@ -162,6 +162,19 @@ void CudaCollectiveMemory::run(std::span<const CallDesc> calls) {
       for (const CallDesc& c : calls) copy(c.recv, result, world * block_bytes);
       return;
     }
+    case CollectiveKind::AllToAll: {  // block b of rank r's recv is block r of rank b's send
+      void* result = scratch(world * world * block_bytes);
+      for (std::size_t r = 0; r < world; ++r) {
+        for (std::size_t b = 0; b < world; ++b) {
+          copy(block(result, r * world + b, block_bytes), block(calls[b].send, r, block_bytes),
+               block_bytes);
+        }
+      }
+      for (std::size_t r = 0; r < world; ++r) {
+        copy(calls[r].recv, block(result, r * world, block_bytes), world * block_bytes);
+      }
+      return;
+    }
     case CollectiveKind::Broadcast: {
       void* result = scratch(block_bytes);
       copy(result, calls[static_cast<std::size_t>(call.root)].send, block_bytes);

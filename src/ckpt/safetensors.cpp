@@ -68,6 +68,8 @@ std::string_view safetensors_dtype(DType dtype) {
       return "F64";
     case DType::I64:
       return "I64";
+    case DType::I8:
+      return "I8";
   }
   fail("unknown DType {}", static_cast<int>(dtype));
 }

@@ -102,6 +102,11 @@ class Comm {
     return {};
   }
 
+  /// Every rank sends block b of `send` (`count` elements each, W blocks) to rank b, which
+  /// receives it as block r of its `recv` (W blocks): ZeRO++'s qgZ moves its quantized gradients
+  /// so. The buffers must not overlap. The base class has none: it throws zl::Error.
+  virtual void all_to_all(const void* send, void* recv, std::size_t count, DType dtype);
+
   /// Splits this group's ranks into groups, as MPI_Comm_split and ncclCommSplit do: a collective
   /// (every rank calls it, in its call sequence) where each rank passes a `color`; the ranks with
   /// the same color form one group, numbered in their order here. Returns this rank's Comm of its

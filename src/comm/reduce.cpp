@@ -75,6 +75,7 @@ void with_codec(DType dtype, Fn&& fn) {
     case DType::F16:
       return fn(F16Codec{});
     case DType::I64:
+    case DType::I8:
       break;
   }
   fail("reductions over {} are not supported: reduce fp32, bf16, fp16 or fp64", dtype_name(dtype));

@@ -12,6 +12,8 @@ std::string_view collective_name(CollectiveKind kind) {
     case CollectiveKind::AllGather: return "all_gather";
     case CollectiveKind::Broadcast: return "broadcast";
     case CollectiveKind::Barrier: return "barrier";
+    case CollectiveKind::AllToAll:
+      return "all_to_all";
   }
   fail("unknown collective kind {}", static_cast<int>(kind));
 }
@@ -46,6 +48,10 @@ RingVolume ring_volume(CollectiveKind kind, std::int64_t elems, std::int64_t ele
       return {last_in_chain ? 0 : all_bytes, rank == root ? 0 : all_bytes};
     }
     case CollectiveKind::Barrier: return {0, 0};
+    case CollectiveKind::AllToAll: {
+      const std::int64_t own_bytes = chunk_elems(elems, world, rank) * elem_bytes;
+      return {all_bytes - own_bytes, all_bytes - own_bytes};
+    }
   }
   fail("unknown collective kind {}", static_cast<int>(kind));
 }

@@ -15,13 +15,20 @@
 
 namespace zl {
 
-/// The collective kinds the ledger counts.
-enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Barrier };
+/// The collective kinds the ledger counts. AllToAll comes last so the others keep their numbers.
+enum class CollectiveKind : std::uint8_t {
+  AllReduce,
+  ReduceScatter,
+  AllGather,
+  Broadcast,
+  Barrier,
+  AllToAll
+};
 
 /// Number of CollectiveKind values.
-inline constexpr int kCollectiveKindCount = 5;
+inline constexpr int kCollectiveKindCount = 6;
 
-/// "all_reduce", "reduce_scatter", "all_gather", "broadcast" or "barrier".
+/// "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier" or "all_to_all".
 std::string_view collective_name(CollectiveKind kind);
 
 /// Bytes rank `rank` of `world` sends and receives in one collective.
@@ -31,8 +38,9 @@ struct RingVolume {
 };
 
 /// Ring volume of one collective over a buffer of `elems` elements of `elem_bytes` each
-/// (for reduce_scatter and all_gather, `elems` is the full, W-block buffer). `root` is used by
-/// broadcast only.
+/// (for reduce_scatter, all_gather and all_to_all, `elems` is the full, W-block buffer). `root`
+/// is used by broadcast only. An all_to_all sends every block but its own straight to its rank,
+/// and receives one block from each other rank.
 RingVolume ring_volume(CollectiveKind kind, std::int64_t elems, std::int64_t elem_bytes, int rank,
                        int world, int root = 0);
 

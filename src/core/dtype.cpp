@@ -14,6 +14,8 @@ std::size_t dtype_bytes(DType dtype) {
     case DType::F16: return 2;
     case DType::F64: return 8;
     case DType::I64: return 8;
+    case DType::I8:
+      return 1;
   }
   fail("unknown dtype {}", static_cast<int>(dtype));
 }
@@ -25,6 +27,8 @@ std::string_view dtype_name(DType dtype) {
     case DType::F16: return "fp16";
     case DType::F64: return "fp64";
     case DType::I64: return "int64";
+    case DType::I8:
+      return "int8";
   }
   fail("unknown dtype {}", static_cast<int>(dtype));
 }

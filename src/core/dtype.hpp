@@ -10,12 +10,13 @@
 namespace zl {
 
 /// Element type of a buffer or a collective.
-enum class DType : std::uint8_t { F32, BF16, F16, F64, I64 };
+enum class DType : std::uint8_t { F32, BF16, F16, F64, I64, I8 };
 
 /// Bytes per element of `dtype`.
 std::size_t dtype_bytes(DType dtype);
 
-/// Short lower-case name ("fp32", "bf16", "fp16", "fp64", "int64") for messages and files.
+/// Short lower-case name ("fp32", "bf16", "fp16", "fp64", "int64", "int8") for messages and files.
+/// int8 carries quantized bytes (ZeRO++'s qwZ and qgZ): collectives move it, none reduces it.
 std::string_view dtype_name(DType dtype);
 
 /// True for the dtypes parameters, gradients and activations are trained in: fp32, bf16, fp16.

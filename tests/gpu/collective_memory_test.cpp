@@ -39,8 +39,11 @@ struct Layout {
 // recv = send + r * count; all_gather send = recv + r * count.
 Layout layout_of(CollectiveKind kind, std::size_t count, std::size_t world, std::size_t rank,
                  bool in_place) {
-  const std::size_t send_elems = count * (kind == CollectiveKind::ReduceScatter ? world : 1);
-  const std::size_t recv_elems = count * (kind == CollectiveKind::AllGather ? world : 1);
+  const bool all_to_all = kind == CollectiveKind::AllToAll;
+  const std::size_t send_elems =
+      count * (kind == CollectiveKind::ReduceScatter || all_to_all ? world : 1);
+  const std::size_t recv_elems =
+      count * (kind == CollectiveKind::AllGather || all_to_all ? world : 1);
   if (!in_place) return {send_elems + recv_elems, 0, send_elems, recv_elems};
   switch (kind) {
     case CollectiveKind::ReduceScatter:
@@ -78,6 +81,11 @@ std::vector<std::byte> expected_recv(const std::vector<std::vector<std::byte>>& 
       break;
     case CollectiveKind::Broadcast:
       std::memcpy(out.data(), send_of(static_cast<std::size_t>(call.root)), block_bytes);
+      break;
+    case CollectiveKind::AllToAll:  // block r of rank `rank`'s recv is block `rank` of r's send
+      for (std::size_t r = 0; r < world; ++r) {
+        std::memcpy(out.data() + r * block_bytes, send_of(r) + rank * block_bytes, block_bytes);
+      }
       break;
     case CollectiveKind::Barrier:
       break;
@@ -153,6 +161,16 @@ TEST_F(GpuCollectiveMemory, ReductionsGiveTheHostBits) {
           }
         }
       }
+    }
+  }
+}
+
+TEST_F(GpuCollectiveMemory, AllToAllDeliversEveryBlock) {
+  for (const DType dtype : {DType::F32, DType::I8}) {
+    for (std::size_t world = 1; world <= 4; ++world) {
+      check_collective(space_, *device_,
+                       {.kind = CollectiveKind::AllToAll, .dtype = dtype, .count = kCount}, world,
+                       /*in_place=*/false);
     }
   }
 }

@@ -121,6 +121,8 @@ inline double value_at(std::span<const std::byte> bytes, DType dtype, std::size_
       std::memcpy(&v, bytes.data() + 8 * i, 8);
       return static_cast<double>(v);
     }
+    case DType::I8:
+      return static_cast<double>(static_cast<std::int8_t>(bytes[i]));
   }
   return 0.0;
 }
@@ -162,6 +164,9 @@ inline std::vector<std::byte> random_values(DType dtype, std::size_t elems, std:
         std::memcpy(bytes.data() + 8 * i, &v, 8);
         break;
       }
+      case DType::I8:
+        bytes[i] = static_cast<std::byte>(static_cast<std::int8_t>(floats[i] / 1000.0f));
+        break;
     }
   }
   return bytes;

@@ -1,7 +1,8 @@
 // collectives_prop_test.cpp — properties of the sim's collectives: all_reduce is bitwise
-// reduce_scatter + all_gather, sums run in rank order, bytes move exactly, avg is sum then one
-// division, max propagates NaN. Worlds of 1..8 ranks, small counts, so failures shrink small;
-// reduce_rank_order itself is also checked on counts that span its 1024-element tiles.
+// reduce_scatter + all_gather, sums run in rank order, bytes move exactly (all_to_all too, with
+// its ledger), avg is sum then one division, max propagates NaN. Worlds of 1..8 ranks, small
+// counts, so failures shrink small; reduce_rank_order itself is also checked on counts that span
+// its 1024-element tiles.
 #include <gtest/gtest.h>  // before rapidcheck/gtest.h, which needs it
 #include <rapidcheck/gtest.h>
 
@@ -121,6 +122,35 @@ RC_GTEST_PROP(SimCollectives, prop_all_gather_moves_bytes_exactly, (bool in_plac
   Bytes want;
   for (const auto& send : sends) want.insert(want.end(), send.begin(), send.end());
   for (const auto& recv : recvs) RC_ASSERT(recv == want);
+}
+
+// Block b of rank r's recv is block r of rank b's send; each rank sends and receives every block
+// but its own, and the ledger says so.
+RC_GTEST_PROP(SimCollectives, prop_all_to_all_moves_bytes_exactly, ()) {
+  const int world = *gen_world();
+  const DType dtype = *gen_any_dtype();
+  const auto block_bytes = *rc::gen::inRange<std::size_t>(0, 9) * elem_bytes(dtype);
+  const auto w = static_cast<std::size_t>(world);
+  const auto sends = *rc::gen::container<std::vector<Bytes>>(w, gen_raw_bytes(block_bytes * w));
+  std::vector<Bytes> recvs(w, Bytes(block_bytes * w));
+  SimWorld sim(world);
+  sim.run([&](Comm& comm) {
+    const auto r = static_cast<std::size_t>(comm.rank());
+    comm.all_to_all(sends[r].data(), recvs[r].data(), block_bytes / elem_bytes(dtype), dtype);
+  });
+  for (std::size_t r = 0; r < w; ++r) {
+    Bytes want;
+    for (std::size_t b = 0; b < w; ++b) {
+      want.insert(want.end(), sends[b].begin() + static_cast<std::ptrdiff_t>(r * block_bytes),
+                  sends[b].begin() + static_cast<std::ptrdiff_t>((r + 1) * block_bytes));
+    }
+    RC_ASSERT(recvs[r] == want);
+    const TrafficLedger& ledger = sim.traffic(static_cast<int>(r));
+    const auto others_bytes = static_cast<std::int64_t>((w - 1) * block_bytes);
+    RC_ASSERT(ledger.sent_bytes(CollectiveKind::AllToAll) == others_bytes);
+    RC_ASSERT(ledger.recv_bytes(CollectiveKind::AllToAll) == others_bytes);
+    RC_ASSERT(ledger.calls(CollectiveKind::AllToAll) == 1);
+  }
 }
 
 RC_GTEST_PROP(SimCollectives, prop_broadcast_moves_bytes_exactly, ()) {

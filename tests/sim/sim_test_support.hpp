@@ -69,7 +69,7 @@ inline rc::Gen<DType> gen_float_dtype() {
 
 /// The dtypes all_gather and broadcast support.
 inline rc::Gen<DType> gen_any_dtype() {
-  return rc::gen::element(DType::F32, DType::BF16, DType::F16, DType::F64, DType::I64);
+  return rc::gen::element(DType::F32, DType::BF16, DType::F16, DType::F64, DType::I64, DType::I8);
 }
 
 inline rc::Gen<ReduceOp> gen_op() {
@@ -103,6 +103,8 @@ inline double value_at(DType dtype, const Bytes& buffer, std::size_t i) {
     case DType::I64:
       std::memcpy(&integer, at, sizeof integer);
       return static_cast<double>(integer);
+    case DType::I8:
+      return static_cast<double>(static_cast<std::int8_t>(*at));
   }
   return 0;
 }
@@ -125,6 +127,9 @@ inline void put(DType dtype, Bytes& buffer, std::size_t i, double value) {
     case DType::F16:
       half = f32_to_f16(single);
       break;
+    case DType::I8:
+      *at = static_cast<std::uint8_t>(static_cast<std::int8_t>(value));
+      return;
     case DType::I64: {
       const auto integer = static_cast<std::int64_t>(value);
       std::memcpy(at, &integer, sizeof integer);

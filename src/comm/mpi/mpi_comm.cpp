@@ -51,6 +51,8 @@ MPI_Datatype mpi_type(DType dtype) {
       return MPI_UINT16_T;  // moved as bits; only the reductions read them
     case DType::I64:
       return MPI_INT64_T;
+    case DType::I8:
+      return MPI_INT8_T;
   }
   fail("unknown dtype {}", static_cast<int>(dtype));
 }
@@ -116,6 +118,7 @@ void divide_by_world(void* data, std::size_t count, DType dtype, int world) {
       return;
     }
     case DType::I64:
+    case DType::I8:
       break;
   }
   fail("avg over {} is not supported", dtype_name(dtype));

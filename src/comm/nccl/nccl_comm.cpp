@@ -39,6 +39,8 @@ ncclDataType_t nccl_type(DType dtype) {
       return ncclFloat64;
     case DType::I64:
       return ncclInt64;
+    case DType::I8:
+      return ncclInt8;
   }
   fail("unknown dtype {}", static_cast<int>(dtype));
 }
@@ -229,6 +231,8 @@ CommHandle NcclComm::collective(const CallDesc& call) {
       break;
     case CollectiveKind::Barrier:
       fail("NcclComm::collective got a barrier: call barrier()");
+    case CollectiveKind::AllToAll:
+      fail("NcclComm has no all_to_all: use --backend sim");
   }
   if (stage_recv) {
     ZL_CUDA_CHECK(

@@ -13,7 +13,7 @@ void reduce_rank_order_cuda(std::span<const void* const> inputs, void* out, std:
   ZL_CHECK(inputs.size() <= static_cast<std::size_t>(kReduceMaxRanks),
            "a device reduction over {} ranks exceeds the {} one launch takes: reduce in groups",
            inputs.size(), kReduceMaxRanks);
-  ZL_CHECK(dtype != DType::I64,
+  ZL_CHECK(dtype != DType::I64 && dtype != DType::I8,
            "reductions over {} are not supported: reduce fp32, bf16, fp16 or fp64",
            dtype_name(dtype));
   cuda::reduce_launch(inputs.data(), static_cast<int>(inputs.size()), out,

@@ -108,6 +108,7 @@ void reduce_launch(const void* const* inputs, int world, void* out, std::int64_t
     case DType::F16:
       return launch<std::uint16_t, float, LoadF16, StoreF16>(ranks, world, out, count, op, stream);
     case DType::I64:
+    case DType::I8:
       break;
   }
 }
