@@ -13,8 +13,9 @@ namespace zl::simtest {
 namespace {
 
 // Four ranks, each making `steps` rounds of all_reduce, reduce_scatter, all_gather, broadcast and
-// barrier: collective k of each kind is call 5 (k - 1) + 1 + position of the kind.
-void five_kinds(Comm& comm, int steps = 3) {
+// barrier: collective k of each kind is call 5 (k - 1) + 1 + position of the kind. With
+// `all_to_all` each round ends with one too, and the rounds are six calls long.
+void five_kinds(Comm& comm, int steps = 3, bool all_to_all = false) {
   std::vector<float> full(8, 1.0f);
   std::vector<float> block(2);
   for (int i = 0; i < steps; ++i) {
@@ -23,17 +24,21 @@ void five_kinds(Comm& comm, int steps = 3) {
     comm.all_gather(block.data(), full.data(), block.size(), DType::F32);
     comm.broadcast(full.data(), full.size(), DType::F32, 0);
     comm.barrier();
+    if (all_to_all) {
+      std::vector<float> received(full.size());
+      comm.all_to_all(full.data(), received.data(), block.size(), DType::F32);
+    }
   }
 }
 
 // Runs five_kinds on 4 ranks with `fault` and returns run()'s error, checking the time it took
 // and that no thread outlives the run.
-std::string fault_error(const FaultSpec& fault) {
+std::string fault_error(const FaultSpec& fault, bool all_to_all = false) {
   SimWorld sim(4, SimOptions{.timeout = kFaultTimeout, .faults = {fault}});
   const int threads_before = baseline_thread_count();
   std::string error;
-  const double seconds =
-      seconds_taken([&] { error = run_error(sim, [](Comm& c) { five_kinds(c); }); });
+  const double seconds = seconds_taken(
+      [&] { error = run_error(sim, [all_to_all](Comm& c) { five_kinds(c, 3, all_to_all); }); });
   EXPECT_LT(seconds, kFaultBoundSeconds) << to_string(fault);
   EXPECT_LE(settled_thread_count(threads_before), threads_before) << to_string(fault);
   EXPECT_EQ(error.find('\n'), std::string::npos) << error;
@@ -189,9 +194,9 @@ TEST(SimFaults, every_kind_at_every_collective_ends_with_the_call_named) {
       const auto collective = static_cast<CollectiveKind>(k);
       const FaultSpec fault = parse_fault_spec(
           fmt::format("rank=1,at={}:2,kind={}", collective_name(collective), kind));
-      const std::string error = fault_error(fault);
+      const std::string error = fault_error(fault, /*all_to_all=*/true);
       EXPECT_TRUE(error.starts_with(fmt::format("rank 1: injected fault at {} #2 (call #{})",
-                                                collective_name(collective), 5 + k + 1)))
+                                                collective_name(collective), 6 + k + 1)))
           << error;
     }
   }
