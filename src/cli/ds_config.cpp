@@ -133,6 +133,10 @@ Readers zero_readers(const Checker& check, DsConfig& ds) {
          ds.hpz_partition_ranks = static_cast<int>(
              check.whole(v, p, 1, kMaxSimWorld, "use 1 (off) or the GPUs of a node"));
        }},
+      {"zero_quantized_weights",
+       [&](const json& v, const std::string& p) { ds.quantized_weights = check.boolean(v, p); }},
+      {"zero_quantized_gradients",
+       [&](const json& v, const std::string& p) { ds.quantized_gradients = check.boolean(v, p); }},
       {"contiguous_gradients",
        [&](const json& v, const std::string& p) { ds.contiguous_gradients = check.boolean(v, p); }},
       {"offload_optimizer",
@@ -358,6 +362,8 @@ void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& step
   if (ds.engine) config.engine = *ds.engine;
   if (ds.overlap_comm) features.overlap_comm = *ds.overlap_comm;
   if (ds.hpz_partition_ranks) features.hpz_partition_ranks = *ds.hpz_partition_ranks;
+  if (ds.quantized_weights) features.quantized_weights = *ds.quantized_weights;
+  if (ds.quantized_gradients) features.quantized_gradients = *ds.quantized_gradients;
   if (ds.mics_shard_ranks) features.shard_group_ranks = *ds.mics_shard_ranks;
   if (ds.offload_optimizer_device) {
     features.offload_optimizer = *ds.offload_optimizer_device != "none";
@@ -421,6 +427,10 @@ std::string auto_value(std::string_view path, const TrainConfig& config,
       {"zero_optimization.overlap_comm", fmt::format("{} (--overlap-comm)", f.overlap_comm)},
       {"zero_optimization.zero_hpz_partition_size",
        fmt::format("{} (--hpz-partition-size)", std::max(f.hpz_partition_ranks, 1))},
+      {"zero_optimization.zero_quantized_weights",
+       fmt::format("{} (--zero-quantized-weights)", f.quantized_weights)},
+      {"zero_optimization.zero_quantized_gradients",
+       fmt::format("{} (--zero-quantized-gradients)", f.quantized_gradients)},
       {"optimizer.params.lr", fmt::format("{} (--lr)", config.adamw.lr)},
       {"optimizer.params.betas",
        fmt::format("[{}, {}] (--beta1, --beta2)", config.adamw.beta1, config.adamw.beta2)},

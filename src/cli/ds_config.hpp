@@ -45,6 +45,10 @@ struct DsConfig {
   /// zero_optimization.zero_hpz_partition_size: ZeRO++'s secondary partition among this many
   /// ranks (1: off).
   std::optional<int> hpz_partition_ranks;
+  /// zero_optimization.zero_quantized_weights: ZeRO++'s qwZ, int8 parameter gathers.
+  std::optional<bool> quantized_weights;
+  /// zero_optimization.zero_quantized_gradients: ZeRO++'s qgZ, int4 gradient all_to_alls.
+  std::optional<bool> quantized_gradients;
   /// zero_optimization.mics_shard_size: MiCS's shard group (-1: off), which zerolab builds as
   /// hybrid sharding inside a node of that many ranks.
   std::optional<int> mics_shard_ranks;

@@ -412,6 +412,12 @@ void add_train_flags(CLI::App& cmd, TrainArgs& args) {
                "ZeRO++'s hpZ (zero_hpz_partition_size): ZeRO-3 keeps a secondary shard among this "
                "many ranks, a node's, and backward gathers from it instead of the world")
       ->default_str("1");
+  cmd.add_flag("--zero-quantized-weights", config.features.quantized_weights,
+               "ZeRO++'s qwZ (zero_quantized_weights): ZeRO-3 gathers parameters as int8 blocks "
+               "of 256 with a scale each; not bitwise, within the quantizer's bound");
+  cmd.add_flag("--zero-quantized-gradients", config.features.quantized_gradients,
+               "ZeRO++'s qgZ (zero_quantized_gradients): ZeRO-3 reduces gradients as int4 blocks "
+               "of 256, by all_to_all inside each node and then across; not bitwise");
   add_threads_flag(cmd, config.threads);
   cmd.add_option("--steps", config.steps, "Optimizer steps (--model gpt: 100 unless given)")
       ->capture_default_str()
@@ -487,6 +493,7 @@ TrainConfig launch_config(const TrainArgs& args) {
   if (args.shard_group_node) {
     config.features.shard_group_ranks = ranks_per_node(config.world, config.gpus_per_node);
   }
+  if (config.features.quantized_gradients) config.features.node_ranks = config.gpus_per_node;
   return config;
 }
 

@@ -1,6 +1,7 @@
 // engine.cpp — engine names, stage numbers and the factory of distributed engines.
 #include "engines/engine.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -66,18 +67,29 @@ void validate_shard_group(const TrainingFeatures& features, int world) {
            "stage3_param_persistence_threshold and offload_param, or use --shard-group world");
 }
 
-void validate_hpz_partition(const TrainingFeatures& features, int world) {
-  const int group = features.hpz_partition_ranks;
-  ZL_CHECK(group >= 1 && world % group == 0,
+bool uses_zeropp(const TrainingFeatures& features) {
+  return features.hpz_partition_ranks > 1 || features.quantized_weights ||
+         features.quantized_gradients;
+}
+
+void validate_zeropp(const TrainingFeatures& features, int world) {
+  const int group = std::max(features.hpz_partition_ranks, 1);
+  ZL_CHECK(world % group == 0,
            "zero_hpz_partition_size {} does not divide a world of {}: use the GPUs of a node",
            group, world);
+  ZL_CHECK(
+      features.node_ranks >= 0 && (features.node_ranks == 0 || world % features.node_ranks == 0),
+      "nodes of {} ranks do not divide a world of {}: pass a --gpus-per-node that divides it",
+      features.node_ranks, world);
   ZL_CHECK(features.shard_group_ranks == 0 || features.shard_group_ranks == world,
-           "zero_hpz_partition_size and --shard-group node both split ZeRO-3: use one of them");
+           "ZeRO++ (zero_hpz_partition_size, zero_quantized_weights, zero_quantized_gradients) "
+           "and --shard-group node both split ZeRO-3: use one of them");
   ZL_CHECK(!features.overlap_comm && features.prefetch_bucket_elems == 0 &&
                features.persistence_threshold_elems == 0 && !features.offload_param,
-           "zero_hpz_partition_size does not overlap, prefetch, keep units whole or offload "
-           "parameters yet: drop overlap_comm, stage3_prefetch_bucket_size, "
-           "stage3_param_persistence_threshold and offload_param, or zero_hpz_partition_size");
+           "ZeRO++ (zero_hpz_partition_size, zero_quantized_weights, zero_quantized_gradients) "
+           "does not overlap, prefetch, keep units whole or offload parameters yet: drop "
+           "overlap_comm, stage3_prefetch_bucket_size, stage3_param_persistence_threshold and "
+           "offload_param, or the ZeRO++ keys");
 }
 
 std::string_view engine_name(EngineKind kind) {
@@ -140,9 +152,7 @@ std::unique_ptr<Engine> make_engine(EngineKind kind, Model& model, Device& devic
     case EngineKind::Zero3: {
       const int group = options.features.shard_group_ranks;
       if (group > 0 && group < comm.size()) return make_hsdp_engine(model, device, comm, options);
-      if (options.features.hpz_partition_ranks > 1) {
-        return make_hpz_engine(model, device, comm, options);
-      }
+      if (uses_zeropp(options.features)) return make_zeropp_engine(model, device, comm, options);
       return make_zero3_engine(model, device, comm, options);
     }
     case EngineKind::Reference:

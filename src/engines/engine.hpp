@@ -86,8 +86,19 @@ struct TrainingFeatures {
   /// ZeRO-3 only: ZeRO++'s hierarchical partitioning (zero_hpz_partition_size): besides its
   /// primary shard each rank keeps a secondary one, its slice of each unit cut among this many
   /// consecutive ranks (a node), which backward gathers from instead of the world
-  /// (make_hpz_engine). 0 or 1: off.
+  /// (make_zeropp_engine). 0 or 1: off.
   int hpz_partition_ranks = 0;
+  /// ZeRO-3 only: ZeRO++'s qwZ (zero_quantized_weights): parameter gathers from the world move
+  /// int8 codes of blocks of 256 values and their scales (make_zeropp_engine). Not bitwise: the
+  /// gathered values are within the quantizer's bound of the shards' (comm/quantize.hpp).
+  bool quantized_weights = false;
+  /// ZeRO-3 only: ZeRO++'s qgZ (zero_quantized_gradients): the gradient reduce is two all_to_alls
+  /// of int4 codes, inside each node of node_ranks ranks and then across the nodes
+  /// (make_zeropp_engine). Not bitwise, as quantized_weights.
+  bool quantized_gradients = false;
+  /// The ranks of a node (the launcher's local world size, --gpus-per-node) where an engine sums
+  /// by link level: qgZ's first all_to_all stays inside it. 0: the world is one node.
+  int node_ranks = 0;
   /// Start gradient reductions (and ZeRO-3's prefetch gathers) as async collectives, so they run
   /// while backward goes on (zero_optimization.overlap_comm). Never changes results.
   bool overlap_comm = false;
@@ -133,10 +144,14 @@ void validate(const TrainingFeatures& features);
 /// persistence, offload_param).
 void validate_shard_group(const TrainingFeatures& features, int world);
 
-/// For the hpZ engine (make_hpz_engine): throws zl::Error when features.hpz_partition_ranks does
-/// not divide `world`, or with a feature it does not build yet (overlap_comm, prefetch,
-/// persistence, offload_param, a shard group).
-void validate_hpz_partition(const TrainingFeatures& features, int world);
+/// For the ZeRO++ engine (make_zeropp_engine): throws zl::Error when features.hpz_partition_ranks
+/// or features.node_ranks does not divide `world`, or with a feature it does not build yet
+/// (overlap_comm, prefetch, persistence, offload_param, a shard group).
+void validate_zeropp(const TrainingFeatures& features, int world);
+
+/// True when ZeRO-3 runs as ZeRO++ (make_zeropp_engine): hpZ with a partition of 2 ranks or more,
+/// qwZ or qgZ.
+bool uses_zeropp(const TrainingFeatures& features);
 
 /// What every engine needs besides the model, the device and (for the distributed ones) a Comm.
 struct EngineOptions {
@@ -254,15 +269,16 @@ std::unique_ptr<Engine> make_zero3_engine(Model& model, Device& device, Comm& co
 std::unique_ptr<Engine> make_hsdp_engine(Model& model, Device& device, Comm& comm,
                                          const EngineOptions& options);
 
-/// ZeRO++'s hpZ: ZeRO-3 whose backward gathers each unit from the secondary shards of
-/// features.hpz_partition_ranks consecutive ranks (a node) instead of the world; the forward
-/// gather fills those shards. Splits `comm` into the groups (Comm::split). Throws zl::Error as
-/// validate_hpz_partition does.
-std::unique_ptr<Engine> make_hpz_engine(Model& model, Device& device, Comm& comm,
-                                        const EngineOptions& options);
+/// ZeRO++: ZeRO-3 with hpZ (backward gathers each unit from the secondary shards of
+/// features.hpz_partition_ranks consecutive ranks, a node, which the forward gather fills), qwZ
+/// (int8 parameter gathers) and qgZ (int4 gradient all_to_alls inside, then across the nodes),
+/// each as the features ask. Splits `comm` into the groups (Comm::split). Throws zl::Error as
+/// validate_zeropp does.
+std::unique_ptr<Engine> make_zeropp_engine(Model& model, Device& device, Comm& comm,
+                                           const EngineOptions& options);
 
 /// The distributed engine of `kind` (not Reference): for Zero3 the hybrid engine with a shard
-/// group smaller than the world, hpZ with a partition of 2 ranks or more.
+/// group smaller than the world, ZeRO++ where uses_zeropp() says so.
 std::unique_ptr<Engine> make_engine(EngineKind kind, Model& model, Device& device, Comm& comm,
                                     const EngineOptions& options);
 

@@ -54,6 +54,14 @@ void upload_rounded(Device& device, std::span<const float> host, TypedSpan out) 
   device.copy_from_host(out.data, rounded.data(), rounded.size());
 }
 
+std::vector<float> download_widened(Device& device, TypedSpan in) {
+  std::vector<std::byte> bytes(static_cast<std::size_t>(in.bytes()));
+  device.copy_to_host(bytes.data(), in.data, bytes.size());
+  std::vector<float> values(static_cast<std::size_t>(in.elems));
+  convert_on_host(bytes.data(), in.dtype, values.data(), DType::F32, in.elems);
+  return values;
+}
+
 void copy_into(Device& device, TypedSpan from, TypedSpan to) {
   check_same(from, to, "copy");
   device.copy(to.data, from.data, static_cast<std::size_t>(from.bytes()));

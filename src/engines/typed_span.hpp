@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/buffer.hpp"
 #include "ops/device.hpp"
@@ -46,6 +47,9 @@ void round_into(Device& device, std::span<const float> in, TypedSpan out);
 /// Device::convert gives, then copied into the device memory `out`: no device scratch. Sizes must
 /// match.
 void upload_rounded(Device& device, std::span<const float> host, TypedSpan out);
+
+/// `in`'s elements copied to the host and widened to fp32 there (exact).
+std::vector<float> download_widened(Device& device, TypedSpan in);
 
 /// to[i] = from[i] on `device`; same dtype and size.
 void copy_into(Device& device, TypedSpan from, TypedSpan to);

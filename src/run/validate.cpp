@@ -1,7 +1,11 @@
 // validate.cpp — TrainConfig's checks: every bad setting, or one that needs another backend or
 // engine, is refused with a one-line message naming it and what to use instead.
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "engines/estimate.hpp"
 #include "ops/cpu/cpu_thread_pool.hpp"
@@ -32,10 +36,14 @@ std::string engine_label(const TrainConfig& config) {
   if (hybrid_sharded(config)) {
     return fmt::format("{} hsdp, shard groups of {}", name, config.features.shard_group_ranks);
   }
+  std::vector<std::string> zeropp;
   if (config.features.hpz_partition_ranks > 1) {
-    return fmt::format("{} hpz, partitions of {}", name, config.features.hpz_partition_ranks);
+    zeropp.push_back(fmt::format("hpz, partitions of {}", config.features.hpz_partition_ranks));
   }
-  return std::string(name);
+  if (config.features.quantized_weights) zeropp.emplace_back("qwz (int8 weights)");
+  if (config.features.quantized_gradients) zeropp.emplace_back("qgz (int4 gradients)");
+  if (zeropp.empty()) return std::string(name);
+  return fmt::format("{} {}", name, fmt::join(zeropp, ", "));
 }
 
 std::vector<UnitSpec> model_units(const TrainConfig& config) {
@@ -122,7 +130,7 @@ void validate(const TrainConfig& config) {
     ZL_CHECK(config.engine == EngineKind::Zero3 || config.engine == EngineKind::Reference,
              "zero_hpz_partition_size {} partitions ZeRO-3's parameters: use --stage 3",
              config.features.hpz_partition_ranks);
-    if (config.engine == EngineKind::Zero3) validate_hpz_partition(config.features, config.world);
+    if (config.engine == EngineKind::Zero3) validate_zeropp(config.features, config.world);
     const int node = ranks_per_node(config.world, config.gpus_per_node);
     ZL_CHECK(node % config.features.hpz_partition_ranks == 0 ||
                  config.features.hpz_partition_ranks % node == 0,
@@ -133,6 +141,19 @@ void validate(const TrainConfig& config) {
              "zero_hpz_partition_size {} splits the ranks into groups, which only --backend sim "
              "builds yet: use --backend sim, or zero_hpz_partition_size 1",
              config.features.hpz_partition_ranks);
+  }
+  if (config.features.quantized_weights || config.features.quantized_gradients) {
+    const std::string_view key =
+        config.features.quantized_weights ? "zero_quantized_weights" : "zero_quantized_gradients";
+    ZL_CHECK(config.engine == EngineKind::Zero3,
+             "{} quantizes ZeRO-3's communication: use --stage 3 (the reference and the other "
+             "stages have none to quantize)",
+             key);
+    ZL_CHECK(config.backend == Backend::Sim,
+             "{} moves int8/int4 bytes through all_to_alls of groups, which only --backend sim "
+             "builds yet: use --backend sim, or drop {}",
+             key, key);
+    validate_zeropp(config.features, config.world);
   }
   ZL_CHECK(config.features.grad_accum_steps <= kMaxGradAccumSteps,
            "gradient accumulation of {} micro-batches is invalid: use at most {} per step",

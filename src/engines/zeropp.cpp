@@ -1,0 +1,199 @@
+// zeropp.cpp — ZeRO++: ZeRO-3 with less communication across nodes, three ways, each on its own.
+//   hpZ  hierarchical partitioning (zero_hpz_partition_size K): besides its primary shard
+//   (ZeRO-3's,
+//        one of W) each rank keeps a secondary shard, its slice of the unit cut among the K ranks
+//        of its partition group (a node), which the forward gather fills for free; backward
+//        gathers from those K ranks, never across the nodes. Psi/K more memory per rank.
+//   qwZ  quantized weights (zero_quantized_weights): each gather from the world moves int8 codes
+//        of blocks of 256 and their scales instead of the training dtype (half of bf16's bytes).
+//   qgZ  quantized gradients (zero_quantized_gradients): the gradient reduce is two all_to_alls
+//        of int4 codes, inside the node and then one piece a node across, instead of a
+//        reduce_scatter over the world (an eighth of fp32's bytes cross between nodes, once).
+// Per step, for each of the k accumulated micro-batches:
+//   1. forward    for each unit: all_gather its primary shards from the world (int8 under qwZ),
+//                 copy this rank's slice of the K-way cut into its secondary shard (hpZ), run the
+//                 unit, release it
+//   2. backward   for each unit, last first: all_gather the secondary shards inside the group
+//                 (hpZ; else the primaries from the world, as forward), run its backward into a
+//                 full gradient, reduce it to the world's average of the own gradient shard:
+//                 reduce_scatter (avg) over the world, or qgZ's all_to_alls (added to the shard
+//                 after the first micro-batch)
+// then
+//   3. update     the optimizer step on the own primary shard; the secondary shards are stale
+//                 until the next forward refills them
+// hpZ's gathers only copy bits and its reduction is ZeRO-3's, so hpZ alone is ZeRO-3 bit for bit
+// (with K = W, ZeRO-3 with one more copy). qwZ and qgZ round: deterministic run to run, each
+// value within its blocks' bound (comm/quantize.hpp), not the reference's bits.
+#include <algorithm>
+#include <memory>
+
+#include "engines/engine.hpp"
+#include "engines/micro_batch.hpp"
+#include "engines/quantized_comm.hpp"
+#include "engines/sharding.hpp"
+#include "engines/zero3_shards.hpp"
+
+namespace zl {
+
+namespace {
+
+// K (1 without hpZ), once the features are checked for this engine.
+int partition_of(const TrainingFeatures& features, int world) {
+  validate_zeropp(features, world);
+  return std::max(features.hpz_partition_ranks, 1);
+}
+
+// hpZ's partition group, or null without hpZ.
+std::unique_ptr<Comm> partition_group(Comm& world, int ranks) {
+  return ranks > 1 ? world.split(world.rank() / ranks) : nullptr;
+}
+
+// qgZ's two levels, or none without qgZ.
+QuantizedReduceGroups reduce_groups(Comm& world, const TrainingFeatures& features) {
+  if (!features.quantized_gradients) return {};
+  return make_quantized_reduce_groups(world, features.node_ranks);
+}
+
+// Each unit's secondary shard: its padded buffer cut in K (the world's padding is a multiple of
+// K's), in the training dtype, booked as parameters; none without hpZ.
+UnitBuffers alloc_secondary(Device& device, const std::vector<UnitLayout>& layout, int ranks,
+                            DType dtype) {
+  UnitBuffers secondary;
+  if (ranks <= 1) return secondary;
+  for (const UnitLayout& unit : layout) {
+    secondary.push_back(
+        device.alloc_unset(MemCategory::Params, dtype, {unit.padded_elems / ranks}));
+  }
+  return secondary;
+}
+
+class ZeroPlusPlusEngine final : public Engine {
+ public:
+  ZeroPlusPlusEngine(Model& model, Device& device, Comm& world, const EngineOptions& options)
+      : model_(model),
+        device_(device),
+        world_(world),
+        options_(options),
+        features_(options.features),
+        partition_ranks_(partition_of(features_, world.size())),
+        partition_(partition_group(world, partition_ranks_)),
+        reduce_groups_(reduce_groups(world, features_)),
+        layout_(layout_units(model.units(), world.size())),
+        grad_shards_(
+            alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
+        opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)),
+        shards_(model, device, world, layout_, features_, options.seed, opt_),
+        secondary_(alloc_secondary(device, layout_, partition_ranks_, features_.precision)) {
+    validate(features_);
+    opt_.comm = &world;
+    master_from_params(opt_, shards_.own(), device_);
+  }
+
+  StepStats step(std::int64_t step) override {
+    const std::int64_t micro_steps = features_.grad_accum_steps;
+    Buffer loss_sum = step_loss_sum(device_);  // the losses, added on the device
+    for (std::int64_t k = 0; k < micro_steps; ++k) {
+      // 1. forward from the world's shards and 2. backward from the group's
+      run_micro_batch(model_, options_.batch(step * micro_steps + k, world_.rank()), layout_,
+                      features_.precision, grad_scale_of(opt_, features_), hooks(k == 0), options_,
+                      device_, loss_sum.as<float>());
+    }
+    const float loss = mean_loss_over_ranks(world_, device_, loss_sum.as<float>(), micro_steps);
+    const std::vector<TypedSpan> grads = owned_spans(grad_shards_, layout_, false, 0, 1);
+    const double loss_scale = opt_.scaler.scale();  // what backward multiplied by
+    const double lr = update_lr(opt_, options_);    // before the update moves the schedule
+    const double grad_norm =
+        sharded_grad_norm(world_, device_, layout_, unscaled_partials(grads, loss_scale, device_));
+    // 3. update the own primary shard (unless the step is skipped)
+    const bool update =
+        optimizer_step(grad_norm, step, shards_.own(), grads, opt_, options_, device_);
+    if (update) notify(options_, device_, "update");
+    return {.loss = loss,
+            .grad_norm = grad_norm,
+            .skipped = !update,
+            .loss_scale = loss_scale,
+            .lr = lr};
+  }
+
+  ModelState full_state() override {
+    return gather_model_state(world_, device_, layout_, opt_, shards_.own());
+  }
+
+  // The primary shards are ZeRO-3's: so are the checkpoints, which any stage resumes.
+  ShardState shard_state() override { return owned_shard_state(opt_, shards_.own(), device_); }
+
+  void load_shard_state(const ShardState& state) override {
+    load_owned_shard_state(opt_, shards_.own(), state, device_);
+  }
+
+ private:
+  MicroBatchHooks hooks(bool first_micro_batch) {
+    MicroBatchHooks hooks;
+    hooks.params = [this](int u, bool backward) {
+      UnitParams params;
+      params.owned = backward && partition_ ? gather_from_group(u) : gather_from_world(u);
+      params.view = view_of(params.owned);
+      notify(options_, device_, "gather", u);
+      return params;
+    };
+    hooks.grad_ready = [this, first_micro_batch](int u, TypedSpan grad) {
+      if (features_.quantized_gradients) {
+        reduce_into_shard_quantized(reduce_groups_, device_, grad, view_of(grad_shards_[u]),
+                                    first_micro_batch);
+      } else {
+        reduce_into_shard(world_, device_, grad, view_of(grad_shards_[u]), first_micro_batch,
+                          features_.reduce_bucket_elems, /*async=*/false);
+      }
+      notify(options_, device_, "reduce_scatter", u);
+    };
+    return hooks;
+  }
+
+  // 1. The unit whole from the world's primary shards (int8 under qwZ); hpZ keeps this rank's
+  // slice of the K-way cut.
+  Buffer gather_from_world(int u) {
+    Buffer staged;
+    const TypedSpan shard = shards_.on_device(u, staged);
+    Buffer full =
+        features_.quantized_weights
+            ? gather_unit_quantized(world_, device_, layout_[u], shard)
+            : gather_unit(world_, device_, layout_[u], shard, features_.allgather_bucket_elems);
+    if (!partition_) return full;
+    const TypedSpan secondary = view_of(secondary_[u]);
+    copy_into(device_, view_of(full).slice(partition_->rank() * secondary.elems, secondary.elems),
+              secondary);
+    return full;
+  }
+
+  // 2. The unit whole from the group's secondary shards: no byte crosses between the groups.
+  Buffer gather_from_group(int u) {
+    Buffer full =
+        device_.alloc_unset(MemCategory::Gathered, features_.precision, {layout_[u].padded_elems});
+    all_gather_into(*partition_, device_, view_of(secondary_[u]), view_of(full),
+                    features_.allgather_bucket_elems);
+    return full;
+  }
+
+  Model& model_;
+  Device& device_;
+  Comm& world_;
+  EngineOptions options_;
+  TrainingFeatures features_;
+  int partition_ranks_;              // K: the ranks that share one secondary partition (1: no hpZ)
+  std::unique_ptr<Comm> partition_;  // this rank's partition group (a node); null without hpZ
+  QuantizedReduceGroups reduce_groups_;  // qgZ's node and across groups; empty without qgZ
+  std::vector<UnitLayout> layout_;       // laid out for the world, as ZeRO-3
+  UnitBuffers grad_shards_;              // own shard of the averaged (accumulated) gradients
+  OptimizerState opt_;                   // own shard
+  Zero3Shards shards_;                   // own primary parameter shards, training dtype
+  UnitBuffers secondary_;                // own secondary shards, refilled by every forward (hpZ)
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_zeropp_engine(Model& model, Device& device, Comm& comm,
+                                           const EngineOptions& options) {
+  return std::make_unique<ZeroPlusPlusEngine>(model, device, comm, options);
+}
+
+}  // namespace zl
