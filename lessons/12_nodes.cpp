@@ -3,7 +3,8 @@
 // sharding (HSDP: ZeRO-3 inside each node, DDP across) and ZeRO++'s hpZ (ZeRO-3 with a secondary
 // shard inside the node for backward's gathers). Where each one's bytes go (rank 0's ledger by
 // link level), what it holds for it, the comm time each gives on those links, the same bits
-// from all three, and at real scale the comm each predicts for GPT-2 124M on 4 nodes of 8 H100s.
+// from all three, and at real scale the comm each predicts for GPT-2 124M on 4 nodes of 8 H100s,
+// beside ZeRO++ whole: hpZ with qwZ's int8 gathers and qgZ's int4 all-to-alls.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "comm/quantize.hpp"
 #include "engines/estimate.hpp"
 #include "engines/partition.hpp"
+#include "engines/quantized_comm.hpp"
 #include "lesson_support.hpp"
 #include "run/compare.hpp"
 
@@ -121,9 +124,15 @@ void print_runs(const std::vector<NodesRun>& runs) {
   }
 }
 
+// Bytes `elems` values take quantized to `bits` in zerolab's blocks.
+std::int64_t quantized(std::int64_t elems, QuantBits bits) {
+  return quantized_bytes(elems, kQuantBlockElems, bits);
+}
+
 // The comm of one step of GPT-2 124M in bf16 on 4 nodes of 8 H100s with `nics` 400 Gb/s NICs a
-// node, priced call by call as the timeline prices them (no overlap): ZeRO-3, HSDP, hpZ.
-std::array<double, 3> real_comm_ms(int nics) {
+// node, priced call by call as the timeline prices them (no overlap): ZeRO-3, HSDP, hpZ, and
+// ZeRO++ whole (hpZ, qwZ's int8 forward gathers, qgZ's int4 all-to-alls inside then across).
+std::array<double, 4> real_comm_ms(int nics) {
   constexpr int kWorld = 32, kGpus = 8;
   const LinkPreset inside = link_preset("h100-nvlink");
   const NodeLinks nodes{
@@ -136,7 +145,8 @@ std::array<double, 3> real_comm_ms(int nics) {
                               std::int64_t bytes) {
     return plan_group_collective(inside, nodes, kWorld, ranks, spans, kind, elems, bytes).ms;
   };
-  std::array<double, 3> ms{};
+  constexpr int kNodes = kWorld / kGpus;
+  std::array<double, 4> ms{};
   for (const UnitLayout& unit : layout_units(units, kWorld)) {
     const std::int64_t elems = unit.padded_elems;
     ms[0] += 2 * world_call(CollectiveKind::AllGather, elems, 2) +
@@ -144,6 +154,13 @@ std::array<double, 3> real_comm_ms(int nics) {
     ms[2] += world_call(CollectiveKind::AllGather, elems, 2) +
              group_call(kGpus, 1, CollectiveKind::AllGather, elems, 2) +
              world_call(CollectiveKind::ReduceScatter, elems, 2);
+    const std::int64_t shard = unit.shard_elems;
+    ms[3] += world_call(CollectiveKind::AllGather, kWorld * quantized(shard, QuantBits::Int8), 1) +
+             group_call(kGpus, 1, CollectiveKind::AllGather, elems, 2) +
+             group_call(kGpus, 1, CollectiveKind::AllToAll,
+                        kGpus * quantized(kNodes * shard, QuantBits::Int4), 1) +
+             group_call(kNodes, kNodes, CollectiveKind::AllToAll,
+                        kNodes * quantized(shard, QuantBits::Int4), 1);
   }
   for (const UnitLayout& unit : layout_units(units, kGpus)) {
     const std::int64_t elems = unit.padded_elems;
@@ -156,16 +173,18 @@ std::array<double, 3> real_comm_ms(int nics) {
 }
 
 void print_real_scale() {
-  constexpr std::array<std::string_view, 3> kNames = {"ZeRO-3", "HSDP", "hpZ"};
+  constexpr std::array<std::string_view, 4> kNames = {"ZeRO-3", "HSDP", "hpZ", "ZeRO++"};
   fmt::print(
       "GPT-2 124M in bf16 on 4 nodes of 8 H100s (NVLink inside, 400 Gb/s InfiniBand across),\n"
       "the comm of one step priced call by call as the timeline prices it, none of it hidden:\n\n");
-  fmt::print("{:<22}{:>12}{:>12}{:>12}\n", "NICs a node", kNames[0], kNames[1], kNames[2]);
+  fmt::print("{:<22}{:>12}{:>12}{:>12}{:>12}\n", "NICs a node", kNames[0], kNames[1], kNames[2],
+             kNames[3]);
   std::array<double, 2> spread{};  // slowest over fastest, with 1 and 8 NICs
   for (std::size_t i = 0; i < 2; ++i) {
     const int nics = i == 0 ? 1 : 8;
-    const std::array<double, 3> ms = real_comm_ms(nics);
-    fmt::print("{:<22}{:>9.2f} ms{:>9.2f} ms{:>9.2f} ms\n", nics, ms[0], ms[1], ms[2]);
+    const std::array<double, 4> ms = real_comm_ms(nics);
+    fmt::print("{:<22}{:>9.2f} ms{:>9.2f} ms{:>9.2f} ms{:>9.2f} ms\n", nics, ms[0], ms[1], ms[2],
+               ms[3]);
     const auto fastest = static_cast<std::size_t>(std::ranges::min_element(ms) - ms.begin());
     spread[i] = std::ranges::max(ms) / ms[fastest];
     fmt::print("  with {} NIC{} a node {} is fastest, {:.2f}x ZeRO-3's speed\n", nics,
@@ -174,8 +193,10 @@ void print_real_scale() {
   fmt::print(
       "\n{}\n",
       wrapped(fmt::format(
-          "One NIC a node is the slow link ZeRO++ was made for: every byte ZeRO-3 gathers "
-          "crosses it. With a NIC a GPU the slowest of the three takes {:.2f}x the fastest's "
+          "ZeRO++ is hpZ with qwZ's int8 forward gathers and qgZ's int4 gradient all-to-alls "
+          "(blocks of 256, a scale each): not bitwise, unlike the other three. One NIC a node is "
+          "the slow link ZeRO++ was made for: every byte ZeRO-3 gathers crosses it. With a NIC "
+          "a GPU the slowest of the four takes {:.2f}x the fastest's "
           "time, against {:.2f}x with one NIC a node. HSDP's all-reduce across the nodes runs in "
           "fp32, twice bf16's bytes, because the exact order rounds only once (docs/exactness.md). "
           "`zerolab train --gpus-per-node 8 --what-if-world 32` predicts a whole step, compute "
