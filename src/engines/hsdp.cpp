@@ -16,11 +16,14 @@
 //                 which is the world's two-level order (comm/reduce.hpp): the reference's bits
 // then
 //   3. update     the optimizer step on the own shard; every node updates the same shard alike
-// With one node (G = W) it is ZeRO-3 itself.
+// With one node (G = W) it is ZeRO-3 itself. Its checkpoints are ZeRO-3's: each rank saves its
+// shard of the world's partition, cut from the unit gathered inside its node, and a resume cuts
+// its node shard from the unit gathered over the world (reshard.hpp).
 #include <memory>
 
 #include "engines/engine.hpp"
 #include "engines/micro_batch.hpp"
+#include "engines/reshard.hpp"
 #include "engines/sharding.hpp"
 #include "engines/zero3_shards.hpp"
 
@@ -46,6 +49,7 @@ class HsdpEngine final : public Engine {
         node_(world.split(world.rank() / group_ranks_)),
         across_(world.split(world.rank() % group_ranks_)),
         layout_(layout_units(model.units(), node_->size())),
+        world_layout_(layout_units(model.units(), world.size())),
         grad_shards_(
             alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
         opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)),
@@ -86,14 +90,17 @@ class HsdpEngine final : public Engine {
     return gather_model_state(*node_, device_, layout_, opt_, shards_.own(), world_.rank() == 0);
   }
 
+  // ZeRO-3's checkpoint shard of this rank, which its node's ranks hold between them.
   ShardState shard_state() override {
-    fail(
-        "checkpoints of --shard-group node are not built yet: drop --checkpoint-dir, or use "
-        "--shard-group world");
+    return reshard_state(*node_, owned_shard_state(opt_, shards_.own(), device_), layout_,
+                         world_layout_, world_.rank());
   }
 
-  void load_shard_state(const ShardState&) override {
-    fail("resuming --shard-group node is not built yet: use --shard-group world");
+  // This rank's node shard, from the world's checkpoint shards.
+  void load_shard_state(const ShardState& state) override {
+    load_owned_shard_state(opt_, shards_.own(),
+                           reshard_state(world_, state, world_layout_, layout_, node_->rank()),
+                           device_);
   }
 
  private:
@@ -148,6 +155,7 @@ class HsdpEngine final : public Engine {
   std::unique_ptr<Comm> node_;      // this rank's node: the shard group
   std::unique_ptr<Comm> across_;    // rank i of every node: the replica group
   std::vector<UnitLayout> layout_;  // laid out for G ranks
+  std::vector<UnitLayout> world_layout_;  // laid out for W ranks: ZeRO-3's, the checkpoints'
   UnitBuffers grad_shards_;         // own shard of the averaged (accumulated) gradients
   OptimizerState opt_;              // own shard
   Zero3Shards shards_;              // own parameter shards, training dtype

@@ -74,9 +74,6 @@ RunPlan plan_run(const TrainConfig& requested, const CheckpointPlan& checkpoints
   const TrainConfig& config = plan.config;  // settled against the checkpoint when resuming
   ZL_CHECK(!(plan.saving() || plan.resuming()) || config.engine != EngineKind::Reference,
            "checkpoints need a distributed engine (--stage 0-3): the reference keeps no shards");
-  ZL_CHECK(!(plan.saving() || plan.resuming()) || !hybrid_sharded(config),
-           "checkpoints of --shard-group node are not built yet: drop --checkpoint-dir and "
-           "--resume, or use --shard-group world");
   with_error_kind(ErrorKind::Usage, [&] {
     ZL_CHECK(checkpoints.every_steps >= 0, "--checkpoint-every {} is invalid: use 1 or more steps",
              checkpoints.every_steps);

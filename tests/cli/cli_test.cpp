@@ -295,9 +295,6 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
        "--shard-group node shards ZeRO-3's states inside a node: use --stage 3"},
       {"train --stage 3 --world 4 --gpus-per-node 2 --shard-group node --overlap-comm",
        "--shard-group node does not overlap, prefetch, keep units whole or offload parameters yet"},
-      {"train --stage 3 --world 4 --gpus-per-node 2 --shard-group node --checkpoint-dir " +
-           (dir_ / "ck").string(),
-       "checkpoints of --shard-group node are not built yet"},
       {"train --shard-group rack", "--shard-group"},
       {"train --stage 2 --world 4 --hpz-partition-size 2",
        "zero_hpz_partition_size 2 partitions ZeRO-3's parameters: use --stage 3"},

@@ -355,6 +355,39 @@ TEST_F(Resume, HpzCheckpointsAreZeroThreesBothWays) {
   }
 }
 
+// Hybrid sharding writes ZeRO-3's checkpoints (each rank's shard of the world, cut from the unit
+// gathered inside its node) and reads them back (its node shard, cut from the unit gathered over
+// the world): HSDP resumes ZeRO-2's, ZeRO-1 resumes HSDP's and HSDP its own, each bitwise the
+// uninterrupted run, in bf16 with its fp32 master.
+TEST_F(Resume, HsdpCheckpointsAreZeroThreesBothWays) {
+  TrainConfig hsdp = config_of(EngineKind::Zero3, 4, 2, 5);
+  hsdp.gpus_per_node = 2;
+  hsdp.features.precision = DType::BF16;
+  hsdp.features.shard_group_ranks = 2;
+  TrainConfig plain = hsdp;
+  plain.features.shard_group_ranks = 0;
+  const auto uninterrupted = train(plain);
+  TrainConfig zero2 = plain;
+  zero2.engine = EngineKind::Zero2;
+  TrainConfig zero1 = plain;
+  zero1.engine = EngineKind::Zero1;
+  const std::pair<const TrainConfig*, const TrainConfig*> pairs[] = {
+      {&zero2, &hsdp}, {&hsdp, &zero1}, {&hsdp, &hsdp}};
+  int round = 0;
+  for (const auto& [saver, resumer] : pairs) {
+    const fs::path dir = dir_ / std::to_string(round++);
+    train(*saver, {}, {}, save_to(dir, 2));
+    const auto resumed = train(*resumer, {}, {}, resume_from(dir / "step-00000002"));
+    ASSERT_EQ(resumed.steps.size(), 3u);
+    EXPECT_FALSE(
+        first_difference("params", resumed.final_state.params, uninterrupted.final_state.params));
+    EXPECT_FALSE(first_difference("exp_avg", resumed.final_state.exp_avg,
+                                  uninterrupted.final_state.exp_avg));
+    EXPECT_FALSE(first_difference("exp_avg_sq", resumed.final_state.exp_avg_sq,
+                                  uninterrupted.final_state.exp_avg_sq));
+  }
+}
+
 // A finished run resumed (killed after its last save, before its exit) trains nothing and ends
 // where it ended, so a restart loop needs no special last round.
 TEST_F(Resume, AFinishedRunResumedTrainsNothingAndEndsWhereItEnded) {
