@@ -7,23 +7,24 @@
 // micro-batches:
 //   1. forward    for each unit: all_gather its parameters inside the node, run it, release them
 //   2. backward   for each unit, last first: gather inside the node again, run its backward into
-//                 a full gradient, then reduce it to the world's average of the own shard:
+//                 a full gradient, then reduce it to the world's average of the own shard
+//                 (shard_groups.hpp; added to the own gradient shard after the first
+//                 micro-batch):
 //                   a. reduce_scatter (sum) inside the node: the node's sum of the own shard,
 //                      in the training dtype (as a node's sum crosses between nodes)
 //                   b. all_reduce (sum) of that shard across the nodes, in fp32
-//                   c. one division by W, rounded once to the training dtype (added to the own
-//                      gradient shard after the first micro-batch)
+//                   c. one division by W, rounded once to the training dtype
 //                 which is the world's two-level order (comm/reduce.hpp): the reference's bits
 // then
 //   3. update     the optimizer step on the own shard; every node updates the same shard alike
 // With one node (G = W) it is ZeRO-3 itself. Its checkpoints are ZeRO-3's: each rank saves its
 // shard of the world's partition, cut from the unit gathered inside its node, and a resume cuts
-// its node shard from the unit gathered over the world (reshard.hpp).
+// its node shard from the unit gathered over the world.
 #include <memory>
 
 #include "engines/engine.hpp"
 #include "engines/micro_batch.hpp"
-#include "engines/reshard.hpp"
+#include "engines/shard_groups.hpp"
 #include "engines/sharding.hpp"
 #include "engines/zero3_shards.hpp"
 
@@ -45,17 +46,16 @@ class HsdpEngine final : public Engine {
         world_(world),
         options_(options),
         features_(options.features),
-        group_ranks_(shard_group_of(features_, world.size())),
-        node_(world.split(world.rank() / group_ranks_)),
-        across_(world.split(world.rank() % group_ranks_)),
-        layout_(layout_units(model.units(), node_->size())),
+        groups_(world, shard_group_of(features_, world.size())),
+        node_(groups_.shards()),
+        layout_(layout_units(model.units(), node_.size())),
         world_layout_(layout_units(model.units(), world.size())),
         grad_shards_(
             alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
         opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)),
-        shards_(model, device, *node_, layout_, features_, options.seed, opt_) {
+        shards_(model, device, node_, layout_, features_, options.seed, opt_) {
     validate(features_);
-    opt_.comm = node_.get();
+    opt_.comm = &node_;
     master_from_params(opt_, shards_.own(), device_);
   }
 
@@ -74,7 +74,7 @@ class HsdpEngine final : public Engine {
     const double lr = update_lr(opt_, options_);    // before the update moves the schedule
     // Every node holds the same averaged gradient: its shards give the world's norm.
     const double grad_norm =
-        sharded_grad_norm(*node_, device_, layout_, unscaled_partials(grads, loss_scale, device_));
+        sharded_grad_norm(node_, device_, layout_, unscaled_partials(grads, loss_scale, device_));
     // 3. update the own shard (unless the step is skipped)
     const bool update =
         optimizer_step(grad_norm, step, shards_.own(), grads, opt_, options_, device_);
@@ -87,19 +87,18 @@ class HsdpEngine final : public Engine {
   }
 
   ModelState full_state() override {
-    return gather_model_state(*node_, device_, layout_, opt_, shards_.own(), world_.rank() == 0);
+    return gather_model_state(node_, device_, layout_, opt_, shards_.own(), world_.rank() == 0);
   }
 
   // ZeRO-3's checkpoint shard of this rank, which its node's ranks hold between them.
   ShardState shard_state() override {
-    return reshard_state(*node_, owned_shard_state(opt_, shards_.own(), device_), layout_,
-                         world_layout_, world_.rank());
+    return groups_.world_shard(owned_shard_state(opt_, shards_.own(), device_), layout_,
+                               world_layout_);
   }
 
   // This rank's node shard, from the world's checkpoint shards.
   void load_shard_state(const ShardState& state) override {
-    load_owned_shard_state(opt_, shards_.own(),
-                           reshard_state(world_, state, world_layout_, layout_, node_->rank()),
+    load_owned_shard_state(opt_, shards_.own(), groups_.group_shard(state, layout_, world_layout_),
                            device_);
   }
 
@@ -109,41 +108,18 @@ class HsdpEngine final : public Engine {
     hooks.params = [this](int u, bool) {
       Buffer staged;
       UnitParams params;
-      params.owned = gather_unit(*node_, device_, layout_[u], shards_.on_device(u, staged),
+      params.owned = gather_unit(node_, device_, layout_[u], shards_.on_device(u, staged),
                                  features_.allgather_bucket_elems);
       params.view = view_of(params.owned);
       notify(options_, device_, "gather", u);
       return params;
     };
     hooks.grad_ready = [this, first_micro_batch](int u, TypedSpan grad) {
-      reduce_into_own_shard(view_of(grad_shards_[u]), grad, first_micro_batch);
+      groups_.reduce_into_own_shard(device_, grad, view_of(grad_shards_[u]), first_micro_batch,
+                                    features_.reduce_bucket_elems, /*async=*/false);
       notify(options_, device_, "reduce_scatter", u);
     };
     return hooks;
-  }
-
-  // 2a-c: the world's average of a unit's gradient into the own shard.
-  void reduce_into_own_shard(TypedSpan own, TypedSpan grad, bool first_micro_batch) {
-    const std::int64_t bucket_elems = features_.reduce_bucket_elems;
-    if (across_->size() == 1) {  // one node: ZeRO-3's average, the flat order
-      reduce_into_shard(*node_, device_, grad, own, first_micro_batch, bucket_elems, false);
-      return;
-    }
-    // a. the node's sum of the own shard, rounded to the training dtype
-    Buffer node_sum = device_.alloc_unset(MemCategory::CommBuffer, own.dtype, {own.elems});
-    reduce_scatter_unit(*node_, device_, grad, view_of(node_sum), bucket_elems, ReduceOp::Sum);
-    // b. the nodes' sums added in fp32, in node order
-    Buffer total = device_.alloc_unset(MemCategory::CommBuffer, DType::F32, {own.elems});
-    widen(device_, view_of(node_sum), total.as<float>());
-    all_reduce_unit(*across_, view_of(total), bucket_elems, ReduceOp::Sum);
-    // c. one division by W, one rounding
-    device_.divide(total.as<float>(), static_cast<float>(world_.size()));
-    if (first_micro_batch) {
-      round_into(device_, total.as<float>(), own);
-      return;
-    }
-    round_into(device_, total.as<float>(), view_of(node_sum));  // the average, then added
-    add_into(device_, own, view_of(node_sum));
   }
 
   Model& model_;
@@ -151,9 +127,8 @@ class HsdpEngine final : public Engine {
   Comm& world_;
   EngineOptions options_;
   TrainingFeatures features_;
-  int group_ranks_;                 // G: the ranks of a node, which shard among themselves
-  std::unique_ptr<Comm> node_;      // this rank's node: the shard group
-  std::unique_ptr<Comm> across_;    // rank i of every node: the replica group
+  ShardGroups groups_;              // the nodes (the shard groups) and the replica groups
+  Comm& node_;                      // this rank's node: the shard group, of G ranks
   std::vector<UnitLayout> layout_;  // laid out for G ranks
   std::vector<UnitLayout> world_layout_;  // laid out for W ranks: ZeRO-3's, the checkpoints'
   UnitBuffers grad_shards_;         // own shard of the averaged (accumulated) gradients

@@ -13,8 +13,12 @@
 //                      overlap_comm started here and waited for unit by unit as the next
 //                      forward reaches each unit)
 // Traffic: reduce-scatter plus all-gather is the same 2 Psi (N-1)/N as DDP's all-reduce.
+// With --shard-group node the optimizer is sharded inside each node of G ranks and the nodes hold
+// replicas (shard_groups.hpp): step 3 reduces in the world's two-level order, step 5 gathers
+// inside the node, and N above is G.
 #include "engines/engine.hpp"
 #include "engines/micro_batch.hpp"
+#include "engines/shard_groups.hpp"
 #include "engines/sharding.hpp"
 
 namespace zl {
@@ -23,18 +27,21 @@ namespace {
 
 class Zero1Engine final : public Engine {
  public:
-  Zero1Engine(Model& model, Device& device, Comm& comm, const EngineOptions& options)
+  Zero1Engine(Model& model, Device& device, Comm& world, const EngineOptions& options)
       : model_(model),
         device_(device),
-        comm_(comm),
         options_(options),
         features_(options.features),
-        layout_(layout_units(model.units(), comm.size())),
+        groups_(world, checked_shard_group(features_, world.size())),
+        comm_(groups_.shards()),
+        world_(world),
+        layout_(layout_units(model.units(), comm_.size())),
+        world_layout_(layout_units(model.units(), world.size())),
         params_(alloc_params(device, layout_, features_.precision, /*shard=*/false)),
         grads_(alloc_units(device, layout_, MemCategory::Grads, false, features_.precision)),
         opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)) {
     validate(features_);
-    opt_.comm = &comm;
+    opt_.comm = &comm_;
     if (features_.grad_accum_steps > 1) {
       accum_ = alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true,
                            features_.precision);
@@ -53,21 +60,22 @@ class Zero1Engine final : public Engine {
       //    these start in backward, unit by unit as each is ready
       const std::vector<TypedSpan> grad_shards =
           micro_steps > 1 && k == 0 ? owned_spans(accum_, layout_, false, 0, 1) : own(grads_);
-      run_micro_batch(model_, options_.batch(step * micro_steps + k, comm_.rank()), layout_,
+      run_micro_batch(model_, options_.batch(step * micro_steps + k, world_.rank()), layout_,
                       features_.precision, grad_scale_of(opt_, features_), hooks(grad_shards),
                       options_, device_, loss_sum.as<float>());
       wait_all(in_flight_);
       for (std::size_t u = 0; u < layout_.size(); ++u) {
         if (!features_.overlap_comm) {
-          reduce_scatter_unit(comm_, device_, view_of(grads_[u]), grad_shards[u],
-                              features_.reduce_bucket_elems);
+          groups_.reduce_into_own_shard(device_, view_of(grads_[u]), grad_shards[u],
+                                        /*first_micro_batch=*/true, features_.reduce_bucket_elems,
+                                        /*async=*/false);
           notify(options_, device_, "reduce_scatter", static_cast<int>(u));
         }
         if (micro_steps > 1 && k > 0) add_into(device_, view_of(accum_[u]), grad_shards[u]);
       }
     }
     // the logged loss, averaged over the ranks now that backward's reductions are done
-    const float loss = mean_loss_over_ranks(comm_, device_, loss_sum.as<float>(), micro_steps);
+    const float loss = mean_loss_over_ranks(world_, device_, loss_sum.as<float>(), micro_steps);
     const std::vector<TypedSpan> grads =
         micro_steps > 1 ? owned_spans(accum_, layout_, false, 0, 1) : own(grads_);
     const double loss_scale = opt_.scaler.scale();  // what backward multiplied by
@@ -89,16 +97,19 @@ class Zero1Engine final : public Engine {
 
   ModelState full_state() override {
     wait_all(gathers_);
-    return gather_model_state(comm_, device_, layout_, opt_, own(params_));
+    return gather_model_state(comm_, device_, layout_, opt_, own(params_), world_.rank() == 0);
   }
 
+  // Checkpoints hold the world's shards, whatever the shard group (shard_groups.hpp).
   ShardState shard_state() override {
     wait_all(gathers_);
-    return owned_shard_state(opt_, own(params_), device_);
+    return groups_.world_shard(owned_shard_state(opt_, own(params_), device_), layout_,
+                               world_layout_);
   }
 
   void load_shard_state(const ShardState& state) override {
-    load_owned_shard_state(opt_, own(params_), state, device_);
+    load_owned_shard_state(opt_, own(params_), groups_.group_shard(state, layout_, world_layout_),
+                           device_);
     wait_all(gathers_);
     all_gather_params(comm_, params_, layout_, {}, device_);
   }
@@ -127,10 +138,13 @@ class Zero1Engine final : public Engine {
 
   Model& model_;
   Device& device_;
-  Comm& comm_;
   EngineOptions options_;
   TrainingFeatures features_;
-  std::vector<UnitLayout> layout_;
+  ShardGroups groups_;  // the world, or its nodes and the replica groups (--shard-group node)
+  Comm& comm_;          // the ranks that shard the optimizer: the world, or this rank's node
+  Comm& world_;         // every rank: the micro-batches and the logged loss
+  std::vector<UnitLayout> layout_;        // laid out for comm_'s ranks
+  std::vector<UnitLayout> world_layout_;  // laid out for the world's: the checkpoints'
   UnitBuffers params_;  // full, training dtype
   UnitBuffers grads_;   // full; after step 3 only the own slice holds the average
   UnitBuffers accum_;   // with gradient accumulation: own shard of the sum of the averages

@@ -148,12 +148,14 @@ bool splits_into_nodes(const TrainConfig& config);
 /// --link-across and --nics-per-node.
 NodeLinks node_links(const TrainConfig& config);
 
-/// True when ZeRO-3 shards inside groups smaller than the world (features.shard_group_ranks,
-/// `--shard-group node`): the hybrid engine (make_hsdp_engine).
+/// True when ZeRO-1, 2 or 3 shards inside groups smaller than the world
+/// (features.shard_group_ranks, `--shard-group node`): at stage 3 the hybrid engine
+/// (make_hsdp_engine), at 1 and 2 their own engines with the shards in each node.
 bool hybrid_sharded(const TrainConfig& config);
 
-/// The engine as reports name it: engine_name, and for ZeRO-3 in groups of ranks the kind and
-/// size ("zero3 hsdp, shard groups of 8", "zero3 hpz, partitions of 8").
+/// The engine as reports name it: engine_name, and for shards in groups of ranks the kind and
+/// size ("zero3 hsdp, shard groups of 8", "zero2 hybrid, shard groups of 8", "zero3 hpz,
+/// partitions of 8").
 std::string engine_label(const TrainConfig& config);
 
 /// The units of `config`'s model (the GPT's or the MLP's), checked (estimate.hpp's

@@ -32,10 +32,12 @@ bool hybrid_sharded(const TrainConfig& config) {
 
 std::string engine_label(const TrainConfig& config) {
   const std::string_view name = engine_name(config.engine);
-  if (config.engine != EngineKind::Zero3) return std::string(name);
-  if (hybrid_sharded(config)) {
-    return fmt::format("{} hsdp, shard groups of {}", name, config.features.shard_group_ranks);
+  if (hybrid_sharded(config) && config.engine != EngineKind::Reference) {
+    return fmt::format("{} {}, shard groups of {}", name,
+                       config.engine == EngineKind::Zero3 ? "hsdp" : "hybrid",
+                       config.features.shard_group_ranks);
   }
+  if (config.engine != EngineKind::Zero3) return std::string(name);
   std::vector<std::string> zeropp;
   if (config.features.hpz_partition_ranks > 1) {
     zeropp.push_back(fmt::format("hpz, partitions of {}", config.features.hpz_partition_ranks));
@@ -114,14 +116,17 @@ void validate(const TrainConfig& config) {
            config.gpus_per_node);
   if (config.features.shard_group_ranks > 0) {
     const int node = ranks_per_node(config.world, config.gpus_per_node);
-    ZL_CHECK(config.engine == EngineKind::Zero3 || config.engine == EngineKind::Reference,
-             "--shard-group node shards ZeRO-3's states inside a node: use --stage 3");
+    ZL_CHECK(config.engine != EngineKind::Ddp,
+             "--shard-group node shards ZeRO's states inside a node, and DDP shards none: use "
+             "--stage 1, 2 or 3");
     ZL_CHECK(config.features.shard_group_ranks == node,
              "a shard group of {0} ranks (mics_shard_size) is not a node of {1}: hybrid sharding "
              "shards inside one node of --gpus-per-node ranks; give --gpus-per-node {0} or "
              "mics_shard_size {1}",
              config.features.shard_group_ranks, node);
-    if (config.engine == EngineKind::Zero3) validate_shard_group(config.features, config.world);
+    if (config.engine != EngineKind::Reference) {
+      validate_shard_group(config.features, config.world);
+    }
     ZL_CHECK(!hybrid_sharded(config) || config.backend == Backend::Sim,
              "--shard-group node splits the ranks into groups, which only --backend sim builds "
              "yet: use --backend sim, or --shard-group world");

@@ -291,8 +291,11 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --offload-optimizer --nvme-path /proc",
        "cannot make the swap folder /proc/zerolab-swap/rank0: "},
       {"train --stage 3 --accelerator cpu-detached --offload-param", "--offload-param keeps"},
-      {"train --stage 2 --world 4 --gpus-per-node 2 --shard-group node",
-       "--shard-group node shards ZeRO-3's states inside a node: use --stage 3"},
+      {"train --stage 0 --world 4 --gpus-per-node 2 --shard-group node",
+       "--shard-group node shards ZeRO's states inside a node, and DDP shards none: use --stage 1, "
+       "2 or 3"},
+      {"train --stage 2 --world 4 --gpus-per-node 2 --shard-group node --overlap-comm",
+       "--shard-group node does not overlap, prefetch, keep units whole or offload parameters yet"},
       {"train --stage 3 --world 4 --gpus-per-node 2 --shard-group node --overlap-comm",
        "--shard-group node does not overlap, prefetch, keep units whole or offload parameters yet"},
       {"train --shard-group rack", "--shard-group"},

@@ -18,13 +18,17 @@ TrainResult run(TrainConfig config, EngineKind engine) {
   return train(config);
 }
 
-// Hybrid sharding (ZeRO-3 inside each node, DDP across the nodes; one node: ZeRO-3) and ZeRO++'s
-// hpZ (backward gathers from the secondary shards of a drawn partition) against `reference`.
+// Hybrid sharding (ZeRO-1, 2 and 3 sharding inside each node, replicas across the nodes; one
+// node: the stage itself) and ZeRO++'s hpZ (backward gathers from the secondary shards of a drawn
+// partition) against `reference`.
 void check_hybrid_engines(const TrainConfig& config, const TrainResult& reference) {
   TrainConfig hybrid = config;
   hybrid.features.shard_group_ranks = ranks_per_node(config.world, config.gpus_per_node);
-  if (const auto diff = first_difference(run(hybrid, EngineKind::Zero3), reference)) {
-    RC_FAIL(fmt::format("hsdp (shard groups of {}): {}", hybrid.features.shard_group_ranks, *diff));
+  for (const EngineKind stage : {EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3}) {
+    if (const auto diff = first_difference(run(hybrid, stage), reference)) {
+      RC_FAIL(fmt::format("{} in shard groups of {}: {}", engine_name(stage),
+                          hybrid.features.shard_group_ranks, *diff));
+    }
   }
   TrainConfig hpz = config;
   hpz.features.hpz_partition_ranks = *rc::gen_hpz_partition(config);

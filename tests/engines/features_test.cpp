@@ -48,7 +48,7 @@ void check_every_stage(const TrainConfig& config) {
       RC_FAIL(fmt::format("{}: {}", engine_name(stage), *diff));
     }
   }
-  // Hybrid sharding, ZeRO-3 inside each node, and hpZ with every feature they build: those they
+  // Hybrid sharding, ZeRO-1/2/3 inside each node, and hpZ with every feature they build: those they
   // do not yet change where and when bytes move, never a bit, so they are left out of their runs.
   TrainConfig hybrid = config;
   TrainingFeatures& f = hybrid.features;
@@ -58,8 +58,11 @@ void check_every_stage(const TrainConfig& config) {
   f.persistence_threshold_elems = 0;
   f.offload_param = false;
   f.param_nvme_path.clear();
-  if (const auto diff = first_difference(run(hybrid, EngineKind::Zero3), reference)) {
-    RC_FAIL(fmt::format("hsdp (shard groups of {}): {}", f.shard_group_ranks, *diff));
+  for (const EngineKind stage : {EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3}) {
+    if (const auto diff = first_difference(run(hybrid, stage), reference)) {
+      RC_FAIL(fmt::format("{} in shard groups of {}: {}", engine_name(stage), f.shard_group_ranks,
+                          *diff));
+    }
   }
   // ZeRO++'s hpZ, with the same features as hybrid sharding.
   TrainConfig hpz = hybrid;

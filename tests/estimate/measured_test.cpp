@@ -139,25 +139,27 @@ TEST(EstimateMeasured, OffloadedLedgersEqualTheEstimate) {
 // world plus the secondary shards, Ψp/K in the training dtype: every rank's ledger is the
 // estimate's, on the MLP and GPT-2, in fp32 and bf16.
 TEST(EstimateMeasured, HybridAndHpzLedgersEqualTheEstimate) {
+  // Hybrid sharding at ZeRO-1, 2 and 3 (the states of a node's G ranks), hpZ at ZeRO-3.
+  constexpr std::pair<bool, int> kWays[] = {{false, 1}, {false, 2}, {false, 3}, {true, 3}};
   for (const ModelKind model : {ModelKind::Mlp, ModelKind::Gpt}) {
     const auto units =
         model == ModelKind::Mlp ? checked_units(kMlp) : checked_units(gpt_preset(kGptPreset));
     for (const auto& [world, gpus] : {std::pair{4, 2}, std::pair{6, 3}, std::pair{8, 4}}) {
       for (const DType precision : {DType::F32, DType::BF16}) {
-        for (const bool hpz : {false, true}) {
+        for (const auto& [hpz, stage] : kWays) {
           TrainingFeatures features;
           features.precision = precision;
           (hpz ? features.hpz_partition_ranks : features.shard_group_ranks) = gpus;
-          TrainConfig config = small_run(model, EngineKind::Zero3, world, features);
+          TrainConfig config = small_run(model, engine_of_stage(stage), world, features);
           config.gpus_per_node = gpus;
           const EstimateOptions options = estimate_options(features);
           const LedgerEstimate estimate =
-              estimate_ledger(state_elems(units, hpz ? world : gpus, options), options, 3);
+              estimate_ledger(state_elems(units, hpz ? world : gpus, options), options, stage);
           const TrainResult result = train(config);
           for (const auto& rank : result.ranks) {
-            SCOPED_TRACE(fmt::format("{} {} W={} G={} {} rank {}", model_name(model),
-                                     hpz ? "hpz" : "hsdp", world, gpus, dtype_name(precision),
-                                     rank.rank));
+            SCOPED_TRACE(fmt::format("{} {} stage {} W={} G={} {} rank {}", model_name(model),
+                                     hpz ? "hpz" : "hybrid", stage, world, gpus,
+                                     dtype_name(precision), rank.rank));
             EXPECT_EQ(rank.memory.current_bytes(MemCategory::Params), estimate.params_bytes);
             EXPECT_EQ(rank.memory.current_bytes(MemCategory::Grads), estimate.grads_bytes);
             EXPECT_EQ(rank.memory.current_bytes(MemCategory::Master), estimate.master_bytes);

@@ -1,0 +1,63 @@
+// shard_groups.cpp — the world or its nodes as shard groups: the split, the reduction in the
+// reference's two-level order, and the checkpoints' recut.
+#include "engines/shard_groups.hpp"
+
+#include "core/error.hpp"
+#include "engines/reshard.hpp"
+
+namespace zl {
+
+int checked_shard_group(const TrainingFeatures& features, int world) {
+  const int group = features.shard_group_ranks;
+  if (group <= 0 || group >= world) return 0;
+  validate_shard_group(features, world);
+  return group;
+}
+
+ShardGroups::ShardGroups(Comm& world, int group_ranks) : world_(world) {
+  if (group_ranks <= 0 || group_ranks >= world.size()) return;
+  ZL_CHECK(world.size() % group_ranks == 0,
+           "a shard group of {} ranks does not divide a world of {}: use --shard-group node with "
+           "a --gpus-per-node that divides --world",
+           group_ranks, world.size());
+  node_ = world.split(world.rank() / group_ranks);
+  across_ = world.split(world.rank() % group_ranks);
+}
+
+InFlight ShardGroups::reduce_into_own_shard(Device& device, TypedSpan grad, TypedSpan own,
+                                            bool first_micro_batch, std::int64_t bucket_elems,
+                                            bool async) {
+  if (!node_)
+    return reduce_into_shard(world_, device, grad, own, first_micro_batch, bucket_elems, async);
+  // a. the node's sum of the own shard, rounded to the training dtype
+  Buffer node_sum = device.alloc_unset(MemCategory::CommBuffer, own.dtype, {own.elems});
+  reduce_scatter_unit(*node_, device, grad, view_of(node_sum), bucket_elems, ReduceOp::Sum);
+  // b. the nodes' sums added in fp32, in node order
+  Buffer total = device.alloc_unset(MemCategory::CommBuffer, DType::F32, {own.elems});
+  widen(device, view_of(node_sum), total.as<float>());
+  all_reduce_unit(*across_, view_of(total), bucket_elems, ReduceOp::Sum);
+  // c. one division by W, one rounding
+  device.divide(total.as<float>(), static_cast<float>(world_.size()));
+  if (first_micro_batch) {
+    round_into(device, total.as<float>(), own);
+    return {};
+  }
+  round_into(device, total.as<float>(), view_of(node_sum));  // the average, then added
+  add_into(device, own, view_of(node_sum));
+  return {};
+}
+
+ShardState ShardGroups::world_shard(const ShardState& own, const std::vector<UnitLayout>& layout,
+                                    const std::vector<UnitLayout>& world_layout) {
+  if (!node_) return own;
+  return reshard_state(*node_, own, layout, world_layout, world_.rank());
+}
+
+ShardState ShardGroups::group_shard(const ShardState& world_shard,
+                                    const std::vector<UnitLayout>& layout,
+                                    const std::vector<UnitLayout>& world_layout) {
+  if (!node_) return world_shard;
+  return reshard_state(world_, world_shard, world_layout, layout, node_->rank());
+}
+
+}  // namespace zl
