@@ -357,8 +357,9 @@ TEST_F(Resume, HpzCheckpointsAreZeroThreesBothWays) {
 
 // Hybrid sharding writes ZeRO-3's checkpoints (each rank's shard of the world, cut from the unit
 // gathered inside its node) and reads them back (its node shard, cut from the unit gathered over
-// the world): HSDP resumes ZeRO-2's, ZeRO-1 resumes HSDP's and HSDP its own, each bitwise the
-// uninterrupted run, in bf16 with its fp32 master.
+// the world): HSDP resumes ZeRO-2's, ZeRO-1 resumes HSDP's, HSDP its own and ZeRO-2 in shard
+// groups ZeRO-1's in shard groups, each bitwise the uninterrupted run, in bf16 with its fp32
+// master.
 TEST_F(Resume, HsdpCheckpointsAreZeroThreesBothWays) {
   TrainConfig hsdp = config_of(EngineKind::Zero3, 4, 2, 5);
   hsdp.gpus_per_node = 2;
@@ -371,8 +372,12 @@ TEST_F(Resume, HsdpCheckpointsAreZeroThreesBothWays) {
   zero2.engine = EngineKind::Zero2;
   TrainConfig zero1 = plain;
   zero1.engine = EngineKind::Zero1;
+  TrainConfig hybrid1 = hsdp;
+  hybrid1.engine = EngineKind::Zero1;
+  TrainConfig hybrid2 = hsdp;
+  hybrid2.engine = EngineKind::Zero2;
   const std::pair<const TrainConfig*, const TrainConfig*> pairs[] = {
-      {&zero2, &hsdp}, {&hsdp, &zero1}, {&hsdp, &hsdp}};
+      {&zero2, &hsdp}, {&hsdp, &zero1}, {&hsdp, &hsdp}, {&hybrid1, &hybrid2}};
   int round = 0;
   for (const auto& [saver, resumer] : pairs) {
     const fs::path dir = dir_ / std::to_string(round++);
