@@ -307,6 +307,14 @@ void IoQueue::Impl::say_fallback_once() {
 
 #ifdef ZL_HAVE_URING
 
+std::optional<std::string> io_uring_unavailable() {
+  io_uring ring{};
+  const int made = io_uring_queue_init(1, &ring, 0);
+  if (made != 0) return std::strerror(-made);
+  io_uring_queue_exit(&ring);
+  return std::nullopt;
+}
+
 bool IoQueue::Impl::start_uring() {
   const int made = io_uring_queue_init(static_cast<unsigned>(aio_.blocks_in_flight()), &ring_, 0);
   if (made == 0) {
@@ -392,8 +400,12 @@ void IoQueue::Impl::run_uring() {
 
 #else
 
+std::optional<std::string> io_uring_unavailable() {
+  return "this build has no liburing: apt-get install liburing-dev and build again";
+}
+
 bool IoQueue::Impl::start_uring() {
-  uring_error_ = "this build has no liburing: apt-get install liburing-dev and build again";
+  uring_error_ = *io_uring_unavailable();
   return false;
 }
 

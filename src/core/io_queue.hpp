@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -65,6 +66,11 @@ struct AioSettings {
 /// Throws zl::Error in one line naming the aio key whose value is out of range: a block size that
 /// is not a positive multiple of 4096 or over 256 MiB, a depth or thread count outside 1..256.
 void validate(const AioSettings& aio);
+
+/// Why this process cannot make an io_uring ring (the kernel's or a seccomp policy's refusal, or a
+/// build without liburing), or nothing when it can: the check a run makes before training when it
+/// is asked for the io_uring backend.
+std::optional<std::string> io_uring_unavailable();
 
 /// Which way a request moves bytes.
 enum class IoDirection : std::uint8_t { Read, Write };

@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/io_queue.hpp"
 #include "engines/estimate.hpp"
 #include "ops/cpu/cpu_thread_pool.hpp"
 #include "run/launch.hpp"
@@ -249,6 +251,14 @@ void validate(const TrainConfig& config) {
              "--param-nvme-path {} is not a folder: create it, or pass the folder for the swap "
              "files",
              config.features.param_nvme_path);
+  }
+  const bool swaps = !config.features.nvme_path.empty() || !config.features.param_nvme_path.empty();
+  if (swaps && config.features.aio.backend == IoBackend::IoUring) {
+    const std::optional<std::string> refused = io_uring_unavailable();
+    ZL_CHECK(!refused,
+             "aio backend io_uring is not available here ({}): pass --aio-backend "
+             "threads or auto",
+             refused.value_or(""));
   }
   validate_faults(config.faults, config.world, "--inject-fault");
   ZL_CHECK(config.link.busbw_gbps > 0.0 && config.link.alpha_us >= 0.0,
