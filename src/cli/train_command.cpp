@@ -177,10 +177,6 @@ void check_request(const TrainConfig& config_in, const TrainOutputs& outputs) {
   ZL_CHECK(outputs.what_if_world == 0 || config_in.engine != EngineKind::Reference,
            "--what-if-world needs a distributed engine (--stage 0-3): the reference makes no "
            "collective calls");
-  ZL_CHECK(outputs.what_if_world == 0 ||
-               (!config_in.features.quantized_weights && !config_in.features.quantized_gradients),
-           "--what-if-world does not replay ZeRO++'s quantized collectives yet: predict without "
-           "--zero-quantized-weights and --zero-quantized-gradients");
 }
 
 // --save-init and --save-final.

@@ -132,13 +132,14 @@ WhatIf predict_world(const TrainConfig& config, const TrainResult& result, int w
            "--what-if-world {} is not a whole number of hpZ partitions of {}: predict a multiple "
            "of zero_hpz_partition_size",
            world, hpz_ranks);
-  const WorldScaling scaling{.from_world = config.world,
-                             .to_world = world,
-                             .gpus_per_node = config.gpus_per_node,
-                             .layout_from = state_shard_ranks(config, config.world),
-                             .layout_to = state_shard_ranks(config, world),
-                             .sharded_update = stage > 0,
-                             .replicas_across_nodes = hybrid};
+  const WorldScaling scaling{
+      .from_world = config.world,
+      .to_world = world,
+      .gpus_per_node = config.gpus_per_node,
+      .layout_from = state_shard_ranks(config, config.world),
+      .layout_to = state_shard_ranks(config, world),
+      .sharded_update = stage > 0,
+      .replicas_across_nodes = hybrid || config.features.quantized_gradients};
   std::vector<std::vector<TimelineOp>> programs;
   for (const auto& rank : result.timelines) {
     programs.push_back(program_for_world(rank.program, rank.rank, scaling));

@@ -313,8 +313,6 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
        "zero_quantized_weights quantizes ZeRO-3's communication: use --stage 3"},
       {"train --stage 3 --world 4 --zero-quantized-gradients --overlap-comm",
        "zero_quantized_gradients) does not overlap, prefetch, keep units whole or offload"},
-      {"train --stage 3 --world 4 --zero-quantized-gradients --what-if-world 8",
-       "--what-if-world does not replay ZeRO++'s quantized collectives yet"},
       {"train --hpz-partition-size 0", "--hpz-partition-size 0 is invalid"},
       {"train --stage 3 --world 8 --gpus-per-node 4 --config " + mics_config,
        "a shard group of 2 ranks (mics_shard_size) is not a node of 4: hybrid sharding shards "

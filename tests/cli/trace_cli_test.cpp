@@ -258,6 +258,64 @@ TEST_F(TraceCli, WhatIfFollowsHybridShardingAndHpzGroups) {
   }
 }
 
+// ZeRO++'s quantized collectives replay too: int8 gathers over the world keep their bytes, qgZ's
+// all-to-all inside a node keeps its 2 ranks and the one across the nodes grows to the predicted
+// world's nodes; at the measured world the prediction is the measurement.
+TEST_F(TraceCli, WhatIfReplaysQuantizedCollectives) {
+  TrainConfig config = recorded(EngineKind::Zero3, 4);
+  config.mlp = {.layers = 2, .width = 64, .in = 64, .classes = 64};
+  config.gpus_per_node = 2;
+  config.features.quantized_weights = true;
+  config.features.quantized_gradients = true;
+  config.features.node_ranks = 2;
+  const TrainResult result = train(config);
+  const WhatIf same = predict_world(config, result, 4);
+  EXPECT_EQ(same.engine, "zero3 qwz (int8 weights), qgz (int4 gradients)");
+  EXPECT_EQ(same.predicted.step_ms, same.measured.step_ms);
+  EXPECT_EQ(same.predicted.comm_ms, same.measured.comm_ms);
+  EXPECT_EQ(same.predicted.sent_bytes, same.measured.sent_bytes);
+  const WhatIf more = predict_world(config, result, 16);
+  const auto& program = result.timelines[0].program;
+  const auto predicted = program_for_world(program, 0,
+                                           {.from_world = 4,
+                                            .to_world = 16,
+                                            .gpus_per_node = 2,
+                                            .layout_from = 4,
+                                            .layout_to = 16,
+                                            .sharded_update = true,
+                                            .replicas_across_nodes = true});
+  int inside = 0, across = 0;
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const CallInfo& at_w = program[i].call;
+    const CallInfo& at_n = predicted[i].call;
+    if (program[i].kind != TimelineOp::Kind::Issue || at_w.kind != CollectiveKind::AllToAll) {
+      continue;
+    }
+    EXPECT_EQ(at_n.buffer_elems, at_w.buffer_elems);
+    if (at_w.group_nodes == 1) {
+      ++inside;
+      EXPECT_EQ(at_n.group_ranks, 2);
+    } else {
+      ++across;
+      EXPECT_EQ(at_n.group_ranks, 8);
+      EXPECT_EQ(at_n.group_nodes, 8);
+    }
+  }
+  EXPECT_GT(inside, 0);
+  EXPECT_EQ(across, inside);
+  EXPECT_GT(more.predicted.comm_ms, same.predicted.comm_ms);
+  // The what-if replays that program: rank 0's bytes a step are its calls'.
+  std::int64_t sent_bytes = 0;
+  bool in_step = false;
+  for (const TimelineOp& op : predicted) {
+    in_step =
+        op.kind == TimelineOp::Kind::BeginStep || (in_step && op.kind != TimelineOp::Kind::EndStep);
+    if (in_step && op.kind == TimelineOp::Kind::Issue) sent_bytes += op.call.sent_bytes;
+  }
+  EXPECT_EQ(more.predicted.sent_bytes,
+            sent_bytes / static_cast<std::int64_t>(result.timelines[0].steps.size()));
+}
+
 TEST_F(TraceCli, WhatIfGrowsEachUnitsCommByTheRingFactor) {
   // 64 -> 64 layers: 4160 elements a unit, padded to 4224 for W = 2 and 4608 for N = 8.
   TrainConfig config = recorded(EngineKind::Zero3, 2);
