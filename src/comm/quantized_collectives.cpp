@@ -52,47 +52,54 @@ Bytes exchange_pieces(Comm& comm, const Bytes& send) {
 
 }  // namespace
 
-void quantized_all_gather(Comm& comm, std::span<const float> shard, std::span<float> full,
-                          std::int64_t block_elems, QuantBits bits) {
-  const auto world = static_cast<std::int64_t>(comm.size());
+void quantized_all_gather(Comm& comm, std::span<const float> shard, std::int64_t block_elems,
+                          QuantBits bits, const ShardSink& take) {
   const auto shard_elems = static_cast<std::int64_t>(shard.size());
-  ZL_CHECK(static_cast<std::int64_t>(full.size()) == world * shard_elems,
-           "quantized all_gather: {} elements for {} shards of {}", full.size(), world,
-           shard_elems);
   const std::int64_t shard_bytes = quantized_bytes(shard_elems, block_elems, bits);
   Bytes own(as_size(shard_bytes));
   quantize_blocks(shard, block_elems, bits, own);
-  Bytes all(as_size(world * shard_bytes));
+  Bytes all(as_size(comm.size() * shard_bytes));
   comm.all_gather(own.data(), all.data(), own.size(), DType::I8);
-  for (std::int64_t r = 0; r < world; ++r) {
+  std::vector<float> values(shard.size());
+  for (int r = 0; r < comm.size(); ++r) {
     dequantize_blocks(std::span(all).subspan(as_size(r * shard_bytes), as_size(shard_bytes)),
-                      block_elems, bits,
-                      full.subspan(as_size(r * shard_elems), as_size(shard_elems)));
+                      block_elems, bits, values);
+    take(r, values);
   }
 }
 
-void quantized_reduce_scatter_sum(Comm& node, Comm* across, std::span<const float> full,
+void quantized_all_gather(Comm& comm, std::span<const float> shard, std::span<float> full,
+                          std::int64_t block_elems, QuantBits bits) {
+  ZL_CHECK(full.size() == shard.size() * as_size(comm.size()),
+           "quantized all_gather: {} elements for {} shards of {}", full.size(), comm.size(),
+           shard.size());
+  quantized_all_gather(comm, shard, block_elems, bits, [&](int r, std::span<const float> values) {
+    std::copy(values.begin(), values.end(), full.begin() + r * std::ssize(shard));
+  });
+}
+
+void quantized_reduce_scatter_sum(Comm& node, Comm* across, const BlockSource& blocks,
                                   std::span<float> own_sum, std::int64_t block_elems,
                                   QuantBits bits) {
   const auto locals = static_cast<std::int64_t>(node.size());
   const std::int64_t nodes = across != nullptr ? across->size() : 1;
   const auto shard_elems = static_cast<std::int64_t>(own_sum.size());
-  ZL_CHECK(static_cast<std::int64_t>(full.size()) == nodes * locals * shard_elems,
-           "quantized reduce: {} elements for {} nodes of {} shards of {}", full.size(), nodes,
-           locals, shard_elems);
-  // 1. Local rank j's piece: blocks n L + j of every node n, one after the other.
-  std::vector<float> by_local(full.size());
+  // 1. Local rank j's piece: blocks n L + j of every node n, one after the other, quantized into
+  //    its slot of the send buffer one piece at a time.
+  const std::int64_t piece_elems = nodes * shard_elems;
+  const std::int64_t piece_bytes = quantized_bytes(piece_elems, block_elems, bits);
+  std::vector<float> piece(as_size(piece_elems));
+  Bytes send(as_size(locals * piece_bytes));
   for (std::int64_t j = 0; j < locals; ++j) {
     for (std::int64_t n = 0; n < nodes; ++n) {
-      const auto from = full.begin() + (n * locals + j) * shard_elems;
-      std::copy(from, from + shard_elems, by_local.begin() + (j * nodes + n) * shard_elems);
+      blocks(n * locals + j, std::span(piece).subspan(as_size(n * shard_elems), own_sum.size()));
     }
+    quantize_blocks(piece, block_elems, bits,
+                    std::span(send).subspan(as_size(j * piece_bytes), as_size(piece_bytes)));
   }
-  const std::int64_t piece_elems = nodes * shard_elems;
-  const Bytes inside =
-      exchange_pieces(node, quantize_pieces(by_local, locals, piece_elems, block_elems, bits));
+  const Bytes inside = exchange_pieces(node, send);
   // 2. The node's sum of this rank's piece: the blocks of its local rank on every node.
-  std::vector<float> node_sum(as_size(piece_elems));
+  std::vector<float>& node_sum = piece;
   sum_pieces(inside, locals, node_sum, block_elems, bits);
   if (across == nullptr) {
     std::copy(node_sum.begin(), node_sum.end(), own_sum.begin());
@@ -102,6 +109,22 @@ void quantized_reduce_scatter_sum(Comm& node, Comm* across, std::span<const floa
   const Bytes between =
       exchange_pieces(*across, quantize_pieces(node_sum, nodes, shard_elems, block_elems, bits));
   sum_pieces(between, nodes, own_sum, block_elems, bits);
+}
+
+void quantized_reduce_scatter_sum(Comm& node, Comm* across, std::span<const float> full,
+                                  std::span<float> own_sum, std::int64_t block_elems,
+                                  QuantBits bits) {
+  const std::int64_t nodes = across != nullptr ? across->size() : 1;
+  ZL_CHECK(full.size() == own_sum.size() * as_size(nodes * node.size()),
+           "quantized reduce: {} elements for {} nodes of {} shards of {}", full.size(), nodes,
+           node.size(), own_sum.size());
+  quantized_reduce_scatter_sum(
+      node, across,
+      [&](std::int64_t block, std::span<float> out) {
+        const auto from = full.begin() + block * std::ssize(out);
+        std::copy(from, from + std::ssize(out), out.begin());
+      },
+      own_sum, block_elems, bits);
 }
 
 }  // namespace zl

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "comm/comm.hpp"
@@ -21,9 +22,20 @@
 
 namespace zl {
 
-/// qwZ's gather: `full` (W x shard.size() elements) gets every rank's `shard`, each quantized in
-/// blocks of `block_elems` (from the start of its shard) with `bits` and dequantized, in rank
-/// order. Every rank passes a shard of the same size.
+/// Where the dequantized shards of a gather go: `take(r, values)` receives rank r's shard.
+using ShardSink = std::function<void(int rank, std::span<const float> values)>;
+
+/// Where a reduce reads the world's blocks of its input: `fill(b, out)` writes block b (of W).
+using BlockSource = std::function<void(std::int64_t block, std::span<float> out)>;
+
+/// qwZ's gather: every rank's `shard`, quantized in blocks of `block_elems` (from the start of
+/// its shard) with `bits`, gathered and handed to `take` dequantized, rank by rank in rank
+/// order; only the quantized bytes and one shard of values are held at once. Every rank passes
+/// a shard of the same size.
+void quantized_all_gather(Comm& comm, std::span<const float> shard, std::int64_t block_elems,
+                          QuantBits bits, const ShardSink& take);
+
+/// quantized_all_gather into `full` (W x shard.size() elements).
 void quantized_all_gather(Comm& comm, std::span<const float> shard, std::span<float> full,
                           std::int64_t block_elems, QuantBits bits);
 
@@ -38,7 +50,14 @@ void quantized_all_gather(Comm& comm, std::span<const float> shard, std::span<fl
 ///   3. with N > 1: that node sum, cut in N pieces of S, each quantized the same way, is
 ///      all_to_all'd in `across`, and the N pieces received are dequantized and summed in node
 ///      order, in fp32
-/// Non-finite gradients come back non-finite (quantize.hpp).
+/// Non-finite gradients come back non-finite (quantize.hpp). `blocks` gives the W blocks of this
+/// rank's array, one piece's at a time: the host holds one piece of values and the quantized
+/// bytes, never the whole array.
+void quantized_reduce_scatter_sum(Comm& node, Comm* across, const BlockSource& blocks,
+                                  std::span<float> own_sum, std::int64_t block_elems,
+                                  QuantBits bits);
+
+/// quantized_reduce_scatter_sum of the array `full` (W x own_sum.size() elements).
 void quantized_reduce_scatter_sum(Comm& node, Comm* across, std::span<const float> full,
                                   std::span<float> own_sum, std::int64_t block_elems,
                                   QuantBits bits);

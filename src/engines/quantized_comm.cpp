@@ -1,6 +1,8 @@
 // quantized_comm.cpp — qwZ's gather and qgZ's reduce on the engines' typed buffers, via the host.
 #include "engines/quantized_comm.hpp"
 
+#include <algorithm>
+#include <span>
 #include <vector>
 
 #include "comm/quantized_collectives.hpp"
@@ -10,10 +12,12 @@ namespace zl {
 
 Buffer gather_unit_quantized(Comm& comm, Device& device, const UnitLayout& unit, TypedSpan shard) {
   const std::vector<float> own = download_widened(device, shard);
-  std::vector<float> full(static_cast<std::size_t>(unit.padded_elems));
-  quantized_all_gather(comm, own, full, kQuantBlockElems, QuantBits::Int8);
   Buffer gathered = device.alloc_unset(MemCategory::Gathered, shard.dtype, {unit.padded_elems});
-  upload_rounded(device, full, view_of(gathered));
+  const TypedSpan full = view_of(gathered);
+  quantized_all_gather(comm, own, kQuantBlockElems, QuantBits::Int8,
+                       [&](int r, std::span<const float> values) {
+                         upload_rounded(device, values, full.slice(r * shard.elems, shard.elems));
+                       });
   return gathered;
 }
 
@@ -31,10 +35,15 @@ QuantizedReduceGroups make_quantized_reduce_groups(Comm& world, int node_ranks) 
 
 void reduce_into_shard_quantized(QuantizedReduceGroups& groups, Device& device, TypedSpan grad,
                                  TypedSpan shard, bool first_micro_batch) {
-  const std::vector<float> full = download_widened(device, grad);
   std::vector<float> sum(static_cast<std::size_t>(shard.elems));
-  quantized_reduce_scatter_sum(*groups.node, groups.across.get(), full, sum, kQuantBlockElems,
-                               QuantBits::Int4);
+  quantized_reduce_scatter_sum(
+      *groups.node, groups.across.get(),
+      [&](std::int64_t block, std::span<float> out) {
+        const std::vector<float> values =
+            download_widened(device, grad.slice(block * shard.elems, shard.elems));
+        std::copy(values.begin(), values.end(), out.begin());
+      },
+      sum, kQuantBlockElems, QuantBits::Int4);
   for (float& value : sum) value /= static_cast<float>(groups.world);
   if (first_micro_batch) return upload_rounded(device, sum, shard);
   Buffer average = device.alloc_unset(MemCategory::CommBuffer, shard.dtype, {shard.elems});
