@@ -7,6 +7,8 @@
 #include <bit>
 #include <cmath>
 #include <filesystem>
+#include <span>
+#include <utility>
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/consolidate.hpp"
@@ -22,18 +24,6 @@ namespace fs = std::filesystem;
 constexpr EngineKind kStages[] = {EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2,
                                   EngineKind::Zero3};
 
-class Resume : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           fmt::format("zerolab_resume_{}_{}", ::getpid(),
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
-
 CheckpointPlan save_to(const fs::path& dir, std::int64_t every_steps = 0) {
   CheckpointPlan plan;
   plan.dir = dir;
@@ -46,6 +36,39 @@ CheckpointPlan resume_from(const fs::path& path) {
   plan.resume = path;
   return plan;
 }
+
+class Resume : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           fmt::format("zerolab_resume_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Each saver trains 2 of the 5 steps and saves; its resumer trains the other 3 from that
+  // checkpoint: the final parameters and moments are `uninterrupted`'s, bit for bit.
+  void expect_resumes_bitwise(
+      std::span<const std::pair<const TrainConfig*, const TrainConfig*>> savers_and_resumers,
+      const TrainResult& uninterrupted) {
+    int round = 0;
+    for (const auto& [saver, resumer] : savers_and_resumers) {
+      const fs::path dir = dir_ / std::to_string(round++);
+      train(*saver, {}, {}, save_to(dir, 2));
+      const auto resumed = train(*resumer, {}, {}, resume_from(dir / "step-00000002"));
+      ASSERT_EQ(resumed.steps.size(), 3u);
+      EXPECT_FALSE(
+          first_difference("params", resumed.final_state.params, uninterrupted.final_state.params));
+      EXPECT_FALSE(first_difference("exp_avg", resumed.final_state.exp_avg,
+                                    uninterrupted.final_state.exp_avg));
+      EXPECT_FALSE(first_difference("exp_avg_sq", resumed.final_state.exp_avg_sq,
+                                    uninterrupted.final_state.exp_avg_sq));
+    }
+  }
+
+  fs::path dir_;
+};
 
 TrainConfig config_of(EngineKind engine, int world, std::int64_t micro_batch, std::int64_t steps) {
   TrainConfig config;
@@ -343,16 +366,7 @@ TEST_F(Resume, HpzCheckpointsAreZeroThreesBothWays) {
   zero1.engine = EngineKind::Zero1;
   const std::pair<const TrainConfig*, const TrainConfig*> pairs[] = {{&zero2, &hpz},
                                                                      {&hpz, &zero1}};
-  for (const auto& [saver, resumer] : pairs) {
-    const fs::path dir = dir_ / std::to_string(saver == &hpz);
-    train(*saver, {}, {}, save_to(dir, 2));
-    const auto resumed = train(*resumer, {}, {}, resume_from(dir / "step-00000002"));
-    ASSERT_EQ(resumed.steps.size(), 3u);
-    EXPECT_FALSE(
-        first_difference("params", resumed.final_state.params, uninterrupted.final_state.params));
-    EXPECT_FALSE(first_difference("exp_avg", resumed.final_state.exp_avg,
-                                  uninterrupted.final_state.exp_avg));
-  }
+  expect_resumes_bitwise(pairs, uninterrupted);
 }
 
 // Hybrid sharding writes ZeRO-3's checkpoints (each rank's shard of the world, cut from the unit
@@ -378,19 +392,7 @@ TEST_F(Resume, HsdpCheckpointsAreZeroThreesBothWays) {
   hybrid2.engine = EngineKind::Zero2;
   const std::pair<const TrainConfig*, const TrainConfig*> pairs[] = {
       {&zero2, &hsdp}, {&hsdp, &zero1}, {&hsdp, &hsdp}, {&hybrid1, &hybrid2}};
-  int round = 0;
-  for (const auto& [saver, resumer] : pairs) {
-    const fs::path dir = dir_ / std::to_string(round++);
-    train(*saver, {}, {}, save_to(dir, 2));
-    const auto resumed = train(*resumer, {}, {}, resume_from(dir / "step-00000002"));
-    ASSERT_EQ(resumed.steps.size(), 3u);
-    EXPECT_FALSE(
-        first_difference("params", resumed.final_state.params, uninterrupted.final_state.params));
-    EXPECT_FALSE(first_difference("exp_avg", resumed.final_state.exp_avg,
-                                  uninterrupted.final_state.exp_avg));
-    EXPECT_FALSE(first_difference("exp_avg_sq", resumed.final_state.exp_avg_sq,
-                                  uninterrupted.final_state.exp_avg_sq));
-  }
+  expect_resumes_bitwise(pairs, uninterrupted);
 }
 
 // A finished run resumed (killed after its last save, before its exit) trains nothing and ends
