@@ -1,14 +1,13 @@
 // zeropp.cpp — ZeRO++: ZeRO-3 with less communication across nodes, three ways, each on its own.
 //   hpZ  hierarchical partitioning (zero_hpz_partition_size K): besides its primary shard
-//   (ZeRO-3's,
-//        one of W) each rank keeps a secondary shard, its slice of the unit cut among the K ranks
-//        of its partition group (a node), which the forward gather fills for free; backward
-//        gathers from those K ranks, never across the nodes. Psi/K more memory per rank.
+//        (ZeRO-3's, one of W) each rank keeps a secondary shard, its slice of the unit cut among
+//        the K ranks of its partition group (a node), which the forward gather fills for free;
+//        backward gathers from those K ranks, never across the nodes. Psi/K more memory a rank.
 //   qwZ  quantized weights (zero_quantized_weights): each gather from the world moves int8 codes
 //        of blocks of 256 and their scales instead of the training dtype (half of bf16's bytes).
 //   qgZ  quantized gradients (zero_quantized_gradients): the gradient reduce is two all_to_alls
 //        of int4 codes, inside the node and then one piece a node across, instead of a
-//        reduce_scatter over the world (an eighth of fp32's bytes cross between nodes, once).
+//        reduce_scatter over the world (int4, a quarter of bf16's bytes, crosses the nodes once).
 // Per step, for each of the k accumulated micro-batches:
 //   1. forward    for each unit: all_gather its primary shards from the world (int8 under qwZ),
 //                 copy this rank's slice of the K-way cut into its secondary shard (hpZ), run the
