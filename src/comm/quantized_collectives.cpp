@@ -35,11 +35,14 @@ void sum_pieces(const Bytes& recv, std::int64_t pieces, std::span<float> sum,
                 std::int64_t block_elems, QuantBits bits) {
   const auto piece_elems = static_cast<std::int64_t>(sum.size());
   const std::int64_t piece_bytes = quantized_bytes(piece_elems, block_elems, bits);
-  std::vector<float> piece(as_size(piece_elems));
-  for (std::int64_t p = 0; p < pieces; ++p) {
-    dequantize_blocks(std::span(recv).subspan(as_size(p * piece_bytes), as_size(piece_bytes)),
-                      block_elems, bits, piece);
-    for (std::size_t i = 0; i < piece.size(); ++i) sum[i] = p == 0 ? piece[i] : sum[i] + piece[i];
+  const auto piece_of = [&](std::int64_t p) {
+    return std::span(recv).subspan(as_size(p * piece_bytes), as_size(piece_bytes));
+  };
+  dequantize_blocks(piece_of(0), block_elems, bits, sum);
+  std::vector<float> piece(pieces > 1 ? sum.size() : 0);
+  for (std::int64_t p = 1; p < pieces; ++p) {
+    dequantize_blocks(piece_of(p), block_elems, bits, piece);
+    for (std::size_t i = 0; i < piece.size(); ++i) sum[i] += piece[i];
   }
 }
 
@@ -66,16 +69,6 @@ void quantized_all_gather(Comm& comm, std::span<const float> shard, std::int64_t
                       block_elems, bits, values);
     take(r, values);
   }
-}
-
-void quantized_all_gather(Comm& comm, std::span<const float> shard, std::span<float> full,
-                          std::int64_t block_elems, QuantBits bits) {
-  ZL_CHECK(full.size() == shard.size() * as_size(comm.size()),
-           "quantized all_gather: {} elements for {} shards of {}", full.size(), comm.size(),
-           shard.size());
-  quantized_all_gather(comm, shard, block_elems, bits, [&](int r, std::span<const float> values) {
-    std::copy(values.begin(), values.end(), full.begin() + r * std::ssize(shard));
-  });
 }
 
 void quantized_reduce_scatter_sum(Comm& node, Comm* across, const BlockSource& blocks,
@@ -109,22 +102,6 @@ void quantized_reduce_scatter_sum(Comm& node, Comm* across, const BlockSource& b
   const Bytes between =
       exchange_pieces(*across, quantize_pieces(node_sum, nodes, shard_elems, block_elems, bits));
   sum_pieces(between, nodes, own_sum, block_elems, bits);
-}
-
-void quantized_reduce_scatter_sum(Comm& node, Comm* across, std::span<const float> full,
-                                  std::span<float> own_sum, std::int64_t block_elems,
-                                  QuantBits bits) {
-  const std::int64_t nodes = across != nullptr ? across->size() : 1;
-  ZL_CHECK(full.size() == own_sum.size() * as_size(nodes * node.size()),
-           "quantized reduce: {} elements for {} nodes of {} shards of {}", full.size(), nodes,
-           node.size(), own_sum.size());
-  quantized_reduce_scatter_sum(
-      node, across,
-      [&](std::int64_t block, std::span<float> out) {
-        const auto from = full.begin() + block * std::ssize(out);
-        std::copy(from, from + std::ssize(out), out.begin());
-      },
-      own_sum, block_elems, bits);
 }
 
 }  // namespace zl

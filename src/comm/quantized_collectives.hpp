@@ -35,10 +35,6 @@ using BlockSource = std::function<void(std::int64_t block, std::span<float> out)
 void quantized_all_gather(Comm& comm, std::span<const float> shard, std::int64_t block_elems,
                           QuantBits bits, const ShardSink& take);
 
-/// quantized_all_gather into `full` (W x shard.size() elements).
-void quantized_all_gather(Comm& comm, std::span<const float> shard, std::span<float> full,
-                          std::int64_t block_elems, QuantBits bits);
-
 /// qgZ's reduce: `full` is this rank's array of W = N x L blocks of S = own_sum.size() elements,
 /// block n L + l belonging to world rank n L + l (rank l of node n). `node` is this rank's node
 /// (L ranks, in world order); `across` the ranks of its local rank on every node (N ranks, in
@@ -54,11 +50,6 @@ void quantized_all_gather(Comm& comm, std::span<const float> shard, std::span<fl
 /// rank's array, one piece's at a time: the host holds one piece of values and the quantized
 /// bytes, never the whole array.
 void quantized_reduce_scatter_sum(Comm& node, Comm* across, const BlockSource& blocks,
-                                  std::span<float> own_sum, std::int64_t block_elems,
-                                  QuantBits bits);
-
-/// quantized_reduce_scatter_sum of the array `full` (W x own_sum.size() elements).
-void quantized_reduce_scatter_sum(Comm& node, Comm* across, std::span<const float> full,
                                   std::span<float> own_sum, std::int64_t block_elems,
                                   QuantBits bits);
 

@@ -32,12 +32,6 @@ namespace zl {
 
 namespace {
 
-// G, once the features are checked for this engine.
-int shard_group_of(const TrainingFeatures& features, int world) {
-  validate_shard_group(features, world);
-  return features.shard_group_ranks;
-}
-
 class HsdpEngine final : public Engine {
  public:
   HsdpEngine(Model& model, Device& device, Comm& world, const EngineOptions& options)
@@ -46,7 +40,7 @@ class HsdpEngine final : public Engine {
         world_(world),
         options_(options),
         features_(options.features),
-        groups_(world, shard_group_of(features_, world.size())),
+        groups_(world, checked_shard_group(features_, world.size())),
         node_(groups_.shards()),
         layout_(layout_units(model.units(), node_.size())),
         world_layout_(layout_units(model.units(), world.size())),

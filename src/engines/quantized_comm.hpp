@@ -6,11 +6,11 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 
 #include "comm/comm.hpp"
 #include "core/buffer.hpp"
 #include "engines/partition.hpp"
+#include "engines/shard_groups.hpp"
 #include "engines/typed_span.hpp"
 #include "ops/device.hpp"
 
@@ -25,22 +25,12 @@ inline constexpr std::int64_t kQuantBlockElems = 256;
 /// value rounded to the dtype. Collective over `comm`.
 Buffer gather_unit_quantized(Comm& comm, Device& device, const UnitLayout& unit, TypedSpan shard);
 
-/// qgZ's two levels: `node` is this rank's node, `across` the ranks of its local rank on every
-/// node (null for one node); Comm::split makes both (make_quantized_reduce_groups).
-struct QuantizedReduceGroups {
-  std::unique_ptr<Comm> node;    ///< the node's ranks, in world order
-  std::unique_ptr<Comm> across;  ///< one rank a node, in node order; null for one node
-  int world = 1;                 ///< ranks in the world: the divisor of the average
-};
-
-/// Splits `world` into the two levels of nodes of `node_ranks` ranks (0: one node). Collective.
-QuantizedReduceGroups make_quantized_reduce_groups(Comm& world, int node_ranks);
-
 /// qgZ: this rank's shard of the world's average of the ranks' `grad` (a unit's full gradient),
-/// int4-quantized in blocks of kQuantBlockElems at both levels (quantized_reduce_scatter_sum),
-/// divided by W in fp32 and rounded once to the dtype; written into `shard` on the first
-/// micro-batch, added to it (add_into's rounding) after. Collective over both groups.
-void reduce_into_shard_quantized(QuantizedReduceGroups& groups, Device& device, TypedSpan grad,
+/// int4-quantized in blocks of kQuantBlockElems at both of `groups`' levels (the nodes, then the
+/// ranks of one local rank across them: quantized_reduce_scatter_sum), divided by W in fp32 and
+/// rounded once to the dtype; written into `shard` on the first micro-batch, added to it
+/// (add_into's rounding) after. Collective over both groups.
+void reduce_into_shard_quantized(ShardGroups& groups, Device& device, TypedSpan grad,
                                  TypedSpan shard, bool first_micro_batch);
 
 }  // namespace zl

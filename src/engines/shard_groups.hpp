@@ -1,9 +1,9 @@
 // shard_groups.hpp — where a sharded engine's shards live: among all W ranks (ZeRO's stages as
 // the paper draws them), or inside each node of G ranks with the nodes holding replicas of each
 // other (--shard-group node: hybrid sharding, for the optimizer at ZeRO-1, the optimizer and the
-// gradients at ZeRO-2, everything at ZeRO-3). Either way a unit's gradient reaches the own shard
-// as the world's average in the reference's order (comm/reduce.hpp): one reduce_scatter (avg)
-// over the world; or, with nodes,
+// gradients at ZeRO-2, everything at ZeRO-3). ZeRO++'s qgZ reduces over the same two levels. Either
+// way a unit's gradient reaches the own shard as the world's average in the reference's order
+// (comm/reduce.hpp): one reduce_scatter (avg) over the world; or, with nodes,
 //   a. reduce_scatter (sum) inside the node: the node's sum of the own shard, in the training
 //      dtype (as a node's sum crosses between nodes)
 //   b. all_reduce (sum) of that shard across the nodes, in fp32
@@ -40,6 +40,8 @@ class ShardGroups {
   Comm& shards() { return node_ ? *node_ : world_; }
   /// Every rank: the micro-batches, the logged loss and the checkpoints' partition.
   Comm& world() { return world_; }
+  /// Rank i of every node, in node order (the replica group); null when the world shards whole.
+  Comm* across() { return across_.get(); }
   /// True when the shards live in nodes smaller than the world.
   bool hybrid() const { return node_ != nullptr; }
 

@@ -54,12 +54,16 @@ void upload_rounded(Device& device, std::span<const float> host, TypedSpan out) 
   device.copy_from_host(out.data, rounded.data(), rounded.size());
 }
 
-std::vector<float> download_widened(Device& device, TypedSpan in) {
+void download_widened(Device& device, TypedSpan in, std::span<float> out) {
+  ZL_CHECK(static_cast<std::int64_t>(out.size()) == in.elems, "download {} elements into {}",
+           in.elems, out.size());
+  if (in.dtype == DType::F32) {
+    device.copy_to_host(out.data(), in.data, out.size_bytes());
+    return;
+  }
   std::vector<std::byte> bytes(static_cast<std::size_t>(in.bytes()));
   device.copy_to_host(bytes.data(), in.data, bytes.size());
-  std::vector<float> values(static_cast<std::size_t>(in.elems));
-  convert_on_host(bytes.data(), in.dtype, values.data(), DType::F32, in.elems);
-  return values;
+  convert_on_host(bytes.data(), in.dtype, out.data(), DType::F32, in.elems);
 }
 
 void copy_into(Device& device, TypedSpan from, TypedSpan to) {

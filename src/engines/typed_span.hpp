@@ -48,8 +48,9 @@ void round_into(Device& device, std::span<const float> in, TypedSpan out);
 /// match.
 void upload_rounded(Device& device, std::span<const float> host, TypedSpan out);
 
-/// `in`'s elements copied to the host and widened to fp32 there (exact).
-std::vector<float> download_widened(Device& device, TypedSpan in);
+/// out[i] = in[i], copied to the host and widened to fp32 there (exact): upload_rounded's way
+/// back, with no device scratch. Sizes must match.
+void download_widened(Device& device, TypedSpan in, std::span<float> out);
 
 /// to[i] = from[i] on `device`; same dtype and size.
 void copy_into(Device& device, TypedSpan from, TypedSpan to);

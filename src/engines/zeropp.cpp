@@ -29,6 +29,7 @@
 #include "engines/engine.hpp"
 #include "engines/micro_batch.hpp"
 #include "engines/quantized_comm.hpp"
+#include "engines/shard_groups.hpp"
 #include "engines/sharding.hpp"
 #include "engines/zero3_shards.hpp"
 
@@ -47,10 +48,9 @@ std::unique_ptr<Comm> partition_group(Comm& world, int ranks) {
   return ranks > 1 ? world.split(world.rank() / ranks) : nullptr;
 }
 
-// qgZ's two levels, or none without qgZ.
-QuantizedReduceGroups reduce_groups(Comm& world, const TrainingFeatures& features) {
-  if (!features.quantized_gradients) return {};
-  return make_quantized_reduce_groups(world, features.node_ranks);
+// qgZ's two levels, the nodes and the ranks of one local rank across them; no split without qgZ.
+int reduce_nodes_of(const TrainingFeatures& features) {
+  return features.quantized_gradients ? features.node_ranks : 0;
 }
 
 // Each unit's secondary shard: its padded buffer cut in K (the world's padding is a multiple of
@@ -76,7 +76,7 @@ class ZeroPlusPlusEngine final : public Engine {
         features_(options.features),
         partition_ranks_(partition_of(features_, world.size())),
         partition_(partition_group(world, partition_ranks_)),
-        reduce_groups_(reduce_groups(world, features_)),
+        reduce_groups_(world, reduce_nodes_of(features_)),
         layout_(layout_units(model.units(), world.size())),
         grad_shards_(
             alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
@@ -180,7 +180,7 @@ class ZeroPlusPlusEngine final : public Engine {
   TrainingFeatures features_;
   int partition_ranks_;              // K: the ranks that share one secondary partition (1: no hpZ)
   std::unique_ptr<Comm> partition_;  // this rank's partition group (a node); null without hpZ
-  QuantizedReduceGroups reduce_groups_;  // qgZ's node and across groups; empty without qgZ
+  ShardGroups reduce_groups_;        // qgZ's node and across groups; the world alone without
   std::vector<UnitLayout> layout_;       // laid out for the world, as ZeRO-3
   UnitBuffers grad_shards_;              // own shard of the averaged (accumulated) gradients
   OptimizerState opt_;                   // own shard

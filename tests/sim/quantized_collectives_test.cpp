@@ -56,7 +56,9 @@ RC_GTEST_PROP(QuantizedCollectives, prop_the_gather_gives_every_rank_each_shard_
   SimWorld sim(world);
   sim.run([&](Comm& comm) {
     const auto r = static_cast<std::size_t>(comm.rank());
-    quantized_all_gather(comm, shards[r], full[r], block, bits);
+    quantized_all_gather(comm, shards[r], block, bits, [&](int q, std::span<const float> values) {
+      std::ranges::copy(values, full[r].begin() + q * std::ssize(values));
+    });
   });
   for (const Values& got : full) RC_ASSERT(got == full.front());
   for (std::size_t r = 0; r < shards.size(); ++r) {
@@ -79,7 +81,10 @@ std::vector<Values> run_reduce(const std::vector<Values>& full, int gpus, std::s
     const auto r = static_cast<std::size_t>(comm.rank());
     const std::unique_ptr<Comm> node = comm.split(comm.rank() / gpus);
     const std::unique_ptr<Comm> across = nodes > 1 ? comm.split(comm.rank() % gpus) : nullptr;
-    quantized_reduce_scatter_sum(*node, across.get(), full[r], sums[r], block, bits);
+    const auto block_of = [&](std::int64_t b, std::span<float> out) {
+      std::ranges::copy_n(full[r].begin() + b * std::ssize(out), std::ssize(out), out.begin());
+    };
+    quantized_reduce_scatter_sum(*node, across.get(), block_of, sums[r], block, bits);
   });
   return sums;
 }
