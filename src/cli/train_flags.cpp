@@ -493,7 +493,6 @@ TrainConfig launch_config(const TrainArgs& args) {
   if (args.shard_group_node) {
     config.features.shard_group_ranks = ranks_per_node(config.world, config.gpus_per_node);
   }
-  if (config.features.quantized_gradients) config.features.node_ranks = config.gpus_per_node;
   return config;
 }
 

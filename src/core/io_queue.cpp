@@ -118,6 +118,11 @@ bool retry(ssize_t moved) {
   return moved == -EINTR || moved == -EAGAIN;
 }
 
+// The one line a run asked for io_uring gets where it cannot have it.
+[[noreturn]] void refuse_io_uring(std::string_view why) {
+  fail("aio backend io_uring is not available here ({}): pass --aio-backend threads or auto", why);
+}
+
 }  // namespace
 
 class IoQueue::Impl {
@@ -128,10 +133,7 @@ class IoQueue::Impl {
       staging_.push_back(page_aligned_bytes(aio.block_bytes, "aio.block_size"));
     backend_ = aio.backend;
     if (backend_ != IoBackend::Threads && !start_uring()) {
-      ZL_CHECK(backend_ == IoBackend::Auto,
-               "aio backend io_uring is not available here ({}): pass --aio-backend threads or "
-               "auto",
-               uring_error_);
+      if (backend_ == IoBackend::IoUring) refuse_io_uring(uring_error_);
       say_fallback_once();
     }
     if (backend_ != IoBackend::IoUring) backend_ = IoBackend::Threads;
@@ -412,6 +414,11 @@ bool IoQueue::Impl::start_uring() {
 void IoQueue::Impl::run_uring() {}
 
 #endif
+
+void check_io_backend(IoBackend backend) {
+  if (backend != IoBackend::IoUring) return;
+  if (const std::optional<std::string> why = io_uring_unavailable()) refuse_io_uring(*why);
+}
 
 IoQueue::IoQueue(int fd, const AioSettings& aio) : impl_(std::make_unique<Impl>(fd, aio)) {}
 

@@ -68,9 +68,12 @@ struct AioSettings {
 void validate(const AioSettings& aio);
 
 /// Why this process cannot make an io_uring ring (the kernel's or a seccomp policy's refusal, or a
-/// build without liburing), or nothing when it can: the check a run makes before training when it
-/// is asked for the io_uring backend.
+/// build without liburing), or nothing when it can.
 std::optional<std::string> io_uring_unavailable();
+
+/// Throws zl::Error in one line when `backend` is IoUring and io_uring is unavailable here, naming
+/// why and the backends that work: the check a run makes before training, and IoQueue's own.
+void check_io_backend(IoBackend backend);
 
 /// Which way a request moves bytes.
 enum class IoDirection : std::uint8_t { Read, Write };

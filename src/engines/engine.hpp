@@ -97,7 +97,8 @@ struct TrainingFeatures {
   /// (make_zeropp_engine). Not bitwise, as quantized_weights.
   bool quantized_gradients = false;
   /// The ranks of a node (the launcher's local world size, --gpus-per-node) where an engine sums
-  /// by link level: qgZ's first all_to_all stays inside it. 0: the world is one node.
+  /// by link level: qgZ's first all_to_all stays inside it. 0: the world is one node. A run sets
+  /// it from TrainConfig::gpus_per_node when it makes the engines' options.
   int node_ranks = 0;
   /// Start gradient reductions (and ZeRO-3's prefetch gathers) as async collectives, so they run
   /// while backward goes on (zero_optimization.overlap_comm). Never changes results.

@@ -121,6 +121,7 @@ RunPlan plan_run(const TrainConfig& requested, const CheckpointPlan& checkpoints
                   .observer = {},
                   .nonfinite = config.nonfinite,
                   .features = config.features};
+  plan.options.features.node_ranks = config.gpus_per_node;  // the world's layout, for the engines
   plan.timeline = timeline_setup(config);
   plan.run_id = new_run_id();
   plan.step_tokens = config.world * config.features.grad_accum_steps * config.micro_batch *

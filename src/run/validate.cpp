@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -252,13 +251,8 @@ void validate(const TrainConfig& config) {
              "files",
              config.features.param_nvme_path);
   }
-  const bool swaps = !config.features.nvme_path.empty() || !config.features.param_nvme_path.empty();
-  if (swaps && config.features.aio.backend == IoBackend::IoUring) {
-    const std::optional<std::string> refused = io_uring_unavailable();
-    ZL_CHECK(!refused,
-             "aio backend io_uring is not available here ({}): pass --aio-backend "
-             "threads or auto",
-             refused.value_or(""));
+  if (!config.features.nvme_path.empty() || !config.features.param_nvme_path.empty()) {
+    check_io_backend(config.features.aio.backend);
   }
   validate_faults(config.faults, config.world, "--inject-fault");
   ZL_CHECK(config.link.busbw_gbps > 0.0 && config.link.alpha_us >= 0.0,

@@ -267,7 +267,6 @@ TEST_F(TraceCli, WhatIfReplaysQuantizedCollectives) {
   config.gpus_per_node = 2;
   config.features.quantized_weights = true;
   config.features.quantized_gradients = true;
-  config.features.node_ranks = 2;
   const TrainResult result = train(config);
   const WhatIf same = predict_world(config, result, 4);
   EXPECT_EQ(same.engine, "zero3 qwz (int8 weights), qgz (int4 gradients)");

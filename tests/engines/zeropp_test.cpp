@@ -20,7 +20,6 @@ TrainConfig reference_of(TrainConfig config) {
   config.features.quantized_weights = false;
   config.features.quantized_gradients = false;
   config.features.hpz_partition_ranks = 0;
-  config.features.node_ranks = 0;
   return config;
 }
 
@@ -31,7 +30,6 @@ RC_GTEST_PROP(ZeroPlusPlus, prop_quantized_runs_repeat_bit_for_bit_and_reduce_by
   const bool weights = *rc::gen::arbitrary<bool>();
   config.features.quantized_weights = weights;
   config.features.quantized_gradients = !weights || *rc::gen::arbitrary<bool>();
-  config.features.node_ranks = config.gpus_per_node;
   if (*rc::gen::arbitrary<bool>()) {
     config.features.hpz_partition_ranks = *rc::gen_hpz_partition(config);
   }
