@@ -77,10 +77,6 @@ void validate_zeropp(const TrainingFeatures& features, int world) {
   ZL_CHECK(world % group == 0,
            "zero_hpz_partition_size {} does not divide a world of {}: use the GPUs of a node",
            group, world);
-  ZL_CHECK(
-      features.node_ranks >= 0 && (features.node_ranks == 0 || world % features.node_ranks == 0),
-      "nodes of {} ranks do not divide a world of {}: pass a --gpus-per-node that divides it",
-      features.node_ranks, world);
   ZL_CHECK(features.shard_group_ranks == 0 || features.shard_group_ranks == world,
            "ZeRO++ (zero_hpz_partition_size, zero_quantized_weights, zero_quantized_gradients) "
            "and --shard-group node both split ZeRO-3: use one of them");

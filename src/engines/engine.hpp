@@ -146,7 +146,7 @@ void validate(const TrainingFeatures& features);
 void validate_shard_group(const TrainingFeatures& features, int world);
 
 /// For the ZeRO++ engine (make_zeropp_engine): throws zl::Error when features.hpz_partition_ranks
-/// or features.node_ranks does not divide `world`, or with a feature it does not build yet
+/// does not divide `world`, or with a feature it does not build yet
 /// (overlap_comm, prefetch, persistence, offload_param, a shard group).
 void validate_zeropp(const TrainingFeatures& features, int world);
 

@@ -17,8 +17,7 @@ int checked_shard_group(const TrainingFeatures& features, int world) {
 ShardGroups::ShardGroups(Comm& world, int group_ranks) : world_(world) {
   if (group_ranks <= 0 || group_ranks >= world.size()) return;
   ZL_CHECK(world.size() % group_ranks == 0,
-           "a shard group of {} ranks does not divide a world of {}: use --shard-group node with "
-           "a --gpus-per-node that divides --world",
+           "nodes of {} ranks do not divide a world of {}: give --gpus-per-node a divisor of it",
            group_ranks, world.size());
   node_ = world.split(world.rank() / group_ranks);
   across_ = world.split(world.rank() % group_ranks);
