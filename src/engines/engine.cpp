@@ -1,6 +1,8 @@
 // engine.cpp — engine names, stage numbers and the factory of distributed engines.
 #include "engines/engine.hpp"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -65,6 +67,24 @@ void validate_shard_group(const TrainingFeatures& features, int world) {
            "--shard-group node does not overlap, prefetch, keep units whole or offload parameters "
            "yet: drop overlap_comm, stage3_prefetch_bucket_size, "
            "stage3_param_persistence_threshold and offload_param, or use --shard-group world");
+}
+
+std::string engine_label(EngineKind kind, const TrainingFeatures& features, int world) {
+  const std::string_view name = engine_name(kind);
+  const int group = features.shard_group_ranks;
+  if (group > 0 && group < world && kind != EngineKind::Reference) {
+    return fmt::format("{} {}, shard groups of {}", name,
+                       kind == EngineKind::Zero3 ? "hsdp" : "hybrid", group);
+  }
+  if (kind != EngineKind::Zero3) return std::string(name);
+  std::vector<std::string> zeropp;
+  if (features.hpz_partition_ranks > 1) {
+    zeropp.push_back(fmt::format("hpz, partitions of {}", features.hpz_partition_ranks));
+  }
+  if (features.quantized_weights) zeropp.emplace_back("qwz (int8 weights)");
+  if (features.quantized_gradients) zeropp.emplace_back("qgz (int4 gradients)");
+  if (zeropp.empty()) return std::string(name);
+  return fmt::format("{} {}", name, fmt::join(zeropp, ", "));
 }
 
 bool uses_zeropp(const TrainingFeatures& features) {

@@ -154,6 +154,11 @@ void validate_zeropp(const TrainingFeatures& features, int world);
 /// qwZ or qgZ.
 bool uses_zeropp(const TrainingFeatures& features);
 
+/// The engine as logs and reports name it: "zero3", "zero2 hybrid, shard groups of 4",
+/// "zero3 hsdp, shard groups of 4", "zero3 hpz, partitions of 8, qwz (int8 weights)", ... for
+/// `kind` training `features` on `world` ranks.
+std::string engine_label(EngineKind kind, const TrainingFeatures& features, int world);
+
 /// What every engine needs besides the model, the device and (for the distributed ones) a Comm.
 struct EngineOptions {
   AdamWConfig adamw;        ///< optimizer hyperparameters, the same on every rank

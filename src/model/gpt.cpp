@@ -42,8 +42,7 @@ Gpt::Gpt(Device& device, const GptConfig& config, ActivationPolicy policy, DType
            "--cpu-checkpointing keeps full checkpoints in host memory: use it with "
            "--activation-checkpointing full or every:K, not {}",
            activation_policy_name(policy));
-  for (int u = 0; u <= last_unit(); ++u) order_.push_back(u);
-  order_.push_back(0);
+  order_ = gpt_forward_order(config);
 }
 
 void Gpt::init_unit(int unit, std::span<float> flat, std::uint64_t seed) const {

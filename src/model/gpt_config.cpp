@@ -63,6 +63,13 @@ std::int64_t padded_vocab(const GptConfig& config) {
   return multiples * kVocabPaddingMultiple;
 }
 
+std::vector<int> gpt_forward_order(const GptConfig& config) {
+  std::vector<int> order;
+  for (int u = 0; u <= config.n_layer + 1; ++u) order.push_back(u);
+  order.push_back(0);
+  return order;
+}
+
 std::vector<UnitSpec> gpt_units(const GptConfig& config) {
   validate(config);
   const std::int64_t C = config.n_embd, Vp = padded_vocab(config);

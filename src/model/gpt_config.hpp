@@ -45,6 +45,10 @@ GptConfig gpt_preset(std::string_view name);
 /// (unit 0 runs again last).
 std::vector<UnitSpec> gpt_units(const GptConfig& config);
 
+/// The order gpt_units(config) run forward: 0, 1, ..., n_layer + 1, then 0 again as the tied LM
+/// head. Backward runs it reversed.
+std::vector<int> gpt_forward_order(const GptConfig& config);
+
 /// The preset names, in the order `zerolab train --help` lists them.
 std::vector<std::string> gpt_preset_names();
 

@@ -32,21 +32,7 @@ bool hybrid_sharded(const TrainConfig& config) {
 }
 
 std::string engine_label(const TrainConfig& config) {
-  const std::string_view name = engine_name(config.engine);
-  if (hybrid_sharded(config) && config.engine != EngineKind::Reference) {
-    return fmt::format("{} {}, shard groups of {}", name,
-                       config.engine == EngineKind::Zero3 ? "hsdp" : "hybrid",
-                       config.features.shard_group_ranks);
-  }
-  if (config.engine != EngineKind::Zero3) return std::string(name);
-  std::vector<std::string> zeropp;
-  if (config.features.hpz_partition_ranks > 1) {
-    zeropp.push_back(fmt::format("hpz, partitions of {}", config.features.hpz_partition_ranks));
-  }
-  if (config.features.quantized_weights) zeropp.emplace_back("qwz (int8 weights)");
-  if (config.features.quantized_gradients) zeropp.emplace_back("qgz (int4 gradients)");
-  if (zeropp.empty()) return std::string(name);
-  return fmt::format("{} {}", name, fmt::join(zeropp, ", "));
+  return engine_label(config.engine, config.features, config.world);
 }
 
 std::vector<UnitSpec> model_units(const TrainConfig& config) {
