@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/estimate_offload.hpp"
+#include "cli/estimate_traffic_report.hpp"
 #include "core/error.hpp"
 #include "optim/grad_norm.hpp"
 
@@ -39,6 +40,8 @@ struct Report {
   ActivationPolicy activation_policy;    // what the GPT's blocks keep
   std::optional<PlaceBudget> budget;     // --device-gb, --host-gb, --disk-gb
   std::vector<FitRow> fit;               // the memory wall, with a budget
+  int shard_group_ranks = 0;             // G with --shard-group node: stages 1-3 shard in nodes
+  TrafficReport traffic;                 // each stage's bytes sent by link level
 };
 
 // `gb` decimal GB of a budget flag as bytes: finite, above 0 and at most 1e9 GB.
@@ -82,6 +85,25 @@ nlohmann::ordered_json string_or_null(const std::string& text) {
   return text.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(text);
 }
 
+// The engines' features the traffic depends on, as train would take the same flags.
+TrainingFeatures traffic_features(const EstimateFlags& flags, const EstimateOptions& options) {
+  ZL_CHECK(flags.gpus_per_node == 0 || flags.world % flags.gpus_per_node == 0,
+           "--gpus-per-node {} does not divide --world {}: give a divisor of it",
+           flags.gpus_per_node, flags.world);
+  ZL_CHECK(!flags.shard_group_node || flags.gpus_per_node > 0,
+           "--shard-group node shards inside each node: give --gpus-per-node G too");
+  TrainingFeatures features;
+  features.precision = options.precision;
+  features.grad_accum_steps = options.grad_accum_steps;
+  features.persistence_threshold_elems = options.persistence_threshold_elems;
+  features.hpz_partition_ranks = options.hpz_partition_ranks;
+  features.quantized_weights = flags.quantized_weights;
+  features.quantized_gradients = flags.quantized_gradients;
+  features.shard_group_ranks = flags.shard_group_node ? flags.gpus_per_node : 0;
+  features.node_ranks = flags.gpus_per_node;
+  return features;
+}
+
 Report make_report(const EstimateFlags& flags) {
   ZL_CHECK(flags.params.empty() != flags.model.empty(),
            "give exactly one of --params N or --model mlp|gpt (with the model's sizes)");
@@ -109,15 +131,20 @@ Report make_report(const EstimateFlags& flags) {
   report.optimizer_bytes_given =
       flags.optimizer_bytes != EstimateOptions{}.optimizer_bytes_per_param;
   report.model = flags.model;
+  std::vector<UnitSpec> units;  // the model's, or one unit of Ψ for a bare count
+  std::vector<int> forward_order;
   if (flags.model.empty()) {
-    report.elems = state_elems(parse_param_count(flags.params), flags.world);
+    const std::int64_t params = parse_param_count(flags.params);
+    report.elems = state_elems(params, flags.world);
+    units = {UnitSpec{"params", {ParamSpec{"params", {params}}}}};
   } else if (flags.model == "mlp") {
     const MlpConfig& mlp = flags.mlp;
     report.shape = fmt::format("mlp: layers {}, in {}, width {}, classes {}", mlp.layers, mlp.in,
                                mlp.width, mlp.classes);
     report.shape_json = {
         {"layers", mlp.layers}, {"in", mlp.in}, {"width", mlp.width}, {"classes", mlp.classes}};
-    report.elems = state_elems(checked_units(mlp), flags.world, report.options);
+    units = checked_units(mlp);
+    report.elems = state_elems(units, flags.world, report.options);
   } else {
     ZL_CHECK(flags.model == "gpt", "--model {} is not known: use mlp or gpt", flags.model);
     const GptConfig& gpt = flags.gpt;
@@ -132,7 +159,9 @@ Report make_report(const EstimateFlags& flags) {
                          {"block_size", gpt.block_size},
                          {"vocab", gpt.vocab},
                          {"padded_vocab", padded_vocab(gpt)}};
-    report.elems = state_elems(checked_units(gpt), flags.world, report.options);
+    units = checked_units(gpt);
+    forward_order = gpt_forward_order(gpt);
+    report.elems = state_elems(units, flags.world, report.options);
   }
   if (flags.micro_batch) {
     ZL_CHECK(!flags.model.empty(),
@@ -166,6 +195,19 @@ Report make_report(const EstimateFlags& flags) {
   report.stages = estimate_ledgers(report.elems, report.options);
   report.unpadded =
       estimate_ledgers(state_elems(report.elems.params, report.elems.world), report.options);
+  if (flags.shard_group_node && flags.gpus_per_node > 0 && flags.gpus_per_node < flags.world) {
+    // Stages 1-3 hold a node's shards: their states are those of a world of G.
+    report.shard_group_ranks = flags.gpus_per_node;
+    const StateElems node = flags.model.empty()
+                                ? state_elems(report.elems.params, report.shard_group_ranks)
+                                : state_elems(units, report.shard_group_ranks, report.options);
+    const std::vector<LedgerEstimate> grouped = estimate_ledgers(node, report.options);
+    std::copy(grouped.begin() + 1, grouped.end(), report.stages.begin() + 1);
+  }
+  report.traffic = traffic_report(
+      units,
+      {.world = flags.world, .gpus_per_node = flags.gpus_per_node, .forward_order = forward_order},
+      traffic_features(flags, report.options));
   return report;
 }
 
@@ -267,6 +309,12 @@ void print_table(const Report& report) {
   } else {
     fmt::print("no gradient accumulation (1 micro-batch per optimizer step)\n");
   }
+  if (report.shard_group_ranks > 0) {
+    fmt::print(
+        "--shard-group node: stages 1-3 shard among the G = {} GPUs of a node and the nodes hold "
+        "replicas, so their rows count N = G (and Ψp padded for G)\n",
+        report.shard_group_ranks);
+  }
   if (options.hpz_partition_ranks > 1) {
     fmt::print(
         "K = {}: ZeRO++'s hpZ (--hpz-partition-size); stage 3 also holds a secondary shard of "
@@ -289,6 +337,7 @@ void print_table(const Report& report) {
                stage.total_formula);
   }
   if (offloaded(options)) print_placements(report.stages, options);
+  print_traffic(report.traffic);
   if (report.micro_batch > 0) print_activations(report);
   if (report.budget) print_fit(elems.world, *report.budget, report.fit);
 }
@@ -304,6 +353,9 @@ void print_json(const Report& report) {
       {"precision", dtype_name(options.precision)},
       {"grad_accum_steps", options.grad_accum_steps},
       {"hpz_partition_size", std::max(options.hpz_partition_ranks, 1)},
+      {"shard_group_ranks", report.shard_group_ranks > 0
+                                ? nlohmann::ordered_json(report.shard_group_ranks)
+                                : nlohmann::ordered_json()},
       {"persistence_threshold_elems",
        elems.padded() ? nlohmann::ordered_json(options.persistence_threshold_elems)
                       : nlohmann::ordered_json()},
@@ -374,6 +426,7 @@ void print_json(const Report& report) {
                           {"by_kind", by_kind}};
   }
   out["fit"] = report.budget ? fit_json(*report.budget, report.fit) : nlohmann::ordered_json();
+  out["traffic"] = traffic_json(report.traffic);
   fmt::print("{}\n", out.dump(2));
 }
 
@@ -478,6 +531,24 @@ CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
                   "shard among this many GPUs, a node's (1: off)")
       ->check(CLI::Range(1, std::numeric_limits<int>::max()))
       ->capture_default_str();
+  cmd->add_option("--gpus-per-node", flags->gpus_per_node,
+                  "GPUs a node, as train takes it: the traffic table splits the bytes each GPU "
+                  "sends into those inside a node and those across the nodes (default: one node)")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  cmd->add_option_function<std::string>(
+         "--shard-group",
+         [flags](const std::string& group) { flags->shard_group_node = group == "node"; },
+         "As train takes it: stages 1-3 shard over the world, or inside each node of "
+         "--gpus-per-node GPUs with the nodes holding replicas (hybrid sharding, HSDP at stage 3)")
+      ->check(CLI::IsMember({"world", "node"}))
+      ->type_name("world|node")
+      ->default_str("world");
+  cmd->add_flag("--zero-quantized-weights", flags->quantized_weights,
+                "ZeRO++'s qwZ, as train takes it: stage 3 gathers parameters as int8 blocks of 256 "
+                "with a scale each");
+  cmd->add_flag("--zero-quantized-gradients", flags->quantized_gradients,
+                "ZeRO++'s qgZ, as train takes it: stage 3 reduces gradients as int4 blocks of 256, "
+                "by all_to_all inside each node and then across");
   cmd->add_option("--device-gb", flags->device_gb,
                   "With --host-gb and --disk-gb: the memory wall, each placement's largest model "
                   "whose states fit one GPU's device, host and disk budgets (decimal GB)");
@@ -495,7 +566,10 @@ CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
       "total_with_activations_bytes}; with --micro-batch also \"activations\": {micro_batch, "
       "checkpointing, seq_len, bytes, host_bytes, formula, by_kind}; \"fit\": with the budgets "
       "{device_bytes, host_bytes, disk_bytes, placements: [{offload_optimizer, offload_param, "
-      "largest_params, bound_by}]}, else null");
+      "largest_params, bound_by}]}, else null; \"traffic\": {rank, world, gpus_per_node, nodes, "
+      "stages: [{stage, engine, inside_bytes, across_bytes, spanning_bytes, total_bytes, terms: "
+      "[{what, collective, level, group_ranks, bytes, formula}]}]}, rank 0's bytes sent per "
+      "optimizer step");
   const std::vector<CLI::Option*> gpt_flags = {preset, n_layer, n_head, n_embd, block_size, vocab};
   cmd->callback([&run, flags, gpt_sizes, mlp_sizes, gpt_flags, n_layer, n_head, n_embd, block_size,
                  vocab, threshold, checkpointing, cpu_checkpointing] {

@@ -12,6 +12,7 @@
 
 #include "engines/estimate.hpp"
 #include "engines/estimate_activations.hpp"
+#include "engines/estimate_traffic.hpp"
 #include "model/gpt_config.hpp"
 #include "model/mlp.hpp"
 
@@ -47,6 +48,15 @@ struct EstimateFlags {
   /// --hpz-partition-size: ZeRO++'s hpZ at stage 3, a secondary parameter shard among this many
   /// GPUs (1: off).
   int hpz_partition_ranks = 1;
+  /// --gpus-per-node: GPUs a node, for the traffic by link level (0: every GPU on one node).
+  int gpus_per_node = 0;
+  /// --shard-group node: stages 1-3 shard inside each node of --gpus-per-node GPUs (hybrid
+  /// sharding, HSDP at stage 3) and the nodes hold replicas.
+  bool shard_group_node = false;
+  /// --zero-quantized-weights: ZeRO++'s qwZ at stage 3 (int8 parameter gathers).
+  bool quantized_weights = false;
+  /// --zero-quantized-gradients: ZeRO++'s qgZ at stage 3 (int4 all_to_all gradient reduce).
+  bool quantized_gradients = false;
   /// --device-gb: one GPU's device budget for the memory wall (with the other two, or none).
   std::optional<double> device_gb;
   /// --host-gb: the host memory one GPU's rank may use, for the memory wall.

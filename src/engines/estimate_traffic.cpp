@@ -9,6 +9,7 @@
 
 #include "comm/quantize.hpp"
 #include "core/error.hpp"
+#include "engines/checked_math.hpp"
 #include "engines/estimate.hpp"
 #include "engines/partition.hpp"
 #include "engines/quantized_comm.hpp"
@@ -38,7 +39,7 @@ struct Group {
   int ranks = 1;
   int index = 0;  // this rank's rank in the group
   LinkLevel level = LinkLevel::Inside;
-  const char* symbol = "W";  // how formulas name its size
+  const char* symbol = "N";  // how formulas name its size
 };
 
 // What one step moves, added up term by term.
@@ -67,7 +68,7 @@ class Step {
  private:
   void add(std::string what, CollectiveKind kind, const Group& group, std::int64_t bytes,
            std::string formula) {
-    if (group.ranks < 2) return;  // a group of one moves nothing and makes no call
+    if (group.ranks < 2 || bytes == 0) return;  // a group of one moves nothing, makes no call
     terms_.push_back({.what = std::move(what),
                       .kind = kind,
                       .level = group.level,
@@ -87,12 +88,9 @@ std::int64_t sent(CollectiveKind kind, std::int64_t elems, int elem_bytes, const
 // An all_reduce of `elems` cut in calls of at most `bucket_elems`, as start_all_reduce cuts it.
 std::int64_t bucketed_all_reduce(std::int64_t elems, int elem_bytes, std::int64_t bucket_elems,
                                  const Group& group) {
-  std::int64_t bytes = 0;
-  for (std::int64_t begin = 0; begin < elems; begin += bucket_elems) {
-    bytes +=
-        sent(CollectiveKind::AllReduce, std::min(bucket_elems, elems - begin), elem_bytes, group);
-  }
-  return bytes;
+  const std::int64_t whole = elems / bucket_elems;  // full buckets, all alike
+  return whole * sent(CollectiveKind::AllReduce, bucket_elems, elem_bytes, group) +
+         sent(CollectiveKind::AllReduce, elems - whole * bucket_elems, elem_bytes, group);
 }
 
 // How many times each unit runs in a forward pass.
@@ -119,18 +117,30 @@ StepShape shape_of(const std::vector<UnitSpec>& units, const TrafficWorld& world
   const int g = world.gpus_per_node > 0 ? world.gpus_per_node : w;
   const int nodes = w / g;
   StepShape shape;
-  shape.world = {w, rank, link_level_of(w, nodes), "W"};
+  shape.world = {w, rank, link_level_of(w, nodes), "N"};
   if (shard_ranks > 0 && shard_ranks < w) {
     shape.shards = {shard_ranks, rank % shard_ranks, link_level_of(shard_ranks, 1), "G"};
     shape.across = {w / shard_ranks, rank / shard_ranks,
-                    link_level_of(w / shard_ranks, w / shard_ranks), "N"};
+                    link_level_of(w / shard_ranks, w / shard_ranks), "M"};
   } else {
     shape.shards = shape.world;
-    shape.across = {1, 0, LinkLevel::Across, "N"};
+    shape.across = {1, 0, LinkLevel::Across, "M"};
   }
   shape.layout = layout_units(units, shape.shards.ranks);
   shape.visits = visits_of(world.forward_order, units.size());
   return shape;
+}
+
+// Throws zl::Error when a step's bytes could wrap int64: no term moves more than 8 bytes an
+// element for each of a unit's visits and its reduction, every micro-batch.
+void check_range(const StepShape& shape, std::int64_t micro_batches) {
+  constexpr std::string_view advice = "estimate fewer parameters or micro-batches";
+  std::int64_t elems = 0;
+  for (std::size_t u = 0; u < shape.layout.size(); ++u) {
+    elems = checked_add(
+        elems, checked_mul(shape.layout[u].padded_elems, 2 * shape.visits[u] + 4, advice), advice);
+  }
+  checked_mul(checked_mul(elems, 8, advice), micro_batches, advice);
 }
 
 // Sums f(unit, visits) over the layout.
@@ -158,7 +168,7 @@ void reduce_gradients(Step& step, const StepShape& shape, int p, std::int64_t bu
                                     return bucketed_all_reduce(unit.shard_elems, 4, bucket_elems,
                                                                shape.across);
                                   }),
-                       "2(N-1)/N · 4Ψp/G");
+                       "2(M-1)/M · 4Ψp/G");
 }
 
 // The grad norm's all_gather of each rank's tree sums (fp64) over the shard group.
@@ -195,7 +205,7 @@ void zero3_traffic(Step& step, const StepShape& shape, const TrainingFeatures& f
   // 1. forward: each visit's gather (int8 codes and scales under qwZ)
   if (features.quantized_weights) {
     step.per_micro_batch("parameters, forward (int8)", CollectiveKind::AllGather, shape.world,
-                         quantized_gathers(shape), "(W-1) · q8(Ψf/W)");
+                         quantized_gathers(shape), "(N-1) · q8(Ψf/N)");
   } else {
     step.per_micro_batch("parameters, forward", CollectiveKind::AllGather, gather_group,
                          gathers(shape, gather_group, p, false, threshold, true),
@@ -212,7 +222,7 @@ void zero3_traffic(Step& step, const StepShape& shape, const TrainingFeatures& f
                          step.ring(group, visit_elems));
   } else if (features.quantized_weights) {
     step.per_micro_batch("parameters, backward (int8)", CollectiveKind::AllGather, shape.world,
-                         quantized_gathers(shape), "(W-1) · q8(Ψf/W)");
+                         quantized_gathers(shape), "(N-1) · q8(Ψf/N)");
   } else {
     step.per_micro_batch("parameters, backward", CollectiveKind::AllGather, gather_group,
                          gathers(shape, gather_group, p, false, threshold, true),
@@ -223,7 +233,7 @@ void zero3_traffic(Step& step, const StepShape& shape, const TrainingFeatures& f
     const int w = world.world;
     const int g = world.gpus_per_node > 0 ? world.gpus_per_node : w;
     const Group inside{g, rank % g, link_level_of(g, 1), "G"};
-    const Group nodes{w / g, rank / g, link_level_of(w / g, w / g), "N"};
+    const Group nodes{w / g, rank / g, link_level_of(w / g, w / g), "M"};
     step.per_micro_batch(
         "gradients (int4)", CollectiveKind::AllToAll, inside,
         over_units(shape,
@@ -232,7 +242,7 @@ void zero3_traffic(Step& step, const StepShape& shape, const TrainingFeatures& f
                                                                 kQuantBlockElems, QuantBits::Int4);
                      return sent(CollectiveKind::AllToAll, piece * inside.ranks, 1, inside);
                    }),
-        "(G-1) · q4(NΨp/W)");
+        "(G-1) · q4(MΨp/N)");
     step.per_micro_batch(
         "gradient pieces (int4)", CollectiveKind::AllToAll, nodes,
         over_units(shape,
@@ -241,7 +251,7 @@ void zero3_traffic(Step& step, const StepShape& shape, const TrainingFeatures& f
                          quantized_bytes(unit.shard_elems, kQuantBlockElems, QuantBits::Int4);
                      return sent(CollectiveKind::AllToAll, piece * nodes.ranks, 1, nodes);
                    }),
-        "(N-1) · q4(Ψp/W)");
+        "(M-1) · q4(Ψp/N)");
   } else {
     reduce_gradients(step, shape, p, features.reduce_bucket_elems);
   }
@@ -275,6 +285,7 @@ TrafficEstimate estimate_traffic(const std::vector<UnitSpec>& units, const Traff
   if (stage == 3 && uses_zeropp(used)) validate_zeropp(used, world.world);
 
   const StepShape shape = shape_of(units, world, shard_ranks, rank);
+  check_range(shape, used.grad_accum_steps);
   const int p = training_bytes_per_param(used.precision);
   Step step(used.grad_accum_steps, p);
   if (stage == 0) {
@@ -285,7 +296,7 @@ TrafficEstimate estimate_traffic(const std::vector<UnitSpec>& units, const Traff
                                                                  used.reduce_bucket_elems,
                                                                  shape.world);
                                     }),
-                         fmt::format("2(W-1)/W · {}Ψp", p));
+                         fmt::format("2(N-1)/N · {}Ψp", p));
   } else if (stage < 3) {
     reduce_gradients(step, shape, p, used.reduce_bucket_elems);
     norm_sums(step, shape);

@@ -36,8 +36,9 @@ struct TrafficTerm {
   LinkLevel level = LinkLevel::Inside;              ///< the links its bytes cross
   int group_ranks = 1;                              ///< the ranks it runs among
   std::int64_t sent_bytes = 0;                      ///< per optimizer step, by this rank
-  /// The bytes in symbols: "k · 2(W-1)/W · 2Ψp"; Ψp is the group's padded layout, k the
-  /// micro-batches, P the training dtype's bytes as a number.
+  /// The bytes in symbols: "2 · (N-1)/N · 2Ψp" (the micro-batches, then the ring over N ranks of
+  /// G a node in M nodes, K for hpZ's partition, times the dtype's bytes of Ψp, the group's padded
+  /// elements; Ψf counts a unit once a forward visit, Ψw the units ZeRO-3 keeps whole).
   std::string formula;
 };
 
@@ -54,7 +55,7 @@ struct TrafficEstimate {
 
 /// What the traffic estimate is for: the world and its nodes, and the engines' features.
 struct TrafficWorld {
-  int world = 1;          ///< W
+  int world = 1;          ///< N, the ranks
   int gpus_per_node = 0;  ///< G; 0: every rank on one node
   /// The units' forward order (GPT-2's wte runs twice, the second time as the LM head); empty:
   /// each unit once, in order.
