@@ -201,32 +201,27 @@ void zero3_traffic(Step& step, const StepShape& shape, const TrainingFeatures& f
   const std::int64_t threshold = features.persistence_threshold_elems;
   const bool zeropp = uses_zeropp(features);
   const Group& gather_group = shape.shards;
-  const std::string visit_elems = "Ψf";
-  // 1. forward: each visit's gather (int8 codes and scales under qwZ)
-  if (features.quantized_weights) {
-    step.per_micro_batch("parameters, forward (int8)", CollectiveKind::AllGather, shape.world,
-                         quantized_gathers(shape), "(N-1) · q8(Ψf/N)");
-  } else {
-    step.per_micro_batch("parameters, forward", CollectiveKind::AllGather, gather_group,
-                         gathers(shape, gather_group, p, false, threshold, true),
-                         step.ring(gather_group, visit_elems));
-  }
-  // 2. backward: the same gathers, or hpZ's inside its partition
+  // Each visit's gathers from the shard group (int8 codes and scales under qwZ), or from `group`.
+  const auto visit_gathers = [&](const std::string& pass, const Group& group, bool quantized) {
+    if (quantized) {
+      step.per_micro_batch(fmt::format("parameters, {} (int8)", pass), CollectiveKind::AllGather,
+                           shape.world, quantized_gathers(shape), "(N-1) · q8(Ψf/N)");
+      return;
+    }
+    step.per_micro_batch(fmt::format("parameters, {}", pass), CollectiveKind::AllGather, group,
+                         gathers(shape, group, p, false, threshold, true), step.ring(group, "Ψf"));
+  };
+  // 1. forward, and 2. backward: the same gathers, or hpZ's inside its partition
+  visit_gathers("forward", gather_group, features.quantized_weights);
   const int partition = zeropp ? std::max(features.hpz_partition_ranks, 1) : 1;
   if (partition > 1) {
     const int g = world.gpus_per_node > 0 ? world.gpus_per_node : world.world;
-    const Group group{partition, rank % partition,
-                      link_level_of(partition, partition <= g ? 1 : partition / g), "K"};
-    step.per_micro_batch("parameters, backward (hpZ)", CollectiveKind::AllGather, group,
-                         gathers(shape, group, p, false, threshold, true),
-                         step.ring(group, visit_elems));
-  } else if (features.quantized_weights) {
-    step.per_micro_batch("parameters, backward (int8)", CollectiveKind::AllGather, shape.world,
-                         quantized_gathers(shape), "(N-1) · q8(Ψf/N)");
+    visit_gathers("backward (hpZ)",
+                  {partition, rank % partition,
+                   link_level_of(partition, partition <= g ? 1 : partition / g), "K"},
+                  false);
   } else {
-    step.per_micro_batch("parameters, backward", CollectiveKind::AllGather, gather_group,
-                         gathers(shape, gather_group, p, false, threshold, true),
-                         step.ring(gather_group, visit_elems));
+    visit_gathers("backward", gather_group, features.quantized_weights);
   }
   // the gradients: ZeRO-3's (or HSDP's two levels), or qgZ's two all_to_alls of int4
   if (features.quantized_gradients) {

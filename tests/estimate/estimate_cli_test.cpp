@@ -488,6 +488,15 @@ TEST(EstimateCli, BadFlagsFailWithOneLineAndExit2) {
       "estimate --model gpt --world 8 --micro-batch 4 --activation-checkpointing selective "
       "--cpu-checkpointing",
       "estimate --model gpt --preset 124M --world 8 --micro-batch 4000000000000",
+      "estimate --params 7e9 --world 8 --gpus-per-node 3",
+      "estimate --params 7e9 --world 8 --gpus-per-node 0",
+      "estimate --params 7e9 --world 8 --shard-group node",
+      "estimate --params 7e9 --world 8 --shard-group rack --gpus-per-node 4",
+      "estimate --params 7e9 --world 8 --gpus-per-node 4 --shard-group node "
+      "--hpz-partition-size 4",
+      "estimate --model mlp --world 8 --gpus-per-node 4 --shard-group node "
+      "--persistence-threshold 10",
+      "estimate --params 400000000000000000 --world 8 --grad-accum 100",
   };
   for (const auto& args : bad) {
     const auto run = zerolab(args);
