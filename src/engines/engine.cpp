@@ -62,11 +62,6 @@ void validate_shard_group(const TrainingFeatures& features, int world) {
            "a shard group of {} ranks does not divide a world of {}: use --shard-group node with "
            "a --gpus-per-node that divides --world",
            group, world);
-  ZL_CHECK(!features.overlap_comm && features.prefetch_bucket_elems == 0 &&
-               features.persistence_threshold_elems == 0 && !features.offload_param,
-           "--shard-group node does not overlap, prefetch, keep units whole or offload parameters "
-           "yet: drop overlap_comm, stage3_prefetch_bucket_size, "
-           "stage3_param_persistence_threshold and offload_param, or use --shard-group world");
 }
 
 std::string engine_label(EngineKind kind, const TrainingFeatures& features, int world) {
@@ -166,8 +161,6 @@ std::unique_ptr<Engine> make_engine(EngineKind kind, Model& model, Device& devic
     case EngineKind::Zero2:
       return make_zero2_engine(model, device, comm, options);
     case EngineKind::Zero3: {
-      const int group = options.features.shard_group_ranks;
-      if (group > 0 && group < comm.size()) return make_hsdp_engine(model, device, comm, options);
       if (uses_zeropp(options.features)) return make_zeropp_engine(model, device, comm, options);
       return make_zero3_engine(model, device, comm, options);
     }

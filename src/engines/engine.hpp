@@ -80,7 +80,7 @@ struct TrainingFeatures {
   std::int64_t persistence_threshold_elems = 0;
   /// ZeRO-3 only: the ranks of each group that shards (FSDP's HYBRID_SHARD shard group, zerolab's
   /// `--shard-group node`): consecutive groups of this many ranks each shard the model as ZeRO-3
-  /// does among them, and the groups hold replicas of each other (make_hsdp_engine). 0, or the
+  /// does among them, and the groups hold replicas of each other (make_zero3_engine). 0, or the
   /// world: one group, ZeRO-3 itself.
   int shard_group_ranks = 0;
   /// ZeRO-3 only: ZeRO++'s hierarchical partitioning (zero_hpz_partition_size): besides its
@@ -140,9 +140,8 @@ struct TrainingFeatures {
 /// Throws zl::Error naming the setting (by its DeepSpeed key) if a value is out of range.
 void validate(const TrainingFeatures& features);
 
-/// For the hybrid engine (make_hsdp_engine): throws zl::Error when features.shard_group_ranks
-/// does not divide `world`, or with a feature it does not build yet (overlap_comm, prefetch,
-/// persistence, offload_param).
+/// For hybrid sharding (ZeRO-1, 2 or 3 in shard groups): throws zl::Error when
+/// features.shard_group_ranks does not divide `world`.
 void validate_shard_group(const TrainingFeatures& features, int world);
 
 /// For the ZeRO++ engine (make_zeropp_engine): throws zl::Error when features.hpz_partition_ranks
@@ -263,17 +262,12 @@ std::unique_ptr<Engine> make_zero2_engine(Model& model, Device& device, Comm& co
                                           const EngineOptions& options);
 
 /// ZeRO-3: parameters sharded too; each unit is gathered just before it runs (forward and
-/// backward) and released right after.
+/// backward) and released right after. With features.shard_group_ranks smaller than the world,
+/// hybrid sharding (FSDP's HYBRID_SHARD, HSDP): ZeRO-3 inside each group of that many consecutive
+/// ranks (a node), the groups replicas of each other; splits `comm` into the groups
+/// (Comm::split) and throws zl::Error when the group does not divide the world.
 std::unique_ptr<Engine> make_zero3_engine(Model& model, Device& device, Comm& comm,
                                           const EngineOptions& options);
-
-/// Hybrid sharding (FSDP's HYBRID_SHARD, HSDP): ZeRO-3 inside each group of
-/// features.shard_group_ranks consecutive ranks (a node), DDP across the groups. Splits `comm`
-/// into the groups (Comm::split). Throws zl::Error for the features it does not build yet
-/// (overlap_comm, prefetch, persistence, offload_param) and for a group size that does not
-/// divide the world.
-std::unique_ptr<Engine> make_hsdp_engine(Model& model, Device& device, Comm& comm,
-                                         const EngineOptions& options);
 
 /// ZeRO++: ZeRO-3 with hpZ (backward gathers each unit from the secondary shards of
 /// features.hpz_partition_ranks consecutive ranks, a node, which the forward gather fills), qwZ
@@ -283,8 +277,8 @@ std::unique_ptr<Engine> make_hsdp_engine(Model& model, Device& device, Comm& com
 std::unique_ptr<Engine> make_zeropp_engine(Model& model, Device& device, Comm& comm,
                                            const EngineOptions& options);
 
-/// The distributed engine of `kind` (not Reference): for Zero3 the hybrid engine with a shard
-/// group smaller than the world, ZeRO++ where uses_zeropp() says so.
+/// The distributed engine of `kind` (not Reference): for Zero3, ZeRO++ where uses_zeropp() says
+/// so.
 std::unique_ptr<Engine> make_engine(EngineKind kind, Model& model, Device& device, Comm& comm,
                                     const EngineOptions& options);
 

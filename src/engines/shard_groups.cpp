@@ -25,25 +25,41 @@ ShardGroups::ShardGroups(Comm& world, int group_ranks) : world_(world) {
 
 InFlight ShardGroups::reduce_into_own_shard(Device& device, TypedSpan grad, TypedSpan own,
                                             bool first_micro_batch, std::int64_t bucket_elems,
-                                            bool async) {
+                                            bool async, bool grad_kept) {
+  if (!node_ && grad_kept && first_micro_batch) {  // straight from `grad`, no copy
+    return start_reduce_scatter(world_, device, grad, own, bucket_elems, async);
+  }
   if (!node_)
     return reduce_into_shard(world_, device, grad, own, first_micro_batch, bucket_elems, async);
-  // a. the node's sum of the own shard, rounded to the training dtype
-  Buffer node_sum = device.alloc_unset(MemCategory::CommBuffer, own.dtype, {own.elems});
-  reduce_scatter_unit(*node_, device, grad, view_of(node_sum), bucket_elems, ReduceOp::Sum);
-  // b. the nodes' sums added in fp32, in node order
-  Buffer total = device.alloc_unset(MemCategory::CommBuffer, DType::F32, {own.elems});
-  widen(device, view_of(node_sum), total.as<float>());
-  all_reduce_unit(*across_, view_of(total), bucket_elems, ReduceOp::Sum);
-  // c. one division by W, one rounding
-  device.divide(total.as<float>(), static_cast<float>(world_.size()));
-  if (first_micro_batch) {
-    round_into(device, total.as<float>(), own);
-    return {};
+  // a. the node's sum of the own shard, rounded to the training dtype (async: from a copy of
+  //    `grad`, unless the caller keeps it until the wait)
+  InFlight flight;
+  if (async && !grad_kept) {
+    Buffer copy = device.alloc_unset(MemCategory::CommBuffer, grad.dtype, {grad.elems});
+    copy_into(device, grad, view_of(copy));
+    grad = view_of(copy);
+    flight.buffers.push_back(std::move(copy));
   }
-  round_into(device, total.as<float>(), view_of(node_sum));  // the average, then added
-  add_into(device, own, view_of(node_sum));
-  return {};
+  Buffer node_sum = device.alloc_unset(MemCategory::CommBuffer, own.dtype, {own.elems});
+  InFlight node = start_reduce_scatter(*node_, device, grad, view_of(node_sum), bucket_elems, async,
+                                       ReduceOp::Sum);
+  flight.handles = std::move(node.handles);
+  for (Buffer& buffer : node.buffers) flight.buffers.push_back(std::move(buffer));
+  // b. the nodes' sums added in fp32, in node order, and c. one division by W, one rounding:
+  //    once the node's sum is there
+  flight.finish = [this, &device, node_sum = view_of(node_sum), own, first_micro_batch,
+                   bucket_elems] {
+    Buffer total = device.alloc_unset(MemCategory::CommBuffer, DType::F32, {own.elems});
+    widen(device, node_sum, total.as<float>());
+    all_reduce_unit(*across_, view_of(total), bucket_elems, ReduceOp::Sum);
+    device.divide(total.as<float>(), static_cast<float>(world_.size()));
+    if (first_micro_batch) return round_into(device, total.as<float>(), own);
+    round_into(device, total.as<float>(), node_sum);  // the average, then added
+    add_into(device, own, node_sum);
+  };
+  flight.buffers.push_back(std::move(node_sum));
+  if (!async) flight.wait();
+  return flight;
 }
 
 ShardState ShardGroups::world_shard(const ShardState& own, const std::vector<UnitLayout>& layout,

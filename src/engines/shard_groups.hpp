@@ -47,10 +47,12 @@ class ShardGroups {
 
   /// The world's average of the unit gradient `grad` into `own`, this rank's shard of it in the
   /// shard group's layout (which may be `grad`'s own slice): set on the first micro-batch, added
-  /// (add_into's rounding) after. The world's reduce_scatter may be `async`; the two levels
-  /// always block.
+  /// (add_into's rounding) after. `async`: the reduce_scatter (the node's, with nodes) runs
+  /// while the caller goes on, from a copy of `grad` unless `grad_kept` (the caller keeps `grad`
+  /// as it is until the wait); the wait adds the nodes' sums.
   InFlight reduce_into_own_shard(Device& device, TypedSpan grad, TypedSpan own,
-                                 bool first_micro_batch, std::int64_t bucket_elems, bool async);
+                                 bool first_micro_batch, std::int64_t bucket_elems, bool async,
+                                 bool grad_kept = false);
 
   /// The checkpoint shard (the world's partition, `world_layout`) of this rank, from `own`, its
   /// shards in the group's `layout`: `own` itself without nodes. Collective over the node.

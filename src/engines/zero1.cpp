@@ -129,8 +129,10 @@ class Zero1Engine final : public Engine {
     hooks.grad_buffer = [this](int u) { return view_of(grads_[u]); };
     hooks.grad_ready = [this, &grad_shards](int u, TypedSpan) {
       if (!features_.overlap_comm) return;
-      in_flight_.push_back(start_reduce_scatter(comm_, device_, view_of(grads_[u]), grad_shards[u],
-                                                features_.reduce_bucket_elems, true));
+      // grads_ stays until the next micro-batch's backward, after the wait
+      in_flight_.push_back(groups_.reduce_into_own_shard(
+          device_, view_of(grads_[u]), grad_shards[u], /*first_micro_batch=*/true,
+          features_.reduce_bucket_elems, /*async=*/true, /*grad_kept=*/true));
       notify(options_, device_, "reduce_scatter", u);
     };
     return hooks;

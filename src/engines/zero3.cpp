@@ -19,11 +19,17 @@
 // With offload_param (ZeRO-Infinity's CPU half) the own shards live in host memory: each gather
 // first copies the unit's shard to the device, and each update sends it back; with its nvme_path
 // they live on disk, read into host memory for each gather and the update (zero3_shards.hpp).
+// With --shard-group node this is hybrid sharding (PyTorch FSDP's HYBRID_SHARD, HSDP): the
+// parameters, gradients and optimizer states are sharded as above among the G ranks of each node
+// and the nodes hold replicas (shard_groups.hpp). Steps 1 and 2 gather inside the node, step 2
+// reduces in the world's two-level order (a reduce_scatter inside the node, an fp32 all_reduce of
+// the own shard across the nodes), N above is G, and checkpoints still hold the world's shards.
 #include <algorithm>
 #include <deque>
 
 #include "engines/engine.hpp"
 #include "engines/micro_batch.hpp"
+#include "engines/shard_groups.hpp"
 #include "engines/sharding.hpp"
 #include "engines/zero3_shards.hpp"
 
@@ -33,19 +39,22 @@ namespace {
 
 class Zero3Engine final : public Engine {
  public:
-  Zero3Engine(Model& model, Device& device, Comm& comm, const EngineOptions& options)
+  Zero3Engine(Model& model, Device& device, Comm& world, const EngineOptions& options)
       : model_(model),
         device_(device),
-        comm_(comm),
         options_(options),
         features_(options.features),
-        layout_(layout_units(model.units(), comm.size())),
+        groups_(world, checked_shard_group(features_, world.size())),
+        comm_(groups_.shards()),
+        world_(world),
+        layout_(layout_units(model.units(), comm_.size())),
+        world_layout_(layout_units(model.units(), world.size())),
         grad_shards_(
             alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
         opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)),
-        shards_(model, device, comm, layout_, features_, options.seed, opt_) {
+        shards_(model, device, comm_, layout_, features_, options.seed, opt_) {
     validate(features_);
-    opt_.comm = &comm;
+    opt_.comm = &comm_;
     const std::vector<int> order = model_.forward_order();
     visits_ = order;
     visits_.insert(visits_.end(), order.rbegin(), order.rend());
@@ -58,13 +67,13 @@ class Zero3Engine final : public Engine {
     for (std::int64_t k = 0; k < micro_steps; ++k) {
       // 1. forward and 2. backward, gathering each unit for each visit
       next_visit_ = 0;
-      run_micro_batch(model_, options_.batch(step * micro_steps + k, comm_.rank()), layout_,
+      run_micro_batch(model_, options_.batch(step * micro_steps + k, world_.rank()), layout_,
                       features_.precision, grad_scale_of(opt_, features_), hooks(k == 0), options_,
                       device_, loss_sum.as<float>());
       wait_all(in_flight_);
     }
     // the logged loss, averaged over the ranks now that backward's reductions are done
-    const float loss = mean_loss_over_ranks(comm_, device_, loss_sum.as<float>(), micro_steps);
+    const float loss = mean_loss_over_ranks(world_, device_, loss_sum.as<float>(), micro_steps);
     const std::vector<TypedSpan> grads = owned_spans(grad_shards_, layout_, false, 0, 1);
     const double loss_scale = opt_.scaler.scale();  // what backward multiplied by
     const double lr = update_lr(opt_, options_);  // before the update moves the schedule
@@ -83,13 +92,18 @@ class Zero3Engine final : public Engine {
   }
 
   ModelState full_state() override {
-    return gather_model_state(comm_, device_, layout_, opt_, shards_.own());
+    return gather_model_state(comm_, device_, layout_, opt_, shards_.own(), world_.rank() == 0);
   }
 
-  ShardState shard_state() override { return owned_shard_state(opt_, shards_.own(), device_); }
+  // Checkpoints hold the world's shards, whatever the shard group (shard_groups.hpp).
+  ShardState shard_state() override {
+    return groups_.world_shard(owned_shard_state(opt_, shards_.own(), device_), layout_,
+                               world_layout_);
+  }
 
   void load_shard_state(const ShardState& state) override {
-    load_owned_shard_state(opt_, shards_.own(), state, device_);
+    load_owned_shard_state(opt_, shards_.own(), groups_.group_shard(state, layout_, world_layout_),
+                           device_);
     gather_persistent({});
   }
 
@@ -98,9 +112,9 @@ class Zero3Engine final : public Engine {
     MicroBatchHooks hooks;
     hooks.params = [this](int u, bool) { return params_for_visit(u); };
     hooks.grad_ready = [this, first_micro_batch](int u, TypedSpan grad) {
-      in_flight_.push_back(reduce_into_shard(comm_, device_, grad, view_of(grad_shards_[u]),
-                                             first_micro_batch, features_.reduce_bucket_elems,
-                                             features_.overlap_comm));
+      in_flight_.push_back(
+          groups_.reduce_into_own_shard(device_, grad, view_of(grad_shards_[u]), first_micro_batch,
+                                        features_.reduce_bucket_elems, features_.overlap_comm));
       bound_in_flight(in_flight_, 2);
       notify(options_, device_, "reduce_scatter", u);
     };
@@ -179,10 +193,13 @@ class Zero3Engine final : public Engine {
 
   Model& model_;
   Device& device_;
-  Comm& comm_;
   EngineOptions options_;
   TrainingFeatures features_;
-  std::vector<UnitLayout> layout_;
+  ShardGroups groups_;  // the world, or its nodes and the replica groups (--shard-group node)
+  Comm& comm_;          // the ranks that shard: the world, or this rank's node
+  Comm& world_;         // every rank: the micro-batches and the logged loss
+  std::vector<UnitLayout> layout_;        // laid out for comm_'s ranks
+  std::vector<UnitLayout> world_layout_;  // laid out for the world's: the checkpoints'
   UnitBuffers grad_shards_;       // own shard of the averaged (accumulated) gradients
   OptimizerState opt_;            // own shard
   Zero3Shards shards_;            // own parameter shards, training dtype, wherever they live

@@ -149,8 +149,8 @@ bool splits_into_nodes(const TrainConfig& config);
 NodeLinks node_links(const TrainConfig& config);
 
 /// True when ZeRO-1, 2 or 3 shards inside groups smaller than the world
-/// (features.shard_group_ranks, `--shard-group node`): at stage 3 the hybrid engine
-/// (make_hsdp_engine), at 1 and 2 their own engines with the shards in each node.
+/// (features.shard_group_ranks, `--shard-group node`): the stages' own engines with the shards in
+/// each node (at stage 3, HSDP).
 bool hybrid_sharded(const TrainConfig& config);
 
 /// The engine as reports name it: engine_name, and for shards in groups of ranks the kind and

@@ -294,10 +294,6 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --stage 0 --world 4 --gpus-per-node 2 --shard-group node",
        "--shard-group node shards ZeRO's states inside a node, and DDP shards none: use --stage 1, "
        "2 or 3"},
-      {"train --stage 2 --world 4 --gpus-per-node 2 --shard-group node --overlap-comm",
-       "--shard-group node does not overlap, prefetch, keep units whole or offload parameters yet"},
-      {"train --stage 3 --world 4 --gpus-per-node 2 --shard-group node --overlap-comm",
-       "--shard-group node does not overlap, prefetch, keep units whole or offload parameters yet"},
       {"train --shard-group rack", "--shard-group"},
       {"train --stage 2 --world 4 --hpz-partition-size 2",
        "zero_hpz_partition_size 2 partitions ZeRO-3's parameters: use --stage 3"},

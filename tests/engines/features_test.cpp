@@ -48,25 +48,24 @@ void check_every_stage(const TrainConfig& config) {
       RC_FAIL(fmt::format("{}: {}", engine_name(stage), *diff));
     }
   }
-  // Hybrid sharding, ZeRO-1/2/3 inside each node, and hpZ with every feature they build: those they
-  // do not yet change where and when bytes move, never a bit, so they are left out of their runs.
+  // Hybrid sharding, ZeRO-1/2/3 inside each node, with every feature.
   TrainConfig hybrid = config;
-  TrainingFeatures& f = hybrid.features;
-  f.shard_group_ranks = ranks_per_node(config.world, config.gpus_per_node);
+  hybrid.features.shard_group_ranks = ranks_per_node(config.world, config.gpus_per_node);
+  for (const EngineKind stage : {EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3}) {
+    if (const auto diff = first_difference(run(hybrid, stage), reference)) {
+      RC_FAIL(fmt::format("{} in shard groups of {}: {}", engine_name(stage),
+                          hybrid.features.shard_group_ranks, *diff));
+    }
+  }
+  // ZeRO++'s hpZ with every feature it builds: those it does not yet change where and when bytes
+  // move, never a bit, so they are left out of its run.
+  TrainConfig hpz = config;
+  TrainingFeatures& f = hpz.features;
   f.overlap_comm = false;
   f.prefetch_bucket_elems = 0;
   f.persistence_threshold_elems = 0;
   f.offload_param = false;
   f.param_nvme_path.clear();
-  for (const EngineKind stage : {EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3}) {
-    if (const auto diff = first_difference(run(hybrid, stage), reference)) {
-      RC_FAIL(fmt::format("{} in shard groups of {}: {}", engine_name(stage), f.shard_group_ranks,
-                          *diff));
-    }
-  }
-  // ZeRO++'s hpZ, with the same features as hybrid sharding.
-  TrainConfig hpz = hybrid;
-  hpz.features.shard_group_ranks = 0;
   hpz.features.hpz_partition_ranks = *rc::gen_hpz_partition(config);
   if (const auto diff = first_difference(run(hpz, EngineKind::Zero3), reference)) {
     RC_FAIL(fmt::format("hpz (partitions of {}): {}", hpz.features.hpz_partition_ranks, *diff));

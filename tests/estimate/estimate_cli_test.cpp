@@ -494,8 +494,8 @@ TEST(EstimateCli, BadFlagsFailWithOneLineAndExit2) {
       "estimate --params 7e9 --world 8 --shard-group rack --gpus-per-node 4",
       "estimate --params 7e9 --world 8 --gpus-per-node 4 --shard-group node "
       "--hpz-partition-size 4",
-      "estimate --model mlp --world 8 --gpus-per-node 4 --shard-group node "
-      "--persistence-threshold 10",
+      "estimate --params 7e9 --world 8 --gpus-per-node 4 --shard-group node "
+      "--zero-quantized-weights",
       "estimate --params 400000000000000000 --world 8 --grad-accum 100",
   };
   for (const auto& args : bad) {

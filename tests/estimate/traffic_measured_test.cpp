@@ -102,8 +102,8 @@ TEST(TrafficMeasured, EveryStageSendsTheEstimate) {
   }
 }
 
-// Units below the threshold stay whole under ZeRO-3 (gathered once a step, after the update);
-// all_reduces cut in buckets round each piece's ring on its own.
+// Units below the threshold stay whole under ZeRO-3 (gathered once a step, after the update),
+// flat and in shard groups; all_reduces cut in buckets round each piece's ring on its own.
 TEST(TrafficMeasured, PersistentUnitsAndSmallBucketsSendTheEstimate) {
   for (const EngineKind engine :
        {EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3}) {
@@ -113,6 +113,10 @@ TEST(TrafficMeasured, PersistentUnitsAndSmallBucketsSendTheEstimate) {
       features.reduce_bucket_elems = 50;
       expect_ledgers_equal_the_estimate(run_of(ModelKind::Mlp, engine, world, kOneNode, features));
       expect_ledgers_equal_the_estimate(run_of(ModelKind::Gpt, engine, world, kOneNode, features));
+      if (engine == EngineKind::Ddp || world % 2 != 0) continue;
+      features.shard_group_ranks = 2;  // and in shard groups, on nodes of 2
+      expect_ledgers_equal_the_estimate(run_of(ModelKind::Mlp, engine, world, 2, features));
+      expect_ledgers_equal_the_estimate(run_of(ModelKind::Gpt, engine, world, 2, features));
     }
   }
 }
