@@ -95,12 +95,9 @@ void validate_zeropp(const TrainingFeatures& features, int world) {
   ZL_CHECK(features.shard_group_ranks == 0 || features.shard_group_ranks == world,
            "ZeRO++ (zero_hpz_partition_size, zero_quantized_weights, zero_quantized_gradients) "
            "and --shard-group node both split ZeRO-3: use one of them");
-  ZL_CHECK(!features.overlap_comm && features.prefetch_bucket_elems == 0 &&
-               features.persistence_threshold_elems == 0 && !features.offload_param,
+  ZL_CHECK(features.prefetch_bucket_elems == 0,
            "ZeRO++ (zero_hpz_partition_size, zero_quantized_weights, zero_quantized_gradients) "
-           "does not overlap, prefetch, keep units whole or offload parameters yet: drop "
-           "overlap_comm, stage3_prefetch_bucket_size, stage3_param_persistence_threshold and "
-           "offload_param, or the ZeRO++ keys");
+           "does not prefetch yet: drop stage3_prefetch_bucket_size, or the ZeRO++ keys");
 }
 
 std::string_view engine_name(EngineKind kind) {

@@ -105,12 +105,16 @@ Category category(const StateElems& elems, int bytes_per_param, Held held) {
 }
 
 // hpZ's secondary shards added to `params`: each unit's padded buffer cut among K ranks, Ψp/K
-// (the padding to a multiple of N * 64 is a multiple of K * 64, so nothing rounds).
+// (the padding to a multiple of N * 64 is a multiple of K * 64, so nothing rounds), but for the
+// units kept whole, (Ψp - Ψw)/K.
 void add_secondary(Category& params, const StateElems& elems, int bytes_per_param, int ranks) {
   const std::string_view psi = elems.padded() ? "Ψp" : "Ψ";
-  const std::int64_t held_elems = elems.replica_elems / ranks + (elems.replica_elems % ranks != 0);
+  const std::int64_t cut_elems = elems.replica_elems - elems.persistent_elems;
+  const std::int64_t held_elems = cut_elems / ranks + (cut_elems % ranks != 0);
   params.bytes = checked_add(params.bytes, checked_bytes(bytes_per_param, held_elems));
-  const std::string term = fmt::format("{}{}/K", bytes_per_param, psi);
+  const std::string term = elems.persistent_elems == 0
+                               ? fmt::format("{}{}/K", bytes_per_param, psi)
+                               : fmt::format("{}({} - Ψw)/K", bytes_per_param, psi);
   params.formula = params.formula.empty() ? term : fmt::format("{} + {}", params.formula, term);
   params.partitioned = bytes_per_param;
 }

@@ -188,9 +188,11 @@ std::int64_t gathers(const StepShape& shape, const Group& group, int p, bool per
   });
 }
 
-// ZeRO++'s int8 gathers of each visit's primary shards from the world.
-std::int64_t quantized_gathers(const StepShape& shape) {
-  return over_units(shape, [&](const UnitLayout& unit, int visits) {
+// ZeRO++'s int8 gathers of each visit's primary shards from the world (none for the units kept
+// whole).
+std::int64_t quantized_gathers(const StepShape& shape, std::int64_t threshold) {
+  return over_units(shape, [&](const UnitLayout& unit, int visits) -> std::int64_t {
+    if (unit.numel < threshold) return 0;
     const std::int64_t bytes = quantized_bytes(unit.shard_elems, kQuantBlockElems, QuantBits::Int8);
     return visits * sent(CollectiveKind::AllGather, bytes * shape.world.ranks, 1, shape.world);
   });
@@ -205,7 +207,7 @@ void zero3_traffic(Step& step, const StepShape& shape, const TrainingFeatures& f
   const auto visit_gathers = [&](const std::string& pass, const Group& group, bool quantized) {
     if (quantized) {
       step.per_micro_batch(fmt::format("parameters, {} (int8)", pass), CollectiveKind::AllGather,
-                           shape.world, quantized_gathers(shape), "(N-1) · q8(Ψf/N)");
+                           shape.world, quantized_gathers(shape, threshold), "(N-1) · q8(Ψf/N)");
       return;
     }
     step.per_micro_batch(fmt::format("parameters, {}", pass), CollectiveKind::AllGather, group,

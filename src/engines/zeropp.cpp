@@ -20,6 +20,10 @@
 // then
 //   3. update     the optimizer step on the own primary shard; the secondary shards are stale
 //                 until the next forward refills them
+// As in ZeRO-3, units below stage3_param_persistence_threshold stay whole on every rank (no
+// secondary shard, gathered from the world after the update), overlap_comm runs the world's
+// reduce_scatter while backward goes on (qgZ's all_to_alls block), and offload_param keeps the
+// primary shards in host memory or on disk; prefetch is not built yet.
 // hpZ's gathers only copy bits and its reduction is ZeRO-3's, so hpZ alone is ZeRO-3 bit for bit
 // (with K = W, ZeRO-3 with one more copy). qwZ and qgZ round: deterministic run to run, each
 // value within its blocks' bound (comm/quantize.hpp), not the reference's bits.
@@ -54,14 +58,17 @@ int reduce_nodes_of(const TrainingFeatures& features) {
 }
 
 // Each unit's secondary shard: its padded buffer cut in K (the world's padding is a multiple of
-// K's), in the training dtype, booked as parameters; none without hpZ.
+// K's), in the training dtype, booked as parameters; none without hpZ, nor for the units ZeRO-3
+// keeps whole (an empty buffer: they are never gathered).
 UnitBuffers alloc_secondary(Device& device, const std::vector<UnitLayout>& layout, int ranks,
-                            DType dtype) {
+                            const TrainingFeatures& features) {
   UnitBuffers secondary;
   if (ranks <= 1) return secondary;
   for (const UnitLayout& unit : layout) {
-    secondary.push_back(
-        device.alloc_unset(MemCategory::Params, dtype, {unit.padded_elems / ranks}));
+    secondary.push_back(unit.numel < features.persistence_threshold_elems
+                            ? Buffer{}
+                            : device.alloc_unset(MemCategory::Params, features.precision,
+                                                 {unit.padded_elems / ranks}));
   }
   return secondary;
 }
@@ -82,7 +89,7 @@ class ZeroPlusPlusEngine final : public Engine {
             alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
         opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)),
         shards_(model, device, world, layout_, features_, options.seed, opt_),
-        secondary_(alloc_secondary(device, layout_, partition_ranks_, features_.precision)) {
+        secondary_(alloc_secondary(device, layout_, partition_ranks_, features_)) {
     validate(features_);
     opt_.comm = &world;
     master_from_params(opt_, shards_.own(), device_);
@@ -96,6 +103,7 @@ class ZeroPlusPlusEngine final : public Engine {
       run_micro_batch(model_, options_.batch(step * micro_steps + k, world_.rank()), layout_,
                       features_.precision, grad_scale_of(opt_, features_), hooks(k == 0), options_,
                       device_, loss_sum.as<float>());
+      wait_all(in_flight_);
     }
     const float loss = mean_loss_over_ranks(world_, device_, loss_sum.as<float>(), micro_steps);
     const std::vector<TypedSpan> grads = owned_spans(grad_shards_, layout_, false, 0, 1);
@@ -103,10 +111,12 @@ class ZeroPlusPlusEngine final : public Engine {
     const double lr = update_lr(opt_, options_);    // before the update moves the schedule
     const double grad_norm =
         sharded_grad_norm(world_, device_, layout_, unscaled_partials(grads, loss_scale, device_));
-    // 3. update the own primary shard (unless the step is skipped)
+    // 3. update the own primary shard (unless the step is skipped); persistent units are made
+    //    whole
     const bool update =
         optimizer_step(grad_norm, step, shards_.own(), grads, opt_, options_, device_);
     if (update) notify(options_, device_, "update");
+    gather_persistent(options_);
     return {.loss = loss,
             .grad_norm = grad_norm,
             .skipped = !update,
@@ -123,12 +133,14 @@ class ZeroPlusPlusEngine final : public Engine {
 
   void load_shard_state(const ShardState& state) override {
     load_owned_shard_state(opt_, shards_.own(), state, device_);
+    gather_persistent({});
   }
 
  private:
   MicroBatchHooks hooks(bool first_micro_batch) {
     MicroBatchHooks hooks;
     hooks.params = [this](int u, bool backward) {
+      if (shards_.persistent(u)) return UnitParams{shards_.whole(u), {}};
       UnitParams params;
       params.owned = backward && partition_ ? gather_from_group(u) : gather_from_world(u);
       params.view = view_of(params.owned);
@@ -140,8 +152,10 @@ class ZeroPlusPlusEngine final : public Engine {
         reduce_into_shard_quantized(reduce_groups_, device_, grad, view_of(grad_shards_[u]),
                                     first_micro_batch);
       } else {
-        reduce_into_shard(world_, device_, grad, view_of(grad_shards_[u]), first_micro_batch,
-                          features_.reduce_bucket_elems, /*async=*/false);
+        in_flight_.push_back(reduce_into_shard(world_, device_, grad, view_of(grad_shards_[u]),
+                                               first_micro_batch, features_.reduce_bucket_elems,
+                                               features_.overlap_comm));
+        bound_in_flight(in_flight_, 2);
       }
       notify(options_, device_, "reduce_scatter", u);
     };
@@ -162,6 +176,17 @@ class ZeroPlusPlusEngine final : public Engine {
     copy_into(device_, view_of(full).slice(partition_->rank() * secondary.elems, secondary.elems),
               secondary);
     return full;
+  }
+
+  // Units below the persistence threshold, whole on every rank: gathered from the world once the
+  // update changed their shards.
+  void gather_persistent(const EngineOptions& options) {
+    const std::vector<TypedSpan> own = shards_.own();
+    for (std::size_t u = 0; u < layout_.size(); ++u) {
+      if (!shards_.persistent(u)) continue;
+      all_gather_into(world_, device_, own[u], shards_.whole(u), features_.allgather_bucket_elems);
+      notify(options, device_, "all_gather", static_cast<int>(u));
+    }
   }
 
   // 2. The unit whole from the group's secondary shards: no byte crosses between the groups.
@@ -186,6 +211,7 @@ class ZeroPlusPlusEngine final : public Engine {
   OptimizerState opt_;                   // own shard
   Zero3Shards shards_;                   // own primary parameter shards, training dtype
   UnitBuffers secondary_;                // own secondary shards, refilled by every forward (hpZ)
+  std::vector<InFlight> in_flight_;      // overlap_comm: reduce_scatters started during backward
 };
 
 }  // namespace

@@ -114,9 +114,17 @@ TEST(TrafficMeasured, PersistentUnitsAndSmallBucketsSendTheEstimate) {
       expect_ledgers_equal_the_estimate(run_of(ModelKind::Mlp, engine, world, kOneNode, features));
       expect_ledgers_equal_the_estimate(run_of(ModelKind::Gpt, engine, world, kOneNode, features));
       if (engine == EngineKind::Ddp || world % 2 != 0) continue;
-      features.shard_group_ranks = 2;  // and in shard groups, on nodes of 2
-      expect_ledgers_equal_the_estimate(run_of(ModelKind::Mlp, engine, world, 2, features));
-      expect_ledgers_equal_the_estimate(run_of(ModelKind::Gpt, engine, world, 2, features));
+      TrainingFeatures grouped = features;
+      grouped.shard_group_ranks = 2;  // and in shard groups, on nodes of 2
+      expect_ledgers_equal_the_estimate(run_of(ModelKind::Mlp, engine, world, 2, grouped));
+      expect_ledgers_equal_the_estimate(run_of(ModelKind::Gpt, engine, world, 2, grouped));
+      if (engine != EngineKind::Zero3) continue;
+      TrainingFeatures zeropp = features;  // and ZeRO++, all three parts
+      zeropp.hpz_partition_ranks = 2;
+      zeropp.quantized_weights = zeropp.quantized_gradients = true;
+      expect_ledgers_equal_the_estimate(run_of(ModelKind::Mlp, engine, world, 2, zeropp));
+      zeropp.hpz_partition_ranks = 1;  // qwZ's forward and backward gathers from the world
+      expect_ledgers_equal_the_estimate(run_of(ModelKind::Gpt, engine, world, 2, zeropp));
     }
   }
 }
