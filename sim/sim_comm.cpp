@@ -33,7 +33,6 @@ SimComm::SimComm(SimComm& parent, SimGroup& group, int rank)
       board_(&group.board),
       timeline_(parent.timeline_),
       timeline_calls_(parent.timeline_calls_),
-      root_ledger_(&parent.ledger()),
       groups_(parent.groups_),
       group_id_(group.id),
       world_ranks_(group.world_ranks),
@@ -43,6 +42,7 @@ SimComm::SimComm(SimComm& parent, SimGroup& group, int rank)
   std::sort(nodes.begin(), nodes.end());
   group_nodes_ = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
   level_ = link_level_of(world_, group_nodes_);
+  count_in(parent);
   group_leader_ = *std::min_element(world_ranks_.begin(), world_ranks_.end());
 }
 
@@ -147,12 +147,12 @@ CommHandle SimComm::all_gather_async(const void* send, void* recv, std::size_t s
 }
 
 void SimComm::host_copy(HostCopy direction, std::int64_t bytes) {
-  ledger().record_copy(direction, bytes);
+  traffic().record_copy(direction, bytes);
   if (timeline_) timeline_->host_copy(direction, bytes);
 }
 
 void SimComm::disk_io(DiskIo direction, std::int64_t bytes, double ms) {
-  ledger().record_disk(direction, bytes, ms);
+  traffic().record_disk(direction, bytes, ms);
   if (timeline_) timeline_->disk_io(direction, bytes);
 }
 
@@ -217,8 +217,8 @@ std::int64_t SimComm::run_call(const CallDesc& call, bool async) {
   const std::int64_t buffer_elems = ring_buffer_elems(call, world_);
   const RingVolume volume =
       ring_volume(call.kind, buffer_elems, elem_bytes, rank_, world_, call.root);
-  ledger().record(call.kind, volume);
-  ledger().record_level(level_, volume.sent_bytes);
+  traffic().record(call.kind, volume);
+  traffic().record_level(level_, volume.sent_bytes);
   if (!timeline_) return calls_posted_;
   const bool in_group = !world_ranks_.empty();
   const CallInfo info{.number = ++*timeline_calls_,

@@ -91,9 +91,6 @@ class SimComm final : public Comm {
   // without a timeline), or 0 when the rank skipped the call.
   std::int64_t run_call(const CallDesc& call, bool async);
 
-  // Where this rank's calls are counted: the world's SimComm's ledger.
-  TrafficLedger& ledger() { return root_ledger_ != nullptr ? *root_ledger_ : traffic_; }
-
   // A handle whose wait() joins the timeline's clocks with async call `call_number`.
   CommHandle handle_of(std::int64_t call_number);
 
@@ -113,7 +110,6 @@ class SimComm final : public Comm {
   RankTimeline* timeline_ = nullptr;          // own_timeline_, or the world's SimComm's
   // The rank's calls on its timeline, over the world and its groups: their timeline numbers.
   std::shared_ptr<std::int64_t> timeline_calls_ = std::make_shared<std::int64_t>(0);
-  TrafficLedger* root_ledger_ = nullptr;  // a group's: the world's SimComm's ledger
   SimGroups* groups_ = nullptr;
   int group_id_ = 0;              // 0: the world
   std::vector<int> world_ranks_;  // a group's: rank r is world rank world_ranks_[r]

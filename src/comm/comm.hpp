@@ -119,14 +119,14 @@ class Comm {
   /// no other rank takes part. Recorded in the traffic ledger; backends that keep a timeline also
   /// put it there, priced on the host link (docs/timeline.md).
   virtual void host_copy(HostCopy direction, std::int64_t bytes) {
-    traffic_.record_copy(direction, bytes);
+    traffic().record_copy(direction, bytes);
   }
 
   /// Notes a read or write of `bytes` of a swap file on this rank's disk that the caller made and
   /// timed (`ms`: ZeRO-Infinity's NVMe tier). Recorded in the traffic ledger; backends that keep a
   /// timeline also put it there, priced on the disk link (docs/timeline.md).
   virtual void disk_io(DiskIo direction, std::int64_t bytes, double ms) {
-    traffic_.record_disk(direction, bytes, ms);
+    traffic().record_disk(direction, bytes, ms);
   }
 
   /// Notes that a read or write of `bytes` of a swap file started on this rank's disk and goes on
@@ -142,14 +142,21 @@ class Comm {
   /// Notes that the caller waits now for the read or write disk_io_started returned `id` for.
   virtual void disk_io_waited(std::int64_t id) { static_cast<void>(id); }
 
-  /// Bytes and calls this rank has sent and received so far.
-  TrafficLedger& traffic() { return traffic_; }
+  /// Bytes and calls this rank has sent and received so far, over its world and the world's
+  /// groups: a group's Comm (split()) counts in its world's ledger.
+  TrafficLedger& traffic() { return world_ledger_ != nullptr ? *world_ledger_ : traffic_; }
   /// Read-only view of this rank's traffic ledger.
-  const TrafficLedger& traffic() const { return traffic_; }
+  const TrafficLedger& traffic() const {
+    return world_ledger_ != nullptr ? *world_ledger_ : traffic_;
+  }
 
  protected:
-  /// Filled by the backend: one record per collective call, with its ring volume.
-  TrafficLedger traffic_;
+  /// For a group made by split(): its calls are counted in `parent`'s ledger (its world's).
+  void count_in(Comm& parent) { world_ledger_ = &parent.traffic(); }
+
+ private:
+  TrafficLedger traffic_;                  // the world's Comm's
+  TrafficLedger* world_ledger_ = nullptr;  // a group's: its world's ledger
 };
 
 }  // namespace zl

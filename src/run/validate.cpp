@@ -114,9 +114,9 @@ void validate(const TrainConfig& config) {
     if (config.engine != EngineKind::Reference) {
       validate_shard_group(config.features, config.world);
     }
-    ZL_CHECK(!hybrid_sharded(config) || config.backend == Backend::Sim,
-             "--shard-group node splits the ranks into groups, which only --backend sim builds "
-             "yet: use --backend sim, or --shard-group world");
+    ZL_CHECK(!hybrid_sharded(config) || config.backend != Backend::Nccl,
+             "--shard-group node splits the ranks into groups, which --backend nccl does not "
+             "build yet: use --backend sim or mpi, or --shard-group world");
   }
   if (config.features.hpz_partition_ranks > 1) {
     ZL_CHECK(config.engine == EngineKind::Zero3 || config.engine == EngineKind::Reference,
@@ -129,9 +129,9 @@ void validate(const TrainConfig& config) {
              "zero_hpz_partition_size {} splits nodes of {} ranks unevenly: use a divisor or a "
              "multiple of --gpus-per-node",
              config.features.hpz_partition_ranks, node);
-    ZL_CHECK(config.backend == Backend::Sim,
-             "zero_hpz_partition_size {} splits the ranks into groups, which only --backend sim "
-             "builds yet: use --backend sim, or zero_hpz_partition_size 1",
+    ZL_CHECK(config.backend != Backend::Nccl,
+             "zero_hpz_partition_size {} splits the ranks into groups, which --backend nccl does "
+             "not build yet: use --backend sim or mpi, or zero_hpz_partition_size 1",
              config.features.hpz_partition_ranks);
   }
   if (config.features.quantized_weights || config.features.quantized_gradients) {
@@ -141,9 +141,9 @@ void validate(const TrainConfig& config) {
              "{} quantizes ZeRO-3's communication: use --stage 3 (the reference and the other "
              "stages have none to quantize)",
              key);
-    ZL_CHECK(config.backend == Backend::Sim,
-             "{} moves int8/int4 bytes through all_to_alls of groups, which only --backend sim "
-             "builds yet: use --backend sim, or drop {}",
+    ZL_CHECK(config.backend != Backend::Nccl,
+             "{} moves int8/int4 bytes through all_to_alls of groups, which --backend nccl does "
+             "not build yet: use --backend sim or mpi, or drop {}",
              key, key);
     validate_zeropp(config.features, config.world);
   }

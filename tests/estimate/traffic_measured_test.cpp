@@ -10,6 +10,7 @@
 #include "engines/estimate.hpp"
 #include "engines/estimate_traffic.hpp"
 #include "run/train.hpp"
+#include "support/arbitrary.hpp"
 
 namespace zl {
 namespace {
@@ -165,6 +166,33 @@ TEST(TrafficMeasured, WorldsOfNodesSendTheEstimatePerLevel) {
           }
         }
       }
+    }
+  }
+}
+
+// A shard group's optimizer updates, swap files and host copies are counted in the rank's one
+// ledger: in nodes of G, each rank holds the shards a flat world of G holds, so it swaps and
+// copies exactly as many bytes as that world's rank of the same node rank.
+TEST(TrafficMeasured, AShardGroupsSwapsAndCopiesCountInTheRanksLedger) {
+  for (const EngineKind engine : {EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3}) {
+    TrainingFeatures features;
+    features.offload_optimizer = true;
+    features.nvme_path = rc::nvme_test_folder();
+    features.offload_param = engine == EngineKind::Zero3;
+    features.pipeline_read = features.pipeline_write = engine != EngineKind::Zero1;
+    const TrainResult flat = train(run_of(ModelKind::Gpt, engine, 2, kOneNode, features));
+    features.shard_group_ranks = 2;
+    const TrainResult grouped = train(run_of(ModelKind::Gpt, engine, 4, 2, features));
+    for (const auto& rank : grouped.ranks) {
+      SCOPED_TRACE(fmt::format("{} rank {}", engine_name(engine), rank.rank));
+      const TrafficLedger& want = flat.ranks.at(static_cast<std::size_t>(rank.rank % 2)).traffic;
+      const TrafficLedger& got = rank.traffic;
+      EXPECT_GT(got.disk_bytes(DiskIo::Read), 0);
+      EXPECT_EQ(got.disk_bytes(DiskIo::Read), want.disk_bytes(DiskIo::Read));
+      EXPECT_EQ(got.disk_bytes(DiskIo::Write), want.disk_bytes(DiskIo::Write));
+      EXPECT_EQ(got.swapped_updates().updates, want.swapped_updates().updates);
+      EXPECT_EQ(got.to_host_bytes(), want.to_host_bytes());
+      EXPECT_EQ(got.to_device_bytes(), want.to_device_bytes());
     }
   }
 }

@@ -144,6 +144,24 @@ TEST_F(MpiTrain, NodesOfTwoMatchTheSimBitwise) {
   expect_same_as_sim("--stage 0 --bf16 --gpus-per-node 2 " + kSmall);
 }
 
+// Groups of ranks (MPI_Comm_split): hybrid sharding at every stage, HSDP with ZeRO-3's
+// features, hpZ, and ZeRO++'s quantized collectives (MPI_Alltoall), each the sim's bits and
+// ledgers, per link level too.
+TEST_F(MpiTrain, GroupsOfRanksMatchTheSimBitwise) {
+  for (const int stage : {1, 2, 3}) {
+    expect_same_as_sim(
+        fmt::format("--stage {} --gpus-per-node 2 --shard-group node {}", stage, kSmall));
+  }
+  expect_same_as_sim(
+      "--stage 3 --bf16 --gpus-per-node 2 --shard-group node --overlap-comm --prefetch-bucket "
+      "1000 --persistence-threshold 100 --offload-optimizer --offload-param " +
+      kSmall);
+  expect_same_as_sim("--stage 3 --gpus-per-node 2 --hpz-partition-size 2 " + kSmall);
+  expect_same_as_sim(
+      "--stage 3 --bf16 --gpus-per-node 2 --zero-quantized-weights --zero-quantized-gradients " +
+      kSmall);
+}
+
 TEST_F(MpiTrain, GptTinyMatchesTheSimBitwise) {
   expect_same_as_sim("--model gpt --steps 2 --micro-batch 2 --stage 3 --quiet");
   expect_same_as_sim("--model gpt --steps 2 --micro-batch 2 --stage 0 --bf16 --quiet");
@@ -299,8 +317,6 @@ TEST_F(MpiTrain, SimOnlyFlagsAndBadValuesAreOneLineErrors) {
       {"--backend mpi --trace " + file("t.json").string(), "--trace and --what-if-world"},
       {"--backend mpi --save-data " + file("d.st").string(), "--save-data needs every rank's"},
       {"--backend mpi --engine reference", "--backend mpi needs a distributed engine"},
-      {"--backend mpi --world 4 --stage 3 --gpus-per-node 2 --shard-group node",
-       "--shard-group node splits the ranks into groups, which only --backend sim builds yet"},
       {"--backend mpi --accelerator cpu-detached", "--backend mpi runs on the CPU"},
       {"--mpi-reduce native", "--mpi-reduce needs --backend mpi"},
       {"--backend mpi --mpi-reduce fastest", "--mpi-reduce"},

@@ -152,7 +152,8 @@ TEST(SimGroups, GroupCallsArePricedForTheirRanksAndCountedInTheRanksLedger) {
     node->all_reduce(data.data(), kElems, DType::F32, ReduceOp::Sum);
     across->all_reduce(data.data(), kElems, DType::F32, ReduceOp::Sum);
     EXPECT_EQ(data[0], 4.0f);
-    EXPECT_EQ(node->traffic().calls(CollectiveKind::AllReduce), 0);  // counted in the world's
+    EXPECT_EQ(&node->traffic(), &comm.traffic());  // a group counts in its world's ledger
+    EXPECT_EQ(&across->traffic(), &comm.traffic());
   });
   const std::int64_t wire = wire_bytes(CollectiveKind::AllReduce, kElems, 4, 2);
   const LinkPreset half_nic{.name = "", .alpha_us = 25.0, .busbw_gbps = 22.5, .source = ""};

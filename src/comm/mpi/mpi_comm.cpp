@@ -40,23 +40,6 @@ void ensure_initialized() {
   });
 }
 
-MPI_Datatype mpi_type(DType dtype) {
-  switch (dtype) {
-    case DType::F32:
-      return MPI_FLOAT;
-    case DType::F64:
-      return MPI_DOUBLE;
-    case DType::BF16:
-    case DType::F16:
-      return MPI_UINT16_T;  // moved as bits; only the reductions read them
-    case DType::I64:
-      return MPI_INT64_T;
-    case DType::I8:
-      return MPI_INT8_T;
-  }
-  fail("unknown dtype {}", static_cast<int>(dtype));
-}
-
 // MPI counts are ints; a larger call must be split (reduce_bucket_size, allgather_bucket_size).
 int mpi_count(std::size_t elems, const CallDesc& call) {
   ZL_CHECK(elems <= static_cast<std::size_t>(INT_MAX),
@@ -126,6 +109,23 @@ void divide_by_world(void* data, std::size_t count, DType dtype, int world) {
 
 }  // namespace
 
+MPI_Datatype mpi_datatype(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return MPI_FLOAT;
+    case DType::F64:
+      return MPI_DOUBLE;
+    case DType::BF16:
+    case DType::F16:
+      return MPI_UINT16_T;  // moved as bits; only the reductions read them
+    case DType::I64:
+      return MPI_INT64_T;
+    case DType::I8:
+      return MPI_INT8_T;
+  }
+  fail("unknown dtype {}", static_cast<int>(dtype));
+}
+
 int mpi_world_size() {
   ensure_initialized();
   int size = 0;
@@ -151,20 +151,28 @@ MpiComm::MpiComm(MpiReduce mode, const TimelineOptions& timeline, std::chrono::m
                  int gpus_per_node)
     : mode_(mode),
       gpus_per_node_(gpus_per_node),
+      world_gpus_per_node_(gpus_per_node),
       timeout_(timeout),
-      timeline_(mpi_world_size(), timeline) {
+      own_timeline_(std::make_unique<RankTimeline>(mpi_world_size(), timeline)),
+      timeline_(own_timeline_.get()) {
   ZL_CHECK(timeout.count() > 0, "a collective timeout of {} ms is invalid: use a positive one",
            timeout.count());
   MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &world_);
+  for (int r = 0; r < world_; ++r) world_ranks_.push_back(r);
+  level_ = link_level_of(world_, node_count(world_, gpus_per_node_));
+  create_user_ops();
+  timeline_->start();
+}
+
+void MpiComm::create_user_ops() {
   user_ops_[{DType::BF16, ReduceOp::Sum}] = create_op(combine_pair<DType::BF16, ReduceOp::Sum>);
   user_ops_[{DType::F16, ReduceOp::Sum}] = create_op(combine_pair<DType::F16, ReduceOp::Sum>);
   user_ops_[{DType::F32, ReduceOp::Max}] = create_op(combine_pair<DType::F32, ReduceOp::Max>);
   user_ops_[{DType::F64, ReduceOp::Max}] = create_op(combine_pair<DType::F64, ReduceOp::Max>);
   user_ops_[{DType::BF16, ReduceOp::Max}] = create_op(combine_pair<DType::BF16, ReduceOp::Max>);
   user_ops_[{DType::F16, ReduceOp::Max}] = create_op(combine_pair<DType::F16, ReduceOp::Max>);
-  timeline_.start();
 }
 
 MpiComm::~MpiComm() {
@@ -177,23 +185,27 @@ MpiComm::~MpiComm() {
 
 void MpiComm::run_call(const CallDesc& call, const std::function<void()>& transfer) {
   check_call_arguments(call, world_);  // this rank's own errors, before any rank is waited for
-  const double ready_ms = timeline_.before_call();
+  const double ready_ms = timeline_->before_call();
   agree(++agreed_, call);
   transfer();
   const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(call.dtype));
   const std::int64_t buffer_elems = ring_buffer_elems(call, world_);
   const RingVolume volume =
       ring_volume(call.kind, buffer_elems, elem_bytes, rank_, world_, call.root);
-  traffic_.record(call.kind, volume);
-  traffic_.record_level(link_level_of(world_, node_count(world_, gpus_per_node_)),
-                        volume.sent_bytes);
-  const CallInfo info{.number = ++calls_,
-                      .kind = call.kind,
-                      .buffer_elems = buffer_elems,
-                      .elem_bytes = elem_bytes,
-                      .sent_bytes = volume.sent_bytes,
-                      .wire_bytes = wire_bytes(call.kind, buffer_elems, elem_bytes, world_)};
-  timeline_.after_call(info, /*async=*/false, ready_ms);
+  traffic().record(call.kind, volume);
+  traffic().record_level(level_, volume.sent_bytes);
+  const bool in_group = group_nodes_ > 0;
+  const CallInfo info{
+      .number = ++*calls_,
+      .kind = call.kind,
+      .buffer_elems = buffer_elems,
+      .elem_bytes = elem_bytes,
+      .sent_bytes = volume.sent_bytes,
+      .wire_bytes = wire_bytes(call.kind, buffer_elems, elem_bytes, world_),
+      .group_ranks = in_group ? world_ : 0,
+      .group_nodes = in_group ? group_nodes_ : 0,
+      .group_leader = in_group ? *std::min_element(world_ranks_.begin(), world_ranks_.end()) : 0};
+  timeline_->after_call(info, /*async=*/false, ready_ms);
 }
 
 void MpiComm::all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op) {
@@ -243,7 +255,7 @@ void MpiComm::all_gather(const void* send, void* recv, std::size_t send_count, D
     auto* own_block = static_cast<std::byte*>(recv) + static_cast<std::size_t>(rank_) * block_bytes;
     if (send == own_block) {  // already in place, as MPI wants it said
       MPI_Request request = MPI_REQUEST_NULL;
-      MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, count, mpi_type(dtype), comm_,
+      MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, count, mpi_datatype(dtype), comm_,
                      &request);
       wait_or_abort(request);
       return;
@@ -255,7 +267,8 @@ void MpiComm::all_gather(const void* send, void* recv, std::size_t send_count, D
       send = copy.data();
     }
     MPI_Request request = MPI_REQUEST_NULL;
-    MPI_Iallgather(send, count, mpi_type(dtype), recv, count, mpi_type(dtype), comm_, &request);
+    MPI_Iallgather(send, count, mpi_datatype(dtype), recv, count, mpi_datatype(dtype), comm_,
+                   &request);
     wait_or_abort(request);
   });
 }
@@ -269,7 +282,7 @@ void MpiComm::broadcast(void* data, std::size_t count, DType dtype, int root) {
                       .recv = data};
   run_call(call, [&] {
     MPI_Request request = MPI_REQUEST_NULL;
-    MPI_Ibcast(data, mpi_count(count, call), mpi_type(dtype), root, comm_, &request);
+    MPI_Ibcast(data, mpi_count(count, call), mpi_datatype(dtype), root, comm_, &request);
     wait_or_abort(request);
   });
 }
@@ -283,21 +296,21 @@ void MpiComm::barrier() {
 }
 
 void MpiComm::host_copy(HostCopy direction, std::int64_t bytes) {
-  Comm::host_copy(direction, bytes);
-  timeline_.host_copy(direction, bytes);
+  traffic().record_copy(direction, bytes);
+  timeline_->host_copy(direction, bytes);
 }
 
 void MpiComm::disk_io(DiskIo direction, std::int64_t bytes, double ms) {
-  Comm::disk_io(direction, bytes, ms);
-  timeline_.disk_io(direction, bytes);
+  traffic().record_disk(direction, bytes, ms);
+  timeline_->disk_io(direction, bytes);
 }
 
 std::int64_t MpiComm::disk_io_started(DiskIo direction, std::int64_t bytes) {
-  return timeline_.disk_start(direction, bytes);
+  return timeline_->disk_start(direction, bytes);
 }
 
 void MpiComm::disk_io_waited(std::int64_t id) {
-  timeline_.disk_wait(id);
+  timeline_->disk_wait(id);
 }
 
 // Chunk c of W is [count*c/W, count*(c+1)/W): near-equal, and every rank cuts alike. Rank r
@@ -315,7 +328,7 @@ void MpiComm::all_reduce_rank_order(void* data, std::size_t count, DType dtype, 
   for (std::size_t r = 0; r < world; ++r) own_displs[r] = static_cast<int>(r) * own;
   // own_chunks is (W, own): row r is rank r's copy of this rank's chunk.
   std::vector<std::byte> own_chunks(world * static_cast<std::size_t>(own) * elem_bytes);
-  const MPI_Datatype type = mpi_type(dtype);
+  const MPI_Datatype type = mpi_datatype(dtype);
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_Ialltoallv(data, chunk_counts.data(), chunk_displs.data(), type, own_chunks.data(),
                  own_counts.data(), own_displs.data(), type, comm_, &request);
@@ -339,7 +352,7 @@ void MpiComm::reduce_scatter_rank_order(const void* send, void* recv, std::size_
   const std::size_t block_bytes = recv_count * dtype_bytes(dtype);
   const auto world = static_cast<std::size_t>(world_);
   std::vector<std::byte> blocks(world * block_bytes);  // (W, recv_count): row r is rank r's block
-  const MPI_Datatype type = mpi_type(dtype);
+  const MPI_Datatype type = mpi_datatype(dtype);
   const int count = static_cast<int>(recv_count);
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_Ialltoall(send, count, type, blocks.data(), count, type, comm_, &request);
@@ -356,8 +369,8 @@ MPI_Op MpiComm::native_op(DType dtype, ReduceOp op) const {
 
 void MpiComm::all_reduce_native(void* data, std::size_t count, DType dtype, ReduceOp op) {
   MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), mpi_type(dtype), native_op(dtype, op),
-                 comm_, &request);
+  MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), mpi_datatype(dtype),
+                 native_op(dtype, op), comm_, &request);
   wait_or_abort(request);
   if (op == ReduceOp::Avg) divide_by_world(data, count, dtype, world_);
 }
@@ -372,7 +385,7 @@ void MpiComm::reduce_scatter_native(const void* send, void* recv, std::size_t re
     send = copy.data();
   }
   MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Ireduce_scatter_block(send, recv, static_cast<int>(recv_count), mpi_type(dtype),
+  MPI_Ireduce_scatter_block(send, recv, static_cast<int>(recv_count), mpi_datatype(dtype),
                             native_op(dtype, op), comm_, &request);
   wait_or_abort(request);
   if (op == ReduceOp::Avg) divide_by_world(recv, recv_count, dtype, world_);

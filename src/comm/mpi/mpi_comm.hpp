@@ -12,7 +12,8 @@
 // Every call is recorded in the traffic ledger with the ring volume the sim records
 // (comm/traffic_ledger.hpp) and on the rank's own timeline (sim/timeline.hpp), host copies too,
 // so an MPI rank's ledger equals the sim rank's. The async forms run blocking (the Comm base
-// class).
+// class). split() makes a group's MpiComm over MPI_Comm_split, which counts its calls in the
+// world's ledger and puts them on the world's timeline, as the sim's groups do (mpi_groups.cpp).
 #pragma once
 
 #include <mpi.h>
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,6 +44,9 @@ int mpi_world_size();
 
 /// This process's rank in MPI_COMM_WORLD; initialises MPI as mpi_world_size() does.
 int mpi_world_rank();
+
+/// The MPI datatype that moves `dtype` (16-bit floats as their bits: only reductions read them).
+MPI_Datatype mpi_datatype(DType dtype);
 
 /// Ends the whole job from a failing rank: prints "zerolab: error: rank R: <message>" on stderr
 /// and calls MPI_Abort, so no other rank waits for this one in a collective.
@@ -77,6 +82,13 @@ class MpiComm final : public Comm {
   void all_gather(const void* send, void* recv, std::size_t send_count, DType dtype) override;
   void broadcast(void* data, std::size_t count, DType dtype, int root) override;
   void barrier() override;
+  /// MPI_Ialltoall: block r of `send` (`count` elements) goes to rank r.
+  void all_to_all(const void* send, void* recv, std::size_t count, DType dtype) override;
+  /// The ranks of this group with the same `color` (at least 0), in rank order, as a group whose
+  /// calls are counted in this rank's one ledger and timeline: the colors are all-gathered first
+  /// (agreed, timed out and counted, as the sim's are), then MPI_Comm_split. A group's reductions
+  /// add in its rank order, as the sim's groups do.
+  std::unique_ptr<Comm> split(int color) override;
 
   /// Records the copy in the traffic ledger and on the timeline, priced on the host link.
   void host_copy(HostCopy direction, std::int64_t bytes) override;
@@ -90,8 +102,8 @@ class MpiComm final : public Comm {
 
   /// This rank's timeline: measured CPU time for compute; each collective on the comm stream for
   /// its alpha-beta time on the link, starting when this rank is ready (the rank's own clocks:
-  /// unlike the sim, it does not wait for the slowest rank's clock).
-  RankTimeline& timeline() { return timeline_; }
+  /// unlike the sim, it does not wait for the slowest rank's clock). A group's is the world's.
+  RankTimeline& timeline() { return *timeline_; }
 
   /// Out of band, not a training collective: rank 0 receives every rank's `bytes` (index = rank);
   /// the other ranks get an empty vector. Not recorded in the traffic ledger or the timeline:
@@ -104,6 +116,11 @@ class MpiComm final : public Comm {
   std::string broadcast_from_root(std::string_view bytes);
 
  private:
+  // Rank `rank` of the group `group` split from `parent`, whose world ranks are `world_ranks`.
+  MpiComm(MpiComm& parent, MPI_Comm group, std::vector<int> world_ranks);
+  // The user ops of native reductions and of Max.
+  void create_user_ops();
+
   // Checks `call`, agrees on it with every rank, runs `transfer`, then records the call's ring
   // volume and timeline span.
   void run_call(const CallDesc& call, const std::function<void()>& transfer);
@@ -137,12 +154,18 @@ class MpiComm final : public Comm {
   int rank_ = 0;
   int world_ = 1;
   int gpus_per_node_ = kOneNode;  // the node layout deterministic reductions follow
-  std::int64_t calls_ = 0;   // collective calls made, the timeline's call numbers
+  int world_gpus_per_node_ = kOneNode;   // the world's layout, which the link levels follow
+  std::vector<int> world_ranks_;         // rank r is world rank world_ranks_[r]
+  LinkLevel level_ = LinkLevel::Inside;  // which links this group's bytes cross
+  int group_nodes_ = 0;                  // a group's: the nodes its ranks span (0: the world)
+  // Collective calls made by this rank over the world and its groups: the timeline's numbers.
+  std::shared_ptr<std::int64_t> calls_ = std::make_shared<std::int64_t>(0);
   std::int64_t agreed_ = 0;  // calls checked by agree(), out-of-band ones included
   std::string waiting_in_;   // the call agree() last checked, as timeout messages name it
   std::chrono::milliseconds timeout_;
   std::map<std::pair<DType, ReduceOp>, MPI_Op> user_ops_;
-  RankTimeline timeline_;
+  std::unique_ptr<RankTimeline> own_timeline_;  // the world's MpiComm's
+  RankTimeline* timeline_ = nullptr;            // own_timeline_, or the world's MpiComm's
 };
 
 }  // namespace zl

@@ -149,9 +149,9 @@ CommHandle NcclComm::finish(std::int64_t call_number, const CallDesc& call,
   const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(call.dtype));
   const RingVolume volume =
       ring_volume(call.kind, buffer_elems, elem_bytes, rank_, world_, call.root);
-  traffic_.record(call.kind, volume);
-  traffic_.record_level(link_level_of(world_, node_count(world_, gpus_per_node_)),
-                        volume.sent_bytes);
+  traffic().record(call.kind, volume);
+  traffic().record_level(link_level_of(world_, node_count(world_, gpus_per_node_)),
+                         volume.sent_bytes);
   reap_pending();
   return CommHandle([this, done, call_number, call] {
     // Later compute waits on the device. The host does not: it reads device results only through
