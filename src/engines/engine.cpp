@@ -95,9 +95,6 @@ void validate_zeropp(const TrainingFeatures& features, int world) {
   ZL_CHECK(features.shard_group_ranks == 0 || features.shard_group_ranks == world,
            "ZeRO++ (zero_hpz_partition_size, zero_quantized_weights, zero_quantized_gradients) "
            "and --shard-group node both split ZeRO-3: use one of them");
-  ZL_CHECK(features.prefetch_bucket_elems == 0,
-           "ZeRO++ (zero_hpz_partition_size, zero_quantized_weights, zero_quantized_gradients) "
-           "does not prefetch yet: drop stage3_prefetch_bucket_size, or the ZeRO++ keys");
 }
 
 std::string_view engine_name(EngineKind kind) {

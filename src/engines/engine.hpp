@@ -145,7 +145,7 @@ void validate(const TrainingFeatures& features);
 void validate_shard_group(const TrainingFeatures& features, int world);
 
 /// For the ZeRO++ engine (make_zeropp_engine): throws zl::Error when features.hpz_partition_ranks
-/// does not divide `world`, with a shard group, or with prefetch, which it does not build yet.
+/// does not divide `world`, or with a shard group.
 void validate_zeropp(const TrainingFeatures& features, int world);
 
 /// True when ZeRO-3 runs as ZeRO++ (make_zeropp_engine): hpZ with a partition of 2 ranks or more,

@@ -24,13 +24,11 @@
 // and the nodes hold replicas (shard_groups.hpp). Steps 1 and 2 gather inside the node, step 2
 // reduces in the world's two-level order (a reduce_scatter inside the node, an fp32 all_reduce of
 // the own shard across the nodes), N above is G, and checkpoints still hold the world's shards.
-#include <algorithm>
-#include <deque>
-
 #include "engines/engine.hpp"
 #include "engines/micro_batch.hpp"
 #include "engines/shard_groups.hpp"
 #include "engines/sharding.hpp"
+#include "engines/visit_gathers.hpp"
 #include "engines/zero3_shards.hpp"
 
 namespace zl {
@@ -52,12 +50,12 @@ class Zero3Engine final : public Engine {
         grad_shards_(
             alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
         opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)),
-        shards_(model, device, comm_, layout_, features_, options.seed, opt_) {
+        shards_(model, device, comm_, layout_, features_, options.seed, opt_),
+        gathers_(model.forward_order(), layout_, shards_.persistent_units(),
+                 features_.prefetch_bucket_elems, /*within_pass=*/false,
+                 [this](int unit, bool, bool ahead) { return start_gather(unit, ahead); }) {
     validate(features_);
     opt_.comm = &comm_;
-    const std::vector<int> order = model_.forward_order();
-    visits_ = order;
-    visits_.insert(visits_.end(), order.rbegin(), order.rend());
     master_from_params(opt_, shards_.own(), device_);
   }
 
@@ -66,7 +64,7 @@ class Zero3Engine final : public Engine {
     Buffer loss_sum = step_loss_sum(device_);  // the losses, added on the device
     for (std::int64_t k = 0; k < micro_steps; ++k) {
       // 1. forward and 2. backward, gathering each unit for each visit
-      next_visit_ = 0;
+      gathers_.begin_micro_batch();
       run_micro_batch(model_, options_.batch(step * micro_steps + k, world_.rank()), layout_,
                       features_.precision, grad_scale_of(opt_, features_), hooks(k == 0), options_,
                       device_, loss_sum.as<float>());
@@ -121,65 +119,26 @@ class Zero3Engine final : public Engine {
     return hooks;
   }
 
-  // The parameters of visit next_visit_ (unit u): whole if persistent, else the buffer gathered
-  // ahead by a prefetch or gathered now; then the next visits are prefetched within the budget.
+  // The parameters of the next visit (unit u): whole if persistent, else gathered (or prefetched).
   UnitParams params_for_visit(int u) {
-    const std::size_t visit = next_visit_++;
-    if (shards_.persistent(u)) return {shards_.whole(u), {}};
-    UnitParams params;
-    if (!prefetched_.empty() && prefetched_.front().visit == visit) {
-      prefetched_.front().flight.wait();  // with overlap_comm the gather ran meanwhile
-      params.owned = std::move(prefetched_.front().params);
-      prefetched_.pop_front();
-    } else {
-      params.owned = gather(u);
-    }
-    params.view = view_of(params.owned);
-    prefetch_after(visit);
-    return params;
+    if (!shards_.persistent(u)) return gathers_.next(u);
+    gathers_.skip();
+    return {shards_.whole(u), {}};
   }
 
-  void prefetch_after(std::size_t visit) {
-    std::int64_t budget_elems = features_.prefetch_bucket_elems;
-    for (std::size_t next = visit + 1; next < visits_.size(); ++next) {
-      const int u = visits_[next];
-      if (shards_.persistent(u)) continue;
-      budget_elems -= layout_[u].padded_elems;
-      if (budget_elems < 0) return;
-      const bool have = std::ranges::any_of(prefetched_, [next](const Prefetched& p) {
-        return p.visit == next;
-      });
-      if (!have) prefetched_.push_back(start_gather(next, u));
-    }
-  }
-
-  // A gather ahead of its visit: async with overlap_comm, so it runs while this unit computes.
-  struct Prefetched {
-    std::size_t visit = 0;
-    Buffer params;
-    InFlight flight;
-    Buffer staged;  // offload_param: the shard copied to the device, held until the gather ends
-  };
-
-  Prefetched start_gather(std::size_t visit, int unit) {
-    Prefetched ahead{visit,
-                     device_.alloc_unset(MemCategory::Gathered, features_.precision,
-                                         {layout_[unit].padded_elems}),
-                     {},
-                     {}};
-    const TypedSpan shard = shards_.on_device(unit, ahead.staged);
-    ahead.flight = start_all_gather(comm_, device_, shard, view_of(ahead.params),
-                                    features_.allgather_bucket_elems, features_.overlap_comm);
+  // One visit's gather from the shard group: async with overlap_comm when it runs ahead of its
+  // visit, so it runs while the visit before it computes.
+  VisitGather start_gather(int unit, bool ahead) {
+    VisitGather gather{device_.alloc_unset(MemCategory::Gathered, features_.precision,
+                                           {layout_[unit].padded_elems}),
+                       {},
+                       {}};
+    const TypedSpan shard = shards_.on_device(unit, gather.staged);
+    gather.flight =
+        start_all_gather(comm_, device_, shard, view_of(gather.params),
+                         features_.allgather_bucket_elems, ahead && features_.overlap_comm);
     notify(options_, device_, "gather", unit);
-    return ahead;
-  }
-
-  Buffer gather(int unit) {
-    Buffer staged;
-    Buffer params = gather_unit(comm_, device_, layout_[unit], shards_.on_device(unit, staged),
-                                features_.allgather_bucket_elems);
-    notify(options_, device_, "gather", unit);
-    return params;
+    return gather;
   }
 
   void gather_persistent(const EngineOptions& options) {
@@ -204,9 +163,7 @@ class Zero3Engine final : public Engine {
   OptimizerState opt_;            // own shard
   Zero3Shards shards_;            // own parameter shards, training dtype, wherever they live
   std::vector<InFlight> in_flight_;  // overlap_comm: reduce_scatters started during backward
-  std::vector<int> visits_;       // the units of a micro-batch's visits, forward then backward
-  std::size_t next_visit_ = 0;
-  std::deque<Prefetched> prefetched_;  // gathers ahead of their visits, oldest first
+  VisitGathers gathers_;             // each visit's gather, or its prefetch
 };
 
 }  // namespace

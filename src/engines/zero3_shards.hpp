@@ -30,6 +30,8 @@ class Zero3Shards {
 
   /// True for units below the persistence threshold: whole on every rank, never gathered.
   bool persistent(std::size_t unit) const { return persistent_.at(unit); }
+  /// persistent() of every unit.
+  const std::vector<bool>& persistent_units() const { return persistent_; }
   /// The whole buffer of a persistent unit.
   TypedSpan whole(std::size_t unit) { return view_of(params_.at(unit)); }
   /// The own shard of every unit (a persistent unit's own slice); a unit on disk is a

@@ -22,8 +22,10 @@
 //                 until the next forward refills them
 // As in ZeRO-3, units below stage3_param_persistence_threshold stay whole on every rank (no
 // secondary shard, gathered from the world after the update), overlap_comm runs the world's
-// reduce_scatter while backward goes on (qgZ's all_to_alls block), and offload_param keeps the
-// primary shards in host memory or on disk; prefetch is not built yet.
+// reduce_scatter while backward goes on (qgZ's all_to_alls block), offload_param keeps the
+// primary shards in host memory or on disk, and stage3_prefetch_bucket_size gathers the next
+// visits ahead (visit_gathers.hpp; under hpZ within the pass, as backward's gathers read the
+// secondary shards forward's left).
 // hpZ's gathers only copy bits and its reduction is ZeRO-3's, so hpZ alone is ZeRO-3 bit for bit
 // (with K = W, ZeRO-3 with one more copy). qwZ and qgZ round: deterministic run to run, each
 // value within its blocks' bound (comm/quantize.hpp), not the reference's bits.
@@ -35,6 +37,7 @@
 #include "engines/quantized_comm.hpp"
 #include "engines/shard_groups.hpp"
 #include "engines/sharding.hpp"
+#include "engines/visit_gathers.hpp"
 #include "engines/zero3_shards.hpp"
 
 namespace zl {
@@ -89,7 +92,12 @@ class ZeroPlusPlusEngine final : public Engine {
             alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
         opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)),
         shards_(model, device, world, layout_, features_, options.seed, opt_),
-        secondary_(alloc_secondary(device, layout_, partition_ranks_, features_)) {
+        secondary_(alloc_secondary(device, layout_, partition_ranks_, features_)),
+        gathers_(model.forward_order(), layout_, shards_.persistent_units(),
+                 features_.prefetch_bucket_elems, /*within_pass=*/partition_ != nullptr,
+                 [this](int unit, bool backward, bool ahead) {
+                   return start_gather(unit, backward, ahead);
+                 }) {
     validate(features_);
     opt_.comm = &world;
     master_from_params(opt_, shards_.own(), device_);
@@ -100,6 +108,7 @@ class ZeroPlusPlusEngine final : public Engine {
     Buffer loss_sum = step_loss_sum(device_);  // the losses, added on the device
     for (std::int64_t k = 0; k < micro_steps; ++k) {
       // 1. forward from the world's shards and 2. backward from the group's
+      gathers_.begin_micro_batch();
       run_micro_batch(model_, options_.batch(step * micro_steps + k, world_.rank()), layout_,
                       features_.precision, grad_scale_of(opt_, features_), hooks(k == 0), options_,
                       device_, loss_sum.as<float>());
@@ -139,13 +148,10 @@ class ZeroPlusPlusEngine final : public Engine {
  private:
   MicroBatchHooks hooks(bool first_micro_batch) {
     MicroBatchHooks hooks;
-    hooks.params = [this](int u, bool backward) {
-      if (shards_.persistent(u)) return UnitParams{shards_.whole(u), {}};
-      UnitParams params;
-      params.owned = backward && partition_ ? gather_from_group(u) : gather_from_world(u);
-      params.view = view_of(params.owned);
-      notify(options_, device_, "gather", u);
-      return params;
+    hooks.params = [this](int u, bool) {
+      if (!shards_.persistent(u)) return gathers_.next(u);
+      gathers_.skip();
+      return UnitParams{shards_.whole(u), {}};
     };
     hooks.grad_ready = [this, first_micro_batch](int u, TypedSpan grad) {
       if (features_.quantized_gradients) {
@@ -162,20 +168,47 @@ class ZeroPlusPlusEngine final : public Engine {
     return hooks;
   }
 
-  // 1. The unit whole from the world's primary shards (int8 under qwZ); hpZ keeps this rank's
-  // slice of the K-way cut.
-  Buffer gather_from_world(int u) {
-    Buffer staged;
-    const TypedSpan shard = shards_.on_device(u, staged);
-    Buffer full =
-        features_.quantized_weights
-            ? gather_unit_quantized(world_, device_, layout_[u], shard)
-            : gather_unit(world_, device_, layout_[u], shard, features_.allgather_bucket_elems);
-    if (!partition_) return full;
+  // One visit's gather, async with overlap_comm when it runs ahead of its visit: forward, the
+  // unit from the world's primary shards (int8 codes through the host, at once, under qwZ), hpZ
+  // keeping this rank's slice of the K-way cut once it is there; backward under hpZ, from the
+  // group's secondary shards, so no byte crosses between the groups.
+  VisitGather start_gather(int u, bool backward, bool ahead) {
+    const bool async = ahead && features_.overlap_comm;
+    VisitGather gather;
+    if (backward && partition_) {
+      gather.params = device_.alloc_unset(MemCategory::Gathered, features_.precision,
+                                          {layout_[u].padded_elems});
+      gather.flight =
+          start_all_gather(*partition_, device_, view_of(secondary_[u]), view_of(gather.params),
+                           features_.allgather_bucket_elems, async);
+    } else if (features_.quantized_weights) {
+      gather.params =
+          gather_unit_quantized(world_, device_, layout_[u], shards_.on_device(u, gather.staged));
+      if (!backward) keep_secondary(u, view_of(gather.params));
+    } else {
+      gather.params = device_.alloc_unset(MemCategory::Gathered, features_.precision,
+                                          {layout_[u].padded_elems});
+      gather.flight =
+          start_all_gather(world_, device_, shards_.on_device(u, gather.staged),
+                           view_of(gather.params), features_.allgather_bucket_elems, async);
+      if (!backward) {
+        gather.flight.finish = [this, u, unpack = std::move(gather.flight.finish),
+                                full = view_of(gather.params)] {
+          if (unpack) unpack();
+          keep_secondary(u, full);
+        };
+      }
+    }
+    notify(options_, device_, "gather", u);
+    return gather;
+  }
+
+  // hpZ: this rank's slice of the K-way cut of the gathered unit `full`, its secondary shard.
+  void keep_secondary(int u, TypedSpan full) {
+    if (!partition_) return;
     const TypedSpan secondary = view_of(secondary_[u]);
-    copy_into(device_, view_of(full).slice(partition_->rank() * secondary.elems, secondary.elems),
+    copy_into(device_, full.slice(partition_->rank() * secondary.elems, secondary.elems),
               secondary);
-    return full;
   }
 
   // Units below the persistence threshold, whole on every rank: gathered from the world once the
@@ -187,15 +220,6 @@ class ZeroPlusPlusEngine final : public Engine {
       all_gather_into(world_, device_, own[u], shards_.whole(u), features_.allgather_bucket_elems);
       notify(options, device_, "all_gather", static_cast<int>(u));
     }
-  }
-
-  // 2. The unit whole from the group's secondary shards: no byte crosses between the groups.
-  Buffer gather_from_group(int u) {
-    Buffer full =
-        device_.alloc_unset(MemCategory::Gathered, features_.precision, {layout_[u].padded_elems});
-    all_gather_into(*partition_, device_, view_of(secondary_[u]), view_of(full),
-                    features_.allgather_bucket_elems);
-    return full;
   }
 
   Model& model_;
@@ -212,6 +236,7 @@ class ZeroPlusPlusEngine final : public Engine {
   Zero3Shards shards_;                   // own primary parameter shards, training dtype
   UnitBuffers secondary_;                // own secondary shards, refilled by every forward (hpZ)
   std::vector<InFlight> in_flight_;      // overlap_comm: reduce_scatters started during backward
+  VisitGathers gathers_;                 // each visit's gather, or its prefetch
 };
 
 }  // namespace

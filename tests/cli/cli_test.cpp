@@ -301,8 +301,6 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
        "zero_hpz_partition_size 3 does not divide a world of 4"},
       {"train --stage 3 --world 6 --gpus-per-node 2 --hpz-partition-size 3",
        "zero_hpz_partition_size 3 splits nodes of 2 ranks unevenly"},
-      {"train --stage 3 --world 4 --hpz-partition-size 2 --prefetch-bucket 100",
-       "zero_quantized_gradients) does not prefetch yet: drop stage3_prefetch_bucket_size"},
       {"train --stage 3 --world 4 --gpus-per-node 2 --shard-group node --hpz-partition-size 2",
        "zero_quantized_gradients) and --shard-group node both split ZeRO-3: use one of them"},
       {"train --stage 2 --world 4 --zero-quantized-weights",

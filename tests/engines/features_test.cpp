@@ -57,10 +57,8 @@ void check_every_stage(const TrainConfig& config) {
                           hybrid.features.shard_group_ranks, *diff));
     }
   }
-  // ZeRO++'s hpZ with every feature but prefetch, which it does not build yet (it changes when
-  // bytes move, never a bit, so it is left out of its run).
+  // ZeRO++'s hpZ with every feature.
   TrainConfig hpz = config;
-  hpz.features.prefetch_bucket_elems = 0;
   hpz.features.hpz_partition_ranks = *rc::gen_hpz_partition(config);
   if (const auto diff = first_difference(run(hpz, EngineKind::Zero3), reference)) {
     RC_FAIL(fmt::format("hpz (partitions of {}): {}", hpz.features.hpz_partition_ranks, *diff));

@@ -29,7 +29,6 @@ RC_GTEST_PROP(ZeroPlusPlus, prop_quantized_runs_repeat_bit_for_bit_and_reduce_by
   config.engine = EngineKind::Zero3;
   config.threads = 1;
   config.features = *rc::gen_features();
-  config.features.prefetch_bucket_elems = 0;  // not built for ZeRO++ yet
   const bool weights = *rc::gen::arbitrary<bool>();
   config.features.quantized_weights = weights;
   config.features.quantized_gradients = !weights || *rc::gen::arbitrary<bool>();
@@ -39,11 +38,12 @@ RC_GTEST_PROP(ZeroPlusPlus, prop_quantized_runs_repeat_bit_for_bit_and_reduce_by
   RC_LOG() << "qwZ " << weights << " qgZ " << config.features.quantized_gradients << " hpZ "
            << config.features.hpz_partition_ranks << "\n";
   const TrainResult first = train(config);
-  // Again on other threads, without overlap and with every state on the device: those change
-  // when and where bytes move, never a bit.
+  // Again on other threads, without overlap or prefetch and with every state on the device: those
+  // change when and where bytes move, never a bit.
   TrainConfig again = config;
   again.threads = *rc::gen::inRange(1, 4);
   again.features.overlap_comm = false;
+  again.features.prefetch_bucket_elems = 0;
   again.features.offload_optimizer = again.features.offload_param = false;
   again.features.nvme_path.clear();
   again.features.param_nvme_path.clear();
