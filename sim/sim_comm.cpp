@@ -213,23 +213,10 @@ std::int64_t SimComm::run_call(const CallDesc& call, bool async) {
   if (timeline_) board_->publish(number, timeline_->before_call());
   calls_posted_ = rendezvous_.post(rank_, call);
   rendezvous_.wait(rank_, calls_posted_);
-  const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(call.dtype));
-  const std::int64_t buffer_elems = ring_buffer_elems(call, world_);
-  const RingVolume volume =
-      ring_volume(call.kind, buffer_elems, elem_bytes, rank_, world_, call.root);
-  traffic().record(call.kind, volume);
-  traffic().record_level(level_, volume.sent_bytes);
+  CallInfo info = record_call(traffic(), level_, call, rank_, world_,
+                              {world_ranks_.empty() ? 0 : group_nodes_, group_leader_});
   if (!timeline_) return calls_posted_;
-  const bool in_group = !world_ranks_.empty();
-  const CallInfo info{.number = ++*timeline_calls_,
-                      .kind = call.kind,
-                      .buffer_elems = buffer_elems,
-                      .elem_bytes = elem_bytes,
-                      .sent_bytes = volume.sent_bytes,
-                      .wire_bytes = wire_bytes(call.kind, buffer_elems, elem_bytes, world_),
-                      .group_ranks = in_group ? world_ : 0,
-                      .group_nodes = in_group ? group_nodes_ : 0,
-                      .group_leader = in_group ? group_leader_ : 0};
+  info.number = ++*timeline_calls_;
   timeline_->after_call(info, async, board_->start_ms(calls_posted_));
   return info.number;
 }

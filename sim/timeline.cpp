@@ -439,4 +439,23 @@ void RankTimeline::flush_cuts(std::string_view label) {
   cuts_.clear();
 }
 
+CallInfo record_call(TrafficLedger& ledger, LinkLevel level, const CallDesc& call, int rank,
+                     int world, GroupPlace group) {
+  const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(call.dtype));
+  const std::int64_t buffer_elems = ring_buffer_elems(call, world);
+  const RingVolume volume =
+      ring_volume(call.kind, buffer_elems, elem_bytes, rank, world, call.root);
+  ledger.record(call.kind, volume);
+  ledger.record_level(level, volume.sent_bytes);
+  const bool in_group = group.nodes > 0;
+  return {.kind = call.kind,
+          .buffer_elems = buffer_elems,
+          .elem_bytes = elem_bytes,
+          .sent_bytes = volume.sent_bytes,
+          .wire_bytes = wire_bytes(call.kind, buffer_elems, elem_bytes, world),
+          .group_ranks = in_group ? world : 0,
+          .group_nodes = group.nodes,
+          .group_leader = in_group ? group.leader : 0};
+}
+
 }  // namespace zl

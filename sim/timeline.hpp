@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "call_desc.hpp"
 #include "comm/traffic_ledger.hpp"
 #include "links.hpp"
 
@@ -51,6 +52,19 @@ struct CallInfo {
   /// replay starts each group's call when the last of its own ranks is ready).
   int group_leader = 0;
 };
+
+/// Where a group's calls sit (Comm::split): the nodes its ranks span and its lowest world rank;
+/// `nodes` 0 for the world's calls.
+struct GroupPlace {
+  int nodes = 0;   ///< nodes the group's ranks span (CallInfo::group_nodes)
+  int leader = 0;  ///< the group's lowest world rank (CallInfo::group_leader)
+};
+
+/// Records rank `rank`'s call `call` among `world` ranks in `ledger`, its ring volume under
+/// `level`, and returns its CallInfo for the rank's timeline (`number` left 0 for the caller to
+/// set): what the sim and mpi backends do after every call.
+CallInfo record_call(TrafficLedger& ledger, LinkLevel level, const CallDesc& call, int rank,
+                     int world, GroupPlace group = {});
 
 /// One step of a rank's program, enough to replay its clocks with other comm costs.
 struct TimelineOp {

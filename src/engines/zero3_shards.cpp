@@ -3,6 +3,8 @@
 
 #include <span>
 
+#include "engines/sharding.hpp"
+
 namespace zl {
 
 Zero3Shards::Zero3Shards(Model& model, Device& device, Comm& comm,
@@ -72,6 +74,16 @@ void Zero3Shards::init(Model& model, std::uint64_t seed) {
                                              static_cast<std::size_t>(shard.size()));
     upload_rounded(device_, values, on_disk(u) ? disk_->hold(u) : view_of(params_[u]));
     if (on_disk(u)) disk_->release(u, /*written=*/true);
+  }
+}
+
+void Zero3Shards::gather_persistent(std::int64_t bucket_elems,
+                                    const std::function<void(int)>& gathered) {
+  const std::vector<TypedSpan> shards = own();
+  for (std::size_t u = 0; u < layout_.size(); ++u) {
+    if (!persistent_[u]) continue;
+    all_gather_into(comm_, device_, shards[u], whole(u), bucket_elems);
+    gathered(static_cast<int>(u));
   }
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -32,6 +33,9 @@ class Zero3Shards {
   bool persistent(std::size_t unit) const { return persistent_.at(unit); }
   /// persistent() of every unit.
   const std::vector<bool>& persistent_units() const { return persistent_; }
+  /// Makes every persistent unit whole again from the ranks' own slices (after an update changed
+  /// them): an all_gather over the comm the shards were made for; `gathered(u)` after each.
+  void gather_persistent(std::int64_t bucket_elems, const std::function<void(int)>& gathered);
   /// The whole buffer of a persistent unit.
   TypedSpan whole(std::size_t unit) { return view_of(params_.at(unit)); }
   /// The own shard of every unit (a persistent unit's own slice); a unit on disk is a

@@ -214,12 +214,8 @@ class ZeroPlusPlusEngine final : public Engine {
   // Units below the persistence threshold, whole on every rank: gathered from the world once the
   // update changed their shards.
   void gather_persistent(const EngineOptions& options) {
-    const std::vector<TypedSpan> own = shards_.own();
-    for (std::size_t u = 0; u < layout_.size(); ++u) {
-      if (!shards_.persistent(u)) continue;
-      all_gather_into(world_, device_, own[u], shards_.whole(u), features_.allgather_bucket_elems);
-      notify(options, device_, "all_gather", static_cast<int>(u));
-    }
+    shards_.gather_persistent(features_.allgather_bucket_elems,
+                              [&](int u) { notify(options, device_, "all_gather", u); });
   }
 
   Model& model_;

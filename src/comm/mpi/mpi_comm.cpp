@@ -188,23 +188,10 @@ void MpiComm::run_call(const CallDesc& call, const std::function<void()>& transf
   const double ready_ms = timeline_->before_call();
   agree(++agreed_, call);
   transfer();
-  const auto elem_bytes = static_cast<std::int64_t>(dtype_bytes(call.dtype));
-  const std::int64_t buffer_elems = ring_buffer_elems(call, world_);
-  const RingVolume volume =
-      ring_volume(call.kind, buffer_elems, elem_bytes, rank_, world_, call.root);
-  traffic().record(call.kind, volume);
-  traffic().record_level(level_, volume.sent_bytes);
-  const bool in_group = group_nodes_ > 0;
-  const CallInfo info{
-      .number = ++*calls_,
-      .kind = call.kind,
-      .buffer_elems = buffer_elems,
-      .elem_bytes = elem_bytes,
-      .sent_bytes = volume.sent_bytes,
-      .wire_bytes = wire_bytes(call.kind, buffer_elems, elem_bytes, world_),
-      .group_ranks = in_group ? world_ : 0,
-      .group_nodes = in_group ? group_nodes_ : 0,
-      .group_leader = in_group ? *std::min_element(world_ranks_.begin(), world_ranks_.end()) : 0};
+  CallInfo info =
+      record_call(traffic(), level_, call, rank_, world_,
+                  {group_nodes_, *std::min_element(world_ranks_.begin(), world_ranks_.end())});
+  info.number = ++*calls_;
   timeline_->after_call(info, /*async=*/false, ready_ms);
 }
 
