@@ -22,9 +22,9 @@ namespace zl {
 /// A gather started for one visit: the buffer it fills, the flight to wait for, and what must
 /// live until then (offload_param's shard staged on the device).
 struct VisitGather {
-  Buffer params;  ///< the unit's full parameters, once `flight` is waited for
-  InFlight flight;
-  Buffer staged;
+  Buffer params;    ///< the unit's full parameters, once `flight` is waited for
+  InFlight flight;  ///< the gather's collectives (none left when it ran blocking)
+  Buffer staged;    ///< offload_param: the shard copied to the device, held until the wait
 };
 
 /// The gathers of one engine's visits.
