@@ -37,10 +37,7 @@ SimComm::SimComm(SimComm& parent, SimGroup& group, int rank)
       group_id_(group.id),
       world_ranks_(group.world_ranks),
       gpus_per_node_(parent.gpus_per_node_) {
-  std::vector<int> nodes;
-  for (const int world_rank : world_ranks_) nodes.push_back(node_of(world_rank, gpus_per_node_));
-  std::sort(nodes.begin(), nodes.end());
-  group_nodes_ = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+  group_nodes_ = nodes_spanned(world_ranks_, gpus_per_node_);
   level_ = link_level_of(world_, group_nodes_);
   count_in(parent);
   group_leader_ = *std::min_element(world_ranks_.begin(), world_ranks_.end());
@@ -48,16 +45,8 @@ SimComm::SimComm(SimComm& parent, SimGroup& group, int rank)
 
 std::unique_ptr<Comm> SimComm::split(int color) {
   ZL_CHECK(groups_ != nullptr, "rank {} cannot split: its SimComm was made without groups", rank_);
-  const std::int64_t own_color = color;
-  std::vector<std::int64_t> colors(static_cast<std::size_t>(world_));
-  all_gather(&own_color, colors.data(), 1, DType::I64);
-  std::vector<int> members;  // world ranks
   int rank_in_group = 0;
-  for (int r = 0; r < world_; ++r) {
-    if (colors[static_cast<std::size_t>(r)] != own_color) continue;
-    if (r == rank_) rank_in_group = static_cast<int>(members.size());
-    members.push_back(world_ranks_.empty() ? r : world_ranks_[static_cast<std::size_t>(r)]);
-  }
+  const std::vector<int> members = split_members(color, world_ranks_, &rank_in_group);
   SimGroup& group = groups_->join(group_id_, ++splits_, color, members);
   return std::unique_ptr<Comm>(new SimComm(*this, group, rank_in_group));
 }

@@ -87,9 +87,6 @@ nlohmann::ordered_json string_or_null(const std::string& text) {
 
 // The engines' features the traffic depends on, as train would take the same flags.
 TrainingFeatures traffic_features(const EstimateFlags& flags, const EstimateOptions& options) {
-  ZL_CHECK(flags.gpus_per_node == 0 || flags.world % flags.gpus_per_node == 0,
-           "--gpus-per-node {} does not divide --world {}: give a divisor of it",
-           flags.gpus_per_node, flags.world);
   ZL_CHECK(!flags.shard_group_node || flags.gpus_per_node > 0,
            "--shard-group node shards inside each node: give --gpus-per-node G too");
   TrainingFeatures features;
@@ -100,7 +97,6 @@ TrainingFeatures traffic_features(const EstimateFlags& flags, const EstimateOpti
   features.quantized_weights = flags.quantized_weights;
   features.quantized_gradients = flags.quantized_gradients;
   features.shard_group_ranks = flags.shard_group_node ? flags.gpus_per_node : 0;
-  features.node_ranks = flags.gpus_per_node;
   return features;
 }
 

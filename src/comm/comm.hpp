@@ -9,6 +9,7 @@
 #include <memory>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "comm/traffic_ledger.hpp"
 #include "core/dtype.hpp"
@@ -153,6 +154,12 @@ class Comm {
  protected:
   /// For a group made by split(): its calls are counted in `parent`'s ledger (its world's).
   void count_in(Comm& parent) { world_ledger_ = &parent.traffic(); }
+  /// A split's first step, on every backend: every rank's `color` all-gathered over this group
+  /// (a counted call). Returns the world ranks of this rank's group in rank order, mapped by
+  /// `world_ranks` (empty: this group is the world), with this rank's place among them in
+  /// `rank_in_group` when given.
+  std::vector<int> split_members(int color, const std::vector<int>& world_ranks,
+                                 int* rank_in_group = nullptr);
 
  private:
   TrafficLedger traffic_;                  // the world's Comm's

@@ -18,6 +18,13 @@
 
 namespace zl {
 
+int nodes_spanned(const std::vector<int>& world_ranks, int gpus_per_node) {
+  std::vector<int> nodes;
+  for (const int world_rank : world_ranks) nodes.push_back(node_of(world_rank, gpus_per_node));
+  std::sort(nodes.begin(), nodes.end());
+  return static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+}
+
 std::string_view reduce_op_name(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum: return "sum";

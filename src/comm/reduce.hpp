@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "comm/comm.hpp"
 #include "core/dtype.hpp"
@@ -37,6 +38,9 @@ inline int node_count(int world, int gpus_per_node) {
 inline int node_of(int rank, int gpus_per_node) {
   return gpus_per_node == kOneNode ? 0 : rank / gpus_per_node;
 }
+
+/// The nodes the ranks `world_ranks` (of a world of `gpus_per_node` a node) span.
+int nodes_spanned(const std::vector<int>& world_ranks, int gpus_per_node);
 
 /// Writes into `out` the rank-order reduction of `inputs.size()` arrays of `count` elements, in
 /// two levels when `gpus_per_node` splits the inputs into nodes (kOneNode, or G = 1 or G = W:

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <numeric>
+#include <optional>
 
 #include "comm/quantize.hpp"
 #include "core/error.hpp"
@@ -15,6 +15,7 @@
 #include "engines/quantized_comm.hpp"
 #include "engines/shard_groups.hpp"
 #include "engines/step_norm.hpp"
+#include "engines/zero3_shards.hpp"
 
 namespace zl {
 
@@ -59,9 +60,8 @@ class Step {
     add(std::move(what), kind, group, bytes, formula);
   }
   // "(G-1)/G · 2Ψp": a reduce_scatter's or all_gather's ring factor times the training bytes.
-  std::string ring(const Group& group, const std::string& elems, int elem_bytes = 0) const {
-    return fmt::format("({0}-1)/{0} · {1}{2}", group.symbol,
-                       elem_bytes == 0 ? training_bytes_ : elem_bytes, elems);
+  std::string ring(const Group& group, const std::string& elems) const {
+    return fmt::format("({0}-1)/{0} · {1}{2}", group.symbol, training_bytes_, elems);
   }
   std::vector<TrafficTerm> take() { return std::move(terms_); }
 
@@ -108,26 +108,31 @@ std::vector<int> visits_of(const std::vector<int>& forward_order, std::size_t un
 struct StepShape {
   std::vector<UnitLayout> layout;  // padded for the group that shards
   std::vector<int> visits;
-  Group world, shards, across;  // across: one rank a node, of the shard group's replicas
+  std::vector<bool> kept_whole;  // ZeRO-3's persistent units
+  int gpus_per_node = 1;         // G (the world on one node: W)
+  Group world;
+  Group node, nodes;     // this rank's node, and rank i of every node (qgZ's two levels)
+  Group shards, across;  // the group that shards, and its replicas (a group of one when none)
 };
 
-StepShape shape_of(const std::vector<UnitSpec>& units, const TrafficWorld& world, int shard_ranks,
-                   int rank) {
+StepShape shape_of(const std::vector<UnitSpec>& units, const TrafficWorld& world,
+                   const TrainingFeatures& features, int shard_ranks, int rank) {
   const int w = world.world;
   const int g = world.gpus_per_node > 0 ? world.gpus_per_node : w;
-  const int nodes = w / g;
   StepShape shape;
-  shape.world = {w, rank, link_level_of(w, nodes), "N"};
-  if (shard_ranks > 0 && shard_ranks < w) {
-    shape.shards = {shard_ranks, rank % shard_ranks, link_level_of(shard_ranks, 1), "G"};
-    shape.across = {w / shard_ranks, rank / shard_ranks,
-                    link_level_of(w / shard_ranks, w / shard_ranks), "M"};
-  } else {
-    shape.shards = shape.world;
-    shape.across = {1, 0, LinkLevel::Across, "M"};
-  }
+  shape.gpus_per_node = g;
+  shape.world = {w, rank, link_level_of(w, w / g), "N"};
+  shape.node = {g, rank % g, link_level_of(g, 1), "G"};
+  shape.nodes = {w / g, rank / g, link_level_of(w / g, w / g), "M"};
+  const bool hybrid = shard_ranks > 0 && shard_ranks < w;
+  ZL_CHECK(!hybrid || shard_ranks == g,
+           "a shard group of {} ranks is not a node of {}: hybrid sharding shards inside one node",
+           shard_ranks, g);
+  shape.shards = hybrid ? shape.node : shape.world;
+  shape.across = hybrid ? shape.nodes : Group{1, 0, LinkLevel::Across, "M"};
   shape.layout = layout_units(units, shape.shards.ranks);
   shape.visits = visits_of(world.forward_order, units.size());
+  shape.kept_whole = persistent_units(shape.layout, features);
   return shape;
 }
 
@@ -143,12 +148,15 @@ void check_range(const StepShape& shape, std::int64_t micro_batches) {
   checked_mul(checked_mul(elems, 8, advice), micro_batches, advice);
 }
 
-// Sums f(unit, visits) over the layout.
+// Sums f(unit, visits) over the layout's units, or those ZeRO-3 keeps whole or does not
+// (`kept_whole` true or false).
 template <typename F>
-std::int64_t over_units(const StepShape& shape, F f) {
+std::int64_t over_units(const StepShape& shape, F f, std::optional<bool> kept_whole = {}) {
   std::int64_t total = 0;
-  for (std::size_t u = 0; u < shape.layout.size(); ++u)
+  for (std::size_t u = 0; u < shape.layout.size(); ++u) {
+    if (kept_whole && shape.kept_whole[u] != *kept_whole) continue;
     total += f(shape.layout[u], shape.visits[u]);
+  }
   return total;
 }
 
@@ -179,65 +187,70 @@ void norm_sums(Step& step, const StepShape& shape) {
                 fmt::format("({}-1) · 8 · {}", shape.shards.symbol, sums));
 }
 
-std::int64_t gathers(const StepShape& shape, const Group& group, int p, bool persistent_too,
-                     std::int64_t threshold, bool per_visit) {
-  return over_units(shape, [&](const UnitLayout& unit, int visits) -> std::int64_t {
-    const bool persistent = unit.numel < threshold;
-    if (persistent != persistent_too) return 0;
-    return (per_visit ? visits : 1) * sent(CollectiveKind::AllGather, unit.padded_elems, p, group);
-  });
+// Each visit's gathers of the units not kept whole, over `group`.
+std::int64_t visit_gathers(const StepShape& shape, const Group& group, int p) {
+  return over_units(
+      shape,
+      [&](const UnitLayout& unit, int visits) {
+        return visits * sent(CollectiveKind::AllGather, unit.padded_elems, p, group);
+      },
+      /*kept_whole=*/false);
 }
 
-// ZeRO++'s int8 gathers of each visit's primary shards from the world (none for the units kept
-// whole).
-std::int64_t quantized_gathers(const StepShape& shape, std::int64_t threshold) {
-  return over_units(shape, [&](const UnitLayout& unit, int visits) -> std::int64_t {
-    if (unit.numel < threshold) return 0;
-    const std::int64_t bytes = quantized_bytes(unit.shard_elems, kQuantBlockElems, QuantBits::Int8);
-    return visits * sent(CollectiveKind::AllGather, bytes * shape.world.ranks, 1, shape.world);
-  });
+// ZeRO++'s int8 gathers of each visit's primary shards from the world.
+std::int64_t quantized_gathers(const StepShape& shape) {
+  return over_units(
+      shape,
+      [&](const UnitLayout& unit, int visits) {
+        const std::int64_t bytes =
+            quantized_bytes(unit.shard_elems, kQuantBlockElems, QuantBits::Int8);
+        return visits * sent(CollectiveKind::AllGather, bytes * shape.world.ranks, 1, shape.world);
+      },
+      /*kept_whole=*/false);
+}
+
+// One all_gather of each unit (kept whole or not, as `kept_whole` says) over the shard group.
+std::int64_t unit_gathers(const StepShape& shape, int p, std::optional<bool> kept_whole) {
+  return over_units(
+      shape,
+      [&](const UnitLayout& unit, int) {
+        return sent(CollectiveKind::AllGather, unit.padded_elems, p, shape.shards);
+      },
+      kept_whole);
 }
 
 void zero3_traffic(Step& step, const StepShape& shape, const TrainingFeatures& features, int p,
-                   const TrafficWorld& world, int rank) {
-  const std::int64_t threshold = features.persistence_threshold_elems;
-  const bool zeropp = uses_zeropp(features);
-  const Group& gather_group = shape.shards;
+                   int rank) {
   // Each visit's gathers from the shard group (int8 codes and scales under qwZ), or from `group`.
-  const auto visit_gathers = [&](const std::string& pass, const Group& group, bool quantized) {
+  const auto pass = [&](const std::string& what, const Group& group, bool quantized) {
     if (quantized) {
-      step.per_micro_batch(fmt::format("parameters, {} (int8)", pass), CollectiveKind::AllGather,
-                           shape.world, quantized_gathers(shape, threshold), "(N-1) · q8(Ψf/N)");
+      step.per_micro_batch(fmt::format("parameters, {} (int8)", what), CollectiveKind::AllGather,
+                           shape.world, quantized_gathers(shape), "(N-1) · q8(Ψf/N)");
       return;
     }
-    step.per_micro_batch(fmt::format("parameters, {}", pass), CollectiveKind::AllGather, group,
-                         gathers(shape, group, p, false, threshold, true), step.ring(group, "Ψf"));
+    step.per_micro_batch(fmt::format("parameters, {}", what), CollectiveKind::AllGather, group,
+                         visit_gathers(shape, group, p), step.ring(group, "Ψf"));
   };
   // 1. forward, and 2. backward: the same gathers, or hpZ's inside its partition
-  visit_gathers("forward", gather_group, features.quantized_weights);
-  const int partition = zeropp ? std::max(features.hpz_partition_ranks, 1) : 1;
-  if (partition > 1) {
-    const int g = world.gpus_per_node > 0 ? world.gpus_per_node : world.world;
-    visit_gathers("backward (hpZ)",
-                  {partition, rank % partition,
-                   link_level_of(partition, partition <= g ? 1 : partition / g), "K"},
-                  false);
+  pass("forward", shape.shards, features.quantized_weights);
+  const int k = uses_zeropp(features) ? std::max(features.hpz_partition_ranks, 1) : 1;
+  if (k > 1) {
+    const int g = shape.gpus_per_node;
+    pass("backward (hpZ)", {k, rank % k, link_level_of(k, k <= g ? 1 : k / g), "K"}, false);
   } else {
-    visit_gathers("backward", gather_group, features.quantized_weights);
+    pass("backward", shape.shards, features.quantized_weights);
   }
   // the gradients: ZeRO-3's (or HSDP's two levels), or qgZ's two all_to_alls of int4
   if (features.quantized_gradients) {
-    const int w = world.world;
-    const int g = world.gpus_per_node > 0 ? world.gpus_per_node : w;
-    const Group inside{g, rank % g, link_level_of(g, 1), "G"};
-    const Group nodes{w / g, rank / g, link_level_of(w / g, w / g), "M"};
+    const Group& node = shape.node;
+    const Group& nodes = shape.nodes;
     step.per_micro_batch(
-        "gradients (int4)", CollectiveKind::AllToAll, inside,
+        "gradients (int4)", CollectiveKind::AllToAll, node,
         over_units(shape,
                    [&](const UnitLayout& unit, int) {
                      const std::int64_t piece = quantized_bytes(nodes.ranks * unit.shard_elems,
                                                                 kQuantBlockElems, QuantBits::Int4);
-                     return sent(CollectiveKind::AllToAll, piece * inside.ranks, 1, inside);
+                     return sent(CollectiveKind::AllToAll, piece * node.ranks, 1, node);
                    }),
         "(G-1) · q4(MΨp/N)");
     step.per_micro_batch(
@@ -254,9 +267,8 @@ void zero3_traffic(Step& step, const StepShape& shape, const TrainingFeatures& f
   }
   // 3. update, then the grad norm before it, and the persistent units made whole after it
   norm_sums(step, shape);
-  step.per_step("persistent parameters", CollectiveKind::AllGather, gather_group,
-                gathers(shape, gather_group, p, true, threshold, false),
-                step.ring(gather_group, "Ψw"));
+  step.per_step("persistent parameters", CollectiveKind::AllGather, shape.shards,
+                unit_gathers(shape, p, /*kept_whole=*/true), step.ring(shape.shards, "Ψw"));
 }
 
 }  // namespace
@@ -281,7 +293,7 @@ TrafficEstimate estimate_traffic(const std::vector<UnitSpec>& units, const Traff
   const int shard_ranks = stage > 0 ? checked_shard_group(used, world.world) : 0;
   if (stage == 3 && uses_zeropp(used)) validate_zeropp(used, world.world);
 
-  const StepShape shape = shape_of(units, world, shard_ranks, rank);
+  const StepShape shape = shape_of(units, world, used, shard_ranks, rank);
   check_range(shape, used.grad_accum_steps);
   const int p = training_bytes_per_param(used.precision);
   Step step(used.grad_accum_steps, p);
@@ -298,16 +310,15 @@ TrafficEstimate estimate_traffic(const std::vector<UnitSpec>& units, const Traff
     reduce_gradients(step, shape, p, used.reduce_bucket_elems);
     norm_sums(step, shape);
     step.per_step("parameters", CollectiveKind::AllGather, shape.shards,
-                  gathers(shape, shape.shards, p, false, 0, false), step.ring(shape.shards, "Ψp"));
+                  unit_gathers(shape, p, /*kept_whole=*/{}), step.ring(shape.shards, "Ψp"));
   } else {
-    zero3_traffic(step, shape, used, p, world, rank);
+    zero3_traffic(step, shape, used, p, rank);
   }
   step.per_step("the logged loss, fp32", CollectiveKind::AllReduce, shape.world,
                 sent(CollectiveKind::AllReduce, 1, 4, shape.world), "one value");
-  TrafficEstimate estimate{.stage = stage,
-                           .engine = engine_label(engine_of_stage(stage), used, world.world),
-                           .terms = step.take()};
-  return estimate;
+  return {.stage = stage,
+          .engine = engine_label(engine_of_stage(stage), used, world.world),
+          .terms = step.take()};
 }
 
 }  // namespace zl

@@ -26,19 +26,16 @@ ShardGroups::ShardGroups(Comm& world, int group_ranks) : world_(world) {
 InFlight ShardGroups::reduce_into_own_shard(Device& device, TypedSpan grad, TypedSpan own,
                                             bool first_micro_batch, std::int64_t bucket_elems,
                                             bool async, bool grad_kept) {
-  if (!node_ && grad_kept && first_micro_batch) {  // straight from `grad`, no copy
-    return start_reduce_scatter(world_, device, grad, own, bucket_elems, async);
+  if (!node_) {
+    return reduce_into_shard(world_, device, grad, own, first_micro_batch, bucket_elems, async,
+                             grad_kept);
   }
-  if (!node_)
-    return reduce_into_shard(world_, device, grad, own, first_micro_batch, bucket_elems, async);
   // a. the node's sum of the own shard, rounded to the training dtype (async: from a copy of
   //    `grad`, unless the caller keeps it until the wait)
   InFlight flight;
   if (async && !grad_kept) {
-    Buffer copy = device.alloc_unset(MemCategory::CommBuffer, grad.dtype, {grad.elems});
-    copy_into(device, grad, view_of(copy));
-    grad = view_of(copy);
-    flight.buffers.push_back(std::move(copy));
+    flight.buffers.push_back(comm_copy(device, grad));
+    grad = view_of(flight.buffers.back());
   }
   Buffer node_sum = device.alloc_unset(MemCategory::CommBuffer, own.dtype, {own.elems});
   InFlight node = start_reduce_scatter(*node_, device, grad, view_of(node_sum), bucket_elems, async,

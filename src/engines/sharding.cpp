@@ -47,12 +47,18 @@ void bound_in_flight(std::vector<InFlight>& flights, std::size_t max_flights) {
   }
 }
 
+Buffer comm_copy(Device& device, TypedSpan grad) {
+  Buffer bucket = device.alloc_unset(MemCategory::CommBuffer, grad.dtype, {grad.elems});
+  copy_into(device, grad, view_of(bucket));
+  return bucket;
+}
+
 InFlight reduce_into_shard(Comm& comm, Device& device, TypedSpan grad, TypedSpan shard,
-                           bool first_micro_batch, std::int64_t bucket_elems, bool async) {
+                           bool first_micro_batch, std::int64_t bucket_elems, bool async,
+                           bool grad_kept) {
   Buffer bucket;
-  if (async) {
-    bucket = device.alloc_unset(MemCategory::CommBuffer, grad.dtype, {grad.elems});
-    copy_into(device, grad, view_of(bucket));
+  if (async && !grad_kept) {
+    bucket = comm_copy(device, grad);
     grad = view_of(bucket);
   }
   Buffer reduced;

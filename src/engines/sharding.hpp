@@ -48,13 +48,19 @@ void wait_all(std::vector<InFlight>& flights);
 /// at most two units' reductions are in flight, as DeepSpeed double-buffers its buckets.
 void bound_in_flight(std::vector<InFlight>& flights, std::size_t max_flights);
 
+/// A copy of `grad` in a CommBuffer bucket, for an async reduction whose caller releases `grad`
+/// before the wait.
+Buffer comm_copy(Device& device, TypedSpan grad);
+
 /// ZeRO-2 and ZeRO-3: reduce a unit's complete gradient into this rank's gradient shard, which
 /// the first micro-batch of a step writes and later ones add to (add_into, after the reduction).
-/// With `async` the gradient is first copied into a CommBuffer bucket (the caller's buffer is
-/// released when it returns) and the reduce-scatter only started; the shard is final after
-/// wait(). Without, it is final on return.
+/// With `async` the gradient is first copied into a CommBuffer bucket (comm_copy: the caller's
+/// buffer is released when it returns) unless `grad_kept` (the caller keeps it as it is until the
+/// wait), and the reduce-scatter only started; the shard is final after wait(). Without, it is
+/// final on return.
 InFlight reduce_into_shard(Comm& comm, Device& device, TypedSpan grad, TypedSpan shard,
-                           bool first_micro_batch, std::int64_t bucket_elems, bool async);
+                           bool first_micro_batch, std::int64_t bucket_elems, bool async,
+                           bool grad_kept = false);
 
 /// all_gather of unit `unit`'s shards into a new full, padded buffer of the shard's dtype, booked
 /// as `category` (Gathered for ZeRO-3's temporaries), in calls of at most `bucket_elems`

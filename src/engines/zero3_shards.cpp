@@ -7,6 +7,15 @@
 
 namespace zl {
 
+std::vector<bool> persistent_units(const std::vector<UnitLayout>& layout,
+                                   const TrainingFeatures& features) {
+  std::vector<bool> persistent;
+  for (const UnitLayout& unit : layout) {
+    persistent.push_back(unit.numel < features.persistence_threshold_elems);
+  }
+  return persistent;
+}
+
 Zero3Shards::Zero3Shards(Model& model, Device& device, Comm& comm,
                          const std::vector<UnitLayout>& layout, const TrainingFeatures& features,
                          std::uint64_t seed, OptimizerState& opt)
@@ -14,11 +23,12 @@ Zero3Shards::Zero3Shards(Model& model, Device& device, Comm& comm,
       comm_(comm),
       layout_(layout),
       precision_(features.precision),
-      offload_(features.offload_param) {
+      offload_(features.offload_param),
+      persistent_(zl::persistent_units(layout, features)) {
   std::vector<std::int64_t> disk_elems;  // offload_param on nvme: the shards on disk
-  for (const auto& unit : layout_) {
-    persistent_.push_back(unit.numel < features.persistence_threshold_elems);
-    const bool on_host = offload_ && !persistent_.back();
+  for (std::size_t u = 0; u < layout_.size(); ++u) {
+    const UnitLayout& unit = layout_[u];
+    const bool on_host = offload_ && !persistent_[u];
     const bool on_disk = on_host && !features.param_nvme_path.empty();
     opt.params_on_host.push_back(on_host);
     disk_elems.push_back(on_disk ? unit.shard_elems : 0);
@@ -28,7 +38,7 @@ Zero3Shards::Zero3Shards(Model& model, Device& device, Comm& comm,
     }
     params_.push_back(device.alloc(on_host ? MemCategory::HostParams : MemCategory::Params,
                                    precision_,
-                                   {persistent_.back() ? unit.padded_elems : unit.shard_elems}));
+                                   {persistent_[u] ? unit.padded_elems : unit.shard_elems}));
   }
   if (!features.param_nvme_path.empty()) {
     disk_ = std::make_unique<ParamSwap>(device, &comm, features.param_nvme_path, precision_,

@@ -19,6 +19,11 @@
 
 namespace zl {
 
+/// Which units of `layout` ZeRO-3 keeps whole on every rank: those with fewer (unpadded) elements
+/// than features.persistence_threshold_elems (stage3_param_persistence_threshold).
+std::vector<bool> persistent_units(const std::vector<UnitLayout>& layout,
+                                   const TrainingFeatures& features);
+
 /// One rank's ZeRO-3 parameters in the training dtype: its shard of each unit (a persistent
 /// unit's whole buffer), each initialised as the model does.
 class Zero3Shards {

@@ -64,14 +64,13 @@ int reduce_nodes_of(const TrainingFeatures& features) {
 // K's), in the training dtype, booked as parameters; none without hpZ, nor for the units ZeRO-3
 // keeps whole (an empty buffer: they are never gathered).
 UnitBuffers alloc_secondary(Device& device, const std::vector<UnitLayout>& layout, int ranks,
-                            const TrainingFeatures& features) {
+                            DType dtype, const std::vector<bool>& kept_whole) {
   UnitBuffers secondary;
   if (ranks <= 1) return secondary;
-  for (const UnitLayout& unit : layout) {
-    secondary.push_back(unit.numel < features.persistence_threshold_elems
-                            ? Buffer{}
-                            : device.alloc_unset(MemCategory::Params, features.precision,
-                                                 {unit.padded_elems / ranks}));
+  for (std::size_t u = 0; u < layout.size(); ++u) {
+    secondary.push_back(kept_whole[u] ? Buffer{}
+                                      : device.alloc_unset(MemCategory::Params, dtype,
+                                                           {layout[u].padded_elems / ranks}));
   }
   return secondary;
 }
@@ -92,7 +91,8 @@ class ZeroPlusPlusEngine final : public Engine {
             alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
         opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)),
         shards_(model, device, world, layout_, features_, options.seed, opt_),
-        secondary_(alloc_secondary(device, layout_, partition_ranks_, features_)),
+        secondary_(alloc_secondary(device, layout_, partition_ranks_, features_.precision,
+                                   shards_.persistent_units())),
         gathers_(model.forward_order(), layout_, shards_.persistent_units(),
                  features_.prefetch_bucket_elems, /*within_pass=*/partition_ != nullptr,
                  [this](int unit, bool backward, bool ahead) {

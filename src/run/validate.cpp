@@ -114,9 +114,6 @@ void validate(const TrainConfig& config) {
     if (config.engine != EngineKind::Reference) {
       validate_shard_group(config.features, config.world);
     }
-    ZL_CHECK(!hybrid_sharded(config) || config.backend != Backend::Nccl,
-             "--shard-group node splits the ranks into groups, which --backend nccl does not "
-             "build yet: use --backend sim or mpi, or --shard-group world");
   }
   if (config.features.hpz_partition_ranks > 1) {
     ZL_CHECK(config.engine == EngineKind::Zero3 || config.engine == EngineKind::Reference,
@@ -129,10 +126,6 @@ void validate(const TrainConfig& config) {
              "zero_hpz_partition_size {} splits nodes of {} ranks unevenly: use a divisor or a "
              "multiple of --gpus-per-node",
              config.features.hpz_partition_ranks, node);
-    ZL_CHECK(config.backend != Backend::Nccl,
-             "zero_hpz_partition_size {} splits the ranks into groups, which --backend nccl does "
-             "not build yet: use --backend sim or mpi, or zero_hpz_partition_size 1",
-             config.features.hpz_partition_ranks);
   }
   if (config.features.quantized_weights || config.features.quantized_gradients) {
     const std::string_view key =
@@ -141,12 +134,19 @@ void validate(const TrainConfig& config) {
              "{} quantizes ZeRO-3's communication: use --stage 3 (the reference and the other "
              "stages have none to quantize)",
              key);
-    ZL_CHECK(config.backend != Backend::Nccl,
-             "{} moves int8/int4 bytes through all_to_alls of groups, which --backend nccl does "
-             "not build yet: use --backend sim or mpi, or drop {}",
-             key, key);
     validate_zeropp(config.features, config.world);
   }
+  // The groups these split the ranks into (Comm::split, all_to_all): the sim's and mpi's.
+  const std::string_view grouped =
+      hybrid_sharded(config)                    ? "--shard-group node"
+      : config.features.hpz_partition_ranks > 1 ? "zero_hpz_partition_size"
+      : config.features.quantized_weights       ? "zero_quantized_weights"
+      : config.features.quantized_gradients     ? "zero_quantized_gradients"
+                                                : "";
+  ZL_CHECK(grouped.empty() || config.backend != Backend::Nccl,
+           "{} splits the ranks into groups, which --backend nccl does not build yet: use "
+           "--backend sim or mpi, or drop it",
+           grouped);
   ZL_CHECK(config.features.grad_accum_steps <= kMaxGradAccumSteps,
            "gradient accumulation of {} micro-batches is invalid: use at most {} per step",
            config.features.grad_accum_steps, kMaxGradAccumSteps);

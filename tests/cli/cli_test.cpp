@@ -295,6 +295,12 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
        "--shard-group node shards ZeRO's states inside a node, and DDP shards none: use --stage 1, "
        "2 or 3"},
       {"train --shard-group rack", "--shard-group"},
+      {"train --backend nccl --stage 3 --world 4 --gpus-per-node 2 --shard-group node",
+       "--shard-group node splits the ranks into groups, which --backend nccl does not build"},
+      {"train --backend nccl --stage 3 --world 4 --hpz-partition-size 2",
+       "zero_hpz_partition_size splits the ranks into groups, which --backend nccl"},
+      {"train --backend nccl --stage 3 --world 4 --zero-quantized-gradients",
+       "zero_quantized_gradients splits the ranks into groups, which --backend nccl"},
       {"train --stage 2 --world 4 --hpz-partition-size 2",
        "zero_hpz_partition_size 2 partitions ZeRO-3's parameters: use --stage 3"},
       {"train --stage 3 --world 4 --hpz-partition-size 3",

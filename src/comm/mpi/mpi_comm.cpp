@@ -189,8 +189,7 @@ void MpiComm::run_call(const CallDesc& call, const std::function<void()>& transf
   agree(++agreed_, call);
   transfer();
   CallInfo info =
-      record_call(traffic(), level_, call, rank_, world_,
-                  {group_nodes_, *std::min_element(world_ranks_.begin(), world_ranks_.end())});
+      record_call(traffic(), level_, call, rank_, world_, {group_nodes_, group_leader_});
   info.number = ++*calls_;
   timeline_->after_call(info, /*async=*/false, ready_ms);
 }

@@ -158,6 +158,7 @@ class MpiComm final : public Comm {
   std::vector<int> world_ranks_;         // rank r is world rank world_ranks_[r]
   LinkLevel level_ = LinkLevel::Inside;  // which links this group's bytes cross
   int group_nodes_ = 0;                  // a group's: the nodes its ranks span (0: the world)
+  int group_leader_ = 0;                 // a group's: its lowest world rank
   // Collective calls made by this rank over the world and its groups: the timeline's numbers.
   std::shared_ptr<std::int64_t> calls_ = std::make_shared<std::int64_t>(0);
   std::int64_t agreed_ = 0;  // calls checked by agree(), out-of-band ones included

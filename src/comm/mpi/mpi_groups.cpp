@@ -23,12 +23,8 @@ MpiComm::MpiComm(MpiComm& parent, MPI_Comm group, std::vector<int> world_ranks)
       timeline_(parent.timeline_) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &world_);
-  std::vector<int> nodes;
-  for (const int world_rank : world_ranks_) {
-    nodes.push_back(node_of(world_rank, world_gpus_per_node_));
-  }
-  std::ranges::sort(nodes);
-  group_nodes_ = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+  group_nodes_ = nodes_spanned(world_ranks_, world_gpus_per_node_);
+  group_leader_ = *std::min_element(world_ranks_.begin(), world_ranks_.end());
   level_ = link_level_of(world_, group_nodes_);
   count_in(parent);
   create_user_ops();
@@ -36,15 +32,7 @@ MpiComm::MpiComm(MpiComm& parent, MPI_Comm group, std::vector<int> world_ranks)
 
 std::unique_ptr<Comm> MpiComm::split(int color) {
   ZL_CHECK(color >= 0, "split color {} is invalid: MPI takes colors of 0 or more", color);
-  const std::int64_t own_color = color;
-  std::vector<std::int64_t> colors(static_cast<std::size_t>(world_));
-  all_gather(&own_color, colors.data(), 1, DType::I64);
-  std::vector<int> members;  // world ranks
-  for (int r = 0; r < world_; ++r) {
-    if (colors[static_cast<std::size_t>(r)] == own_color) {
-      members.push_back(world_ranks_[static_cast<std::size_t>(r)]);
-    }
-  }
+  std::vector<int> members = split_members(color, world_ranks_);
   MPI_Comm group = MPI_COMM_NULL;
   ZL_CHECK(MPI_Comm_split(comm_, color, rank_, &group) == MPI_SUCCESS,
            "MPI_Comm_split of rank {} into the group of color {} failed", rank_, color);
