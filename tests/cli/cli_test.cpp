@@ -295,12 +295,6 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
        "--shard-group node shards ZeRO's states inside a node, and DDP shards none: use --stage 1, "
        "2 or 3"},
       {"train --shard-group rack", "--shard-group"},
-      {"train --backend nccl --stage 3 --world 4 --gpus-per-node 2 --shard-group node",
-       "--shard-group node splits the ranks into groups, which --backend nccl does not build"},
-      {"train --backend nccl --stage 3 --world 4 --hpz-partition-size 2",
-       "zero_hpz_partition_size splits the ranks into groups, which --backend nccl"},
-      {"train --backend nccl --stage 3 --world 4 --zero-quantized-gradients",
-       "zero_quantized_gradients splits the ranks into groups, which --backend nccl"},
       {"train --stage 2 --world 4 --hpz-partition-size 2",
        "zero_hpz_partition_size 2 partitions ZeRO-3's parameters: use --stage 3"},
       {"train --stage 3 --world 4 --hpz-partition-size 3",
@@ -325,6 +319,23 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
     EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1)
         << args << " printed: " << run.err;
     EXPECT_TRUE(files().empty()) << args << " left " << files().front();
+  }
+  // Groups on nccl: refused in one line, naming the key where zerolab has NCCL (else the build).
+  for (const auto& [args, key] :
+       {std::pair<std::string, std::string>{
+            "--stage 3 --world 4 --gpus-per-node 2 --shard-group node", "--shard-group node"},
+        {"--stage 3 --world 4 --hpz-partition-size 2", "zero_hpz_partition_size"},
+        {"--stage 3 --world 4 --zero-quantized-gradients", "zero_quantized_gradients"}}) {
+    const auto run = zerolab("train --backend nccl " + args + outputs);
+    EXPECT_NE(run.exit_code, 0) << args;
+    const bool named =
+        run.err.find(key + " splits the ranks into groups, which --backend nccl does not build") !=
+        std::string::npos;
+    const bool unbuilt = run.err.find("built without CUDA and NCCL") != std::string::npos;
+    EXPECT_TRUE(named || unbuilt) << args << " printed: " << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1)
+        << args << " printed: " << run.err;
+    EXPECT_TRUE(files().empty()) << args;
   }
   fs::remove(mics_config);
   const auto env = zerolab("train" + outputs, "ZL_THREADS=lots ");
