@@ -56,6 +56,9 @@ constexpr std::size_t kMaxConfigBytes = std::size_t{1} << 20;
 // reduce_bucket_size 0: each unit's gradient is reduced whole, in one call.
 constexpr std::int64_t kNoBucketLimit = std::numeric_limits<std::int64_t>::max();
 
+// offload_param.max_in_cpu's default in DeepSpeed (offload_config.py): 1e9 elements.
+constexpr std::int64_t kDsMaxInCpuElems = 1'000'000'000;
+
 // fp16.*: the loss scaler, dynamic (loss_scale 0) or static (loss_scale > 0).
 Readers fp16_readers(const Checker& check, DsConfig& ds, std::optional<bool>& enabled) {
   return {
@@ -379,8 +382,14 @@ void apply_ds_config(const DsConfig& ds, TrainConfig& config, std::int64_t& step
   if (ds.aio_thread_count) features.aio.thread_count = *ds.aio_thread_count;
   if (ds.offload_param_device) {
     features.offload_param = *ds.offload_param_device != "none";
-    if (*ds.offload_param_device == "nvme") features.param_nvme_path = *ds.offload_param_nvme_path;
+    if (*ds.offload_param_device == "nvme") {
+      features.param_nvme_path = *ds.offload_param_nvme_path;
+      // DeepSpeed's default keeps the first 1e9 elements of shards in host memory
+      features.param_max_in_cpu_elems = ds.param_max_in_cpu_elems.value_or(kDsMaxInCpuElems);
+    }
   }
+  if (ds.param_buffer_count) features.param_buffer_count = *ds.param_buffer_count;
+  if (ds.param_buffer_elems) features.param_buffer_elems = *ds.param_buffer_elems;
   if (ds.reduce_bucket_elems) features.reduce_bucket_elems = *ds.reduce_bucket_elems;
   if (ds.allgather_bucket_elems) features.allgather_bucket_elems = *ds.allgather_bucket_elems;
   if (ds.prefetch_bucket_elems) features.prefetch_bucket_elems = *ds.prefetch_bucket_elems;

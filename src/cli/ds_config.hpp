@@ -75,6 +75,11 @@ struct DsConfig {
   std::optional<std::string> offload_param_device;
   /// zero_optimization.offload_param.nvme_path: the folder of the "nvme" tier's swap files.
   std::optional<std::string> offload_param_nvme_path;
+  /// zero_optimization.offload_param.buffer_count, buffer_size and max_in_cpu: the parameters'
+  /// swap buffers and the shards kept in host memory (DeepSpeed's defaults 5, 1e8 and 1e9).
+  std::optional<int> param_buffer_count;
+  std::optional<std::int64_t> param_buffer_elems;      ///< see param_buffer_count
+  std::optional<std::int64_t> param_max_in_cpu_elems;  ///< see param_buffer_count
 
   /// activation_checkpointing: the section checkpoints every GPT block (full), as a DeepSpeed
   /// model that calls deepspeed.checkpointing per block does, in host memory with

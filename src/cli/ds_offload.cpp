@@ -42,7 +42,21 @@ Readers offload_optimizer_readers(const Checker& check, DsConfig& ds) {
 }
 
 Readers offload_param_readers(const Checker& check, DsConfig& ds) {
-  return device_readers(check, ds.offload_param_device, ds.offload_param_nvme_path);
+  Readers readers = device_readers(check, ds.offload_param_device, ds.offload_param_nvme_path);
+  readers.insert({{"buffer_count",
+                   [&](const json& v, const std::string& p) {
+                     ds.param_buffer_count =
+                         static_cast<int>(check.whole(v, p, 1, 1024, "use 1 to 1024 swap buffers"));
+                   }},
+                  {"buffer_size",
+                   [&](const json& v, const std::string& p) {
+                     ds.param_buffer_elems = check.at_least(v, p, 1, "use 1 or more elements");
+                   }},
+                  {"max_in_cpu", [&](const json& v, const std::string& p) {
+                     ds.param_max_in_cpu_elems =
+                         check.at_least(v, p, 0, "use 0 (every shard on disk) or more elements");
+                   }}});
+  return readers;
 }
 
 Readers aio_readers(const Checker& check, DsConfig& ds) {

@@ -1,6 +1,7 @@
 // swap_flags.cpp — the `zerolab train` flags of the NVMe tier's swap files: how they move their
-// bytes (DeepSpeed's aio section) and whether the update streams them (offload_optimizer's
-// pipeline_read, pipeline_write and buffer_count).
+// bytes (DeepSpeed's aio section), whether the update streams them (offload_optimizer's
+// pipeline_read, pipeline_write and buffer_count), and the parameters' swap buffers and what stays
+// in host memory (offload_param's buffer_count, buffer_size and max_in_cpu).
 #include <string>
 
 #include "cli/train_flag_groups.hpp"
@@ -39,6 +40,22 @@ void add_swap_flags(CLI::App& cmd, TrainingFeatures& features) {
                  "With --pipeline-read or --pipeline-write: units whose master and moments may be "
                  "in host memory at once (offload_optimizer.buffer_count)")
       ->capture_default_str();
+  cmd.add_option("--param-buffer-count", features.param_buffer_count,
+                 "With --param-nvme-path: swap buffers in host memory the parameter shards pass "
+                 "through; the next ones are read ahead and written back in them, 1: every read "
+                 "and write waits (offload_param.buffer_count)")
+      ->capture_default_str();
+  cmd.add_option("--param-buffer-size", features.param_buffer_elems,
+                 "With --param-nvme-path: elements a swap buffer holds at most; each unit's shard "
+                 "on disk must fit (offload_param.buffer_size)")
+      ->capture_default_str()
+      ->type_name("ELEMS");
+  cmd.add_option("--param-max-in-cpu", features.param_max_in_cpu_elems,
+                 "With --param-nvme-path: elements of parameter shards kept in host memory, the "
+                 "units in order while they fit, the rest on disk (offload_param.max_in_cpu; a "
+                 "DeepSpeed config's default is 1e9)")
+      ->capture_default_str()
+      ->type_name("ELEMS");
 }
 
 }  // namespace zl

@@ -31,6 +31,15 @@ void validate(const TrainingFeatures& features) {
       "(--offload-param --param-nvme-path with --offload-optimizer)",
       features.param_nvme_path);
   validate(features.aio);
+  ZL_CHECK(features.param_buffer_count >= 1 && features.param_buffer_count <= 1024,
+           "offload_param.buffer_count {} is invalid: use 1 to 1024 swap buffers",
+           features.param_buffer_count);
+  ZL_CHECK(features.param_buffer_elems >= 1,
+           "offload_param.buffer_size {} is invalid: use 1 or more elements",
+           features.param_buffer_elems);
+  ZL_CHECK(features.param_max_in_cpu_elems >= 0,
+           "offload_param.max_in_cpu {} is invalid: use 0 (every shard on disk) or more elements",
+           features.param_max_in_cpu_elems);
   const int buffers_needed =
       1 + static_cast<int>(features.pipeline_read) + static_cast<int>(features.pipeline_write);
   ZL_CHECK(features.nvme_path.empty() || features.swap_buffer_count >= buffers_needed,

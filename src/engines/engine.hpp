@@ -122,6 +122,20 @@ struct TrainingFeatures {
   /// runs from the master, and the parameters are its rounding). Empty: host memory. Never
   /// changes results.
   std::string param_nvme_path;
+  /// With param_nvme_path: the swap buffers in host memory the shards on disk pass through
+  /// (offload_param.buffer_count). One holds the unit in use; the others read the next units'
+  /// shards ahead of their gathers and updates, and let updated shards go out while the next
+  /// update runs. 1: every read and write waits. Never changes results.
+  int param_buffer_count = 5;
+  /// With param_nvme_path: elements of a swap buffer, at most (offload_param.buffer_size); every
+  /// unit's shard on disk must fit one. A buffer takes the largest such shard, no more. Never
+  /// changes results.
+  std::int64_t param_buffer_elems = 100'000'000;
+  /// With param_nvme_path: elements of parameter shards kept in host memory instead of on disk,
+  /// the units in order while they fit (offload_param.max_in_cpu); from the first that does not,
+  /// every shard is on disk. zerolab's flags default to 0 (every shard on disk); a DeepSpeed
+  /// config without the key gets DeepSpeed's 1e9. Never changes results.
+  std::int64_t param_max_in_cpu_elems = 0;
   /// How the swap files of nvme_path and param_nvme_path move their bytes (DeepSpeed's `aio`:
   /// block size, queue depth, threads, io_uring or a thread pool). Never changes results.
   AioSettings aio{};

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "engines/checked_math.hpp"
+#include "engines/param_swap.hpp"
 #include "engines/partition.hpp"
 #include "ops/cpu/cpu_device.hpp"
 
@@ -146,31 +147,75 @@ std::vector<std::string> formulas_of(const Category& master, const Category& opt
   return terms;
 }
 
+// ZeRO-3's offloaded parameter shards: in host memory, or on NVMe those past max_in_cpu, which
+// pass through the swap buffers in host memory. Each category has its formula's terms.
+struct OffloadedParams {
+  Category host;
+  std::vector<std::string> host_terms;
+  Category disk;
+};
+
+// `elems`' offloaded shards (p bytes each, `offloaded` in symbols) placed as `options` say.
+OffloadedParams place_offloaded(const StateElems& elems, const EstimateOptions& options, int p,
+                                const std::string& offloaded) {
+  const std::int64_t offloaded_elems = elems.shard_elems - elems.persistent_elems / elems.world;
+  OffloadedParams out;
+  if (options.param_tier != OffloadTier::Nvme) {
+    out.host.bytes = checked_bytes(p, offloaded_elems);
+    out.host_terms = {fmt::format("{}{}", p, offloaded)};
+    return out;
+  }
+  const std::vector<std::int64_t> pieces = elems.unit_shard_elems.empty()
+                                               ? std::vector<std::int64_t>{offloaded_elems}
+                                               : elems.unit_shard_elems;
+  const std::vector<bool> on_disk = shards_on_disk(pieces, options.param_max_in_cpu_elems);
+  std::int64_t kept_elems = 0, disk_elems = 0;
+  std::vector<std::int64_t> disk_pieces;
+  for (std::size_t u = 0; u < pieces.size(); ++u) {
+    (on_disk[u] ? disk_elems : kept_elems) += pieces[u];
+    disk_pieces.push_back(on_disk[u] ? pieces[u] : 0);
+  }
+  // a unit's shard must fit a buffer (the engines refuse it otherwise); a bare count's one piece
+  // is as many units as it takes, each buffer then full
+  const std::int64_t buffer_elems =
+      elems.unit_shard_elems.empty() ? std::min(disk_elems, options.param_buffer_elems)
+                                     : swap_buffer_elems(disk_pieces, options.param_buffer_elems);
+  const std::int64_t buffers_elems = checked_bytes(options.param_buffer_count, buffer_elems);
+  out.host.bytes = checked_bytes(p, checked_add(kept_elems, buffers_elems));
+  if (kept_elems > 0) out.host_terms.push_back(fmt::format("{}Ψc", p));
+  if (buffers_elems > 0) {
+    out.host_terms.push_back(fmt::format("{}·{}b", p, options.param_buffer_count));
+  }
+  out.disk.bytes = checked_bytes(p, disk_elems);
+  if (disk_elems > 0) {
+    out.disk.formula = kept_elems == 0 ? fmt::format("{}{}", p, offloaded)
+                                       : fmt::format("{}({} - Ψc)", p, offloaded);
+  }
+  return out;
+}
+
 // A stage's ledger from its categories {params, grads, accumulator, master, optimizer} held on
-// the device, but the master and optimizer where `tier` puts them, and `offloaded_params` (ZeRO-3's
-// offloaded shards, empty otherwise) where `param_tier` puts them.
+// the device, but the master and optimizer where `tier` puts them, and `offloaded` (ZeRO-3's
+// offloaded shards, empty otherwise) where place_offloaded put them.
 LedgerEstimate ledger_of(int stage, const StateElems& elems, const std::array<Category, 5>& parts,
-                         const Category& offloaded_params, OffloadTier tier,
-                         OffloadTier param_tier) {
+                         const OffloadedParams& offloaded, OffloadTier tier) {
   const auto& [params, grads, accum, master, optimizer] = parts;
   std::vector<std::string> device_terms;
   if (!params.formula.empty()) device_terms.push_back(params.formula);
   device_terms.push_back(accum.formula.empty()
                              ? grads.formula
                              : fmt::format("({} + {})", grads.formula, accum.formula));
-  const bool params_on_disk = param_tier == OffloadTier::Nvme;
-  std::vector<std::string> host_terms;
+  std::vector<std::string> host_terms = offloaded.host_terms;
   std::vector<std::string> disk_terms;
-  if (!offloaded_params.formula.empty()) {
-    (params_on_disk ? disk_terms : host_terms).push_back(offloaded_params.formula);
-  }
+  if (!offloaded.disk.formula.empty()) disk_terms.push_back(offloaded.disk.formula);
   std::vector<Category> device = {params, grads, accum};
   LedgerEstimate out;
   out.stage = stage;
   out.params_bytes = params.bytes;
   out.grads_bytes = checked_add(grads.bytes, accum.bytes);
   out.grad_accum_bytes = accum.bytes;
-  (params_on_disk ? out.nvme_params_bytes : out.host_params_bytes) = offloaded_params.bytes;
+  out.host_params_bytes = offloaded.host.bytes;
+  out.nvme_params_bytes = offloaded.disk.bytes;
   const std::vector<std::string> moved = formulas_of(master, optimizer);
   if (tier == OffloadTier::None) {
     device_terms.insert(device_terms.end(), moved.begin(), moved.end());
@@ -302,7 +347,10 @@ EstimateOptions estimate_options(const TrainingFeatures& features) {
                          .persistence_threshold_elems = features.persistence_threshold_elems,
                          .optimizer_tier = tier_of(features.offload_optimizer, features.nvme_path),
                          .param_tier = tier_of(features.offload_param, features.param_nvme_path),
-                         .hpz_partition_ranks = features.hpz_partition_ranks};
+                         .hpz_partition_ranks = features.hpz_partition_ranks,
+                         .param_buffer_count = features.param_buffer_count,
+                         .param_buffer_elems = features.param_buffer_elems,
+                         .param_max_in_cpu_elems = features.param_max_in_cpu_elems};
 }
 
 void validate(const EstimateOptions& options) {
@@ -321,6 +369,14 @@ void validate(const EstimateOptions& options) {
   ZL_CHECK(options.hpz_partition_ranks >= 0,
            "zero_hpz_partition_size {} is invalid: use 1 (off) or the GPUs of a node",
            options.hpz_partition_ranks);
+  ZL_CHECK(options.param_buffer_count >= 1 && options.param_buffer_count <= 1024,
+           "--param-buffer-count {} is invalid: use 1 to 1024 swap buffers",
+           options.param_buffer_count);
+  ZL_CHECK(options.param_buffer_elems >= 1,
+           "--param-buffer-size {} is invalid: use 1 or more elements", options.param_buffer_elems);
+  ZL_CHECK(options.param_max_in_cpu_elems >= 0,
+           "--param-max-in-cpu {} is invalid: use 0 (every shard on disk) or more elements",
+           options.param_max_in_cpu_elems);
   ZL_CHECK(options.param_tier != OffloadTier::Nvme || options.optimizer_tier != OffloadTier::None,
            "--offload-param nvme needs --offload-optimizer cpu or nvme: the update reads the fp32 "
            "master, and the parameter shards on disk are its rounding");
@@ -337,10 +393,12 @@ int master_bytes_per_param(DType precision) {
 StateElems state_elems(std::int64_t params, int world) {
   ZL_CHECK(params >= 1, "--params {} is invalid: the model needs at least 1 parameter", params);
   ZL_CHECK(world >= 1, "--world {} is invalid: give the number of GPUs, at least 1", world);
-  return StateElems{.world = world,
-                    .params = params,
-                    .replica_elems = params,
-                    .shard_elems = shard_elems(params, world)};
+  StateElems elems;
+  elems.world = world;
+  elems.params = params;
+  elems.replica_elems = params;
+  elems.shard_elems = shard_elems(params, world);
+  return elems;
 }
 
 StateElems state_elems(const std::vector<UnitSpec>& units, int world,
@@ -348,7 +406,8 @@ StateElems state_elems(const std::vector<UnitSpec>& units, int world,
   validate(options);
   ZL_CHECK(world >= 1, "--world {} is invalid: give the number of GPUs, at least 1", world);
   ZL_CHECK(!units.empty(), "a model with no units has nothing to estimate");
-  StateElems elems{.world = world};
+  StateElems elems;
+  elems.world = world;
   for (const auto& unit : units) {
     const std::int64_t numel = unit.numel();
     ZL_CHECK(numel >= 1, "unit {} has no elements: every layer needs a size >= 1", unit.name);
@@ -362,10 +421,12 @@ StateElems state_elems(const std::vector<UnitSpec>& units, int world,
     elems.padded_row_elems += numel - unit.real_numel();
     elems.replica_elems = checked_add(elems.replica_elems, padded);
     elems.shard_elems += padded / world;
-    if (numel < options.persistence_threshold_elems) {
+    const bool persistent = numel < options.persistence_threshold_elems;
+    if (persistent) {
       elems.persistent_elems += padded;
       ++elems.persistent_units;
     }
+    elems.unit_shard_elems.push_back(persistent ? 0 : padded / world);
     ++elems.units;
   }
   return elems;
@@ -401,10 +462,9 @@ LedgerEstimate estimate_ledger(const StateElems& elems, const EstimateOptions& o
     // offload_param: every unit's shard in host memory (or on disk) but the persistent units,
     // whole on the device; ZeRO-3's p(Ψp - Ψw)/N + pΨw split in two
     const std::string_view psi = elems.padded() ? "Ψp" : "Ψ";
-    Category host_params;
-    host_params.bytes = checked_bytes(p, elems.shard_elems - elems.persistent_elems / elems.world);
-    host_params.formula = elems.persistent_elems == 0 ? fmt::format("{}{}/N", p, psi)
-                                                      : fmt::format("{}({} - Ψw)/N", p, psi);
+    const OffloadedParams offloaded = place_offloaded(
+        elems, options, p,
+        elems.persistent_elems == 0 ? fmt::format("{}/N", psi) : fmt::format("({} - Ψw)/N", psi));
     Category device_params;
     if (elems.persistent_elems > 0) {
       device_params.bytes = checked_bytes(p, elems.persistent_elems);
@@ -414,11 +474,11 @@ LedgerEstimate estimate_ledger(const StateElems& elems, const EstimateOptions& o
     if (options.hpz_partition_ranks > 1) {
       add_secondary(device_params, elems, p, options.hpz_partition_ranks);
     }
-    return ledger_of(stage, elems, {device_params, grads, accum, master, optimizer}, host_params,
-                     options.optimizer_tier, options.param_tier);
+    return ledger_of(stage, elems, {device_params, grads, accum, master, optimizer}, offloaded,
+                     options.optimizer_tier);
   }
-  return ledger_of(stage, elems, {params, grads, accum, master, optimizer}, Category{},
-                   options.optimizer_tier, options.param_tier);
+  return ledger_of(stage, elems, {params, grads, accum, master, optimizer}, OffloadedParams{},
+                   options.optimizer_tier);
 }
 
 std::int64_t largest_fitting_params(int world, const EstimateOptions& options, int stage,

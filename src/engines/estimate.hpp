@@ -110,6 +110,14 @@ struct EstimateOptions {
   /// ZeRO-3 with ZeRO++'s hpZ: each rank also holds a secondary shard of the parameters, Ψp/K in
   /// the training dtype, among this many ranks (zero_hpz_partition_size); 0 or 1: none.
   int hpz_partition_ranks = 0;
+  /// Parameters on NVMe: the swap buffers in host memory (offload_param.buffer_count), each the
+  /// largest shard on disk but at most param_buffer_elems (buffer_size) elements.
+  int param_buffer_count = TrainingFeatures{}.param_buffer_count;
+  /// Parameters on NVMe: elements a swap buffer holds at most (offload_param.buffer_size).
+  std::int64_t param_buffer_elems = TrainingFeatures{}.param_buffer_elems;
+  /// Parameters on NVMe: elements of shards kept in host memory, the units in order while they
+  /// fit (offload_param.max_in_cpu; a bare count is one piece).
+  std::int64_t param_max_in_cpu_elems = TrainingFeatures{}.param_max_in_cpu_elems;
 };
 
 /// The options `features` trains with (AdamW's 8 optimizer bytes per parameter).
@@ -139,6 +147,9 @@ struct StateElems {
   std::int64_t units = 0;             ///< units counted (0 for a bare count)
   /// Elements of padded rows in Ψp (GPT-2's wte rows past the vocabulary; 0 for the MLP).
   std::int64_t padded_row_elems = 0;
+  /// Each unit's shard (Ψp/N of it), 0 for the units ZeRO-3 keeps whole: what offload_param
+  /// places unit by unit. Empty for a bare count.
+  std::vector<std::int64_t> unit_shard_elems;
   std::int64_t padding_elems() const { return replica_elems - params; }  ///< Ψp - Ψ
   bool padded() const { return units > 0; }  ///< counted from units: formulas say Ψp
 };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 
 #include "engines/nvme_swap.hpp"
 #include "engines/optimizer_swap.hpp"
@@ -43,14 +44,35 @@ void count_param_copies(OptimizerState& state, std::size_t unit, std::int64_t by
 }
 
 // fn(unit `unit`'s owned parameters): `owned[unit]` itself, or, where that is a placeholder (no
-// data), held from state.held_params around the call and written back when `written`.
+// data), held from state.held_params around the call and written back when `written`; the next
+// placeholders' reads start while fn runs, as far as there is room.
 template <class Fn>
 void with_params(OptimizerState& state, const std::vector<TypedSpan>& owned, std::size_t unit,
                  bool written, Fn&& fn) {
   if (state.held_params == nullptr || owned[unit].data != nullptr) return fn(owned[unit]);
-  fn(state.held_params->hold(unit));
+  const TypedSpan params = state.held_params->hold(unit);
+  for (std::size_t next = unit + 1; next < owned.size(); ++next) {
+    if (owned[next].data == nullptr && !state.held_params->read_ahead(next)) break;
+  }
+  fn(params);
   state.held_params->release(unit, written);
 }
+
+// Ends the held parameters' reads and writes in flight (HeldParams::settle) when the scope ends,
+// dropping their errors when an exception is already unwinding.
+class HeldSettler {
+ public:
+  explicit HeldSettler(const OptimizerState& state) : held_(state.held_params) {}
+  ~HeldSettler() noexcept(false) {
+    if (held_ != nullptr) held_->settle(std::uncaught_exceptions() != unwinding_);
+  }
+  HeldSettler(const HeldSettler&) = delete;
+  HeldSettler& operator=(const HeldSettler&) = delete;
+
+ private:
+  HeldParams* held_;
+  int unwinding_ = std::uncaught_exceptions();
+};
 
 }  // namespace
 
@@ -127,6 +149,7 @@ UnitSpans fp32_params(OptimizerState& state, const std::vector<TypedSpan>& owned
 void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
                         Device& device) {
   if (!mixed(state)) return;
+  const HeldSettler settler(state);
   for (std::size_t u = 0; u < owned_params.size(); ++u) {
     swap_in(state, device, u);
     with_params(state, owned_params, u, /*written=*/true,
@@ -138,6 +161,7 @@ void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& own
 void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
                         Device& device) {
   if (!mixed(state)) return;
+  const HeldSettler settler(state);
   for (std::size_t u = 0; u < owned_params.size(); ++u) {
     swap_in(state, device, u);
     with_params(state, owned_params, u, /*written=*/false,
@@ -192,6 +216,7 @@ void adamw_step(const std::vector<TypedSpan>& params, const std::vector<TypedSpa
   SwapStepTimer timer(state);
   {
     SwapSettler settler(state);
+    const HeldSettler params_settler(state);
     for (std::size_t u = 0; u < grads.size(); ++u) {
       swap_in(state, device, u);
       prefetch(state, device, u + 1);

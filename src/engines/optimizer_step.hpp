@@ -44,6 +44,12 @@ class HeldParams {
   /// Lets go of unit `unit` for one holder; the last one writes it back when `written` (or when an
   /// earlier holder wrote it) and frees its memory.
   virtual void release(std::size_t unit, bool written) = 0;
+  /// Starts bringing unit `unit` into memory for a hold to come, where there is room; false when
+  /// there is none now (a caller reading ahead stops there).
+  virtual bool read_ahead(std::size_t unit) = 0;
+  /// Ends every read and write in flight; with `unwinding`, errors are dropped (the first one is
+  /// already on its way).
+  virtual void settle(bool unwinding) = 0;
 };
 
 /// What the optimizer owns for the part of the model a rank updates. With ZeRO-Offload the master

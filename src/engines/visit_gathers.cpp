@@ -9,14 +9,21 @@ namespace zl {
 
 VisitGathers::VisitGathers(const std::vector<int>& forward_order,
                            const std::vector<UnitLayout>& layout, std::vector<bool> kept_whole,
-                           std::int64_t prefetch_elems, bool within_pass, Start start)
+                           std::int64_t prefetch_elems, bool within_pass, Start start,
+                           ReadAhead read_ahead)
     : visits_(forward_order),
       layout_(layout),
       kept_whole_(std::move(kept_whole)),
       prefetch_elems_(prefetch_elems),
       within_pass_(within_pass),
-      start_(std::move(start)) {
+      start_(std::move(start)),
+      read_ahead_(std::move(read_ahead)) {
   visits_.insert(visits_.end(), forward_order.rbegin(), forward_order.rend());
+}
+
+void VisitGathers::begin_micro_batch() {
+  next_visit_ = 0;
+  read_ahead_from(0);
 }
 
 UnitParams VisitGathers::next(int unit) {
@@ -35,7 +42,18 @@ UnitParams VisitGathers::next(int unit) {
   }
   params.view = view_of(params.owned);
   prefetch_after(visit);
+  read_ahead_from(ahead_.empty() ? visit + 1 : ahead_.back().visit + 1);
   return params;
+}
+
+void VisitGathers::read_ahead_from(std::size_t first) {
+  if (!read_ahead_) return;
+  const std::size_t half = visits_.size() / 2;
+  for (std::size_t next = first; next < visits_.size(); ++next) {
+    const int u = visits_[next];
+    if (kept_whole_[static_cast<std::size_t>(u)]) continue;
+    if (!read_ahead_(u, next >= half)) return;
+  }
 }
 
 void VisitGathers::prefetch_after(std::size_t visit) {

@@ -51,9 +51,11 @@ class Zero3Engine final : public Engine {
             alloc_units(device, layout_, MemCategory::Grads, /*shard=*/true, features_.precision)),
         opt_(alloc_optimizer(device, layout_, features_, /*shard=*/true)),
         shards_(model, device, comm_, layout_, features_, options.seed, opt_),
-        gathers_(model.forward_order(), layout_, shards_.persistent_units(),
-                 features_.prefetch_bucket_elems, /*within_pass=*/false,
-                 [this](int unit, bool, bool ahead) { return start_gather(unit, ahead); }) {
+        gathers_(
+            model.forward_order(), layout_, shards_.persistent_units(),
+            features_.prefetch_bucket_elems, /*within_pass=*/false,
+            [this](int unit, bool, bool ahead) { return start_gather(unit, ahead); },
+            read_ahead_of(shards_)) {
     validate(features_);
     opt_.comm = &comm_;
     master_from_params(opt_, shards_.own(), device_);

@@ -25,14 +25,23 @@ Zero3Shards::Zero3Shards(Model& model, Device& device, Comm& comm,
       precision_(features.precision),
       offload_(features.offload_param),
       persistent_(zl::persistent_units(layout, features)) {
-  std::vector<std::int64_t> disk_elems;  // offload_param on nvme: the shards on disk
+  // offload_param: every shard in host memory but the persistent units'; on nvme, those past
+  // max_in_cpu on disk
+  std::vector<std::int64_t> offloaded_elems;
+  for (std::size_t u = 0; u < layout_.size(); ++u) {
+    offloaded_elems.push_back(offload_ && !persistent_[u] ? layout_[u].shard_elems : 0);
+  }
+  const std::vector<bool> disk =
+      features.param_nvme_path.empty()
+          ? std::vector<bool>(layout_.size(), false)
+          : shards_on_disk(offloaded_elems, features.param_max_in_cpu_elems);
+  std::vector<std::int64_t> disk_elems;
   for (std::size_t u = 0; u < layout_.size(); ++u) {
     const UnitLayout& unit = layout_[u];
-    const bool on_host = offload_ && !persistent_[u];
-    const bool on_disk = on_host && !features.param_nvme_path.empty();
+    const bool on_host = offloaded_elems[u] > 0;
     opt.params_on_host.push_back(on_host);
-    disk_elems.push_back(on_disk ? unit.shard_elems : 0);
-    if (on_disk) {
+    disk_elems.push_back(disk[u] ? unit.shard_elems : 0);
+    if (disk[u]) {
       params_.emplace_back();
       continue;
     }
@@ -42,7 +51,10 @@ Zero3Shards::Zero3Shards(Model& model, Device& device, Comm& comm,
   }
   if (!features.param_nvme_path.empty()) {
     disk_ = std::make_unique<ParamSwap>(device, &comm, features.param_nvme_path, precision_,
-                                        std::move(disk_elems), features.aio);
+                                        std::move(disk_elems),
+                                        ParamBuffers{.count = features.param_buffer_count,
+                                                     .max_elems = features.param_buffer_elems},
+                                        features.aio);
     opt.held_params = disk_.get();
   }
   init(model, seed);
@@ -95,6 +107,13 @@ void Zero3Shards::gather_persistent(std::int64_t bucket_elems,
     all_gather_into(comm_, device_, shards[u], whole(u), bucket_elems);
     gathered(static_cast<int>(u));
   }
+}
+
+std::function<bool(int unit, bool backward)> read_ahead_of(Zero3Shards& shards, bool forward_only) {
+  if (!shards.reads_from_disk()) return {};
+  return [&shards, forward_only](int unit, bool backward) {
+    return (forward_only && backward) || shards.read_ahead(static_cast<std::size_t>(unit));
+  };
 }
 
 }  // namespace zl

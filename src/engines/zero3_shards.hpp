@@ -1,6 +1,6 @@
 // zero3_shards.hpp — where ZeRO-3 keeps its own parameter shards: device memory (Params), host
-// memory with offload_param (HostParams), or with its nvme_path a swap file on disk
-// (param_swap.hpp); units below the persistence threshold stay whole on the device. zero3.cpp
+// memory with offload_param (HostParams), or with its nvme_path, past max_in_cpu, a swap file on
+// disk (param_swap.hpp); units below the persistence threshold stay whole on the device. zero3.cpp
 // asks for the own shards, for one unit's shard on the device (what a gather sends), and for the
 // whole buffer of a persistent unit; where they live never changes a result.
 #pragma once
@@ -50,6 +50,11 @@ class Zero3Shards {
   /// `staged` (booked as a comm buffer, counted as a host-to-device copy), read from disk first
   /// when it lives there.
   TypedSpan on_device(std::size_t unit, Buffer& staged);
+  /// True when some shards live on disk (offload_param on nvme, past max_in_cpu).
+  bool reads_from_disk() const { return disk_ != nullptr; }
+  /// Starts reading `unit`'s shard from disk for an on_device() to come (ParamSwap::read_ahead);
+  /// true for a unit not on disk.
+  bool read_ahead(std::size_t unit) { return !on_disk(unit) || disk_->read_ahead(unit); }
 
  private:
   bool on_disk(std::size_t unit) const { return disk_ && disk_->on_disk(unit); }
@@ -65,5 +70,11 @@ class Zero3Shards {
   UnitBuffers params_;               // own shard (whole for persistent units); empty on disk
   std::unique_ptr<ParamSwap> disk_;  // offload_param on nvme
 };
+
+/// What VisitGathers reads ahead with for `shards` (VisitGathers::ReadAhead): their shards on
+/// disk, for forward visits only when `forward_only` (hpZ's backward gathers read the secondary
+/// shards); empty when none is on disk.
+std::function<bool(int unit, bool backward)> read_ahead_of(Zero3Shards& shards,
+                                                           bool forward_only = false);
 
 }  // namespace zl

@@ -93,11 +93,13 @@ class ZeroPlusPlusEngine final : public Engine {
         shards_(model, device, world, layout_, features_, options.seed, opt_),
         secondary_(alloc_secondary(device, layout_, partition_ranks_, features_.precision,
                                    shards_.persistent_units())),
-        gathers_(model.forward_order(), layout_, shards_.persistent_units(),
-                 features_.prefetch_bucket_elems, /*within_pass=*/partition_ != nullptr,
-                 [this](int unit, bool backward, bool ahead) {
-                   return start_gather(unit, backward, ahead);
-                 }) {
+        gathers_(
+            model.forward_order(), layout_, shards_.persistent_units(),
+            features_.prefetch_bucket_elems, /*within_pass=*/partition_ != nullptr,
+            [this](int unit, bool backward, bool ahead) {
+              return start_gather(unit, backward, ahead);
+            },
+            read_ahead_of(shards_, /*forward_only=*/partition_ != nullptr)) {
     validate(features_);
     opt_.comm = &world;
     master_from_params(opt_, shards_.own(), device_);

@@ -194,6 +194,61 @@ TEST(OffloadTimeline, PipelinedSwapsRunOnTheDiskStreamUnderTheUpdate) {
   fs::remove_all(folder);
 }
 
+// ZeRO-3's parameter shards on the NVMe tier through offload_param.buffer_count swap buffers: with
+// one, each read and write blocks; with five, the reads of the next visits' and units' shards go
+// ahead on the disk stream and the updated shards go out while the next units update. Both move
+// the same bytes (no shard is read twice), every start is waited for, the steps' copy time drops,
+// a replay gives the live times, and the results are the same bits.
+TEST(OffloadTimeline, ParameterReadsGoAheadAndWritesGoOnThroughTheSwapBuffers) {
+  const fs::path folder =
+      fs::temp_directory_path() / ("zl_param_stream_test_" + std::to_string(::getpid()));
+  fs::create_directories(folder);
+  TrainConfig config = offload_param();
+  config.features.offload_optimizer = true;
+  config.features.param_nvme_path = folder.string();
+  config.disk_link = disk_link_preset("0.05");
+  config.features.param_buffer_count = 1;
+  const TrainResult waiting = train(config);
+  config.features.param_buffer_count = 5;
+  const TrainResult pipelined = train(config);
+  EXPECT_FALSE(first_difference(pipelined, waiting));
+  std::vector<std::vector<TimelineOp>> programs;
+  for (int r = 0; r < config.world; ++r) {
+    const auto step_disk = [](const TimelineRecord& timeline) {
+      std::int64_t bytes = 0, starts = 0, waits = 0;
+      bool in_step = false;
+      for (const TimelineOp& op : timeline.program) {
+        if (op.kind == TimelineOp::Kind::BeginStep) in_step = true;
+        if (op.kind == TimelineOp::Kind::EndStep) in_step = false;
+        if (op.kind == TimelineOp::Kind::DiskStart) {
+          ++starts;
+          if (in_step) bytes += op.copy_bytes;
+        }
+        if (op.kind == TimelineOp::Kind::DiskWait) ++waits;
+        if (in_step && op.kind == TimelineOp::Kind::Copy && op.disk) bytes += op.copy_bytes;
+      }
+      EXPECT_EQ(waits, starts);
+      return bytes;
+    };
+    // Per step and owned bf16 element: read for the forward gather, the backward one and the
+    // update, and written after it (8 B).
+    std::int64_t owned_elems = 0;
+    for (const auto& unit : pipelined.layout) owned_elems += unit.shard_elems;
+    EXPECT_EQ(step_disk(waiting.timelines[r]), 8 * owned_elems * config.steps) << "rank " << r;
+    EXPECT_EQ(step_disk(pipelined.timelines[r]), 8 * owned_elems * config.steps) << "rank " << r;
+    EXPECT_LT(pipelined.timelines[r].totals().copy_ms, waiting.timelines[r].totals().copy_ms)
+        << "rank " << r;
+    programs.push_back(pipelined.timelines[r].program);
+  }
+  const auto replayed =
+      replay(programs, config.link, config.host_link, config.disk_link, config.world);
+  for (int r = 0; r < config.world; ++r) {
+    EXPECT_EQ(replayed[r].totals().copy_ms, pipelined.timelines[r].totals().copy_ms) << r;
+  }
+  EXPECT_TRUE(fs::is_empty(folder));
+  fs::remove_all(folder);
+}
+
 TEST(OffloadTimeline, EverySwapReadAndWriteCostsLatencyPlusBytesOverTheDiskLink) {
   const fs::path folder =
       fs::temp_directory_path() / ("zl_disk_link_test_" + std::to_string(::getpid()));
@@ -202,6 +257,7 @@ TEST(OffloadTimeline, EverySwapReadAndWriteCostsLatencyPlusBytesOverTheDiskLink)
   config.features.offload_optimizer = true;
   config.features.nvme_path = folder.string();
   config.features.param_nvme_path = folder.string();
+  config.features.param_buffer_count = 1;  // each parameter read and write waits at once
   config.disk_link = disk_link_preset("2.5");
   const TrainResult result = train(config);
   std::vector<std::vector<TimelineOp>> programs;
@@ -216,6 +272,7 @@ TEST(OffloadTimeline, EverySwapReadAndWriteCostsLatencyPlusBytesOverTheDiskLink)
     for (const TimelineOp& op : timeline.program) {
       if (op.kind == TimelineOp::Kind::BeginStep) in_step = true;
       if (op.kind == TimelineOp::Kind::EndStep) in_step = false;
+      if (in_step && op.kind == TimelineOp::Kind::DiskStart) step_disk_bytes += op.copy_bytes;
       if (op.kind != TimelineOp::Kind::Copy) continue;
       if (in_step && op.disk) step_disk_bytes += op.copy_bytes;
       if (in_step && !op.disk) ++step_host_ops;

@@ -96,11 +96,18 @@ TEST(OffloadMemory, NvmeKeepsTheOptimizerOnDiskAndOneUnitInHostMemory) {
   std::filesystem::remove_all(folder);
 }
 
+// Elements of a rank's own shards, every unit's.
+std::int64_t owned_shard_elems(const TrainResult& result) {
+  std::int64_t elems = 0;
+  for (const auto& unit : result.layout) elems += unit.shard_elems;
+  return elems;
+}
+
 // ZeRO-Infinity with both offloads on NVMe (DeepSpeed's Infinity configs): the same bits as both
-// in host memory; between steps the parameter shards are only on disk (nvme_params, 2 bytes per
-// owned bf16 element) and no host memory holds them, and at most one unit's shard was in host
-// memory at a time (each gather and each update holds one).
-TEST(OffloadMemory, NvmeKeepsTheParameterShardsOnDiskAndOneUnitInHostMemory) {
+// in host memory; the parameter shards are on disk (nvme_params, 2 bytes per owned bf16 element)
+// but for those max_in_cpu keeps in host memory, and host memory holds those and a pool of
+// offload_param.buffer_count swap buffers of the largest shard on disk, no more, at any time.
+TEST(OffloadMemory, NvmeKeepsTheShardsPastMaxInCpuOnDiskThroughAPoolOfSwapBuffers) {
   const std::filesystem::path folder =
       std::filesystem::temp_directory_path() / ("zl_nvme_param_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(folder);
@@ -112,23 +119,35 @@ TEST(OffloadMemory, NvmeKeepsTheParameterShardsOnDiskAndOneUnitInHostMemory) {
     config.features.offload_optimizer = true;
     config.features.offload_param = true;
     const TrainResult in_host_memory = train(config);
+    EXPECT_EQ(in_host_memory.steps.back().memory.current_bytes(MemCategory::HostParams),
+              2 * owned_shard_elems(in_host_memory))
+        << world;
     config.features.nvme_path = folder.string();
     config.features.param_nvme_path = folder.string();
-    const TrainResult on_disk = train(config);
-    EXPECT_FALSE(first_difference(on_disk, in_host_memory)) << "W=" << world;
-    std::int64_t owned_elems = 0, largest_elems = 0;
-    for (const auto& unit : on_disk.layout) {
-      owned_elems += unit.shard_elems;
-      largest_elems = std::max(largest_elems, unit.shard_elems);
+    const std::vector<UnitLayout>& layout = in_host_memory.layout;
+    ASSERT_GE(layout.size(), 3u);
+    for (const int buffers : {1, 5}) {
+      // 0: every shard on disk; the first unit's: that one in host memory
+      for (const std::int64_t max_in_cpu : {std::int64_t{0}, layout[0].shard_elems}) {
+        config.features.param_buffer_count = buffers;
+        config.features.param_max_in_cpu_elems = max_in_cpu;
+        const TrainResult on_disk = train(config);
+        const std::string what =
+            fmt::format("W={} buffers {} max_in_cpu {}", world, buffers, max_in_cpu);
+        EXPECT_FALSE(first_difference(on_disk, in_host_memory)) << what;
+        std::int64_t disk_elems = 0, largest_elems = 0;
+        for (std::size_t u = max_in_cpu > 0 ? 1 : 0; u < layout.size(); ++u) {
+          disk_elems += layout[u].shard_elems;
+          largest_elems = std::max(largest_elems, layout[u].shard_elems);
+        }
+        const MemoryLedger& after_steps = on_disk.steps.back().memory;  // rank 0, before the end
+        EXPECT_EQ(after_steps.current_bytes(MemCategory::NvmeParams), 2 * disk_elems) << what;
+        const std::int64_t host_bytes = 2 * (max_in_cpu + buffers * largest_elems);
+        EXPECT_EQ(after_steps.current_bytes(MemCategory::HostParams), host_bytes) << what;
+        EXPECT_EQ(after_steps.peak_bytes(MemCategory::HostParams), host_bytes) << what;
+        EXPECT_TRUE(std::filesystem::is_empty(folder)) << what << ": the swap files stay";
+      }
     }
-    const MemoryLedger& after_steps = on_disk.steps.back().memory;  // rank 0, before the end
-    EXPECT_EQ(after_steps.current_bytes(MemCategory::NvmeParams), 2 * owned_elems) << world;
-    EXPECT_EQ(after_steps.current_bytes(MemCategory::HostParams), 0) << world;
-    EXPECT_EQ(after_steps.peak_bytes(MemCategory::HostParams), 2 * largest_elems) << world;
-    EXPECT_EQ(in_host_memory.steps.back().memory.current_bytes(MemCategory::HostParams),
-              2 * owned_elems)
-        << world;
-    EXPECT_TRUE(std::filesystem::is_empty(folder)) << world << ": the swap files stay";
   }
   std::filesystem::remove_all(folder);
 }

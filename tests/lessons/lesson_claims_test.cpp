@@ -379,11 +379,14 @@ TEST(LessonClaims, InfinitySaysWhatTheSwapFileMoved) {
         flags.find("--stage") == std::string::npos || flags.find("--stage 3") != std::string::npos;
     EXPECT_EQ(text.find("both on NVMe") != std::string::npos, zero3) << flags;
     if (zero3) {
-      const std::smatch both = find(text, R"(both on NVMe +([0-9,]+) +0 +([0-9,]+))");
+      const std::smatch both = find(text, R"(both on NVMe +([0-9,]+) +([0-9,]+) +([0-9,]+))");
       const std::smatch moved = find(text, R"(\(both on NVMe\), ([0-9,]+) B more go to the disk )"
                                            R"(and the device keeps ([0-9,]+) B)");
-      EXPECT_EQ(number(moved[1]), number(both[2]) - number(disk[2])) << flags;
+      EXPECT_EQ(number(moved[1]), number(both[3]) - number(disk[2])) << flags;
       EXPECT_EQ(number(moved[2]), number(both[1])) << flags;
+      const std::smatch buffers = find(text, R"(swap buffers of the largest shard )"
+                                             R"(\(offload_param.buffer_count\): ([0-9,]+) B)");
+      EXPECT_EQ(number(buffers[1]), number(both[2])) << flags;
     }
     const std::smatch wall = find(
         text, R"(the GPU keeps ([0-9]+) of the ([0-9]+) bytes a parameter takes at ZeRO-3, so the )"
