@@ -119,7 +119,10 @@ Report make_report(const EstimateFlags& flags) {
       .optimizer_bytes_per_param = flags.optimizer_bytes,
       .optimizer_tier = parse_offload_tier(flags.offload_optimizer, "--offload-optimizer"),
       .param_tier = parse_offload_tier(flags.offload_param, "--offload-param"),
-      .hpz_partition_ranks = flags.hpz_partition_ranks};
+      .hpz_partition_ranks = flags.hpz_partition_ranks,
+      .param_buffer_count = flags.param_buffer_count,
+      .param_buffer_elems = flags.param_buffer_elems,
+      .param_max_in_cpu_elems = flags.param_max_in_cpu_elems};
   validate(report.options);
   ZL_CHECK(flags.world % flags.hpz_partition_ranks == 0,
            "--hpz-partition-size {} does not divide --world {}: use the GPUs of a node",
@@ -369,6 +372,9 @@ void print_json(const Report& report) {
       {"optimizer_bytes_per_param", options.optimizer_bytes_per_param},
       {"offload_optimizer", offload_tier_name(options.optimizer_tier)},
       {"offload_param", offload_tier_name(options.param_tier)},
+      {"param_buffer_count", options.param_buffer_count},
+      {"param_buffer_elems", options.param_buffer_elems},
+      {"param_max_in_cpu_elems", options.param_max_in_cpu_elems},
       {"stages", nlohmann::ordered_json::array()},
   };
   const nlohmann::ordered_json activation_bytes =
@@ -522,6 +528,20 @@ CLI::App* add_estimate_command(CLI::App& app, std::function<int()>& run) {
                   "(with --param-nvme-path)")
       ->check(CLI::IsMember({"none", "cpu", "nvme"}))
       ->capture_default_str();
+  cmd->add_option("--param-buffer-count", flags->param_buffer_count,
+                  "With --offload-param nvme: swap buffers in host memory, each the largest shard "
+                  "on disk, as train takes it (offload_param.buffer_count)")
+      ->capture_default_str();
+  cmd->add_option("--param-buffer-size", flags->param_buffer_elems,
+                  "With --offload-param nvme: elements a swap buffer holds at most, as train takes "
+                  "it (offload_param.buffer_size)")
+      ->capture_default_str()
+      ->type_name("ELEMS");
+  cmd->add_option("--param-max-in-cpu", flags->param_max_in_cpu_elems,
+                  "With --offload-param nvme: elements of shards kept in host memory, as train "
+                  "takes it (offload_param.max_in_cpu)")
+      ->capture_default_str()
+      ->type_name("ELEMS");
   cmd->add_option("--hpz-partition-size", flags->hpz_partition_ranks,
                   "ZeRO++'s hpZ, as train takes it: stage 3 also holds a secondary parameter "
                   "shard among this many GPUs, a node's (1: off)")

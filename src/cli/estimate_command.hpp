@@ -45,6 +45,11 @@ struct EstimateFlags {
   std::string offload_optimizer = "none";
   /// --offload-param: where ZeRO-3's parameter shards rest (none or cpu).
   std::string offload_param = "none";
+  /// --param-buffer-count, --param-buffer-size, --param-max-in-cpu: with --offload-param nvme,
+  /// the parameters' swap buffers in host memory and the shards kept there, as train takes them.
+  int param_buffer_count = TrainingFeatures{}.param_buffer_count;
+  std::int64_t param_buffer_elems = TrainingFeatures{}.param_buffer_elems;          ///< see above
+  std::int64_t param_max_in_cpu_elems = TrainingFeatures{}.param_max_in_cpu_elems;  ///< see above
   /// --hpz-partition-size: ZeRO++'s hpZ at stage 3, a secondary parameter shard among this many
   /// GPUs (1: off).
   int hpz_partition_ranks = 1;

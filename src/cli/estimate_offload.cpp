@@ -59,10 +59,18 @@ void print_placements(const std::vector<LedgerEstimate>& stages, const EstimateO
       "\nwhere the model states rest per GPU with --offload-optimizer {} and --offload-param {} "
       "(the table above is the device's): offloaded, the optimizer keeps an fp32 master (4 B per "
       "parameter) whatever the precision{}; not counted: a unit's gradient on its way to a host "
-      "update, and an NVMe unit's state in host memory during its update\n\n",
+      "update, and an NVMe unit's state in host memory during its update{}\n\n",
       offload_tier_name(options.optimizer_tier), offload_tier_name(options.param_tier),
       options.param_tier != OffloadTier::None
           ? "; ZeRO-3 alone offloads parameters, its persistent units staying on the device"
+          : "",
+      options.param_tier == OffloadTier::Nvme
+          ? fmt::format("; the parameters on disk pass through {} swap buffers of b elements in "
+                        "host memory (b: the largest shard on disk, at most --param-buffer-size "
+                        "{}; a bare count's shard is as many units as it takes), and Ψc, the "
+                        "first shards that fit in --param-max-in-cpu {} elements, stay there",
+                        options.param_buffer_count, options.param_buffer_elems,
+                        options.param_max_in_cpu_elems)
           : "");
   fmt::print("{:<8} {:>12} {:>12} {:>12}  {}\n", "stage", "device_GB", "host_GB", "disk_GB",
              "device | host | disk");

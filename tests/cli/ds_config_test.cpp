@@ -352,6 +352,34 @@ TEST(DsConfig, OlderSpellingsStaticScaleAndUnboundedBuckets) {
   EXPECT_TRUE(a.warnings.empty());
 }
 
+// offload_param's swap buffers and max_in_cpu: DeepSpeed's defaults (5 buffers of up to 1e8
+// elements, the first 1e9 elements kept in host memory) where a config on nvme leaves them out,
+// its own values where it gives them; on cpu max_in_cpu does nothing, as in DeepSpeed.
+TEST(DsConfig, OffloadParamsBuffersAndMaxInCpuAreDeepSpeeds) {
+  constexpr std::string_view nvme =
+      R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"},
+          "offload_param": {"device": "nvme", "nvme_path": "/tmp"%s}}})";
+  const auto with = [&](std::string_view keys) {
+    std::string text(nvme);
+    return apply(text.replace(text.find("%s"), 2, keys));
+  };
+  Applied a = with("");
+  EXPECT_EQ(a.config.features.param_nvme_path, "/tmp");
+  EXPECT_EQ(a.config.features.param_buffer_count, 5);
+  EXPECT_EQ(a.config.features.param_buffer_elems, 100'000'000);
+  EXPECT_EQ(a.config.features.param_max_in_cpu_elems, 1'000'000'000);
+  a = with(R"(, "buffer_count": 2, "buffer_size": 4096, "max_in_cpu": 0)");
+  EXPECT_EQ(a.config.features.param_buffer_count, 2);
+  EXPECT_EQ(a.config.features.param_buffer_elems, 4096);
+  EXPECT_EQ(a.config.features.param_max_in_cpu_elems, 0);
+  EXPECT_TRUE(a.warnings.empty());
+  a = apply(R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu",
+      "max_in_cpu": 5e8}}})");
+  EXPECT_TRUE(a.config.features.offload_param);
+  EXPECT_TRUE(a.config.features.param_nvme_path.empty());
+  EXPECT_TRUE(TrainingFeatures{}.param_max_in_cpu_elems == 0) << "the flags' default: on disk";
+}
+
 TEST(DsConfig, WrongTypesAndValuesFailInOneLineNamingTheKey) {
   const BadConfig cases[] = {
       {R"({"zero_optimization": {"stage": 5}})",
@@ -398,6 +426,13 @@ TEST(DsConfig, WrongTypesAndValuesFailInOneLineNamingTheKey) {
       {R"({"zero_optimization": {"offload_optimizer": {"device": "nvme", "nvme_path": 1}}})",
        "ds.json: zero_optimization.offload_optimizer.nvme_path is 1: use the path of a folder for "
        "the swap files"},
+      {R"({"zero_optimization": {"offload_param": {"buffer_count": 0}}})",
+       "ds.json: zero_optimization.offload_param.buffer_count is 0: use 1 to 1024 swap buffers"},
+      {R"({"zero_optimization": {"offload_param": {"buffer_size": 1.5}}})",
+       "ds.json: zero_optimization.offload_param.buffer_size is 1.5: use 1 or more elements"},
+      {R"({"zero_optimization": {"offload_param": {"max_in_cpu": -1}}})",
+       "ds.json: zero_optimization.offload_param.max_in_cpu is -1: use 0 (every shard on disk) or "
+       "more elements"},
       {R"({"optimizer": {"type": "SGD"}})",
        R"(ds.json: optimizer.type is "SGD": use AdamW, or Adam with adam_w_mode true)"},
       {R"({"optimizer": {"params": {"lr": 0.1}}})",

@@ -214,28 +214,45 @@ TEST(OffloadTimeline, ParameterReadsGoAheadAndWritesGoOnThroughTheSwapBuffers) {
   EXPECT_FALSE(first_difference(pipelined, waiting));
   std::vector<std::vector<TimelineOp>> programs;
   for (int r = 0; r < config.world; ++r) {
+    // The steps' disk bytes, and their reads that go ahead: waited for after other work.
+    struct StepDisk {
+      std::int64_t bytes = 0, reads_ahead = 0;
+    };
     const auto step_disk = [](const TimelineRecord& timeline) {
-      std::int64_t bytes = 0, starts = 0, waits = 0;
+      StepDisk disk;
+      std::int64_t starts = 0, waits = 0;
       bool in_step = false;
-      for (const TimelineOp& op : timeline.program) {
+      const std::vector<TimelineOp>& program = timeline.program;
+      for (std::size_t i = 0; i < program.size(); ++i) {
+        const TimelineOp& op = program[i];
         if (op.kind == TimelineOp::Kind::BeginStep) in_step = true;
         if (op.kind == TimelineOp::Kind::EndStep) in_step = false;
         if (op.kind == TimelineOp::Kind::DiskStart) {
           ++starts;
-          if (in_step) bytes += op.copy_bytes;
+          if (in_step) disk.bytes += op.copy_bytes;
+          const bool waited_next = i + 1 < program.size() &&
+                                   program[i + 1].kind == TimelineOp::Kind::DiskWait &&
+                                   program[i + 1].disk_id == op.disk_id;
+          if (in_step && op.disk_io == DiskIo::Read && !waited_next) ++disk.reads_ahead;
         }
         if (op.kind == TimelineOp::Kind::DiskWait) ++waits;
-        if (in_step && op.kind == TimelineOp::Kind::Copy && op.disk) bytes += op.copy_bytes;
+        if (in_step && op.kind == TimelineOp::Kind::Copy && op.disk) disk.bytes += op.copy_bytes;
       }
       EXPECT_EQ(waits, starts);
-      return bytes;
+      return disk;
     };
     // Per step and owned bf16 element: read for the forward gather, the backward one and the
-    // update, and written after it (8 B).
+    // update, and written after it (8 B). Ahead of their use: every read but the update's first
+    // (forward's first starts with the micro-batch, backward's first while forward ends).
     std::int64_t owned_elems = 0;
     for (const auto& unit : pipelined.layout) owned_elems += unit.shard_elems;
-    EXPECT_EQ(step_disk(waiting.timelines[r]), 8 * owned_elems * config.steps) << "rank " << r;
-    EXPECT_EQ(step_disk(pipelined.timelines[r]), 8 * owned_elems * config.steps) << "rank " << r;
+    const StepDisk waited = step_disk(waiting.timelines[r]);
+    const StepDisk ahead = step_disk(pipelined.timelines[r]);
+    EXPECT_EQ(waited.bytes, 8 * owned_elems * config.steps) << "rank " << r;
+    EXPECT_EQ(ahead.bytes, 8 * owned_elems * config.steps) << "rank " << r;
+    EXPECT_EQ(waited.reads_ahead, 0) << "rank " << r;
+    const auto units = static_cast<std::int64_t>(pipelined.layout.size());
+    EXPECT_EQ(ahead.reads_ahead, (3 * units - 1) * config.steps) << "rank " << r;
     EXPECT_LT(pipelined.timelines[r].totals().copy_ms, waiting.timelines[r].totals().copy_ms)
         << "rank " << r;
     programs.push_back(pipelined.timelines[r].program);

@@ -6,6 +6,7 @@
 #include <rapidcheck.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <ostream>
 #include <string>
@@ -106,15 +107,17 @@ inline const std::string& nvme_test_folder() {
 /// a few elements per rank, overlap_comm, ZeRO-Offload (to host memory or ZeRO-Infinity's NVMe
 /// tier) and ZeRO-3's parameter offload off, to host memory or (with ZeRO-Offload) to the NVMe
 /// tier, its swap files moved by io_uring or threads in blocks of a page or more, with
-/// pipeline_read, pipeline_write, both or neither, and fp16 scales that overflow from the first
-/// step (2^40) with a short window and hysteresis, so skipped steps and scale changes occur; or a
-/// static fp16 scale (1024, or 2^40, which overflows and skips steps without ever moving).
+/// pipeline_read, pipeline_write, both or neither, the parameters through 1, 2, 3 or 5 swap
+/// buffers with the first shards in host memory or none (max_in_cpu), and fp16 scales that overflow
+/// from the first step (2^40) with a short window and hysteresis, so skipped steps and scale
+/// changes occur; or a static fp16 scale (1024, or 2^40, which overflows and skips steps without
+/// ever moving).
 inline Gen<zl::TrainingFeatures> gen_features() {
   return gen::apply(
       [](zl::DType precision, int accum, double clip, std::int64_t prefetch,
          std::int64_t persistence, int scale_power, int window, int hysteresis,
          std::int64_t reduce_bucket, std::int64_t allgather_bucket, bool overlap, int offload_tier,
-         double static_scale, int param_tier, int swap_plan) {
+         double static_scale, int param_tier, int swap_plan, int param_pool) {
         zl::TrainingFeatures features;
         features.precision = precision;
         features.grad_accum_steps = accum;
@@ -144,6 +147,10 @@ inline Gen<zl::TrainingFeatures> gen_features() {
         features.pipeline_read = swap_plan == 1 || swap_plan == 3;
         features.pipeline_write = swap_plan >= 2;
         features.swap_buffer_count = swap_plan == 2 ? 2 : swap_plan == 3 ? 3 : 4;
+        // the parameters' swap buffers: DeepSpeed's 5, one (every read and write waits), two or
+        // three; the second plan keeps the first shards of up to 300 elements in host memory
+        features.param_buffer_count = std::array{5, 1, 2, 3}[static_cast<std::size_t>(param_pool)];
+        features.param_max_in_cpu_elems = param_pool == 2 ? 300 : 0;
         features.loss_scale = {.initial_scale_power = scale_power,
                                .window = window,
                                .hysteresis = hysteresis,
@@ -157,7 +164,7 @@ inline Gen<zl::TrainingFeatures> gen_features() {
       gen::inRange(1, 3), gen::element<std::int64_t>(500'000'000, 256, 64),
       gen::element<std::int64_t>(500'000'000, 320, 48), gen::arbitrary<bool>(),
       gen::element(0, 1, 2), gen::element(0.0, 0.0, 1024.0, 1099511627776.0), gen::element(0, 1, 2),
-      gen::element(0, 1, 2, 3));
+      gen::element(0, 1, 2, 3), gen::element(0, 1, 2, 3));
 }
 
 /// Activation checkpointing: none first (so failures shrink to it), full, every:2, every:3 or
