@@ -306,6 +306,13 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --stage 2 --world 4 --zero-quantized-weights",
        "zero_quantized_weights quantizes ZeRO-3's communication: use --stage 3"},
       {"train --hpz-partition-size 0", "--hpz-partition-size 0 is invalid"},
+      {"train --stage 3 --offload-optimizer --offload-param --param-nvme-path /tmp "
+       "--param-buffer-count 0",
+       "offload_param.buffer_count 0 is invalid: use 1 to 1024 swap buffers"},
+      {"train --stage 3 --offload-optimizer --offload-param --param-nvme-path /tmp "
+       "--param-buffer-size 10",
+       "offload_param.buffer_size 10 cannot hold parameter unit 0's shard of 1088 elements: raise "
+       "it to at least 1088 (--param-buffer-size)"},
       {"train --stage 3 --world 8 --gpus-per-node 4 --config " + mics_config,
        "a shard group of 2 ranks (mics_shard_size) is not a node of 4: hybrid sharding shards "
        "inside one node of --gpus-per-node ranks; give --gpus-per-node 2 or mics_shard_size 4"},

@@ -332,6 +332,37 @@ TEST(EstimateCli, AQuadrillionParametersFit) {
 // ZeRO-3; the disk takes the master and Adam's 12Ψ (12Ψ/N sharded); the host ZeRO-3's 2Ψ/N. In
 // fp32 with the optimizer in host memory, the host gets a 4-byte master that fp32 otherwise has
 // none of.
+// ZeRO-3's shards on NVMe pass through --param-buffer-count swap buffers in host memory, each the
+// largest shard on disk up to --param-buffer-size (a bare count's 875M-element shard fills each of
+// the default 5 with 1e8: 1 GB); --param-max-in-cpu keeps the shards that fit in host memory.
+TEST(EstimateCli, ParametersOnNvmePassThroughSwapBuffers) {
+  const std::string both =
+      "estimate --params 7e9 --world 8 --offload-optimizer nvme --offload-param nvme --json";
+  const auto stage3 = [&](const std::string& flags) {
+    const auto run = zerolab(both + flags);
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return nlohmann::json::parse(run.out).at("stages")[3];
+  };
+  auto stage = stage3("");
+  EXPECT_EQ(stage.at("host_bytes").get<std::int64_t>(), 5 * 100'000'000 * 2);
+  EXPECT_EQ(stage.at("disk_bytes").get<std::int64_t>(), 1'750'000'000 + 10'500'000'000);
+  EXPECT_EQ(stage.at("host_formula"), "2·5b");
+  EXPECT_EQ(stage.at("disk_formula"), "2Ψ/N + 4Ψ/N + 8Ψ/N");
+  stage = stage3(" --param-buffer-count 2 --param-buffer-size 1000");
+  EXPECT_EQ(stage.at("host_bytes").get<std::int64_t>(), 2 * 1000 * 2);
+  EXPECT_EQ(stage.at("host_formula"), "2·2b");
+  stage = stage3(" --param-max-in-cpu 875000000");
+  EXPECT_EQ(stage.at("host_bytes").get<std::int64_t>(), 1'750'000'000);
+  EXPECT_EQ(stage.at("disk_bytes").get<std::int64_t>(), 10'500'000'000);
+  EXPECT_EQ(stage.at("host_formula"), "2Ψc");
+  const auto gpt = zerolab(
+      "estimate --model gpt --preset 124M --world 4 --offload-optimizer cpu --offload-param nvme "
+      "--param-max-in-cpu 20000000");
+  EXPECT_TRUE(has(gpt.out, "2Ψc + 2·5b + 4Ψp/N + 8Ψp/N | 2(Ψp/N - Ψc)")) << gpt.out;
+  EXPECT_TRUE(has(gpt.out, "the parameters on disk pass through 5 swap buffers of b elements"))
+      << gpt.out;
+}
+
 TEST(EstimateCli, OffloadPlacesTheStatesOnTheHostAndTheDisk) {
   const auto run = zerolab(
       "estimate --params 7e9 --world 8 --offload-optimizer nvme --offload-param cpu --json");
@@ -471,6 +502,14 @@ TEST(EstimateCli, BadFlagsFailWithOneLineAndExit2) {
       "estimate --params 7e9 --world 8 --offload-optimizer gpu",
       "estimate --params 7e9 --world 8 --offload-param nvme",
       "estimate --params 7e9 --world 8 --offload-param",
+      "estimate --params 7e9 --world 8 --offload-optimizer cpu --offload-param nvme "
+      "--param-buffer-count 0",
+      "estimate --params 7e9 --world 8 --offload-optimizer cpu --offload-param nvme "
+      "--param-buffer-size 0",
+      "estimate --params 7e9 --world 8 --offload-optimizer cpu --offload-param nvme "
+      "--param-max-in-cpu -1",
+      "estimate --model gpt --world 8 --offload-optimizer cpu --offload-param nvme "
+      "--param-buffer-size 10",
       "estimate --params 7e9 --world 8 --device-gb 32",
       "estimate --params 7e9 --world 8 --device-gb 32 --host-gb 96",
       "estimate --params 7e9 --world 8 --device-gb 0 --host-gb 96 --disk-gb 100",

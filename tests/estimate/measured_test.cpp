@@ -106,6 +106,10 @@ TEST(EstimateMeasured, OffloadedLedgersEqualTheEstimate) {
             if (nvme) features.nvme_path = rc::nvme_test_folder();
             features.offload_param = engine == EngineKind::Zero3;
             if (nvme && features.offload_param) features.param_nvme_path = rc::nvme_test_folder();
+            // with persistence, 3 swap buffers and the first shards of up to 5,000 elements in
+            // host memory
+            features.param_buffer_count = threshold == 0 ? 5 : 3;
+            features.param_max_in_cpu_elems = threshold == 0 ? 0 : 5'000;
             const EstimateOptions options = estimate_options(features);
             const LedgerEstimate estimate =
                 estimate_ledger(state_elems(units, world, options), options, stage_of(engine));
