@@ -31,15 +31,8 @@ void validate(const TrainingFeatures& features) {
       "(--offload-param --param-nvme-path with --offload-optimizer)",
       features.param_nvme_path);
   validate(features.aio);
-  ZL_CHECK(features.param_buffer_count >= 1 && features.param_buffer_count <= 1024,
-           "offload_param.buffer_count {} is invalid: use 1 to 1024 swap buffers",
-           features.param_buffer_count);
-  ZL_CHECK(features.param_buffer_elems >= 1,
-           "offload_param.buffer_size {} is invalid: use 1 or more elements",
-           features.param_buffer_elems);
-  ZL_CHECK(features.param_max_in_cpu_elems >= 0,
-           "offload_param.max_in_cpu {} is invalid: use 0 (every shard on disk) or more elements",
-           features.param_max_in_cpu_elems);
+  validate_param_buffers(features.param_buffer_count, features.param_buffer_elems,
+                         features.param_max_in_cpu_elems);
   const int buffers_needed =
       1 + static_cast<int>(features.pipeline_read) + static_cast<int>(features.pipeline_write);
   ZL_CHECK(features.nvme_path.empty() || features.swap_buffer_count >= buffers_needed,
@@ -63,6 +56,21 @@ void validate(const TrainingFeatures& features) {
   ZL_CHECK(features.persistence_threshold_elems >= 0,
            "stage3_param_persistence_threshold {} is invalid: use 0 or more elements",
            features.persistence_threshold_elems);
+}
+
+void validate_param_buffers(int buffer_count, std::int64_t buffer_elems,
+                            std::int64_t max_in_cpu_elems) {
+  ZL_CHECK(buffer_count >= 1 && buffer_count <= 1024,
+           "offload_param.buffer_count (--param-buffer-count) {} is invalid: use 1 to 1024 swap "
+           "buffers",
+           buffer_count);
+  ZL_CHECK(buffer_elems >= 1,
+           "offload_param.buffer_size (--param-buffer-size) {} is invalid: use 1 or more elements",
+           buffer_elems);
+  ZL_CHECK(max_in_cpu_elems >= 0,
+           "offload_param.max_in_cpu (--param-max-in-cpu) {} is invalid: use 0 (every shard on "
+           "disk) or more elements",
+           max_in_cpu_elems);
 }
 
 void validate_shard_group(const TrainingFeatures& features, int world) {

@@ -154,6 +154,11 @@ struct TrainingFeatures {
 /// Throws zl::Error naming the setting (by its DeepSpeed key) if a value is out of range.
 void validate(const TrainingFeatures& features);
 
+/// Throws zl::Error naming the key and the flag unless offload_param's buffer_count is 1 to 1024,
+/// buffer_size 1 or more and max_in_cpu 0 or more (TrainingFeatures::param_buffer_count, ...).
+void validate_param_buffers(int buffer_count, std::int64_t buffer_elems,
+                            std::int64_t max_in_cpu_elems);
+
 /// For hybrid sharding (ZeRO-1, 2 or 3 in shard groups): throws zl::Error when
 /// features.shard_group_ranks does not divide `world`.
 void validate_shard_group(const TrainingFeatures& features, int world);

@@ -369,14 +369,8 @@ void validate(const EstimateOptions& options) {
   ZL_CHECK(options.hpz_partition_ranks >= 0,
            "zero_hpz_partition_size {} is invalid: use 1 (off) or the GPUs of a node",
            options.hpz_partition_ranks);
-  ZL_CHECK(options.param_buffer_count >= 1 && options.param_buffer_count <= 1024,
-           "--param-buffer-count {} is invalid: use 1 to 1024 swap buffers",
-           options.param_buffer_count);
-  ZL_CHECK(options.param_buffer_elems >= 1,
-           "--param-buffer-size {} is invalid: use 1 or more elements", options.param_buffer_elems);
-  ZL_CHECK(options.param_max_in_cpu_elems >= 0,
-           "--param-max-in-cpu {} is invalid: use 0 (every shard on disk) or more elements",
-           options.param_max_in_cpu_elems);
+  validate_param_buffers(options.param_buffer_count, options.param_buffer_elems,
+                         options.param_max_in_cpu_elems);
   ZL_CHECK(options.param_tier != OffloadTier::Nvme || options.optimizer_tier != OffloadTier::None,
            "--offload-param nvme needs --offload-optimizer cpu or nvme: the update reads the fp32 "
            "master, and the parameter shards on disk are its rounding");

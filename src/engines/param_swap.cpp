@@ -219,13 +219,17 @@ void ParamSwap::move_now(std::size_t unit, IoDirection direction) {
 void ParamSwap::finish(std::size_t unit) {
   const bool read = state_[unit] == State::Reading;
   state_[unit] = State::Held;  // the buffer is the unit's either way
+  wait_for(unit);
+  if (read) check_read(unit);
+}
+
+void ParamSwap::wait_for(std::size_t unit) {
   const SwapIo io = io_[unit];
   io_[unit] = {};
   if (comm_ != nullptr && timeline_ids_[unit] != 0) comm_->disk_io_waited(timeline_ids_[unit]);
   timeline_ids_[unit] = 0;
   file_.wait(io);
   record_disk_io(comm_, file_, DiskRecord::TrafficOnly);
-  if (read) check_read(unit);
 }
 
 void ParamSwap::check_read(std::size_t unit) {
@@ -240,12 +244,7 @@ void ParamSwap::end_oldest_write() {
   const std::size_t unit = writing_.front();
   writing_.pop_front();
   state_[unit] = State::OnDisk;  // a failed write keeps its buffer: it may still be read from
-  const SwapIo io = io_[unit];
-  io_[unit] = {};
-  if (comm_ != nullptr && timeline_ids_[unit] != 0) comm_->disk_io_waited(timeline_ids_[unit]);
-  timeline_ids_[unit] = 0;
-  file_.wait(io);
-  record_disk_io(comm_, file_, DiskRecord::TrafficOnly);
+  wait_for(unit);
   free_buffer(unit);
 }
 

@@ -93,6 +93,8 @@ class ParamSwap final : public HeldParams {
   void start(std::size_t unit, IoDirection direction);
   // Waits for unit `unit`'s read or write; a read's bytes are checked.
   void finish(std::size_t unit);
+  // Waits for unit `unit`'s request in flight, noting the wait and what the file moved.
+  void wait_for(std::size_t unit);
   // Throws unless unit `unit`'s buffer holds the bytes last written.
   void check_read(std::size_t unit);
   void end_oldest_write();

@@ -308,7 +308,8 @@ TEST_F(CliTest, BadInputFailsInOneLineAndLeavesNoFiles) {
       {"train --hpz-partition-size 0", "--hpz-partition-size 0 is invalid"},
       {"train --stage 3 --offload-optimizer --offload-param --param-nvme-path /tmp "
        "--param-buffer-count 0",
-       "offload_param.buffer_count 0 is invalid: use 1 to 1024 swap buffers"},
+       "offload_param.buffer_count (--param-buffer-count) 0 is invalid: use 1 to 1024 swap "
+       "buffers"},
       {"train --stage 3 --offload-optimizer --offload-param --param-nvme-path /tmp "
        "--param-buffer-size 10",
        "offload_param.buffer_size 10 cannot hold parameter unit 0's shard of 1088 elements: raise "
