@@ -2,8 +2,8 @@
 # bench_nvme_tier.sh — ZeRO-Infinity's optimizer tier against the disk it runs on, in one command:
 # `zerolab bench nvme` measures the folder's best sequential read and write bandwidth, then GPT-2
 # 124M (ZeRO-1, W = 1, the optimizer offloaded to swap files in the same folder, with the aio
-# block size and queue depth the bench found best for reads, as DeepSpeed's ds_nvme_tune hands its
-# best settings to the config) trains a few steps twice, the update streaming unit by unit (no
+# block size and queue depth the bench found for both directions, as DeepSpeed's ds_nvme_tune
+# hands its best settings to the config) trains a few steps twice, the update streaming unit by unit (no
 # pipeline), then with pipeline_read and pipeline_write. That is one round; --rounds N
 # makes N in a row, so that a shared disk's swings reach the bench and the runs alike. It prints
 # what each round's --summary says: the swap files' read and write GB/s as a share of the bench's,

@@ -3,8 +3,10 @@
 // file, written and then read whole in blocks of each size with each number of I/Os in flight,
 // through the swap files' own IoQueue (io_uring or the thread pool) with O_DIRECT where the
 // folder's file system takes it (the page cache bypassed, as DeepSpeed's aio does), else through
-// the page cache, which the result says. The best block size and depth of each direction are the
-// aio settings to use.
+// the page cache, which the result says. The sweep runs `repeats` times, each point's figure the
+// median of its passes, so a shared disk's swings reach every point alike and one lucky pass does
+// not make a best. The aio settings to use serve both directions, as DeepSpeed's one aio section
+// does: the (block size, depth) whose read and write come closest to each direction's best.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,7 @@ struct NvmeBenchOptions {
   std::int64_t file_bytes = 256ll << 20;  ///< bytes written and read in each pass
   std::vector<std::int64_t> block_bytes = {128ll << 10, 1ll << 20, 8ll << 20};  ///< I/O sizes
   std::vector<int> queue_depths = {1, 4, 16};                                   ///< I/Os in flight
+  int repeats = 3;                      ///< sweeps; each point's figure is the median of its passes
   IoBackend backend = IoBackend::Auto;  ///< how the blocks reach the disk
 };
 
@@ -30,7 +33,8 @@ struct NvmeRow {
   std::string op;  ///< "write" or "read"
   std::int64_t block_bytes = 0;  ///< bytes of each pwrite or pread
   int queue_depth = 0;           ///< blocks in flight
-  double gbps = 0.0;  ///< decimal GB/s
+  double gbps = 0.0;             ///< decimal GB/s, the median of `passes_gbps`
+  std::vector<double> passes_gbps;  ///< each sweep's pass, in order
 };
 
 /// Every pass, and the best of each direction.
@@ -40,18 +44,22 @@ struct NvmeBenchResult {
   IoBackend backend = IoBackend::Threads;  ///< the backend that moved the blocks
   std::int64_t file_bytes = 0;  ///< bytes per pass
   std::vector<NvmeRow> rows;    ///< writes, then reads, in the options' order
-  NvmeRow best_write;           ///< the fastest write pass
-  NvmeRow best_read;            ///< the fastest read pass
+  NvmeRow best_write;           ///< the fastest write point
+  NvmeRow best_read;            ///< the fastest read point
+  /// The aio settings for both directions: the point whose smaller share of its direction's best
+  /// (read / best read, write / best write) is largest; its read and write rows.
+  NvmeRow aio_read;
+  NvmeRow aio_write;  ///< see aio_read
 };
 
 /// Throws zl::Error in one line for options run_nvme_bench refuses before it touches the disk: a
 /// folder that is missing, a block size or --size that is not a multiple of 4096, a block larger
-/// than the file, a depth outside 1..256.
+/// than the file, a depth outside 1..256, repeats outside 1..100.
 void check_nvme_options(const NvmeBenchOptions& options);
 
-/// Runs every (block size, depth) pass, writes before reads, on one scratch file in
-/// options.folder, and removes it. Throws zl::Error in one line naming the folder for a folder
-/// that is missing or not writable, a disk without file_bytes free, or a size that is not a
+/// Runs every (block size, depth) pass, writes before reads, `repeats` times over, on one scratch
+/// file in options.folder, and removes it. Throws zl::Error in one line naming the folder for a
+/// folder that is missing or not writable, a disk without file_bytes free, or a size that is not a
 /// multiple of 4096.
 NvmeBenchResult run_nvme_bench(const NvmeBenchOptions& options);
 

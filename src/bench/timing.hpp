@@ -5,19 +5,25 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "core/steady_ms.hpp"
 
 namespace zl::bench {
 
-/// The median of `samples_ms` (the mean of the middle two for an even count); 0 when empty.
+/// The median of `samples` (the mean of the middle two for an even count); 0 when empty.
+inline double median(std::vector<double> samples) {
+  if (samples.empty()) return 0.0;
+  std::sort(samples.begin(), samples.end());
+  const std::size_t mid = samples.size() / 2;
+  if (samples.size() % 2 == 1) return samples[mid];
+  return (samples[mid - 1] + samples[mid]) / 2.0;
+}
+
+/// median() of times in ms.
 inline double median_ms(std::vector<double> samples_ms) {
-  if (samples_ms.empty()) return 0.0;
-  std::sort(samples_ms.begin(), samples_ms.end());
-  const std::size_t mid = samples_ms.size() / 2;
-  if (samples_ms.size() % 2 == 1) return samples_ms[mid];
-  return (samples_ms[mid - 1] + samples_ms[mid]) / 2.0;
+  return median(std::move(samples_ms));
 }
 
 /// Decimal GB/s of `bytes` moved in `ms` milliseconds; 0 when `ms` is not positive.

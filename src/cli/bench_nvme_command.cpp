@@ -1,5 +1,5 @@
 // bench_nvme_command.cpp — `zerolab bench nvme --path DIR`: the flags of bench/nvme_bench.hpp's
-// run, and its table or JSON, with the aio settings of its best read.
+// run, and its table or JSON, with the aio settings that serve both directions.
 #include <fmt/format.h>
 
 #include <charconv>
@@ -52,15 +52,18 @@ int parse_depth(const std::string& text) {
 
 int run_nvme(const NvmeFlags& flags) {
   const bench::NvmeBenchResult result = bench::run_nvme_bench(flags.options);
-  // The aio settings to use: the best read's, what a swap-in waits for.
-  const bench::NvmeRow& aio = result.best_read;
+  // The aio settings to use: one point for both directions, as one aio section serves both.
+  const bench::NvmeRow& aio = result.aio_read;
+  const double read_share = result.aio_read.gbps / result.best_read.gbps;
+  const double write_share = result.aio_write.gbps / result.best_write.gbps;
   if (flags.json) {
     ordered_json rows = ordered_json::array();
     for (const auto& row : result.rows) {
       rows.push_back({{"op", row.op},
                       {"block_bytes", row.block_bytes},
                       {"queue_depth", row.queue_depth},
-                      {"gbps", row.gbps}});
+                      {"gbps", row.gbps},
+                      {"passes_gbps", row.passes_gbps}});
     }
     const ordered_json out = {
         {"folder", result.folder},
@@ -68,15 +71,19 @@ int run_nvme(const NvmeFlags& flags) {
         {"backend", io_backend_name(result.backend)},
         {"size_bytes", result.file_bytes},
         {"rows", rows},
+        {"repeats", flags.options.repeats},
         {"read_gbps", result.best_read.gbps},
         {"write_gbps", result.best_write.gbps},
         {"aio",
-         {{"block_size", aio.block_bytes}, {"queue_depth", aio.queue_depth}, {"thread_count", 1}}}};
+         {{"block_size", aio.block_bytes}, {"queue_depth", aio.queue_depth}, {"thread_count", 1}}},
+        {"aio_read_gbps", result.aio_read.gbps},
+        {"aio_write_gbps", result.aio_write.gbps}};
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
-  fmt::print("bench nvme: {}, {} bytes a pass by {}, {}\n", result.folder, result.file_bytes,
-             io_backend_name(result.backend),
+  fmt::print("bench nvme: {}, {} bytes a pass by {}, each point the median of {} passes, {}\n",
+             result.folder, result.file_bytes, io_backend_name(result.backend),
+             flags.options.repeats,
              result.direct ? "O_DIRECT (the page cache bypassed)"
                            : "through the page cache (the file system refused O_DIRECT): reads "
                              "may come from memory, not the disk");
@@ -90,8 +97,10 @@ int run_nvme(const NvmeFlags& flags) {
       result.best_write.gbps, result.best_write.block_bytes, result.best_write.queue_depth,
       result.best_read.gbps, result.best_read.block_bytes, result.best_read.queue_depth);
   fmt::print(
-      "aio (the best read's): {{\"block_size\": {}, \"queue_depth\": {}, \"thread_count\": 1}}\n",
-      aio.block_bytes, aio.queue_depth);
+      "aio for both directions (reads {:.3f} GB/s, {:.2f} of the best; writes {:.3f} GB/s, {:.2f} "
+      "of the best): {{\"block_size\": {}, \"queue_depth\": {}, \"thread_count\": 1}}\n",
+      result.aio_read.gbps, read_share, result.aio_write.gbps, write_share, aio.block_bytes,
+      aio.queue_depth);
   return 0;
 }
 
@@ -111,6 +120,9 @@ CLI::App* add_bench_nvme(CLI::App& bench, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_option("--depths", flags->depths, "I/Os in flight, a list: 1,4,16")
       ->capture_default_str();
+  cmd->add_option("--repeats", flags->options.repeats,
+                  "Sweeps of every pass; each point's GB/s is the median of its passes")
+      ->capture_default_str();
   cmd->add_option_function<std::string>(
          "--aio-backend",
          [flags](const std::string& name) {
@@ -121,8 +133,8 @@ CLI::App* add_bench_nvme(CLI::App& bench, std::function<int()>& run) {
       ->default_str("auto");
   cmd->add_flag("--json", flags->json,
                 "Print {folder, o_direct, backend, size_bytes, rows: [{op, block_bytes, "
-                "queue_depth, gbps}], read_gbps, write_gbps, aio: {block_size, queue_depth, "
-                "thread_count}}");
+                "queue_depth, gbps, passes_gbps}], repeats, read_gbps, write_gbps, aio: "
+                "{block_size, queue_depth, thread_count}, aio_read_gbps, aio_write_gbps}");
   cmd->callback([&run, flags] {
     bench::NvmeBenchOptions& options = flags->options;
     options.folder = flags->path;
