@@ -1,6 +1,7 @@
 // zero3_shards.cpp — ZeRO-3's own parameter shards in device memory, host memory or on disk.
 #include "engines/zero3_shards.hpp"
 
+#include <algorithm>
 #include <span>
 
 #include "engines/sharding.hpp"
@@ -49,7 +50,7 @@ Zero3Shards::Zero3Shards(Model& model, Device& device, Comm& comm,
                                    precision_,
                                    {persistent_[u] ? unit.padded_elems : unit.shard_elems}));
   }
-  if (!features.param_nvme_path.empty()) {
+  if (std::ranges::find(disk, true) != disk.end()) {  // max_in_cpu may keep every shard
     disk_ = std::make_unique<ParamSwap>(device, &comm, features.param_nvme_path, precision_,
                                         std::move(disk_elems),
                                         ParamBuffers{.count = features.param_buffer_count,

@@ -50,7 +50,8 @@ class Zero3Shards {
   /// `staged` (booked as a comm buffer, counted as a host-to-device copy), read from disk first
   /// when it lives there.
   TypedSpan on_device(std::size_t unit, Buffer& staged);
-  /// True when some shards live on disk (offload_param on nvme, past max_in_cpu).
+  /// True when some shards live on disk (offload_param on nvme, past max_in_cpu; with every shard
+  /// kept in host memory there is no swap file).
   bool reads_from_disk() const { return disk_ != nullptr; }
   /// Starts reading `unit`'s shard from disk for an on_device() to come (ParamSwap::read_ahead);
   /// true for a unit not on disk.

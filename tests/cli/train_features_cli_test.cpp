@@ -124,6 +124,18 @@ TEST_F(TrainFeaturesCli, DeepSpeedExamplesInfinityConfigRunsAsPublished) {
     EXPECT_EQ(current["host_params"].get<std::int64_t>(), 5 * 128 * 2) << rank.dump();
     EXPECT_GT(current["nvme_optimizer"].get<std::int64_t>(), 0) << rank.dump();
   }
+  // Without max_in_cpu, DeepSpeed's default (1e9 elements) keeps every shard in host memory.
+  std::ofstream(dir_ / "default.json") << with(on_disk, R"("max_in_cpu": 1,)", "");
+  const auto in_cpu =
+      zerolab(args + (dir_ / "default.json").string() + " --save-final " +
+              (dir_ / "in_cpu.st").string() + " --summary " + (dir_ / "in_cpu.json").string());
+  ASSERT_EQ(in_cpu.exit_code, 0) << in_cpu.err;
+  EXPECT_EQ(test::file_bytes(dir_ / "in_cpu.st"), test::file_bytes(dir_ / "host.st"));
+  for (const auto& rank : nlohmann::json::parse(std::ifstream(dir_ / "in_cpu.json"))["ranks"]) {
+    const auto& current = rank["bytes"]["current"];
+    EXPECT_EQ(current["nvme_params"].get<std::int64_t>(), 0) << rank.dump();
+    EXPECT_EQ(current["host_params"].get<std::int64_t>(), (64 + 128 + 64) * 2) << rank.dump();
+  }
   EXPECT_TRUE(fs::is_empty(nvme));
 }
 
