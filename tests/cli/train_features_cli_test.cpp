@@ -131,7 +131,8 @@ TEST_F(TrainFeaturesCli, DeepSpeedExamplesInfinityConfigRunsAsPublished) {
               (dir_ / "in_cpu.st").string() + " --summary " + (dir_ / "in_cpu.json").string());
   ASSERT_EQ(in_cpu.exit_code, 0) << in_cpu.err;
   EXPECT_EQ(test::file_bytes(dir_ / "in_cpu.st"), test::file_bytes(dir_ / "host.st"));
-  for (const auto& rank : nlohmann::json::parse(std::ifstream(dir_ / "in_cpu.json"))["ranks"]) {
+  const auto in_cpu_summary = nlohmann::json::parse(std::ifstream(dir_ / "in_cpu.json"));
+  for (const auto& rank : in_cpu_summary["ranks"]) {
     const auto& current = rank["bytes"]["current"];
     EXPECT_EQ(current["nvme_params"].get<std::int64_t>(), 0) << rank.dump();
     EXPECT_EQ(current["host_params"].get<std::int64_t>(), (64 + 128 + 64) * 2) << rank.dump();
