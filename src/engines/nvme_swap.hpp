@@ -116,6 +116,11 @@ class NvmeSwap {
   std::vector<InFlight> in_flight_;
 };
 
+/// The traffic ledger's and timeline's name of a swap file's read or write.
+inline DiskIo disk_io_of(IoDirection direction) {
+  return direction == IoDirection::Read ? DiskIo::Read : DiskIo::Write;
+}
+
 /// How record_disk_io() notes what a swap file moved.
 enum class DiskRecord : std::uint8_t {
   Blocking,     ///< Comm::disk_io: the traffic ledger, and as blocking on a timeline

@@ -38,8 +38,7 @@ void note_started(OptimizerState& state, std::size_t unit, IoDirection direction
   std::int64_t& id = state.nvme->timeline_id(unit);
   id = 0;
   if (state.comm == nullptr || bytes == 0 || !pipelined(state)) return;
-  id = state.comm->disk_io_started(direction == IoDirection::Read ? DiskIo::Read : DiskIo::Write,
-                                   bytes);
+  id = state.comm->disk_io_started(disk_io_of(direction), bytes);
 }
 
 void note_waited(OptimizerState& state, std::size_t unit) {

@@ -101,11 +101,15 @@ std::span<std::byte> ParamSwap::bytes_of(std::size_t unit) {
   return {first, static_cast<std::size_t>(unit_bytes(unit))};
 }
 
+TypedSpan ParamSwap::held_span(std::size_t unit) {
+  return {bytes_of(unit).data(), unit_elems_[unit], dtype_};
+}
+
 TypedSpan ParamSwap::hold(std::size_t unit) {
   ZL_CHECK(on_disk(unit), "parameter unit {} is not on the NVMe tier", unit);
   if (holders_[unit] > 0) {
     ++holders_[unit];
-    return {bytes_of(unit).data(), unit_elems_[unit], dtype_};
+    return held_span(unit);
   }
   if (state_[unit] == State::Writing) {  // its buffer still holds what is going out
     writing_.erase(std::ranges::find(writing_, unit));
@@ -119,12 +123,13 @@ TypedSpan ParamSwap::hold(std::size_t unit) {
     if (written_[unit] != 0) {
       move_now(unit, IoDirection::Read);
     } else {
-      std::memset(bytes_of(unit).data(), 0, bytes_of(unit).size());
+      const std::span<std::byte> bytes = bytes_of(unit);
+      std::memset(bytes.data(), 0, bytes.size());
     }
   }
   state_[unit] = State::Held;
   holders_[unit] = 1;
-  return {bytes_of(unit).data(), unit_elems_[unit], dtype_};
+  return held_span(unit);
 }
 
 void ParamSwap::release(std::size_t unit, bool written) {
@@ -190,10 +195,8 @@ void ParamSwap::start(std::size_t unit, IoDirection direction) {
   io_[unit] = direction == IoDirection::Read ? file_.start_read(offsets_[unit], bytes)
                                              : file_.start_write(offsets_[unit], bytes);
   state_[unit] = direction == IoDirection::Read ? State::Reading : State::Writing;
-  if (comm_ != nullptr) {
-    timeline_ids_[unit] = comm_->disk_io_started(
-        direction == IoDirection::Read ? DiskIo::Read : DiskIo::Write, unit_bytes(unit));
-  }
+  if (comm_ != nullptr)
+    timeline_ids_[unit] = comm_->disk_io_started(disk_io_of(direction), unit_bytes(unit));
 }
 
 void ParamSwap::move_now(std::size_t unit, IoDirection direction) {
@@ -206,13 +209,12 @@ void ParamSwap::move_now(std::size_t unit, IoDirection direction) {
   }
   if (alone) {  // the file moved nothing else since the last record: a blocking read or write
     record_disk_io(comm_, file_, DiskRecord::Blocking);
-    return direction == IoDirection::Read ? check_read(unit) : void();
+  } else {  // behind those in flight on the disk stream
+    if (comm_ != nullptr) {
+      comm_->disk_io_waited(comm_->disk_io_started(disk_io_of(direction), unit_bytes(unit)));
+    }
+    record_disk_io(comm_, file_, DiskRecord::TrafficOnly);
   }
-  if (comm_ != nullptr) {  // behind those in flight on the disk stream
-    comm_->disk_io_waited(comm_->disk_io_started(
-        direction == IoDirection::Read ? DiskIo::Read : DiskIo::Write, unit_bytes(unit)));
-  }
-  record_disk_io(comm_, file_, DiskRecord::TrafficOnly);
   if (direction == IoDirection::Read) check_read(unit);
 }
 
@@ -252,7 +254,6 @@ void ParamSwap::drop_newest_read() {
   const std::size_t unit = reading_.back();
   reading_.pop_back();
   finish(unit);
-  state_[unit] = State::OnDisk;
   free_buffer(unit);
 }
 

@@ -37,8 +37,8 @@ std::int64_t swap_buffer_elems(const std::vector<std::int64_t>& unit_elems,
 
 /// The pool's shape: offload_param.buffer_count buffers of at most buffer_size elements.
 struct ParamBuffers {
-  int count = 5;                         ///< buffers; 1: every read and write waits
-  std::int64_t max_elems = 100'000'000;  ///< elements one may hold
+  int count = TrainingFeatures{}.param_buffer_count;  ///< buffers; 1: every read and write waits
+  std::int64_t max_elems = TrainingFeatures{}.param_buffer_elems;  ///< elements one may hold
 };
 
 /// One rank's parameter shards on disk: unit u's `unit_elems[u]` elements of `dtype` (0: the unit
@@ -84,8 +84,9 @@ class ParamSwap final : public HeldParams {
   // Unit `unit`'s bytes, and every unit's (what the ledger books: the file pads each to pages).
   std::int64_t unit_bytes(std::size_t unit) const;
   std::int64_t total_bytes() const;
-  // Unit `unit`'s bytes in its buffer.
+  // Unit `unit`'s bytes in its buffer, and the same as its typed span.
   std::span<std::byte> bytes_of(std::size_t unit);
+  TypedSpan held_span(std::size_t unit);
   // A free buffer: ends the oldest write, or drops the newest read ahead, if none is.
   int take_buffer();
   // Moves unit `unit`'s bytes now (a read's are checked).
