@@ -6,7 +6,8 @@
 # hands its best settings to the config) trains a few steps twice, the update streaming unit by unit (no
 # pipeline), then with pipeline_read and pipeline_write. That is one round; --rounds N
 # makes N in a row, so that a shared disk's swings reach the bench and the runs alike. It prints
-# what each round's --summary says: the swap files' read and write GB/s as a share of the bench's,
+# what each round's --summary says: the updates' swap reads and writes in GB/s (nvme.updates: the
+# optimizer steps' own, not the file's first write into fresh blocks) as a share of the bench's,
 # and for each run the updates' wall time against the sum of their reads, writes and AdamW kernels
 # (the pipeline hides what the wall time is below that sum); then, with several rounds, the same
 # from the median of each figure over the rounds. Builds nothing.
@@ -92,7 +93,7 @@ def say(label, doc):
         r = doc[run]
         parts_ms = r["update_read_ms"] + r["update_write_ms"] + r["update_adamw_ms"]
         relation = "below" if r["update_wall_ms"] < parts_ms else "not below"
-        print(f"{label}{run}: swap reads {r['read_gbps']:.3f} GB/s ({r['read_share']:.2f} of the "
+        print(f"{label}{run}: the updates' swap reads {r['read_gbps']:.3f} GB/s ({r['read_share']:.2f} of the "
               f"bench's), writes {r['write_gbps']:.3f} GB/s ({r['write_share']:.2f}); "
               f"{r['updates']:.0f} updates took {r['update_wall_ms']:.0f} ms, {relation} the "
               f"{parts_ms:.0f} ms of their reads ({r['update_read_ms']:.0f}), writes "
@@ -108,7 +109,7 @@ for k in range(1, rounds + 1):
     for run in RUNS:
         io = json.load(open(f"{log_dir}/{run}-{k}.json"))["ranks"][0]["nvme"]
         u = io["updates"]
-        row = {"read_gbps": io["read_gbps"], "write_gbps": io["write_gbps"],
+        row = {"read_gbps": u["read_gbps"], "write_gbps": u["write_gbps"],
                "updates": u["count"], "update_wall_ms": u["wall_ms"],
                "update_read_ms": u["read_ms"], "update_write_ms": u["write_ms"],
                "update_adamw_ms": u["adamw_ms"]}

@@ -13,27 +13,34 @@ namespace zl {
 
 namespace {
 
+// GB/s (10^9 bytes a second) of `bytes` moved in `ms`; 0 with no time.
+double gbps(std::int64_t bytes, double ms) {
+  return ms > 0.0 ? static_cast<double>(bytes) / (ms * 1e6) : 0.0;
+}
+
 // A rank's swap-file traffic (ZeRO-Infinity's NVMe tier; zeros without it): bytes, the wall time
-// the reads and writes were in flight, their GB/s (10^9 bytes a second; 0 with no time), and the
-// updates that streamed the optimizer's file: their wall time and, within it, the AdamW kernels'
-// time and the file's reads' and writes' (less than their sum where the pipeline hid some).
+// the reads and writes were in flight and their GB/s, all of the run's (the files' first writes
+// included), and the updates that streamed the optimizer's file: their wall time and, within it,
+// the AdamW kernels' time and the file's reads' and writes' (less than their sum where the
+// pipeline hid some), with their bytes and GB/s: the optimizer step's own swap speed.
 nlohmann::json nvme_json(const TrafficLedger& traffic) {
-  const auto gbps = [&](DiskIo direction) {
-    const double ms = traffic.disk_ms(direction);
-    return ms > 0.0 ? static_cast<double>(traffic.disk_bytes(direction)) / (ms * 1e6) : 0.0;
-  };
+  const SwappedUpdates& updates = traffic.swapped_updates();
   return {{"bytes_read", traffic.disk_bytes(DiskIo::Read)},
           {"bytes_written", traffic.disk_bytes(DiskIo::Write)},
           {"read_ms", traffic.disk_ms(DiskIo::Read)},
           {"write_ms", traffic.disk_ms(DiskIo::Write)},
-          {"read_gbps", gbps(DiskIo::Read)},
-          {"write_gbps", gbps(DiskIo::Write)},
+          {"read_gbps", gbps(traffic.disk_bytes(DiskIo::Read), traffic.disk_ms(DiskIo::Read))},
+          {"write_gbps", gbps(traffic.disk_bytes(DiskIo::Write), traffic.disk_ms(DiskIo::Write))},
           {"updates",
-           {{"count", traffic.swapped_updates().updates},
-            {"wall_ms", traffic.swapped_updates().wall_ms},
-            {"adamw_ms", traffic.swapped_updates().adamw_ms},
-            {"read_ms", traffic.swapped_updates().read_ms},
-            {"write_ms", traffic.swapped_updates().write_ms}}}};
+           {{"count", updates.updates},
+            {"wall_ms", updates.wall_ms},
+            {"adamw_ms", updates.adamw_ms},
+            {"read_ms", updates.read_ms},
+            {"write_ms", updates.write_ms},
+            {"bytes_read", updates.read_bytes},
+            {"bytes_written", updates.written_bytes},
+            {"read_gbps", gbps(updates.read_bytes, updates.read_ms)},
+            {"write_gbps", gbps(updates.written_bytes, updates.write_ms)}}}};
 }
 
 std::int64_t total_calls(const TrafficLedger& traffic) {

@@ -75,6 +75,8 @@ struct SwappedUpdates {
   double adamw_ms = 0.0;     ///< of which the AdamW kernels (and offload's widening) ran
   double read_ms = 0.0;      ///< of which the swap file's reads were in flight
   double write_ms = 0.0;     ///< of which its writes were in flight
+  std::int64_t read_bytes = 0;     ///< bytes those reads moved
+  std::int64_t written_bytes = 0;  ///< bytes those writes moved (not the file's first write)
 };
 
 /// One rank's totals per collective kind.
@@ -131,6 +133,8 @@ class TrafficLedger {
     swapped_.adamw_ms += update.adamw_ms;
     swapped_.read_ms += update.read_ms;
     swapped_.write_ms += update.write_ms;
+    swapped_.read_bytes += update.read_bytes;
+    swapped_.written_bytes += update.written_bytes;
   }
   /// The updates that streamed their state through a swap file, summed.
   const SwappedUpdates& swapped_updates() const { return swapped_; }

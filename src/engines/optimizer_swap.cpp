@@ -162,11 +162,14 @@ SwapStepTimer::SwapStepTimer(const OptimizerState& state)
 void SwapStepTimer::record() {
   if (!state_.nvme || state_.comm == nullptr) return;
   const IoTotals io = state_.nvme->file().totals();
-  state_.comm->traffic().record_swapped_update({.updates = 1,
-                                                .wall_ms = steady_ms() - started_ms_,
-                                                .adamw_ms = adamw_ms_,
-                                                .read_ms = io.read_ms - io_before_.read_ms,
-                                                .write_ms = io.write_ms - io_before_.write_ms});
+  state_.comm->traffic().record_swapped_update(
+      {.updates = 1,
+       .wall_ms = steady_ms() - started_ms_,
+       .adamw_ms = adamw_ms_,
+       .read_ms = io.read_ms - io_before_.read_ms,
+       .write_ms = io.write_ms - io_before_.write_ms,
+       .read_bytes = io.read_bytes - io_before_.read_bytes,
+       .written_bytes = io.written_bytes - io_before_.written_bytes});
 }
 
 }  // namespace zl

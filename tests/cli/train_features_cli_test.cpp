@@ -81,6 +81,19 @@ TEST_F(TrainFeaturesCli, NvmeOffloadTrainsTheSameBitsAndLeavesTheFolderEmpty) {
     EXPECT_GT(updates["wall_ms"].get<double>(), 0.0);
     EXPECT_LE(updates["adamw_ms"].get<double>(), updates["wall_ms"].get<double>());
     EXPECT_LE(updates["read_ms"].get<double>(), updates["wall_ms"].get<double>());
+    // Each update reads and writes every unit's master, m and v; the run's writes add the file's
+    // first one, which is no update's.
+    const std::int64_t state_bytes = rank["bytes"]["current"]["nvme_master"].get<std::int64_t>() +
+                                     rank["bytes"]["current"]["nvme_optimizer"].get<std::int64_t>();
+    EXPECT_EQ(updates["bytes_read"], 3 * state_bytes) << rank.dump();
+    EXPECT_EQ(updates["bytes_written"], 3 * state_bytes) << rank.dump();
+    EXPECT_EQ(rank["nvme"]["bytes_written"], 4 * state_bytes) << rank.dump();
+    EXPECT_NEAR(updates["read_gbps"].get<double>(),
+                3.0 * static_cast<double>(state_bytes) / 1e6 / updates["read_ms"].get<double>(),
+                1e-9);
+    EXPECT_NEAR(updates["write_gbps"].get<double>(),
+                3.0 * static_cast<double>(state_bytes) / 1e6 / updates["write_ms"].get<double>(),
+                1e-9);
   }
   EXPECT_TRUE(fs::is_empty(nvme));
 }

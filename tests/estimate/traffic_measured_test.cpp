@@ -191,6 +191,8 @@ TEST(TrafficMeasured, AShardGroupsSwapsAndCopiesCountInTheRanksLedger) {
       EXPECT_EQ(got.disk_bytes(DiskIo::Read), want.disk_bytes(DiskIo::Read));
       EXPECT_EQ(got.disk_bytes(DiskIo::Write), want.disk_bytes(DiskIo::Write));
       EXPECT_EQ(got.swapped_updates().updates, want.swapped_updates().updates);
+      EXPECT_EQ(got.swapped_updates().read_bytes, want.swapped_updates().read_bytes);
+      EXPECT_EQ(got.swapped_updates().written_bytes, want.swapped_updates().written_bytes);
       EXPECT_EQ(got.to_host_bytes(), want.to_host_bytes());
       EXPECT_EQ(got.to_device_bytes(), want.to_device_bytes());
     }
