@@ -1,7 +1,8 @@
-// estimate.cpp — model-state accounting per stage, in integer bytes. Stage s shards: 0 nothing,
-// 1 the optimizer state (and the fp32 master copy), 2 also the gradients, 3 also the parameters.
-// The paper's view multiplies Ψ by bytes per parameter; the engines' view multiplies the padded
-// element counts of state_elems() the way the engines allocate their buffers.
+// estimate.cpp — the engines' view of model-state accounting per stage, in integer bytes: the
+// padded element counts of state_elems() multiplied the way the engines allocate their buffers.
+// Stage s shards: 0 nothing, 1 the optimizer state (and the fp32 master copy), 2 also the
+// gradients, 3 also the parameters. The paper's view is estimate_paper.cpp; the models' units
+// estimate_models.cpp.
 #include "engines/estimate.hpp"
 
 #include <fmt/format.h>
@@ -14,33 +15,12 @@
 #include "engines/checked_math.hpp"
 #include "engines/param_swap.hpp"
 #include "engines/partition.hpp"
-#include "ops/cpu/cpu_device.hpp"
 
 namespace zl {
 
 namespace {
 
 constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
-
-// ---- The paper's view ----
-
-// One term: bytes_per_param * Ψ, or bytes_per_param * ceil(Ψ/N) when the stage shards it.
-struct Term {
-  int bytes_per_param;
-  bool sharded;
-};
-
-std::int64_t term_bytes(const EstimateConfig& config, Term term) {
-  const std::int64_t elems =
-      term.sharded ? shard_elems(config.params, config.world) : config.params;
-  return term.bytes_per_param * elems;
-}
-
-std::string term_formula(Term term) {
-  return fmt::format("{}Ψ{}", term.bytes_per_param, term.sharded ? "/N" : "");
-}
-
-// ---- The engines' view ----
 
 // What to change when a count overflows.
 constexpr std::string_view kTooLarge = "the model is too large to estimate; use fewer parameters";
@@ -244,75 +224,6 @@ LedgerEstimate ledger_of(int stage, const StateElems& elems, const std::array<Ca
 
 }  // namespace
 
-std::string_view dtype_name(StateDtype dtype) {
-  return dtype == StateDtype::Mixed ? "mixed" : "fp32";
-}
-
-StateDtype parse_state_dtype(std::string_view name) {
-  if (name == "mixed") return StateDtype::Mixed;
-  if (name == "fp32") return StateDtype::Fp32;
-  fail("--dtype '{}' is not known: use mixed (2-byte params and grads) or fp32", name);
-}
-
-int param_bytes_per_param(StateDtype dtype) {
-  return dtype == StateDtype::Mixed ? 2 : 4;
-}
-int grad_bytes_per_param(StateDtype dtype) {
-  return dtype == StateDtype::Mixed ? 2 : 4;
-}
-int default_optimizer_bytes_per_param(StateDtype dtype) {
-  return dtype == StateDtype::Mixed ? 12 : 8;
-}
-
-void validate(const EstimateConfig& config) {
-  ZL_CHECK(config.params >= 1, "--params {} is invalid: the model needs at least 1 parameter",
-           config.params);
-  ZL_CHECK(config.world >= 1, "--world {} is invalid: give the number of GPUs, at least 1",
-           config.world);
-  ZL_CHECK(
-      config.optimizer_bytes_per_param >= 1,
-      "--optimizer-bytes {} is invalid: give the optimizer state bytes per parameter, at least 1",
-      config.optimizer_bytes_per_param);
-  // DDP holds every term whole, so it is the largest total; if it fits, every stage fits.
-  const std::int64_t bytes_per_param = std::int64_t{param_bytes_per_param(config.dtype)} +
-                                       grad_bytes_per_param(config.dtype) +
-                                       config.optimizer_bytes_per_param;
-  ZL_CHECK(config.params <= kInt64Max / bytes_per_param,
-           "{} parameters at {} bytes each overflow int64 bytes: give fewer parameters or a "
-           "smaller --optimizer-bytes",
-           config.params, bytes_per_param);
-}
-
-std::int64_t shard_elems(std::int64_t params, int world) {
-  ZL_CHECK(params >= 0 && world >= 1,
-           "shard of {} elements over world {}: need params >= 0 and world >= 1", params, world);
-  return params / world + (params % world != 0 ? 1 : 0);
-}
-
-StageEstimate estimate_stage(const EstimateConfig& config, int stage) {
-  validate(config);
-  ZL_CHECK(stage >= 0 && stage < kEstimateStages, "stage {} does not exist: use 0 (DDP), 1, 2 or 3",
-           stage);
-  const Term params{param_bytes_per_param(config.dtype), stage >= 3};
-  const Term grads{grad_bytes_per_param(config.dtype), stage >= 2};
-  const Term optimizer{config.optimizer_bytes_per_param, stage >= 1};
-  return StageEstimate{
-      .stage = stage,
-      .params_bytes = term_bytes(config, params),
-      .grads_bytes = term_bytes(config, grads),
-      .optimizer_bytes = term_bytes(config, optimizer),
-      .formula = fmt::format("{} + {} + {}", term_formula(params), term_formula(grads),
-                             term_formula(optimizer)),
-  };
-}
-
-std::vector<StageEstimate> estimate_stages(const EstimateConfig& config) {
-  std::vector<StageEstimate> stages;
-  for (int stage = 0; stage < kEstimateStages; ++stage)
-    stages.push_back(estimate_stage(config, stage));
-  return stages;
-}
-
 std::string_view offload_tier_name(OffloadTier tier) {
   switch (tier) {
     case OffloadTier::Cpu:
@@ -513,45 +424,6 @@ std::vector<LedgerEstimate> estimate_ledgers(const StateElems& elems,
   for (int stage = 0; stage < kEstimateStages; ++stage)
     stages.push_back(estimate_ledger(elems, options, stage));
   return stages;
-}
-
-std::vector<UnitSpec> checked_units(const MlpConfig& config) {
-  validate(config);
-  ZL_CHECK(config.layers <= kMaxEstimateLayers,
-           "--layers {} is too many to estimate: use at most {}", config.layers,
-           kMaxEstimateLayers);
-  // Bound every layer by the widest one, out*in + out <= dim*(dim + 1), before Mlp multiplies.
-  const std::int64_t dim = std::max({config.width, config.in, config.classes});
-  ZL_CHECK(dim <= 3'000'000'000 && config.layers <= kInt64Max / (dim * (dim + 1)),
-           "an MLP of {} layers up to width {} is too large to count in int64: use smaller sizes",
-           config.layers, dim);
-  CpuDevice device;
-  const Mlp mlp(device, config);
-  return mlp.units();
-}
-
-std::vector<UnitSpec> checked_units(const GptConfig& config) {
-  validate(config);
-  ZL_CHECK(config.n_layer <= kMaxEstimateLayers,
-           "--n-layer {} is too many to estimate: use at most {}", config.n_layer,
-           kMaxEstimateLayers);
-  // Ψ = (V + T)·C + L·(12C² + 13C) + 2C, bounded in floating point before gpt_units multiplies
-  // in int64; 1e18 leaves room for the padding below int64's 9.2e18.
-  const double c = static_cast<double>(config.n_embd);
-  const double params =
-      (static_cast<double>(config.vocab) + static_cast<double>(config.block_size)) * c +
-      config.n_layer * (12 * c * c + 13 * c) + 2 * c;
-  ZL_CHECK(params <= 1e18,
-           "a GPT with n_layer {}, n_embd {}, vocab {} and block_size {} has about {:.3g} "
-           "parameters, too many to count in int64: use smaller sizes",
-           config.n_layer, config.n_embd, config.vocab, config.block_size, params);
-  return gpt_units(config);
-}
-
-std::int64_t mlp_param_count(const MlpConfig& config) {
-  std::int64_t params = 0;
-  for (const auto& unit : checked_units(config)) params += unit.numel();
-  return params;
 }
 
 }  // namespace zl
