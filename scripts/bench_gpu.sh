@@ -4,7 +4,7 @@
 # --accelerator cuda`, which runs scripts/torch_adamw_bench.py in the same run), GPT-2 124M in
 # bf16 with `zerolab train --backend nccl` at ZeRO stages 0-3, and the same model in PyTorch eager
 # (scripts/torch_gpt_bench.py), stage 0 again with the exact attention kernels
-# (ZL_CUDA_ATTENTION=exact), stages 0-3 with `--activation-checkpointing full` at a larger
+# (ZL_CUDA_ATTENTION=exact) and in fp16 (`--fp16`: fp16 GEMMs, dynamic loss scaling), stages 0-3 with `--activation-checkpointing full` at a larger
 # micro-batch (32 unless --ckpt-micro-batch says otherwise; 0 skips them), and, where Nsight
 # Compute's `ncu` is on the PATH, one DDP step's kernels by name (time and launches). Builds
 # nothing.
@@ -16,8 +16,8 @@
 # Writes every command's raw output to LOG_DIR, and for notebooks/05_performance.ipynb, each
 # named gpu-<date>-<card>-<commit>-* (<card> as h100): -adam.json (the bench command's JSON,
 # unedited), -gpt124m.json (the four train runs as `bench step` rows, with tokens/s, MFU, peak
-# memory per category and losses, the exact-attention row, the checkpointed rows and the torch
-# row) and, with ncu, -kernels.csv (kernel, launches, ms in one step). It prints the rows to add
+# memory per category and losses, the exact-attention and fp16 rows, the checkpointed rows and
+# the torch row) and, with ncu, -kernels.csv (kernel, launches, ms in one step). It prints the rows to add
 # to notebooks/data/README.md, which the notebook needs to label them.
 # Stops at the first failure, except the profile's (its log says why).
 set -euo pipefail
@@ -122,6 +122,10 @@ RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 ZL_CUDA_ATTENTION=exact run_logged train-s0-exa
   train --model gpt --preset 124M "${train_device_flags[@]}" --stage 0 --bf16 --steps "$steps" \
   --micro-batch "$micro_batch" --metrics "$log_dir/train-s0-exact.metrics.jsonl" \
   --summary "$log_dir/train-s0-exact.summary.json"
+RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 run_logged train-s0-fp16 "$zerolab" \
+  train --model gpt --preset 124M "${train_device_flags[@]}" --stage 0 --fp16 --steps "$steps" \
+  --micro-batch "$micro_batch" --metrics "$log_dir/train-s0-fp16.metrics.jsonl" \
+  --summary "$log_dir/train-s0-fp16.summary.json"
 # ---- the same four stages with every block recomputed in backward, at a larger micro-batch -----
 if ((ckpt_micro_batch > 0)); then
   for stage in 0 1 2 3; do
@@ -228,22 +232,31 @@ def stage_rows(name, batch):
 
 rows = stage_rows("", micro_batch)
 full_rows = stage_rows("full-", ckpt_micro_batch) if ckpt_micro_batch > 0 else []
-exact = [json.loads(line) for line in (log / "train-s0-exact.metrics.jsonl").read_text().splitlines()]
-exact_ms = statistics.median(m["step_ms"] for m in exact[warmup:])
-exact_summary = json.loads((log / "train-s0-exact.summary.json").read_text())
-exact_row = {"stage": 0, "attention": "exact", "ms": exact_ms,
-             "tokens_per_s": micro_batch * seq_len / (exact_ms / 1e3),
-             "peak_bytes": exact_summary["ranks"][0]["bytes"]["total_peak"]}
+
+
+def stage0_row(name, **labels):
+    """Stage 0's run `name` (train-<name>.*) as a row: median step ms after warmup, tokens/s, peak."""
+    steps_run = [json.loads(line) for line in (log / f"train-{name}.metrics.jsonl").read_text().splitlines()]
+    ms = statistics.median(m["step_ms"] for m in steps_run[warmup:])
+    summary = json.loads((log / f"train-{name}.summary.json").read_text())
+    return {"stage": 0, **labels, "ms": ms, "tokens_per_s": micro_batch * seq_len / (ms / 1e3),
+            "peak_bytes": summary["ranks"][0]["bytes"]["total_peak"]}
+
+
+exact_row = stage0_row("s0-exact", attention="exact")
+fp16_row = stage0_row("s0-fp16", precision="fp16")
 gpt = {"model": "gpt", "preset": "124M", "params": json.loads((log / "train-s0.summary.json").read_text())["params"],
        "world": 1, "steps": steps, "rounds": 1, "accelerator": "cuda", "device": adam["device"],
        "backend": "nccl", "precision": "bf16", "micro_batch": micro_batch, "seq_len": seq_len,
        "warmup": warmup, "flops_per_token": flops_per_token(torch_gpt["params"], n_layer, n_embd, seq_len),
-       "peak_flops": peak_flops, "rows": rows, "exact_attention": exact_row, "torch": torch_gpt}
+       "peak_flops": peak_flops, "rows": rows, "exact_attention": exact_row, "fp16": fp16_row,
+       "torch": torch_gpt}
 if full_rows:
     gpt["full_checkpointing"] = {"micro_batch": ckpt_micro_batch, "rows": full_rows}
 shutil.copyfile(log / "adam.out", data / f"{prefix}-adam.json")
 (data / f"{prefix}-gpt124m.json").write_text(json.dumps(gpt, indent=2) + "\n")
 train_seconds = (sum(int(seconds[f"train-s{s}"]) for s in range(4)) + int(seconds["train-s0-exact"])
+                 + int(seconds["train-s0-fp16"])
                  + sum(int(seconds[f"train-full-s{s}"]) for s in range(4) if full_rows)
                  + int(seconds["torch-gpt"]))
 print(f"\nwrote {data}/{prefix}-adam.json and {prefix}-gpt124m.json; add to notebooks/data/README.md:")
@@ -261,6 +274,8 @@ for row in full_rows:
 same = all(row["losses"] == rows[0]["losses"] for row in rows)
 print(f"the four stages' losses {'agree bit for bit' if same else 'DIFFER'} in all {len(rows[0]['losses'])} steps")
 print(f"stage 0 exact attention {exact_row['ms']:8.1f} ms ({exact_row['ms'] / rows[0]['ms']:.2f}x the default's)")
+print(f"stage 0 fp16 {fp16_row['ms']:8.1f} ms ({fp16_row['ms'] / rows[0]['ms']:.2f}x bf16's), "
+      f"peak {fp16_row['peak_bytes'] / 2**30:.2f} GiB")
 print(f"torch    {torch_gpt['step_ms']:8.1f} ms {torch_gpt['tokens_per_s']:9.0f} tok/s "
       f"MFU {torch_gpt['mfu']:.1%} peak {torch_gpt['peak_bytes'] / 2**30:.2f} GiB")
 PY

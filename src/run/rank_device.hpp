@@ -25,12 +25,13 @@ enum class Accelerator : std::uint8_t {
 std::string_view accelerator_name(Accelerator accelerator);
 
 /// The device of one rank: a CudaDevice on GPU `device_index`, else a CPU device (the index is
-/// unused) whose kernels run on `cpu_threads` threads at `grain`. Training in bf16 (`precision`), the CudaDevice runs its GEMMs in bf16 on tensor cores
-/// with fp32 accumulation, as torch.autocast does (CudaDevice::set_bf16_gemms); the CPU devices
-/// always compute in fp32. Registers the device's memory with the simulator
-/// (sim/collective_memory.hpp) on first use. A CudaDevice runs the `attention` kernels asked for
-/// (CudaDevice::set_attention; Default leaves its own choice). Throws zl::Error when zerolab was
-/// built without CUDA or there is no such GPU.
+/// unused) whose kernels run on `cpu_threads` threads at `grain`. Training in bf16 or fp16
+/// (`precision`), the CudaDevice runs its GEMMs in that format on tensor cores with fp32
+/// accumulation, as torch.autocast does (CudaDevice::set_half_gemms), and attention on its fast
+/// kernels where they fit; the CPU devices always compute in fp32. Registers the device's memory
+/// with the simulator (sim/collective_memory.hpp) on first use. A CudaDevice runs the `attention`
+/// kernels asked for (CudaDevice::set_attention; Default leaves its own choice). Throws zl::Error
+/// when zerolab was built without CUDA or there is no such GPU.
 std::unique_ptr<Device> make_rank_device(Accelerator accelerator, int device_index,
                                          DType precision, int cpu_threads = 1,
                                          cpu::Grain grain = cpu::Grain::Normal,

@@ -371,57 +371,75 @@ TEST_F(GpuDeviceTest, AttentionMatchesCpu) {
   expect_close(download(*gpu_, gdqkv), dqkv, kTolerance, "dqkv");
 }
 
-TEST_F(GpuDeviceTest, Bf16MatmulMatchesDoubleReferenceOnRoundedInputs) {
-  constexpr std::int64_t kM = 33, kN = 65, kK = 96;
-  const auto a = random_floats(kM * kK, 33), b = random_floats(kN * kK, 34);
-  std::vector<std::uint16_t> a16(a.size()), b16(b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) a16[i] = f32_to_bf16(a[i]);
-  for (std::size_t i = 0; i < b.size(); ++i) b16[i] = f32_to_bf16(b[i]);
-  // C [M, N] = A [M, K] * B^T (B stored [N, K], as a Linear's weight), in double.
-  std::vector<float> expected(kM * kN);
-  for (std::int64_t m = 0; m < kM; ++m) {
-    for (std::int64_t n = 0; n < kN; ++n) {
-      double sum = 0.0;
-      for (std::int64_t k = 0; k < kK; ++k) {
-        sum += static_cast<double>(bf16_to_f32(a16[m * kK + k])) * bf16_to_f32(b16[n * kK + k]);
-      }
-      expected[m * kN + n] = static_cast<float>(sum);
-    }
-  }
-  Buffer ga = upload(*gpu_, a16, DType::BF16), gb = upload(*gpu_, b16, DType::BF16);
-  Buffer gc = gpu_->alloc(MemCategory::Activations, DType::F32, {kM * kN});
-  gpu_->matmul_bf16(false, true, kM, kN, kK, ga.as<std::uint16_t>().data(),
-                    gb.as<std::uint16_t>().data(), gc.as<float>().data(), 0.0f);
-  expect_close(download(*gpu_, gc), expected, 1e-4, "bf16 C");
+// `value` rounded to `half` (bf16 or fp16, nearest even) and widened back: the operand a GEMM in
+// that format multiplies.
+float rounded_to(DType half, float value) {
+  return half == DType::BF16 ? bf16_to_f32(f32_to_bf16(value)) : f16_to_f32(f32_to_f16(value));
 }
 
-// With bf16 GEMMs on, a Linear is the double-precision product of the bf16-rounded operands,
-// plus the bias; off again, it is the fp32 GEMM.
-TEST_F(GpuDeviceTest, Bf16GemmsRoundTheOperandsOfEveryLinear) {
+TEST_F(GpuDeviceTest, HalfMatmulMatchesDoubleReferenceOnRoundedInputs) {
+  constexpr std::int64_t kM = 33, kN = 65, kK = 96;
+  const auto a = random_floats(kM * kK, 33), b = random_floats(kN * kK, 34);
+  for (const DType half : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(half));
+    std::vector<std::uint16_t> a16(a.size()), b16(b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      a16[i] = half == DType::BF16 ? f32_to_bf16(a[i]) : f32_to_f16(a[i]);
+    }
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      b16[i] = half == DType::BF16 ? f32_to_bf16(b[i]) : f32_to_f16(b[i]);
+    }
+    // C [M, N] = A [M, K] * B^T (B stored [N, K], as a Linear's weight), in double.
+    std::vector<float> expected(kM * kN);
+    for (std::int64_t m = 0; m < kM; ++m) {
+      for (std::int64_t n = 0; n < kN; ++n) {
+        double sum = 0.0;
+        for (std::int64_t k = 0; k < kK; ++k) {
+          sum += static_cast<double>(rounded_to(half, a[m * kK + k])) *
+                 rounded_to(half, b[n * kK + k]);
+        }
+        expected[m * kN + n] = static_cast<float>(sum);
+      }
+    }
+    Buffer ga = upload(*gpu_, a16, half), gb = upload(*gpu_, b16, half);
+    Buffer gc = gpu_->alloc(MemCategory::Activations, DType::F32, {kM * kN});
+    gpu_->matmul_half(half, false, true, kM, kN, kK, ga.as<std::uint16_t>().data(),
+                      gb.as<std::uint16_t>().data(), gc.as<float>().data(), 0.0f);
+    expect_close(download(*gpu_, gc), expected, 1e-4, "C");
+  }
+}
+
+// With bf16 or fp16 GEMMs on, a Linear is the double-precision product of the operands rounded to
+// that format, plus the bias; off again, it is the fp32 GEMM.
+TEST_F(GpuDeviceTest, HalfGemmsRoundTheOperandsOfEveryLinear) {
   constexpr std::int64_t kRows = 17, kIn = 40, kOut = 24;
   const auto x = random_floats(kRows * kIn, 41), w = random_floats(kOut * kIn, 42);
   const auto bias = random_floats(kOut, 43);
-  std::vector<float> expected(kRows * kOut);
-  for (std::int64_t r = 0; r < kRows; ++r) {
-    for (std::int64_t o = 0; o < kOut; ++o) {
-      double sum = 0.0;
-      for (std::int64_t i = 0; i < kIn; ++i) {
-        sum += static_cast<double>(bf16_to_f32(f32_to_bf16(x[r * kIn + i]))) *
-               bf16_to_f32(f32_to_bf16(w[o * kIn + i]));
-      }
-      expected[r * kOut + o] = static_cast<float>(sum) + bias[o];
-    }
-  }
   Buffer gx = upload(*gpu_, x), gw = upload(*gpu_, w), gb = upload(*gpu_, bias);
   Buffer gy = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows * kOut});
-  gpu_->set_bf16_gemms(true);
-  gpu_->linear_forward(cspan_of(gx), cspan_of(gw), cspan_of(gb), span_of(gy), kRows, kIn, kOut);
-  gpu_->set_bf16_gemms(false);
-  expect_close(download(*gpu_, gy), expected, 1e-4, "bf16 linear");
+  for (const DType half : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(half));
+    std::vector<float> expected(kRows * kOut);
+    for (std::int64_t r = 0; r < kRows; ++r) {
+      for (std::int64_t o = 0; o < kOut; ++o) {
+        double sum = 0.0;
+        for (std::int64_t i = 0; i < kIn; ++i) {
+          sum += static_cast<double>(rounded_to(half, x[r * kIn + i])) *
+                 rounded_to(half, w[o * kIn + i]);
+        }
+        expected[r * kOut + o] = static_cast<float>(sum) + bias[o];
+      }
+    }
+    gpu_->set_half_gemms(half);
+    gpu_->linear_forward(cspan_of(gx), cspan_of(gw), cspan_of(gb), span_of(gy), kRows, kIn, kOut);
+    gpu_->set_half_gemms(DType::F32);
+    expect_close(download(*gpu_, gy), expected, 1e-4, "16-bit linear");
+  }
   std::vector<float> fp32(kRows * kOut);
   cpu_.linear_forward(x, w, bias, fp32, kRows, kIn, kOut);
   gpu_->linear_forward(cspan_of(gx), cspan_of(gw), cspan_of(gb), span_of(gy), kRows, kIn, kOut);
   expect_close(download(*gpu_, gy), fp32, 1e-5, "fp32 linear");
+  EXPECT_THROW(gpu_->set_half_gemms(DType::I64), Error);
 }
 
 TEST_F(GpuDeviceTest, AttentionRejectsHeadsThatDoNotDivideChannels) {

@@ -1,9 +1,10 @@
 // typed_kernels_gpu_test.cpp — the CUDA device's kernels on 16-bit tensors (ops/tensor_view.hpp)
-// keep Device's contract: with bf16 GEMMs on (as --bf16 runs) its own bf16 paths (operands to the
-// tensor cores as kept, outputs rounded as written, LayerNorm, GELU and the fast attention on
-// bf16, the embedding and LayerNorm on bf16 parameters) give the bits of its fp32 paths on the
-// widened values, output rounded once; with them off, and for fp16, Device's default does. The
-// default's scratch is counted by the memory check.
+// keep Device's contract: with GEMMs in bf16 or fp16 (as --bf16 and --fp16 run) its own 16-bit
+// paths (operands in the GEMMs' format to the tensor cores as kept, outputs rounded as written;
+// with bf16, LayerNorm, GELU and the fast attention on bf16, the embedding and LayerNorm on bf16
+// parameters) give the bits of its fp32 paths on the widened values, output rounded once; with
+// fp32 GEMMs, and for the kernels fp16 does not have, Device's default does. The default's
+// scratch is counted by the memory check.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -17,17 +18,18 @@ namespace {
 TEST(GpuTypedKernels, SixteenBitTensorsGiveTheFp32PathsBitsRoundedOnce) {
   ZL_REQUIRE_GPU();
   CudaDevice gpu(0);
-  for (const bool bf16_gemms : {true, false}) {
-    gpu.set_bf16_gemms(bf16_gemms);
+  for (const DType gemms : {DType::BF16, DType::F16, DType::F32}) {
+    gpu.set_half_gemms(gemms);
     for (const DType dtype : {DType::BF16, DType::F16}) {
-      SCOPED_TRACE(std::string(dtype_name(dtype)) + (bf16_gemms ? ", bf16 GEMMs" : ", fp32 GEMMs"));
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + ", " + std::string(dtype_name(gemms)) +
+                   " GEMMs");
       // 9 outputs a row take the bias kernels' one-column threads, 16 their 8-column ones.
       for (const std::int64_t out : {9, 16}) {
         test::check_products(gpu, dtype, dtype, out);
         test::check_products(gpu, dtype, DType::F32, out);
       }
       test::check_cross_entropy(gpu, dtype);
-      // Head size 16 (the fast kernels' with bf16 GEMMs), two query tiles, one partial.
+      // Head size 16 (the fast kernels' with 16-bit GEMMs), two query tiles, one partial.
       test::check_block_kernels(gpu, dtype, 2, 100, 64, 4);
       // The embedding's bf16 tables and LayerNorm's bf16 weight and bias, read as kept.
       test::check_parameter_kernels(gpu, dtype, 2, 100, 64);

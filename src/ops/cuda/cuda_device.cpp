@@ -76,7 +76,7 @@ CudaDevice::CudaDevice(int device_index)
   ZL_CUBLAS_CHECK(cublas().Create(&cublas_));
   ZL_CUBLAS_CHECK(cublas().SetStream(cublas_, stream_));
   // Default math keeps at least the requested precision: fp32 products never drop to TF32, and
-  // bf16 products (exact in fp32) may use the tensor cores with fp32 accumulation.
+  // bf16 and fp16 products (exact in fp32) may use the tensor cores with fp32 accumulation.
   ZL_CUBLAS_CHECK(cublas().SetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
   ZL_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes));
   cublas_workspace_bytes_ = kCublasWorkspaceBytes;
@@ -141,10 +141,11 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
     }
     return;
   }
-  if (bf16_gemms_) {
+  if (half_gemms_ != DType::F32) {
     const auto copies =
-        bf16_copies({TensorIn(a, m * k, DType::F32), TensorIn(b, k * n, DType::F32), TensorIn()});
-    return matmul_bf16(transpose_a, transpose_b, m, n, k, copies[0], copies[1], c, beta);
+        half_copies({TensorIn(a, m * k, DType::F32), TensorIn(b, k * n, DType::F32), TensorIn()});
+    return matmul_half(half_gemms_, transpose_a, transpose_b, m, n, k, copies[0], copies[1], c,
+                       beta);
   }
   const float alpha = 1.0f;
   const int mi = cublas_int(m, "M"), ni = cublas_int(n, "N"), ki = cublas_int(k, "K");
@@ -154,7 +155,13 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
                                  transpose_b ? ki : ni, a, transpose_a ? mi : ki, &beta, c, ni));
 }
 
-std::array<const std::uint16_t*, 3> CudaDevice::bf16_copies(const std::array<TensorIn, 3>& operands,
+void CudaDevice::set_half_gemms(DType half) {
+  ZL_CHECK(half == DType::F32 || half == DType::BF16 || half == DType::F16,
+           "GEMMs run in fp32, bf16 or fp16, not {}", dtype_name(half));
+  half_gemms_ = half;
+}
+
+std::array<const std::uint16_t*, 3> CudaDevice::half_copies(const std::array<TensorIn, 3>& operands,
                                                             bool reserve_first) {
   const auto aligned = [](std::int64_t elems) { return (elems + 7) / 8 * 8; };  // 16 bytes
   std::int64_t total = 0;
@@ -166,32 +173,36 @@ std::array<const std::uint16_t*, 3> CudaDevice::bf16_copies(const std::array<Ten
   std::array<const std::uint16_t*, 3> copies{};
   for (std::size_t i = 0; i < operands.size(); ++i) {
     const TensorIn& operand = operands[i];
-    ZL_CHECK(operand.dtype == DType::F32 || operand.dtype == DType::BF16,
-             "a bf16 product takes fp32 or bf16 operands, not {}", dtype_name(operand.dtype));
-    if (operand.dtype == DType::BF16) {
+    ZL_CHECK(operand.dtype == DType::F32 || operand.dtype == half_gemms_,
+             "a {} product takes fp32 or {} operands, not {}", dtype_name(half_gemms_),
+             dtype_name(half_gemms_), dtype_name(operand.dtype));
+    if (operand.dtype == half_gemms_) {
       copies[i] = static_cast<const std::uint16_t*>(operand.data);
       continue;
     }
     if (i > 0 || !reserve_first)
-      convert(operand.data, DType::F32, next, DType::BF16, operand.elems);
+      convert(operand.data, DType::F32, next, half_gemms_, operand.elems);
     copies[i] = next;
     next += aligned(operand.elems);
   }
   return copies;
 }
 
-void CudaDevice::matmul_bf16(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
-                             std::int64_t k, const std::uint16_t* a, const std::uint16_t* b,
-                             float* c, float beta) {
-  ZL_CHECK(k >= 1, "matmul_bf16: K = {} is empty: pass K >= 1", k);
+void CudaDevice::matmul_half(DType half, bool transpose_a, bool transpose_b, std::int64_t m,
+                             std::int64_t n, std::int64_t k, const std::uint16_t* a,
+                             const std::uint16_t* b, float* c, float beta) {
+  ZL_CHECK(k >= 1, "matmul_half: K = {} is empty: pass K >= 1", k);
+  ZL_CHECK(half == DType::BF16 || half == DType::F16,
+           "matmul_half multiplies bf16 or fp16 operands, not {}", dtype_name(half));
+  const cudaDataType_t operands = half == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
   if (m == 0 || n == 0) return;
   select();
   const float alpha = 1.0f;
   const int mi = cublas_int(m, "M"), ni = cublas_int(n, "N"), ki = cublas_int(k, "K");
   ZL_CUBLAS_CHECK(cublas().GemmEx(
       cublas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, ni,
-      mi, ki, &alpha, b, CUDA_R_16BF, transpose_b ? ki : ni, a, CUDA_R_16BF, transpose_a ? mi : ki,
-      &beta, c, CUDA_R_32F, ni, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      mi, ki, &alpha, b, operands, transpose_b ? ki : ni, a, operands, transpose_a ? mi : ki, &beta,
+      c, CUDA_R_32F, ni, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaDevice::do_linear_forward(std::span<const float> x, std::span<const float> w,
@@ -206,8 +217,8 @@ void CudaDevice::do_linear_backward(std::span<const float> x, std::span<const fl
                                     std::span<const float> dy, std::span<float> dw,
                                     std::span<float> db, std::span<float> dx, std::int64_t rows,
                                     std::int64_t in, std::int64_t out) {
-  if (bf16_gemms_ && rows > 0 && in > 0 && out > 0) {
-    return bf16_backward(false, x, w, dy, dw, db, dx, rows, in, out);
+  if (half_gemms_ != DType::F32 && rows > 0 && in > 0 && out > 0) {
+    return half_backward(false, x, w, dy, dw, db, dx, rows, in, out);
   }
   // dw [out, in] += dy^T (dy stored [rows, out]) * x [rows, in]
   gemm(true, false, out, in, rows, dy.data(), x.data(), dw.data(), 1.0f);
@@ -228,8 +239,8 @@ void CudaDevice::do_conv1d_backward(std::span<const float> x, std::span<const fl
                                     std::span<const float> dy, std::span<float> dw,
                                     std::span<float> db, std::span<float> dx, std::int64_t rows,
                                     std::int64_t in, std::int64_t out) {
-  if (bf16_gemms_ && rows > 0 && in > 0 && out > 0) {
-    return bf16_backward(true, x, w, dy, dw, db, dx, rows, in, out);
+  if (half_gemms_ != DType::F32 && rows > 0 && in > 0 && out > 0) {
+    return half_backward(true, x, w, dy, dw, db, dx, rows, in, out);
   }
   // dw [in, out] += x^T (x stored [rows, in]) * dy [rows, out]
   gemm(true, false, in, out, rows, x.data(), dy.data(), dw.data(), 1.0f);

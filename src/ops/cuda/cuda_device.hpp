@@ -109,25 +109,30 @@ class CudaDevice final : public Device {
   /// Throws zl::Error with the numbers of memory_check() unless it is consistent().
   void check_memory_ledger();
 
-  /// With `on`, every GEMM of the Device table (Linear, Conv1D, the LM head) rounds its fp32
-  /// operands to bf16 (nearest even, into device scratch) and multiplies them with matmul_bf16:
-  /// tensor cores with fp32 accumulation, as torch.autocast(dtype=torch.bfloat16) runs them.
-  /// Off (the default), GEMMs are fp32 without TF32. Results differ from the CPU's by bf16's
-  /// rounding of the operands.
-  void set_bf16_gemms(bool on) { bf16_gemms_ = on; }
+  /// With `half` BF16 or F16, every GEMM of the Device table (Linear, Conv1D, the LM head) rounds
+  /// its fp32 operands to that format (nearest even, into device scratch), takes operands kept in
+  /// it as they are, and multiplies them with matmul_half: tensor cores with fp32 accumulation,
+  /// as torch.autocast(dtype=torch.bfloat16 or torch.float16) runs them; attention takes the
+  /// fast kernels where they fit (their tiles are bf16). F32 (the default): GEMMs are fp32
+  /// without TF32. Results differ from the CPU's by the rounding of the operands. Throws
+  /// zl::Error for another dtype.
+  void set_half_gemms(DType half);
+  /// set_half_gemms(BF16) when `on`, else set_half_gemms(F32).
+  void set_bf16_gemms(bool on) { set_half_gemms(on ? DType::BF16 : DType::F32); }
   /// The attention kernels to run (AttentionKind); a kind other than Default is a request: Fast
   /// on a head size it does not take is refused at the first attention call. Made with
   /// ZL_CUDA_ATTENTION's kind (exact, tiled = exact, fast or gemm), else Default.
   void set_attention(AttentionKind kind) { attention_ = kind; }
   /// The kernels attention runs on for head size `head_dim`: Exact, Fast or Gemm.
   AttentionKind attention_for(std::int64_t head_dim) const;
-  /// True when GEMMs run in bf16 (set_bf16_gemms).
-  bool bf16_gemms() const { return bf16_gemms_; }
+  /// The format GEMMs run in (set_half_gemms): BF16, F16, or F32 for fp32 GEMMs.
+  DType half_gemms() const { return half_gemms_; }
 
-  /// Row-major C[M, N] = op(A)[M, K] op(B)[K, N] + beta C with bf16 A and B (bit patterns as
-  /// zerolab stores bf16), fp32 C and fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F).
-  /// op(A) = A [M, K] unless `transpose_a` (then A is stored [K, M]); likewise B.
-  void matmul_bf16(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
+  /// Row-major C[M, N] = op(A)[M, K] op(B)[K, N] + beta C with A and B in `half` (BF16 or F16:
+  /// bit patterns as zerolab stores them), fp32 C and fp32 accumulation (cublasGemmEx,
+  /// CUBLAS_COMPUTE_32F). op(A) = A [M, K] unless `transpose_a` (then A is stored [K, M]);
+  /// likewise B.
+  void matmul_half(DType half, bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
                    std::int64_t k, const std::uint16_t* a, const std::uint16_t* b, float* c,
                    float beta);
 
@@ -247,9 +252,10 @@ class CudaDevice final : public Device {
   void do_gelu_tanh_backward(std::span<const float> x, std::span<const float> dy,
                              std::span<float> dx) override;
 
-  // ---- on 16-bit tensors (cuda_device_typed.cpp): bf16 is read and written by the kernels
-  // themselves, with Device's bits (a bf16 GEMM operand goes to the tensor cores as it is kept, a
-  // bf16 output is rounded as it is written); fp16 takes Device's default ----
+  // ---- on 16-bit tensors (cuda_device_typed.cpp): a GEMM operand in the GEMMs' format (bf16 or
+  // fp16) goes to the tensor cores as it is kept and a 16-bit output is rounded once; the other
+  // kernels read and write bf16 themselves, with Device's bits; fp16 takes Device's default
+  // there ----
 
   void do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
                                std::int64_t in, std::int64_t out) override;
@@ -316,27 +322,29 @@ class CudaDevice final : public Device {
                              std::int64_t channels, std::int64_t heads) override;
 
  private:
-  // Row-major C[M, N] = op(A) op(B) + beta C in fp32 (see matmul_bf16 for op()); beta is 0
+  // Row-major C[M, N] = op(A) op(B) + beta C in fp32 (see matmul_half for op()); beta is 0
   // (overwrite) or 1 (accumulate).
   void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
             const float* a, const float* b, float* c, float beta);
-  // Up to three GEMM operands in bf16: a bf16 one as it is, an fp32 one rounded to bf16 once,
-  // side by side in scratch at 16-byte boundaries (tensor cores want aligned operands); one of 0
-  // elements is skipped. A layer's backward rounds dy once for its dw and dx products. With
-  // `reserve_first`, an fp32 first operand only gets its place (its caller rounds it there).
-  std::array<const std::uint16_t*, 3> bf16_copies(const std::array<TensorIn, 3>& operands,
+  // Up to three GEMM operands in the GEMMs' format (half_gemms_): one kept in it as it is, an
+  // fp32 one rounded to it once, side by side in scratch at 16-byte boundaries (tensor cores want
+  // aligned operands); one of 0 elements is skipped. A layer's backward rounds dy once for its dw
+  // and dx products. With `reserve_first`, an fp32 first operand only gets its place (its caller
+  // rounds it there).
+  std::array<const std::uint16_t*, 3> half_copies(const std::array<TensorIn, 3>& operands,
                                                   bool reserve_first = false);
-  // True when a product with these tensors runs on bf16 tensor cores here: bf16 GEMMs are on and
-  // none is fp16 (fp32 ones are rounded, bf16 ones taken as they are).
-  bool bf16_product(std::initializer_list<TensorIn> tensors) const;
-  // A bf16 layer's forward: y = x w (Conv1D's w [in, out]) or x w^T (Linear's, [out, in]) on
-  // the tensor cores, plus the bias row (empty: none), written to y in its dtype (fp32, or bf16
-  // rounded once as the bias is added).
-  void bf16_forward(bool conv1d, TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
+  // True when a product with these tensors runs on 16-bit tensor cores here: GEMMs run in a
+  // 16-bit format and every 16-bit tensor is in it (fp32 ones are rounded, the others taken as
+  // they are).
+  bool half_product(std::initializer_list<TensorIn> tensors) const;
+  // A 16-bit layer's forward: y = x w (Conv1D's w [in, out]) or x w^T (Linear's, [out, in]) on
+  // the tensor cores, plus the bias row (empty: none), written to y in its dtype (fp32, or 16-bit
+  // rounded once from the fp32 sum: in bf16 as the bias is added, in fp16 by a conversion after).
+  void half_forward(bool conv1d, TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
                     std::int64_t in, std::int64_t out);
-  // A bf16 layer's backward: dw += (x^T dy, Conv1D's [in, out], or dy^T x, Linear's [out, in]),
+  // A 16-bit layer's backward: dw += (x^T dy, Conv1D's [in, out], or dy^T x, Linear's [out, in]),
   // db += dy's column sums (db may be empty), dx = dy w^T or dy w (may be empty); dy rounded once.
-  void bf16_backward(bool conv1d, TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
+  void half_backward(bool conv1d, TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
                      std::span<float> db, std::span<float> dx, std::int64_t rows, std::int64_t in,
                      std::int64_t out);
   // Column-major, cuBLAS's own convention: for each of `batch` heads i, C_i [m, n] =
@@ -453,7 +461,7 @@ class CudaDevice final : public Device {
   std::multimap<std::size_t, CachedBlock> cache_;  // deallocated blocks by size, for allocate
   std::vector<cudaStream_t> side_streams_;         // add_side_stream
   std::int64_t baseline_used_bytes_ = 0;  // driver's used bytes once this device was set up
-  bool bf16_gemms_ = false;               // set_bf16_gemms
+  DType half_gemms_ = DType::F32;         // set_half_gemms
   std::function<void()> host_wait_guard_;  // set_host_wait_guard
 };
 

@@ -28,8 +28,9 @@ void CudaDevice::gemm_heads(bool transpose_a, bool transpose_b, std::int64_t m, 
 AttentionKind CudaDevice::attention_for(std::int64_t head_dim) const {
   switch (attention_) {
     case AttentionKind::Default:  // fp32 training keeps fp32 attention
-      return bf16_gemms_ && cuda::fast_attention_takes(head_dim) ? AttentionKind::Fast
-                                                                 : AttentionKind::Exact;
+      return half_gemms_ != DType::F32 && cuda::fast_attention_takes(head_dim)
+                 ? AttentionKind::Fast
+                 : AttentionKind::Exact;
     case AttentionKind::Fast:
       ZL_CHECK(cuda::fast_attention_takes(head_dim),
                "attention fast: the head size is {} (channels / heads); the fast kernels take 16, "

@@ -1,9 +1,10 @@
-// cuda_device_typed.cpp — CudaDevice's kernels on 16-bit tensors. With bf16 GEMMs on, a bf16
-// operand goes to the tensor cores as it is kept (no conversion), a bf16 output is rounded as the
-// bias is added (one pass), and LayerNorm, GELU and the fast attention read and write bf16
-// themselves: the bits of Device's default (widen, the fp32 kernel, round), with none of its
-// conversions. fp16 tensors, bf16 ones with bf16 GEMMs off, and the exact attention take that
-// default.
+// cuda_device_typed.cpp — CudaDevice's kernels on 16-bit tensors. With GEMMs in a 16-bit format
+// (bf16 or fp16), an operand in it goes to the tensor cores as it is kept (no conversion) and a
+// layer's output in it is rounded once from the fp32 sum (bf16 as the bias is added, in one pass;
+// fp16 by a conversion after). With bf16 GEMMs, LayerNorm, GELU, the loss and the fast attention
+// read and write bf16 themselves: the bits of Device's default (widen, the fp32 kernel, round),
+// with none of its conversions. Those kernels on fp16, 16-bit tensors in another format than the
+// GEMMs', and the exact attention take that default.
 #include "core/error.hpp"
 #include "ops/cuda/cuda_device.hpp"
 #include "ops/cuda/cuda_kernels.hpp"
@@ -18,19 +19,23 @@ const std::uint16_t* bf16_data(TensorIn tensor) {
 
 }  // namespace
 
-bool CudaDevice::bf16_product(std::initializer_list<TensorIn> tensors) const {
-  if (!bf16_gemms_) return false;
+bool CudaDevice::half_product(std::initializer_list<TensorIn> tensors) const {
+  if (half_gemms_ == DType::F32) return false;
   for (const TensorIn& tensor : tensors)
-    if (tensor.dtype == DType::F16) return false;
+    if (tensor.dtype != DType::F32 && tensor.dtype != half_gemms_) return false;
   return true;
 }
 
-void CudaDevice::bf16_forward(bool conv1d, TensorIn x, TensorIn w, TensorIn b, TensorOut y,
+void CudaDevice::half_forward(bool conv1d, TensorIn x, TensorIn w, TensorIn b, TensorOut y,
                               std::int64_t rows, std::int64_t in, std::int64_t out) {
-  const auto [x16, w16, unused] = bf16_copies({x, w, TensorIn()});
+  const auto [x16, w16, unused] = half_copies({x, w, TensorIn()});
   // y [rows, out] = x w (Conv1D's w stored [in, out]) or x w^T (Linear's, [out, in])
   const std::span<float> y32 = fp32_target(y, 3);
-  matmul_bf16(false, !conv1d, rows, out, in, x16, w16, y32.data(), 0.0f);
+  matmul_half(half_gemms_, false, !conv1d, rows, out, in, x16, w16, y32.data(), 0.0f);
+  if (half_gemms_ == DType::F16) {  // the bias as kept (widened, exact), then y rounded once
+    if (!b.empty()) cuda::add_bias_rows(y32.data(), widened(b, 2).data(), rows, out, stream_);
+    return store_fp32(y32, y);
+  }
   // A bias is read as it is kept (fp32, or a 16-bit unit's bf16).
   auto* y16 = static_cast<std::uint16_t*>(y.data);
   if (b.dtype == DType::BF16) {
@@ -45,63 +50,65 @@ void CudaDevice::bf16_forward(bool conv1d, TensorIn x, TensorIn w, TensorIn b, T
   if (b32 != nullptr) cuda::add_bias_rows(y32.data(), b32, rows, out, stream_);
 }
 
-void CudaDevice::bf16_backward(bool conv1d, TensorIn x, TensorIn w, TensorIn dy,
+void CudaDevice::half_backward(bool conv1d, TensorIn x, TensorIn w, TensorIn dy,
                                std::span<float> dw, std::span<float> db, std::span<float> dx,
                                std::int64_t rows, std::int64_t in, std::int64_t out) {
   // dy rounded once for both products (w only when there is a dx); an fp32 dy with a bias is
-  // rounded by the bias gradient's column sums, which read it anyway
-  const bool fused = !db.empty() && dy.dtype == DType::F32;
-  const auto [dy16, x16, w16] = bf16_copies({dy, x, dx.empty() ? TensorIn() : w}, fused);
+  // rounded to bf16 by the bias gradient's column sums, which read it anyway
+  const bool fused = !db.empty() && dy.dtype == DType::F32 && half_gemms_ == DType::BF16;
+  const auto [dy16, x16, w16] = half_copies({dy, x, dx.empty() ? TensorIn() : w}, fused);
   if (fused) {
     column_sums(dy.f32().data(), db.data(), rows, out, const_cast<std::uint16_t*>(dy16));
   } else if (!db.empty()) {
     column_sums(widened(dy, 2).data(), db.data(), rows, out);
   }
   if (conv1d) {
-    matmul_bf16(true, false, in, out, rows, x16, dy16, dw.data(), 1.0f);  // dw [in, out]
+    matmul_half(half_gemms_, true, false, in, out, rows, x16, dy16, dw.data(), 1.0f);  // [in, out]
   } else {
-    matmul_bf16(true, false, out, in, rows, dy16, x16, dw.data(), 1.0f);  // dw [out, in]
+    matmul_half(half_gemms_, true, false, out, in, rows, dy16, x16, dw.data(), 1.0f);  // [out, in]
   }
-  if (!dx.empty()) matmul_bf16(false, conv1d, rows, in, out, dy16, w16, dx.data(), 0.0f);
+  if (!dx.empty()) {
+    matmul_half(half_gemms_, false, conv1d, rows, in, out, dy16, w16, dx.data(), 0.0f);
+  }
 }
 
 void CudaDevice::do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y,
                                          std::int64_t rows, std::int64_t in, std::int64_t out) {
-  if (!bf16_product({x, w, b, y}) || rows == 0 || in == 0 || out == 0) {
+  if (!half_product({x, w, b, y}) || rows == 0 || in == 0 || out == 0) {
     return Device::do_linear_forward_typed(x, w, b, y, rows, in, out);
   }
   select();
-  bf16_forward(false, x, w, b, y, rows, in, out);
+  half_forward(false, x, w, b, y, rows, in, out);
 }
 
 void CudaDevice::do_linear_backward_typed(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
                                           std::span<float> db, std::span<float> dx,
                                           std::int64_t rows, std::int64_t in, std::int64_t out) {
-  if (!bf16_product({x, w, dy}) || rows == 0 || in == 0 || out == 0) {
+  if (!half_product({x, w, dy}) || rows == 0 || in == 0 || out == 0) {
     return Device::do_linear_backward_typed(x, w, dy, dw, db, dx, rows, in, out);
   }
   select();
-  bf16_backward(false, x, w, dy, dw, db, dx, rows, in, out);
+  half_backward(false, x, w, dy, dw, db, dx, rows, in, out);
 }
 
 void CudaDevice::do_conv1d_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y,
                                          std::int64_t rows, std::int64_t in, std::int64_t out) {
-  if (!bf16_product({x, w, b, y}) || rows == 0 || in == 0 || out == 0) {
+  if (!half_product({x, w, b, y}) || rows == 0 || in == 0 || out == 0) {
     return Device::do_conv1d_forward_typed(x, w, b, y, rows, in, out);
   }
   select();
-  bf16_forward(true, x, w, b, y, rows, in, out);
+  half_forward(true, x, w, b, y, rows, in, out);
 }
 
 void CudaDevice::do_conv1d_backward_typed(TensorIn x, TensorIn w, std::span<const float> dy,
                                           std::span<float> dw, std::span<float> db,
                                           std::span<float> dx, std::int64_t rows, std::int64_t in,
                                           std::int64_t out) {
-  if (!bf16_product({x, w}) || rows == 0 || in == 0 || out == 0) {
+  if (!half_product({x, w}) || rows == 0 || in == 0 || out == 0) {
     return Device::do_conv1d_backward_typed(x, w, dy, dw, db, dx, rows, in, out);
   }
   select();
-  bf16_backward(true, x, w, dy, dw, db, dx, rows, in, out);
+  half_backward(true, x, w, dy, dw, db, dx, rows, in, out);
 }
 
 void CudaDevice::do_embedding_forward_typed(std::span<const std::int64_t> tokens, TensorIn wte,
