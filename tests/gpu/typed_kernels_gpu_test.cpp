@@ -1,10 +1,10 @@
 // typed_kernels_gpu_test.cpp — the CUDA device's kernels on 16-bit tensors (ops/tensor_view.hpp)
-// keep Device's contract: with GEMMs in bf16 or fp16 (as --bf16 and --fp16 run) its own 16-bit
-// paths (operands in the GEMMs' format to the tensor cores as kept, outputs rounded as written;
-// with bf16, LayerNorm, GELU and the fast attention on bf16, the embedding and LayerNorm on bf16
-// parameters) give the bits of its fp32 paths on the widened values, output rounded once; with
-// fp32 GEMMs, and for the kernels fp16 does not have, Device's default does. The default's
-// scratch is counted by the memory check.
+// keep Device's contract: its own 16-bit paths (with GEMMs in bf16 or fp16, as --bf16 and --fp16
+// run, operands in that format to the tensor cores as kept and outputs rounded as written;
+// LayerNorm, GELU, the loss, the embedding and LayerNorm's parameters on bf16 and fp16; the fast
+// attention on bf16) give the bits of its fp32 paths on the widened values, output rounded once;
+// with fp32 GEMMs, and for fp16 attention, Device's default does. The default's scratch is
+// counted by the memory check.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -31,7 +31,7 @@ TEST(GpuTypedKernels, SixteenBitTensorsGiveTheFp32PathsBitsRoundedOnce) {
       test::check_cross_entropy(gpu, dtype);
       // Head size 16 (the fast kernels' with 16-bit GEMMs), two query tiles, one partial.
       test::check_block_kernels(gpu, dtype, 2, 100, 64, 4);
-      // The embedding's bf16 tables and LayerNorm's bf16 weight and bias, read as kept.
+      // The embedding's 16-bit tables and LayerNorm's 16-bit weight and bias, read as kept.
       test::check_parameter_kernels(gpu, dtype, 2, 100, 64);
     }
   }

@@ -254,23 +254,23 @@ class CudaDevice final : public Device {
 
   // ---- on 16-bit tensors (cuda_device_typed.cpp): a GEMM operand in the GEMMs' format (bf16 or
   // fp16) goes to the tensor cores as it is kept and a 16-bit output is rounded once; the other
-  // kernels read and write bf16 themselves, with Device's bits; fp16 takes Device's default
-  // there ----
+  // kernels read and write bf16 or fp16 themselves (the fast attention bf16), with Device's
+  // bits ----
 
   void do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
                                std::int64_t in, std::int64_t out) override;
   void do_linear_backward_typed(TensorIn x, TensorIn w, TensorIn dy, std::span<float> dw,
                                 std::span<float> db, std::span<float> dx, std::int64_t rows,
                                 std::int64_t in, std::int64_t out) override;
-  /// bf16 tables read as they are kept.
+  /// bf16 or fp16 tables read as they are kept.
   void do_embedding_forward_typed(std::span<const std::int64_t> tokens, TensorIn wte, TensorIn wpe,
                                   std::span<float> x, std::int64_t batch, std::int64_t seq_len,
                                   std::int64_t channels, std::int64_t vocab) override;
-  /// bf16 weight and bias, and a bf16 or fp32 y (or fp32 weights and a bf16 y).
+  /// 16-bit weight and bias, and a y in their format or fp32 (or fp32 weights and a 16-bit y).
   void do_layernorm_forward_typed(std::span<const float> x, TensorIn weight, TensorIn bias,
                                   TensorOut y, std::span<float> mean, std::span<float> rstd,
                                   std::int64_t rows, std::int64_t channels) override;
-  /// A bf16 weight read as it is kept.
+  /// A bf16 or fp16 weight read as it is kept.
   void do_layernorm_backward_typed(std::span<const float> x, TensorIn weight,
                                    std::span<const float> mean, std::span<const float> rstd,
                                    std::span<const float> dy, std::span<float> dx,
@@ -284,8 +284,8 @@ class CudaDevice final : public Device {
   void do_gelu_tanh_forward_typed(TensorIn x, TensorOut y) override;
   void do_gelu_tanh_backward_typed(TensorIn x, std::span<const float> dy,
                                    std::span<float> dx) override;
-  /// One block per row on bf16 logits and dlogits (in place or not), the scale applied before
-  /// the rounding; the row losses added on the device as the fp32 kernel's.
+  /// One block per row on bf16 or fp16 logits and dlogits (in place or not), the scale applied
+  /// before the rounding; the row losses added on the device as the fp32 kernel's.
   void do_cross_entropy_add_forward_backward_typed(
       TensorIn logits, std::span<const std::int64_t> labels, TensorOut dlogits, std::int64_t rows,
       std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,

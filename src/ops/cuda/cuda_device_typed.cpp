@@ -1,10 +1,9 @@
-// cuda_device_typed.cpp — CudaDevice's kernels on 16-bit tensors. With GEMMs in a 16-bit format
-// (bf16 or fp16), an operand in it goes to the tensor cores as it is kept (no conversion) and a
-// layer's output in it is rounded once from the fp32 sum (bf16 as the bias is added, in one pass;
-// fp16 by a conversion after). With bf16 GEMMs, LayerNorm, GELU, the loss and the fast attention
-// read and write bf16 themselves: the bits of Device's default (widen, the fp32 kernel, round),
-// with none of its conversions. Those kernels on fp16, 16-bit tensors in another format than the
-// GEMMs', and the exact attention take that default.
+// cuda_device_typed.cpp — CudaDevice's kernels on 16-bit tensors (bf16 or fp16). With GEMMs in a
+// 16-bit format, an operand in it goes to the tensor cores as it is kept (no conversion) and a
+// layer's output in it is rounded once as the bias is added; the embedding, LayerNorm, GELU and
+// the loss read and write either format themselves, and the fast attention bf16: the bits of
+// Device's default (widen, the fp32 kernel, round), with none of its conversions. Tensors of two
+// 16-bit formats in one call, fp16 attention and the exact attention take that default.
 #include "core/error.hpp"
 #include "ops/cuda/cuda_device.hpp"
 #include "ops/cuda/cuda_kernels.hpp"
@@ -15,6 +14,30 @@ namespace {
 
 const std::uint16_t* bf16_data(TensorIn tensor) {
   return static_cast<const std::uint16_t*>(tensor.data);
+}
+
+bool is_half(DType dtype) {
+  return dtype == DType::BF16 || dtype == DType::F16;
+}
+
+// `tensor`'s elements as the kernels take the 16-bit format H (std::uint16_t: bf16, cuda::Fp16).
+template <class H>
+const H* data_as(TensorIn tensor) {
+  return static_cast<const H*>(tensor.data);
+}
+template <class H>
+H* data_as(TensorOut tensor) {
+  return static_cast<H*>(tensor.data);
+}
+
+// f.template operator()<H>() with H the kernels' element type of the 16-bit `dtype`.
+template <class F>
+void for_half(DType dtype, F&& f) {
+  if (dtype == DType::F16) {
+    f.template operator()<cuda::Fp16>();
+  } else {
+    f.template operator()<std::uint16_t>();
+  }
 }
 
 }  // namespace
@@ -32,22 +55,21 @@ void CudaDevice::half_forward(bool conv1d, TensorIn x, TensorIn w, TensorIn b, T
   // y [rows, out] = x w (Conv1D's w stored [in, out]) or x w^T (Linear's, [out, in])
   const std::span<float> y32 = fp32_target(y, 3);
   matmul_half(half_gemms_, false, !conv1d, rows, out, in, x16, w16, y32.data(), 0.0f);
-  if (half_gemms_ == DType::F16) {  // the bias as kept (widened, exact), then y rounded once
-    if (!b.empty()) cuda::add_bias_rows(y32.data(), widened(b, 2).data(), rows, out, stream_);
-    return store_fp32(y32, y);
-  }
-  // A bias is read as it is kept (fp32, or a 16-bit unit's bf16).
-  auto* y16 = static_cast<std::uint16_t*>(y.data);
-  if (b.dtype == DType::BF16) {
-    if (y.dtype == DType::BF16) {
-      return cuda::add_bias_round_rows(y32.data(), bf16_data(b), y16, rows, out, stream_);
+  // A bias is read as it is kept (fp32, or a 16-bit unit's in the GEMMs' format).
+  for_half(half_gemms_, [&]<class H>() {
+    if (b.dtype == half_gemms_) {
+      if (y.dtype == half_gemms_) {
+        return cuda::add_bias_round_rows(y32.data(), data_as<H>(b), data_as<H>(y), rows, out,
+                                         stream_);
+      }
+      return cuda::add_bias_rows(y32.data(), data_as<H>(b), rows, out, stream_);
     }
-    return cuda::add_bias_rows(y32.data(), bf16_data(b), rows, out, stream_);
-  }
-  const float* b32 = b.empty() ? nullptr : b.f32().data();
-  if (y.dtype == DType::BF16)
-    return cuda::add_bias_round_rows(y32.data(), b32, y16, rows, out, stream_);
-  if (b32 != nullptr) cuda::add_bias_rows(y32.data(), b32, rows, out, stream_);
+    const float* b32 = b.empty() ? nullptr : b.f32().data();
+    if (y.dtype == half_gemms_) {
+      return cuda::add_bias_round_rows(y32.data(), b32, data_as<H>(y), rows, out, stream_);
+    }
+    if (b32 != nullptr) cuda::add_bias_rows(y32.data(), b32, rows, out, stream_);
+  });
 }
 
 void CudaDevice::half_backward(bool conv1d, TensorIn x, TensorIn w, TensorIn dy,
@@ -115,36 +137,42 @@ void CudaDevice::do_embedding_forward_typed(std::span<const std::int64_t> tokens
                                             TensorIn wpe, std::span<float> x, std::int64_t batch,
                                             std::int64_t seq_len, std::int64_t channels,
                                             std::int64_t vocab) {
-  if (wte.dtype != DType::BF16) {
+  if (!is_half(wte.dtype) || wpe.dtype != wte.dtype) {
     return Device::do_embedding_forward_typed(tokens, wte, wpe, x, batch, seq_len, channels, vocab);
   }
   select();
-  cuda::embedding_forward(
-      tokens.data(), bf16_data(wte), bf16_data(wpe), x.data(), batch, seq_len, channels, vocab,
-      check_slot({"embedding_forward", tokens.data(), seq_len, vocab}), stream_);
+  for_half(wte.dtype, [&]<class H>() {
+    cuda::embedding_forward(
+        tokens.data(), data_as<H>(wte), data_as<H>(wpe), x.data(), batch, seq_len, channels, vocab,
+        check_slot({"embedding_forward", tokens.data(), seq_len, vocab}), stream_);
+  });
 }
 
 void CudaDevice::do_layernorm_forward_typed(std::span<const float> x, TensorIn weight,
                                             TensorIn bias, TensorOut y, std::span<float> mean,
                                             std::span<float> rstd, std::int64_t rows,
                                             std::int64_t channels) {
-  const bool bf16_params = weight.dtype == DType::BF16;
-  if ((!bf16_params && weight.dtype != DType::F32) ||
-      (y.dtype != DType::BF16 && y.dtype != DType::F32)) {
+  const bool half_params = is_half(weight.dtype);
+  if ((!half_params && weight.dtype != DType::F32) || bias.dtype != weight.dtype ||
+      (!is_half(y.dtype) && y.dtype != DType::F32) ||
+      (half_params && is_half(y.dtype) && y.dtype != weight.dtype)) {
     return Device::do_layernorm_forward_typed(x, weight, bias, y, mean, rstd, rows, channels);
   }
   select();
-  auto* y16 = static_cast<std::uint16_t*>(y.data);
-  if (!bf16_params) {  // fp32 weights: y is the 16-bit one
-    return cuda::layernorm_forward(x.data(), weight.f32().data(), bias.f32().data(), y16,
-                                   mean.data(), rstd.data(), rows, channels, stream_);
+  if (!half_params) {  // fp32 weights: y is the 16-bit one
+    return for_half(y.dtype, [&]<class H>() {
+      cuda::layernorm_forward(x.data(), weight.f32().data(), bias.f32().data(), data_as<H>(y),
+                              mean.data(), rstd.data(), rows, channels, stream_);
+    });
   }
-  if (y.dtype == DType::BF16) {
-    return cuda::layernorm_forward(x.data(), bf16_data(weight), bf16_data(bias), y16, mean.data(),
-                                   rstd.data(), rows, channels, stream_);
-  }
-  cuda::layernorm_forward(x.data(), bf16_data(weight), bf16_data(bias), y.f32().data(), mean.data(),
-                          rstd.data(), rows, channels, stream_);
+  for_half(weight.dtype, [&]<class H>() {
+    if (y.dtype == weight.dtype) {
+      return cuda::layernorm_forward(x.data(), data_as<H>(weight), data_as<H>(bias), data_as<H>(y),
+                                     mean.data(), rstd.data(), rows, channels, stream_);
+    }
+    cuda::layernorm_forward(x.data(), data_as<H>(weight), data_as<H>(bias), y.f32().data(),
+                            mean.data(), rstd.data(), rows, channels, stream_);
+  });
 }
 
 void CudaDevice::do_layernorm_backward_typed(std::span<const float> x, TensorIn weight,
@@ -153,45 +181,51 @@ void CudaDevice::do_layernorm_backward_typed(std::span<const float> x, TensorIn 
                                              std::span<float> dx, std::span<float> dweight,
                                              std::span<float> dbias, std::int64_t rows,
                                              std::int64_t channels) {
-  if (weight.dtype != DType::BF16) {
+  if (!is_half(weight.dtype)) {
     return Device::do_layernorm_backward_typed(x, weight, mean, rstd, dy, dx, dweight, dbias, rows,
                                                channels);
   }
   select();
-  cuda::layernorm_backward(x.data(), bf16_data(weight), mean.data(), rstd.data(), dy.data(),
-                           dx.data(), dweight.data(), dbias.data(),
-                           layernorm_partials(rows, channels), column_counters(channels), rows,
-                           channels, stream_);
+  for_half(weight.dtype, [&]<class H>() {
+    cuda::layernorm_backward(x.data(), data_as<H>(weight), mean.data(), rstd.data(), dy.data(),
+                             dx.data(), dweight.data(), dbias.data(),
+                             layernorm_partials(rows, channels), column_counters(channels), rows,
+                             channels, stream_);
+  });
 }
 
 void CudaDevice::do_gelu_tanh_forward_typed(TensorIn x, TensorOut y) {
-  if (x.dtype != DType::BF16 || y.dtype != DType::BF16) {
-    return Device::do_gelu_tanh_forward_typed(x, y);
-  }
+  if (!is_half(x.dtype) || y.dtype != x.dtype) return Device::do_gelu_tanh_forward_typed(x, y);
   select();
-  cuda::gelu_tanh_forward(bf16_data(x), static_cast<std::uint16_t*>(y.data), x.elems, stream_);
+  for_half(x.dtype, [&]<class H>() {
+    cuda::gelu_tanh_forward(data_as<H>(x), data_as<H>(y), x.elems, stream_);
+  });
 }
 
 void CudaDevice::do_gelu_tanh_backward_typed(TensorIn x, std::span<const float> dy,
                                              std::span<float> dx) {
-  if (x.dtype != DType::BF16) return Device::do_gelu_tanh_backward_typed(x, dy, dx);
+  if (!is_half(x.dtype)) return Device::do_gelu_tanh_backward_typed(x, dy, dx);
   select();
-  cuda::gelu_tanh_backward(bf16_data(x), dy.data(), dx.data(), x.elems, stream_);
+  for_half(x.dtype, [&]<class H>() {
+    cuda::gelu_tanh_backward(data_as<H>(x), dy.data(), dx.data(), x.elems, stream_);
+  });
 }
 
 void CudaDevice::do_cross_entropy_add_forward_backward_typed(
     TensorIn logits, std::span<const std::int64_t> labels, TensorOut dlogits, std::int64_t rows,
     std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
     std::span<double> loss_sum, float grad_scale) {
-  if (logits.dtype != DType::BF16 || dlogits.dtype != DType::BF16) {
+  if (!is_half(logits.dtype) || dlogits.dtype != logits.dtype) {
     return Device::do_cross_entropy_add_forward_backward_typed(
         logits, labels, dlogits, rows, classes, padded_classes, mean_rows, loss_sum, grad_scale);
   }
   select();
   auto* row_losses = static_cast<double*>(scratch(static_cast<std::size_t>(rows) * sizeof(double)));
-  cuda::cross_entropy(bf16_data(logits), labels.data(), static_cast<std::uint16_t*>(dlogits.data),
-                      row_losses, check_slot({"cross_entropy", labels.data(), 0, classes}), rows,
-                      classes, padded_classes, mean_rows, grad_scale, stream_);
+  for_half(logits.dtype, [&]<class H>() {
+    cuda::cross_entropy(data_as<H>(logits), labels.data(), data_as<H>(dlogits), row_losses,
+                        check_slot({"cross_entropy", labels.data(), 0, classes}), rows, classes,
+                        padded_classes, mean_rows, grad_scale, stream_);
+  });
   cuda::add_row_losses(row_losses, rows, loss_sum.data(), stream_);
 }
 

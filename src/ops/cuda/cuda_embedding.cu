@@ -85,6 +85,12 @@ void embedding_forward(const std::int64_t* tokens, const std::uint16_t* wte,
   launch_embedding_forward(tokens, wte, wpe, x, batch, seq_len, channels, vocab, bad_index, stream);
 }
 
+void embedding_forward(const std::int64_t* tokens, const Fp16* wte, const Fp16* wpe, float* x,
+                       std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                       std::int64_t vocab, unsigned long long* bad_index, cudaStream_t stream) {
+  launch_embedding_forward(tokens, wte, wpe, x, batch, seq_len, channels, vocab, bad_index, stream);
+}
+
 void embedding_backward(const std::int64_t* tokens, const float* dx, float* dwte, float* dwpe,
                         std::int32_t* links, std::int64_t batch, std::int64_t seq_len,
                         std::int64_t channels, std::int64_t vocab, unsigned long long* bad_index,

@@ -576,6 +576,24 @@ void add_bias_round_rows(const float* y, const std::uint16_t* b, std::uint16_t* 
   cuda_check_launch("add_bias_round_rows (bf16 bias)");
 }
 
+void add_bias_rows(float* y, const Fp16* b, std::int64_t rows, std::int64_t cols,
+                   cudaStream_t stream) {
+  launch_add_bias(y, b, y, rows, cols, stream);
+  cuda_check_launch("add_bias_rows (fp16 bias)");
+}
+
+void add_bias_round_rows(const float* y, const float* b, Fp16* out, std::int64_t rows,
+                         std::int64_t cols, cudaStream_t stream) {
+  launch_add_bias(y, b, out, rows, cols, stream);
+  cuda_check_launch("add_bias_round_rows (fp16)");
+}
+
+void add_bias_round_rows(const float* y, const Fp16* b, Fp16* out, std::int64_t rows,
+                         std::int64_t cols, cudaStream_t stream) {
+  launch_add_bias(y, b, out, rows, cols, stream);
+  cuda_check_launch("add_bias_round_rows (fp16 bias)");
+}
+
 void add_column_sums(const float* dy, float* db, std::uint16_t* rounded, float* partials,
                      unsigned* counters, std::int64_t rows, std::int64_t cols,
                      cudaStream_t stream) {
@@ -628,6 +646,17 @@ void gelu_tanh_backward(const std::uint16_t* x, const float* dy, float* dx, std:
   cuda_check_launch("gelu_tanh_backward (bf16)");
 }
 
+void gelu_tanh_forward(const Fp16* x, Fp16* y, std::int64_t elems, cudaStream_t stream) {
+  launch_gelu_tanh_forward(x, y, elems, stream);
+  cuda_check_launch("gelu_tanh_forward (fp16)");
+}
+
+void gelu_tanh_backward(const Fp16* x, const float* dy, float* dx, std::int64_t elems,
+                        cudaStream_t stream) {
+  launch_gelu_tanh_backward(x, dy, dx, elems, stream);
+  cuda_check_launch("gelu_tanh_backward (fp16)");
+}
+
 void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogits,
                    double* row_losses, unsigned long long* bad_index, std::int64_t rows,
                    std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
@@ -644,6 +673,15 @@ void cross_entropy(const std::uint16_t* logits, const std::int64_t* labels, std:
   launch_cross_entropy(logits, labels, dlogits, row_losses, bad_index, rows, classes,
                        padded_classes, mean_rows, scale, stream);
   cuda_check_launch("cross_entropy (bf16)");
+}
+
+void cross_entropy(const Fp16* logits, const std::int64_t* labels, Fp16* dlogits,
+                   double* row_losses, unsigned long long* bad_index, std::int64_t rows,
+                   std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+                   float scale, cudaStream_t stream) {
+  launch_cross_entropy(logits, labels, dlogits, row_losses, bad_index, rows, classes,
+                       padded_classes, mean_rows, scale, stream);
+  cuda_check_launch("cross_entropy (fp16)");
 }
 
 void add_mean_loss(const double* loss_sum, std::int64_t rows, float* total, cudaStream_t stream) {
@@ -681,6 +719,21 @@ void layernorm_forward(const float* x, const std::uint16_t* weight, const std::u
   launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
 }
 
+void layernorm_forward(const float* x, const float* weight, const float* bias, Fp16* y, float* mean,
+                       float* rstd, std::int64_t rows, std::int64_t channels, cudaStream_t stream) {
+  launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
+}
+
+void layernorm_forward(const float* x, const Fp16* weight, const Fp16* bias, float* y, float* mean,
+                       float* rstd, std::int64_t rows, std::int64_t channels, cudaStream_t stream) {
+  launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
+}
+
+void layernorm_forward(const float* x, const Fp16* weight, const Fp16* bias, Fp16* y, float* mean,
+                       float* rstd, std::int64_t rows, std::int64_t channels, cudaStream_t stream) {
+  launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
+}
+
 void layernorm_backward(const float* x, const float* weight, const float* mean, const float* rstd,
                         const float* dy, float* dx, float* dweight, float* dbias, double* partials,
                         unsigned* counters, std::int64_t rows, std::int64_t channels,
@@ -693,6 +746,14 @@ void layernorm_backward(const float* x, const std::uint16_t* weight, const float
                         const float* rstd, const float* dy, float* dx, float* dweight, float* dbias,
                         double* partials, unsigned* counters, std::int64_t rows,
                         std::int64_t channels, cudaStream_t stream) {
+  launch_layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, partials, counters, rows,
+                            channels, stream);
+}
+
+void layernorm_backward(const float* x, const Fp16* weight, const float* mean, const float* rstd,
+                        const float* dy, float* dx, float* dweight, float* dbias, double* partials,
+                        unsigned* counters, std::int64_t rows, std::int64_t channels,
+                        cudaStream_t stream) {
   launch_layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, partials, counters, rows,
                             channels, stream);
 }

@@ -10,6 +10,7 @@
 
 #include "comm/comm.hpp"
 #include "core/dtype.hpp"
+#include "ops/cuda/fp16_bits.hpp"
 
 namespace zl {
 struct AdamWTensor;
@@ -25,6 +26,9 @@ void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t col
 /// The same with a bf16 bias (widened, exact).
 void add_bias_rows(float* y, const std::uint16_t* b, std::int64_t rows, std::int64_t cols,
                    cudaStream_t stream);
+/// The same with an fp16 bias (widened, exact).
+void add_bias_rows(float* y, const Fp16* b, std::int64_t rows, std::int64_t cols,
+                   cudaStream_t stream);
 
 /// out[r, o] = y[r, o] + b[o] rounded to bf16 (nearest even), or y[r, o] rounded when b is null:
 /// add_bias_rows followed by a conversion, in one pass.
@@ -33,6 +37,11 @@ void add_bias_round_rows(const float* y, const float* b, std::uint16_t* out, std
 /// The same with a bf16 bias (widened, exact), or none when b is null.
 void add_bias_round_rows(const float* y, const std::uint16_t* b, std::uint16_t* out,
                          std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+/// The same two rounded to fp16 (nearest even): an fp32 or fp16 bias, or none when b is null.
+void add_bias_round_rows(const float* y, const float* b, Fp16* out, std::int64_t rows,
+                         std::int64_t cols, cudaStream_t stream);
+void add_bias_round_rows(const float* y, const Fp16* b, Fp16* out, std::int64_t rows,
+                         std::int64_t cols, cudaStream_t stream);
 
 /// Columns of one group of a column sum (a block's threads, one column each).
 inline constexpr int kColumnSumGroupColumns = 128;
@@ -65,6 +74,10 @@ void gelu_tanh_forward(const std::uint16_t* x, std::uint16_t* y, std::int64_t el
                        cudaStream_t stream);
 void gelu_tanh_backward(const std::uint16_t* x, const float* dy, float* dx, std::int64_t elems,
                         cudaStream_t stream);
+/// The same on fp16 x (and y).
+void gelu_tanh_forward(const Fp16* x, Fp16* y, std::int64_t elems, cudaStream_t stream);
+void gelu_tanh_backward(const Fp16* x, const float* dy, float* dx, std::int64_t elems,
+                        cudaStream_t stream);
 
 /// One block per row of logits [rows, padded_classes]: over the first `classes` columns writes
 /// dlogits = (softmax - onehot) / mean_rows and row_losses[r] (double), and 0 in the padded
@@ -77,6 +90,11 @@ void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogi
 /// The same on bf16 logits and dlogits (which may be the same), each dlogits value multiplied by
 /// `scale` (one float multiply) before it is rounded to bf16.
 void cross_entropy(const std::uint16_t* logits, const std::int64_t* labels, std::uint16_t* dlogits,
+                   double* row_losses, unsigned long long* bad_index, std::int64_t rows,
+                   std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
+                   float scale, cudaStream_t stream);
+/// The same on fp16 logits and dlogits.
+void cross_entropy(const Fp16* logits, const std::int64_t* labels, Fp16* dlogits,
                    double* row_losses, unsigned long long* bad_index, std::int64_t rows,
                    std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
                    float scale, cudaStream_t stream);
@@ -98,6 +116,10 @@ void embedding_forward(const std::int64_t* tokens, const std::uint16_t* wte,
                        const std::uint16_t* wpe, float* x, std::int64_t batch, std::int64_t seq_len,
                        std::int64_t channels, std::int64_t vocab, unsigned long long* bad_index,
                        cudaStream_t stream);
+/// The same with fp16 tables.
+void embedding_forward(const std::int64_t* tokens, const Fp16* wte, const Fp16* wpe, float* x,
+                       std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                       std::int64_t vocab, unsigned long long* bad_index, cudaStream_t stream);
 
 /// dwte[token] += dx rows and dwpe[t] += dx rows in the order b = 0.., t = 0..; a bad token
 /// records its flat index and adds nothing. `links` is device scratch of 2 * batch * seq_len
@@ -124,6 +146,13 @@ void layernorm_forward(const float* x, const std::uint16_t* weight, const std::u
 void layernorm_forward(const float* x, const std::uint16_t* weight, const std::uint16_t* bias,
                        std::uint16_t* y, float* mean, float* rstd, std::int64_t rows,
                        std::int64_t channels, cudaStream_t stream);
+/// The same three in fp16: y alone, weight and bias alone, or all three.
+void layernorm_forward(const float* x, const float* weight, const float* bias, Fp16* y, float* mean,
+                       float* rstd, std::int64_t rows, std::int64_t channels, cudaStream_t stream);
+void layernorm_forward(const float* x, const Fp16* weight, const Fp16* bias, float* y, float* mean,
+                       float* rstd, std::int64_t rows, std::int64_t channels, cudaStream_t stream);
+void layernorm_forward(const float* x, const Fp16* weight, const Fp16* bias, Fp16* y, float* mean,
+                       float* rstd, std::int64_t rows, std::int64_t channels, cudaStream_t stream);
 
 /// LayerNorm backward: dx (added into) one warp per row; dweight and dbias in double in
 /// ops/column_sums.hpp's order, through `partials`, device scratch of 2 *
@@ -138,6 +167,11 @@ void layernorm_backward(const float* x, const std::uint16_t* weight, const float
                         const float* rstd, const float* dy, float* dx, float* dweight, float* dbias,
                         double* partials, unsigned* counters, std::int64_t rows,
                         std::int64_t channels, cudaStream_t stream);
+/// The same with the weight in fp16 (widened, exact).
+void layernorm_backward(const float* x, const Fp16* weight, const float* mean, const float* rstd,
+                        const float* dy, float* dx, float* dweight, float* dbias, double* partials,
+                        unsigned* counters, std::int64_t rows, std::int64_t channels,
+                        cudaStream_t stream);
 
 /// Causal softmax of each row of scores [rows, T] in place: row r is query position t = r % T;
 /// with m its largest score over s <= t and l = sum_s exp(score - m) in double rounded to float,

@@ -8,6 +8,7 @@
 
 #include "core/dtype.hpp"
 #include "ops/cuda/cuda_dtype.cuh"
+#include "ops/cuda/fp16_bits.hpp"
 
 namespace zl::cuda {
 
@@ -65,8 +66,11 @@ __device__ void store8(void* data, std::int64_t v, const float (&x)[kVector]) {
   }
 }
 
-/// The dtype of an element pointer the kernels take: fp32 as float, bf16 as std::uint16_t.
+/// The dtype of an element pointer the kernels take: fp32 as float, bf16 as std::uint16_t, fp16
+/// as Fp16.
 template <class T>
 inline constexpr DType kDtypeOf = sizeof(T) == 4 ? DType::F32 : DType::BF16;
+template <>
+inline constexpr DType kDtypeOf<Fp16> = DType::F16;
 
 }  // namespace zl::cuda
