@@ -408,11 +408,16 @@ double* CudaDevice::layernorm_partials(std::int64_t rows, std::int64_t channels)
 }
 
 void CudaDevice::column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols,
-                             std::uint16_t* rounded) {
+                             void* rounded, DType rounded_dtype) {
   check_column_sum_rows(rows);
   auto* partials = static_cast<float*>(
       sums_scratch(static_cast<std::size_t>(column_sum_chunks(rows) * cols) * sizeof(float)));
-  cuda::add_column_sums(dy, db, rounded, partials, column_counters(cols), rows, cols, stream_);
+  if (rounded_dtype == DType::F16) {
+    return cuda::add_column_sums(dy, db, static_cast<cuda::Fp16*>(rounded), partials,
+                                 column_counters(cols), rows, cols, stream_);
+  }
+  cuda::add_column_sums(dy, db, static_cast<std::uint16_t*>(rounded), partials,
+                        column_counters(cols), rows, cols, stream_);
 }
 
 unsigned* CudaDevice::column_counters(std::int64_t cols) const {

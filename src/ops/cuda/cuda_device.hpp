@@ -364,9 +364,10 @@ class CudaDevice final : public Device {
   // `buffer` of `buffer_bytes`, grown to at least `bytes` (after the stream is done with it).
   void* grown(void*& buffer, std::size_t& buffer_bytes, std::size_t bytes);
   // db += the column sums of dy [rows, cols] (cuda::add_column_sums, through sums_scratch), and
-  // dy rounded to bf16 into `rounded` where it is not null (the products' copy, one read).
+  // dy rounded to `rounded_dtype` (bf16 or fp16) into `rounded` where it is not null (the
+  // products' copy, one read).
   void column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols,
-                   std::uint16_t* rounded = nullptr);
+                   void* rounded = nullptr, DType rounded_dtype = DType::BF16);
   // The column sums' zeroed counters for `cols` columns (at most kColumnCounters groups).
   unsigned* column_counters(std::int64_t cols) const;
   // `grads` as the fused step kernels read them: fp32 or bf16 as they are, fp16 widened into

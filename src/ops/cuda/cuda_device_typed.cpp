@@ -76,11 +76,12 @@ void CudaDevice::half_backward(bool conv1d, TensorIn x, TensorIn w, TensorIn dy,
                                std::span<float> dw, std::span<float> db, std::span<float> dx,
                                std::int64_t rows, std::int64_t in, std::int64_t out) {
   // dy rounded once for both products (w only when there is a dx); an fp32 dy with a bias is
-  // rounded to bf16 by the bias gradient's column sums, which read it anyway
-  const bool fused = !db.empty() && dy.dtype == DType::F32 && half_gemms_ == DType::BF16;
+  // rounded by the bias gradient's column sums, which read it anyway
+  const bool fused = !db.empty() && dy.dtype == DType::F32;
   const auto [dy16, x16, w16] = half_copies({dy, x, dx.empty() ? TensorIn() : w}, fused);
   if (fused) {
-    column_sums(dy.f32().data(), db.data(), rows, out, const_cast<std::uint16_t*>(dy16));
+    column_sums(dy.f32().data(), db.data(), rows, out, const_cast<std::uint16_t*>(dy16),
+                half_gemms_);
   } else if (!db.empty()) {
     column_sums(widened(dy, 2).data(), db.data(), rows, out);
   }

@@ -112,10 +112,10 @@ __device__ bool last_chunk_block(unsigned* counters) {
 }
 
 // partials[chunk * cols + c] = the sum of column c over chunk blockIdx.y's rows, in row order (each
-// row also rounded to bf16 into `rounded` where it is not null); the last chunk block of a column
-// group then adds the group's partials into out.
-__global__ void column_sums_kernel(const float* __restrict__ dy,
-                                   std::uint16_t* __restrict__ rounded,
+// row also rounded to Rounded, bf16 or fp16, into `rounded` where it is not null); the last chunk
+// block of a column group then adds the group's partials into out.
+template <class Rounded>
+__global__ void column_sums_kernel(const float* __restrict__ dy, Rounded* __restrict__ rounded,
                                    float* __restrict__ partials, float* __restrict__ out,
                                    unsigned* counters, std::int64_t rows, std::int64_t cols) {
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -123,7 +123,7 @@ __global__ void column_sums_kernel(const float* __restrict__ dy,
   const int count = static_cast<int>(min(static_cast<std::int64_t>(kChunkRows), rows - first_row));
   if (c < cols) {
     const float* column = dy + first_row * cols + c;
-    std::uint16_t* rounded_column = rounded == nullptr ? nullptr : rounded + first_row * cols + c;
+    Rounded* rounded_column = rounded == nullptr ? nullptr : rounded + first_row * cols + c;
     float sum = 0.0f;
     for (int i0 = 0; i0 < count; i0 += kBatchRows) {
       float values[kBatchRows];
@@ -134,7 +134,7 @@ __global__ void column_sums_kernel(const float* __restrict__ dy,
       for (int j = 0; j < kBatchRows; ++j) {
         if (i0 + j >= count) continue;
         sum += values[j];
-        if (rounded_column != nullptr) rounded_column[(i0 + j) * cols] = to_bf16(values[j]);
+        if (rounded_column != nullptr) put(rounded_column + (i0 + j) * cols, values[j]);
       }
     }
     partials[blockIdx.y * cols + c] = sum;
@@ -594,9 +594,12 @@ void add_bias_round_rows(const float* y, const Fp16* b, Fp16* out, std::int64_t 
   cuda_check_launch("add_bias_round_rows (fp16 bias)");
 }
 
-void add_column_sums(const float* dy, float* db, std::uint16_t* rounded, float* partials,
-                     unsigned* counters, std::int64_t rows, std::int64_t cols,
-                     cudaStream_t stream) {
+namespace {
+
+template <class Rounded>
+void launch_column_sums(const float* dy, float* db, Rounded* rounded, float* partials,
+                        unsigned* counters, std::int64_t rows, std::int64_t cols,
+                        cudaStream_t stream) {
   if (cols == 0) return;
   const std::int64_t chunks = column_sum_chunks(rows);
   if (chunks == 0) {  // 0 rows: db + 0, as the CPU adds
@@ -608,6 +611,19 @@ void add_column_sums(const float* dy, float* db, std::uint16_t* rounded, float* 
                             static_cast<unsigned>(chunks)),
                        kChunkThreads, 0, stream>>>(dy, rounded, partials, db, counters, rows, cols);
   cuda_check_launch("add_column_sums");
+}
+
+}  // namespace
+
+void add_column_sums(const float* dy, float* db, std::uint16_t* rounded, float* partials,
+                     unsigned* counters, std::int64_t rows, std::int64_t cols,
+                     cudaStream_t stream) {
+  launch_column_sums(dy, db, rounded, partials, counters, rows, cols, stream);
+}
+
+void add_column_sums(const float* dy, float* db, Fp16* rounded, float* partials, unsigned* counters,
+                     std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+  launch_column_sums(dy, db, rounded, partials, counters, rows, cols, stream);
 }
 
 void gelu_forward(const float* x, float* y, std::int64_t elems, cudaStream_t stream) {

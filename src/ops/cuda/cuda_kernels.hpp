@@ -59,6 +59,9 @@ inline std::int64_t column_sum_groups(std::int64_t cols) {
 /// (left zeroed); at most 65535 chunks (checked by the caller).
 void add_column_sums(const float* dy, float* db, std::uint16_t* rounded, float* partials,
                      unsigned* counters, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+/// The same with dy rounded to fp16 into `rounded`.
+void add_column_sums(const float* dy, float* db, Fp16* rounded, float* partials, unsigned* counters,
+                     std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
 /// Exact-erf GELU forward and backward, in double, rounded once.
 void gelu_forward(const float* x, float* y, std::int64_t elems, cudaStream_t stream);
