@@ -78,18 +78,18 @@ void embedding_forward(const std::int64_t* tokens, const float* wte, const float
   launch_embedding_forward(tokens, wte, wpe, x, batch, seq_len, channels, vocab, bad_index, stream);
 }
 
-void embedding_forward(const std::int64_t* tokens, const std::uint16_t* wte,
-                       const std::uint16_t* wpe, float* x, std::int64_t batch, std::int64_t seq_len,
-                       std::int64_t channels, std::int64_t vocab, unsigned long long* bad_index,
-                       cudaStream_t stream) {
-  launch_embedding_forward(tokens, wte, wpe, x, batch, seq_len, channels, vocab, bad_index, stream);
-}
-
-void embedding_forward(const std::int64_t* tokens, const Fp16* wte, const Fp16* wpe, float* x,
+template <class H>
+void embedding_forward(const std::int64_t* tokens, const H* wte, const H* wpe, float* x,
                        std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                        std::int64_t vocab, unsigned long long* bad_index, cudaStream_t stream) {
   launch_embedding_forward(tokens, wte, wpe, x, batch, seq_len, channels, vocab, bad_index, stream);
 }
+template void embedding_forward(const std::int64_t*, const std::uint16_t*, const std::uint16_t*,
+                                float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                                unsigned long long*, cudaStream_t);
+template void embedding_forward(const std::int64_t*, const Fp16*, const Fp16*, float*, std::int64_t,
+                                std::int64_t, std::int64_t, std::int64_t, unsigned long long*,
+                                cudaStream_t);
 
 void embedding_backward(const std::int64_t* tokens, const float* dx, float* dwte, float* dwpe,
                         std::int32_t* links, std::int64_t batch, std::int64_t seq_len,

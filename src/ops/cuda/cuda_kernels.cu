@@ -558,40 +558,25 @@ void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t col
   cuda_check_launch("add_bias_rows");
 }
 
-void add_bias_rows(float* y, const std::uint16_t* b, std::int64_t rows, std::int64_t cols,
+template <class H>
+void add_bias_rows(float* y, const H* b, std::int64_t rows, std::int64_t cols,
                    cudaStream_t stream) {
   launch_add_bias(y, b, y, rows, cols, stream);
-  cuda_check_launch("add_bias_rows (bf16 bias)");
+  cuda_check_launch("add_bias_rows (16-bit bias)");
 }
 
-void add_bias_round_rows(const float* y, const float* b, std::uint16_t* out, std::int64_t rows,
+template <class H>
+void add_bias_round_rows(const float* y, const float* b, H* out, std::int64_t rows,
                          std::int64_t cols, cudaStream_t stream) {
   launch_add_bias(y, b, out, rows, cols, stream);
   cuda_check_launch("add_bias_round_rows");
 }
 
-void add_bias_round_rows(const float* y, const std::uint16_t* b, std::uint16_t* out,
-                         std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+template <class H>
+void add_bias_round_rows(const float* y, const H* b, H* out, std::int64_t rows, std::int64_t cols,
+                         cudaStream_t stream) {
   launch_add_bias(y, b, out, rows, cols, stream);
-  cuda_check_launch("add_bias_round_rows (bf16 bias)");
-}
-
-void add_bias_rows(float* y, const Fp16* b, std::int64_t rows, std::int64_t cols,
-                   cudaStream_t stream) {
-  launch_add_bias(y, b, y, rows, cols, stream);
-  cuda_check_launch("add_bias_rows (fp16 bias)");
-}
-
-void add_bias_round_rows(const float* y, const float* b, Fp16* out, std::int64_t rows,
-                         std::int64_t cols, cudaStream_t stream) {
-  launch_add_bias(y, b, out, rows, cols, stream);
-  cuda_check_launch("add_bias_round_rows (fp16)");
-}
-
-void add_bias_round_rows(const float* y, const Fp16* b, Fp16* out, std::int64_t rows,
-                         std::int64_t cols, cudaStream_t stream) {
-  launch_add_bias(y, b, out, rows, cols, stream);
-  cuda_check_launch("add_bias_round_rows (fp16 bias)");
+  cuda_check_launch("add_bias_round_rows (16-bit bias)");
 }
 
 namespace {
@@ -615,13 +600,8 @@ void launch_column_sums(const float* dy, float* db, Rounded* rounded, float* par
 
 }  // namespace
 
-void add_column_sums(const float* dy, float* db, std::uint16_t* rounded, float* partials,
-                     unsigned* counters, std::int64_t rows, std::int64_t cols,
-                     cudaStream_t stream) {
-  launch_column_sums(dy, db, rounded, partials, counters, rows, cols, stream);
-}
-
-void add_column_sums(const float* dy, float* db, Fp16* rounded, float* partials, unsigned* counters,
+template <class H>
+void add_column_sums(const float* dy, float* db, H* rounded, float* partials, unsigned* counters,
                      std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
   launch_column_sums(dy, db, rounded, partials, counters, rows, cols, stream);
 }
@@ -644,33 +624,23 @@ void gelu_tanh_forward(const float* x, float* y, std::int64_t elems, cudaStream_
   cuda_check_launch("gelu_tanh_forward");
 }
 
-void gelu_tanh_forward(const std::uint16_t* x, std::uint16_t* y, std::int64_t elems,
-                       cudaStream_t stream) {
-  launch_gelu_tanh_forward(x, y, elems, stream);
-  cuda_check_launch("gelu_tanh_forward (bf16)");
-}
-
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::int64_t elems,
                         cudaStream_t stream) {
   launch_gelu_tanh_backward(x, dy, dx, elems, stream);
   cuda_check_launch("gelu_tanh_backward");
 }
 
-void gelu_tanh_backward(const std::uint16_t* x, const float* dy, float* dx, std::int64_t elems,
-                        cudaStream_t stream) {
-  launch_gelu_tanh_backward(x, dy, dx, elems, stream);
-  cuda_check_launch("gelu_tanh_backward (bf16)");
-}
-
-void gelu_tanh_forward(const Fp16* x, Fp16* y, std::int64_t elems, cudaStream_t stream) {
+template <class H>
+void gelu_tanh_forward(const H* x, H* y, std::int64_t elems, cudaStream_t stream) {
   launch_gelu_tanh_forward(x, y, elems, stream);
-  cuda_check_launch("gelu_tanh_forward (fp16)");
+  cuda_check_launch("gelu_tanh_forward (16-bit)");
 }
 
-void gelu_tanh_backward(const Fp16* x, const float* dy, float* dx, std::int64_t elems,
+template <class H>
+void gelu_tanh_backward(const H* x, const float* dy, float* dx, std::int64_t elems,
                         cudaStream_t stream) {
   launch_gelu_tanh_backward(x, dy, dx, elems, stream);
-  cuda_check_launch("gelu_tanh_backward (fp16)");
+  cuda_check_launch("gelu_tanh_backward (16-bit)");
 }
 
 void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogits,
@@ -682,22 +652,14 @@ void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogi
   cuda_check_launch("cross_entropy");
 }
 
-void cross_entropy(const std::uint16_t* logits, const std::int64_t* labels, std::uint16_t* dlogits,
-                   double* row_losses, unsigned long long* bad_index, std::int64_t rows,
-                   std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
-                   float scale, cudaStream_t stream) {
+template <class H>
+void cross_entropy(const H* logits, const std::int64_t* labels, H* dlogits, double* row_losses,
+                   unsigned long long* bad_index, std::int64_t rows, std::int64_t classes,
+                   std::int64_t padded_classes, std::int64_t mean_rows, float scale,
+                   cudaStream_t stream) {
   launch_cross_entropy(logits, labels, dlogits, row_losses, bad_index, rows, classes,
                        padded_classes, mean_rows, scale, stream);
-  cuda_check_launch("cross_entropy (bf16)");
-}
-
-void cross_entropy(const Fp16* logits, const std::int64_t* labels, Fp16* dlogits,
-                   double* row_losses, unsigned long long* bad_index, std::int64_t rows,
-                   std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
-                   float scale, cudaStream_t stream) {
-  launch_cross_entropy(logits, labels, dlogits, row_losses, bad_index, rows, classes,
-                       padded_classes, mean_rows, scale, stream);
-  cuda_check_launch("cross_entropy (fp16)");
+  cuda_check_launch("cross_entropy (16-bit)");
 }
 
 void add_mean_loss(const double* loss_sum, std::int64_t rows, float* total, cudaStream_t stream) {
@@ -717,35 +679,20 @@ void layernorm_forward(const float* x, const float* weight, const float* bias, f
   launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
 }
 
-void layernorm_forward(const float* x, const float* weight, const float* bias, std::uint16_t* y,
-                       float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
-                       cudaStream_t stream) {
-  launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
-}
-
-void layernorm_forward(const float* x, const std::uint16_t* weight, const std::uint16_t* bias,
-                       float* y, float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
-                       cudaStream_t stream) {
-  launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
-}
-
-void layernorm_forward(const float* x, const std::uint16_t* weight, const std::uint16_t* bias,
-                       std::uint16_t* y, float* mean, float* rstd, std::int64_t rows,
-                       std::int64_t channels, cudaStream_t stream) {
-  launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
-}
-
-void layernorm_forward(const float* x, const float* weight, const float* bias, Fp16* y, float* mean,
+template <class H>
+void layernorm_forward(const float* x, const float* weight, const float* bias, H* y, float* mean,
                        float* rstd, std::int64_t rows, std::int64_t channels, cudaStream_t stream) {
   launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
 }
 
-void layernorm_forward(const float* x, const Fp16* weight, const Fp16* bias, float* y, float* mean,
+template <class H>
+void layernorm_forward(const float* x, const H* weight, const H* bias, float* y, float* mean,
                        float* rstd, std::int64_t rows, std::int64_t channels, cudaStream_t stream) {
   launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
 }
 
-void layernorm_forward(const float* x, const Fp16* weight, const Fp16* bias, Fp16* y, float* mean,
+template <class H>
+void layernorm_forward(const float* x, const H* weight, const H* bias, H* y, float* mean,
                        float* rstd, std::int64_t rows, std::int64_t channels, cudaStream_t stream) {
   launch_layernorm_forward(x, weight, bias, y, mean, rstd, rows, channels, stream);
 }
@@ -758,20 +705,40 @@ void layernorm_backward(const float* x, const float* weight, const float* mean, 
                             channels, stream);
 }
 
-void layernorm_backward(const float* x, const std::uint16_t* weight, const float* mean,
-                        const float* rstd, const float* dy, float* dx, float* dweight, float* dbias,
-                        double* partials, unsigned* counters, std::int64_t rows,
-                        std::int64_t channels, cudaStream_t stream) {
-  launch_layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, partials, counters, rows,
-                            channels, stream);
-}
-
-void layernorm_backward(const float* x, const Fp16* weight, const float* mean, const float* rstd,
+template <class H>
+void layernorm_backward(const float* x, const H* weight, const float* mean, const float* rstd,
                         const float* dy, float* dx, float* dweight, float* dbias, double* partials,
                         unsigned* counters, std::int64_t rows, std::int64_t channels,
                         cudaStream_t stream) {
   launch_layernorm_backward(x, weight, mean, rstd, dy, dx, dweight, dbias, partials, counters, rows,
                             channels, stream);
 }
+
+// The 16-bit launchers for both formats: bf16 (std::uint16_t) and fp16 (Fp16).
+#define ZL_SIXTEEN_BIT_LAUNCHERS(H)                                                             \
+  template void add_bias_rows(float*, const H*, std::int64_t, std::int64_t, cudaStream_t);      \
+  template void add_bias_round_rows(const float*, const float*, H*, std::int64_t, std::int64_t, \
+                                    cudaStream_t);                                              \
+  template void add_bias_round_rows(const float*, const H*, H*, std::int64_t, std::int64_t,     \
+                                    cudaStream_t);                                              \
+  template void add_column_sums(const float*, float*, H*, float*, unsigned*, std::int64_t,      \
+                                std::int64_t, cudaStream_t);                                    \
+  template void gelu_tanh_forward(const H*, H*, std::int64_t, cudaStream_t);                    \
+  template void gelu_tanh_backward(const H*, const float*, float*, std::int64_t, cudaStream_t); \
+  template void cross_entropy(const H*, const std::int64_t*, H*, double*, unsigned long long*,  \
+                              std::int64_t, std::int64_t, std::int64_t, std::int64_t, float,    \
+                              cudaStream_t);                                                    \
+  template void layernorm_forward(const float*, const float*, const float*, H*, float*, float*, \
+                                  std::int64_t, std::int64_t, cudaStream_t);                    \
+  template void layernorm_forward(const float*, const H*, const H*, float*, float*, float*,     \
+                                  std::int64_t, std::int64_t, cudaStream_t);                    \
+  template void layernorm_forward(const float*, const H*, const H*, H*, float*, float*,         \
+                                  std::int64_t, std::int64_t, cudaStream_t);                    \
+  template void layernorm_backward(const float*, const H*, const float*, const float*,          \
+                                   const float*, float*, float*, float*, double*, unsigned*,    \
+                                   std::int64_t, std::int64_t, cudaStream_t);
+ZL_SIXTEEN_BIT_LAUNCHERS(std::uint16_t)
+ZL_SIXTEEN_BIT_LAUNCHERS(Fp16)
+#undef ZL_SIXTEEN_BIT_LAUNCHERS
 
 }  // namespace zl::cuda

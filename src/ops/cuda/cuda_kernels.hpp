@@ -23,25 +23,23 @@ namespace zl::cuda {
 /// y[r, o] += b[o] for every row r of y [rows, cols].
 void add_bias_rows(float* y, const float* b, std::int64_t rows, std::int64_t cols,
                    cudaStream_t stream);
-/// The same with a bf16 bias (widened, exact).
-void add_bias_rows(float* y, const std::uint16_t* b, std::int64_t rows, std::int64_t cols,
-                   cudaStream_t stream);
-/// The same with an fp16 bias (widened, exact).
-void add_bias_rows(float* y, const Fp16* b, std::int64_t rows, std::int64_t cols,
-                   cudaStream_t stream);
+// The launchers below that take an element type H are there for the two 16-bit formats only:
+// H = std::uint16_t (bf16) or Fp16 (fp16), each element widened exactly as it is read and rounded
+// to nearest even as it is written.
 
-/// out[r, o] = y[r, o] + b[o] rounded to bf16 (nearest even), or y[r, o] rounded when b is null:
-/// add_bias_rows followed by a conversion, in one pass.
-void add_bias_round_rows(const float* y, const float* b, std::uint16_t* out, std::int64_t rows,
+/// The same with a 16-bit bias (widened, exact).
+template <class H>
+void add_bias_rows(float* y, const H* b, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+
+/// out[r, o] = y[r, o] + b[o] rounded to H, or y[r, o] rounded when b is null: add_bias_rows
+/// followed by a conversion, in one pass.
+template <class H>
+void add_bias_round_rows(const float* y, const float* b, H* out, std::int64_t rows,
                          std::int64_t cols, cudaStream_t stream);
-/// The same with a bf16 bias (widened, exact), or none when b is null.
-void add_bias_round_rows(const float* y, const std::uint16_t* b, std::uint16_t* out,
-                         std::int64_t rows, std::int64_t cols, cudaStream_t stream);
-/// The same two rounded to fp16 (nearest even): an fp32 or fp16 bias, or none when b is null.
-void add_bias_round_rows(const float* y, const float* b, Fp16* out, std::int64_t rows,
-                         std::int64_t cols, cudaStream_t stream);
-void add_bias_round_rows(const float* y, const Fp16* b, Fp16* out, std::int64_t rows,
-                         std::int64_t cols, cudaStream_t stream);
+/// The same with a bias in H (widened, exact), or none when b is null.
+template <class H>
+void add_bias_round_rows(const float* y, const H* b, H* out, std::int64_t rows, std::int64_t cols,
+                         cudaStream_t stream);
 
 /// Columns of one group of a column sum (a block's threads, one column each).
 inline constexpr int kColumnSumGroupColumns = 128;
@@ -53,14 +51,12 @@ inline std::int64_t column_sum_groups(std::int64_t cols) {
 
 /// db[o] += the column of dy summed in float in ops/column_sums.hpp's order and added once:
 /// CpuDevice's bias gradient, operation for operation, in one launch (the last chunk of each
-/// column group adds the chunks). Where `rounded` is not null, it also gets dy rounded to bf16
-/// (the products' dy, from the same read). `partials` is device scratch of
-/// column_sum_chunks(rows) * cols floats, `counters` column_sum_groups(cols) zeroed counters
-/// (left zeroed); at most 65535 chunks (checked by the caller).
-void add_column_sums(const float* dy, float* db, std::uint16_t* rounded, float* partials,
-                     unsigned* counters, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
-/// The same with dy rounded to fp16 into `rounded`.
-void add_column_sums(const float* dy, float* db, Fp16* rounded, float* partials, unsigned* counters,
+/// column group adds the chunks). Where `rounded` is not null, it also gets dy rounded to H (the
+/// products' dy, from the same read). `partials` is device scratch of column_sum_chunks(rows) *
+/// cols floats, `counters` column_sum_groups(cols) zeroed counters (left zeroed); at most 65535
+/// chunks (checked by the caller).
+template <class H>
+void add_column_sums(const float* dy, float* db, H* rounded, float* partials, unsigned* counters,
                      std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
 /// Exact-erf GELU forward and backward, in double, rounded once.
@@ -72,14 +68,11 @@ void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t elem
 void gelu_tanh_forward(const float* x, float* y, std::int64_t elems, cudaStream_t stream);
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::int64_t elems,
                         cudaStream_t stream);
-/// The same on bf16 x (and y): widened as read, rounded (nearest even) as written.
-void gelu_tanh_forward(const std::uint16_t* x, std::uint16_t* y, std::int64_t elems,
-                       cudaStream_t stream);
-void gelu_tanh_backward(const std::uint16_t* x, const float* dy, float* dx, std::int64_t elems,
-                        cudaStream_t stream);
-/// The same on fp16 x (and y).
-void gelu_tanh_forward(const Fp16* x, Fp16* y, std::int64_t elems, cudaStream_t stream);
-void gelu_tanh_backward(const Fp16* x, const float* dy, float* dx, std::int64_t elems,
+/// The same on 16-bit x (and y).
+template <class H>
+void gelu_tanh_forward(const H* x, H* y, std::int64_t elems, cudaStream_t stream);
+template <class H>
+void gelu_tanh_backward(const H* x, const float* dy, float* dx, std::int64_t elems,
                         cudaStream_t stream);
 
 /// One block per row of logits [rows, padded_classes]: over the first `classes` columns writes
@@ -90,17 +83,13 @@ void cross_entropy(const float* logits, const std::int64_t* labels, float* dlogi
                    double* row_losses, unsigned long long* bad_index, std::int64_t rows,
                    std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
                    cudaStream_t stream);
-/// The same on bf16 logits and dlogits (which may be the same), each dlogits value multiplied by
-/// `scale` (one float multiply) before it is rounded to bf16.
-void cross_entropy(const std::uint16_t* logits, const std::int64_t* labels, std::uint16_t* dlogits,
-                   double* row_losses, unsigned long long* bad_index, std::int64_t rows,
-                   std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
-                   float scale, cudaStream_t stream);
-/// The same on fp16 logits and dlogits.
-void cross_entropy(const Fp16* logits, const std::int64_t* labels, Fp16* dlogits,
-                   double* row_losses, unsigned long long* bad_index, std::int64_t rows,
-                   std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
-                   float scale, cudaStream_t stream);
+/// The same on 16-bit logits and dlogits (which may be the same), each dlogits value multiplied
+/// by `scale` (one float multiply) before it is rounded.
+template <class H>
+void cross_entropy(const H* logits, const std::int64_t* labels, H* dlogits, double* row_losses,
+                   unsigned long long* bad_index, std::int64_t rows, std::int64_t classes,
+                   std::int64_t padded_classes, std::int64_t mean_rows, float scale,
+                   cudaStream_t stream);
 
 /// total[0] = total[0] + (float)(loss_sum[0] / rows), rounded as the host rounds: one thread.
 void add_mean_loss(const double* loss_sum, std::int64_t rows, float* total, cudaStream_t stream);
@@ -114,13 +103,9 @@ void add_row_losses(const double* row_losses, std::int64_t rows, double* loss_su
 void embedding_forward(const std::int64_t* tokens, const float* wte, const float* wpe, float* x,
                        std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                        std::int64_t vocab, unsigned long long* bad_index, cudaStream_t stream);
-/// The same with bf16 tables (cuda_embedding.cu), widened exactly before the fp32 add.
-void embedding_forward(const std::int64_t* tokens, const std::uint16_t* wte,
-                       const std::uint16_t* wpe, float* x, std::int64_t batch, std::int64_t seq_len,
-                       std::int64_t channels, std::int64_t vocab, unsigned long long* bad_index,
-                       cudaStream_t stream);
-/// The same with fp16 tables.
-void embedding_forward(const std::int64_t* tokens, const Fp16* wte, const Fp16* wpe, float* x,
+/// The same with 16-bit tables (cuda_embedding.cu), widened exactly before the fp32 add.
+template <class H>
+void embedding_forward(const std::int64_t* tokens, const H* wte, const H* wpe, float* x,
                        std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                        std::int64_t vocab, unsigned long long* bad_index, cudaStream_t stream);
 
@@ -137,24 +122,17 @@ void embedding_backward(const std::int64_t* tokens, const float* dx, float* dwte
 void layernorm_forward(const float* x, const float* weight, const float* bias, float* y,
                        float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
                        cudaStream_t stream);
-/// The same with y in bf16, rounded (nearest even) from the fp32 value as it is written.
-void layernorm_forward(const float* x, const float* weight, const float* bias, std::uint16_t* y,
-                       float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
-                       cudaStream_t stream);
-/// The same with weight and bias in bf16 (widened, exact) and y in fp32.
-void layernorm_forward(const float* x, const std::uint16_t* weight, const std::uint16_t* bias,
-                       float* y, float* mean, float* rstd, std::int64_t rows, std::int64_t channels,
-                       cudaStream_t stream);
-/// The same with weight, bias and y in bf16.
-void layernorm_forward(const float* x, const std::uint16_t* weight, const std::uint16_t* bias,
-                       std::uint16_t* y, float* mean, float* rstd, std::int64_t rows,
-                       std::int64_t channels, cudaStream_t stream);
-/// The same three in fp16: y alone, weight and bias alone, or all three.
-void layernorm_forward(const float* x, const float* weight, const float* bias, Fp16* y, float* mean,
+/// The same with y in H, rounded from the fp32 value as it is written.
+template <class H>
+void layernorm_forward(const float* x, const float* weight, const float* bias, H* y, float* mean,
                        float* rstd, std::int64_t rows, std::int64_t channels, cudaStream_t stream);
-void layernorm_forward(const float* x, const Fp16* weight, const Fp16* bias, float* y, float* mean,
+/// The same with weight and bias in H (widened, exact) and y in fp32.
+template <class H>
+void layernorm_forward(const float* x, const H* weight, const H* bias, float* y, float* mean,
                        float* rstd, std::int64_t rows, std::int64_t channels, cudaStream_t stream);
-void layernorm_forward(const float* x, const Fp16* weight, const Fp16* bias, Fp16* y, float* mean,
+/// The same with weight, bias and y in H.
+template <class H>
+void layernorm_forward(const float* x, const H* weight, const H* bias, H* y, float* mean,
                        float* rstd, std::int64_t rows, std::int64_t channels, cudaStream_t stream);
 
 /// LayerNorm backward: dx (added into) one warp per row; dweight and dbias in double in
@@ -165,13 +143,9 @@ void layernorm_backward(const float* x, const float* weight, const float* mean, 
                         const float* dy, float* dx, float* dweight, float* dbias, double* partials,
                         unsigned* counters, std::int64_t rows, std::int64_t channels,
                         cudaStream_t stream);
-/// The same with the weight in bf16 (widened, exact).
-void layernorm_backward(const float* x, const std::uint16_t* weight, const float* mean,
-                        const float* rstd, const float* dy, float* dx, float* dweight, float* dbias,
-                        double* partials, unsigned* counters, std::int64_t rows,
-                        std::int64_t channels, cudaStream_t stream);
-/// The same with the weight in fp16 (widened, exact).
-void layernorm_backward(const float* x, const Fp16* weight, const float* mean, const float* rstd,
+/// The same with the weight in H (widened, exact).
+template <class H>
+void layernorm_backward(const float* x, const H* weight, const float* mean, const float* rstd,
                         const float* dy, float* dx, float* dweight, float* dbias, double* partials,
                         unsigned* counters, std::int64_t rows, std::int64_t channels,
                         cudaStream_t stream);
