@@ -3,11 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string_view>
 
 #include "core/error.hpp"
 
 namespace zl {
+
+/// The largest int64: the bound the estimators' counts are checked against before they multiply.
+inline constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
 /// a + b; throws zl::Error "<a> + <b> overflows int64: <advice>" where it would wrap.
 inline std::int64_t checked_add(std::int64_t a, std::int64_t b, std::string_view advice) {

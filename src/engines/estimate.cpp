@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <array>
-#include <limits>
 
 #include "core/error.hpp"
 #include "engines/checked_math.hpp"
@@ -19,8 +18,6 @@
 namespace zl {
 
 namespace {
-
-constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
 // What to change when a count overflows.
 constexpr std::string_view kTooLarge = "the model is too large to estimate; use fewer parameters";

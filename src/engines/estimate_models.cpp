@@ -1,19 +1,13 @@
 // estimate_models.cpp — the units of the models `zerolab estimate` takes by their sizes, counted
 // without overflowing int64.
 #include <algorithm>
-#include <limits>
 
 #include "core/error.hpp"
+#include "engines/checked_math.hpp"
 #include "engines/estimate.hpp"
 #include "ops/cpu/cpu_device.hpp"
 
 namespace zl {
-
-namespace {
-
-constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
-
-}  // namespace
 
 std::vector<UnitSpec> checked_units(const MlpConfig& config) {
   validate(config);

@@ -4,15 +4,12 @@
 
 #include <fmt/format.h>
 
-#include <limits>
-
 #include "core/error.hpp"
+#include "engines/checked_math.hpp"
 
 namespace zl {
 
 namespace {
-
-constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
 // One term: bytes_per_param * Ψ, or bytes_per_param * ceil(Ψ/N) when the stage shards it.
 struct Term {

@@ -54,7 +54,7 @@ std::unique_ptr<Device> make_rank_device(Accelerator accelerator, int device_ind
       {
         cuda_collective_memory();
         auto device = std::make_unique<CudaDevice>(device_index);
-        device->set_half_gemms(precision == DType::F32 ? DType::F32 : precision);
+        device->set_half_gemms(precision);
         if (attention != AttentionKind::Default) device->set_attention(attention);
         return device;
       }

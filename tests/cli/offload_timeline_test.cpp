@@ -29,6 +29,14 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// A new folder for one test's swap files, named for it and this process.
+fs::path swap_folder(const std::string& name) {
+  const fs::path folder =
+      fs::temp_directory_path() / ("zl_" + name + "_" + std::to_string(::getpid()));
+  fs::create_directories(folder);
+  return folder;
+}
+
 TrainConfig recorded(EngineKind engine) {
   TrainConfig config = small_config();
   config.engine = engine;
@@ -151,9 +159,7 @@ TEST(OffloadTimeline, TheHostLinkNeverChangesAResult) {
 // not cover, so the steps' copy time is below the unpipelined run's, whose swaps block; a replay
 // gives the live times, and the results are the same bits.
 TEST(OffloadTimeline, PipelinedSwapsRunOnTheDiskStreamUnderTheUpdate) {
-  const fs::path folder =
-      fs::temp_directory_path() / ("zl_disk_stream_test_" + std::to_string(::getpid()));
-  fs::create_directories(folder);
+  const fs::path folder = swap_folder("disk_stream_test");
   TrainConfig config = offload_optimizer();
   config.features.nvme_path = folder.string();
   config.disk_link = disk_link_preset("0.05");
@@ -200,9 +206,7 @@ TEST(OffloadTimeline, PipelinedSwapsRunOnTheDiskStreamUnderTheUpdate) {
 // the same bytes (no shard is read twice), every start is waited for, the steps' copy time drops,
 // a replay gives the live times, and the results are the same bits.
 TEST(OffloadTimeline, ParameterReadsGoAheadAndWritesGoOnThroughTheSwapBuffers) {
-  const fs::path folder =
-      fs::temp_directory_path() / ("zl_param_stream_test_" + std::to_string(::getpid()));
-  fs::create_directories(folder);
+  const fs::path folder = swap_folder("param_stream_test");
   TrainConfig config = offload_param();
   config.features.offload_optimizer = true;
   config.features.param_nvme_path = folder.string();
@@ -267,9 +271,7 @@ TEST(OffloadTimeline, ParameterReadsGoAheadAndWritesGoOnThroughTheSwapBuffers) {
 }
 
 TEST(OffloadTimeline, EverySwapReadAndWriteCostsLatencyPlusBytesOverTheDiskLink) {
-  const fs::path folder =
-      fs::temp_directory_path() / ("zl_disk_link_test_" + std::to_string(::getpid()));
-  fs::create_directories(folder);
+  const fs::path folder = swap_folder("disk_link_test");
   TrainConfig config = offload_param();
   config.features.offload_optimizer = true;
   config.features.nvme_path = folder.string();

@@ -21,6 +21,7 @@
 #include "gpu_test_support.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "ops/gelu_tanh.hpp"
+#include "support/typed_kernel_checks.hpp"
 
 namespace zl {
 namespace {
@@ -371,10 +372,21 @@ TEST_F(GpuDeviceTest, AttentionMatchesCpu) {
   expect_close(download(*gpu_, gdqkv), dqkv, kTolerance, "dqkv");
 }
 
-// `value` rounded to `half` (bf16 or fp16, nearest even) and widened back: the operand a GEMM in
-// that format multiplies.
-float rounded_to(DType half, float value) {
-  return half == DType::BF16 ? bf16_to_f32(f32_to_bf16(value)) : f16_to_f32(f32_to_f16(value));
+// C [M, N] = A [M, K] * B^T (B stored [N, K], as a Linear's weight), summed in double and
+// rounded once.
+std::vector<float> product_reference(const std::vector<float>& a, const std::vector<float>& b,
+                                     std::int64_t m_rows, std::int64_t n_cols, std::int64_t k) {
+  std::vector<float> c(static_cast<std::size_t>(m_rows * n_cols));
+  for (std::int64_t m = 0; m < m_rows; ++m) {
+    for (std::int64_t n = 0; n < n_cols; ++n) {
+      double sum = 0.0;
+      for (std::int64_t i = 0; i < k; ++i) {
+        sum += static_cast<double>(a[m * k + i]) * b[n * k + i];
+      }
+      c[m * n_cols + n] = static_cast<float>(sum);
+    }
+  }
+  return c;
 }
 
 TEST_F(GpuDeviceTest, HalfMatmulMatchesDoubleReferenceOnRoundedInputs) {
@@ -382,26 +394,9 @@ TEST_F(GpuDeviceTest, HalfMatmulMatchesDoubleReferenceOnRoundedInputs) {
   const auto a = random_floats(kM * kK, 33), b = random_floats(kN * kK, 34);
   for (const DType half : {DType::BF16, DType::F16}) {
     SCOPED_TRACE(dtype_name(half));
-    std::vector<std::uint16_t> a16(a.size()), b16(b.size());
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      a16[i] = half == DType::BF16 ? f32_to_bf16(a[i]) : f32_to_f16(a[i]);
-    }
-    for (std::size_t i = 0; i < b.size(); ++i) {
-      b16[i] = half == DType::BF16 ? f32_to_bf16(b[i]) : f32_to_f16(b[i]);
-    }
-    // C [M, N] = A [M, K] * B^T (B stored [N, K], as a Linear's weight), in double.
-    std::vector<float> expected(kM * kN);
-    for (std::int64_t m = 0; m < kM; ++m) {
-      for (std::int64_t n = 0; n < kN; ++n) {
-        double sum = 0.0;
-        for (std::int64_t k = 0; k < kK; ++k) {
-          sum += static_cast<double>(rounded_to(half, a[m * kK + k])) *
-                 rounded_to(half, b[n * kK + k]);
-        }
-        expected[m * kN + n] = static_cast<float>(sum);
-      }
-    }
-    Buffer ga = upload(*gpu_, a16, half), gb = upload(*gpu_, b16, half);
+    const std::vector<float> expected =
+        product_reference(test::representable(a, half), test::representable(b, half), kM, kN, kK);
+    Buffer ga = test::upload_as(*gpu_, a, half), gb = test::upload_as(*gpu_, b, half);
     Buffer gc = gpu_->alloc(MemCategory::Activations, DType::F32, {kM * kN});
     gpu_->matmul_half(half, false, true, kM, kN, kK, ga.as<std::uint16_t>().data(),
                       gb.as<std::uint16_t>().data(), gc.as<float>().data(), 0.0f);
@@ -419,16 +414,10 @@ TEST_F(GpuDeviceTest, HalfGemmsRoundTheOperandsOfEveryLinear) {
   Buffer gy = gpu_->alloc(MemCategory::Activations, DType::F32, {kRows * kOut});
   for (const DType half : {DType::BF16, DType::F16}) {
     SCOPED_TRACE(dtype_name(half));
-    std::vector<float> expected(kRows * kOut);
+    std::vector<float> expected = product_reference(test::representable(x, half),
+                                                    test::representable(w, half), kRows, kOut, kIn);
     for (std::int64_t r = 0; r < kRows; ++r) {
-      for (std::int64_t o = 0; o < kOut; ++o) {
-        double sum = 0.0;
-        for (std::int64_t i = 0; i < kIn; ++i) {
-          sum += static_cast<double>(rounded_to(half, x[r * kIn + i])) *
-                 rounded_to(half, w[o * kIn + i]);
-        }
-        expected[r * kOut + o] = static_cast<float>(sum) + bias[o];
-      }
+      for (std::int64_t o = 0; o < kOut; ++o) expected[r * kOut + o] += bias[o];
     }
     gpu_->set_half_gemms(half);
     gpu_->linear_forward(cspan_of(gx), cspan_of(gw), cspan_of(gb), span_of(gy), kRows, kIn, kOut);

@@ -86,7 +86,7 @@ TEST_F(FastAttention, KeepsNoSequenceSquaredScratch) {
 TEST_F(FastAttention, RunsByDefaultUnderBf16WhereItTakesTheHeadSize) {
   CudaDevice device(0);
   EXPECT_EQ(device.attention_for(64), AttentionKind::Exact);  // fp32 GEMMs: fp32 attention
-  device.set_bf16_gemms(true);
+  device.set_half_gemms(DType::BF16);
   EXPECT_EQ(device.attention_for(64), AttentionKind::Fast);
   EXPECT_EQ(device.attention_for(16), AttentionKind::Fast);
   EXPECT_EQ(device.attention_for(8), AttentionKind::Exact);

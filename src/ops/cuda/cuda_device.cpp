@@ -156,8 +156,7 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::i
 }
 
 void CudaDevice::set_half_gemms(DType half) {
-  ZL_CHECK(half == DType::F32 || half == DType::BF16 || half == DType::F16,
-           "GEMMs run in fp32, bf16 or fp16, not {}", dtype_name(half));
+  ZL_CHECK(is_training_dtype(half), "GEMMs run in fp32, bf16 or fp16, not {}", dtype_name(half));
   half_gemms_ = half;
 }
 
@@ -192,8 +191,8 @@ void CudaDevice::matmul_half(DType half, bool transpose_a, bool transpose_b, std
                              std::int64_t n, std::int64_t k, const std::uint16_t* a,
                              const std::uint16_t* b, float* c, float beta) {
   ZL_CHECK(k >= 1, "matmul_half: K = {} is empty: pass K >= 1", k);
-  ZL_CHECK(half == DType::BF16 || half == DType::F16,
-           "matmul_half multiplies bf16 or fp16 operands, not {}", dtype_name(half));
+  ZL_CHECK(cuda::is_half(half), "matmul_half multiplies bf16 or fp16 operands, not {}",
+           dtype_name(half));
   const cudaDataType_t operands = half == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
   if (m == 0 || n == 0) return;
   select();
@@ -412,12 +411,10 @@ void CudaDevice::column_sums(const float* dy, float* db, std::int64_t rows, std:
   check_column_sum_rows(rows);
   auto* partials = static_cast<float*>(
       sums_scratch(static_cast<std::size_t>(column_sum_chunks(rows) * cols) * sizeof(float)));
-  if (rounded_dtype == DType::F16) {
-    return cuda::add_column_sums(dy, db, static_cast<cuda::Fp16*>(rounded), partials,
-                                 column_counters(cols), rows, cols, stream_);
-  }
-  cuda::add_column_sums(dy, db, static_cast<std::uint16_t*>(rounded), partials,
-                        column_counters(cols), rows, cols, stream_);
+  cuda::for_half(rounded_dtype, [&]<class H>() {
+    cuda::add_column_sums(dy, db, static_cast<H*>(rounded), partials, column_counters(cols), rows,
+                          cols, stream_);
+  });
 }
 
 unsigned* CudaDevice::column_counters(std::int64_t cols) const {

@@ -117,16 +117,12 @@ class CudaDevice final : public Device {
   /// without TF32. Results differ from the CPU's by the rounding of the operands. Throws
   /// zl::Error for another dtype.
   void set_half_gemms(DType half);
-  /// set_half_gemms(BF16) when `on`, else set_half_gemms(F32).
-  void set_bf16_gemms(bool on) { set_half_gemms(on ? DType::BF16 : DType::F32); }
   /// The attention kernels to run (AttentionKind); a kind other than Default is a request: Fast
   /// on a head size it does not take is refused at the first attention call. Made with
   /// ZL_CUDA_ATTENTION's kind (exact, tiled = exact, fast or gemm), else Default.
   void set_attention(AttentionKind kind) { attention_ = kind; }
   /// The kernels attention runs on for head size `head_dim`: Exact, Fast or Gemm.
   AttentionKind attention_for(std::int64_t head_dim) const;
-  /// The format GEMMs run in (set_half_gemms): BF16, F16, or F32 for fp32 GEMMs.
-  DType half_gemms() const { return half_gemms_; }
 
   /// Row-major C[M, N] = op(A)[M, K] op(B)[K, N] + beta C with A and B in `half` (BF16 or F16:
   /// bit patterns as zerolab stores them), fp32 C and fp32 accumulation (cublasGemmEx,

@@ -16,10 +16,6 @@ const std::uint16_t* bf16_data(TensorIn tensor) {
   return static_cast<const std::uint16_t*>(tensor.data);
 }
 
-bool is_half(DType dtype) {
-  return dtype == DType::BF16 || dtype == DType::F16;
-}
-
 // `tensor`'s elements as the kernels take the 16-bit format H (std::uint16_t: bf16, cuda::Fp16).
 template <class H>
 const H* data_as(TensorIn tensor) {
@@ -28,16 +24,6 @@ const H* data_as(TensorIn tensor) {
 template <class H>
 H* data_as(TensorOut tensor) {
   return static_cast<H*>(tensor.data);
-}
-
-// f.template operator()<H>() with H the kernels' element type of the 16-bit `dtype`.
-template <class F>
-void for_half(DType dtype, F&& f) {
-  if (dtype == DType::F16) {
-    f.template operator()<cuda::Fp16>();
-  } else {
-    f.template operator()<std::uint16_t>();
-  }
 }
 
 }  // namespace
@@ -56,7 +42,7 @@ void CudaDevice::half_forward(bool conv1d, TensorIn x, TensorIn w, TensorIn b, T
   const std::span<float> y32 = fp32_target(y, 3);
   matmul_half(half_gemms_, false, !conv1d, rows, out, in, x16, w16, y32.data(), 0.0f);
   // A bias is read as it is kept (fp32, or a 16-bit unit's in the GEMMs' format).
-  for_half(half_gemms_, [&]<class H>() {
+  cuda::for_half(half_gemms_, [&]<class H>() {
     if (b.dtype == half_gemms_) {
       if (y.dtype == half_gemms_) {
         return cuda::add_bias_round_rows(y32.data(), data_as<H>(b), data_as<H>(y), rows, out,
@@ -138,11 +124,11 @@ void CudaDevice::do_embedding_forward_typed(std::span<const std::int64_t> tokens
                                             TensorIn wpe, std::span<float> x, std::int64_t batch,
                                             std::int64_t seq_len, std::int64_t channels,
                                             std::int64_t vocab) {
-  if (!is_half(wte.dtype) || wpe.dtype != wte.dtype) {
+  if (!cuda::is_half(wte.dtype) || wpe.dtype != wte.dtype) {
     return Device::do_embedding_forward_typed(tokens, wte, wpe, x, batch, seq_len, channels, vocab);
   }
   select();
-  for_half(wte.dtype, [&]<class H>() {
+  cuda::for_half(wte.dtype, [&]<class H>() {
     cuda::embedding_forward(
         tokens.data(), data_as<H>(wte), data_as<H>(wpe), x.data(), batch, seq_len, channels, vocab,
         check_slot({"embedding_forward", tokens.data(), seq_len, vocab}), stream_);
@@ -153,20 +139,20 @@ void CudaDevice::do_layernorm_forward_typed(std::span<const float> x, TensorIn w
                                             TensorIn bias, TensorOut y, std::span<float> mean,
                                             std::span<float> rstd, std::int64_t rows,
                                             std::int64_t channels) {
-  const bool half_params = is_half(weight.dtype);
+  const bool half_params = cuda::is_half(weight.dtype);
   if ((!half_params && weight.dtype != DType::F32) || bias.dtype != weight.dtype ||
-      (!is_half(y.dtype) && y.dtype != DType::F32) ||
-      (half_params && is_half(y.dtype) && y.dtype != weight.dtype)) {
+      (!cuda::is_half(y.dtype) && y.dtype != DType::F32) ||
+      (half_params && cuda::is_half(y.dtype) && y.dtype != weight.dtype)) {
     return Device::do_layernorm_forward_typed(x, weight, bias, y, mean, rstd, rows, channels);
   }
   select();
   if (!half_params) {  // fp32 weights: y is the 16-bit one
-    return for_half(y.dtype, [&]<class H>() {
+    return cuda::for_half(y.dtype, [&]<class H>() {
       cuda::layernorm_forward(x.data(), weight.f32().data(), bias.f32().data(), data_as<H>(y),
                               mean.data(), rstd.data(), rows, channels, stream_);
     });
   }
-  for_half(weight.dtype, [&]<class H>() {
+  cuda::for_half(weight.dtype, [&]<class H>() {
     if (y.dtype == weight.dtype) {
       return cuda::layernorm_forward(x.data(), data_as<H>(weight), data_as<H>(bias), data_as<H>(y),
                                      mean.data(), rstd.data(), rows, channels, stream_);
@@ -182,12 +168,12 @@ void CudaDevice::do_layernorm_backward_typed(std::span<const float> x, TensorIn 
                                              std::span<float> dx, std::span<float> dweight,
                                              std::span<float> dbias, std::int64_t rows,
                                              std::int64_t channels) {
-  if (!is_half(weight.dtype)) {
+  if (!cuda::is_half(weight.dtype)) {
     return Device::do_layernorm_backward_typed(x, weight, mean, rstd, dy, dx, dweight, dbias, rows,
                                                channels);
   }
   select();
-  for_half(weight.dtype, [&]<class H>() {
+  cuda::for_half(weight.dtype, [&]<class H>() {
     cuda::layernorm_backward(x.data(), data_as<H>(weight), mean.data(), rstd.data(), dy.data(),
                              dx.data(), dweight.data(), dbias.data(),
                              layernorm_partials(rows, channels), column_counters(channels), rows,
@@ -196,18 +182,19 @@ void CudaDevice::do_layernorm_backward_typed(std::span<const float> x, TensorIn 
 }
 
 void CudaDevice::do_gelu_tanh_forward_typed(TensorIn x, TensorOut y) {
-  if (!is_half(x.dtype) || y.dtype != x.dtype) return Device::do_gelu_tanh_forward_typed(x, y);
+  if (!cuda::is_half(x.dtype) || y.dtype != x.dtype)
+    return Device::do_gelu_tanh_forward_typed(x, y);
   select();
-  for_half(x.dtype, [&]<class H>() {
+  cuda::for_half(x.dtype, [&]<class H>() {
     cuda::gelu_tanh_forward(data_as<H>(x), data_as<H>(y), x.elems, stream_);
   });
 }
 
 void CudaDevice::do_gelu_tanh_backward_typed(TensorIn x, std::span<const float> dy,
                                              std::span<float> dx) {
-  if (!is_half(x.dtype)) return Device::do_gelu_tanh_backward_typed(x, dy, dx);
+  if (!cuda::is_half(x.dtype)) return Device::do_gelu_tanh_backward_typed(x, dy, dx);
   select();
-  for_half(x.dtype, [&]<class H>() {
+  cuda::for_half(x.dtype, [&]<class H>() {
     cuda::gelu_tanh_backward(data_as<H>(x), dy.data(), dx.data(), x.elems, stream_);
   });
 }
@@ -216,13 +203,13 @@ void CudaDevice::do_cross_entropy_add_forward_backward_typed(
     TensorIn logits, std::span<const std::int64_t> labels, TensorOut dlogits, std::int64_t rows,
     std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows,
     std::span<double> loss_sum, float grad_scale) {
-  if (!is_half(logits.dtype) || dlogits.dtype != logits.dtype) {
+  if (!cuda::is_half(logits.dtype) || dlogits.dtype != logits.dtype) {
     return Device::do_cross_entropy_add_forward_backward_typed(
         logits, labels, dlogits, rows, classes, padded_classes, mean_rows, loss_sum, grad_scale);
   }
   select();
   auto* row_losses = static_cast<double*>(scratch(static_cast<std::size_t>(rows) * sizeof(double)));
-  for_half(logits.dtype, [&]<class H>() {
+  cuda::for_half(logits.dtype, [&]<class H>() {
     cuda::cross_entropy(data_as<H>(logits), labels.data(), data_as<H>(dlogits), row_losses,
                         check_slot({"cross_entropy", labels.data(), 0, classes}), rows, classes,
                         padded_classes, mean_rows, grad_scale, stream_);
