@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "rendezvous.hpp"
 #include "sim_test_support.hpp"
 #include "support/fault_timing.hpp"
 
@@ -187,18 +188,29 @@ TEST(SimFailures, rank_that_never_arrives_times_out) {
   EXPECT_TRUE(error.starts_with("rank 0: ") || error.starts_with("rank 2: ")) << error;
 }
 
-// The clock of a wait starts once every rank's thread is running: with a 1 ms timeout
-// (kShortestTimeout), healthy worlds whose threads take longer than that to create still
-// complete, run after run.
-TEST(SimFailures, one_ms_timeout_holds_for_healthy_ranks_started_late) {
-  constexpr int kRuns = 50;
-  for (int run = 0; run < kRuns; ++run) {
-    SimWorld sim(8, SimOptions{.timeout = kShortestTimeout});
-    sim.run([](Comm& comm) {
-      float value = 1.0f;
-      comm.all_reduce(&value, 1, DType::F32, ReduceOp::Sum);
-    });
-  }
+// The clock of a wait starts once every rank's thread is running (sim_world.cpp marks each thread
+// started before its body runs): a rank whose thread starts ten timeouts after another's call is
+// late, not absent, and the call completes; the timeout then runs from that start (rank 1 posts a
+// tenth of it later). Held at the rendezvous, with the late start made on purpose, so a busy
+// machine's scheduling cannot decide it.
+TEST(SimFailures, AWaitsClockStartsOnceEveryRanksThreadRuns) {
+  constexpr auto kTimeout = std::chrono::milliseconds(100);
+  Rendezvous rendezvous(2, kTimeout);
+  std::string error;
+  std::thread early([&] {
+    try {
+      rendezvous.mark_started(0);
+      rendezvous.wait(0, rendezvous.post(0, CallDesc{}));
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  std::this_thread::sleep_for(10 * kTimeout);  // rank 1's thread is still being created
+  rendezvous.mark_started(1);
+  std::this_thread::sleep_for(kTimeout / 10);
+  rendezvous.wait(1, rendezvous.post(1, CallDesc{}));
+  early.join();
+  EXPECT_EQ(error, "");
 }
 
 // ... while a rank that stalls inside the body still times the others out, naming the call.

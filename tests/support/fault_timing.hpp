@@ -12,11 +12,10 @@ namespace zl {
 /// runs, where no timeout should fire at all).
 inline constexpr auto kFaultTimeout = std::chrono::milliseconds(1000);
 
-/// The shortest collective timeout healthy worlds are held to: 1 ms, or 10 ms under
-/// ThreadSanitizer, which slows the code between a rank thread's start and its first call about
-/// tenfold (with 1 ms, 1 of 6 TSan runs of 50 eight-rank worlds had a rank miss it on a busy
-/// 2-core machine), and under AddressSanitizer, where a 2-core machine running two test
-/// processes and a build at once had a rank miss 1 ms too.
+/// The shortest collective timeout the fault tests use (a stalled rank must still be caught): 1 ms,
+/// or 10 ms under ThreadSanitizer, which slows the code between a rank thread's start and its
+/// first call about tenfold, and under AddressSanitizer, where a 2-core machine running two test
+/// processes and a build at once had a healthy rank miss 1 ms.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 inline constexpr auto kShortestTimeout = std::chrono::milliseconds(10);
 #else
