@@ -1,8 +1,9 @@
 // fast_attention_test.cpp — the CUDA device's fast attention on a GPU (cuda_fast_attention.cu):
 // within bf16's rounding of the CPU device at each head size it takes and at GPT-2's shape, every
-// output written; bit for bit the same run to run; no T x T scratch; chosen by default under bf16
-// GEMMs where it takes the head size (the exact kernels otherwise, and in fp32), and refused in
-// one line where it was asked for and does not. The same kernels run on the CPU in
+// output written, and with fp16 GEMMs in fp16 tiles within fp16's; bit for bit the same run to
+// run; no T x T scratch; chosen by default under 16-bit GEMMs where it takes the head size (the
+// exact kernels otherwise, and in fp32), and refused in one line where it was asked for and does
+// not. The same kernels run on the CPU in
 // tests/cuda_emulation. Every test skips when the machine has no GPU.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -67,6 +68,30 @@ TEST_F(FastAttention, IsTheCpuDevicesAttentionWithinBf16Rounding) {
   }
 }
 
+// With fp16 GEMMs the tiles are fp16 (11 significant bits): the bounds above over 8, which bf16
+// tiles exceed (tests/cuda_emulation measures 3e-4 to 7e-4 here, 2e-3 to 5e-3 with bf16 tiles).
+TEST_F(FastAttention, WithFp16GemmsItsTilesAreFp16AndWithinFp16Rounding) {
+  gpu_->set_half_gemms(DType::F16);
+  ASSERT_EQ(gpu_->attention_tiles(), DType::F16);
+  for (const Shape s : {Shape{2, 45, 32, 2}, Shape{2, 257, 64, 2}, Shape{1, 300, 192, 3},
+                        Shape{2, 1024, 768, 12}}) {
+    SCOPED_TRACE(::testing::PrintToString(s));
+    const Attention gpu = on_gpu(*gpu_, s), cpu = on_cpu(s);
+    EXPECT_LT(relative_error(gpu.stats, cpu.stats), 6e-3 / 8);
+    EXPECT_LT(relative_error(gpu.out, cpu.out), 6e-3 / 8);
+    const auto C = static_cast<std::size_t>(s.channels);
+    for (std::size_t part = 0; part < 3; ++part) {
+      EXPECT_LT(relative_error(gpu.dqkv, cpu.dqkv, part * C, C, 3 * C), 1e-2 / 8) << "d"
+                                                                                  << "qkv"[part];
+    }
+  }
+  const Shape s{3, 300, 192, 3};
+  const Attention first = on_gpu(*gpu_, s), second = on_gpu(*gpu_, s);
+  expect_same_bits(second.stats, first.stats, "stats");
+  expect_same_bits(second.out, first.out, "out");
+  expect_same_bits(second.dqkv, first.dqkv, "dqkv");
+}
+
 TEST_F(FastAttention, RepeatsBitForBit) {
   const Shape s{3, 300, 192, 3};
   const Attention first = on_gpu(*gpu_, s), second = on_gpu(*gpu_, s);
@@ -83,10 +108,15 @@ TEST_F(FastAttention, KeepsNoSequenceSquaredScratch) {
   EXPECT_LT(gpu_->memory_check().internal_bytes, square_bytes / 8);
 }
 
-TEST_F(FastAttention, RunsByDefaultUnderBf16WhereItTakesTheHeadSize) {
+TEST_F(FastAttention, RunsByDefaultUnder16BitGemmsWhereItTakesTheHeadSize) {
   CudaDevice device(0);
   EXPECT_EQ(device.attention_for(64), AttentionKind::Exact);  // fp32 GEMMs: fp32 attention
+  EXPECT_EQ(device.attention_tiles(), DType::BF16);           // when asked for
+  device.set_half_gemms(DType::F16);
+  EXPECT_EQ(device.attention_for(64), AttentionKind::Fast);
+  EXPECT_EQ(device.attention_tiles(), DType::F16);
   device.set_half_gemms(DType::BF16);
+  EXPECT_EQ(device.attention_tiles(), DType::BF16);
   EXPECT_EQ(device.attention_for(64), AttentionKind::Fast);
   EXPECT_EQ(device.attention_for(16), AttentionKind::Fast);
   EXPECT_EQ(device.attention_for(8), AttentionKind::Exact);

@@ -2,9 +2,9 @@
 // keep Device's contract: its own 16-bit paths (with GEMMs in bf16 or fp16, as --bf16 and --fp16
 // run, operands in that format to the tensor cores as kept and outputs rounded as written;
 // LayerNorm, GELU, the loss, the embedding and LayerNorm's parameters on bf16 and fp16; the fast
-// attention on bf16) give the bits of its fp32 paths on the widened values, output rounded once;
-// with fp32 GEMMs, and for fp16 attention, Device's default does. The default's scratch is
-// counted by the memory check.
+// attention on tensors in its tiles' format, the GEMMs') give the bits of its fp32 paths on the
+// widened values, output rounded once; with fp32 GEMMs, and for attention on tensors in the other
+// format, Device's default does. The default's scratch is counted by the memory check.
 #include <gtest/gtest.h>
 
 #include <string>

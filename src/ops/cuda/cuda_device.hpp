@@ -113,9 +113,9 @@ class CudaDevice final : public Device {
   /// its fp32 operands to that format (nearest even, into device scratch), takes operands kept in
   /// it as they are, and multiplies them with matmul_half: tensor cores with fp32 accumulation,
   /// as torch.autocast(dtype=torch.bfloat16 or torch.float16) runs them; attention takes the
-  /// fast kernels where they fit (their tiles are bf16). F32 (the default): GEMMs are fp32
-  /// without TF32. Results differ from the CPU's by the rounding of the operands. Throws
-  /// zl::Error for another dtype.
+  /// fast kernels where they fit, their tiles in the same format (attention_tiles). F32 (the
+  /// default): GEMMs are fp32 without TF32. Results differ from the CPU's by the rounding of the
+  /// operands. Throws zl::Error for another dtype.
   void set_half_gemms(DType half);
   /// The attention kernels to run (AttentionKind); a kind other than Default is a request: Fast
   /// on a head size it does not take is refused at the first attention call. Made with
@@ -123,6 +123,9 @@ class CudaDevice final : public Device {
   void set_attention(AttentionKind kind) { attention_ = kind; }
   /// The kernels attention runs on for head size `head_dim`: Exact, Fast or Gemm.
   AttentionKind attention_for(std::int64_t head_dim) const;
+  /// The 16-bit format of the fast attention's tiles: the GEMMs' (set_half_gemms) when they are
+  /// 16-bit, bf16 when they are fp32.
+  DType attention_tiles() const { return half_gemms_ == DType::F16 ? DType::F16 : DType::BF16; }
 
   /// Row-major C[M, N] = op(A)[M, K] op(B)[K, N] + beta C with A and B in `half` (BF16 or F16:
   /// bit patterns as zerolab stores them), fp32 C and fp32 accumulation (cublasGemmEx,
@@ -250,8 +253,8 @@ class CudaDevice final : public Device {
 
   // ---- on 16-bit tensors (cuda_device_typed.cpp): a GEMM operand in the GEMMs' format (bf16 or
   // fp16) goes to the tensor cores as it is kept and a 16-bit output is rounded once; the other
-  // kernels read and write bf16 or fp16 themselves (the fast attention bf16), with Device's
-  // bits ----
+  // kernels read and write bf16 or fp16 themselves (the fast attention in its tiles' format),
+  // with Device's bits ----
 
   void do_linear_forward_typed(TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
                                std::int64_t in, std::int64_t out) override;

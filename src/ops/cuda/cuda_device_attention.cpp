@@ -75,7 +75,7 @@ void CudaDevice::do_attention_forward(std::span<const float> qkv, std::span<floa
   if (kind != AttentionKind::Gemm) check_tiled_attention(batch, T, heads, D);
   if (kind == AttentionKind::Fast) {
     cuda::fast_attention_forward(qkv.data(), stats.data(), out.data(), batch, T, C, heads, scale,
-                                 stream_);
+                                 attention_tiles(), stream_);
     return;
   }
   if (kind == AttentionKind::Exact) {
@@ -110,7 +110,7 @@ void CudaDevice::do_attention_backward(std::span<const float> qkv, std::span<con
     if (kind == AttentionKind::Fast) {
       cuda::fast_attention_backward(qkv.data(), stats.data(), out.data(), dout.data(), dqkv.data(),
                                     scratch(cuda::fast_attention_scratch_bytes(batch, T, C, heads)),
-                                    batch, T, C, heads, scale, stream_);
+                                    batch, T, C, heads, scale, attention_tiles(), stream_);
       return;
     }
     auto* delta =

@@ -1,9 +1,10 @@
 // cuda_device_typed.cpp — CudaDevice's kernels on 16-bit tensors (bf16 or fp16). With GEMMs in a
 // 16-bit format, an operand in it goes to the tensor cores as it is kept (no conversion) and a
 // layer's output in it is rounded once as the bias is added; the embedding, LayerNorm, GELU and
-// the loss read and write either format themselves, and the fast attention bf16: the bits of
-// Device's default (widen, the fp32 kernel, round), with none of its conversions. Tensors of two
-// 16-bit formats in one call, fp16 attention and the exact attention take that default.
+// the loss read and write either format themselves, and the fast attention the format of its tiles
+// (attention_tiles): the bits of Device's default (widen, the fp32 kernel, round), with none of its
+// conversions. Tensors of two 16-bit formats in one call, attention on tensors in another format
+// than its tiles' and the exact attention take that default.
 #include "core/error.hpp"
 #include "ops/cuda/cuda_device.hpp"
 #include "ops/cuda/cuda_kernels.hpp"
@@ -11,10 +12,6 @@
 namespace zl {
 
 namespace {
-
-const std::uint16_t* bf16_data(TensorIn tensor) {
-  return static_cast<const std::uint16_t*>(tensor.data);
-}
 
 // `tensor`'s elements as the kernels take the 16-bit format H (std::uint16_t: bf16, cuda::Fp16).
 template <class H>
@@ -221,15 +218,16 @@ void CudaDevice::do_attention_forward_typed(TensorIn qkv, std::span<float> stats
                                             std::int64_t batch, std::int64_t seq_len,
                                             std::int64_t channels, std::int64_t heads) {
   const std::int64_t D = channels / heads;
-  if (qkv.dtype != DType::BF16 || out.dtype != DType::BF16 ||
+  if (qkv.dtype != attention_tiles() || out.dtype != qkv.dtype ||
       attention_for(D) != AttentionKind::Fast) {
     return Device::do_attention_forward_typed(qkv, stats, out, batch, seq_len, channels, heads);
   }
   select();
   check_tiled_attention(batch, seq_len, heads, D);
-  cuda::fast_attention_forward(bf16_data(qkv), stats.data(), static_cast<std::uint16_t*>(out.data),
-                               batch, seq_len, channels, heads,
-                               static_cast<float>(attention_scale(D)), stream_);
+  cuda::for_half(qkv.dtype, [&]<class H>() {
+    cuda::fast_attention_forward(data_as<H>(qkv), stats.data(), data_as<H>(out), batch, seq_len,
+                                 channels, heads, static_cast<float>(attention_scale(D)), stream_);
+  });
 }
 
 void CudaDevice::do_attention_backward_typed(TensorIn qkv, std::span<const float> stats,
@@ -238,17 +236,19 @@ void CudaDevice::do_attention_backward_typed(TensorIn qkv, std::span<const float
                                              std::int64_t seq_len, std::int64_t channels,
                                              std::int64_t heads) {
   const std::int64_t D = channels / heads;
-  if (qkv.dtype != DType::BF16 || out.dtype != DType::BF16 ||
+  if (qkv.dtype != attention_tiles() || out.dtype != qkv.dtype ||
       attention_for(D) != AttentionKind::Fast) {
     return Device::do_attention_backward_typed(qkv, stats, out, dout, dqkv, batch, seq_len,
                                                channels, heads);
   }
   select();
   check_tiled_attention(batch, seq_len, heads, D);
-  cuda::fast_attention_backward(
-      bf16_data(qkv), stats.data(), bf16_data(out), dout.data(), dqkv.data(),
-      scratch(cuda::fast_attention_scratch_bytes(batch, seq_len, channels, heads)), batch, seq_len,
-      channels, heads, static_cast<float>(attention_scale(D)), stream_);
+  void* parts = scratch(cuda::fast_attention_scratch_bytes(batch, seq_len, channels, heads));
+  cuda::for_half(qkv.dtype, [&]<class H>() {
+    cuda::fast_attention_backward(data_as<H>(qkv), stats.data(), data_as<H>(out), dout.data(),
+                                  dqkv.data(), parts, batch, seq_len, channels, heads,
+                                  static_cast<float>(attention_scale(D)), stream_);
+  });
 }
 
 }  // namespace zl

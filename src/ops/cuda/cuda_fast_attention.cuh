@@ -1,21 +1,22 @@
 // cuda_fast_attention.cuh — the device code of the fast causal attention's forward and what the
 // backward shares with it (private to src/ops/cuda; cuda_fast_attention.cu launches it,
 // tests/cuda_emulation runs it on the CPU; the backward is cuda_fast_attention_backward.cuh):
-// flash attention 2's order on the tensor cores. q, k, v and out are read in fp32 or bf16 (the
-// kernels' T; out written in it too), dout in fp32; a tile is rounded to bf16 (a bf16 one is
+// flash attention 2's order on the tensor cores. The tiles are in one 16-bit format, the kernels'
+// Half: bf16 (std::uint16_t) or fp16 (Fp16). q, k, v and out are read in fp32 or in Half (the
+// kernels' Elem; out written in it too), dout in fp32; a tile is rounded to Half (a Half one is
 // taken as it is) as it comes into shared memory; every product (scores, p v, dp, dq, dk, dv)
-// is a warp's mma.sync with fp32 accumulators (cuda_mma.cuh); the softmax runs in fp32.
+// is a warp's mma.sync on Half with fp32 accumulators (cuda_mma.cuh); the softmax runs in fp32.
 //
 // A block of 4 warps takes 64 rows of one (batch element, head): forward and the dq kernel 64
 // queries, the dk/dv kernel 64 keys, 16 rows a warp (an MMA's rows). It walks the other side 64
-// rows at a time through shared memory in two stages: the next tile comes in by cp.async (bf16
+// rows at a time through shared memory in two stages: the next tile comes in by cp.async (Half
 // tiles; fp32 ones are rounded by the threads) while the warps multiply the current one. Tiles are
 // stored row-major only; the products that need one transposed read it by ldmatrix.trans. Scores
-// stay in registers: a product's accumulators, packed to bf16, are the next product's A operand.
+// stay in registers: a product's accumulators, packed to Half, are the next product's A operand.
 // Forward keeps a running max and sum per query row (online softmax) and writes out and each
 // row's stats {m, l}, the Device contract. Backward rebuilds the probabilities from the stats in
 // two kernels, with no atomics: the dq kernel, per query tile, also writes delta_t = dout_t .
-// out_t (fp32, from dout and out as passed), each row's lse and dout in bf16 to scratch, and the
+// out_t (fp32, from dout and out as passed), each row's lse and dout in Half to scratch, and the
 // dk/dv kernel, per key tile, reads them.
 //
 // Every sum has a fixed order (an MMA's, then tile after tile; a row's max and sum over the 4
@@ -29,6 +30,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/cuda/cuda_mma.cuh"
 #include "ops/cuda/cuda_reduce_block.cuh"
@@ -50,8 +52,8 @@ inline constexpr int kTileColumns = kTileRows / 8;    // a tile's rows as an MMA
 inline constexpr float kLog2e = 1.44269504088896341f;
 static_assert(kThreads == 2 * kTileRows, "the dq kernel's delta takes two threads a row");
 
-/// Words of a row-major tile's row for head size kD: kD / 2 bf16 pairs, padded by 4 (16 bytes), so
-/// that the 8 rows of a ldmatrix matrix fall in different banks.
+/// Words of a row-major tile's row for head size kD: kD / 2 pairs of 16-bit elements, padded by 4
+/// (16 bytes), so that the 8 rows of a ldmatrix matrix fall in different banks.
 template <int kD>
 inline constexpr int kRowWords = kD / 2 + 4;
 
@@ -72,13 +74,31 @@ bool with_head_dim(std::int64_t head_dim, F&& f) {
   }
 }
 
-// An element of q, k, v or out in fp32: itself, or its bf16 bits widened (exact); and written
-// from fp32: itself, or rounded to bf16 (nearest even).
+/// The tiles' format for q, k, v and out of element type Elem: their own for bf16 and fp16; for
+/// fp32 bf16 by default (a launch may pick fp16).
+template <class Elem>
+struct TilesOf {
+  using type = std::uint16_t;
+};
+template <>
+struct TilesOf<Fp16> {
+  using type = Fp16;
+};
+
+/// True for the element types kernels with Half tiles take: fp32, and Half itself.
+template <class Elem, class Half>
+inline constexpr bool kTakesElem = std::is_same_v<Elem, float> || std::is_same_v<Elem, Half>;
+
+// An element of q, k, v or out in fp32: itself, or its 16-bit bits widened (exact); and written
+// from fp32: itself, or rounded to its 16-bit format (nearest even).
 ZL_HOST_DEVICE inline float element(float value) {
   return value;
 }
 ZL_HOST_DEVICE inline float element(std::uint16_t bits) {
   return mma::unpack_bf16(bits, false);
+}
+ZL_HOST_DEVICE inline float element(Fp16 value) {
+  return mma::widen_f16(value.bits);
 }
 ZL_HOST_DEVICE inline void store_element(float* to, float value) {
   *to = value;
@@ -86,15 +106,19 @@ ZL_HOST_DEVICE inline void store_element(float* to, float value) {
 ZL_HOST_DEVICE inline void store_element(std::uint16_t* to, float value) {
   *to = static_cast<std::uint16_t>(mma::bf16_bits(value));
 }
+ZL_HOST_DEVICE inline void store_element(Fp16* to, float value) {
+  to->bits = mma::f16_bits(value);
+}
 
-// Four neighbouring elements in fp32 (one 16-byte load; 8 bytes in bf16).
+// Four neighbouring elements in fp32 (one 16-byte load; 8 bytes in bf16 or fp16).
 __device__ inline float4 load4(const float* from) {
   return *reinterpret_cast<const float4*>(from);
 }
-__device__ inline float4 load4(const std::uint16_t* from) {
+template <class H>
+__device__ inline float4 load4(const H* from) {
   const auto words = *reinterpret_cast<const uint2*>(from);
-  return {mma::unpack_bf16(words.x, false), mma::unpack_bf16(words.x, true),
-          mma::unpack_bf16(words.y, false), mma::unpack_bf16(words.y, true)};
+  return {mma::unpack<H>(words.x, false), mma::unpack<H>(words.x, true),
+          mma::unpack<H>(words.y, false), mma::unpack<H>(words.y, true)};
 }
 
 /// Where a block works: blockIdx.x = b * heads + h; blockIdx.y a tile of 64 rows, taken from
@@ -119,13 +143,15 @@ __device__ inline Place place(std::int64_t T, std::int64_t C, int D, std::int64_
           lane / 4, lane % 4};
 }
 
-// Rows t0 .. t0 + 63 of `rows` (row t at rows + t * stride) into `tile` [64][kRowWords] in bf16,
-// rows past T as zeros; 8 channels (16 bytes of the tile) a thread at a time. bf16 rows go by
-// cp.async when `async` (every row 16-byte aligned; the caller commits and waits) and by loads
-// otherwise.
-template <int kD>
-__device__ inline void load_tile(std::uint32_t* tile, const std::uint16_t* rows,
-                                 std::int64_t stride, std::int64_t t0, std::int64_t T, bool async) {
+// Rows t0 .. t0 + 63 of `rows` (row t at rows + t * stride) into `tile` [64][kRowWords] in Half,
+// rows past T as zeros; 8 channels (16 bytes of the tile) a thread at a time. Half rows go as they
+// are: by cp.async when `async` (every row 16-byte aligned; the caller commits and waits) and by
+// loads otherwise.
+template <int kD, class Half>
+__device__ inline void load_tile(std::uint32_t* tile, const Half* half_rows, std::int64_t stride,
+                                 std::int64_t t0, std::int64_t T, bool async) {
+  static_assert(sizeof(Half) == 2, "a tile's elements are 16 bits");
+  const auto* rows = reinterpret_cast<const std::uint16_t*>(half_rows);
   constexpr int kEights = kD / 8;
   for (int e = static_cast<int>(threadIdx.x); e < kTileRows * kEights; e += kThreads) {
     const int i = e / kEights, d = 8 * (e % kEights);
@@ -144,12 +170,12 @@ __device__ inline void load_tile(std::uint32_t* tile, const std::uint16_t* rows,
   }
 }
 
-// The same from fp32 rows, rounded to bf16 on the way (`async` is not used); each row below T is
+// The same from fp32 rows, rounded to Half on the way (`async` is not used); each row below T is
 // also written to `copy` (row t at copy + t * copy_stride, 16-byte aligned) when it is not null.
-template <int kD>
+template <int kD, class Half>
 __device__ inline void load_tile(std::uint32_t* tile, const float* rows, std::int64_t stride,
                                  std::int64_t t0, std::int64_t T, bool /*async*/,
-                                 std::uint16_t* copy = nullptr, std::int64_t copy_stride = 0) {
+                                 Half* copy = nullptr, std::int64_t copy_stride = 0) {
   constexpr int kEights = kD / 8;
   for (int e = static_cast<int>(threadIdx.x); e < kTileRows * kEights; e += kThreads) {
     const int i = e / kEights, d = 8 * (e % kEights);
@@ -159,8 +185,8 @@ __device__ inline void load_tile(std::uint32_t* tile, const float* rows, std::in
       a = load4(rows + t * stride + d);
       b = load4(rows + t * stride + d + 4);
     }
-    const uint4 words{mma::pack_bf16(a.x, a.y), mma::pack_bf16(a.z, a.w), mma::pack_bf16(b.x, b.y),
-                      mma::pack_bf16(b.z, b.w)};
+    const uint4 words{mma::pack<Half>(a.x, a.y), mma::pack<Half>(a.z, a.w),
+                      mma::pack<Half>(b.x, b.y), mma::pack<Half>(b.z, b.w)};
     *reinterpret_cast<uint4*>(tile + i * kRowWords<kD> + d / 2) = words;
     if (copy != nullptr && t < T) *reinterpret_cast<uint4*>(copy + t * copy_stride + d) = words;
   }
@@ -184,8 +210,8 @@ __device__ inline void load_a(std::uint32_t (&a)[kChunks][4], const std::uint32_
 
 // acc[n] += a b_n for n < kN, where B_n's column j is row 8 n + j of `tile` (a row-major tile
 // whose rows are the product's columns, its channels along k): kChunks chunks of 16 k, in order,
-// two columns' B operands (four matrices) a ldmatrix.
-template <int kN, int kChunks, int kWords>
+// two columns' B operands (four matrices) a ldmatrix; a and the tile in Half.
+template <int kN, int kChunks, int kWords, class Half>
 __device__ inline void multiply(float (&acc)[kN][4], const std::uint32_t (&a)[kChunks][4],
                                 const std::uint32_t* tile, const Place& at) {
   const int i = at.lane / 8, j = at.lane % 8;
@@ -195,15 +221,15 @@ __device__ inline void multiply(float (&acc)[kN][4], const std::uint32_t (&a)[kC
     for (int c = 0; c < kChunks; ++c) {
       std::uint32_t b[4];  // (n, k 16 c ..), (n, k 16 c + 8 ..), then the same of n + 1
       mma::load_matrices(b, tile + (8 * (n + i / 2) + j) * kWords + 8 * c + 4 * (i % 2));
-      mma::product(acc[n], a[c], b[0], b[1]);
-      mma::product(acc[n + 1], a[c], b[2], b[3]);
+      mma::product<Half>(acc[n], a[c], b[0], b[1]);
+      mma::product<Half>(acc[n + 1], a[c], b[2], b[3]);
     }
   }
 }
 
 // acc[n] += a b_n for n < kN, where B is `tile` itself (rows along k, kChunks chunks of 16 rows,
 // in order; B_n's column j is channel 8 n + j): the B operands by the transposed ldmatrix.
-template <int kN, int kChunks, int kWords>
+template <int kN, int kChunks, int kWords, class Half>
 __device__ inline void multiply_transposed(float (&acc)[kN][4],
                                            const std::uint32_t (&a)[kChunks][4],
                                            const std::uint32_t* tile, const Place& at) {
@@ -215,21 +241,21 @@ __device__ inline void multiply_transposed(float (&acc)[kN][4],
       std::uint32_t b[4];  // (rows 16 c .., channels 8 n ..), (rows 16 c + 8 ..), then 8 (n + 1)
       mma::load_matrices_transposed(b,
                                     tile + (16 * c + 8 * (i % 2) + j) * kWords + 4 * (n + i / 2));
-      mma::product(acc[n], a[c], b[0], b[1]);
-      mma::product(acc[n + 1], a[c], b[2], b[3]);
+      mma::product<Half>(acc[n], a[c], b[0], b[1]);
+      mma::product<Half>(acc[n + 1], a[c], b[2], b[3]);
     }
   }
 }
 
-// The A operands (kN / 2 chunks of 16 columns) of accumulators acc[kN][4], rounded to bf16.
-template <int kN>
+// The A operands (kN / 2 chunks of 16 columns) of accumulators acc[kN][4], rounded to Half.
+template <class Half, int kN>
 __device__ inline void as_a(std::uint32_t (&a)[kN / 2][4], const float (&acc)[kN][4]) {
 #pragma unroll
   for (int c = 0; c < kN / 2; ++c) {
-    a[c][0] = mma::pack_bf16(acc[2 * c][0], acc[2 * c][1]);
-    a[c][1] = mma::pack_bf16(acc[2 * c][2], acc[2 * c][3]);
-    a[c][2] = mma::pack_bf16(acc[2 * c + 1][0], acc[2 * c + 1][1]);
-    a[c][3] = mma::pack_bf16(acc[2 * c + 1][2], acc[2 * c + 1][3]);
+    a[c][0] = mma::pack<Half>(acc[2 * c][0], acc[2 * c][1]);
+    a[c][1] = mma::pack<Half>(acc[2 * c][2], acc[2 * c][3]);
+    a[c][2] = mma::pack<Half>(acc[2 * c + 1][0], acc[2 * c + 1][1]);
+    a[c][3] = mma::pack<Half>(acc[2 * c + 1][2], acc[2 * c + 1][3]);
   }
 }
 
@@ -298,24 +324,25 @@ inline constexpr std::size_t kDkvSharedBytes = sizeof(std::uint32_t) * 4 * kTile
                                                sizeof(float) * 4 * kTileRows;
 
 // Key tile `kt` of the head whose q is at `q_rows` (row t at q_rows + t * 3C; k at + C, v at
-// + 2C) into `stage`: k, then v a tile later.
-template <int kD, class Elem>
+// + 2C) into `stage` in Half: k, then v a tile later.
+template <int kD, class Half, class Elem>
 __device__ inline void load_key_tile(std::uint32_t* stage, const Elem* q_rows, std::int64_t C,
                                      int kt, std::int64_t T, bool async) {
   const std::int64_t s0 = std::int64_t{kt} * kTileRows;
-  load_tile<kD>(stage, q_rows + C, 3 * C, s0, T, async);
-  load_tile<kD>(stage + kTileWords<kD>, q_rows + 2 * C, 3 * C, s0, T, async);
+  load_tile<kD, Half>(stage, q_rows + C, 3 * C, s0, T, async);
+  load_tile<kD, Half>(stage + kTileWords<kD>, q_rows + 2 * C, 3 * C, s0, T, async);
 }
 
 // Key tile `kt` of the walk to tile `last`, in the two stages at `stages` (stage s: k at
 // stages + 2 s kTileWords, v a tile later): its k (v follows), with tile kt + 1, when there is
 // one, started into the other stage to come in behind this tile's products.
-template <int kD, class Elem>
+template <int kD, class Half, class Elem>
 __device__ inline const std::uint32_t* staged_key_tile(std::uint32_t* stages, const Elem* q_rows,
                                                        std::int64_t C, int kt, int last,
                                                        std::int64_t T, bool async) {
   if (kt < last) {
-    load_key_tile<kD>(stages + 2 * ((kt + 1) % 2) * kTileWords<kD>, q_rows, C, kt + 1, T, async);
+    load_key_tile<kD, Half>(stages + 2 * ((kt + 1) % 2) * kTileWords<kD>, q_rows, C, kt + 1, T,
+                            async);
     mma::commit_copies();
   }
   return stages + 2 * (kt % 2) * kTileWords<kD>;
@@ -323,11 +350,12 @@ __device__ inline const std::uint32_t* staged_key_tile(std::uint32_t* stages, co
 
 /// Forward: out [B, T, C] and stats {m, l} per query row from qkv [B, T, 3C]. Grid (B heads,
 /// ceil(T / 64)), kThreads threads, kForwardSharedBytes<kD>; `async` when qkv is 16-byte aligned
-/// (bf16 tiles then come by cp.async). The next key tile comes in while this one is multiplied.
-template <int kD, class Elem = float>
+/// (Half tiles then come by cp.async). The next key tile comes in while this one is multiplied.
+template <int kD, class Elem = float, class Half = typename TilesOf<Elem>::type>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(const Elem* qkv, float* stats, Elem* out, std::int64_t T, std::int64_t C,
                    std::int64_t heads, float scale, bool async) {
+  static_assert(kTakesElem<Elem, Half>, "q, k, v and out are fp32 or in the tiles' format");
   constexpr int kWords = kRowWords<kD>, kTile = kTileWords<kD>;
   ZL_DYNAMIC_SHARED_FLOATS(shared);
   auto* q_tile = reinterpret_cast<std::uint32_t*>(shared);
@@ -336,8 +364,8 @@ __global__ void __launch_bounds__(kThreads)
   const Elem* q_rows = qkv + at.qkv_offset;
   const std::int64_t q0 = std::int64_t{at.tile} * kTileRows;
   const int r0 = at.warp * kWarpRows;
-  load_tile<kD>(q_tile, q_rows, 3 * C, q0, T, async);
-  load_key_tile<kD>(stages, q_rows, C, 0, T, async);
+  load_tile<kD, Half>(q_tile, q_rows, 3 * C, q0, T, async);
+  load_key_tile<kD, Half>(stages, q_rows, C, 0, T, async);
   mma::commit_copies();
   mma::wait_copies();
   __syncthreads();
@@ -350,11 +378,12 @@ __global__ void __launch_bounds__(kThreads)
   float o[kD / 8][4];
   zero(o);
   for (int kt = 0; kt <= at.tile; ++kt) {
-    const std::uint32_t* k_tile = staged_key_tile<kD>(stages, q_rows, C, kt, at.tile, T, async);
+    const std::uint32_t* k_tile =
+        staged_key_tile<kD, Half>(stages, q_rows, C, kt, at.tile, T, async);
     const std::uint32_t* v_tile = k_tile + kTile;
     float s[kTileColumns][4];
     zero(s);
-    multiply<kTileColumns, kD / 16, kWords>(s, q, k_tile, at);
+    multiply<kTileColumns, kD / 16, kWords, Half>(s, q, k_tile, at);
     if (kt == at.tile) {  // the diagonal tile: keys past the query are masked (and so past T)
       const std::int64_t s0 = std::int64_t{kt} * kTileRows;
 #pragma unroll
@@ -397,8 +426,8 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     std::uint32_t p[kTileChunks][4];
-    as_a(p, s);
-    multiply_transposed<kD / 8, kTileChunks, kWords>(o, p, v_tile, at);
+    as_a<Half>(p, s);
+    multiply_transposed<kD / 8, kTileChunks, kWords, Half>(o, p, v_tile, at);
     mma::wait_copies();
     __syncthreads();  // the next key tile is in, and every warp is done with this one
   }

@@ -1,7 +1,7 @@
 // cuda_fast_attention_backward.cuh — the fast causal attention's backward (private to
 // src/ops/cuda; cuda_fast_attention.cu launches it, tests/cuda_emulation runs it on the CPU): the
 // dq kernel, per query tile, then the dk/dv kernel, per key tile, with no atomics. The dq kernel
-// also writes each row's delta (dout . out) and lse, and dout in bf16, to scratch; the dk/dv kernel
+// also writes each row's delta (dout . out) and lse, and dout in Half, to scratch; the dk/dv kernel
 // copies them in with its query tiles. Tiles, stages and products as cuda_fast_attention.cuh's.
 #pragma once
 
@@ -13,12 +13,13 @@
 namespace zl::cuda::fast_attention {
 
 /// Backward's device scratch, one block of backward_scratch_bytes: per (batch, head, row) delta
-/// and lse (log2 of the row's softmax sum, plus its max in log2 units), then dout in bf16
-/// [B, T, C], written by the dq kernel and read by the dk/dv kernel.
+/// and lse (log2 of the row's softmax sum, plus its max in log2 units), then dout in the tiles'
+/// format Half [B, T, C], written by the dq kernel and read by the dk/dv kernel.
+template <class Half>
 struct BackwardScratch {
   float* delta;
   float* lse;
-  std::uint16_t* dout;
+  Half* dout;
 };
 
 inline std::size_t backward_rows_bytes(std::int64_t batch, std::int64_t seq_len,
@@ -33,13 +34,15 @@ inline std::size_t backward_scratch_bytes(std::int64_t batch, std::int64_t seq_l
          static_cast<std::size_t>(batch * seq_len * channels) * sizeof(std::uint16_t);
 }
 
-/// The parts of `scratch` (16-byte aligned, backward_scratch_bytes long).
-inline BackwardScratch backward_scratch(void* scratch, std::int64_t batch, std::int64_t seq_len,
-                                        std::int64_t heads) {
+/// The parts of `scratch` (16-byte aligned, backward_scratch_bytes long), dout in Half.
+template <class Half>
+inline BackwardScratch<Half> backward_scratch(void* scratch, std::int64_t batch,
+                                              std::int64_t seq_len, std::int64_t heads) {
+  static_assert(sizeof(Half) == sizeof(std::uint16_t), "dout's copy is 16 bits an element");
   auto* rows = static_cast<float*>(scratch);
   return {rows, rows + batch * heads * seq_len,
-          reinterpret_cast<std::uint16_t*>(static_cast<char*>(scratch) +
-                                           backward_rows_bytes(batch, seq_len, heads))};
+          reinterpret_cast<Half*>(static_cast<char*>(scratch) +
+                                  backward_rows_bytes(batch, seq_len, heads))};
 }
 
 /// A row's lse from its stats {m, l}: m in log2 units plus log2 l, so that a probability is
@@ -49,13 +52,14 @@ __device__ inline float row_lse(const float* row_stats) {
 }
 
 /// Backward, per query tile: delta_t = dout_t . out_t and each row's lse into `scratch`, dout in
-/// bf16 into scratch.dout, and dq into dqkv's q columns. Same grid and block as forward;
+/// Half into scratch.dout, and dq into dqkv's q columns. Same grid and block as forward;
 /// kDqSharedBytes<kD>.
-template <int kD, class Elem = float>
+template <int kD, class Elem = float, class Half = typename TilesOf<Elem>::type>
 __global__ void __launch_bounds__(kThreads)
     dq_kernel(const Elem* qkv, const float* stats, const Elem* out, const float* dout, float* dqkv,
-              BackwardScratch scratch, std::int64_t T, std::int64_t C, std::int64_t heads,
+              BackwardScratch<Half> scratch, std::int64_t T, std::int64_t C, std::int64_t heads,
               float scale, bool async) {
+  static_assert(kTakesElem<Elem, Half>, "q, k, v and out are fp32 or in the tiles' format");
   constexpr int kWords = kRowWords<kD>, kTile = kTileWords<kD>;
   ZL_DYNAMIC_SHARED_FLOATS(shared);
   auto* stages = reinterpret_cast<std::uint32_t*>(shared);  // stage s: k at 2 s kTile, then v
@@ -65,10 +69,10 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t q0 = std::int64_t{at.tile} * kTileRows;
   const int r0 = at.warp * kWarpRows;
   // the tile's q and dout through stage 1 into registers, while stage 0 takes the first key tile
-  load_tile<kD>(stages + 2 * kTile, q_rows, 3 * C, q0, T, async);
-  load_tile<kD>(stages + 3 * kTile, dout + at.channels_offset, C, q0, T, async,
-                scratch.dout + at.channels_offset, C);
-  load_key_tile<kD>(stages, q_rows, C, 0, T, async);
+  load_tile<kD, Half>(stages + 2 * kTile, q_rows, 3 * C, q0, T, async);
+  load_tile<kD, Half>(stages + 3 * kTile, dout + at.channels_offset, C, q0, T, async,
+                      scratch.dout + at.channels_offset, C);
+  load_key_tile<kD, Half>(stages, q_rows, C, 0, T, async);
   mma::commit_copies();
   {  // delta_t = dout_t . out_t: two threads a row, each half the channels in order, then the pair
     const int i = static_cast<int>(threadIdx.x) / 2, half = static_cast<int>(threadIdx.x) % 2;
@@ -107,13 +111,14 @@ __global__ void __launch_bounds__(kThreads)
   float dq[kD / 8][4];
   zero(dq);
   for (int kt = 0; kt <= at.tile; ++kt) {
-    const std::uint32_t* k_tile = staged_key_tile<kD>(stages, q_rows, C, kt, at.tile, T, async);
+    const std::uint32_t* k_tile =
+        staged_key_tile<kD, Half>(stages, q_rows, C, kt, at.tile, T, async);
     const std::uint32_t* v_tile = k_tile + kTile;
     float s[kTileColumns][4], dp[kTileColumns][4];
     zero(s);
     zero(dp);
-    multiply<kTileColumns, kD / 16, kWords>(s, q, k_tile, at);
-    multiply<kTileColumns, kD / 16, kWords>(dp, dy, v_tile, at);
+    multiply<kTileColumns, kD / 16, kWords, Half>(s, q, k_tile, at);
+    multiply<kTileColumns, kD / 16, kWords, Half>(dp, dy, v_tile, at);
     const bool diagonal = kt == at.tile;
     const std::int64_t s0 = std::int64_t{kt} * kTileRows;
 #pragma unroll
@@ -128,8 +133,8 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     std::uint32_t ds[kTileChunks][4];
-    as_a(ds, s);
-    multiply_transposed<kD / 8, kTileChunks, kWords>(dq, ds, k_tile, at);
+    as_a<Half>(ds, s);
+    multiply_transposed<kD / 8, kTileChunks, kWords, Half>(dq, ds, k_tile, at);
     mma::wait_copies();
     __syncthreads();  // the next key tile is in, and every warp is done with this one
   }
@@ -137,16 +142,16 @@ __global__ void __launch_bounds__(kThreads)
   store_rows(dqkv + at.qkv_offset, 3 * C, q0, r0, T, dq, factor, at);
 }
 
-// Query tile `qt` for the dk/dv kernel into `stage` (q, then dout in bf16 a tile later) and
+// Query tile `qt` for the dk/dv kernel into `stage` (q, then dout in Half a tile later) and
 // `rows` (its rows' lse, then delta: 64 floats each, 4 bytes a row by cp.async; rows past T as
 // zeros).
-template <int kD, class Elem>
+template <int kD, class Half, class Elem>
 __device__ inline void load_query_tile(std::uint32_t* stage, float* rows, const Elem* q_rows,
-                                       const BackwardScratch& scratch, const Place& at,
+                                       const BackwardScratch<Half>& scratch, const Place& at,
                                        std::int64_t C, int qt, std::int64_t T, bool async) {
   const std::int64_t q0 = std::int64_t{qt} * kTileRows;
-  load_tile<kD>(stage, q_rows, 3 * C, q0, T, async);
-  load_tile<kD>(stage + kTileWords<kD>, scratch.dout + at.channels_offset, C, q0, T, true);
+  load_tile<kD, Half>(stage, q_rows, 3 * C, q0, T, async);
+  load_tile<kD, Half>(stage + kTileWords<kD>, scratch.dout + at.channels_offset, C, q0, T, true);
   const std::int64_t first = at.bh * T;
   for (int e = static_cast<int>(threadIdx.x); e < 2 * kTileRows; e += kThreads) {
     const int i = e % kTileRows;
@@ -159,12 +164,13 @@ __device__ inline void load_query_tile(std::uint32_t* stage, float* rows, const 
   }
 }
 
-/// Backward, per key tile: dk and dv into dqkv's k and v columns, from the delta, lse and bf16
+/// Backward, per key tile: dk and dv into dqkv's k and v columns, from the delta, lse and Half
 /// dout the dq kernel wrote into `scratch`. Grid and block as forward; kDkvSharedBytes<kD>.
-template <int kD, class Elem = float>
+template <int kD, class Elem = float, class Half = typename TilesOf<Elem>::type>
 __global__ void __launch_bounds__(kThreads)
-    dkv_kernel(const Elem* qkv, BackwardScratch scratch, float* dqkv, std::int64_t T,
+    dkv_kernel(const Elem* qkv, BackwardScratch<Half> scratch, float* dqkv, std::int64_t T,
                std::int64_t C, std::int64_t heads, float scale, bool async) {
+  static_assert(kTakesElem<Elem, Half>, "q, k, v and out are fp32 or in the tiles' format");
   constexpr int kWords = kRowWords<kD>, kTile = kTileWords<kD>;
   ZL_DYNAMIC_SHARED_FLOATS(shared);
   auto* stages = reinterpret_cast<std::uint32_t*>(shared);    // stage s: q at 2 s kTile, then dout
@@ -175,7 +181,7 @@ __global__ void __launch_bounds__(kThreads)
   const int r0 = at.warp * kWarpRows;
   const int tiles = static_cast<int>(gridDim.y);
   // the tile's k and v through stage 1 into registers, while stage 0 takes the first query tile
-  load_key_tile<kD>(stages + 2 * kTile, q_rows, C, at.tile, T, async);
+  load_key_tile<kD, Half>(stages + 2 * kTile, q_rows, C, at.tile, T, async);
   load_query_tile<kD>(stages, rows, q_rows, scratch, at, C, at.tile, T, async);
   mma::commit_copies();
   mma::wait_copies();
@@ -205,8 +211,8 @@ __global__ void __launch_bounds__(kThreads)
     float s[kTileColumns][4], dp[kTileColumns][4];  // transposed: rows keys, columns queries
     zero(s);
     zero(dp);
-    multiply<kTileColumns, kD / 16, kWords>(s, k, q_tile, at);
-    multiply<kTileColumns, kD / 16, kWords>(dp, v, dy_tile, at);
+    multiply<kTileColumns, kD / 16, kWords, Half>(s, k, q_tile, at);
+    multiply<kTileColumns, kD / 16, kWords, Half>(dp, v, dy_tile, at);
 #pragma unroll
     for (int n = 0; n < kTileColumns; ++n) {
 #pragma unroll
@@ -220,10 +226,10 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     std::uint32_t p[kTileChunks][4], ds[kTileChunks][4];
-    as_a(p, s);
-    as_a(ds, dp);
-    multiply_transposed<kD / 8, kTileChunks, kWords>(dv, p, dy_tile, at);
-    multiply_transposed<kD / 8, kTileChunks, kWords>(dk, ds, q_tile, at);
+    as_a<Half>(p, s);
+    as_a<Half>(ds, dp);
+    multiply_transposed<kD / 8, kTileChunks, kWords, Half>(dv, p, dy_tile, at);
+    multiply_transposed<kD / 8, kTileChunks, kWords, Half>(dk, ds, q_tile, at);
     mma::wait_copies();
     __syncthreads();  // the next query tile is in, and every warp is done with this one
   }

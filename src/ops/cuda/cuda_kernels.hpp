@@ -189,15 +189,15 @@ bool fast_attention_takes(std::int64_t head_dim);
 
 /// Causal attention forward on the tensor cores (cuda_fast_attention.cu): the tiled kernels'
 /// contract (out, and stats {m, l} per query row), with q, k, v and the probabilities rounded to
-/// bf16 for the products and fp32 accumulation; repeats bit for bit, not the CPU's bits. Head
-/// size one that fast_attention_takes; batch * heads below 2^31 and ceil(seq_len / 64) at most
-/// 65535 (checked by the caller).
+/// `tiles` (BF16, or F16) for the products and fp32 accumulation; repeats bit for bit, not the
+/// CPU's bits. Head size one that fast_attention_takes; batch * heads below 2^31 and
+/// ceil(seq_len / 64) at most 65535 (checked by the caller).
 void fast_attention_forward(const float* qkv, float* stats, float* out, std::int64_t batch,
                             std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
-                            float scale, cudaStream_t stream);
+                            float scale, DType tiles, cudaStream_t stream);
 
 /// The bytes of device scratch fast_attention_backward takes (per row delta and lse, and dout in
-/// bf16).
+/// 16 bits).
 std::size_t fast_attention_scratch_bytes(std::int64_t batch, std::int64_t seq_len,
                                          std::int64_t channels, std::int64_t heads);
 
@@ -206,17 +206,19 @@ std::size_t fast_attention_scratch_bytes(std::int64_t batch, std::int64_t seq_le
 void fast_attention_backward(const float* qkv, const float* stats, const float* out,
                              const float* dout, float* dqkv, void* scratch, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
-                             float scale, cudaStream_t stream);
+                             float scale, DType tiles, cudaStream_t stream);
 
-/// The same two with qkv and out in bf16 (bit patterns): the fp32 launches' bits on the widened
-/// tensors, out rounded to bf16 as it is written.
-void fast_attention_forward(const std::uint16_t* qkv, float* stats, std::uint16_t* out,
-                            std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                            std::int64_t heads, float scale, cudaStream_t stream);
-void fast_attention_backward(const std::uint16_t* qkv, const float* stats, const std::uint16_t* out,
-                             const float* dout, float* dqkv, void* scratch, std::int64_t batch,
-                             std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
-                             float scale, cudaStream_t stream);
+/// The same two with qkv and out in H, tiles in H: the fp32 launches' bits (tiles in H) on the
+/// widened tensors, out rounded to H as it is written.
+template <class H>
+void fast_attention_forward(const H* qkv, float* stats, H* out, std::int64_t batch,
+                            std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
+                            float scale, cudaStream_t stream);
+template <class H>
+void fast_attention_backward(const H* qkv, const float* stats, const H* out, const float* dout,
+                             float* dqkv, void* scratch, std::int64_t batch, std::int64_t seq_len,
+                             std::int64_t channels, std::int64_t heads, float scale,
+                             cudaStream_t stream);
 
 /// out[i] = in[i] converted between training dtypes (fp32, bf16, fp16; checked by the caller):
 /// widened to fp32 exactly, rounded to nearest even (core/dtype.hpp's bits, NaN included).

@@ -2,16 +2,15 @@
 // run on the CPU: `__global__` and `__device__` as nothing, threadIdx, blockIdx and blockDim,
 // float4, uint2, uint4,
 // __syncthreads, __syncwarp, the warp shuffles, dynamic shared memory, a stand-in for the tensor
-// cores' mma.sync m16n8k16 on bf16 and for ldmatrix (ZL_CUDA_EMULATOR tells ops/cuda/cuda_mma.cuh
-// to call them; its cp.async stand-ins copy at once), and
-// `emulate`, which launches a kernel. Each CUDA thread of a block is a std::thread; __syncthreads
-// is a barrier of the block's threads, a shuffle is two barriers of the warp's 32 (one to publish
-// every lane's value, one before the slots are reused); blocks run one after another. So a kernel
-// that forgets a __syncthreads reads a tile that is still being written, which ThreadSanitizer
-// reports and the results show. Shared memory is a vector of exactly the launch's bytes
-// (AddressSanitizer catches an access past it), filled with NaN, so a read of an element no thread
-// wrote shows. Test-only: this header stands in for the toolkit's, and no CUDA header may be on the
-// path.
+// cores' mma.sync m16n8k16 on bf16 or fp16 and for ldmatrix (ZL_CUDA_EMULATOR tells
+// ops/cuda/cuda_mma.cuh to call them; its cp.async stand-ins copy at once), and `emulate`, which
+// launches a kernel. Each CUDA thread of a block is a std::thread; __syncthreads is a barrier of
+// the block's threads, a shuffle is two barriers of the warp's 32 (one to publish every lane's
+// value, one before the slots are reused); blocks run one after another. So a kernel that forgets a
+// __syncthreads reads a tile that is still being written, which ThreadSanitizer reports and the
+// results show. Shared memory is a vector of exactly the launch's bytes (AddressSanitizer catches
+// an access past it), filled with NaN, so a read of an element no thread wrote shows. Test-only:
+// this header stands in for the toolkit's, and no CUDA header may be on the path.
 #pragma once
 
 #include <barrier>
@@ -105,21 +104,21 @@ T exchange(T value, unsigned source) {
   return result;
 }
 
-/// d += a b for the warp, as mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 lays out its
-/// operands (ops/cuda/cuda_mma.cuh): every lane publishes its registers, then computes its own 4
-/// accumulators from the rows and columns the others hold, the 16 exact products added to d in
-/// k order in float (the hardware's order within an MMA is its own: tests compare within a
-/// tolerance).
-inline void mma_m16n8k16_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                              std::uint32_t b1) {
+/// d += a b for the warp, as mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32 lays
+/// out its operands (ops/cuda/cuda_mma.cuh): every lane publishes its registers, then computes its
+/// own 4 accumulators from the rows and columns the others hold, each 16-bit element read by
+/// `widen` (bf16 or fp16 to float, exact), the 16 exact products added to d in k order in float
+/// (the hardware's order within an MMA is its own: tests compare within a tolerance).
+inline void mma_m16n8k16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                         std::uint32_t b1, float (*widen)(std::uint16_t)) {
   const unsigned lane = threadIdx.x % 32;
   std::uint32_t* slots = place.mma_slots;
   for (int r = 0; r < 4; ++r) slots[lane * kMmaWords + r] = a[r];
   slots[lane * kMmaWords + 4] = b0;
   slots[lane * kMmaWords + 5] = b1;
   place.warp->arrive_and_wait();
-  const auto half = [](std::uint32_t word, int k) {
-    return std::bit_cast<float>(k % 2 == 1 ? (word & 0xFFFF0000u) : (word << 16));
+  const auto half = [widen](std::uint32_t word, int k) {
+    return widen(static_cast<std::uint16_t>(k % 2 == 1 ? word >> 16 : word & 0xFFFFu));
   };
   // A (row, k) is in lane 4 (row % 8) + (k % 8) / 2, register (row >= 8) + 2 (k >= 8);
   // B (k, col) in lane 4 col + (k % 8) / 2, register 4 + (k >= 8); halves by k's parity.
