@@ -52,8 +52,9 @@ TrainConfig tiny_gpt(int world, DType precision) {
 // parameter of 1 (the LayerNorm weights), in fp32 as in bf16. (Seen in fp32 at W = 4: 4 of the
 // 28 032 parameters, whose first gradient was of eps's order, 8.5e-5 apart.) The bulk of the
 // parameters is where a wrong kernel or a lost reduction shows, by the learning rate's order,
-// 1e-3 or more: in fp32 99.9% of them lie within 1e-5 of the largest. In bf16 the GPU also rounds
-// the GEMMs' operands to bf16 (as autocast does), and only the bound holds.
+// 1e-3 or more: in fp32 99.9% of them lie within 1e-5 of the largest. In bf16 and fp16 the GPU
+// also rounds the GEMMs' operands (and the fast attention's tiles) to that format (as autocast
+// does), and only the bound holds.
 constexpr double kAdamBound = 2 * 3 * 3e-3;
 constexpr double kFp32BulkFraction = 0.999;
 constexpr double kFp32BulkTolerance = 1e-5;
@@ -62,7 +63,7 @@ constexpr double kFp32GradNormTolerance = 1e-5;
 
 TEST(GpuTrain, EveryStageOnOneGpuIsTheCpuReferenceWithinTolerance) {
   ZL_REQUIRE_GPU();
-  for (const DType precision : {DType::F32, DType::BF16}) {
+  for (const DType precision : {DType::F32, DType::BF16, DType::F16}) {
     for (int world = 1; world <= 4; ++world) {
       TrainConfig config = tiny_gpt(world, precision);
       config.engine = EngineKind::Reference;
@@ -100,11 +101,11 @@ TEST(GpuTrain, EveryStageOnOneGpuIsTheCpuReferenceWithinTolerance) {
 }
 
 // The ranks of the sim share one GPU, and its collectives reduce in rank order there: the stages
-// agree with each other bit for bit, as on the CPU, in fp32 (exact attention) and in bf16 (the
-// fast attention kernels, whose sums have a fixed order too).
+// agree with each other bit for bit, as on the CPU, in fp32 (exact attention) and in bf16 and
+// fp16 (the fast attention kernels, whose sums have a fixed order too).
 TEST(GpuTrain, StagesOnOneGpuAgreeBitwise) {
   ZL_REQUIRE_GPU();
-  for (const DType precision : {DType::F32, DType::BF16}) {
+  for (const DType precision : {DType::F32, DType::BF16, DType::F16}) {
     TrainConfig config = tiny_gpt(3, precision);
     config.accelerator = Accelerator::Cuda;
     config.engine = EngineKind::Ddp;
@@ -119,18 +120,22 @@ TEST(GpuTrain, StagesOnOneGpuAgreeBitwise) {
 
 // Inside a step the host waits for the GPU only to read the loss and the gradient norm: the 16-bit
 // LM head's chunks add their losses on the device, and token and label checks are read with
-// those waits. From the second step on (the first grows the device's scratch), at every stage.
+// those waits (fp16's overflow check is the norm's). From the second step on (the first grows the
+// device's scratch), at every stage, in bf16 and fp16.
 TEST(GpuTrain, AStepWaitsOnTheHostForTheLossAndTheNormOnly) {
   ZL_REQUIRE_GPU();
-  TrainConfig config = tiny_gpt(1, DType::BF16);
-  config.accelerator = Accelerator::Cuda;
-  config.micro_batch = 4 * 512 / config.gpt.block_size;  // four chunks of the LM head's rows
-  for (const EngineKind stage :
-       {EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3}) {
-    config.engine = stage;
-    const TrainResult gpu = train(config);
-    for (std::size_t s = 1; s < gpu.steps.size(); ++s) {
-      EXPECT_EQ(gpu.steps[s].host_waits, 2) << engine_name(stage) << " step " << s;
+  for (const DType precision : {DType::BF16, DType::F16}) {
+    TrainConfig config = tiny_gpt(1, precision);
+    config.accelerator = Accelerator::Cuda;
+    config.micro_batch = 4 * 512 / config.gpt.block_size;  // four chunks of the LM head's rows
+    for (const EngineKind stage :
+         {EngineKind::Ddp, EngineKind::Zero1, EngineKind::Zero2, EngineKind::Zero3}) {
+      config.engine = stage;
+      const TrainResult gpu = train(config);
+      for (std::size_t s = 1; s < gpu.steps.size(); ++s) {
+        EXPECT_EQ(gpu.steps[s].host_waits, 2)
+            << engine_name(stage) << " " << dtype_name(precision) << " step " << s;
+      }
     }
   }
 }
