@@ -4,7 +4,8 @@
 # --accelerator cuda`, which runs scripts/torch_adamw_bench.py in the same run), GPT-2 124M in
 # bf16 with `zerolab train --backend nccl` at ZeRO stages 0-3, and the same model in PyTorch eager
 # (scripts/torch_gpt_bench.py), stage 0 again with the exact attention kernels
-# (ZL_CUDA_ATTENTION=exact) and in fp16 (`--fp16`: fp16 GEMMs, dynamic loss scaling), stages 0-3 with `--activation-checkpointing full` at a larger
+# (ZL_CUDA_ATTENTION=exact) and in fp16 (`--fp16`: fp16 GEMMs and attention, dynamic loss
+# scaling; PyTorch too, with fp16 autocast and GradScaler), stages 0-3 with `--activation-checkpointing full` at a larger
 # micro-batch (32 unless --ckpt-micro-batch says otherwise; 0 skips them), and, where Nsight
 # Compute's `ncu` is on the PATH, one DDP step's kernels by name (time and launches). Builds
 # nothing.
@@ -17,7 +18,7 @@
 # named gpu-<date>-<card>-<commit>-* (<card> as h100): -adam.json (the bench command's JSON,
 # unedited), -gpt124m.json (the four train runs as `bench step` rows, with tokens/s, MFU, peak
 # memory per category and losses, the exact-attention and fp16 rows, the checkpointed rows and
-# the torch row) and, with ncu, -kernels.csv (kernel, launches, ms in one step). It prints the rows to add
+# the torch rows, bf16 and fp16) and, with ncu, -kernels.csv (kernel, launches, ms in one step). It prints the rows to add
 # to notebooks/data/README.md, which the notebook needs to label them.
 # Stops at the first failure, except the profile's (its log says why).
 set -euo pipefail
@@ -138,6 +139,9 @@ if ((ckpt_micro_batch > 0)); then
 fi
 run_logged torch-gpt "$python" scripts/torch_gpt_bench.py --micro-batch "$micro_batch" \
   --seq-len 1024 --steps $((steps - warmup)) --warmup "$warmup" --peak-flops "$peak_flops"
+run_logged torch-gpt-fp16 "$python" scripts/torch_gpt_bench.py --micro-batch "$micro_batch" \
+  --seq-len 1024 --steps $((steps - warmup)) --warmup "$warmup" --peak-flops "$peak_flops" \
+  --dtype float16
 
 # ---- one DDP step's kernels, by name (Nsight Compute, when there) ----------------------------
 kernels_csv=
@@ -206,6 +210,7 @@ seq_len, n_layer, n_embd = 1024, 12, 768  # the 124M preset
 seconds = dict(line.split() for line in (log / "seconds.txt").read_text().splitlines())
 adam = json.loads((log / "adam.out").read_text())
 torch_gpt = json.loads((log / "torch-gpt.out").read_text())
+torch_fp16 = json.loads((log / "torch-gpt-fp16.out").read_text())
 
 
 def stage_rows(name, batch):
@@ -250,7 +255,7 @@ gpt = {"model": "gpt", "preset": "124M", "params": json.loads((log / "train-s0.s
        "backend": "nccl", "precision": "bf16", "micro_batch": micro_batch, "seq_len": seq_len,
        "warmup": warmup, "flops_per_token": flops_per_token(torch_gpt["params"], n_layer, n_embd, seq_len),
        "peak_flops": peak_flops, "rows": rows, "exact_attention": exact_row, "fp16": fp16_row,
-       "torch": torch_gpt}
+       "torch": torch_gpt, "torch_fp16": torch_fp16}
 if full_rows:
     gpt["full_checkpointing"] = {"micro_batch": ckpt_micro_batch, "rows": full_rows}
 shutil.copyfile(log / "adam.out", data / f"{prefix}-adam.json")
@@ -258,7 +263,7 @@ shutil.copyfile(log / "adam.out", data / f"{prefix}-adam.json")
 train_seconds = (sum(int(seconds[f"train-s{s}"]) for s in range(4)) + int(seconds["train-s0-exact"])
                  + int(seconds["train-s0-fp16"])
                  + sum(int(seconds[f"train-full-s{s}"]) for s in range(4) if full_rows)
-                 + int(seconds["torch-gpt"]))
+                 + int(seconds["torch-gpt"]) + int(seconds["torch-gpt-fp16"]))
 print(f"\nwrote {data}/{prefix}-adam.json and {prefix}-gpt124m.json; add to notebooks/data/README.md:")
 print(f"| {prefix}-adam.json | `zerolab bench adam --accelerator cuda --repeats 20 --json` | {date} | {adam['device']} | {seconds['adam']} |")
 print(f"| {prefix}-gpt124m.json | `scripts/bench_gpu.sh --steps {steps} --warmup {warmup} --micro-batch {micro_batch} --ckpt-micro-batch {ckpt_micro_batch}` | {date} | {adam['device']} | {train_seconds} |")
@@ -274,8 +279,11 @@ for row in full_rows:
 same = all(row["losses"] == rows[0]["losses"] for row in rows)
 print(f"the four stages' losses {'agree bit for bit' if same else 'DIFFER'} in all {len(rows[0]['losses'])} steps")
 print(f"stage 0 exact attention {exact_row['ms']:8.1f} ms ({exact_row['ms'] / rows[0]['ms']:.2f}x the default's)")
-print(f"stage 0 fp16 {fp16_row['ms']:8.1f} ms ({fp16_row['ms'] / rows[0]['ms']:.2f}x bf16's), "
+print(f"stage 0 fp16 {fp16_row['ms']:8.1f} ms ({fp16_row['ms'] / rows[0]['ms']:.2f}x bf16's, "
+      f"{fp16_row['ms'] / torch_fp16['step_ms']:.2f}x torch fp16's), "
       f"peak {fp16_row['peak_bytes'] / 2**30:.2f} GiB")
-print(f"torch    {torch_gpt['step_ms']:8.1f} ms {torch_gpt['tokens_per_s']:9.0f} tok/s "
-      f"MFU {torch_gpt['mfu']:.1%} peak {torch_gpt['peak_bytes'] / 2**30:.2f} GiB")
+for name, run in (("torch", torch_gpt), ("torch fp16", torch_fp16)):
+    print(f"{name:10} {run['step_ms']:8.1f} ms {run['tokens_per_s']:9.0f} tok/s "
+          f"MFU {run['mfu']:.1%} peak {run['peak_bytes'] / 2**30:.2f} GiB")
+print(f"zerolab DDP is {rows[0]['ms'] / torch_gpt['step_ms']:.2f}x torch's step (bf16)")
 PY

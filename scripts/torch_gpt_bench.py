@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """torch_gpt_bench.py — the PyTorch eager row beside `zerolab train --backend nccl`: GPT-2 124M
 (a nanoGPT-style model written here, the LM head tied to wte) trained on one GPU (W = 1) with
-bf16 autocast and torch.optim.AdamW(fused=True), on random tokens (no downloads).
+bf16 autocast (or fp16 with `--dtype float16`) and torch.optim.AdamW(fused=True), on random tokens
+(no downloads).
 
-Per step: zero_grad, forward under torch.autocast(bfloat16) (parameters, gradients and Adam state
-stay fp32), cross-entropy, backward, optimizer step, between two CUDA events. W untimed steps,
+Per step: zero_grad, forward under torch.autocast(bfloat16 or float16) (parameters, gradients and
+Adam state stay fp32), cross-entropy, backward, optimizer step, between two CUDA events; in fp16
+the loss is scaled for backward and the step unscaled by torch.amp.GradScaler (dynamic scaling, a
+step with an overflow skipped), as PyTorch's mixed-precision recipe runs it. W untimed steps,
 then R timed ones; the median is reported. Peak memory is torch.cuda.max_memory_allocated over the
 timed steps, split into the bytes of the parameters, the gradients and the optimizer state
 (summed over the tensors) and the rest (activations, autocast copies, workspace).
@@ -101,6 +104,8 @@ def main():
     parser.add_argument("--attention", choices=["sdpa", "math"], default="sdpa",
                         help="sdpa: torch's fused causal attention, as nanoGPT | math: the "
                              "scores materialised, as zerolab does")
+    parser.add_argument("--dtype", choices=["bfloat16", "float16"], default="bfloat16",
+                        help="autocast's format (float16 adds torch.amp.GradScaler)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     import torch
@@ -120,6 +125,8 @@ def main():
                                   weight_decay=0.01, fused=True)
     data = torch.randint(0, vocab, (args.micro_batch, args.seq_len + 1), device=device)
     inputs, targets = data[:, :-1], data[:, 1:]
+    autocast_dtype = getattr(torch, args.dtype)
+    scaler = torch.amp.GradScaler("cuda", enabled=args.dtype == "float16")
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     step_ms, losses = [], []
     for step in range(args.warmup + args.steps):
@@ -127,12 +134,13 @@ def main():
             torch.cuda.reset_peak_memory_stats(device)
         start.record()
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+        with torch.autocast(device_type="cuda", dtype=autocast_dtype):
             logits = model(inputs)
         loss = torch.nn.functional.cross_entropy(logits.float().view(-1, vocab),
                                                  targets.reshape(-1))
-        loss.backward()
-        optimizer.step()
+        scaler.scale(loss).backward()  # as loss.backward() when scaling is off
+        scaler.step(optimizer)
+        scaler.update()
         stop.record()
         stop.synchronize()
         losses.append(loss.item())
@@ -149,7 +157,8 @@ def main():
     print(json.dumps({
         "framework": "torch", "torch": torch.__version__, "device": torch.cuda.get_device_name(0),
         "model": "gpt", "preset": "124M", "params": params, "world": 1,
-        "precision": "bf16 autocast, fp32 parameters, gradients and Adam state",
+        "precision": ("bf16 autocast" if args.dtype == "bfloat16" else
+                      "fp16 autocast, GradScaler") + ", fp32 parameters, gradients and Adam state",
         "optimizer": "AdamW(fused=True)", "attention": args.attention,
         "micro_batch": args.micro_batch, "seq_len": args.seq_len, "warmup": args.warmup,
         "steps": args.steps, "step_ms": ms, "best_step_ms": min(step_ms),
