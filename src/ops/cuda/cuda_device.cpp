@@ -1,9 +1,9 @@
 // cuda_device.cpp — CudaDevice's host side: the GPU, stream and cuBLAS handle (its memory is
 // cuda_device_memory.cpp's, its step work cuda_device_step.cpp's); copies between host and
-// device; the row-major GEMMs through cuBLAS; launches of the kernels in cuda_kernels.cu and
-// cuda_embedding.cu, with the checks that are CUDA's own (cuBLAS's 32-bit sizes, tokens and labels
-// read on the GPU); the checks every device runs are ops/device.cpp's. Attention is
-// cuda_device_attention.cpp's.
+// device; the row-major GEMMs through cuBLAS; launches of the kernels in cuda_kernels.cu,
+// cuda_layernorm.cu, cuda_cross_entropy.cu and cuda_embedding.cu, with the checks that are CUDA's
+// own (cuBLAS's 32-bit sizes, tokens and labels read on the GPU); the checks every device runs are
+// ops/device.cpp's. Attention is cuda_device_attention.cpp's.
 //
 // Row-major through column-major cuBLAS: a row-major X [r, c] is the column-major X^T with
 // leading dimension c, so C [M, N] = op(A) op(B) is computed as C^T = op(B)^T op(A)^T, cuBLAS's

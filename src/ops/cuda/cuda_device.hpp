@@ -1,7 +1,8 @@
 // cuda_device.hpp — the CUDA Device: cudaMalloc'd memory booked per category in the rank's
 // ledger, GEMMs through cuBLAS (fp32, and bf16 inputs with fp32 accumulation) and every other
-// kernel of the Device table as a hand-written CUDA kernel (cuda_kernels.cu, cuda_attention.cu,
-// and the step work's cuda_step_kernels.cu and adamw_cuda.cu).
+// kernel of the Device table as a hand-written CUDA kernel (cuda_kernels.cu, cuda_layernorm.cu,
+// cuda_cross_entropy.cu, cuda_embedding.cu, the attention's .cu files, and the step work's
+// cuda_step_kernels.cu and adamw_cuda.cu).
 // The spans the kernels take hold device pointers: they are passed to kernels, never read on the
 // host. All work goes, in order, on the device's one compute stream; a kernel that must answer on
 // the host (a loss it returns) waits for it, and a bad token or label is reported at the next

@@ -1,8 +1,9 @@
-// cuda_elements.cuh — what the elementwise and row kernels of cuda_kernels.cu and cuda_embedding.cu
-// share (private to src/ops/cuda): a grid-stride loop's index and stride, and an element read in
-// fp32 or written from fp32 whether it is kept in fp32, bf16 or fp16 (Fp16). A 16-bit element is
-// widened exactly and rounded to nearest even (cuda_dtype.cuh), so a kernel on bf16 or fp16 gives
-// the bits of the fp32 kernel between Device::convert calls.
+// cuda_elements.cuh — what the elementwise and row kernels (cuda_kernels.cu, cuda_layernorm.cu,
+// cuda_cross_entropy.cu, cuda_embedding.cu) share (private to src/ops/cuda): a grid-stride loop's
+// index and stride, and an element read in fp32 or written from fp32 whether it is kept in fp32,
+// bf16 or fp16 (Fp16). A 16-bit element is widened exactly and rounded to nearest even
+// (cuda_dtype.cuh), so a kernel on bf16 or fp16 gives the bits of the fp32 kernel between
+// Device::convert calls.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // cuda_embedding.cuh — the device code of the token embedding's gradient (private to src/ops/cuda;
-// cuda_kernels.cu launches it, tests/cuda_emulation runs it on the CPU): dwte[token] += the dx
+// cuda_embedding.cu launches it, tests/cuda_emulation runs it on the CPU): dwte[token] += the dx
 // rows of that token in the order b = 0.., t = 0.., the CPU's order, so the bits are the CPU's,
 // with the rows bucketed by token instead of one thread per channel walking all of them.
 //

@@ -1,4 +1,5 @@
-// cuda_vectors.cuh — 8 elements a thread in 16-byte loads and stores (private to src/ops/cuda):
+// cuda_vectors.cuh — 8 elements a thread in 16-byte loads and stores (private to src/ops/cuda), and
+// a row's columns read and written kWidth (8 or 1) at a time:
 // the step's conversions, the bias kernels and the cross-entropy move fp32, bf16 and fp16 arrays
 // this way where they are 16-byte aligned. A 16-bit element is widened exactly and rounded to
 // nearest even (cuda_dtype.cuh), so a vector kernel gives its scalar twin's bits.
@@ -8,6 +9,7 @@
 
 #include "core/dtype.hpp"
 #include "ops/cuda/cuda_dtype.cuh"
+#include "ops/cuda/cuda_elements.cuh"
 #include "ops/cuda/fp16_bits.hpp"
 
 namespace zl::cuda {
@@ -72,5 +74,25 @@ template <class T>
 inline constexpr DType kDtypeOf = sizeof(T) == 4 ? DType::F32 : DType::BF16;
 template <>
 inline constexpr DType kDtypeOf<Fp16> = DType::F16;
+
+/// x = kWidth elements of `row` from column `first` (a vector's, or one).
+template <int kWidth, class T>
+__device__ void load_columns(const T* row, std::int64_t first, float (&x)[kWidth]) {
+  if constexpr (kWidth == kVector) {
+    load8<kDtypeOf<T>>(row, first / kVector, x);
+  } else {
+    x[0] = get(row + first);
+  }
+}
+
+/// kWidth elements of `row` from column `first` = x, rounded into T.
+template <int kWidth, class T>
+__device__ void store_columns(T* row, std::int64_t first, const float (&x)[kWidth]) {
+  if constexpr (kWidth == kVector) {
+    store8<kDtypeOf<T>>(row, first / kVector, x);
+  } else {
+    put(row + first, x[0]);
+  }
+}
 
 }  // namespace zl::cuda
