@@ -149,6 +149,8 @@ UnitSpans fp32_params(OptimizerState& state, const std::vector<TypedSpan>& owned
 void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
                         Device& device) {
   if (!mixed(state)) return;
+  // Every unit is back on disk at the end, its write ended: the next update's swaps are its own.
+  SwapSettler swaps(state);
   const HeldSettler settler(state);
   for (std::size_t u = 0; u < owned_params.size(); ++u) {
     swap_in(state, device, u);
@@ -161,6 +163,8 @@ void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& own
 void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
                         Device& device) {
   if (!mixed(state)) return;
+  // Every unit is back on disk at the end, its write ended: the next update's swaps are its own.
+  SwapSettler swaps(state);
   const HeldSettler settler(state);
   for (std::size_t u = 0; u < owned_params.size(); ++u) {
     swap_in(state, device, u);

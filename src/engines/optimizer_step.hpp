@@ -99,11 +99,13 @@ std::vector<TypedSpan> owned_spans(UnitBuffers& buffers, const std::vector<UnitL
 /// parameters themselves.
 UnitSpans fp32_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params);
 
-/// Sets the owned parameters to the master, rounded (nothing to do without a master).
+/// Sets the owned parameters to the master, rounded (nothing to do without a master). From the
+/// NVMe tier, every unit is back on disk when it returns, its write ended.
 void params_from_master(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
                         Device& device);
 
 /// Sets the master to the owned parameters, widened (after init; nothing to do without one).
+/// From the NVMe tier, every unit is back on disk when it returns, its write ended.
 void master_from_params(OptimizerState& state, const std::vector<TypedSpan>& owned_params,
                         Device& device);
 

@@ -2,7 +2,8 @@
 // O_DIRECT or through the page cache; a
 // folder that cannot take the file, a disk without the room, and a file cut short, changed or
 // removed under the run each end in one line naming the file and what to do, never in other
-// numbers.
+// numbers; and the master's first write (and a resume's) has ended when the call that made it
+// returns, so an update's swaps are its own.
 #include "engines/nvme_swap.hpp"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "engines/optimizer_step.hpp"
+#include "ops/cpu/cpu_device.hpp"
 #include "support/error_of.hpp"
 
 namespace zl {
@@ -139,6 +142,39 @@ TEST_F(NvmeSwapTest, AFileCutChangedOrRemovedUnderTheRunIsOneLine) {
                               " was removed under this run: keep --nvme-path for this run alone "
                               "and start it again");
   }
+}
+
+// With pipeline_write, writes go on while the next unit is taken; master_from_params (at init)
+// and params_from_master (at a resume) still end with every unit back on disk, no write in
+// flight: one still going would end inside the first update and count as its bytes.
+TEST_F(NvmeSwapTest, SettingTheMasterEndsWithEveryWriteEnded) {
+  CpuDevice device;
+  std::vector<UnitLayout> layout(3);
+  for (std::size_t u = 0; u < layout.size(); ++u) {
+    layout[u].numel = layout[u].padded_elems = layout[u].shard_elems = 3 + 2 * std::int64_t(u);
+  }
+  TrainingFeatures features;
+  features.precision = DType::BF16;
+  features.offload_optimizer = true;
+  features.nvme_path = folder_.string();
+  features.pipeline_write = true;
+  OptimizerState state = alloc_optimizer(device, layout, features, /*shard=*/false);
+  std::vector<Buffer> params;
+  std::vector<TypedSpan> owned;
+  for (const UnitLayout& unit : layout) {
+    params.push_back(device.alloc(MemCategory::Params, DType::BF16, {unit.numel}));
+    owned.push_back(view_of(params.back()));
+  }
+  const auto expect_all_on_disk = [&](const char* after) {
+    EXPECT_TRUE(state.nvme->writing().empty()) << after;
+    for (std::size_t u = 0; u < layout.size(); ++u) {
+      EXPECT_EQ(state.nvme->residency(u), Residency::OnDisk) << after << ", unit " << u;
+    }
+  };
+  master_from_params(state, owned, device);
+  expect_all_on_disk("master_from_params");
+  params_from_master(state, owned, device);
+  expect_all_on_disk("params_from_master");
 }
 
 }  // namespace
