@@ -17,7 +17,7 @@
 # Writes every command's raw output to LOG_DIR, and for notebooks/05_performance.ipynb, each
 # named gpu-<date>-<card>-<commit>-* (<card> as h100): -adam.json (the bench command's JSON,
 # unedited), -gpt124m.json (the four train runs as `bench step` rows, with tokens/s, MFU, peak
-# memory per category and losses, the exact-attention and fp16 rows, the checkpointed rows and
+# memory per category, losses, host waits and the time they and the step's end blocked the host, the exact-attention and fp16 rows, the checkpointed rows and
 # the torch rows, bf16 and fp16) and, with ncu, -kernels.csv (kernel, launches, ms in one step). It prints the rows to add
 # to notebooks/data/README.md, which the notebook needs to label them.
 # Stops at the first failure, except the profile's (its log says why).
@@ -229,6 +229,9 @@ def stage_rows(name, batch):
                      "tokens_per_s": tokens_per_s, "mfu": per_token * tokens_per_s / peak_flops,
                      "peak_bytes": memory["total_peak"], "peak_bytes_by_category": memory["peak"],
                      "host_waits": max(m["host_waits"] for m in metrics[warmup:]),
+                     # the host's time blocked in those waits and in the step's last synchronize
+                     "host_wait_ms": statistics.median(m["host_wait_ms"] for m in metrics[warmup:]),
+                     "drain_ms": statistics.median(m["drain_ms"] for m in metrics[warmup:]),
                      "losses": [m["loss"] for m in metrics]})
     for row in rows:
         row["overhead_vs_ddp"] = row["ms"] / rows[0]["ms"]
@@ -276,6 +279,11 @@ for row in full_rows:
     print(f"stage {row['stage']} {row['engine']:6} full checkpointing, micro-batch {ckpt_micro_batch}: "
           f"{row['ms']:8.1f} ms {row['tokens_per_s']:9.0f} tok/s MFU {row['mfu']:.1%} "
           f"peak {row['peak_bytes'] / 2**30:.2f} GiB ({row['overhead_vs_ddp']:.2f}x DDP)")
+ddp = rows[0]
+issuing_ms = ddp["ms"] - ddp["host_wait_ms"] - ddp["drain_ms"]
+print(f"stage 0: the host was blocked {ddp['host_wait_ms']:.1f} ms a step in its "
+      f"{ddp['host_waits']} waits and {ddp['drain_ms']:.1f} ms at its end, and issued work for "
+      f"{issuing_ms:.1f} ms of its {ddp['ms']:.1f} (medians)")
 same = all(row["losses"] == rows[0]["losses"] for row in rows)
 print(f"the four stages' losses {'agree bit for bit' if same else 'DIFFER'} in all {len(rows[0]['losses'])} steps")
 print(f"stage 0 exact attention {exact_row['ms']:8.1f} ms ({exact_row['ms'] / rows[0]['ms']:.2f}x the default's)")

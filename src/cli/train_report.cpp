@@ -300,13 +300,14 @@ std::string metrics_lines(const TrainConfig& config, const TrainResult& result) 
         R"({{"step": {}, "loss": {}, "grad_norm": {}, "step_ms": {:.3f}, "skipped": {}, )"
         R"("sim_step_ms": {:.6f}, "compute_ms": {:.6f}, "comm_ms": {:.6f}, )"
         R"("exposed_comm_ms": {:.6f}, "copy_ms": {:.6f}, "wall_ms": {:.3f}, "{}": {}, "lr": {}, )"
-        R"("loss_scale": {}, "host_waits": {}}})"
+        R"("loss_scale": {}, "host_waits": {}, "host_wait_ms": {:.3f}, "drain_ms": {:.3f}}})"
         "\n",
         record.step + 1, std::isfinite(record.loss) ? fmt::format("{}", record.loss) : "null",
         json_number(record.grad_norm), record.step_ms, record.skipped, record.sim_step_ms,
         record.compute_ms, record.comm_ms, record.exposed_comm_ms, record.copy_ms, record.wall_ms,
         rate_key, json_number(std::round(per_s * 10.0) / 10.0), record.lr,
-        record.loss_scale ? json_number(*record.loss_scale) : "null", record.host_waits);
+        record.loss_scale ? json_number(*record.loss_scale) : "null", record.host_waits,
+        record.host_wait_ms, record.drain_ms);
   }
   return lines;
 }

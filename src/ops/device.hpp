@@ -87,6 +87,9 @@ class Device : public Allocator {
   /// CPU device, whose work is done as each call returns; the detached stand-in for a GPU
   /// (cpu/detached_cpu_device.hpp) counts the calls a GPU waits in.
   std::int64_t host_waits() const { return host_waits_; }
+  /// Milliseconds the host spent blocked in those waits (steady clock): 0 on a CPU device and on
+  /// the detached stand-in, which count waits but never block.
+  double host_wait_ms() const { return host_wait_ms_; }
 
   // ---- the training step's elementwise work, on device memory; every device gives the bits of
   // the host code named (core/dtype.hpp's conversions, float arithmetic without contraction) ----
@@ -449,8 +452,12 @@ class Device : public Allocator {
   /// Frees the scratch; each device's destructor calls it while the device can still free.
   void release_typed_scratch();
 
-  /// Counts one host wait (host_waits()); a device calls it wherever the host waits for it.
-  void count_host_wait() { ++host_waits_; }
+  /// Counts one host wait (host_waits()) that blocked the host for `waited_ms` (host_wait_ms());
+  /// a device calls it wherever the host waits for it.
+  void count_host_wait(double waited_ms) {
+    ++host_waits_;
+    host_wait_ms_ += waited_ms;
+  }
 
   /// Scratch slots of widened() and fp32_target().
   static constexpr int kScratchSlots = 4;
@@ -463,6 +470,7 @@ class Device : public Allocator {
   // Scratch slot `slot` as `elems` floats, grown (never shrunk) on demand.
   std::span<float> scratch_f32(int slot, std::int64_t elems);
   std::int64_t host_waits_ = 0;  // host_waits()
+  double host_wait_ms_ = 0.0;    // host_wait_ms()
 };
 
 }  // namespace zl

@@ -52,9 +52,12 @@ void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank
     const double started_ms = steady_ms();
     clocks.begin_step(step);
     const std::int64_t waits_before = device.host_waits();
+    const double waited_before_ms = device.host_wait_ms();
     const StepStats stats = engine.step(step);
     const std::int64_t host_waits = device.host_waits() - waits_before;
+    const double host_wait_ms = device.host_wait_ms() - waited_before_ms;
     device.synchronize();  // a GPU's step has ended when its queued work has
+    const double drain_ms = device.host_wait_ms() - waited_before_ms - host_wait_ms;
     const double step_ms = steady_ms() - started_ms;
     const StepTimes times = clocks.end_step();
     std::optional<double> loss_scale;  // fp16's, for the step record
@@ -74,6 +77,8 @@ void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank
                             .sim_step_ms = times.step_ms,
                             .tokens = plan.step_tokens,
                             .host_waits = host_waits,
+                            .host_wait_ms = host_wait_ms,
+                            .drain_ms = drain_ms,
                             .memory = device.ledger()};
     after_step(step + 1);
     if (!is_rank0) continue;

@@ -46,6 +46,14 @@ struct StepRecord {
   /// Times rank 0's device made the host wait inside the step (Device::host_waits; the
   /// synchronize that ends the step not counted): 0 on the CPU.
   std::int64_t host_waits = 0;
+  /// Milliseconds rank 0's host was blocked in those waits (Device::host_wait_ms): 0 where the
+  /// device never blocks (the CPU's, the detached stand-in).
+  double host_wait_ms = 0.0;
+  /// Milliseconds the synchronize that ends the step blocked rank 0's host: how far the device's
+  /// queued work ran behind the host once the step's last call returned. With host_wait_ms, the
+  /// rest of step_ms is the host's own time issuing the step; where that is most of it, the
+  /// device waited for the host.
+  double drain_ms = 0.0;
   /// Rank 0's device memory after the step: bytes held and peak bytes per category.
   MemoryLedger memory;
 };

@@ -63,6 +63,27 @@ TEST_F(GpuDeviceTest, LinearForwardMatchesCpu) {
   }
 }
 
+// A host wait counts the time it blocked the host: fp32 GEMMs of 2048 cubed (about 17 GFLOP
+// each) keep the GPU busy well after their launches return, so the synchronize after them blocks,
+// and host_wait_ms grows by that time; a wait on an idle GPU adds next to nothing.
+TEST_F(GpuDeviceTest, AHostWaitCountsTheTimeItBlocked) {
+  constexpr std::int64_t kN = 2048;
+  Buffer x = upload(*gpu_, random_floats(kN * kN, 4)), w = upload(*gpu_, random_floats(kN * kN, 5));
+  Buffer y = gpu_->alloc(MemCategory::Activations, DType::F32, {kN * kN});
+  gpu_->synchronize();
+  const std::int64_t waits = gpu_->host_waits();
+  const double waited_ms = gpu_->host_wait_ms();
+  for (int i = 0; i < 40; ++i) {
+    gpu_->linear_forward(cspan_of(x), cspan_of(w), {}, span_of(y), kN, kN, kN);
+  }
+  gpu_->synchronize();
+  EXPECT_EQ(gpu_->host_waits(), waits + 1);
+  const double busy_wait_ms = gpu_->host_wait_ms() - waited_ms;
+  EXPECT_GT(busy_wait_ms, 1.0) << "40 GEMMs of 17 GFLOP each";
+  gpu_->synchronize();
+  EXPECT_LT(gpu_->host_wait_ms() - waited_ms - busy_wait_ms, busy_wait_ms) << "an idle GPU";
+}
+
 TEST_F(GpuDeviceTest, LinearWithNoInputFeaturesIsTheBias) {
   constexpr std::int64_t kRows = 3, kOut = 4;  // in = 0: an empty sum, then the bias
   const auto b = random_floats(kOut, 40);

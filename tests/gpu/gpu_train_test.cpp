@@ -133,8 +133,13 @@ TEST(GpuTrain, AStepWaitsOnTheHostForTheLossAndTheNormOnly) {
       config.engine = stage;
       const TrainResult gpu = train(config);
       for (std::size_t s = 1; s < gpu.steps.size(); ++s) {
-        EXPECT_EQ(gpu.steps[s].host_waits, 2)
+        const StepRecord& step = gpu.steps[s];
+        EXPECT_EQ(step.host_waits, 2)
             << engine_name(stage) << " " << dtype_name(precision) << " step " << s;
+        // the waits' and the last synchronize's blocked time lie within the step's
+        EXPECT_GE(step.host_wait_ms, 0.0);
+        EXPECT_GE(step.drain_ms, 0.0);
+        EXPECT_LE(step.host_wait_ms + step.drain_ms, step.step_ms);
       }
     }
   }

@@ -199,7 +199,7 @@ void DetachedCpuDevice::copy_from_host(void* device, const void* host, std::size
 
 void DetachedCpuDevice::copy_to_host(void* host, const void* device, std::size_t bytes) {
   check_host(host, bytes);
-  count_host_wait();
+  count_host_wait(0.0);
   CpuDevice::copy_to_host(host, translate(device, bytes), bytes);
 }
 
@@ -292,7 +292,7 @@ void DetachedCpuDevice::do_gelu_backward(std::span<const float> x, std::span<con
 double DetachedCpuDevice::do_cross_entropy_forward_backward(
     std::span<const float> logits, std::span<const std::int64_t> labels, std::span<float> dlogits,
     std::int64_t rows, std::int64_t classes, std::int64_t padded_classes, std::int64_t mean_rows) {
-  count_host_wait();
+  count_host_wait(0.0);
   return CpuDevice::do_cross_entropy_forward_backward(view(logits), view(labels), view(dlogits),
                                                       rows, classes, padded_classes, mean_rows);
 }

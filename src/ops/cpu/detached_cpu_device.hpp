@@ -56,7 +56,7 @@ class DetachedCpuDevice final : public CpuDevice {
   /// on a GPU (counted).
   void copy_to_host(void* host, const void* device, std::size_t bytes) override;
   /// Nothing to wait for, but a host wait on a GPU (counted).
-  void synchronize() override { count_host_wait(); }
+  void synchronize() override { count_host_wait(0.0); }
   /// CpuDevice::copy between two buffers of this device.
   void copy(void* to, const void* from, std::size_t bytes) override;
   /// CpuDevice::fill_zero on this device's memory.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/steady_ms.hpp"
 #include "ops/check_elems.hpp"
 #include "ops/column_sums.hpp"
 #include "ops/cuda/adamw_cuda.hpp"
@@ -117,7 +118,7 @@ void CudaDevice::synchronize() {
 
 void CudaDevice::wait_on_host() {
   if (host_wait_guard_) host_wait_guard_();
-  count_host_wait();
+  const double started_ms = steady_ms();
   // The pending checks' slots come back with the same wait.
   if (!pending_checks_.empty()) {
     ZL_CUDA_CHECK(cudaMemcpyAsync(check_flags_host_, check_flags_,
@@ -125,6 +126,7 @@ void CudaDevice::wait_on_host() {
                                   cudaMemcpyDeviceToHost, stream_));
   }
   ZL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  count_host_wait(steady_ms() - started_ms);
   if (!pending_checks_.empty()) report_checks();
 }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/steady_ms.hpp"
 #include "ops/cuda/cuda_check.hpp"
 #include "ops/cuda/cuda_device.hpp"
 
@@ -26,8 +27,10 @@ void CudaDevice::upload_staged(void* device, const void* host, std::size_t bytes
     ZL_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
   } else if (const cudaError_t queued = cudaEventQuery(slot.done); queued == cudaErrorNotReady) {
     if (host_wait_guard_) host_wait_guard_();
-    count_host_wait();  // every slot's upload is still queued: wait for this one's
+    // every slot's upload is still queued: wait for this one's
+    const double started_ms = steady_ms();
     ZL_CUDA_CHECK(cudaEventSynchronize(slot.done));
+    count_host_wait(steady_ms() - started_ms);
   } else {
     ZL_CUDA_CHECK(queued);
   }
