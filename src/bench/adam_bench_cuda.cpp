@@ -152,7 +152,7 @@ AdamCudaBenchResult run_adam_bench_cuda(const AdamCudaBenchOptions& options) {
                        .grads = g.as<float>() + offset,
                        .exp_avg = m.as<float>() + offset,
                        .exp_avg_sq = v.as<float>() + offset,
-                       .params_bf16 = nullptr,
+                       .params_half = nullptr,
                        .elems = elems});
     offset += (elems + kAlignElems - 1) / kAlignElems * kAlignElems;
   }

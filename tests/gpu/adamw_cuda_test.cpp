@@ -1,7 +1,8 @@
 // adamw_cuda_test.cpp — the fused multi-tensor AdamW kernel against optim/adamw.hpp's
 // adamw_update: the same bits for every element of every tensor (sizes 0, 1, odd, larger than one
 // block's stride; more tensors than one launch takes), several steps, and the bf16 copy equal to
-// f32_to_bf16 of the CPU's master. A NaN matches a NaN whatever its payload.
+// f32_to_bf16 of the CPU's master; fp16 gradients read as they are and an fp16 copy likewise. A
+// NaN matches a NaN whatever its payload.
 #include "ops/cuda/adamw_cuda.hpp"
 
 #include <gtest/gtest.h>
@@ -63,7 +64,7 @@ TEST(GpuAdamW, MultiTensorKernelGivesTheCpuBits) {
                        .grads = grads[t].as<float>().data(),
                        .exp_avg = exp_avg[t].as<float>().data(),
                        .exp_avg_sq = exp_avg_sq[t].as<float>().data(),
-                       .params_bf16 = bf16[t].as<std::uint16_t>().data(),
+                       .params_half = bf16[t].as<std::uint16_t>().data(),
                        .elems = sizes[t]});
   }
   const AdamWConfig config{.lr = 3e-3, .weight_decay = 0.1};
@@ -92,10 +93,50 @@ TEST(GpuAdamW, MultiTensorKernelGivesTheCpuBits) {
   }
 }
 
-TEST(GpuAdamW, NullPointerIsAOneLineError) {
+// fp16 gradients (--fp16's reduced ones, unscaled as they are read) and an fp16 copy: the CPU's
+// update on the widened gradients divided by the loss scale, and f32_to_f16 of its master.
+TEST(GpuAdamW, Fp16GradientsAndCopyAreTheCpusBits) {
+  ZL_REQUIRE_GPU();
+  CudaDevice device(0);
+  constexpr std::size_t kElems = 2048 * 256 + 3;
+  constexpr float kLossScale = 1024.0f;
+  HostTensor host{test::random_floats(kElems, 1), test::random_floats(kElems, 2, -8.0f, 8.0f),
+                  test::random_floats(kElems, 3, -1e-3f, 1e-3f),
+                  test::random_floats(kElems, 4, 0.0f, 1e-5f)};
+  std::vector<std::uint16_t> grads16(kElems);
+  for (std::size_t i = 0; i < kElems; ++i) {
+    grads16[i] = f32_to_f16(host.grads[i]);
+    host.grads[i] = f16_to_f32(grads16[i]) / kLossScale;  // what the update reads
+  }
+  Buffer master = test::upload(device, host.master, DType::F32, MemCategory::Master);
+  Buffer m = test::upload(device, host.exp_avg, DType::F32, MemCategory::Optimizer);
+  Buffer v = test::upload(device, host.exp_avg_sq, DType::F32, MemCategory::Optimizer);
+  Buffer grads = device.alloc(MemCategory::Grads, DType::F16, {kElems});
+  device.copy_from_host(grads.data(), grads16.data(), kElems * sizeof(std::uint16_t));
+  Buffer copy = device.alloc(MemCategory::Params, DType::F16, {kElems});
+  const AdamWTensor tensor{.master = master.as<float>().data(),
+                           .grads_half = static_cast<const std::uint16_t*>(grads.data()),
+                           .exp_avg = m.as<float>().data(),
+                           .exp_avg_sq = v.as<float>().data(),
+                           .params_half = static_cast<std::uint16_t*>(copy.data()),
+                           .elems = kElems};
+  const AdamWScalars scalars = adamw_scalars({.lr = 3e-3, .weight_decay = 0.1}, 1);
+  adamw_update_cuda(std::span(&tensor, 1), scalars, device.stream(),
+                    {.divisor = kLossScale, .half = DType::F16});
+  adamw_update(host.master, host.grads, host.exp_avg, host.exp_avg_sq, scalars);
+  const auto gpu_master = test::download(device, master);
+  const auto gpu_copy = test::download<std::uint16_t>(device, copy);
+  for (std::size_t i = 0; i < kElems; ++i) {
+    ASSERT_TRUE(same_value(gpu_master[i], host.master[i])) << "master " << i;
+    ASSERT_EQ(gpu_copy[i], f32_to_f16(host.master[i])) << "fp16 copy " << i;
+  }
+}
+
+TEST(GpuAdamW, NullPointerOrAnotherCopyFormatIsAOneLineError) {
   // Checked on the host before any launch: needs no GPU.
   const AdamWTensor tensor{.elems = 5};
   EXPECT_THROW(adamw_update_cuda(std::span(&tensor, 1), adamw_scalars({}, 1), nullptr), Error);
+  EXPECT_THROW(adamw_update_cuda({}, adamw_scalars({}, 1), nullptr, {.half = DType::F32}), Error);
 }
 
 }  // namespace

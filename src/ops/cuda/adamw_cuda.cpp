@@ -11,11 +11,13 @@ namespace zl {
 
 void adamw_update_cuda(std::span<const AdamWTensor> tensors, const AdamWScalars& scalars,
                        cudaStream_t stream, AdamWGradRead read) {
+  ZL_CHECK(read.half == DType::BF16 || read.half == DType::F16,
+           "AdamW's 16-bit gradients and copies are bf16 or fp16, not {}", dtype_name(read.half));
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const AdamWTensor& t = tensors[i];
     ZL_CHECK(t.elems >= 0, "AdamW tensor {} has {} elements: pass a size >= 0", i, t.elems);
     ZL_CHECK(
-        t.elems == 0 || (t.master != nullptr && (t.grads != nullptr || t.grads_bf16 != nullptr) &&
+        t.elems == 0 || (t.master != nullptr && (t.grads != nullptr || t.grads_half != nullptr) &&
                          t.exp_avg != nullptr && t.exp_avg_sq != nullptr),
         "AdamW tensor {} of {} elements has a null master, gradient or moment pointer: pass "
         "all four",

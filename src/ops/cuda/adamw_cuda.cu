@@ -1,7 +1,7 @@
 // adamw_cuda.cu — the fused multi-tensor AdamW kernel and its launch (the checks and the split
 // into launches: adamw_cuda.cpp): blockIdx.y picks the tensor, a grid-stride loop over blockIdx.x
 // covers its elements. Memory-bound: each element reads g, p, m, v and writes
-// p, m, v and the bf16 copy (18 or 16 bytes in, 14 out), all coalesced.
+// p, m, v and the 16-bit copy (18 or 16 bytes in, 14 out), all coalesced.
 #include <algorithm>
 #include <cstdint>
 
@@ -33,8 +33,10 @@ __global__ void adamw_kernel(AdamWLaunch launch) {
        i < tensor.elems; i += stride) {
     // adamw_update() (optim/adamw.cpp), one IEEE-rounded operation at a time.
     // The gradient as read: widened, unscaled, clipped (Device::adamw_update_unscaled).
-    float g =
-        tensor.grads_bf16 != nullptr ? cuda::from_bf16(tensor.grads_bf16[i]) : tensor.grads[i];
+    const bool fp16 = launch.read.half == DType::F16;
+    float g = tensor.grads_half == nullptr ? tensor.grads[i]
+              : fp16                       ? cuda::from_f16(tensor.grads_half[i])
+                                           : cuda::from_bf16(tensor.grads_half[i]);
     if (launch.read.divisor != 1.0f) g = __fdiv_rn(g, launch.read.divisor);
     if (launch.read.clip != 1.0f) g = __fmul_rn(g, launch.read.clip);
     const float m =
@@ -47,7 +49,9 @@ __global__ void adamw_kernel(AdamWLaunch launch) {
     tensor.master[i] = p;
     tensor.exp_avg[i] = m;
     tensor.exp_avg_sq[i] = v;
-    if (tensor.params_bf16 != nullptr) tensor.params_bf16[i] = cuda::to_bf16(p);
+    if (tensor.params_half != nullptr) {
+      tensor.params_half[i] = fp16 ? cuda::to_f16(p) : cuda::to_bf16(p);
+    }
   }
 }
 

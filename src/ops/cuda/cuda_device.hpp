@@ -1,12 +1,11 @@
 // cuda_device.hpp — the CUDA Device: cudaMalloc'd memory booked per category in the rank's
-// ledger, GEMMs through cuBLAS (fp32, and bf16 inputs with fp32 accumulation) and every other
-// kernel of the Device table as a hand-written CUDA kernel (cuda_kernels.cu, cuda_layernorm.cu,
-// cuda_cross_entropy.cu, cuda_embedding.cu, the attention's .cu files, and the step work's
-// cuda_step_kernels.cu and adamw_cuda.cu).
-// The spans the kernels take hold device pointers: they are passed to kernels, never read on the
-// host. All work goes, in order, on the device's one compute stream; a kernel that must answer on
-// the host (a loss it returns) waits for it, and a bad token or label is reported at the next
-// host wait (cuda_device_checks.cpp).
+// ledger, GEMMs through cuBLAS (fp32, and bf16 or fp16 inputs with fp32 accumulation) and every
+// other kernel of the Device table as a hand-written CUDA kernel (cuda_kernels.cu,
+// cuda_layernorm.cu, cuda_cross_entropy.cu, cuda_embedding.cu, the attention's .cu files, and the
+// step work's cuda_step_kernels.cu and adamw_cuda.cu). The spans the kernels take hold device
+// pointers: they are passed to kernels, never read on the host. All work goes, in order, on the
+// device's one compute stream; a kernel that must answer on the host (a loss it returns) waits for
+// it, and a bad token or label is reported at the next host wait (cuda_device_checks.cpp).
 #pragma once
 
 #include <cublas_v2.h>
@@ -162,10 +161,10 @@ class CudaDevice final : public Device {
   /// One thread per block sums in the host's order; the partials come back to the host (waits
   /// for the stream). Throws zl::Error unless `grads` is whole blocks.
   void block_sumsq(std::span<const float> grads, std::span<double> partials) override;
-  /// adamw_update_cuda (adamw_cuda.hpp) on one tensor, without a bf16 copy. Throws zl::Error
+  /// adamw_update_cuda (adamw_cuda.hpp) on one tensor, without a 16-bit copy. Throws zl::Error
   /// unless the four spans have the same size.
-  /// For a bf16 copy, one pass of adamw_update_cuda that writes the copy as it updates (its
-  /// params_bf16); other dtypes take Device's two calls.
+  /// For a bf16 or fp16 copy, one pass of adamw_update_cuda that writes the copy as it updates
+  /// (its params_half); an fp32 copy takes Device's two calls.
   void adamw_update_rounded(std::span<float> master, std::span<const float> grads,
                             std::span<float> exp_avg, std::span<float> exp_avg_sq,
                             const AdamWScalars& scalars, void* rounded,
@@ -174,15 +173,15 @@ class CudaDevice final : public Device {
                     std::span<float> exp_avg_sq, const AdamWScalars& scalars) override;
 
  protected:
-  /// One thread per block reads fp32 or bf16 gradients as they are, dividing each by the loss
-  /// scale; fp16 ones are widened into scratch() first.
+  /// One thread per block reads fp32, bf16 or fp16 gradients as they are, dividing each by the
+  /// loss scale.
   void do_block_sumsq_unscaled(TensorIn grads, float divisor, std::span<double> partials) override;
   /// One block per cover node (cuda_tree_sum.cuh).
   void do_tree_cover_sums(std::span<const double> leaves, std::int64_t first_leaf,
                           std::span<double> sums) override;
-  /// One pass of adamw_update_cuda that reads fp32 or bf16 gradients as they are, unscales and
-  /// clips each, and writes a bf16 copy as it updates; fp16 gradients are widened into scratch()
-  /// first, and an fp16 copy is Device's convert after.
+  /// One pass of adamw_update_cuda that reads fp32, bf16 or fp16 gradients as they are, unscales
+  /// and clips each, and writes a 16-bit copy as it updates (a copy in fp32, or in the other
+  /// 16-bit format than the gradients', is a conversion after).
   void do_adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor, float clip,
                                 std::span<float> exp_avg, std::span<float> exp_avg_sq,
                                 const AdamWScalars& scalars, void* rounded,
@@ -339,7 +338,7 @@ class CudaDevice final : public Device {
   bool half_product(std::initializer_list<TensorIn> tensors) const;
   // A 16-bit layer's forward: y = x w (Conv1D's w [in, out]) or x w^T (Linear's, [out, in]) on
   // the tensor cores, plus the bias row (empty: none), written to y in its dtype (fp32, or 16-bit
-  // rounded once from the fp32 sum: in bf16 as the bias is added, in fp16 by a conversion after).
+  // rounded once from the fp32 sum as the bias is added).
   void half_forward(bool conv1d, TensorIn x, TensorIn w, TensorIn b, TensorOut y, std::int64_t rows,
                     std::int64_t in, std::int64_t out);
   // A 16-bit layer's backward: dw += (x^T dy, Conv1D's [in, out], or dy^T x, Linear's [out, in]),
@@ -370,14 +369,12 @@ class CudaDevice final : public Device {
                    void* rounded = nullptr, DType rounded_dtype = DType::BF16);
   // The column sums' zeroed counters for `cols` columns (at most kColumnCounters groups).
   unsigned* column_counters(std::int64_t cols) const;
-  // `grads` as the fused step kernels read them: fp32 or bf16 as they are, fp16 widened into
-  // scratch().
-  TensorIn readable_grads(TensorIn grads);
-  // One tensor through adamw_update_cuda: the gradients (any training dtype, readable_grads)
-  // read as `read` says, the bf16 copy written when `bf16_copy` is not null; the sizes checked.
+  // One tensor through adamw_update_cuda: the gradients (fp32, bf16 or fp16, as they are) read
+  // as `read` says, the 16-bit copy in read.half written when `copy` is not null (16-bit
+  // gradients and a copy in one format); the sizes checked.
   void adamw_one(std::span<float> master, TensorIn grads, AdamWGradRead read,
                  std::span<float> exp_avg, std::span<float> exp_avg_sq, const AdamWScalars& scalars,
-                 std::uint16_t* bf16_copy);
+                 std::uint16_t* copy);
   // LayerNorm backward's dweight and dbias chunk partials, 2 * column_sum_chunks(rows) * channels
   // doubles of sums_scratch, once the rows fit one launch.
   double* layernorm_partials(std::int64_t rows, std::int64_t channels);

@@ -63,11 +63,12 @@ void CudaDevice::adamw_update_rounded(std::span<float> master, std::span<const f
                                       std::span<float> exp_avg, std::span<float> exp_avg_sq,
                                       const AdamWScalars& scalars, void* rounded,
                                       DType rounded_dtype) {
-  if (rounded_dtype != DType::BF16) {
+  if (!cuda::is_half(rounded_dtype)) {
     return Device::adamw_update_rounded(master, grads, exp_avg, exp_avg_sq, scalars, rounded,
                                         rounded_dtype);
   }
-  adamw_one(master, grads, {}, exp_avg, exp_avg_sq, scalars, static_cast<std::uint16_t*>(rounded));
+  adamw_one(master, grads, {.half = rounded_dtype}, exp_avg, exp_avg_sq, scalars,
+            static_cast<std::uint16_t*>(rounded));
 }
 
 void CudaDevice::adamw_update(std::span<float> params, std::span<const float> grads,
@@ -78,22 +79,27 @@ void CudaDevice::adamw_update(std::span<float> params, std::span<const float> gr
 
 void CudaDevice::adamw_one(std::span<float> master, TensorIn grads, AdamWGradRead read,
                            std::span<float> exp_avg, std::span<float> exp_avg_sq,
-                           const AdamWScalars& scalars, std::uint16_t* bf16_copy) {
+                           const AdamWScalars& scalars, std::uint16_t* copy) {
   const auto elems = static_cast<std::int64_t>(master.size());
   check_elems("adamw_update", "grads", static_cast<std::size_t>(grads.elems), elems);
   check_elems("adamw_update", "exp_avg", exp_avg.size(), elems);
   check_elems("adamw_update", "exp_avg_sq", exp_avg_sq.size(), elems);
   if (elems == 0) return;
   select();
-  const TensorIn readable = readable_grads(grads);
-  const bool bf16 = readable.dtype == DType::BF16;
+  // One 16-bit format per launch: the gradients' when they are 16-bit, else the copy's.
+  const bool half_grads = cuda::is_half(grads.dtype);
+  ZL_CHECK(!half_grads || copy == nullptr || grads.dtype == read.half,
+           "adamw_update: {} gradients and a {} parameter copy: pass the copy in the gradients' "
+           "format",
+           dtype_name(grads.dtype), dtype_name(read.half));
+  if (half_grads) read.half = grads.dtype;
   const AdamWTensor tensor{
       .master = master.data(),
-      .grads = bf16 ? nullptr : static_cast<const float*>(readable.data),
-      .grads_bf16 = bf16 ? static_cast<const std::uint16_t*>(readable.data) : nullptr,
+      .grads = half_grads ? nullptr : grads.f32().data(),
+      .grads_half = half_grads ? static_cast<const std::uint16_t*>(grads.data) : nullptr,
       .exp_avg = exp_avg.data(),
       .exp_avg_sq = exp_avg_sq.data(),
-      .params_bf16 = bf16_copy,
+      .params_half = copy,
       .elems = elems};
   adamw_update_cuda(std::span<const AdamWTensor>(&tensor, 1), scalars, stream_, read);
 }
@@ -116,31 +122,28 @@ void CudaDevice::do_tree_cover_sums(std::span<const double> leaves, std::int64_t
                         stream_);
 }
 
-TensorIn CudaDevice::readable_grads(TensorIn grads) {
-  if (grads.dtype == DType::F32 || grads.dtype == DType::BF16) return grads;
-  auto* fp32 = static_cast<float*>(scratch(static_cast<std::size_t>(grads.elems) * sizeof(float)));
-  cuda::convert(grads.data, grads.dtype, fp32, DType::F32, grads.elems, stream_);
-  return TensorIn(fp32, grads.elems, DType::F32);
-}
-
 void CudaDevice::do_block_sumsq_unscaled(TensorIn grads, float divisor,
                                          std::span<double> partials) {
   const auto blocks = static_cast<std::int64_t>(partials.size());
   if (blocks == 0) return;
   select();
-  const TensorIn read = readable_grads(grads);
-  cuda::block_sumsq(read.data, read.dtype == DType::BF16, divisor, partials.data(), blocks,
-                    kNormBlockElems, stream_);
+  cuda::block_sumsq(grads.data, grads.dtype, divisor, partials.data(), blocks, kNormBlockElems,
+                    stream_);
 }
 
 void CudaDevice::do_adamw_update_unscaled(std::span<float> master, TensorIn grads, float divisor,
                                           float clip, std::span<float> exp_avg,
                                           std::span<float> exp_avg_sq, const AdamWScalars& scalars,
                                           void* rounded, DType rounded_dtype) {
-  const bool bf16_copy = rounded != nullptr && rounded_dtype == DType::BF16;
-  adamw_one(master, grads, {.divisor = divisor, .clip = clip}, exp_avg, exp_avg_sq, scalars,
-            bf16_copy ? static_cast<std::uint16_t*>(rounded) : nullptr);
-  if (rounded != nullptr && !bf16_copy) {
+  // A 16-bit copy in another format than 16-bit gradients is rounded after, as an fp32 one is
+  // copied after.
+  const bool fused_copy = rounded != nullptr && cuda::is_half(rounded_dtype) &&
+                          (!cuda::is_half(grads.dtype) || grads.dtype == rounded_dtype);
+  adamw_one(master, grads,
+            {.divisor = divisor, .clip = clip, .half = fused_copy ? rounded_dtype : DType::BF16},
+            exp_avg, exp_avg_sq, scalars,
+            fused_copy ? static_cast<std::uint16_t*>(rounded) : nullptr);
+  if (rounded != nullptr && !fused_copy) {
     convert(master.data(), DType::F32, rounded, rounded_dtype,
             static_cast<std::int64_t>(master.size()));
   }

@@ -241,10 +241,10 @@ void round_to(float* x, DType dtype, std::int64_t elems, cudaStream_t stream);
 /// of `block_elems`, so each partial is block_sumsq's, bit for bit.
 void block_sumsq(const float* grads, double* partials, std::int64_t blocks,
                  std::int64_t block_elems, cudaStream_t stream);
-/// The same on g[i] = grads[i] / divisor (one IEEE float division; none at 1), the gradients
-/// fp32 or, with `bf16` set, bf16 widened: Device::block_sumsq_unscaled.
-void block_sumsq(const void* grads, bool bf16, float divisor, double* partials, std::int64_t blocks,
-                 std::int64_t block_elems, cudaStream_t stream);
+/// The same on g[i] = grads[i] / divisor (one IEEE float division; none at 1), the gradients in
+/// `dtype` (fp32, or bf16 or fp16 widened): Device::block_sumsq_unscaled.
+void block_sumsq(const void* grads, DType dtype, float divisor, double* partials,
+                 std::int64_t blocks, std::int64_t block_elems, cudaStream_t stream);
 
 /// sums[n] = the pairwise tree sum of node n of optim/grad_norm.hpp's tree_cover(first_leaf,
 /// leaf_count), from the `leaf_count` leaves (fp64 partials) that start at leaf `first_leaf`: a

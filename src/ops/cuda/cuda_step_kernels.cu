@@ -142,12 +142,7 @@ __global__ void block_sumsq_kernel(const G* grads, float divisor, double* partia
   for (std::int64_t b = first_index(); b < blocks; b += stride()) {
     double sum = 0.0;
     for (std::int64_t i = b * block_elems; i < (b + 1) * block_elems; ++i) {
-      float read = 0.0f;
-      if constexpr (sizeof(G) == 2) {
-        read = from_bf16(grads[i]);
-      } else {
-        read = grads[i];
-      }
+      float read = get(grads + i);
       if (divisor != 1.0f) read = __fdiv_rn(read, divisor);
       const double g = read;
       sum = __dadd_rn(sum, __dmul_rn(g, g));
@@ -233,18 +228,20 @@ void round_to(float* x, DType dtype, std::int64_t elems, cudaStream_t stream) {
 
 void block_sumsq(const float* grads, double* partials, std::int64_t blocks,
                  std::int64_t block_elems, cudaStream_t stream) {
-  block_sumsq(grads, false, 1.0f, partials, blocks, block_elems, stream);
+  block_sumsq(grads, DType::F32, 1.0f, partials, blocks, block_elems, stream);
 }
 
-void block_sumsq(const void* grads, bool bf16, float divisor, double* partials, std::int64_t blocks,
-                 std::int64_t block_elems, cudaStream_t stream) {
+void block_sumsq(const void* grads, DType dtype, float divisor, double* partials,
+                 std::int64_t blocks, std::int64_t block_elems, cudaStream_t stream) {
   if (blocks == 0) return;
-  if (bf16) {
+  const auto launch = [&](const auto* typed) {
     block_sumsq_kernel<<<grid_for(blocks, kThreads), kThreads, 0, stream>>>(
-        static_cast<const std::uint16_t*>(grads), divisor, partials, blocks, block_elems);
+        typed, divisor, partials, blocks, block_elems);
+  };
+  if (dtype == DType::F32) {
+    launch(static_cast<const float*>(grads));
   } else {
-    block_sumsq_kernel<<<grid_for(blocks, kThreads), kThreads, 0, stream>>>(
-        static_cast<const float*>(grads), divisor, partials, blocks, block_elems);
+    for_half(dtype, [&]<class H>() { launch(static_cast<const H*>(grads)); });
   }
   cuda_check_launch("block_sumsq");
 }
