@@ -55,9 +55,10 @@ void run_steps(const RunPlan& plan, Engine& engine, Device& device, bool is_rank
     const double waited_before_ms = device.host_wait_ms();
     const StepStats stats = engine.step(step);
     const std::int64_t host_waits = device.host_waits() - waits_before;
-    const double host_wait_ms = device.host_wait_ms() - waited_before_ms;
+    const double waited_in_step_ms = device.host_wait_ms();
     device.synchronize();  // a GPU's step has ended when its queued work has
-    const double drain_ms = device.host_wait_ms() - waited_before_ms - host_wait_ms;
+    const double host_wait_ms = waited_in_step_ms - waited_before_ms;
+    const double drain_ms = device.host_wait_ms() - waited_in_step_ms;
     const double step_ms = steady_ms() - started_ms;
     const StepTimes times = clocks.end_step();
     std::optional<double> loss_scale;  // fp16's, for the step record
