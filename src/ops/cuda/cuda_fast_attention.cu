@@ -8,6 +8,7 @@
 #include "ops/cuda/cuda_check.hpp"
 #include "ops/cuda/cuda_fast_attention_backward.cuh"
 #include "ops/cuda/cuda_kernels.hpp"
+#include "ops/cuda/cuda_vectors.cuh"
 
 namespace zl::cuda {
 
@@ -21,10 +22,6 @@ std::size_t fast_attention_scratch_bytes(std::int64_t batch, std::int64_t seq_le
 }
 
 namespace {
-
-bool aligned16(const void* pointer) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0;
-}
 
 // The launches for q, k, v and out of element type Elem (float, or Half) with tiles in Half.
 template <class Elem, class Half>
