@@ -49,11 +49,12 @@ class ScratchFile {
   bool direct_ = false;
 };
 
-// A block of `bytes` for a pass, not zeros (which a disk may elide).
-PageAlignedBytes pass_block(std::int64_t bytes) {
-  PageAlignedBytes block = page_aligned_bytes(bytes, "--blocks");
-  std::memset(block.get(), 0x5a, static_cast<std::size_t>(bytes));
-  return block;
+// `depth` blocks of `bytes` for a pass in one allocation (small blocks share huge pages, as the
+// swap files' staging blocks do), not zeros (which a disk may elide).
+PageAlignedBytes pass_blocks(std::int64_t bytes, int depth) {
+  PageAlignedBytes blocks = page_aligned_bytes(bytes * depth, "--blocks");
+  std::memset(blocks.get(), 0x5a, static_cast<std::size_t>(bytes * depth));
+  return blocks;
 }
 
 // One pass through `queue` (depth blocks in flight): the file's blocks in order, each a request
@@ -62,8 +63,7 @@ PageAlignedBytes pass_block(std::int64_t bytes) {
 double run_pass(const ScratchFile& file, IoQueue& queue, bool write, std::int64_t file_bytes,
                 std::int64_t block_bytes, int depth) {
   const std::int64_t blocks = file_bytes / block_bytes;
-  std::vector<PageAlignedBytes> buffers;
-  for (int t = 0; t < depth; ++t) buffers.push_back(pass_block(block_bytes));
+  const PageAlignedBytes buffers = pass_blocks(block_bytes, depth);
   std::vector<IoTicket> tickets(static_cast<std::size_t>(depth), 0);
   std::string error;
   const auto settle = [&](IoTicket& ticket) {
@@ -77,7 +77,8 @@ double run_pass(const ScratchFile& file, IoQueue& queue, bool write, std::int64_
   for (std::int64_t i = 0; i < blocks && error.empty(); ++i) {
     const auto slot = static_cast<std::size_t>(i % depth);
     settle(tickets[slot]);
-    tickets[slot] = queue.submit(direction, i * block_bytes, buffers[slot].get(),
+    tickets[slot] = queue.submit(direction, i * block_bytes,
+                                 buffers.get() + slot * static_cast<std::size_t>(block_bytes),
                                  static_cast<std::size_t>(block_bytes));
   }
   for (IoTicket& ticket : tickets) settle(ticket);

@@ -30,8 +30,7 @@ Buffer::Buffer(Allocator& allocator, MemoryLedger& ledger, MemCategory category,
   elems_ = numel(shape_);
   if (elems_ > 0) {
     const auto size = static_cast<std::size_t>(bytes());
-    data_ =
-        contents == Contents::Zero ? allocator_->allocate(size) : allocator_->allocate_unset(size);
+    data_ = allocator_->allocate_for(category_, size, contents);
   }
   ledger_->book(category_, bytes(), kind_);
 }

@@ -22,6 +22,10 @@ std::int64_t numel(const Shape& shape);
 /// "[3, 4]" for messages and files.
 std::string shape_string(const Shape& shape);
 
+/// What a new Buffer holds: zeros, or whatever its allocator gives (Allocator::allocate_unset)
+/// for a buffer that is written whole before it is read.
+enum class Contents : std::uint8_t { Zero, Unset };
+
 /// Where a Buffer's bytes come from (the Device implements it).
 class Allocator {
  public:
@@ -32,13 +36,16 @@ class Allocator {
   /// every byte before it reads one. A GPU skips the zeroing; a CPU device fills them with a NaN
   /// pattern, so a read before the write shows. This default zeroes them.
   virtual void* allocate_unset(std::size_t bytes) { return allocate(bytes); }
-  /// Frees what allocate returned.
+  /// A Buffer's bytes, booked under `category`: allocate() or allocate_unset() as `contents`
+  /// says. A device may place some categories' buffers apart (the CPU device puts those a swap
+  /// file moves on huge pages); this default does not.
+  virtual void* allocate_for(MemCategory category, std::size_t bytes, Contents contents) {
+    (void)category;
+    return contents == Contents::Zero ? allocate(bytes) : allocate_unset(bytes);
+  }
+  /// Frees what allocate, allocate_unset or allocate_for returned.
   virtual void deallocate(void* ptr, std::size_t bytes) = 0;
 };
-
-/// What a new Buffer holds: zeros, or whatever its allocator gives (Allocator::allocate_unset)
-/// for a buffer that is written whole before it is read.
-enum class Contents : std::uint8_t { Zero, Unset };
 
 /// Owning flat storage of `elems` elements of `dtype`, zero-initialised (unless made with
 /// Contents::Unset), booked under a category of a ledger until destroyed. Move-only.

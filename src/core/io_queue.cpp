@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/huge_pages.hpp"
 #include "core/steady_ms.hpp"
 
 #ifdef ZL_HAVE_URING
@@ -45,9 +46,13 @@ void PageAlignedFree::operator()(std::byte* p) const {
 }
 
 PageAlignedBytes page_aligned_bytes(std::int64_t bytes, std::string_view what) {
-  auto* p =
-      static_cast<std::byte*>(std::aligned_alloc(kPageBytes, static_cast<std::size_t>(bytes)));
+  const auto size = static_cast<std::size_t>(bytes);
+  const bool huge = size >= kHugePageBytes;
+  const std::size_t alignment = huge ? kHugePageBytes : static_cast<std::size_t>(kPageBytes);
+  const std::size_t padded = (size + alignment - 1) / alignment * alignment;
+  auto* p = static_cast<std::byte*>(std::aligned_alloc(alignment, padded));
   ZL_CHECK(p != nullptr, "no memory for {} bytes on whole pages: lower {}", bytes, what);
+  if (huge) advise_huge_pages(p, padded);
   return PageAlignedBytes(p);
 }
 
@@ -129,8 +134,8 @@ class IoQueue::Impl {
  public:
   Impl(int fd, const AioSettings& aio) : fd_(fd), aio_(aio) {
     validate(aio);
-    for (int i = 0; i < aio.blocks_in_flight(); ++i)
-      staging_.push_back(page_aligned_bytes(aio.block_bytes, "aio.block_size"));
+    // One allocation for every slot's staging block, so that small blocks share huge pages.
+    staging_ = page_aligned_bytes(aio.block_bytes * aio.blocks_in_flight(), "aio.block_size");
     backend_ = aio.backend;
     if (backend_ != IoBackend::Threads && !start_uring()) {
       if (backend_ == IoBackend::IoUring) refuse_io_uring(uring_error_);
@@ -141,7 +146,7 @@ class IoQueue::Impl {
       runners_.emplace_back([this] { run_uring(); });
     } else {
       for (int i = 0; i < aio.blocks_in_flight(); ++i) {
-        runners_.emplace_back([this, i] { run_thread(staging_[i].get()); });
+        runners_.emplace_back([this, i] { run_thread(staging(static_cast<std::size_t>(i))); });
       }
     }
   }
@@ -279,7 +284,12 @@ class IoQueue::Impl {
   AioSettings aio_;
   IoBackend backend_ = IoBackend::Threads;
   std::string uring_error_;
-  std::vector<PageAlignedBytes> staging_;
+  // Slot i's staging block.
+  std::byte* staging(std::size_t i) const {
+    return staging_.get() + i * static_cast<std::size_t>(aio_.block_bytes);
+  }
+
+  PageAlignedBytes staging_;  // blocks_in_flight() blocks of aio_.block_bytes
   std::vector<std::thread> runners_;
 
   mutable std::mutex mutex_;
@@ -335,12 +345,12 @@ void IoQueue::Impl::run_uring() {
     std::size_t done = 0;  // bytes moved so far
     bool busy = false;
   };
-  std::vector<Slot> slots(staging_.size());
+  std::vector<Slot> slots(static_cast<std::size_t>(aio_.blocks_in_flight()));
   int in_flight = 0;
   const auto prepare = [&](std::size_t s) {
     Slot& slot = slots[s];
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    std::byte* at = slot.block.io_bytes(staging_[s].get()) + slot.done;
+    std::byte* at = slot.block.io_bytes(staging(s)) + slot.done;
     const auto size = static_cast<unsigned>(slot.block.padded_size() - slot.done);
     const auto offset = static_cast<std::uint64_t>(slot.block.offset) + slot.done;
     if (slot.block.direction == IoDirection::Write) {
@@ -361,7 +371,7 @@ void IoQueue::Impl::run_uring() {
         pending_.pop_front();
         ++blocks_running_;
         ++in_flight;
-        stage_in(slots[s].block, staging_[s].get());
+        stage_in(slots[s].block, staging(s));
         prepare(s);
       }
     }
@@ -391,7 +401,7 @@ void IoQueue::Impl::run_uring() {
         resubmit = true;
         continue;
       }
-      if (error.empty()) stage_out(slot.block, staging_[s].get());
+      if (error.empty()) stage_out(slot.block, staging(s));
       slot.busy = false;
       --in_flight;
       finish(slot.block, error);

@@ -17,8 +17,10 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/huge_pages.hpp"
 #include "core/rng.hpp"
 #include "grad_check.hpp"
+#include "support/huge_page_flags.hpp"
 
 namespace zl {
 namespace {
@@ -84,7 +86,7 @@ TEST(CpuDevice, ALargeFreedBlockIsReusedAtItsSizeAndStartsAsNewMemory) {
 }
 
 // Blocks start on a cache line; blocks of 1 MiB and more on a page, so that a swap file's
-// O_DIRECT blocks move straight in and out of them (core/io_queue.hpp).
+// O_DIRECT blocks move straight in and out of them (core/io_queue.hpp); from 2 MiB on a huge page.
 TEST(CpuDevice, LargeBlocksStartOnAPage) {
   CpuDevice device;
   const auto address = [](const Buffer& b) { return reinterpret_cast<std::uintptr_t>(b.data()); };
@@ -95,6 +97,32 @@ TEST(CpuDevice, LargeBlocksStartOnAPage) {
   for (const std::int64_t elems : {std::int64_t{262144}, std::int64_t{1000003}}) {
     const Buffer large = device.alloc_unset(MemCategory::HostMaster, DType::F32, {elems});
     EXPECT_EQ(address(large) % 4096, 0u) << elems;
+  }
+  for (const std::int64_t elems : {std::int64_t{524288}, std::int64_t{3000017}}) {
+    const Buffer huge = device.alloc(MemCategory::Activations, DType::F32, {elems});
+    EXPECT_EQ(address(huge) % kHugePageBytes, 0u) << elems;
+  }
+}
+
+// The host copies a swap file moves ask for huge pages from 2 MiB up, where the disk's blocks move
+// fastest (core/huge_pages.hpp), also when they come back from the device's cache; other blocks do
+// not. 40 MiB blocks: above glibc's largest mmap threshold, each a mapping of its own.
+TEST(CpuDevice, TheHostCopiesASwapFileMovesAskForHugePages) {
+  if (!test::kernel_has_huge_pages()) GTEST_SKIP() << "this kernel has no transparent huge pages";
+  CpuDevice device;
+  constexpr std::int64_t kElems = 10 << 20;
+  for (const MemCategory category :
+       {MemCategory::HostMaster, MemCategory::HostOptimizer, MemCategory::HostParams}) {
+    for (int round = 0; round < 2; ++round) {  // new, then from the cache
+      const Buffer moved = device.alloc_unset(category, DType::F32, {kElems});
+      EXPECT_TRUE(test::asks_for_huge_pages(moved.data())) << static_cast<int>(category);
+    }
+  }
+  for (const MemCategory category : {MemCategory::Activations, MemCategory::Params}) {
+    for (int round = 0; round < 2; ++round) {
+      const Buffer kept = device.alloc(category, DType::F32, {kElems});
+      EXPECT_FALSE(test::asks_for_huge_pages(kept.data())) << static_cast<int>(category);
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/huge_pages.hpp"
 #include "ops/cpu/cpu_gemm.hpp"
 #include "ops/cpu/cpu_kernels.hpp"
 #include "ops/cpu/cpu_thread_pool.hpp"
@@ -23,10 +24,19 @@ using cpu::for_each_piece;
 namespace {
 
 // Cache lines for every block; whole pages for large ones, so that a swap file's O_DIRECT blocks
-// move straight in and out of them (IoQueue skips its staging copy for page-aligned blocks).
+// move straight in and out of them (IoQueue skips its staging copy for page-aligned blocks), and
+// whole huge pages from 2 MiB up, so that a block may ask for them (huge_pages.hpp).
 constexpr std::size_t kPageAlignFromBytes = 1 << 20;
 std::align_val_t alignment_of(std::size_t bytes) {
+  if (bytes >= kHugePageBytes) return std::align_val_t{kHugePageBytes};
   return std::align_val_t{bytes >= kPageAlignFromBytes ? 4096u : 64u};
+}
+
+// The host copies a swap file moves: the optimizer's units (engines/optimizer_swap.cpp) and
+// ZeRO-3's parameter shards (engines/param_swap.cpp).
+bool moved_by_swap_files(MemCategory category) {
+  return category == MemCategory::HostMaster || category == MemCategory::HostOptimizer ||
+         category == MemCategory::HostParams;
 }
 
 }  // namespace
@@ -43,26 +53,41 @@ int CpuDevice::threads() const {
   return pool_->threads();
 }
 
-void* CpuDevice::take_block(std::size_t bytes) {
-  if (const auto cached = cached_.find(bytes); cached != cached_.end()) {
+void* CpuDevice::take_block(std::size_t bytes, bool huge_pages) {
+  const auto [first, last] = cached_.equal_range(bytes);
+  for (auto cached = first; cached != last; ++cached) {
     void* ptr = cached->second;
+    if (huge_blocks_.contains(ptr) != huge_pages) continue;
     cached_.erase(cached);
     cached_bytes_ -= bytes;
     return ptr;
   }
-  return ::operator new(bytes, alignment_of(bytes));
+  void* ptr = ::operator new(bytes, alignment_of(bytes));
+  if (huge_pages) {
+    advise_huge_pages(ptr, bytes);
+    huge_blocks_.insert(ptr);
+  }
+  return ptr;
+}
+
+void* CpuDevice::fill_block(void* ptr, std::size_t bytes, Contents contents) {
+  std::memset(ptr, contents == Contents::Zero ? 0 : kUnsetByte, bytes);
+  return ptr;
 }
 
 void* CpuDevice::allocate(std::size_t bytes) {
-  void* ptr = take_block(bytes);
-  std::memset(ptr, 0, bytes);
-  return ptr;
+  return fill_block(take_block(bytes), bytes, Contents::Zero);
 }
 
 void* CpuDevice::allocate_unset(std::size_t bytes) {
-  void* ptr = take_block(bytes);
-  std::memset(ptr, kUnsetByte, bytes);
-  return ptr;
+  return fill_block(take_block(bytes), bytes, Contents::Unset);
+}
+
+void* CpuDevice::allocate_for(MemCategory category, std::size_t bytes, Contents contents) {
+  if (bytes < kHugePageBytes || !moved_by_swap_files(category)) {
+    return Allocator::allocate_for(category, bytes, contents);  // allocate() or allocate_unset()
+  }
+  return fill_block(take_block(bytes, /*huge_pages=*/true), bytes, contents);
 }
 
 void CpuDevice::deallocate(void* ptr, std::size_t bytes) {
@@ -71,6 +96,7 @@ void CpuDevice::deallocate(void* ptr, std::size_t bytes) {
     cached_bytes_ += bytes;
     return;
   }
+  huge_blocks_.erase(ptr);
   // The unsized form: clang enables sized deallocation only with -fsized-deallocation.
   ::operator delete(ptr, alignment_of(bytes));
 }

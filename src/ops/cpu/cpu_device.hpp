@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <unordered_set>
 
 #include "ops/cpu/cpu_grain.hpp"
 #include "ops/device.hpp"
@@ -50,6 +51,11 @@ class CpuDevice : public Device {
   void* allocate_unset(std::size_t bytes) override;
   /// The byte allocate_unset fills with.
   static constexpr unsigned char kUnsetByte = 0xFF;
+  /// allocate() or allocate_unset(); a block of 2 MiB or more for the host copies a swap file
+  /// moves (HostMaster, HostOptimizer, HostParams) starts on a huge page and asks for huge pages,
+  /// which a disk's O_DIRECT blocks move through fastest (core/huge_pages.hpp). Other blocks stay
+  /// on small pages: a process's first touch of huge pages can cost more on a virtual machine.
+  void* allocate_for(MemCategory category, std::size_t bytes, Contents contents) override;
   /// Frees what allocate returned (keeps it, if it is large and the cache has room).
   void deallocate(void* ptr, std::size_t bytes) override;
 
@@ -183,12 +189,16 @@ class CpuDevice : public Device {
   cpu::CpuThreadPool& pool() { return *pool_; }
 
  private:
-  // A block of `bytes` from the cache, or new; its contents are whatever they were.
-  void* take_block(std::size_t bytes);
+  // A block of `bytes` (on huge pages or not, as `huge_pages` says) from the cache, or new; its
+  // contents are whatever they were.
+  void* take_block(std::size_t bytes, bool huge_pages = false);
+  // take_block()'s block, zeroed or unset as `contents` says.
+  void* fill_block(void* ptr, std::size_t bytes, Contents contents);
 
   std::unique_ptr<cpu::CpuThreadPool> pool_;
   std::multimap<std::size_t, void*> cached_;  // freed blocks by size
   std::size_t cached_bytes_ = 0;
+  std::unordered_set<void*> huge_blocks_;  // the blocks that ask for huge pages, live or cached
 };
 
 }  // namespace zl

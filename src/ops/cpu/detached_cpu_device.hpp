@@ -35,6 +35,10 @@ class DetachedCpuDevice final : public CpuDevice {
   void* allocate(std::size_t bytes) override;
   /// allocate, with every byte CpuDevice::kUnsetByte (written through the read-write view).
   void* allocate_unset(std::size_t bytes) override;
+  /// allocate or allocate_unset, for every category: all of this device's memory is its arena.
+  void* allocate_for(MemCategory category, std::size_t bytes, Contents contents) override {
+    return Allocator::allocate_for(category, bytes, contents);
+  }
   /// Frees what allocate returned and gives its pages back to the system (they read as zero when
   /// handed out again).
   void deallocate(void* ptr, std::size_t bytes) override;

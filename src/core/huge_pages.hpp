@@ -1,0 +1,20 @@
+// huge_pages.hpp — 2 MiB pages for the large blocks a disk's O_DIRECT reads and writes move
+// through. On a virtual disk each 4 KiB page of a request is a segment of its own for the host to
+// map; a block on huge pages is one segment per 2 MiB, and moves up to twice as fast
+// (docs/performance.md). Linux backs a range with huge pages when it is first touched if the range
+// asks for them (madvise MADV_HUGEPAGE, which transparent_hugepage "madvise" and "always" honour).
+#pragma once
+
+#include <cstddef>
+
+namespace zl {
+
+/// A huge page's bytes: 2 MiB (x86-64, and arm64 with 4 KiB pages).
+inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
+
+/// Asks for huge pages behind the whole huge pages inside [data, data + bytes), before they are
+/// first touched. Does nothing where the kernel has none or refuses: the bytes stay as they are
+/// either way, only their pages' size changes.
+void advise_huge_pages(void* data, std::size_t bytes);
+
+}  // namespace zl
