@@ -50,9 +50,9 @@ class ScratchFile {
 };
 
 // `depth` blocks of `bytes` for a pass in one allocation (small blocks share huge pages, as the
-// swap files' staging blocks do), not zeros (which a disk may elide).
-PageAlignedBytes pass_blocks(std::int64_t bytes, int depth) {
-  PageAlignedBytes blocks = page_aligned_bytes(bytes * depth, "--blocks");
+// swap files' staging blocks do, unless `huge_pages` is false), not zeros (which a disk may elide).
+PageAlignedBytes pass_blocks(std::int64_t bytes, int depth, bool huge_pages) {
+  PageAlignedBytes blocks = page_aligned_bytes(bytes * depth, "--blocks", huge_pages);
   std::memset(blocks.get(), 0x5a, static_cast<std::size_t>(bytes * depth));
   return blocks;
 }
@@ -61,9 +61,9 @@ PageAlignedBytes pass_blocks(std::int64_t bytes, int depth) {
 // of its own from one of `depth` buffers, the oldest waited for before its buffer is used again;
 // a write pass ends when its data is on the disk (fdatasync). Returns the pass's GB/s.
 double run_pass(const ScratchFile& file, IoQueue& queue, bool write, std::int64_t file_bytes,
-                std::int64_t block_bytes, int depth) {
+                std::int64_t block_bytes, int depth, bool huge_pages) {
   const std::int64_t blocks = file_bytes / block_bytes;
-  const PageAlignedBytes buffers = pass_blocks(block_bytes, depth);
+  const PageAlignedBytes buffers = pass_blocks(block_bytes, depth, huge_pages);
   std::vector<IoTicket> tickets(static_cast<std::size_t>(depth), 0);
   std::string error;
   const auto settle = [&](IoTicket& ticket) {
@@ -141,7 +141,7 @@ NvmeBenchResult run_nvme_bench(const NvmeBenchOptions& options) {
           result.backend = queue.backend();
           if (sweep == 0) result.rows.push_back({write ? "write" : "read", block, depth, 0.0, {}});
           result.rows[row++].passes_gbps.push_back(
-              run_pass(file, queue, write, options.file_bytes, block, depth));
+              run_pass(file, queue, write, options.file_bytes, block, depth, options.huge_pages));
         }
       }
     }

@@ -26,6 +26,9 @@ struct NvmeBenchOptions {
   std::vector<int> queue_depths = {1, 4, 16};                                   ///< I/Os in flight
   int repeats = 3;                      ///< sweeps; each point's figure is the median of its passes
   IoBackend backend = IoBackend::Auto;  ///< how the blocks reach the disk
+  /// The blocks' memory on huge pages, as the swap files' host copies are (core/huge_pages.hpp);
+  /// false: on 4 KiB pages, to see what huge pages give on this machine.
+  bool huge_pages = true;
 };
 
 /// One pass: `file_bytes` moved in blocks of `block_bytes`, `queue_depth` at a time.

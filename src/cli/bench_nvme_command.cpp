@@ -70,6 +70,7 @@ int run_nvme(const NvmeFlags& flags) {
         {"o_direct", result.direct},
         {"backend", io_backend_name(result.backend)},
         {"size_bytes", result.file_bytes},
+        {"pages", flags.options.huge_pages ? "huge" : "small"},
         {"rows", rows},
         {"repeats", flags.options.repeats},
         {"read_gbps", result.best_read.gbps},
@@ -81,12 +82,14 @@ int run_nvme(const NvmeFlags& flags) {
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
-  fmt::print("bench nvme: {}, {} bytes a pass by {}, each point the median of {} passes, {}\n",
-             result.folder, result.file_bytes, io_backend_name(result.backend),
-             flags.options.repeats,
-             result.direct ? "O_DIRECT (the page cache bypassed)"
-                           : "through the page cache (the file system refused O_DIRECT): reads "
-                             "may come from memory, not the disk");
+  fmt::print(
+      "bench nvme: {}, {} bytes a pass by {} from blocks on {} pages, each point the median of {} "
+      "passes, {}\n",
+      result.folder, result.file_bytes, io_backend_name(result.backend),
+      flags.options.huge_pages ? "huge (2 MiB)" : "small (4 KiB)", flags.options.repeats,
+      result.direct ? "O_DIRECT (the page cache bypassed)"
+                    : "through the page cache (the file system refused O_DIRECT): reads "
+                      "may come from memory, not the disk");
   fmt::print("{:<6} {:>12} {:>6} {:>8}\n", "op", "block_bytes", "depth", "GB/s");
   for (const auto& row : result.rows) {
     fmt::print("{:<6} {:>12} {:>6} {:>8.3f}\n", row.op, row.block_bytes, row.queue_depth, row.gbps);
@@ -131,8 +134,18 @@ CLI::App* add_bench_nvme(CLI::App& bench, std::function<int()>& run) {
          "io_uring | threads | auto: how the blocks reach the disk, as the swap files' "
          "--aio-backend")
       ->default_str("auto");
+  cmd->add_option_function<std::string>(
+         "--pages",
+         [flags](const std::string& pages) {
+           ZL_CHECK(pages == "huge" || pages == "small",
+                    "--pages '{}' is not known: use huge or small", pages);
+           flags->options.huge_pages = pages == "huge";
+         },
+         "huge | small: the blocks' memory on 2 MiB pages, as the swap files' host copies are, or "
+         "on 4 KiB pages, to see what huge pages give on this machine")
+      ->default_str("huge");
   cmd->add_flag("--json", flags->json,
-                "Print {folder, o_direct, backend, size_bytes, rows: [{op, block_bytes, "
+                "Print {folder, o_direct, backend, size_bytes, pages, rows: [{op, block_bytes, "
                 "queue_depth, gbps, passes_gbps}], repeats, read_gbps, write_gbps, aio: "
                 "{block_size, queue_depth, thread_count}, aio_read_gbps, aio_write_gbps}");
   cmd->callback([&run, flags] {

@@ -45,9 +45,9 @@ void PageAlignedFree::operator()(std::byte* p) const {
   std::free(p);
 }
 
-PageAlignedBytes page_aligned_bytes(std::int64_t bytes, std::string_view what) {
+PageAlignedBytes page_aligned_bytes(std::int64_t bytes, std::string_view what, bool huge_pages) {
   const auto size = static_cast<std::size_t>(bytes);
-  const bool huge = size >= kHugePageBytes;
+  const bool huge = huge_pages && size >= kHugePageBytes;
   const std::size_t alignment = huge ? kHugePageBytes : static_cast<std::size_t>(kPageBytes);
   const std::size_t padded = (size + alignment - 1) / alignment * alignment;
   auto* p = static_cast<std::byte*>(std::aligned_alloc(alignment, padded));

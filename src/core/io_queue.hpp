@@ -43,10 +43,11 @@ struct PageAlignedFree {
 };
 /// Bytes on whole pages, as O_DIRECT moves them.
 using PageAlignedBytes = std::unique_ptr<std::byte, PageAlignedFree>;
-/// `bytes` bytes (a multiple of 4096) aligned to 4096, their contents unset; from 2 MiB up, on
-/// huge pages where the kernel gives them (huge_pages.hpp). zl::Error in one line naming `what`
-/// (what to lower) when there is no memory for them.
-PageAlignedBytes page_aligned_bytes(std::int64_t bytes, std::string_view what);
+/// `bytes` bytes (a multiple of 4096) aligned to 4096, their contents unset; from 2 MiB up, unless
+/// `huge_pages` is false, on huge pages where the kernel gives them (huge_pages.hpp). zl::Error in
+/// one line naming `what` (what to lower) when there is no memory for them.
+PageAlignedBytes page_aligned_bytes(std::int64_t bytes, std::string_view what,
+                                    bool huge_pages = true);
 
 /// DeepSpeed's `aio` section, as zerolab honours it.
 struct AioSettings {

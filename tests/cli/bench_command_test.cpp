@@ -192,6 +192,7 @@ TEST(BenchCli, NvmeMeasuresEveryPassAndRemovesItsFile) {
   EXPECT_EQ(out["backend"], "threads");
   EXPECT_EQ(out["size_bytes"], 8 << 20);
   EXPECT_EQ(out["repeats"], 3);
+  EXPECT_EQ(out["pages"], "huge");
   double best_read = 0.0, best_write = 0.0;
   for (std::size_t i = 0; i < 8; ++i) {
     const auto& row = out["rows"][i];
@@ -223,6 +224,10 @@ TEST(BenchCli, NvmeMeasuresEveryPassAndRemovesItsFile) {
   EXPECT_EQ(out["aio_write_gbps"], out["rows"][aio_point]["gbps"]);
   EXPECT_EQ(out["aio_read_gbps"], out["rows"][aio_point + 4]["gbps"]);
   EXPECT_TRUE(std::filesystem::is_empty(folder));
+  const auto small = run_json("nvme --path " + folder.string() +
+                              " --size 4M --blocks 1M --depths 1 --repeats 1 --pages small --json");
+  EXPECT_EQ(small["pages"], "small");
+  EXPECT_EQ(small["rows"].size(), 2u);
   std::filesystem::remove_all(folder);
 }
 
@@ -232,7 +237,7 @@ TEST(BenchCli, BadFlagsExitTwoWithOneLine) {
         "step --preset huge", "step --threads 0", "step --threads x", "nvme",
         "nvme --path /nonexistent-zerolab-folder", "nvme --path . --blocks 1000",
         "nvme --path . --depths 0", "nvme --path . --repeats 0", "nvme --path . --aio-backend aio",
-        "nvme --path . --size 1M --blocks 4M", "frobnicate"}) {
+        "nvme --path . --size 1M --blocks 4M", "nvme --path . --pages tiny", "frobnicate"}) {
     const CommandResult result =
         run_command(std::string(zl::test::zerolab_binary()) + " bench " + args);
     EXPECT_EQ(result.exit_code, 2) << args << ": " << result.err;

@@ -43,6 +43,8 @@ TEST(HugePages, TheWholeHugePagesOfARangeAskForThemAndNothingAround) {
   ::munmap(mapped, kMapped);
 }
 
+// (bench nvme --pages small asks for blocks on 4 KiB pages: 40 MiB, above glibc's largest mmap
+// threshold, is a mapping of its own.)
 TEST(HugePages, SwapBlocksOfTwoMebibytesAndMoreStartOnAHugePageThatAsksForThem) {
   for (const std::int64_t bytes : {std::int64_t{4096}, std::int64_t{1} << 20}) {
     const PageAlignedBytes block = page_aligned_bytes(bytes, "test");
@@ -55,6 +57,9 @@ TEST(HugePages, SwapBlocksOfTwoMebibytesAndMoreStartOnAHugePageThatAsksForThem) 
       EXPECT_TRUE(asks_for_huge_pages(block.get())) << bytes;
     }
   }
+  const PageAlignedBytes small_pages = page_aligned_bytes(40 << 20, "test", /*huge_pages=*/false);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(small_pages.get()) % kPageBytes, 0u);
+  EXPECT_FALSE(asks_for_huge_pages(small_pages.get()));
 }
 
 }  // namespace
