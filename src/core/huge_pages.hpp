@@ -1,8 +1,9 @@
 // huge_pages.hpp — 2 MiB pages for the large blocks a disk's O_DIRECT reads and writes move
 // through. On a virtual disk each 4 KiB page of a request is a segment of its own for the host to
-// map; a block on huge pages is one segment per 2 MiB, and moves up to twice as fast
-// (docs/performance.md). Linux backs a range with huge pages when it is first touched if the range
-// asks for them (madvise MADV_HUGEPAGE, which transparent_hugepage "madvise" and "always" honour).
+// map, unless its neighbours happen to lie next to it; a block on huge pages is one segment per
+// 2 MiB and moves at the disk's fast speed every time (docs/performance.md, "Swap blocks on huge
+// pages"). Linux backs a range with huge pages when it is first touched if the range asks for
+// them (madvise MADV_HUGEPAGE, which transparent_hugepage "madvise" and "always" honour).
 #pragma once
 
 #include <cstddef>
