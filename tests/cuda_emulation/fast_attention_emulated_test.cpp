@@ -148,29 +148,28 @@ Errors errors_against_cpu(const Shape& s) {
   return errors;
 }
 
+// Expects out's and stats' errors below `forward_bound` and dq's, dk's and dv's below
+// `gradient_bound`.
+void expect_errors_below(const Errors& errors, double forward_bound, double gradient_bound) {
+  EXPECT_LT(errors.out, forward_bound);
+  EXPECT_LT(errors.stats, forward_bound);
+  for (std::size_t part = 0; part < 3; ++part) {
+    EXPECT_LT(errors.dqkv[part], gradient_bound) << "d"
+                                                 << "qkv"[part];
+  }
+}
+
 class FastAttentionEmulated : public ::testing::TestWithParam<Shape> {};
 
+// bf16 keeps 8 significant bits (relative rounding 2^-9): a tensor's error is a few of those.
 TEST_P(FastAttentionEmulated, IsTheCpuDevicesAttentionWithinBf16Rounding) {
-  const Errors errors = errors_against_cpu<std::uint16_t>(GetParam());
-  // bf16 keeps 8 significant bits (relative rounding 2^-9): a tensor's error is a few of those
-  EXPECT_LT(errors.out, 6e-3);
-  EXPECT_LT(errors.stats, 6e-3);
-  for (std::size_t part = 0; part < 3; ++part) {
-    EXPECT_LT(errors.dqkv[part], 1e-2) << "d"
-                                       << "qkv"[part];
-  }
+  expect_errors_below(errors_against_cpu<std::uint16_t>(GetParam()), 6e-3, 1e-2);
 }
 
 // fp16 keeps 11 significant bits (relative rounding 2^-12): the bounds are bf16's over 8, which
 // the same kernels with bf16 tiles exceed.
 TEST_P(FastAttentionEmulated, WithFp16TilesIsTheCpuDevicesAttentionWithinFp16Rounding) {
-  const Errors errors = errors_against_cpu<cuda::Fp16>(GetParam());
-  EXPECT_LT(errors.out, 6e-3 / 8);
-  EXPECT_LT(errors.stats, 6e-3 / 8);
-  for (std::size_t part = 0; part < 3; ++part) {
-    EXPECT_LT(errors.dqkv[part], 1e-2 / 8) << "d"
-                                           << "qkv"[part];
-  }
+  expect_errors_below(errors_against_cpu<cuda::Fp16>(GetParam()), 6e-3 / 8, 1e-2 / 8);
 }
 
 // With qkv and out in H (bf16 or fp16, as the GPT keeps them under --bf16 or --fp16) the kernels
