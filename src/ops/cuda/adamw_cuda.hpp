@@ -2,8 +2,8 @@
 // kAdamWTensorsPerLaunch tensors (fp32 master weights, gradients in fp32 or 16 bits, m and v),
 // and writes the 16-bit (bf16 or fp16) training copy of each parameter as it goes. Every element
 // goes through adamw_update()'s float operations in its order (optim/adamw.hpp), each rounded as
-// IEEE says (__fmul_rn, __fadd_rn,
-// __fdiv_rn, __fsqrt_rn: no fused multiply-add), so the GPU gives the CPU's bits.
+// IEEE says (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn: no fused multiply-add), so the GPU gives
+// the CPU's bits.
 #pragma once
 
 #include <cuda_runtime_api.h>
