@@ -96,7 +96,7 @@ void CpuDevice::deallocate(void* ptr, std::size_t bytes) {
     cached_bytes_ += bytes;
     return;
   }
-  huge_blocks_.erase(ptr);
+  if (bytes >= kHugePageBytes) huge_blocks_.erase(ptr);  // only such blocks may be in it
   // The unsized form: clang enables sized deallocation only with -fsized-deallocation.
   ::operator delete(ptr, alignment_of(bytes));
 }
