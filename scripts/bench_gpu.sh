@@ -5,7 +5,8 @@
 # bf16 with `zerolab train --backend nccl` at ZeRO stages 0-3, and the same model in PyTorch eager
 # (scripts/torch_gpt_bench.py), stage 0 again with the exact attention kernels
 # (ZL_CUDA_ATTENTION=exact) and in fp16 (`--fp16`: fp16 GEMMs and attention, dynamic loss
-# scaling; PyTorch too, with fp16 autocast and GradScaler), stages 0-3 with `--activation-checkpointing full` at a larger
+# scaling; PyTorch too, with fp16 autocast and GradScaler) and at one sequence of 64 tokens (the
+# host's issuing floor), stages 0-3 with `--activation-checkpointing full` at a larger
 # micro-batch (32 unless --ckpt-micro-batch says otherwise; 0 skips them), and, where Nsight
 # Compute's `ncu` is on the PATH, one DDP step's kernels by name (time and launches). Builds
 # nothing.
@@ -17,14 +18,14 @@
 # Writes every command's raw output to LOG_DIR, and for notebooks/05_performance.ipynb, each
 # named gpu-<date>-<card>-<commit>-* (<card> as h100): -adam.json (the bench command's JSON,
 # unedited), -gpt124m.json (the four train runs as `bench step` rows, with tokens/s, MFU, peak
-# memory per category, losses, host waits and the time they and the step's end blocked the host, the exact-attention and fp16 rows, the checkpointed rows and
+# memory per category, losses, host waits and the time they and the step's end blocked the host, the exact-attention, fp16 and floor rows, the checkpointed rows and
 # the torch rows, bf16 and fp16) and, with ncu, -kernels.csv (kernel, launches, ms in one step). It prints the rows to add
 # to notebooks/data/README.md, which the notebook needs to label them.
 # Stops at the first failure, except the profile's (its log says why).
 set -euo pipefail
 
 usage() {
-  sed -n '12,14p' "$0" | sed 's/^# //' >&2
+  sed -n '/^#   scripts\/bench_gpu.sh/,/LOG_DIR$/p' "$0" | sed 's/^#   //' >&2
   exit 2
 }
 die() {
@@ -127,6 +128,12 @@ RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 run_logged train-s0-fp16 "$zerolab" \
   train --model gpt --preset 124M "${train_device_flags[@]}" --stage 0 --fp16 --steps "$steps" \
   --micro-batch "$micro_batch" --metrics "$log_dir/train-s0-fp16.metrics.jsonl" \
   --summary "$log_dir/train-s0-fp16.summary.json"
+# ---- stage 0 at one sequence of 64 tokens: the same launches with kernels too small to hide the
+# host, so its step is about the time the host takes to issue a step (the floor under stage 0's) --
+RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 run_logged train-s0-floor "$zerolab" \
+  train --model gpt --preset 124M "${train_device_flags[@]}" --stage 0 --bf16 --steps "$steps" \
+  --micro-batch 1 --block-size 64 --metrics "$log_dir/train-s0-floor.metrics.jsonl" \
+  --summary "$log_dir/train-s0-floor.summary.json"
 # ---- the same four stages with every block recomputed in backward, at a larger micro-batch -----
 if ((ckpt_micro_batch > 0)); then
   for stage in 0 1 2 3; do
@@ -253,18 +260,24 @@ def stage0_row(name, **labels):
 
 exact_row = stage0_row("s0-exact", attention="exact")
 fp16_row = stage0_row("s0-fp16", precision="fp16")
+floor_steps = [json.loads(line) for line in (log / "train-s0-floor.metrics.jsonl").read_text().splitlines()]
+floor_row = {"stage": 0, "micro_batch": 1, "seq_len": 64,
+             "ms": statistics.median(m["step_ms"] for m in floor_steps[warmup:]),
+             "host_wait_ms": statistics.median(m["host_wait_ms"] for m in floor_steps[warmup:]),
+             "drain_ms": statistics.median(m["drain_ms"] for m in floor_steps[warmup:])}
 gpt = {"model": "gpt", "preset": "124M", "params": json.loads((log / "train-s0.summary.json").read_text())["params"],
        "world": 1, "steps": steps, "rounds": 1, "accelerator": "cuda", "device": adam["device"],
        "backend": "nccl", "precision": "bf16", "micro_batch": micro_batch, "seq_len": seq_len,
        "warmup": warmup, "flops_per_token": flops_per_token(torch_gpt["params"], n_layer, n_embd, seq_len),
        "peak_flops": peak_flops, "rows": rows, "exact_attention": exact_row, "fp16": fp16_row,
+       "issue_floor": floor_row,
        "torch": torch_gpt, "torch_fp16": torch_fp16}
 if full_rows:
     gpt["full_checkpointing"] = {"micro_batch": ckpt_micro_batch, "rows": full_rows}
 shutil.copyfile(log / "adam.out", data / f"{prefix}-adam.json")
 (data / f"{prefix}-gpt124m.json").write_text(json.dumps(gpt, indent=2) + "\n")
 train_seconds = (sum(int(seconds[f"train-s{s}"]) for s in range(4)) + int(seconds["train-s0-exact"])
-                 + int(seconds["train-s0-fp16"])
+                 + int(seconds["train-s0-fp16"]) + int(seconds["train-s0-floor"])
                  + sum(int(seconds[f"train-full-s{s}"]) for s in range(4) if full_rows)
                  + int(seconds["torch-gpt"]) + int(seconds["torch-gpt-fp16"]))
 print(f"\nwrote {data}/{prefix}-adam.json and {prefix}-gpt124m.json; add to notebooks/data/README.md:")
@@ -287,6 +300,11 @@ print(f"stage 0: the host was blocked {ddp['host_wait_ms']:.1f} ms a step in its
 same = all(row["losses"] == rows[0]["losses"] for row in rows)
 print(f"the four stages' losses {'agree bit for bit' if same else 'DIFFER'} in all {len(rows[0]['losses'])} steps")
 print(f"stage 0 exact attention {exact_row['ms']:8.1f} ms ({exact_row['ms'] / rows[0]['ms']:.2f}x the default's)")
+floor_blocked_ms = floor_row["host_wait_ms"] + floor_row["drain_ms"]
+print(f"stage 0 at 1 x 64 tokens {floor_row['ms']:8.1f} ms a step, the host blocked "
+      f"{floor_blocked_ms:.1f} ms of it: the host issues a step in about "
+      f"{floor_row['ms'] - floor_blocked_ms:.1f} ms, {(floor_row['ms'] - floor_blocked_ms) / ddp['ms']:.0%} "
+      f"of stage 0's step at {micro_batch} x {seq_len}")
 print(f"stage 0 fp16 {fp16_row['ms']:8.1f} ms ({fp16_row['ms'] / rows[0]['ms']:.2f}x bf16's, "
       f"{fp16_row['ms'] / torch_fp16['step_ms']:.2f}x torch fp16's), "
       f"peak {fp16_row['peak_bytes'] / 2**30:.2f} GiB")

@@ -21,7 +21,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '13p' "$0" | sed 's/^# //' >&2
+  sed -n '/^#   scripts\/bench_nvme_tier.sh/p' "$0" | sed 's/^#   //' >&2
   exit 2
 }
 
