@@ -128,8 +128,9 @@ RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 run_logged train-s0-fp16 "$zerolab" \
   train --model gpt --preset 124M "${train_device_flags[@]}" --stage 0 --fp16 --steps "$steps" \
   --micro-batch "$micro_batch" --metrics "$log_dir/train-s0-fp16.metrics.jsonl" \
   --summary "$log_dir/train-s0-fp16.summary.json"
-# ---- stage 0 at one sequence of 64 tokens: the same launches with kernels too small to hide the
-# host, so its step is about the time the host takes to issue a step (the floor under stage 0's) --
+# ---- stage 0 at one sequence of 64 tokens: kernels too small to hide the host, so its step is about
+# the time the host takes to issue a step (the floor under stage 0's). The launches are stage 0's
+# but for the LM head and the loss, which take one chunk of rows where 8 x 1024 tokens take 16 ----
 RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 run_logged train-s0-floor "$zerolab" \
   train --model gpt --preset 124M "${train_device_flags[@]}" --stage 0 --bf16 --steps "$steps" \
   --micro-batch 1 --block-size 64 --metrics "$log_dir/train-s0-floor.metrics.jsonl" \
@@ -262,15 +263,15 @@ exact_row = stage0_row("s0-exact", attention="exact")
 fp16_row = stage0_row("s0-fp16", precision="fp16")
 floor_steps = [json.loads(line) for line in (log / "train-s0-floor.metrics.jsonl").read_text().splitlines()]
 floor_row = {"stage": 0, "micro_batch": 1, "seq_len": 64,
-             "ms": statistics.median(m["step_ms"] for m in floor_steps[warmup:]),
-             "host_wait_ms": statistics.median(m["host_wait_ms"] for m in floor_steps[warmup:]),
-             "drain_ms": statistics.median(m["drain_ms"] for m in floor_steps[warmup:])}
+             **{name: statistics.median(m[key] for m in floor_steps[warmup:])
+                for name, key in (("ms", "step_ms"), ("host_wait_ms", "host_wait_ms"),
+                                  ("drain_ms", "drain_ms"))}}
 gpt = {"model": "gpt", "preset": "124M", "params": json.loads((log / "train-s0.summary.json").read_text())["params"],
        "world": 1, "steps": steps, "rounds": 1, "accelerator": "cuda", "device": adam["device"],
        "backend": "nccl", "precision": "bf16", "micro_batch": micro_batch, "seq_len": seq_len,
        "warmup": warmup, "flops_per_token": flops_per_token(torch_gpt["params"], n_layer, n_embd, seq_len),
        "peak_flops": peak_flops, "rows": rows, "exact_attention": exact_row, "fp16": fp16_row,
-       "issue_floor": floor_row,
+       "issuing_floor": floor_row,
        "torch": torch_gpt, "torch_fp16": torch_fp16}
 if full_rows:
     gpt["full_checkpointing"] = {"micro_batch": ckpt_micro_batch, "rows": full_rows}
