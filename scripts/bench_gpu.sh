@@ -18,8 +18,9 @@
 # Writes every command's raw output to LOG_DIR, and for notebooks/05_performance.ipynb, each
 # named gpu-<date>-<card>-<commit>-* (<card> as h100): -adam.json (the bench command's JSON,
 # unedited), -gpt124m.json (the four train runs as `bench step` rows, with tokens/s, MFU, peak
-# memory per category, losses, host waits and the time they and the step's end blocked the host, the exact-attention, fp16 and floor rows, the checkpointed rows and
-# the torch rows, bf16 and fp16) and, with ncu, -kernels.csv (kernel, launches, ms in one step). It prints the rows to add
+# memory per category, losses, host waits and the time they and the step's end blocked the host;
+# the exact-attention, fp16 and floor rows, the checkpointed rows and the torch rows, bf16 and
+# fp16) and, with ncu, -kernels.csv (kernel, launches, ms in one step). It prints the rows to add
 # to notebooks/data/README.md, which the notebook needs to label them.
 # Stops at the first failure, except the profile's (its log says why).
 set -euo pipefail
