@@ -3,15 +3,13 @@
 
 #include <sys/mman.h>
 
-#include <cstdint>
-
 namespace zl {
 
 void advise_huge_pages(void* data, std::size_t bytes) {
 #ifdef MADV_HUGEPAGE
   const auto begin = reinterpret_cast<std::uintptr_t>(data);
-  const std::uintptr_t first = (begin + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-  const std::uintptr_t end = (begin + bytes) / kHugePageBytes * kHugePageBytes;
+  const std::uintptr_t first = huge_page_padded(begin);
+  const std::uintptr_t end = (begin + bytes) / kHugePageBytes * kHugePageBytes;  // rounded down
   // A refusal (a kernel without transparent huge pages) leaves 4 KiB pages: the same bytes.
   if (end > first) (void)::madvise(reinterpret_cast<void*>(first), end - first, MADV_HUGEPAGE);
 #else

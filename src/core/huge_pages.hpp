@@ -7,11 +7,17 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace zl {
 
 /// A huge page's bytes: 2 MiB (x86-64, and arm64 with 4 KiB pages).
 inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
+
+/// `bytes` (or an address) rounded up to whole huge pages.
+inline constexpr std::uintptr_t huge_page_padded(std::uintptr_t bytes) {
+  return (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+}
 
 /// Asks for huge pages behind the whole huge pages inside [data, data + bytes), before they are
 /// first touched. Does nothing where the kernel has none or refuses: the bytes stay as they are

@@ -49,7 +49,8 @@ PageAlignedBytes page_aligned_bytes(std::int64_t bytes, std::string_view what, b
   const auto size = static_cast<std::size_t>(bytes);
   const bool huge = huge_pages && size >= kHugePageBytes;
   const std::size_t alignment = huge ? kHugePageBytes : static_cast<std::size_t>(kPageBytes);
-  const std::size_t padded = (size + alignment - 1) / alignment * alignment;
+  const std::size_t padded =
+      huge ? huge_page_padded(size) : static_cast<std::size_t>(page_padded(bytes));
   auto* p = static_cast<std::byte*>(std::aligned_alloc(alignment, padded));
   ZL_CHECK(p != nullptr, "no memory for {} bytes on whole pages: lower {}", bytes, what);
   if (huge) advise_huge_pages(p, padded);
